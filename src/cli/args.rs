@@ -1,0 +1,162 @@
+//! Command-line arguments (clap). The names here are the CLI contract.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "leasectl",
+    version,
+    about = "The operator's tool for Hermes Agent's active-session registry",
+    long_about = "The operator's tool for Hermes Agent's active-session registry \
+                  ($HERMES_HOME/runtime/active_sessions.json): list who holds which session, \
+                  acquire and hold leases through the same fence Hermes uses, and clean up \
+                  dead or leaked owners safely.",
+    after_help = "Exit codes: 0 ok/granted, 1 error, 2 usage, 3 SESSION_NOT_OWNED, \
+                  4 MAX_CONCURRENT_SESSIONS, 5 SESSION_COORDINATION_UNAVAILABLE.\n\n\
+                  Example:\n  leasectl --home /tmp/h acquire S1 --surface cli --live-id tab-1 --json"
+)]
+pub struct Cli {
+    /// Hermes home (default: $HERMES_HOME, else ~/.hermes)
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Use the profile <root>/profiles/NAME instead of the home itself
+    #[arg(long, global = true, value_name = "NAME", conflicts_with = "all_profiles")]
+    pub profile: Option<String>,
+    /// The root and every profile (ls, prune, doctor)
+    #[arg(long, global = true)]
+    pub all_profiles: bool,
+    /// Give up waiting for the registry lock after SECS and name its holder
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0)]
+    pub lock_timeout: f64,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List leases with owner liveness (read-only: takes no lock, never prunes)
+    #[command(after_help = "Example:\n  leasectl ls --all-profiles\n  leasectl --home /tmp/h ls --json")]
+    Ls(LsArgs),
+    /// Acquire a lease for an owner process through the fence
+    #[command(after_help = "The owner is --owner-pid, else the calling (parent) process. Writer identity is \
+                            (owner pid, live id): the same writer re-acquiring replaces its own entry.\n\n\
+                            Example:\n  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4")]
+    Acquire(AcquireArgs),
+    /// Release a lease (the owner's release; a lease already gone is fine)
+    #[command(after_help = "Example:\n  leasectl release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13")]
+    Release(ReleaseArgs),
+    /// Remove a lease on the operator's word (a live owner's only with --live)
+    #[command(after_help = "Example:\n  leasectl force-release --session S1 --dry-run\n  \
+                            leasectl force-release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13 --live")]
+    ForceRelease(ForceReleaseArgs),
+    /// Remove dead and recycled owners' leases
+    #[command(after_help = "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json")]
+    Prune(PruneArgs),
+    /// Check registries: validation, conflicts, temp files, the lock (non-zero exit on problems)
+    #[command(after_help = "Example:\n  leasectl doctor --all-profiles")]
+    Doctor(JsonFlag),
+    /// Hold a lease (leasectl is the owner) while CMD runs; CMD does not run on refusal
+    #[command(after_help = "SIGINT and SIGTERM are forwarded to CMD; the lease is released when CMD exits, \
+                            and leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
+                            LEASECTL_SESSION_ID.\n\nExample:\n  leasectl run S1 --surface cli -- python agent.py")]
+    Run(RunArgs),
+    /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM
+    #[command(after_help = "Example:\n  leasectl hold S1 --surface gateway --live-id tab-1")]
+    Hold(AcquireOpts),
+}
+
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options shared by acquire, run and hold.
+#[derive(Debug, Args, Clone)]
+pub struct AcquireOpts {
+    /// The stored session id to fence ("" is granted and not recorded)
+    pub session: String,
+    /// Who holds it: cli, tui, desktop, a gateway platform…
+    #[arg(long, default_value = "cli")]
+    pub surface: String,
+    /// The live session id (half of writer identity)
+    #[arg(long, value_name = "L")]
+    pub live_id: Option<String>,
+    /// Cap on live leases (overrides config.yaml; 0 means no cap)
+    #[arg(long, value_name = "N")]
+    pub max: Option<u64>,
+    /// Mark the lease liveness-tracked: every owner must be provably alive, or fail closed
+    #[arg(long)]
+    pub track_liveness: bool,
+    /// Extra metadata (repeatable)
+    #[arg(long = "meta", value_name = "K=V")]
+    pub meta: Vec<String>,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub opts: AcquireOpts,
+    /// The owner process (default: the calling process)
+    #[arg(long, value_name = "PID")]
+    pub owner_pid: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    pub lease_id: String,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["lease_id", "session"]))]
+pub struct ForceReleaseArgs {
+    /// The lease to remove
+    pub lease_id: Option<String>,
+    /// Remove every lease of this session instead
+    #[arg(long, value_name = "S")]
+    pub session: Option<String>,
+    /// Also remove a live owner's lease (dangerous: it may keep writing)
+    #[arg(long)]
+    pub live: bool,
+    /// Say what would be removed; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Say what would be removed; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub opts: AcquireOpts,
+    /// The command to run while holding the lease
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
+}

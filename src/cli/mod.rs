@@ -1,0 +1,442 @@
+//! The command-line interface: parse, call the core, print. Exit codes:
+//! 0 ok, 1 error, 2 usage, 3/4/5 the refusal reasons.
+
+pub mod args;
+pub mod output;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+pub use args::{Cli, Command};
+use args::{AcquireOpts, ForceReleaseArgs};
+use output::{LEASE_HEADER, lease_json, lease_rows, short_id, table};
+
+use crate::lease::{
+    self, AcquireRequest, Error, Liveness, Reason, Registry, Target, config::read_cap, liveness::Prober,
+    owner::owner_infos, paths, refusal::refusal_stderr,
+};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+/// Run a parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(Failure { code, message }) => {
+            eprintln!("leasectl: {message}");
+            code
+        }
+    }
+}
+
+struct Failure {
+    code: i32,
+    message: String,
+}
+
+fn usage(message: impl Into<String>) -> Failure {
+    Failure { code: EXIT_USAGE, message: message.into() }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let code = match e {
+            // The registry cannot be coordinated on: the same code as the fence's refusal.
+            Error::Invalid(_) | Error::LockTimeout { .. } | Error::LivenessUnknown { .. } => {
+                Reason::SessionCoordinationUnavailable.exit_code()
+            }
+            _ => EXIT_ERROR,
+        };
+        Failure { code, message: e.to_string() }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32, Failure> {
+    let timeout = lock_timeout(cli.lock_timeout)?;
+    let registries = select_registries(&cli)?;
+    let command = cli.command.unwrap_or(Command::Ls(args::LsArgs { json: false }));
+    let single = || -> Result<&Registry, Failure> {
+        if cli.all_profiles {
+            return Err(usage("--all-profiles works with ls, prune and doctor only"));
+        }
+        registries.first().ok_or_else(|| usage("no registry selected"))
+    };
+    match command {
+        Command::Ls(a) => Ok(ls(&registries, a.json)),
+        Command::Acquire(a) => acquire(single()?, &a.opts, a.owner_pid, timeout),
+        Command::Release(a) => release(single()?, &a.lease_id, a.json, timeout),
+        Command::ForceRelease(a) => force_release(single()?, &a, timeout),
+        Command::Prune(a) => prune(&registries, a.dry_run, a.json, timeout),
+        Command::Doctor(a) => Ok(doctor(&registries, a.json)),
+        Command::Run(a) => run_cmd(single()?, &a.opts, &a.cmd, timeout),
+        Command::Hold(a) => hold(single()?, &a, timeout),
+    }
+}
+
+fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
+    if !secs.is_finite() || secs < 0.0 || secs > 86_400.0 {
+        return Err(usage(format!("--lock-timeout must be between 0 and 86400 seconds, not {secs}")));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn select_registries(cli: &Cli) -> Result<Vec<Registry>, Failure> {
+    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
+    let root = paths::root_of(&home);
+    if cli.all_profiles {
+        Ok(paths::all_registries(&root))
+    } else if let Some(name) = &cli.profile {
+        Ok(vec![paths::profile_registry(&root, name).map_err(usage)?])
+    } else {
+        Ok(vec![paths::registry_for_home(&home)])
+    }
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+}
+
+fn ls(registries: &[Registry], as_json: bool) -> i32 {
+    let snaps: Vec<lease::Snapshot> = registries.iter().map(lease::snapshot).collect();
+    let pids: Vec<u64> = snaps
+        .iter()
+        .filter_map(|s| s.leases.as_ref().ok())
+        .flatten()
+        .map(|v| v.entry.pid())
+        .collect();
+    let owners = owner_infos(&pids);
+    let any_error = snaps.iter().any(|s| s.leases.is_err());
+    if as_json {
+        let regs: Vec<Value> = snaps
+            .iter()
+            .map(|s| {
+                let leases: Vec<Value> = s
+                    .leases
+                    .as_ref()
+                    .map(|ls| ls.iter().map(|v| lease_json(v, owners.get(&v.entry.pid()))).collect())
+                    .unwrap_or_default();
+                json!({
+                    "profile": s.registry.profile,
+                    "path": s.registry.path(),
+                    "cap": s.cap.cap,
+                    "cap_warnings": s.cap.warnings,
+                    "error": s.leases.as_ref().err().map(|e| e.to_string()),
+                    "leases": leases,
+                })
+            })
+            .collect();
+        print_json(&json!({ "registries": regs }));
+    } else {
+        for (i, s) in snaps.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
+            match &s.leases {
+                Err(e) => println!("{}  {}  {cap}\n  ERROR: {e}", s.registry.profile, s.registry.path().display()),
+                Ok(views) => {
+                    let alive = views.iter().filter(|v| v.liveness == Liveness::Alive).count();
+                    let slots = s.cap.cap.map(|c| format!("{alive}/{c} slots")).unwrap_or(format!("{alive} live"));
+                    println!(
+                        "{}  {}  {cap}  {} lease(s), {slots}",
+                        s.registry.profile,
+                        s.registry.path().display(),
+                        views.len()
+                    );
+                    if !views.is_empty() {
+                        println!("{}", table(&LEASE_HEADER, &lease_rows(views, &owners)));
+                    }
+                }
+            }
+            for w in &s.cap.warnings {
+                println!("  warning: {w}");
+            }
+        }
+    }
+    if any_error { EXIT_ERROR } else { EXIT_OK }
+}
+
+fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
+    let mut m = Map::new();
+    for kv in &opts.meta {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(usage(format!("--meta takes K=V, not {kv:?}")));
+        };
+        if k.is_empty() {
+            return Err(usage(format!("--meta key is empty in {kv:?}")));
+        }
+        m.insert(k.to_owned(), Value::String(v.to_owned()));
+    }
+    if let Some(l) = &opts.live_id {
+        m.insert("live_session_id".into(), Value::String(l.clone()));
+    }
+    Ok(m)
+}
+
+fn request(reg: &Registry, opts: &AcquireOpts, owner_pid: u64, timeout: Duration) -> Result<AcquireRequest, Failure> {
+    let cap = match opts.max {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => {
+            let setting = read_cap(&reg.config_path());
+            for w in &setting.warnings {
+                eprintln!("leasectl: warning: {w}");
+            }
+            setting.cap
+        }
+    };
+    Ok(AcquireRequest {
+        session_id: opts.session.clone(),
+        surface: Some(opts.surface.clone()),
+        metadata: metadata_of(opts)?,
+        owner_pid,
+        cap,
+        track_liveness: opts.track_liveness,
+        lock_timeout: timeout,
+    })
+}
+
+/// Acquire and report; Ok(lease) when granted, Err(exit code) when refused (already reported).
+fn acquire_reported(reg: &Registry, req: &AcquireRequest, as_json: bool) -> Result<lease::Grant, i32> {
+    match lease::acquire(reg, req) {
+        Ok(g) => {
+            if as_json {
+                print_json(&output::grant_json(&g, reg, &req.session_id, req.owner_pid));
+            } else if !g.recorded {
+                println!("granted (not recorded: an empty session id has nothing to fence)");
+            } else {
+                let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
+                println!(
+                    "granted lease {} for session {} to pid {}{how}\n  registry: {}",
+                    g.lease_id,
+                    req.session_id,
+                    req.owner_pid,
+                    reg.path().display()
+                );
+                if !g.pruned.is_empty() {
+                    println!("  pruned {} dead owner lease(s)", g.pruned.len());
+                }
+            }
+            Ok(g)
+        }
+        Err(r) => {
+            if as_json {
+                print_json(&output::refusal_json(&r));
+            } else {
+                eprintln!("{}\nwhat to do: {}", refusal_stderr(&r), r.reason.advice());
+            }
+            Err(r.reason.exit_code())
+        }
+    }
+}
+
+fn acquire(reg: &Registry, opts: &AcquireOpts, owner: Option<u64>, timeout: Duration) -> Result<i32, Failure> {
+    // SAFETY: getppid has no preconditions.
+    let owner_pid = owner.unwrap_or_else(|| unsafe { libc::getppid() } as u64);
+    if !opts.session.is_empty() && Prober::new().start_time(owner_pid).is_none() {
+        return Err(Failure { code: EXIT_ERROR, message: format!("owner pid {owner_pid} is not a running process") });
+    }
+    let req = request(reg, opts, owner_pid, timeout)?;
+    Ok(match acquire_reported(reg, &req, opts.json) {
+        Ok(_) => EXIT_OK,
+        Err(code) => code,
+    })
+}
+
+fn release(reg: &Registry, lease_id: &str, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
+    let r = lease::release(reg, lease_id, timeout)?;
+    if as_json {
+        print_json(&json!({
+            "released": r.removed,
+            "lease_id": lease_id,
+            "already_gone": !r.removed,
+            "pruned": r.pruned.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
+        }));
+    } else if r.removed {
+        println!("released lease {lease_id}");
+    } else {
+        println!("lease {lease_id} was already gone; nothing to do");
+    }
+    Ok(EXIT_OK)
+}
+
+fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Result<i32, Failure> {
+    let target = match (&a.lease_id, &a.session) {
+        (Some(id), None) => Target::Lease(id.clone()),
+        (None, Some(s)) => Target::Session(s.clone()),
+        _ => return Err(usage("give either LEASE_ID or --session S")),
+    };
+    let r = lease::force_release(reg, &target, a.live, a.dry_run, timeout)?;
+    if r.live_owner {
+        let who: Vec<String> = r
+            .removed
+            .iter()
+            .filter(|v| lease::admin::owner_may_be_alive(v))
+            .map(|v| format!("pid {} ({}, session {})", v.entry.pid(), v.entry.surface().unwrap_or("-"), v.entry.session_id()))
+            .collect();
+        let verb = if r.dry_run { "would release" } else { "released" };
+        eprintln!(
+            "WARNING: {verb} the lease of a LIVE owner: {}. It may keep writing to its session, \
+             and a second owner can now acquire it.",
+            who.join("; ")
+        );
+    }
+    if a.json {
+        print_json(&output::removal_json(reg, &r));
+    } else {
+        print_removal(reg, &r, "force-release");
+    }
+    Ok(EXIT_OK)
+}
+
+fn print_removal(reg: &Registry, r: &lease::Removal, what: &str) {
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    println!("{} ({}): {what} {verb} {} lease(s)", reg.profile, reg.path().display(), r.removed.len());
+    if !r.removed.is_empty() {
+        println!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
+    }
+}
+
+fn prune(registries: &[Registry], dry_run: bool, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
+    let mut results = Vec::new();
+    let mut failed = None;
+    for reg in registries {
+        match lease::prune(reg, dry_run, timeout) {
+            Ok(r) => {
+                if !as_json {
+                    print_removal(reg, &r, "prune");
+                }
+                results.push(output::removal_json(reg, &r));
+            }
+            Err(e) => {
+                let f = Failure::from(e);
+                if !as_json {
+                    eprintln!("leasectl: {} ({}): {}", reg.profile, reg.path().display(), f.message);
+                }
+                results.push(json!({"profile": reg.profile, "path": reg.path(), "error": f.message}));
+                failed = Some(f.code);
+            }
+        }
+    }
+    if as_json {
+        print_json(&json!({ "registries": results }));
+    }
+    Ok(failed.unwrap_or(EXIT_OK))
+}
+
+fn doctor(registries: &[Registry], as_json: bool) -> i32 {
+    let reports: Vec<lease::DoctorReport> = registries.iter().map(lease::doctor).collect();
+    let bad = reports.iter().any(lease::DoctorReport::has_problems);
+    if as_json {
+        print_json(&json!({
+            "ok": !bad,
+            "registries": reports.iter().map(output::doctor_json).collect::<Vec<_>>(),
+        }));
+    } else {
+        for (i, d) in reports.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print!("{}", doctor_text(d));
+        }
+    }
+    if bad { EXIT_ERROR } else { EXIT_OK }
+}
+
+fn doctor_text(d: &lease::DoctorReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let status = if d.has_problems() { "PROBLEMS" } else { "ok" };
+    let _ = writeln!(s, "{} ({}): {status}", d.registry.profile, d.registry.path().display());
+    if !d.exists {
+        let _ = writeln!(s, "  registry file does not exist yet (no leases)");
+    }
+    match d.cap.cap {
+        Some(c) => {
+            let _ = writeln!(s, "  cap: {c} ({})", d.cap.key.as_deref().unwrap_or("config"));
+        }
+        None => {
+            let _ = writeln!(s, "  cap: none");
+        }
+    }
+    for w in &d.cap.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    for p in &d.problems {
+        let _ = writeln!(s, "  INVALID [{}] {p}", p.rule.code());
+    }
+    for i in &d.empty_session_ids {
+        let _ = writeln!(
+            s,
+            "  entry {i} has an empty session id (Hermes writes these for tracked drafts); every acquire is refused until it is repaired"
+        );
+    }
+    for (session, leases) in &d.conflicts {
+        let pids: Vec<String> = leases.iter().map(|l| l.entry.pid().to_string()).collect();
+        let _ = writeln!(s, "  CONFLICT: session {session} has {} live owners (pids {})", leases.len(), pids.join(", "));
+    }
+    for v in &d.stale {
+        let _ = writeln!(
+            s,
+            "  stale: lease {} (session {}, pid {}): {} — `leasectl prune` removes it",
+            short_id(v.entry.lease_id()),
+            v.entry.session_id(),
+            v.entry.pid(),
+            v.liveness.explain()
+        );
+    }
+    for t in &d.leftover_temp_files {
+        let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
+    }
+    if let Some(pid) = d.lock_holder {
+        let _ = writeln!(s, "  lock held right now by pid {pid}");
+    }
+    s
+}
+
+fn hold(reg: &Registry, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
+    let me = u64::from(std::process::id());
+    let req = request(reg, opts, me, timeout)?;
+    let grant = match acquire_reported(reg, &req, opts.json) {
+        Ok(g) => g,
+        Err(code) => return Ok(code),
+    };
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let sig = crate::supervise::wait_for_stop_signal()
+        .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot wait for signals: {e}") })?;
+    let _ = sig;
+    finish(reg, &grant, timeout)?;
+    Ok(EXIT_OK)
+}
+
+/// Release a held lease at the end of `hold` / `run`.
+fn finish(reg: &Registry, grant: &lease::Grant, timeout: Duration) -> Result<(), Failure> {
+    if grant.recorded {
+        lease::release(reg, &grant.lease_id, timeout)?;
+    }
+    Ok(())
+}
+
+fn run_cmd(reg: &Registry, opts: &AcquireOpts, cmd: &[String], timeout: Duration) -> Result<i32, Failure> {
+    let me = u64::from(std::process::id());
+    let req = request(reg, opts, me, timeout)?;
+    let grant = match acquire_reported(reg, &req, opts.json) {
+        Ok(g) => g,
+        Err(code) => return Ok(code),
+    };
+    let env = [("LEASECTL_LEASE_ID", grant.lease_id.as_str()), ("LEASECTL_SESSION_ID", opts.session.as_str())];
+    let outcome = crate::supervise::run_forwarding(cmd, &env);
+    finish(reg, &grant, timeout)?;
+    match outcome {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            Err(Failure { code, message: format!("cannot run {:?}: {e}", cmd[0]) })
+        }
+    }
+}

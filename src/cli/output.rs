@@ -1,0 +1,162 @@
+//! Output formatting: JSON shapes of the CLI contract and aligned tables.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use crate::lease::owner::OwnerInfo;
+use crate::lease::refusal::format_age;
+use crate::lease::{DoctorReport, Entry, Grant, LeaseView, Refusal, Registry, Removal, now};
+
+pub fn owner_json(o: Option<&OwnerInfo>) -> Value {
+    match o {
+        None => Value::Null,
+        Some(o) => json!({
+            "name": o.name,
+            "cmdline": o.cmdline,
+            "rss_bytes": o.rss_bytes,
+            "cpu_percent": o.cpu_percent,
+            "user": o.user,
+        }),
+    }
+}
+
+pub fn lease_json(v: &LeaseView, owner: Option<&OwnerInfo>) -> Value {
+    json!({
+        "entry": v.entry.to_value(),
+        "liveness": v.liveness.name(),
+        "liveness_detail": v.liveness.explain(),
+        "owner": owner_json(owner),
+    })
+}
+
+pub fn grant_json(g: &Grant, reg: &Registry, session: &str, pid: u64) -> Value {
+    json!({
+        "granted": true,
+        "lease_id": g.lease_id,
+        "recorded": g.recorded,
+        "session_id": session,
+        "pid": pid,
+        "path": reg.path(),
+        "replaced": g.replaced,
+        "pruned": g.pruned.iter().map(Entry::to_value).collect::<Vec<_>>(),
+    })
+}
+
+pub fn refusal_json(r: &Refusal) -> Value {
+    json!({
+        "granted": false,
+        "reason": r.reason.code(),
+        "message": r.message,
+        "advice": r.reason.advice(),
+        "holder": r.holder.as_ref().map(Entry::to_value),
+    })
+}
+
+pub fn removal_json(reg: &Registry, r: &Removal) -> Value {
+    json!({
+        "profile": reg.profile,
+        "path": reg.path(),
+        "dry_run": r.dry_run,
+        "live_owner": r.live_owner,
+        "removed": r.removed.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
+    })
+}
+
+pub fn doctor_json(d: &DoctorReport) -> Value {
+    json!({
+        "profile": d.registry.profile,
+        "path": d.registry.path(),
+        "exists": d.exists,
+        "ok": !d.has_problems(),
+        "cap": d.cap.cap,
+        "cap_warnings": d.cap.warnings,
+        "problems": d.problems.iter().map(|p| json!({
+            "rule": p.rule.code(),
+            "entry": p.entry_index,
+            "lease_id": p.lease_id,
+            "detail": p.detail,
+            "message": p.to_string(),
+        })).collect::<Vec<_>>(),
+        "empty_session_ids": d.empty_session_ids,
+        "conflicts": d.conflicts.iter().map(|(s, v)| json!({
+            "session_id": s,
+            "leases": v.iter().map(|l| lease_json(l, None)).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "stale": d.stale.iter().map(|l| lease_json(l, None)).collect::<Vec<_>>(),
+        "leftover_temp_files": d.leftover_temp_files,
+        "lock_holder": d.lock_holder,
+    })
+}
+
+/// First 8 characters of a lease id: enough to tell leases apart on screen.
+pub fn short_id(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+/// Columns padded to the widest cell; the last column is not padded.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::from("  ");
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                s.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<Vec<String>> {
+    let at = now();
+    views
+        .iter()
+        .map(|v| {
+            let e = &v.entry;
+            let mut liveness = v.liveness.name().to_owned();
+            if v.liveness.clock_step_suspected() {
+                liveness.push_str(" (clock step?)");
+            }
+            vec![
+                short_id(e.lease_id()),
+                e.session_id().to_owned(),
+                e.surface().unwrap_or("-").to_owned(),
+                e.pid().to_string(),
+                owners.get(&e.pid()).map(|o| o.name.clone()).unwrap_or_else(|| "-".into()),
+                liveness,
+                e.started_at().map(|t| format_age(at - t)).unwrap_or_else(|| "-".into()),
+                Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect()
+}
+
+pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align() {
+        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]]);
+        assert_eq!(t, "  A    BB\n  xxx  y\n  z    w");
+    }
+}

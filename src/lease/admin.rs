@@ -1,0 +1,242 @@
+//! The operator's actions: a read-only snapshot, prune, force-release and doctor.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::config::{CapSetting, read_cap};
+use super::entry::{Problem, Rule};
+use super::error::{Error, InvalidRegistry};
+use super::liveness::{Liveness, Prober};
+use super::paths::Registry;
+use super::{Entry, lock, store};
+
+/// One lease as seen now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseView {
+    pub entry: Entry,
+    pub liveness: Liveness,
+}
+
+/// A read-only look at one registry: never locks, never writes.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub registry: Registry,
+    pub cap: CapSetting,
+    /// The leases in file order, or why the file could not be read.
+    pub leases: Result<Vec<LeaseView>, Error>,
+}
+
+pub fn snapshot(reg: &Registry) -> Snapshot {
+    let cap = read_cap(&reg.config_path());
+    let leases = store::read(&reg.path()).map(|file| judge_all(file.entries));
+    Snapshot { registry: reg.clone(), cap, leases }
+}
+
+fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
+    let mut prober = Prober::new();
+    entries
+        .into_iter()
+        .map(|entry| {
+            let liveness = prober.judge(&entry);
+            LeaseView { entry, liveness }
+        })
+        .collect()
+}
+
+/// What an admin write removed (or, on a dry run, would remove).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Removal {
+    pub removed: Vec<LeaseView>,
+    pub dry_run: bool,
+    /// True when at least one removed lease's owner was alive (or could not be proven dead).
+    pub live_owner: bool,
+}
+
+/// Remove dead and recycled owners only (an unknown verdict is kept).
+pub fn prune(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<Removal, Error> {
+    edit(reg, dry_run, lock_timeout, |views| {
+        Ok(views.iter().map(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect())
+    })
+}
+
+/// Which leases an operator names for force-release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Lease(String),
+    Session(String),
+}
+
+/// Release leases on an operator's word. A live (or unprovable) owner's lease is
+/// refused unless `allow_live`, and the result says when an owner was alive.
+pub fn force_release(
+    reg: &Registry,
+    target: &Target,
+    allow_live: bool,
+    dry_run: bool,
+    lock_timeout: Duration,
+) -> Result<Removal, Error> {
+    let path = reg.path();
+    edit(reg, dry_run, lock_timeout, |views| {
+        let chosen: Vec<bool> = views
+            .iter()
+            .map(|v| match target {
+                Target::Lease(id) => v.entry.lease_id() == id,
+                Target::Session(s) => v.entry.session_id() == s,
+            })
+            .collect();
+        if !chosen.contains(&true) {
+            return Err(Error::NotFound(match target {
+                Target::Lease(id) => format!("no lease {id} in {}", path.display()),
+                Target::Session(s) => format!("no lease holds session {s} in {}", path.display()),
+            }));
+        }
+        let live: Vec<&LeaseView> =
+            views.iter().zip(&chosen).filter(|(v, c)| **c && owner_may_be_alive(v)).map(|(v, _)| v).collect();
+        if !live.is_empty() && !allow_live {
+            let who: Vec<String> = live
+                .iter()
+                .map(|v| format!("lease {} (session {}, pid {}, {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid(), v.liveness.explain()))
+                .collect();
+            return Err(Error::LiveOwner(format!(
+                "refusing to release a live owner's lease: {}. A live owner keeps writing to its session; \
+                 removing its lease lets a second writer in. Pass --live to do it anyway.",
+                who.join("; ")
+            )));
+        }
+        Ok(chosen)
+    })
+}
+
+/// Alive, or not provably dead: removing its lease could let a second writer in.
+pub fn owner_may_be_alive(v: &LeaseView) -> bool {
+    matches!(v.liveness, Liveness::Alive | Liveness::Unknown(_))
+}
+
+/// Under the lock: read strictly, judge, let `choose` pick what goes, write if anything does.
+fn edit(
+    reg: &Registry,
+    dry_run: bool,
+    lock_timeout: Duration,
+    choose: impl FnOnce(&[LeaseView]) -> Result<Vec<bool>, Error>,
+) -> Result<Removal, Error> {
+    let path = reg.path();
+    let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    let file = store::read(&path)?;
+    let views = judge_all(file.entries);
+    let chosen = choose(&views)?;
+    let (mut removed, mut kept) = (Vec::new(), Vec::new());
+    for (view, go) in views.into_iter().zip(chosen) {
+        if go { removed.push(view) } else { kept.push(view.entry) }
+    }
+    let live_owner = removed.iter().any(owner_may_be_alive);
+    if !dry_run && !removed.is_empty() {
+        store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
+    }
+    Ok(Removal { removed, dry_run, live_owner })
+}
+
+/// Everything `doctor` checks in one registry.
+#[derive(Debug, Clone)]
+pub struct DoctorReport {
+    pub registry: Registry,
+    pub exists: bool,
+    pub cap: CapSetting,
+    /// Strict-validation problems, every one, with rule and entry.
+    pub problems: Vec<Problem>,
+    /// Indexes of entries whose session id is `""` (Hermes can write these; they block every acquire).
+    pub empty_session_ids: Vec<usize>,
+    /// Sessions held by more than one live entry.
+    pub conflicts: BTreeMap<String, Vec<LeaseView>>,
+    /// Dead and recycled owners still listed (a prune removes them).
+    pub stale: Vec<LeaseView>,
+    /// Temp files older than a few seconds: a crashed writer's leftovers.
+    pub leftover_temp_files: Vec<PathBuf>,
+    /// Who holds the registry lock right now, if anyone.
+    pub lock_holder: Option<u32>,
+}
+
+impl DoctorReport {
+    /// True when something needs an operator (doctor exits non-zero).
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty() || !self.conflicts.is_empty() || !self.leftover_temp_files.is_empty()
+    }
+}
+
+/// Temp files younger than this may belong to a write in progress.
+const TEMP_GRACE: Duration = Duration::from_secs(10);
+
+/// Inspect a registry without locking or writing.
+pub fn doctor(reg: &Registry) -> DoctorReport {
+    let path = reg.path();
+    let mut report = DoctorReport {
+        registry: reg.clone(),
+        exists: path.exists(),
+        cap: read_cap(&reg.config_path()),
+        problems: vec![],
+        empty_session_ids: vec![],
+        conflicts: BTreeMap::new(),
+        stale: vec![],
+        leftover_temp_files: vec![],
+        lock_holder: lock::lock_holder(&reg.lock_path()),
+    };
+    match store::read_bytes(&path) {
+        Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
+        Err(other) => report.problems.push(Problem {
+            rule: Rule::Unreadable,
+            entry_index: None,
+            lease_id: None,
+            detail: other.to_string(),
+        }),
+        Ok(None) => {}
+        Ok(Some(bytes)) => match store::parse(&bytes) {
+            Err(problems) => {
+                report.empty_session_ids = empty_session_ids(&bytes);
+                report.problems = problems;
+            }
+            Ok(file) => {
+                let views = judge_all(file.entries);
+                let mut by_session: BTreeMap<String, Vec<LeaseView>> = BTreeMap::new();
+                for v in &views {
+                    if v.liveness == Liveness::Alive {
+                        by_session.entry(v.entry.session_id().to_owned()).or_default().push(v.clone());
+                    }
+                }
+                report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
+                report.stale = views
+                    .into_iter()
+                    .filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))
+                    .collect();
+            }
+        },
+    }
+    report.leftover_temp_files = store::leftover_temp_files(&reg.runtime_dir())
+        .into_iter()
+        .filter(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= TEMP_GRACE)
+        })
+        .collect();
+    report
+}
+
+fn empty_session_ids(bytes: &[u8]) -> Vec<usize> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else { return vec![] };
+    let list = match &value {
+        serde_json::Value::Array(l) => l,
+        serde_json::Value::Object(m) => match m.get("entries") {
+            Some(serde_json::Value::Array(l)) => l,
+            _ => return vec![],
+        },
+        _ => return vec![],
+    };
+    list.iter()
+        .enumerate()
+        .filter(|(_, e)| e.get("session_id").and_then(|s| s.as_str()) == Some(""))
+        .map(|(i, _)| i)
+        .collect()
+}

@@ -1,0 +1,499 @@
+//! One registry entry: typed access to the fields the fence reads, with every
+//! field (known or not) kept verbatim in `raw` so rewrites lose nothing.
+
+use serde_json::{Map, Value};
+
+/// A validated registry entry. Only [`Entry::from_value`] and [`Entry::new_lease`]
+/// build one, so the typed fields always agree with `raw`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    lease_id: String,
+    session_id: String,
+    pid: u64,
+    surface: Option<String>,
+    process_start_time: Option<f64>,
+    started_at: Option<f64>,
+    track_liveness: bool,
+    raw: Map<String, Value>,
+}
+
+/// Which strict-validation rule an entry or file breaks (spec §3), in Hermes' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    Unreadable,
+    NotJson,
+    WrongShape,
+    NonObjectEntry,
+    LeaseId,
+    DuplicateLeaseId,
+    SessionId,
+    Pid,
+    Surface,
+    TrackLiveness,
+    Metadata,
+    ProcessStartTime,
+}
+
+impl Rule {
+    /// A stable machine name for `--json` output.
+    pub fn code(self) -> &'static str {
+        match self {
+            Rule::Unreadable => "unreadable",
+            Rule::NotJson => "not_json",
+            Rule::WrongShape => "wrong_shape",
+            Rule::NonObjectEntry => "non_object_entry",
+            Rule::LeaseId => "invalid_lease_id",
+            Rule::DuplicateLeaseId => "duplicate_lease_id",
+            Rule::SessionId => "invalid_session_id",
+            Rule::Pid => "invalid_pid",
+            Rule::Surface => "invalid_surface",
+            Rule::TrackLiveness => "invalid_track_liveness",
+            Rule::Metadata => "invalid_metadata",
+            Rule::ProcessStartTime => "invalid_process_start_time",
+        }
+    }
+}
+
+/// One broken rule, located: which entry (0-based index) and its lease id if readable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub rule: Rule,
+    pub entry_index: Option<usize>,
+    pub lease_id: Option<String>,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.entry_index, &self.lease_id) {
+            (Some(i), Some(id)) => write!(f, "entry {i} (lease {id}): {}", self.detail),
+            (Some(i), None) => write!(f, "entry {i}: {}", self.detail),
+            _ => write!(f, "{}", self.detail),
+        }
+    }
+}
+
+impl Entry {
+    /// Validate one entry against every per-entry rule (spec §3). `seen` holds the
+    /// lease ids of earlier entries, for the duplicate rule. All broken rules are
+    /// returned, first one first, so `doctor` can list them all.
+    pub fn from_value(
+        index: usize,
+        value: Value,
+        seen: &std::collections::HashSet<String>,
+    ) -> Result<Entry, Vec<Problem>> {
+        let Value::Object(raw) = value else {
+            return Err(vec![Problem {
+                rule: Rule::NonObjectEntry,
+                entry_index: Some(index),
+                lease_id: None,
+                detail: format!("is {}, not an object", kind_of(&value)),
+            }]);
+        };
+        let mut problems = Vec::new();
+        let mut bad = |rule: Rule, lease: Option<&str>, detail: String| {
+            problems.push(Problem {
+                rule,
+                entry_index: Some(index),
+                lease_id: lease.map(str::to_owned),
+                detail,
+            })
+        };
+        let lease_id = match raw.get("lease_id") {
+            Some(Value::String(s)) if !py_is_blank(s) => Some(s.as_str()),
+            other => {
+                bad(Rule::LeaseId, None, format!("lease_id is {}", describe(other)));
+                None
+            }
+        };
+        if let Some(id) = lease_id
+            && seen.contains(id)
+        {
+            bad(Rule::DuplicateLeaseId, lease_id, "lease_id appears in an earlier entry".into());
+        }
+        let session_id = match raw.get("session_id") {
+            Some(Value::String(s)) if !py_is_blank(s) => Some(s.clone()),
+            other => {
+                bad(Rule::SessionId, lease_id, format!("session_id is {}", describe(other)));
+                None
+            }
+        };
+        let pid = match raw.get("pid").and_then(registry_pid) {
+            Some(p) => Some(p),
+            None => {
+                let other = raw.get("pid");
+                bad(Rule::Pid, lease_id, format!("pid is {}, not a positive integer", describe(other)));
+                None
+            }
+        };
+        let surface = match raw.get("surface") {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(s)) => Some(Some(s.clone())),
+            other => {
+                bad(Rule::Surface, lease_id, format!("surface is {}, not a string or null", describe(other)));
+                None
+            }
+        };
+        let track_liveness = match raw.get("track_liveness") {
+            None | Some(Value::Null) => Some(false),
+            Some(Value::Bool(b)) => Some(*b),
+            other => {
+                bad(Rule::TrackLiveness, lease_id, format!("track_liveness is {}, not a bool", describe(other)));
+                None
+            }
+        };
+        match raw.get("metadata") {
+            None | Some(Value::Null) | Some(Value::Object(_)) => {}
+            other => bad(Rule::Metadata, lease_id, format!("metadata is {}, not an object", describe(other))),
+        }
+        let process_start_time = match raw.get("process_start_time") {
+            None | Some(Value::Null) => Some(None),
+            Some(Value::String(s)) if s.is_empty() => Some(None),
+            Some(v) => match py_float(v) {
+                Some(f) if f.is_finite() => Some(Some(f)),
+                _ => {
+                    bad(
+                        Rule::ProcessStartTime,
+                        lease_id,
+                        format!("process_start_time is {}, not null or a finite number", describe(Some(v))),
+                    );
+                    None
+                }
+            },
+        };
+        match (lease_id, session_id, pid, surface, track_liveness, process_start_time) {
+            (Some(lease_id), Some(session_id), Some(pid), Some(surface), Some(track_liveness), Some(pst))
+                if problems.is_empty() =>
+            {
+                let started_at = raw.get("started_at").and_then(py_float);
+                Ok(Entry {
+                    lease_id: lease_id.to_owned(),
+                    session_id,
+                    pid,
+                    surface,
+                    process_start_time: pst,
+                    started_at,
+                    track_liveness,
+                    raw,
+                })
+            }
+            _ => Err(problems),
+        }
+    }
+
+    /// A fresh entry as Hermes writes one (`_lease_entry`): metadata only when
+    /// non-empty, `track_liveness` only when true, `process_start_time` always.
+    pub fn new_lease(new: NewLease) -> Entry {
+        let mut raw = Map::new();
+        raw.insert("lease_id".into(), Value::String(new.lease_id.clone()));
+        raw.insert("session_id".into(), Value::String(new.session_id.clone()));
+        raw.insert(
+            "surface".into(),
+            new.surface.clone().map(Value::String).unwrap_or(Value::Null),
+        );
+        raw.insert("pid".into(), Value::from(new.pid));
+        raw.insert("process_start_time".into(), float_value(new.process_start_time));
+        raw.insert("started_at".into(), float_value(Some(new.now)));
+        raw.insert("updated_at".into(), float_value(Some(new.now)));
+        if new.track_liveness {
+            raw.insert("track_liveness".into(), Value::Bool(true));
+        }
+        if !new.metadata.is_empty() {
+            raw.insert("metadata".into(), Value::Object(new.metadata));
+        }
+        Entry {
+            lease_id: new.lease_id,
+            session_id: new.session_id,
+            pid: new.pid,
+            surface: new.surface,
+            process_start_time: new.process_start_time,
+            started_at: Some(new.now),
+            track_liveness: new.track_liveness,
+            raw,
+        }
+    }
+
+    pub fn lease_id(&self) -> &str {
+        &self.lease_id
+    }
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+    pub fn pid(&self) -> u64 {
+        self.pid
+    }
+    pub fn surface(&self) -> Option<&str> {
+        self.surface.as_deref()
+    }
+    pub fn process_start_time(&self) -> Option<f64> {
+        self.process_start_time
+    }
+    pub fn started_at(&self) -> Option<f64> {
+        self.started_at
+    }
+    pub fn track_liveness(&self) -> bool {
+        self.track_liveness
+    }
+    /// Every field as stored, unknown ones included.
+    pub fn raw(&self) -> &Map<String, Value> {
+        &self.raw
+    }
+
+    /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
+    pub fn live_session_id(&self) -> String {
+        match self.raw.get("metadata").and_then(|m| m.get("live_session_id")) {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(false)) => String::new(),
+            Some(Value::Bool(true)) => "True".into(),
+            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => String::new(),
+            Some(other) => other.to_string(),
+        }
+    }
+
+    /// Move the lease to another session (transfer), as Hermes does: new
+    /// `session_id`, fresh `updated_at`, metadata replaced when given.
+    pub fn move_to(&mut self, session_id: &str, now: f64, metadata: Option<Map<String, Value>>) {
+        self.session_id = session_id.to_owned();
+        self.raw.insert("session_id".into(), Value::String(session_id.to_owned()));
+        self.raw.insert("updated_at".into(), float_value(Some(now)));
+        if let Some(m) = metadata
+            && !m.is_empty()
+        {
+            self.raw.insert("metadata".into(), Value::Object(m));
+        }
+    }
+
+    /// The entry as it is written to the file.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+}
+
+/// What a fresh lease is made of.
+#[derive(Debug, Clone)]
+pub struct NewLease {
+    pub lease_id: String,
+    pub session_id: String,
+    pub surface: Option<String>,
+    pub pid: u64,
+    pub process_start_time: Option<f64>,
+    pub now: f64,
+    pub track_liveness: bool,
+    pub metadata: Map<String, Value>,
+}
+
+fn float_value(f: Option<f64>) -> Value {
+    f.and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
+        .unwrap_or(Value::Null)
+}
+
+/// Hermes' `_registry_pid`: an int (not a bool) or a string `int()` accepts; > 0.
+fn registry_pid(v: &Value) -> Option<u64> {
+    let parsed = match v {
+        Value::Number(n) => {
+            let text = n.to_string();
+            if text.contains(['.', 'e', 'E']) {
+                return None; // a Python float is not an int
+            }
+            text.parse::<i128>().ok()?
+        }
+        Value::String(s) => py_int(s)?,
+        _ => return None,
+    };
+    u64::try_from(parsed).ok().filter(|p| *p > 0)
+}
+
+/// Python `int(str)`: surrounding whitespace, an optional sign, digits with
+/// single underscores between them.
+fn py_int(s: &str) -> Option<i128> {
+    let t = py_strip(s);
+    let (neg, digits) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let clean = strip_digit_underscores(digits)?;
+    let n: i128 = clean.parse().ok()?;
+    Some(if neg { -n } else { n })
+}
+
+/// Python `float(x)` for JSON values: numbers, bools, and numeric strings.
+pub(crate) fn py_float(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(if *b { 1.0 } else { 0.0 }),
+        Value::String(s) => {
+            let t = py_strip(s);
+            if t.is_empty() {
+                return None;
+            }
+            let lower = t.to_ascii_lowercase();
+            let body = lower.trim_start_matches(['+', '-']);
+            if matches!(body, "inf" | "infinity" | "nan") {
+                return t.parse::<f64>().ok().or(Some(f64::NAN));
+            }
+            if !t.bytes().all(|b| b.is_ascii_digit() || b"+-.eE_".contains(&b)) {
+                return None;
+            }
+            let clean: String = if t.contains('_') {
+                // underscores only between digits, as Python allows
+                let b = t.as_bytes();
+                for (i, c) in b.iter().enumerate() {
+                    if *c == b'_'
+                        && !(i > 0 && i + 1 < b.len() && b[i - 1].is_ascii_digit() && b[i + 1].is_ascii_digit())
+                    {
+                        return None;
+                    }
+                }
+                t.replace('_', "")
+            } else {
+                t.to_owned()
+            };
+            clean.parse::<f64>().ok()
+        }
+        _ => None,
+    }
+}
+
+fn strip_digit_underscores(digits: &str) -> Option<String> {
+    let b = digits.as_bytes();
+    if b.is_empty() || !b[0].is_ascii_digit() || !b[b.len() - 1].is_ascii_digit() {
+        return None;
+    }
+    let mut out = String::with_capacity(b.len());
+    let mut prev_underscore = false;
+    for &c in b {
+        match c {
+            b'0'..=b'9' => {
+                out.push(c as char);
+                prev_underscore = false;
+            }
+            b'_' if !prev_underscore => prev_underscore = true,
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Python's `str.isspace` set, which `strip()` removes (wider than Rust's `trim`).
+fn py_is_space(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{1c}'..='\u{1f}')
+}
+
+fn py_strip(s: &str) -> &str {
+    s.trim_matches(py_is_space)
+}
+
+/// Hermes' `_nonblank_str` test: blank means empty after `strip()`.
+pub fn py_is_blank(s: &str) -> bool {
+    py_strip(s).is_empty()
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A short, quoted rendering of a bad value for error messages.
+fn describe(v: Option<&Value>) -> String {
+    match v {
+        None => "missing".into(),
+        Some(Value::String(s)) if py_is_blank(s) => format!("blank ({})", quote_short(s)),
+        Some(v @ (Value::Array(_) | Value::Object(_))) => kind_of(v).into(),
+        Some(v) => format!("{} ({})", kind_of(v), quote_short(&crate::lease::pyjson::to_string(v))),
+    }
+}
+
+fn quote_short(s: &str) -> String {
+    let mut t: String = s.chars().take(40).collect();
+    if s.chars().count() > 40 {
+        t.push('…');
+    }
+    format!("{t:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::HashSet;
+
+    fn check(v: Value) -> Result<Entry, Vec<Problem>> {
+        Entry::from_value(0, v, &HashSet::new())
+    }
+
+    fn base() -> Value {
+        json!({"lease_id": "ab", "session_id": "S", "pid": 42, "surface": "cli",
+               "process_start_time": null, "started_at": 1.0, "updated_at": 1.0})
+    }
+
+    fn with(field: &str, v: Value) -> Value {
+        let mut b = base();
+        b[field] = v;
+        b
+    }
+
+    fn rule_of(v: Value) -> Rule {
+        check(v).expect_err("must be invalid")[0].rule
+    }
+
+    #[test]
+    fn accepts_hermes_shapes() {
+        assert!(check(base()).is_ok());
+        assert_eq!(check(with("pid", json!("  17 "))).map(|e| e.pid()), Ok(17));
+        assert_eq!(check(with("pid", json!("1_000"))).map(|e| e.pid()), Ok(1000));
+        assert!(check(with("process_start_time", json!(""))).is_ok());
+        assert_eq!(
+            check(with("process_start_time", json!("12.5"))).map(|e| e.process_start_time()),
+            Ok(Some(12.5))
+        );
+        assert!(check(with("surface", Value::Null)).is_ok());
+        assert!(check(with("metadata", Value::Null)).is_ok());
+    }
+
+    #[test]
+    fn each_rule_is_named() {
+        assert_eq!(rule_of(json!(3)), Rule::NonObjectEntry);
+        assert_eq!(rule_of(with("lease_id", json!("  "))), Rule::LeaseId);
+        assert_eq!(rule_of(with("lease_id", json!(5))), Rule::LeaseId);
+        assert_eq!(rule_of(with("session_id", json!(""))), Rule::SessionId);
+        assert_eq!(rule_of(with("session_id", json!("\u{1f} "))), Rule::SessionId);
+        assert_eq!(rule_of(with("pid", json!(true))), Rule::Pid);
+        assert_eq!(rule_of(with("pid", json!(0))), Rule::Pid);
+        assert_eq!(rule_of(with("pid", json!(-3))), Rule::Pid);
+        assert_eq!(rule_of(with("pid", json!(12.0))), Rule::Pid);
+        assert_eq!(rule_of(with("pid", json!("12a"))), Rule::Pid);
+        assert_eq!(rule_of(with("surface", json!(1))), Rule::Surface);
+        assert_eq!(rule_of(with("track_liveness", json!("yes"))), Rule::TrackLiveness);
+        assert_eq!(rule_of(with("metadata", json!([]))), Rule::Metadata);
+        assert_eq!(rule_of(with("process_start_time", json!("nan"))), Rule::ProcessStartTime);
+        assert_eq!(rule_of(with("process_start_time", json!({}))), Rule::ProcessStartTime);
+        assert_eq!(rule_of(with("process_start_time", json!("soon"))), Rule::ProcessStartTime);
+        let mut seen = HashSet::new();
+        seen.insert("ab".to_owned());
+        let dup = Entry::from_value(4, base(), &seen).expect_err("duplicate");
+        assert_eq!(dup[0].rule, Rule::DuplicateLeaseId);
+        assert_eq!(dup[0].to_string(), "entry 4 (lease ab): lease_id appears in an earlier entry");
+    }
+
+    #[test]
+    fn every_broken_rule_is_reported() {
+        let v = json!({"lease_id": "", "session_id": "", "pid": "x", "surface": 3});
+        let rules: Vec<Rule> = check(v).expect_err("invalid").iter().map(|p| p.rule).collect();
+        assert_eq!(rules, vec![Rule::LeaseId, Rule::SessionId, Rule::Pid, Rule::Surface]);
+    }
+
+    #[test]
+    fn live_session_id_stringifies_like_hermes() {
+        assert_eq!(check(with("metadata", json!({"live_session_id": "t"}))).map(|e| e.live_session_id()), Ok("t".into()));
+        assert_eq!(check(with("metadata", json!({"live_session_id": 7}))).map(|e| e.live_session_id()), Ok("7".into()));
+        assert_eq!(check(base()).map(|e| e.live_session_id()), Ok(String::new()));
+    }
+}

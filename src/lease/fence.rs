@@ -1,0 +1,220 @@
+//! The fence (spec §4): acquire, release and transfer under the lock.
+//! Exclusivity first, always; capacity second, only with a cap; fail closed.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::entry::{Entry, NewLease};
+use super::error::Error;
+use super::liveness::{Liveness, Prober, UnknownCause};
+use super::paths::Registry;
+use super::refusal::{Reason, Refusal, capacity_message, not_owned_message, unavailable_message};
+use super::{lock, now, random, store};
+
+/// What an owner asks for.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    pub session_id: String,
+    pub surface: Option<String>,
+    /// Written as the entry's `metadata`; `live_session_id` is half of writer identity.
+    pub metadata: Map<String, Value>,
+    /// The owner process (Hermes uses its own pid).
+    pub owner_pid: u64,
+    /// `None`: no cap.
+    pub cap: Option<u64>,
+    pub track_liveness: bool,
+    pub lock_timeout: Duration,
+}
+
+/// A granted lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    pub lease_id: String,
+    /// False for an empty session id: nothing to fence, nothing written.
+    pub recorded: bool,
+    pub entry: Option<Entry>,
+    /// The lease id this grant replaced when the same writer re-acquired.
+    pub replaced: Option<String>,
+    /// Dead or recycled owners removed on the way.
+    pub pruned: Vec<Entry>,
+}
+
+/// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
+/// Hermes' `_prune_dead`: untracked entries are judged leniently.
+pub fn prune_dead(
+    entries: Vec<Entry>,
+    prober: &mut Prober,
+    strict: bool,
+) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
+    let mut live = Vec::with_capacity(entries.len());
+    let mut dead = Vec::new();
+    for entry in entries {
+        let tracked = strict || entry.track_liveness();
+        let keep = match prober.judge(&entry) {
+            Liveness::Alive => true,
+            Liveness::Dead(_) | Liveness::Recycled { .. } => false,
+            Liveness::Unknown(cause) if tracked => {
+                let why = match cause {
+                    UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
+                };
+                return Err(Error::LivenessUnknown { lease_id: entry.lease_id().to_owned(), pid: entry.pid(), why });
+            }
+            Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
+            Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
+        };
+        if keep { live.push(entry) } else { dead.push(entry) }
+    }
+    Ok((live, dead))
+}
+
+fn live_id_of(metadata: &Map<String, Value>) -> String {
+    match metadata.get("live_session_id") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The same writer re-acquiring: same owner pid AND the same non-empty live session id.
+fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
+    let incoming = live_id_of(&req.metadata);
+    let held = existing.live_session_id();
+    existing.pid() == req.owner_pid && !held.is_empty() && !incoming.is_empty() && held == incoming
+}
+
+/// Acquire a lease (spec §4). Every failure to coordinate is a refusal with
+/// `SESSION_COORDINATION_UNAVAILABLE`, and leaves the file exactly as it was.
+pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
+    let lease_id = random::lease_id();
+    if req.session_id.is_empty() {
+        return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![] });
+    }
+    let path = reg.path();
+    let unavailable = |e: Error| Refusal {
+        reason: Reason::SessionCoordinationUnavailable,
+        message: unavailable_message(&path, &e),
+        holder: None,
+    };
+    let guard = lock::lock(&reg.lock_path(), req.lock_timeout).map_err(unavailable)?;
+    let file = store::read(&path).map_err(unavailable)?;
+    let mut prober = Prober::new();
+    let (mut entries, pruned) = prune_dead(file.entries, &mut prober, req.track_liveness).map_err(unavailable)?;
+    let at = now();
+    let new_entry = Entry::new_lease(NewLease {
+        lease_id: lease_id.clone(),
+        session_id: req.session_id.clone(),
+        surface: req.surface.clone(),
+        pid: req.owner_pid,
+        process_start_time: prober.start_time(req.owner_pid),
+        now: at,
+        track_liveness: req.track_liveness,
+        metadata: req.metadata.clone(),
+    });
+    let mut out = store::RegistryFile { entries: Vec::new(), extra: file.extra };
+
+    // Exclusivity first, under the same lock that just pruned dead owners.
+    let refusal = if let Some(index) = entries.iter().position(|e| e.session_id() == req.session_id) {
+        if is_same_writer(&entries[index], req) {
+            let replaced = entries[index].lease_id().to_owned();
+            entries[index] = new_entry.clone();
+            out.entries = entries;
+            store::write(&guard, &path, &out).map_err(unavailable)?;
+            return Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: Some(replaced), pruned });
+        }
+        let holder = entries[index].clone();
+        Some(Refusal {
+            reason: Reason::SessionNotOwned,
+            message: not_owned_message(&req.session_id, &holder, at),
+            holder: Some(holder),
+        })
+    } else if let Some(cap) = req.cap.filter(|c| entries.len() as u64 >= *c) {
+        // Capacity second, and only when a cap is configured.
+        let oldest = entries
+            .iter()
+            .min_by(|a, b| a.started_at().unwrap_or(f64::MAX).total_cmp(&b.started_at().unwrap_or(f64::MAX)))
+            .cloned();
+        Some(Refusal {
+            reason: Reason::MaxConcurrentSessions,
+            message: capacity_message(entries.len(), cap, &entries, at),
+            holder: oldest,
+        })
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
+        // A refusal still persists the prune.
+        if !pruned.is_empty() {
+            out.entries = entries;
+            store::write(&guard, &path, &out).map_err(unavailable)?;
+        }
+        return Err(refusal);
+    }
+    entries.push(new_entry.clone());
+    out.entries = entries;
+    store::write(&guard, &path, &out).map_err(unavailable)?;
+    Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned })
+}
+
+/// What a release did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Released {
+    /// False when the lease was already gone (a no-op, never an error).
+    pub removed: bool,
+    pub pruned: Vec<Entry>,
+}
+
+/// The owner's release: remove exactly this lease id, writing only if it was
+/// present (dead owners pruned on the way, as Hermes does). Idempotent.
+pub fn release(reg: &Registry, lease_id: &str, lock_timeout: Duration) -> Result<Released, Error> {
+    let path = reg.path();
+    let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    let file = store::read(&path)?;
+    if !file.entries.iter().any(|e| e.lease_id() == lease_id) {
+        return Ok(Released { removed: false, pruned: vec![] });
+    }
+    let tracked = file.entries.iter().any(|e| e.lease_id() == lease_id && e.track_liveness());
+    let mut prober = Prober::new();
+    let all = file.entries.clone();
+    // If liveness cannot be proven, release the lease alone and prune nothing.
+    let (live, pruned) = prune_dead(file.entries, &mut prober, tracked).unwrap_or((all, vec![]));
+    let entries: Vec<Entry> = live.into_iter().filter(|e| e.lease_id() != lease_id).collect();
+    let pruned: Vec<Entry> = pruned.into_iter().filter(|e| e.lease_id() != lease_id).collect();
+    store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
+    Ok(Released { removed: true, pruned })
+}
+
+/// Move a lease to another session id without dropping its slot. Unlike Hermes,
+/// refused with `SESSION_NOT_OWNED` when another live owner holds the target.
+pub fn transfer(
+    reg: &Registry,
+    lease_id: &str,
+    new_session_id: &str,
+    metadata: Option<Map<String, Value>>,
+    lock_timeout: Duration,
+) -> Result<Result<Entry, Refusal>, Error> {
+    if new_session_id.is_empty() {
+        return Err(Error::Refused("cannot transfer a lease to an empty session id".into()));
+    }
+    let path = reg.path();
+    let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    let file = store::read(&path)?;
+    let mut prober = Prober::new();
+    let (mut entries, _pruned) = prune_dead(file.entries, &mut prober, false)?;
+    let Some(own) = entries.iter().position(|e| e.lease_id() == lease_id) else {
+        return Err(Error::NotFound(format!("no live lease {lease_id} in {}", path.display())));
+    };
+    let at = now();
+    if let Some(holder) = entries.iter().find(|e| e.session_id() == new_session_id && e.lease_id() != lease_id) {
+        let holder = holder.clone();
+        return Ok(Err(Refusal {
+            reason: Reason::SessionNotOwned,
+            message: not_owned_message(new_session_id, &holder, at),
+            holder: Some(holder),
+        }));
+    }
+    entries[own].move_to(new_session_id, at, metadata);
+    let moved = entries[own].clone();
+    store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
+    Ok(Ok(moved))
+}

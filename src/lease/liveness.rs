@@ -1,0 +1,291 @@
+//! Who is alive (spec §5). A pid is alive when it exists, is a process (not a
+//! thread id, not a zombie) and, when a start time was recorded, still has it.
+
+use std::collections::HashMap;
+
+use super::entry::Entry;
+
+/// How an owner stands, as judged now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Liveness {
+    Alive,
+    Dead(DeadCause),
+    /// The pid runs, but its start time differs from the recorded one: another process.
+    Recycled { recorded: f64, actual: f64 },
+    Unknown(UnknownCause),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeadCause {
+    PidGone,
+    Zombie,
+    /// The number is a thread of process `tgid`, not a process of its own.
+    ThreadId { tgid: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum UnknownCause {
+    /// Whether the pid exists could not be found out.
+    ProbeFailed(String),
+    /// The pid exists but its start time could not be read.
+    StartTimeUnreadable(String),
+}
+
+impl Liveness {
+    /// The name used in JSON and tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Liveness::Alive => "alive",
+            Liveness::Dead(_) => "dead",
+            Liveness::Recycled { .. } => "recycled",
+            Liveness::Unknown(_) => "unknown",
+        }
+    }
+
+    /// True when a recycled verdict differs by a whole number of seconds: the
+    /// signature of a clock step moving `btime`, not of a new process.
+    pub fn clock_step_suspected(&self) -> bool {
+        match self {
+            Liveness::Recycled { recorded, actual } => {
+                let diff = actual - recorded;
+                diff.round() != 0.0 && (diff - diff.round()).abs() < 0.001
+            }
+            _ => false,
+        }
+    }
+
+    /// One line for people: why this verdict.
+    pub fn explain(&self) -> String {
+        match self {
+            Liveness::Alive => "alive".into(),
+            Liveness::Dead(DeadCause::PidGone) => "dead: pid gone".into(),
+            Liveness::Dead(DeadCause::Zombie) => "dead: zombie".into(),
+            Liveness::Dead(DeadCause::ThreadId { tgid }) => format!("dead: a thread of pid {tgid}"),
+            Liveness::Recycled { recorded, actual } => {
+                let diff = actual - recorded;
+                if self.clock_step_suspected() {
+                    format!("recycled: start time differs by {diff:+.0}s exactly (clock step?)")
+                } else {
+                    format!("recycled: pid now belongs to a process started {diff:+.3}s later")
+                }
+            }
+            Liveness::Unknown(UnknownCause::ProbeFailed(why)) => format!("unknown: {why}"),
+            Liveness::Unknown(UnknownCause::StartTimeUnreadable(why)) => {
+                format!("unknown: start time unreadable ({why})")
+            }
+        }
+    }
+}
+
+/// What `/proc` says about one pid.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProcState {
+    Running { start_time: Result<f64, String> },
+    Gone,
+    Zombie,
+    Thread { tgid: u64 },
+    Unprobeable(String),
+}
+
+/// Probes pids for one operation: each distinct pid once, `btime` read once.
+#[derive(Debug, Default)]
+pub struct Prober {
+    boot: Option<Result<BootClock, String>>,
+    cache: HashMap<u64, ProcState>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BootClock {
+    btime: u64,
+    clk_tck: f64,
+}
+
+impl Prober {
+    pub fn new() -> Prober {
+        Prober::default()
+    }
+
+    fn boot(&mut self) -> Result<BootClock, String> {
+        self.boot.get_or_insert_with(read_boot_clock).clone()
+    }
+
+    /// The state of `pid`, probed at most once per prober.
+    pub fn state(&mut self, pid: u64) -> ProcState {
+        if let Some(s) = self.cache.get(&pid) {
+            return s.clone();
+        }
+        let boot = self.boot();
+        let state = probe(pid, boot);
+        self.cache.insert(pid, state.clone());
+        state
+    }
+
+    /// The liveness of an entry's owner.
+    pub fn judge(&mut self, entry: &Entry) -> Liveness {
+        judge_state(&self.state(entry.pid()), entry.process_start_time())
+    }
+
+    /// The start time of `pid` as psutil computes it, if it is a live process.
+    pub fn start_time(&mut self, pid: u64) -> Option<f64> {
+        match self.state(pid) {
+            ProcState::Running { start_time: Ok(t) } => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Apply the rule: exists as a process, and same start time within 0.001 s when recorded.
+pub fn judge_state(state: &ProcState, recorded: Option<f64>) -> Liveness {
+    match state {
+        ProcState::Gone => Liveness::Dead(DeadCause::PidGone),
+        ProcState::Zombie => Liveness::Dead(DeadCause::Zombie),
+        ProcState::Thread { tgid } => Liveness::Dead(DeadCause::ThreadId { tgid: *tgid }),
+        ProcState::Unprobeable(why) => Liveness::Unknown(UnknownCause::ProbeFailed(why.clone())),
+        ProcState::Running { start_time } => match (recorded, start_time) {
+            (None, _) => Liveness::Alive,
+            (Some(_), Err(why)) => Liveness::Unknown(UnknownCause::StartTimeUnreadable(why.clone())),
+            (Some(rec), Ok(actual)) => {
+                if (actual - rec).abs() < 0.001 {
+                    Liveness::Alive
+                } else {
+                    Liveness::Recycled { recorded: rec, actual: *actual }
+                }
+            }
+        },
+    }
+}
+
+fn read_boot_clock() -> Result<BootClock, String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("cannot read /proc/stat: {e}"))?;
+    let btime = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .ok_or_else(|| "no btime line in /proc/stat".to_string())?;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let clk = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if clk <= 0 {
+        return Err("sysconf(_SC_CLK_TCK) failed".into());
+    }
+    Ok(BootClock { btime, clk_tck: clk as f64 })
+}
+
+fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
+    // Linux pids fit in 22 bits; larger numbers cannot name a process.
+    if pid == 0 || pid > i32::MAX as u64 {
+        return ProcState::Gone;
+    }
+    let stat = match std::fs::read(format!("/proc/{pid}/stat")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
+        Err(e) => return exists_without_proc(pid, format!("cannot read /proc/{pid}/stat: {e}")),
+    };
+    let Some((state_char, ticks)) = parse_stat(&stat) else {
+        return ProcState::Unprobeable(format!("unparsable /proc/{pid}/stat"));
+    };
+    if matches!(state_char, b'Z' | b'X' | b'x') {
+        return ProcState::Zombie;
+    }
+    // /proc/<tid> is reachable for thread ids too; only a thread-group leader is a process.
+    match read_tgid(pid) {
+        Ok(tgid) if tgid != pid => return ProcState::Thread { tgid },
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
+        Err(e) => return ProcState::Unprobeable(format!("cannot read /proc/{pid}/status: {e}")),
+    }
+    let start_time = match (boot, ticks) {
+        (Ok(b), Some(t)) => Ok(start_time_from(t, b.clk_tck, b.btime)),
+        (Err(e), _) => Err(e),
+        (_, None) => Err(format!("no starttime in /proc/{pid}/stat")),
+    };
+    ProcState::Running { start_time }
+}
+
+/// psutil's `create_time()` on Linux, in this order of operations (bit for bit).
+pub fn start_time_from(ticks: u64, clk_tck: f64, btime: u64) -> f64 {
+    (ticks as f64) / clk_tck + (btime as f64)
+}
+
+/// /proc was not readable (hidepid?): ask kill(pid, 0) whether the pid exists.
+fn exists_without_proc(pid: u64, why: String) -> ProcState {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    if rc == 0 {
+        return ProcState::Running { start_time: Err(why) };
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ESRCH) => ProcState::Gone,
+        Some(libc::EPERM) => ProcState::Running { start_time: Err(why) },
+        _ => ProcState::Unprobeable(why),
+    }
+}
+
+/// State letter (field 3) and starttime ticks (field 22), split after the LAST ')'.
+fn parse_stat(stat: &[u8]) -> Option<(u8, Option<u64>)> {
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.bytes().next()?;
+    // fields after ')' start at field 3; starttime is field 22 → 19 further on.
+    let ticks = fields.nth(18).and_then(|t| t.parse().ok());
+    Some((state, ticks))
+}
+
+fn read_tgid(pid: u64) -> std::io::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no Tgid line"))
+}
+
+/// The psutil-compatible start time of `pid`, if it is a live process.
+pub fn process_start_time(pid: u64) -> Option<f64> {
+    Prober::new().start_time(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_takes_the_last_paren() {
+        let line = b"123 (we) ird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21";
+        assert_eq!(parse_stat(line), Some((b'S', Some(987654))));
+    }
+
+    #[test]
+    fn start_time_uses_psutils_order_of_operations() {
+        // Same expression in Python: 12345678 / 100 + 1795989000
+        let t = start_time_from(12_345_678, 100.0, 1_795_989_000);
+        assert_eq!(t.to_bits(), (12_345_678f64 / 100.0 + 1_795_989_000f64).to_bits());
+        assert_eq!(crate::lease::pyjson::float_repr(t), "1796112456.78");
+    }
+
+    #[test]
+    fn own_process_is_alive_and_start_time_matches_itself() {
+        let me = u64::from(std::process::id());
+        let mut p = Prober::new();
+        let start = p.start_time(me).expect("own start time");
+        assert!(matches!(judge_state(&p.state(me), Some(start)), Liveness::Alive));
+        assert!(matches!(judge_state(&p.state(me), Some(1.0)), Liveness::Recycled { .. }));
+        assert!(matches!(judge_state(&p.state(me), None), Liveness::Alive));
+    }
+
+    #[test]
+    fn clock_step_is_told_apart() {
+        let step = Liveness::Recycled { recorded: 100.25, actual: 103.25 };
+        assert!(step.clock_step_suspected());
+        assert!(step.explain().contains("clock step?"));
+        let other = Liveness::Recycled { recorded: 100.25, actual: 103.75 };
+        assert!(!other.clock_step_suspected());
+    }
+
+    #[test]
+    fn impossible_pids_are_gone() {
+        let mut p = Prober::new();
+        assert_eq!(p.state(0x7FFF_FFFE), ProcState::Gone);
+        assert_eq!(p.state(u64::MAX), ProcState::Gone);
+    }
+}

@@ -1,0 +1,111 @@
+//! The registry lock (spec §2): an exclusive flock on `active_sessions.lock`,
+//! waited for with a bound; on timeout, the holder's pid read from `/proc/locks`.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::error::Error;
+
+/// Held while a read-modify-write runs; dropping it closes the file, which releases the flock.
+#[derive(Debug)]
+pub struct RegistryLock {
+    _file: File,
+}
+
+/// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does.
+pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
+    if let Some(dir) = lock_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
+    }
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(lock_path)
+        .map_err(|e| Error::io("open the lock file", lock_path, e))?;
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(RegistryLock { _file: file }),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) => return Err(Error::io("lock", lock_path, e)),
+        }
+        let waited = started.elapsed();
+        if waited >= timeout {
+            return Err(Error::LockTimeout {
+                lock_path: lock_path.to_path_buf(),
+                waited,
+                holder_pid: lock_holder(lock_path),
+            });
+        }
+        std::thread::sleep(pause.min(timeout.saturating_sub(waited)));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// The pid holding a flock on `lock_path` right now, from `/proc/locks`, if any.
+pub fn lock_holder(lock_path: &Path) -> Option<u32> {
+    let meta = std::fs::metadata(lock_path).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    holder_in(&locks, meta.dev(), meta.ino())
+}
+
+/// Find a granted FLOCK on (dev, ino) in `/proc/locks` text. Waiters (`->`) are skipped.
+fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let (major, minor) = (libc::major(dev) as u64, libc::minor(dev) as u64);
+    for line in locks.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 2911 fd:00:1705934 0 EOF"
+        if fields.len() < 6 || fields[1] != "FLOCK" {
+            continue;
+        }
+        let mut id = fields[5].split(':');
+        let (Some(ma), Some(mi), Some(inode)) = (id.next(), id.next(), id.next()) else {
+            continue;
+        };
+        let matches = u64::from_str_radix(ma, 16).ok() == Some(major)
+            && u64::from_str_radix(mi, 16).ok() == Some(minor)
+            && inode.parse::<u64>().ok() == Some(ino);
+        if matches {
+            return fields[4].parse().ok();
+        }
+    }
+    None
+}
+
+/// Where the lock file for a registry file lives (same `runtime/` directory).
+pub fn lock_path_for(registry_path: &Path) -> PathBuf {
+    registry_path.with_file_name(super::paths::LOCK_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_locks_lines() {
+        let dev = libc::makedev(0xfd, 0x01);
+        let text = "1: POSIX  ADVISORY  WRITE 77 fd:01:99 0 EOF\n\
+                    2: FLOCK  ADVISORY  WRITE 4242 fd:01:99 0 EOF\n\
+                    2: -> FLOCK  ADVISORY  WRITE 555 fd:01:99 0 EOF\n";
+        assert_eq!(holder_in(text, dev, 99), Some(4242));
+        assert_eq!(holder_in(text, dev, 98), None);
+    }
+
+    #[test]
+    fn timeout_names_the_holder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("runtime").join("active_sessions.lock");
+        let held = lock(&path, Duration::from_secs(1)).expect("first lock");
+        // A second open file description conflicts with the first, even in one process.
+        let err = lock(&path, Duration::from_millis(50)).expect_err("must time out");
+        match err {
+            Error::LockTimeout { holder_pid, .. } => assert_eq!(holder_pid, Some(std::process::id())),
+            other => panic!("unexpected {other}"),
+        }
+        drop(held);
+        assert!(lock(&path, Duration::from_millis(50)).is_ok(), "free after drop");
+    }
+}

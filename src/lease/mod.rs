@@ -1,0 +1,35 @@
+//! The lease core: the registry protocol Hermes speaks, the fence, and the
+//! operator's actions. No terminal code here; the CLI and the console call it.
+
+pub mod admin;
+pub mod config;
+pub mod entry;
+pub mod error;
+pub mod fence;
+pub mod liveness;
+pub mod lock;
+pub mod owner;
+pub mod paths;
+pub mod pyjson;
+pub mod random;
+pub mod refusal;
+pub mod store;
+
+pub use admin::{DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot};
+pub use entry::{Entry, Problem, Rule};
+pub use error::{Error, InvalidRegistry};
+pub use fence::{AcquireRequest, Grant, Released, acquire, release, transfer};
+pub use liveness::{Liveness, Prober};
+pub use paths::Registry;
+pub use refusal::{Reason, Refusal};
+
+/// Default bound on waiting for the registry lock.
+pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Wall-clock time as epoch seconds, like Python's `time.time()`.
+pub fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,45 @@
+//! Who an owner is (name, command line, memory, CPU, user), from sysinfo.
+//! Display only: liveness and start times come from `liveness`, never from here.
+
+use std::collections::HashMap;
+
+use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerInfo {
+    pub name: String,
+    pub cmdline: Vec<String>,
+    pub rss_bytes: u64,
+    pub cpu_percent: f32,
+    pub user: Option<String>,
+}
+
+/// Look up only the given pids (no full process scan).
+pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
+    let wanted: Vec<Pid> = pids.iter().filter(|p| **p <= u32::MAX as u64).map(|p| Pid::from_u32(*p as u32)).collect();
+    if wanted.is_empty() {
+        return HashMap::new();
+    }
+    let Ok(mut sys) = System::new() else { return HashMap::new() };
+    let kind = ProcessRefreshKind::nothing()
+        .with_memory()
+        .with_cpu()
+        .with_cmd(UpdateKind::OnlyIfNotSet)
+        .with_user(UpdateKind::OnlyIfNotSet);
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&wanted), true, kind);
+    let users = Users::new_with_refreshed_list().ok();
+    wanted
+        .iter()
+        .filter_map(|pid| {
+            let p = sys.process(*pid)?;
+            let info = OwnerInfo {
+                name: p.name().to_string_lossy().into_owned(),
+                cmdline: p.cmd().iter().map(|s| s.to_string_lossy().into_owned()).collect(),
+                rss_bytes: p.memory(),
+                cpu_percent: p.cpu_usage(),
+                user: p.user_id().and_then(|uid| users.as_ref()?.get_user_by_id(uid)).map(|u| u.name().to_owned()),
+            };
+            Some((pid.as_u32() as u64, info))
+        })
+        .collect()
+}

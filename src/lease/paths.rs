@@ -1,0 +1,132 @@
+//! Where registries live (spec §1): home resolution, the root, and its profiles.
+
+use std::path::{Path, PathBuf};
+
+/// Registry file name inside `<home>/runtime/`.
+pub const REGISTRY_FILE: &str = "active_sessions.json";
+/// Lock file name inside `<home>/runtime/` (never written, renamed or deleted).
+pub const LOCK_FILE: &str = "active_sessions.lock";
+/// Prefix and suffix of Hermes' temp files beside the registry.
+pub const TEMP_PREFIX: &str = ".active_sessions_";
+pub const TEMP_SUFFIX: &str = ".tmp";
+
+/// One home's registry: the root home or one profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registry {
+    /// `"root"` or the profile's directory name.
+    pub profile: String,
+    pub home: PathBuf,
+}
+
+impl Registry {
+    pub fn new(profile: impl Into<String>, home: impl Into<PathBuf>) -> Registry {
+        Registry { profile: profile.into(), home: home.into() }
+    }
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.home.join("runtime")
+    }
+    pub fn path(&self) -> PathBuf {
+        self.runtime_dir().join(REGISTRY_FILE)
+    }
+    pub fn lock_path(&self) -> PathBuf {
+        self.runtime_dir().join(LOCK_FILE)
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.home.join("config.yaml")
+    }
+}
+
+/// The home: `--home` if given, else `$HERMES_HOME` (trimmed, non-empty), else `~/.hermes`.
+pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(dir) = flag {
+        return Ok(dir.to_path_buf());
+    }
+    if let Some(env) = std::env::var_os("HERMES_HOME") {
+        let text = env.to_string_lossy();
+        let trimmed = text.trim();
+        if !trimmed.is_empty() {
+            return Ok(PathBuf::from(trimmed));
+        }
+    }
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".hermes")),
+        _ => Err("cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set)".into()),
+    }
+}
+
+/// The root of a home: `<root>/profiles/<name>` belongs to `<root>`; any other home is its own root.
+pub fn root_of(home: &Path) -> PathBuf {
+    if let (Some(parent), Some(grand)) = (home.parent(), home.parent().and_then(Path::parent))
+        && parent.file_name().is_some_and(|n| n == "profiles")
+        && home.file_name().is_some()
+    {
+        return grand.to_path_buf();
+    }
+    home.to_path_buf()
+}
+
+/// The registry a home stands for, named `root` or after its profile.
+pub fn registry_for_home(home: &Path) -> Registry {
+    let root = root_of(home);
+    if root != home {
+        let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Registry::new(name, home)
+    } else {
+        Registry::new("root", home)
+    }
+}
+
+/// A named profile of the root (`<root>/profiles/<name>`). The name must be a plain directory name.
+pub fn profile_registry(root: &Path, name: &str) -> Result<Registry, String> {
+    if name.is_empty() || name.starts_with('.') || name.contains('/') || name.contains('\0') {
+        return Err(format!("invalid profile name {name:?}: a plain directory name not starting with '.'"));
+    }
+    Ok(Registry::new(name, root.join("profiles").join(name)))
+}
+
+/// The root and every profile (`<root>/profiles/<name>/`, names not starting with `.`), sorted.
+pub fn all_registries(root: &Path) -> Vec<Registry> {
+    let mut out = vec![Registry::new("root", root)];
+    let mut names: Vec<String> = std::fs::read_dir(root.join("profiles"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    out.extend(names.into_iter().map(|n| Registry::new(n.clone(), root.join("profiles").join(n))));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_home_has_its_root() {
+        assert_eq!(root_of(Path::new("/h/.hermes/profiles/work")), PathBuf::from("/h/.hermes"));
+        assert_eq!(root_of(Path::new("/h/.hermes")), PathBuf::from("/h/.hermes"));
+        assert_eq!(registry_for_home(Path::new("/r/profiles/work")).profile, "work");
+        assert_eq!(registry_for_home(Path::new("/r")).profile, "root");
+    }
+
+    #[test]
+    fn profiles_are_discovered_sorted_without_hidden() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in ["zeta", "alpha", ".hidden"] {
+            std::fs::create_dir_all(dir.path().join("profiles").join(name)).expect("mkdir");
+        }
+        std::fs::write(dir.path().join("profiles").join("file"), "").expect("write");
+        let names: Vec<String> = all_registries(dir.path()).into_iter().map(|r| r.profile).collect();
+        assert_eq!(names, vec!["root", "alpha", "zeta"]);
+    }
+
+    #[test]
+    fn bad_profile_names_are_refused() {
+        assert!(profile_registry(Path::new("/r"), "../x").is_err());
+        assert!(profile_registry(Path::new("/r"), ".x").is_err());
+        assert!(profile_registry(Path::new("/r"), "ok").is_ok());
+    }
+}

@@ -1,0 +1,154 @@
+//! Refusals: the reason code is the contract, the message is for a person.
+
+use std::path::Path;
+
+use super::entry::Entry;
+use super::error::Error;
+
+/// Why an acquire was refused. Clients retry a capacity refusal later; they never
+/// retry an ownership refusal the same way; "cannot tell" is neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    SessionNotOwned,
+    MaxConcurrentSessions,
+    SessionCoordinationUnavailable,
+}
+
+impl Reason {
+    pub fn code(self) -> &'static str {
+        match self {
+            Reason::SessionNotOwned => "SESSION_NOT_OWNED",
+            Reason::MaxConcurrentSessions => "MAX_CONCURRENT_SESSIONS",
+            Reason::SessionCoordinationUnavailable => "SESSION_COORDINATION_UNAVAILABLE",
+        }
+    }
+
+    /// The CLI's exit code for this refusal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Reason::SessionNotOwned => 3,
+            Reason::MaxConcurrentSessions => 4,
+            Reason::SessionCoordinationUnavailable => 5,
+        }
+    }
+
+    /// What an operator can do about it.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Reason::SessionNotOwned => {
+                "Attach through the owning surface or close the session there. If the owner is gone \
+                 but its pid lives on (a leaked lease), `leasectl force-release` it deliberately."
+            }
+            Reason::MaxConcurrentSessions => {
+                "Retry when another session finishes, raise max_concurrent_sessions, or free a leaked \
+                 slot with `leasectl force-release`."
+            }
+            Reason::SessionCoordinationUnavailable => {
+                "Run `leasectl doctor` to see what is wrong with the registry or its lock, fix it, and retry."
+            }
+        }
+    }
+}
+
+/// A refused acquire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub reason: Reason,
+    pub message: String,
+    /// The entry that blocked it (for capacity: the oldest holder).
+    pub holder: Option<Entry>,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)
+    }
+}
+
+/// Hermes' `format_refusal_stderr`: reason line, then the message.
+pub fn refusal_stderr(r: &Refusal) -> String {
+    format!("hermes-refusal-reason: {}\n{}", r.reason.code(), r.message)
+}
+
+/// Hermes' `format_age`: whole minutes, then hours and minutes (`5m`, `3h`, `3h12m`).
+pub fn format_age(seconds: f64) -> String {
+    let minutes = if seconds.is_finite() && seconds > 0.0 { (seconds / 60.0).floor() as u64 } else { 0 };
+    if minutes < 60 {
+        return format!("{minutes}m");
+    }
+    let (hours, minutes) = (minutes / 60, minutes % 60);
+    if minutes == 0 { format!("{hours}h") } else { format!("{hours}h{minutes}m") }
+}
+
+/// Hermes' `summarize_holders`: `desktop x4, cli, oldest 3h ago`.
+pub fn summarize_holders(entries: &[Entry], now: f64) -> String {
+    if entries.is_empty() {
+        return String::new();
+    }
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for e in entries {
+        let surface = e.surface().filter(|s| !s.is_empty()).unwrap_or("unknown").to_owned();
+        match counts.iter_mut().find(|(s, _)| *s == surface) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((surface, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut held = counts
+        .iter()
+        .map(|(s, n)| if *n > 1 { format!("{s} x{n}") } else { s.clone() })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let oldest = entries.iter().filter_map(Entry::started_at).filter(|t| *t != 0.0).reduce(f64::min);
+    if let Some(t) = oldest {
+        held.push_str(&format!(", oldest {} ago", format_age(now - t)));
+    }
+    held
+}
+
+/// Hermes' `session_already_owned_message`.
+pub fn not_owned_message(session_id: &str, holder: &Entry, now: f64) -> String {
+    let surface = holder.surface().filter(|s| !s.is_empty()).unwrap_or("another surface");
+    let age = match holder.started_at().filter(|t| *t != 0.0) {
+        Some(t) => format!(", lease age {}", format_age(now - t)),
+        None => String::new(),
+    };
+    format!(
+        "Session {session_id} already has a live owner ({surface}, pid {}{age}). \
+         Its turn activity is unknown; an open lease does not mean a turn is running. \
+         Attach through a compatible owner, or close the session in its owning surface \
+         before resuming here. Do not delete a live owner's lease to force a takeover.",
+        holder.pid()
+    )
+}
+
+/// Hermes' `active_session_limit_message`.
+pub fn capacity_message(active: usize, cap: u64, entries: &[Entry], now: f64) -> String {
+    let held = summarize_holders(entries, now);
+    let detail = if held.is_empty() { String::new() } else { format!(" Held by: {held}.") };
+    format!("Hermes is at the active session limit ({active}/{cap}).{detail} Try again when another session finishes.")
+}
+
+/// Why coordination failed, precisely, and that nothing was changed.
+pub fn unavailable_message(path: &Path, err: &Error) -> String {
+    format!(
+        "leasectl could not read the active-session registry at {}, so it cannot prove this \
+         session has no other live owner: {err}. The registry was left as it was. \
+         Fix or remove that file and try again.",
+        path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_format_like_hermes() {
+        assert_eq!(format_age(0.0), "0m");
+        assert_eq!(format_age(299.0), "4m");
+        assert_eq!(format_age(3600.0), "1h");
+        assert_eq!(format_age(3.0 * 3600.0 + 12.0 * 60.0 + 5.0), "3h12m");
+        assert_eq!(format_age(-5.0), "0m");
+    }
+}

@@ -1,0 +1,284 @@
+//! Reading and writing the registry file (spec §3): strict read, and an atomic,
+//! Hermes-identical write (temp file, fsync, rename; old file kept on any error).
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::entry::{Entry, Problem, Rule};
+use super::error::{Error, InvalidRegistry};
+use super::lock::RegistryLock;
+use super::paths::{TEMP_PREFIX, TEMP_SUFFIX};
+use super::pyjson;
+
+/// Larger files are refused unread, so a hostile registry cannot exhaust memory.
+pub const MAX_REGISTRY_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A parsed, strictly valid registry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RegistryFile {
+    pub entries: Vec<Entry>,
+    /// Top-level keys other than `entries` (kept on rewrite, though Hermes drops them).
+    pub extra: Map<String, Value>,
+}
+
+/// Read strictly. A missing file is an empty registry; anything invalid is an error
+/// naming the rule and the entry.
+pub fn read(path: &Path) -> Result<RegistryFile, Error> {
+    match read_bytes(path)? {
+        None => Ok(RegistryFile::default()),
+        Some(bytes) => parse(&bytes).map_err(|problems| {
+            Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems })
+        }),
+    }
+}
+
+/// The file's bytes, or None when it does not exist. Too-large files are refused.
+pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
+        }
+    };
+    let mut bytes = Vec::new();
+    let limit = MAX_REGISTRY_BYTES + 1;
+    if let Err(e) = (&mut file).take(limit).read_to_end(&mut bytes) {
+        return Err(Error::Invalid(unreadable(path, format!("cannot read: {e}"))));
+    }
+    if bytes.len() as u64 > MAX_REGISTRY_BYTES {
+        return Err(Error::Invalid(unreadable(
+            path,
+            format!("larger than the {} MiB limit", MAX_REGISTRY_BYTES / (1024 * 1024)),
+        )));
+    }
+    Ok(Some(bytes))
+}
+
+fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
+    InvalidRegistry {
+        path: path.to_path_buf(),
+        problems: vec![Problem { rule: Rule::Unreadable, entry_index: None, lease_id: None, detail }],
+    }
+}
+
+fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
+    vec![Problem { rule, entry_index: None, lease_id: None, detail }]
+}
+
+/// Parse registry bytes strictly (spec §3): BOM tolerated, legacy list accepted,
+/// every entry validated. Returns every problem found.
+pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| file_problem(Rule::Unreadable, format!("not UTF-8 ({e})")))?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| file_problem(Rule::NotJson, format!("not JSON: {e}")))?;
+    let (list, extra) = match value {
+        Value::Array(list) => (list, Map::new()),
+        Value::Object(mut map) => match map.remove("entries") {
+            Some(Value::Array(list)) => (list, map),
+            Some(other) => {
+                return Err(file_problem(
+                    Rule::WrongShape,
+                    format!("\"entries\" is {}, not a list", short_kind(&other)),
+                ));
+            }
+            None => return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),
+        },
+        other => {
+            return Err(file_problem(
+                Rule::WrongShape,
+                format!("top level is {}, not an object with \"entries\" or a list", short_kind(&other)),
+            ));
+        }
+    };
+    let mut seen = HashSet::with_capacity(list.len());
+    let mut entries = Vec::with_capacity(list.len());
+    let mut problems = Vec::new();
+    for (index, item) in list.into_iter().enumerate() {
+        // The lease id counts as seen even when the entry is otherwise invalid,
+        // so a later duplicate is still reported.
+        let id = item.get("lease_id").and_then(Value::as_str).map(str::to_owned);
+        match Entry::from_value(index, item, &seen) {
+            Ok(entry) => entries.push(entry),
+            Err(mut p) => problems.append(&mut p),
+        }
+        if let Some(id) = id {
+            seen.insert(id);
+        }
+    }
+    if problems.is_empty() { Ok(RegistryFile { entries, extra }) } else { Err(problems) }
+}
+
+fn short_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The exact bytes Hermes writes for these entries: one line, no trailing newline.
+pub fn serialize(file: &RegistryFile) -> String {
+    let mut out = String::with_capacity(64 + file.entries.len() * 256);
+    out.push('{');
+    let mut first = true;
+    let mut entries_written = false;
+    let put_entries = |out: &mut String, first: &mut bool| {
+        if !*first {
+            out.push_str(", ");
+        }
+        *first = false;
+        out.push_str("\"entries\": [");
+        for (i, e) in file.entries.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            pyjson::write_object(out, e.raw());
+        }
+        out.push(']');
+    };
+    for (key, value) in &file.extra {
+        if !entries_written && key.as_str() > "entries" {
+            put_entries(&mut out, &mut first);
+            entries_written = true;
+        }
+        if !first {
+            out.push_str(", ");
+        }
+        first = false;
+        pyjson::write_str(&mut out, key);
+        out.push_str(": ");
+        pyjson::write_value(&mut out, value);
+    }
+    if !entries_written {
+        put_entries(&mut out, &mut first);
+    }
+    out.push('}');
+    out
+}
+
+/// Replace the registry atomically. The lock guard proves the caller holds the lock.
+pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(), Error> {
+    write_bytes(path, serialize(file).as_bytes())
+}
+
+/// Temp file in the same directory, the registry's mode kept (a new one gets
+/// `0666 & ~umask`), write, fsync, rename. On any error the temp file is removed.
+fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
+    let existing_mode = match std::fs::metadata(path) {
+        Ok(m) => Some(m.permissions().mode() & 0o7777),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io("inspect the registry", path, e)),
+    };
+    let (tmp_path, mut tmp) = create_temp(dir)?;
+    let result = (|| {
+        if let Some(mode) = existing_mode {
+            tmp.set_permissions(std::fs::Permissions::from_mode(mode))
+                .map_err(|e| Error::io("set the mode of", &tmp_path, e))?;
+        }
+        tmp.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, e))?;
+        tmp.sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
+        std::fs::rename(&tmp_path, path).map_err(|e| Error::io("rename the temp file over", path, e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp_path);
+    }
+    result
+}
+
+/// A new, exclusively created `.active_sessions_XXXXXXXX.tmp` in `dir`.
+fn create_temp(dir: &Path) -> Result<(PathBuf, File), Error> {
+    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
+    let mut last_err = None;
+    for _ in 0..100 {
+        let random = super::random::bytes::<8>();
+        let name: String = random.iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
+        let tmp_path = dir.join(format!("{TEMP_PREFIX}{name}{TEMP_SUFFIX}"));
+        match OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp_path) {
+            Ok(f) => return Ok((tmp_path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
+            Err(e) => return Err(Error::io("create a temp file in", dir, e)),
+        }
+    }
+    let e = last_err.unwrap_or_else(|| std::io::Error::other("no free temp name"));
+    Err(Error::io("create a temp file in", dir, e))
+}
+
+/// Leftover Hermes/leasectl temp files in a runtime directory (a crashed writer's).
+pub fn leftover_temp_files(runtime_dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(runtime_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with(TEMP_PREFIX) && n.ends_with(TEMP_SUFFIX)
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "{\"entries\": [{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {\"live_session_id\": \"tab-1\"}, \"pid\": 20834, \"process_start_time\": 1795989978.25, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}]}";
+
+    #[test]
+    fn round_trip_is_byte_identical() {
+        let file = parse(SAMPLE.as_bytes()).expect("valid");
+        assert_eq!(serialize(&file), SAMPLE);
+    }
+
+    #[test]
+    fn unknown_fields_survive_and_sort() {
+        let text = r#"{"zz_top": {"b": 1, "a": [1.50, "é"]}, "entries": [{"pid": 1, "lease_id": "x", "session_id": "S", "future_field": {"nested": [1e5, null]}}], "aa": true}"#;
+        let file = parse(text.as_bytes()).expect("valid");
+        assert_eq!(
+            serialize(&file),
+            r#"{"aa": true, "entries": [{"future_field": {"nested": [100000.0, null]}, "lease_id": "x", "pid": 1, "session_id": "S"}], "zz_top": {"a": [1.5, "é"], "b": 1}}"#
+        );
+    }
+
+    #[test]
+    fn bom_and_legacy_list_are_read_and_written_as_object() {
+        let text = "\u{feff}[{\"lease_id\": \"x\", \"session_id\": \"S\", \"pid\": \"12\"}]";
+        let file = parse(text.as_bytes()).expect("valid");
+        assert_eq!(file.entries[0].pid(), 12);
+        assert_eq!(serialize(&file), "{\"entries\": [{\"lease_id\": \"x\", \"pid\": \"12\", \"session_id\": \"S\"}]}");
+    }
+
+    #[test]
+    fn shapes_are_rejected_with_their_rule() {
+        let rule = |t: &str| parse(t.as_bytes()).expect_err("invalid")[0].rule;
+        assert_eq!(rule("{\"entries\": [}"), Rule::NotJson);
+        assert_eq!(rule("{}"), Rule::WrongShape);
+        assert_eq!(rule("{\"entries\": null}"), Rule::WrongShape);
+        assert_eq!(rule("\"x\""), Rule::WrongShape);
+        assert_eq!(rule("[1]"), Rule::NonObjectEntry);
+        assert_eq!(parse(b"\xff\xfe").expect_err("invalid")[0].rule, Rule::Unreadable);
+        let dup = r#"[{"lease_id": "a", "session_id": "S", "pid": 1}, {"lease_id": "a", "session_id": "T", "pid": 1}]"#;
+        let p = parse(dup.as_bytes()).expect_err("dup");
+        assert_eq!((p[0].rule, p[0].entry_index), (Rule::DuplicateLeaseId, Some(1)));
+    }
+
+    #[test]
+    fn empty_registry_serializes_like_hermes() {
+        assert_eq!(serialize(&RegistryFile::default()), "{\"entries\": []}");
+    }
+}

@@ -1,0 +1,5 @@
+//! leasectl: the operator's tool for Hermes Agent's active-session registry.
+
+pub mod cli;
+pub mod lease;
+pub mod supervise;
