@@ -17,7 +17,8 @@ pub struct RegistryLock {
 /// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does.
 pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
     if let Some(dir) = lock_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io("create the runtime directory", dir, e))?;
     }
     let file = OpenOptions::new()
         .append(true)
@@ -102,10 +103,15 @@ mod tests {
         // A second open file description conflicts with the first, even in one process.
         let err = lock(&path, Duration::from_millis(50)).expect_err("must time out");
         match err {
-            Error::LockTimeout { holder_pid, .. } => assert_eq!(holder_pid, Some(std::process::id())),
+            Error::LockTimeout { holder_pid, .. } => {
+                assert_eq!(holder_pid, Some(std::process::id()))
+            }
             other => panic!("unexpected {other}"),
         }
         drop(held);
-        assert!(lock(&path, Duration::from_millis(50)).is_ok(), "free after drop");
+        assert!(
+            lock(&path, Duration::from_millis(50)).is_ok(),
+            "free after drop"
+        );
     }
 }

@@ -15,7 +15,9 @@ pub mod random;
 pub mod refusal;
 pub mod store;
 
-pub use admin::{DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot};
+pub use admin::{
+    DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot,
+};
 pub use entry::{Entry, Problem, Rule};
 pub use error::{Error, InvalidRegistry};
 pub use fence::{AcquireRequest, Grant, Released, acquire, release, transfer};

@@ -16,11 +16,17 @@ pub struct OwnerInfo {
 
 /// Look up only the given pids (no full process scan).
 pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
-    let wanted: Vec<Pid> = pids.iter().filter(|p| **p <= u32::MAX as u64).map(|p| Pid::from_u32(*p as u32)).collect();
+    let wanted: Vec<Pid> = pids
+        .iter()
+        .filter(|p| **p <= u32::MAX as u64)
+        .map(|p| Pid::from_u32(*p as u32))
+        .collect();
     if wanted.is_empty() {
         return HashMap::new();
     }
-    let Ok(mut sys) = System::new() else { return HashMap::new() };
+    let Ok(mut sys) = System::new() else {
+        return HashMap::new();
+    };
     let kind = ProcessRefreshKind::nothing()
         .with_memory()
         .with_cpu()
@@ -34,10 +40,17 @@ pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
             let p = sys.process(*pid)?;
             let info = OwnerInfo {
                 name: p.name().to_string_lossy().into_owned(),
-                cmdline: p.cmd().iter().map(|s| s.to_string_lossy().into_owned()).collect(),
+                cmdline: p
+                    .cmd()
+                    .iter()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .collect(),
                 rss_bytes: p.memory(),
                 cpu_percent: p.cpu_usage(),
-                user: p.user_id().and_then(|uid| users.as_ref()?.get_user_by_id(uid)).map(|u| u.name().to_owned()),
+                user: p
+                    .user_id()
+                    .and_then(|uid| users.as_ref()?.get_user_by_id(uid))
+                    .map(|u| u.name().to_owned()),
             };
             Some((pid.as_u32() as u64, info))
         })
