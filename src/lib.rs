@@ -3,3 +3,4 @@
 pub mod cli;
 pub mod lease;
 pub mod supervise;
+pub mod tui;

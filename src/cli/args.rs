@@ -77,6 +77,13 @@ pub enum Command {
                             LEASECTL_SESSION_ID.\n\nExample:\n  leasectl run S1 --surface cli -- python agent.py"
     )]
     Run(RunArgs),
+    /// The live console: every registry, every owner, safe clean-up (default on a terminal)
+    #[command(
+        after_help = "Default: the root and every profile, one tab each, plus an \"all\" tab; \
+                            --profile NAME shows one. Press ? inside for the keys.\n\n\
+                            Example:\n  leasectl tui --home ~/.hermes"
+    )]
+    Tui,
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM
     #[command(after_help = "Example:\n  leasectl hold S1 --surface gateway --live-id tab-1")]
     Hold(AcquireOpts),

@@ -64,9 +64,12 @@ impl From<Error> for Failure {
 fn dispatch(cli: Cli) -> Result<i32, Failure> {
     let timeout = lock_timeout(cli.lock_timeout)?;
     let registries = select_registries(&cli)?;
-    let command = cli
-        .command
-        .unwrap_or(Command::Ls(args::LsArgs { json: false }));
+    let command = match cli.command {
+        Some(c) => c,
+        // No command: the console on a terminal, the listing otherwise (pipes, scripts).
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => Command::Tui,
+        None => Command::Ls(args::LsArgs { json: false }),
+    };
     let single = || -> Result<&Registry, Failure> {
         if cli.all_profiles {
             return Err(usage("--all-profiles works with ls, prune and doctor only"));
@@ -84,7 +87,37 @@ fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Doctor(a) => Ok(doctor(&registries, a.json)),
         Command::Run(a) => run_cmd(single()?, &a.opts, &a.cmd, timeout),
         Command::Hold(a) => hold(single()?, &a, timeout),
+        Command::Tui => console(&cli.home, cli.profile.is_some(), registries, timeout),
     }
+}
+
+fn console(
+    home: &Option<std::path::PathBuf>,
+    one_profile: bool,
+    registries: Vec<Registry>,
+    timeout: Duration,
+) -> Result<i32, Failure> {
+    let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure {
+        code: EXIT_ERROR,
+        message: m,
+    })?;
+    let root = paths::root_of(&home);
+    let opts = crate::tui::ConsoleOptions {
+        registries,
+        discover_root: if one_profile {
+            None
+        } else {
+            Some(root.clone())
+        },
+        root,
+        // The console must stay responsive: a held lock is reported, not waited out.
+        lock_timeout: timeout.min(Duration::from_secs(3)),
+    };
+    crate::tui::run(opts).map_err(|e| Failure {
+        code: EXIT_ERROR,
+        message: format!("console: {e}"),
+    })?;
+    Ok(EXIT_OK)
 }
 
 fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
@@ -102,7 +135,8 @@ fn select_registries(cli: &Cli) -> Result<Vec<Registry>, Failure> {
         message: m,
     })?;
     let root = paths::root_of(&home);
-    if cli.all_profiles {
+    let console = matches!(cli.command, Some(Command::Tui) | None);
+    if cli.all_profiles || (console && cli.profile.is_none()) {
         Ok(paths::all_registries(&root))
     } else if let Some(name) = &cli.profile {
         Ok(vec![paths::profile_registry(&root, name).map_err(usage)?])

@@ -14,45 +14,76 @@ pub struct OwnerInfo {
     pub user: Option<String>,
 }
 
-/// Look up only the given pids (no full process scan).
-pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
-    let wanted: Vec<Pid> = pids
-        .iter()
-        .filter(|p| **p <= u32::MAX as u64)
-        .map(|p| Pid::from_u32(*p as u32))
-        .collect();
-    if wanted.is_empty() {
-        return HashMap::new();
+/// Keeps sysinfo's state between looks, so CPU usage is measured over the interval.
+pub struct OwnerProbe {
+    sys: Option<System>,
+    users: Option<Users>,
+}
+
+impl Default for OwnerProbe {
+    fn default() -> Self {
+        OwnerProbe::new()
     }
-    let Ok(mut sys) = System::new() else {
-        return HashMap::new();
-    };
-    let kind = ProcessRefreshKind::nothing()
-        .with_memory()
-        .with_cpu()
-        .with_cmd(UpdateKind::OnlyIfNotSet)
-        .with_user(UpdateKind::OnlyIfNotSet);
-    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&wanted), true, kind);
-    let users = Users::new_with_refreshed_list().ok();
-    wanted
-        .iter()
-        .filter_map(|pid| {
-            let p = sys.process(*pid)?;
-            let info = OwnerInfo {
-                name: p.name().to_string_lossy().into_owned(),
-                cmdline: p
-                    .cmd()
-                    .iter()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .collect(),
-                rss_bytes: p.memory(),
-                cpu_percent: p.cpu_usage(),
-                user: p
-                    .user_id()
-                    .and_then(|uid| users.as_ref()?.get_user_by_id(uid))
-                    .map(|u| u.name().to_owned()),
-            };
-            Some((pid.as_u32() as u64, info))
-        })
-        .collect()
+}
+
+impl OwnerProbe {
+    pub fn new() -> OwnerProbe {
+        OwnerProbe {
+            sys: System::new().ok(),
+            users: None,
+        }
+    }
+
+    /// Look up only the given pids (no full process scan).
+    pub fn infos(&mut self, pids: &[u64]) -> HashMap<u64, OwnerInfo> {
+        let mut wanted: Vec<Pid> = pids
+            .iter()
+            .filter(|p| **p <= u32::MAX as u64)
+            .map(|p| Pid::from_u32(*p as u32))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let Some(sys) = self.sys.as_mut() else {
+            return HashMap::new();
+        };
+        if wanted.is_empty() {
+            return HashMap::new();
+        }
+        let kind = ProcessRefreshKind::nothing()
+            .with_memory()
+            .with_cpu()
+            .with_cmd(UpdateKind::OnlyIfNotSet)
+            .with_user(UpdateKind::OnlyIfNotSet);
+        sys.refresh_processes_specifics(ProcessesToUpdate::Some(&wanted), true, kind);
+        if self.users.is_none() {
+            self.users = Users::new_with_refreshed_list().ok();
+        }
+        let users = self.users.as_ref();
+        wanted
+            .iter()
+            .filter_map(|pid| {
+                let p = sys.process(*pid)?;
+                let info = OwnerInfo {
+                    name: p.name().to_string_lossy().into_owned(),
+                    cmdline: p
+                        .cmd()
+                        .iter()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .collect(),
+                    rss_bytes: p.memory(),
+                    cpu_percent: p.cpu_usage(),
+                    user: p
+                        .user_id()
+                        .and_then(|uid| users?.get_user_by_id(uid))
+                        .map(|u| u.name().to_owned()),
+                };
+                Some((u64::from(pid.as_u32()), info))
+            })
+            .collect()
+    }
+}
+
+/// One-off lookup of the given pids.
+pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
+    OwnerProbe::new().infos(pids)
 }

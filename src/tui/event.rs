@@ -1,0 +1,77 @@
+//! What flows on the console's one channel (events) and what `update` asks the
+//! worker to do (effects).
+
+use std::path::PathBuf;
+
+use ratatui::crossterm::event::KeyEvent;
+
+use crate::lease::config::CapSetting;
+use crate::lease::owner::OwnerInfo;
+use crate::lease::{Entry, Liveness, Registry, Removal, Target};
+
+#[derive(Debug)]
+pub enum Event {
+    Key(KeyEvent),
+    Resize,
+    /// Something changed under a watched directory (already debounced and filtered).
+    FsChanged(Vec<PathBuf>),
+    /// The liveness tick (about once a second), with the time it fired.
+    Tick(f64),
+    /// Fresh snapshots from the worker.
+    Loaded(Loaded),
+    /// An operator action finished.
+    ActionDone(ActionDone),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Re-read every registry (and discover new profiles).
+    Reload,
+    /// Re-judge only the pids already known (no file read).
+    Relive,
+    Prune {
+        registry: Registry,
+    },
+    ForceRelease {
+        registry: Registry,
+        target: Target,
+        allow_live: bool,
+    },
+    Quit,
+}
+
+/// One lease as the console shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseRow {
+    pub entry: Entry,
+    pub liveness: Liveness,
+    pub owner: Option<OwnerInfo>,
+}
+
+/// One registry as read now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistrySnapshot {
+    pub registry: Registry,
+    pub exists: bool,
+    /// The registry file's modification time (epoch seconds), when it exists.
+    pub modified: Option<f64>,
+    pub cap: CapSetting,
+    /// The leases, or the exact reason the file could not be used.
+    pub leases: Result<Vec<LeaseRow>, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub at: f64,
+    pub snapshots: Vec<RegistrySnapshot>,
+}
+
+#[derive(Debug)]
+pub struct ActionDone {
+    pub registry: Registry,
+    /// What was asked, for the log ("prune", "force-release lease 1a2b3c4d").
+    pub what: String,
+    pub result: Result<Removal, String>,
+    /// Set when the action gave up on the lock: who holds it.
+    pub lock_holder: Option<u32>,
+}

@@ -1,0 +1,232 @@
+//! The console's event sources, merged on one channel: terminal input, the
+//! liveness tick, and a notify watcher on every registry's `runtime/` directory.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+use ratatui::crossterm::event::{self as term, Event as TermEvent};
+
+use super::event::Event;
+use crate::lease::paths::{self, LOCK_FILE, REGISTRY_FILE};
+
+/// Terminal keys and resizes. Blocks in `read`: no polling.
+pub fn spawn_input(tx: Sender<Event>) {
+    std::thread::spawn(move || {
+        while let Ok(ev) = term::read() {
+            let sent = match ev {
+                TermEvent::Key(k) => tx.send(Event::Key(k)),
+                TermEvent::Resize(..) => tx.send(Event::Resize),
+                _ => Ok(()),
+            };
+            if sent.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// The liveness tick: about once a second.
+pub fn spawn_tick(tx: Sender<Event>, every: Duration) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(every);
+            if tx.send(Event::Tick(crate::lease::now())).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// What the watcher looks after: fixed homes, or a root whose profiles come and go.
+#[derive(Debug, Clone)]
+pub struct WatchScope {
+    pub root: PathBuf,
+    /// Discover `<root>/profiles/*` as they appear.
+    pub discover: bool,
+    pub homes: Vec<PathBuf>,
+}
+
+impl WatchScope {
+    fn homes(&self) -> Vec<PathBuf> {
+        if self.discover {
+            paths::all_registries(&self.root)
+                .into_iter()
+                .map(|r| r.home)
+                .collect()
+        } else {
+            self.homes.clone()
+        }
+    }
+
+    /// The directories to watch now: each runtime dir, home and the profiles dir, or
+    /// the nearest existing ancestor of each one that does not exist yet.
+    pub fn desired(&self) -> BTreeSet<PathBuf> {
+        let mut out = BTreeSet::new();
+        let mut wanted: Vec<PathBuf> = Vec::new();
+        for h in self.homes() {
+            wanted.push(h.join("runtime"));
+            wanted.push(h);
+        }
+        if self.discover {
+            wanted.push(self.root.join("profiles"));
+        }
+        for w in wanted {
+            if let Some(existing) = nearest_existing(&w) {
+                out.insert(existing);
+            }
+        }
+        out
+    }
+}
+
+fn nearest_existing(p: &Path) -> Option<PathBuf> {
+    p.ancestors().find(|a| a.is_dir()).map(Path::to_path_buf)
+}
+
+/// A registry, config or directory event; temp files, the lock file and reads are not.
+fn relevant(kind: &EventKind, path: &Path) -> bool {
+    let interesting_kind = matches!(
+        kind,
+        EventKind::Create(_)
+            | EventKind::Remove(_)
+            | EventKind::Modify(notify::event::ModifyKind::Data(_))
+            | EventKind::Modify(notify::event::ModifyKind::Name(_))
+            | EventKind::Modify(notify::event::ModifyKind::Any)
+            | EventKind::Any
+    );
+    if !interesting_kind {
+        return false;
+    }
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some(REGISTRY_FILE) | Some("config.yaml") => true,
+        Some(LOCK_FILE) => false,
+        Some(name) if name.starts_with(paths::TEMP_PREFIX) => false,
+        // A directory appearing or going (runtime/, a home, a profile).
+        _ => !matches!(kind, EventKind::Modify(notify::event::ModifyKind::Data(_))),
+    }
+}
+
+/// Watch with notify (debounced); re-arm whenever directories appear or vanish.
+pub fn spawn_watcher(
+    scope: WatchScope,
+    tx: Sender<Event>,
+    debounce: Duration,
+) -> notify::Result<()> {
+    let (fs_tx, fs_rx): (Sender<DebounceEventResult>, Receiver<DebounceEventResult>) = channel();
+    let mut debouncer = new_debouncer(debounce, None, fs_tx)?;
+    std::thread::spawn(move || {
+        let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut rearm = |watched: &mut BTreeSet<PathBuf>| -> bool {
+            let mut changed = false;
+            // Loop until stable: a directory may appear while we arm its parent.
+            for _ in 0..8 {
+                let desired = scope.desired();
+                if desired == *watched {
+                    break;
+                }
+                for gone in watched.difference(&desired) {
+                    let _ = debouncer.unwatch(gone);
+                }
+                for new in desired.difference(watched) {
+                    let _ = debouncer.watch(new, RecursiveMode::NonRecursive);
+                }
+                *watched = desired;
+                changed = true;
+            }
+            changed
+        };
+        rearm(&mut watched);
+        loop {
+            match fs_rx.recv_timeout(Duration::from_secs(3600)) {
+                Ok(Ok(events)) => {
+                    let paths: Vec<PathBuf> = events
+                        .iter()
+                        .flat_map(|e| {
+                            e.event
+                                .paths
+                                .iter()
+                                .filter(|p| relevant(&e.event.kind, p))
+                                .cloned()
+                        })
+                        .collect();
+                    let rearmed = rearm(&mut watched);
+                    if (!paths.is_empty() || rearmed) && tx.send(Event::FsChanged(paths)).is_err() {
+                        break;
+                    }
+                }
+                Ok(Err(_errors)) => {
+                    // Overflow or a vanished watch: re-arm and re-read everything.
+                    rearm(&mut watched);
+                    if tx.send(Event::FsChanged(vec![])).is_err() {
+                        break;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_dirs_are_watched_from_their_nearest_parent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("home");
+        let scope = WatchScope {
+            root: root.clone(),
+            discover: true,
+            homes: vec![],
+        };
+        assert_eq!(
+            scope.desired().into_iter().collect::<Vec<_>>(),
+            vec![dir.path().to_path_buf()]
+        );
+        std::fs::create_dir_all(root.join("runtime")).expect("mkdir");
+        let d: Vec<PathBuf> = scope.desired().into_iter().collect();
+        assert_eq!(d, vec![root.clone(), root.join("runtime")]);
+        std::fs::create_dir_all(root.join("profiles/work")).expect("mkdir");
+        let d: Vec<PathBuf> = scope.desired().into_iter().collect();
+        assert_eq!(
+            d,
+            vec![
+                root.clone(),
+                root.join("profiles"),
+                root.join("profiles/work"),
+                root.join("runtime")
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_lock_and_temp_files_are_not_relevant() {
+        use notify::event::{AccessKind, CreateKind, DataChange, ModifyKind, RenameMode};
+        let reg = Path::new("/h/runtime/active_sessions.json");
+        assert!(relevant(
+            &EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            reg
+        ));
+        assert!(relevant(&EventKind::Create(CreateKind::File), reg));
+        assert!(!relevant(&EventKind::Access(AccessKind::Any), reg));
+        assert!(!relevant(
+            &EventKind::Create(CreateKind::File),
+            Path::new("/h/runtime/active_sessions.lock")
+        ));
+        assert!(!relevant(
+            &EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            Path::new("/h/runtime/.active_sessions_abc.tmp")
+        ));
+        assert!(relevant(
+            &EventKind::Create(CreateKind::Folder),
+            Path::new("/h/runtime")
+        ));
+    }
+}

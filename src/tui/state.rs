@@ -1,0 +1,372 @@
+//! The console's state: what is on screen is a pure function of this.
+
+use std::collections::VecDeque;
+
+use super::event::{LeaseRow, RegistrySnapshot};
+use crate::lease::{Liveness, Registry, Target};
+
+/// Samples of slots used kept for the sparkline (one per tick: five minutes).
+pub const HISTORY_LEN: usize = 300;
+/// Lines kept in the event log.
+pub const LOG_LEN: usize = 500;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegistryState {
+    pub registry: Registry,
+    pub exists: bool,
+    pub cap: Option<u64>,
+    pub cap_warnings: Vec<String>,
+    /// The last good snapshot (kept, marked stale, while the file is invalid).
+    pub leases: Vec<LeaseRow>,
+    /// The exact validation error while the file is invalid.
+    pub error: Option<String>,
+    /// When the leases last changed (epoch seconds).
+    pub last_change: Option<f64>,
+    /// Slots used (live leases), one sample per tick.
+    pub history: VecDeque<u64>,
+    /// Set when an action found the lock held: the holder's pid.
+    pub locked_by: Option<u32>,
+    /// False until the first snapshot arrived.
+    pub loaded: bool,
+}
+
+impl RegistryState {
+    pub fn new(registry: Registry) -> RegistryState {
+        RegistryState {
+            registry,
+            exists: false,
+            cap: None,
+            cap_warnings: vec![],
+            leases: vec![],
+            error: None,
+            last_change: None,
+            history: VecDeque::new(),
+            locked_by: None,
+            loaded: false,
+        }
+    }
+
+    pub fn live_count(&self) -> u64 {
+        self.leases
+            .iter()
+            .filter(|l| l.liveness == Liveness::Alive)
+            .count() as u64
+    }
+
+    /// Adopt a fresh snapshot; the caller logs the differences first.
+    pub fn apply(&mut self, snap: &RegistrySnapshot, at: f64) {
+        self.exists = snap.exists;
+        self.cap = snap.cap.cap;
+        self.cap_warnings = snap.cap.warnings.clone();
+        match &snap.leases {
+            Ok(leases) => {
+                if !self.loaded || *leases != self.leases {
+                    let ids_changed = self.leases.len() != leases.len()
+                        || self
+                            .leases
+                            .iter()
+                            .zip(leases)
+                            .any(|(a, b)| a.entry != b.entry);
+                    if ids_changed || !self.loaded {
+                        self.last_change = Some(at);
+                    }
+                    self.leases = leases.clone();
+                }
+                self.error = None;
+            }
+            Err(e) => {
+                if self.error.as_ref() != Some(e) {
+                    self.last_change = Some(at);
+                }
+                self.error = Some(e.clone());
+            }
+        }
+        self.loaded = true;
+    }
+
+    pub fn sample(&mut self) {
+        let used = self.live_count();
+        if self.history.len() == HISTORY_LEN {
+            self.history.pop_front();
+        }
+        self.history.push_back(used);
+    }
+}
+
+/// How lease groups are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortMode {
+    Session,
+    Age,
+    Pid,
+    Surface,
+    Liveness,
+}
+
+impl SortMode {
+    pub fn next(self) -> SortMode {
+        match self {
+            SortMode::Session => SortMode::Age,
+            SortMode::Age => SortMode::Pid,
+            SortMode::Pid => SortMode::Surface,
+            SortMode::Surface => SortMode::Liveness,
+            SortMode::Liveness => SortMode::Session,
+        }
+    }
+    pub fn label(self) -> &'static str {
+        match self {
+            SortMode::Session => "session",
+            SortMode::Age => "age (oldest first)",
+            SortMode::Pid => "pid",
+            SortMode::Surface => "surface",
+            SortMode::Liveness => "liveness (not alive first)",
+        }
+    }
+}
+
+/// A modal on top of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dialog {
+    Help,
+    /// Prune: the leases that will go, per registry.
+    ConfirmPrune {
+        targets: Vec<(Registry, Vec<LeaseRow>)>,
+    },
+    /// Force-release. With a live owner among `leases`, the operator must type `expected`.
+    ConfirmRelease {
+        registry: Registry,
+        target: Target,
+        leases: Vec<LeaseRow>,
+        live: bool,
+        expected: String,
+        typed: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub at: f64,
+    pub profile: String,
+    pub text: String,
+    pub level: LogLevel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Info,
+    Change,
+    Warn,
+}
+
+/// Everything the console knows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct App {
+    pub registries: Vec<RegistryState>,
+    /// Index into `registries`, or `registries.len()` for the "all" tab.
+    pub tab: usize,
+    /// Index among the visible lease rows.
+    pub selected: usize,
+    pub filter: String,
+    /// Some while the filter is being typed.
+    pub filter_input: Option<String>,
+    pub sort: SortMode,
+    pub only_not_alive: bool,
+    pub show_details: bool,
+    pub dialog: Option<Dialog>,
+    pub log: VecDeque<LogLine>,
+    /// The time the screen is rendered for (set from events, never read in view).
+    pub now: f64,
+    pub utc_offset: i64,
+    pub no_color: bool,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(registries: Vec<Registry>, now: f64, utc_offset: i64) -> App {
+        App {
+            registries: registries.into_iter().map(RegistryState::new).collect(),
+            tab: 0,
+            selected: 0,
+            filter: String::new(),
+            filter_input: None,
+            sort: SortMode::Session,
+            only_not_alive: false,
+            show_details: false,
+            dialog: None,
+            log: VecDeque::new(),
+            now,
+            utc_offset,
+            no_color: false,
+            quit: false,
+        }
+    }
+
+    /// True when there is an "all" tab (more than one registry).
+    pub fn has_all_tab(&self) -> bool {
+        self.registries.len() > 1
+    }
+
+    pub fn tab_count(&self) -> usize {
+        self.registries.len() + usize::from(self.has_all_tab())
+    }
+
+    /// The registries the current tab shows.
+    pub fn tab_registries(&self) -> Vec<usize> {
+        if self.tab < self.registries.len() {
+            vec![self.tab]
+        } else {
+            (0..self.registries.len()).collect()
+        }
+    }
+
+    pub fn log(&mut self, profile: &str, level: LogLevel, text: impl Into<String>) {
+        if self.log.len() == LOG_LEN {
+            self.log.pop_front();
+        }
+        self.log.push_back(LogLine {
+            at: self.now,
+            profile: profile.to_owned(),
+            text: text.into(),
+            level,
+        });
+    }
+
+    /// The rows of the current tab, grouped by session, filtered and sorted.
+    pub fn rows(&self) -> Vec<Row> {
+        let needle = self.filter.to_lowercase();
+        let mut groups: Vec<Group> = Vec::new();
+        for r in self.tab_registries() {
+            let mut by_session: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+            for (i, l) in self.registries[r].leases.iter().enumerate() {
+                if self.only_not_alive && l.liveness == Liveness::Alive {
+                    continue;
+                }
+                if !needle.is_empty() && !matches_filter(l, &needle) {
+                    continue;
+                }
+                by_session.entry(l.entry.session_id()).or_default().push(i);
+            }
+            for (session, leases) in by_session {
+                groups.push(Group {
+                    registry: r,
+                    session: session.to_owned(),
+                    leases,
+                });
+            }
+        }
+        let key = |g: &Group| -> (i64, String) {
+            let ls = &self.registries[g.registry].leases;
+            let first = |f: &dyn Fn(&LeaseRow) -> i64| {
+                g.leases.iter().map(|i| f(&ls[*i])).min().unwrap_or(0)
+            };
+            match self.sort {
+                SortMode::Session => (0, g.session.clone()),
+                SortMode::Age => (
+                    first(&|l| l.entry.started_at().unwrap_or(f64::MAX) as i64),
+                    g.session.clone(),
+                ),
+                SortMode::Pid => (first(&|l| l.entry.pid() as i64), g.session.clone()),
+                SortMode::Surface => {
+                    let s = g
+                        .leases
+                        .first()
+                        .and_then(|i| ls[*i].entry.surface())
+                        .unwrap_or("")
+                        .to_owned();
+                    (0, format!("{s}\u{0}{}", g.session))
+                }
+                SortMode::Liveness => (first(&|l| liveness_rank(&l.liveness)), g.session.clone()),
+            }
+        };
+        groups.sort_by_cached_key(|g| (key(g), g.registry));
+        let mut rows = Vec::new();
+        for g in groups {
+            let ls = &self.registries[g.registry].leases;
+            let live_in_session = ls
+                .iter()
+                .filter(|l| l.entry.session_id() == g.session && l.liveness == Liveness::Alive)
+                .count();
+            rows.push(Row::Session {
+                registry: g.registry,
+                session: g.session.clone(),
+                count: g.leases.len(),
+                conflict: live_in_session > 1,
+            });
+            rows.extend(g.leases.into_iter().map(|lease| Row::Lease {
+                registry: g.registry,
+                lease,
+            }));
+        }
+        rows
+    }
+
+    /// The lease rows only, in display order (what the selection moves over).
+    pub fn lease_rows(&self) -> Vec<(usize, usize)> {
+        self.rows()
+            .into_iter()
+            .filter_map(|r| match r {
+                Row::Lease { registry, lease } => Some((registry, lease)),
+                Row::Session { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The selected lease: (registry index, lease index).
+    pub fn selection(&self) -> Option<(usize, usize)> {
+        let rows = self.lease_rows();
+        rows.get(self.selected.min(rows.len().saturating_sub(1)))
+            .copied()
+    }
+
+    pub fn selected_lease(&self) -> Option<&LeaseRow> {
+        self.selection().map(|(r, l)| &self.registries[r].leases[l])
+    }
+
+    /// Keep the selection inside the visible rows.
+    pub fn clamp_selection(&mut self) {
+        let n = self.lease_rows().len();
+        self.selected = if n == 0 { 0 } else { self.selected.min(n - 1) };
+    }
+}
+
+struct Group {
+    registry: usize,
+    session: String,
+    leases: Vec<usize>,
+}
+
+/// Filter on session, surface, pid or lease id (case-insensitive substring).
+fn matches_filter(l: &LeaseRow, needle: &str) -> bool {
+    l.entry.session_id().to_lowercase().contains(needle)
+        || l.entry
+            .surface()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains(needle)
+        || l.entry.pid().to_string().contains(needle)
+        || l.entry.lease_id().to_lowercase().contains(needle)
+}
+
+fn liveness_rank(l: &Liveness) -> i64 {
+    match l {
+        Liveness::Dead(_) => 0,
+        Liveness::Recycled { .. } => 1,
+        Liveness::Unknown(_) => 2,
+        Liveness::Alive => 3,
+    }
+}
+
+/// One line of the lease table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Row {
+    Session {
+        registry: usize,
+        session: String,
+        count: usize,
+        conflict: bool,
+    },
+    Lease {
+        registry: usize,
+        lease: usize,
+    },
+}

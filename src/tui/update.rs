@@ -1,0 +1,373 @@
+//! Events in, state changes and effects out. No I/O here: the worker does it.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use super::diff::diff;
+use super::event::{ActionDone, Effect, Event, LeaseRow, Loaded};
+use super::state::{App, Dialog, LogLevel, RegistryState};
+use crate::lease::admin::owner_may_be_alive;
+use crate::lease::{Liveness, Target};
+
+pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
+    match event {
+        Event::Key(key) => on_key(app, key),
+        Event::Resize => vec![],
+        Event::FsChanged(_) => vec![Effect::Reload],
+        Event::Tick(at) => {
+            app.now = at;
+            for r in &mut app.registries {
+                r.sample();
+            }
+            vec![Effect::Relive]
+        }
+        Event::Loaded(loaded) => {
+            on_loaded(app, loaded);
+            vec![]
+        }
+        Event::ActionDone(done) => {
+            on_action_done(app, done);
+            vec![Effect::Reload]
+        }
+    }
+}
+
+fn on_loaded(app: &mut App, loaded: Loaded) {
+    app.now = loaded.at;
+    for snap in &loaded.snapshots {
+        let index = match app
+            .registries
+            .iter()
+            .position(|r| r.registry == snap.registry)
+        {
+            Some(i) => i,
+            None => {
+                app.registries
+                    .push(RegistryState::new(snap.registry.clone()));
+                let profile = snap.registry.profile.clone();
+                app.log(
+                    &profile,
+                    LogLevel::Info,
+                    format!("new profile: {}", snap.registry.home.display()),
+                );
+                app.registries.len() - 1
+            }
+        };
+        if !app.registries[index].loaded {
+            let what = match &snap.leases {
+                Ok(l) => format!(
+                    "watching {} ({} lease(s))",
+                    snap.registry.path().display(),
+                    l.len()
+                ),
+                Err(_) => format!("watching {}", snap.registry.path().display()),
+            };
+            let profile = snap.registry.profile.clone();
+            app.log(&profile, LogLevel::Info, what);
+        }
+        let changes = diff(&app.registries[index], snap);
+        let profile = app.registries[index].registry.profile.clone();
+        for c in changes {
+            app.log(&profile, c.level, c.text);
+        }
+        app.registries[index].apply(snap, loaded.at);
+    }
+    app.clamp_selection();
+}
+
+fn on_action_done(app: &mut App, done: ActionDone) {
+    let profile = done.registry.profile.clone();
+    if let Some(r) = app
+        .registries
+        .iter_mut()
+        .find(|r| r.registry == done.registry)
+    {
+        r.locked_by = done.lock_holder;
+    }
+    match done.result {
+        Ok(removal) => {
+            let ids: Vec<String> = removal
+                .removed
+                .iter()
+                .map(|v| v.entry.lease_id().chars().take(8).collect())
+                .collect();
+            let warn = if removal.live_owner {
+                " (a LIVE owner's lease: it may keep writing)"
+            } else {
+                ""
+            };
+            let level = if removal.live_owner {
+                LogLevel::Warn
+            } else {
+                LogLevel::Change
+            };
+            app.log(
+                &profile,
+                level,
+                format!(
+                    "{}: removed {} lease(s) {}{warn}",
+                    done.what,
+                    ids.len(),
+                    ids.join(" ")
+                ),
+            );
+        }
+        Err(e) => app.log(
+            &profile,
+            LogLevel::Warn,
+            format!("{} refused: {e}", done.what),
+        ),
+    }
+}
+
+fn is_ctrl_c(key: &KeyEvent) -> bool {
+    key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c')
+}
+
+fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
+    if key.kind == KeyEventKind::Release {
+        return vec![];
+    }
+    if is_ctrl_c(&key) {
+        app.quit = true;
+        return vec![Effect::Quit];
+    }
+    if app.dialog.is_some() {
+        return on_dialog_key(app, key);
+    }
+    if let Some(input) = app.filter_input.as_mut() {
+        match key.code {
+            KeyCode::Enter => {
+                app.filter = app.filter_input.take().unwrap_or_default();
+                app.selected = 0;
+            }
+            KeyCode::Esc => app.filter_input = None,
+            KeyCode::Backspace => {
+                input.pop();
+            }
+            KeyCode::Char(c) => input.push(c),
+            _ => {}
+        }
+        return vec![];
+    }
+    let page = 10;
+    match key.code {
+        KeyCode::Char('q') => {
+            app.quit = true;
+            return vec![Effect::Quit];
+        }
+        KeyCode::Esc => {
+            if !app.filter.is_empty() {
+                app.filter.clear();
+            } else if app.show_details {
+                app.show_details = false;
+            } else {
+                app.quit = true;
+                return vec![Effect::Quit];
+            }
+        }
+        KeyCode::Down | KeyCode::Char('j') => app.selected = app.selected.saturating_add(1),
+        KeyCode::Up | KeyCode::Char('k') => app.selected = app.selected.saturating_sub(1),
+        KeyCode::PageDown => app.selected = app.selected.saturating_add(page),
+        KeyCode::PageUp => app.selected = app.selected.saturating_sub(page),
+        KeyCode::Home | KeyCode::Char('g') => app.selected = 0,
+        KeyCode::End | KeyCode::Char('G') => app.selected = usize::MAX,
+        KeyCode::Tab => {
+            app.tab = (app.tab + 1) % app.tab_count().max(1);
+            app.selected = 0;
+        }
+        KeyCode::BackTab => {
+            let n = app.tab_count().max(1);
+            app.tab = (app.tab + n - 1) % n;
+            app.selected = 0;
+        }
+        KeyCode::Enter => app.show_details = !app.show_details,
+        KeyCode::Char('/') => app.filter_input = Some(app.filter.clone()),
+        KeyCode::Char('s') => app.sort = app.sort.next(),
+        KeyCode::Char('d') => {
+            app.only_not_alive = !app.only_not_alive;
+            app.selected = 0;
+        }
+        KeyCode::Char('?') => app.dialog = Some(Dialog::Help),
+        KeyCode::Char('r') => return vec![Effect::Reload],
+        KeyCode::Char('p') => ask_prune(app),
+        KeyCode::Char('x') => ask_release(app, false),
+        KeyCode::Char('X') => ask_release(app, true),
+        _ => {}
+    }
+    app.clamp_selection();
+    vec![]
+}
+
+/// Refuse an action on an invalid registry up front, with the reason.
+fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
+    let r = &app.registries[registry];
+    if let Some(err) = r.error.clone() {
+        let profile = r.registry.profile.clone();
+        app.log(
+            &profile,
+            LogLevel::Warn,
+            format!(
+                "{what} refused: the registry is invalid ({err}); repair it first (leasectl doctor)"
+            ),
+        );
+        return true;
+    }
+    false
+}
+
+fn ask_prune(app: &mut App) {
+    let mut targets = Vec::new();
+    for r in app.tab_registries() {
+        if refuse_if_invalid(app, r, "prune") {
+            return;
+        }
+        let dead: Vec<LeaseRow> = app.registries[r]
+            .leases
+            .iter()
+            .filter(|l| matches!(l.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))
+            .cloned()
+            .collect();
+        if !dead.is_empty() {
+            targets.push((app.registries[r].registry.clone(), dead));
+        }
+    }
+    if targets.is_empty() {
+        let profile = app
+            .tab_registries()
+            .first()
+            .map(|r| app.registries[*r].registry.profile.clone());
+        app.log(
+            &profile.unwrap_or_default(),
+            LogLevel::Info,
+            "prune: no dead or recycled owners; nothing to do",
+        );
+        return;
+    }
+    app.dialog = Some(Dialog::ConfirmPrune { targets });
+}
+
+fn ask_release(app: &mut App, whole_session: bool) {
+    let Some((r, l)) = app.selection() else {
+        return;
+    };
+    if refuse_if_invalid(app, r, "force-release") {
+        return;
+    }
+    let reg = &app.registries[r];
+    let chosen = &reg.leases[l];
+    let (target, leases): (Target, Vec<LeaseRow>) = if whole_session {
+        let s = chosen.entry.session_id().to_owned();
+        let ls = reg
+            .leases
+            .iter()
+            .filter(|x| x.entry.session_id() == s)
+            .cloned()
+            .collect();
+        (Target::Session(s), ls)
+    } else {
+        (
+            Target::Lease(chosen.entry.lease_id().to_owned()),
+            vec![chosen.clone()],
+        )
+    };
+    let live = leases.iter().any(|x| {
+        owner_may_be_alive(&crate::lease::LeaseView {
+            entry: x.entry.clone(),
+            liveness: x.liveness.clone(),
+        })
+    });
+    app.dialog = Some(Dialog::ConfirmRelease {
+        registry: reg.registry.clone(),
+        target,
+        leases,
+        live,
+        expected: chosen.entry.session_id().to_owned(),
+        typed: String::new(),
+    });
+}
+
+fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
+    let Some(dialog) = app.dialog.as_mut() else {
+        return vec![];
+    };
+    match dialog {
+        Dialog::Help => {
+            if matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
+            ) {
+                app.dialog = None;
+            }
+            vec![]
+        }
+        Dialog::ConfirmPrune { targets } => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => {
+                let effects = targets
+                    .iter()
+                    .map(|(registry, _)| Effect::Prune {
+                        registry: registry.clone(),
+                    })
+                    .collect();
+                app.dialog = None;
+                effects
+            }
+            KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+                app.dialog = None;
+                vec![]
+            }
+            _ => vec![],
+        },
+        Dialog::ConfirmRelease {
+            registry,
+            target,
+            live,
+            expected,
+            typed,
+            ..
+        } => {
+            if !*live {
+                return match key.code {
+                    KeyCode::Char('y') | KeyCode::Char('Y') => {
+                        let effect = Effect::ForceRelease {
+                            registry: registry.clone(),
+                            target: target.clone(),
+                            allow_live: false,
+                        };
+                        app.dialog = None;
+                        vec![effect]
+                    }
+                    KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+                        app.dialog = None;
+                        vec![]
+                    }
+                    _ => vec![],
+                };
+            }
+            // A live owner: the operator must type the session id, deliberately.
+            match key.code {
+                KeyCode::Esc => {
+                    app.dialog = None;
+                    vec![]
+                }
+                KeyCode::Backspace => {
+                    typed.pop();
+                    vec![]
+                }
+                KeyCode::Enter if typed == expected => {
+                    let effect = Effect::ForceRelease {
+                        registry: registry.clone(),
+                        target: target.clone(),
+                        allow_live: true,
+                    };
+                    app.dialog = None;
+                    vec![effect]
+                }
+                KeyCode::Char(c) => {
+                    typed.push(c);
+                    vec![]
+                }
+                _ => vec![],
+            }
+        }
+    }
+}

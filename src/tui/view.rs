@@ -1,0 +1,670 @@
+//! Rendering: a pure function of `App`. No I/O, no clock reads.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Gauge, Paragraph, Sparkline, Tabs, Wrap};
+
+use super::event::LeaseRow;
+use super::state::{App, Dialog, LogLevel, Row};
+use super::time;
+use crate::lease::Liveness;
+use crate::lease::pyjson;
+
+/// Every key the console knows, for the help dialog and the README.
+pub const KEYS: &[(&str, &str)] = &[
+    ("↑/↓, j/k", "move (PgUp/PgDn, g/G: page, first, last)"),
+    ("Tab / Shift-Tab", "next / previous registry tab"),
+    ("Enter", "show or hide the lease details"),
+    (
+        "/",
+        "filter by session, surface, pid or lease id (Enter apply, Esc cancel)",
+    ),
+    ("s", "cycle the sort: session, age, pid, surface, liveness"),
+    ("d", "show only owners that are not alive"),
+    ("p", "prune dead and recycled owners (asks first)"),
+    ("x", "force-release the selected lease (asks first)"),
+    ("X", "force-release every lease of the selected session"),
+    ("r", "re-read the registries now"),
+    ("?", "this help"),
+    (
+        "q / Esc",
+        "quit (Esc first clears the filter or closes details)",
+    ),
+];
+
+struct Palette {
+    no_color: bool,
+}
+
+impl Palette {
+    fn fg(&self, c: Color) -> Style {
+        if self.no_color {
+            Style::default()
+        } else {
+            Style::default().fg(c)
+        }
+    }
+    fn bold(&self, c: Color) -> Style {
+        self.fg(c).add_modifier(Modifier::BOLD)
+    }
+    fn alert(&self) -> Style {
+        if self.no_color {
+            Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED)
+        } else {
+            Style::default()
+                .fg(Color::White)
+                .bg(Color::Red)
+                .add_modifier(Modifier::BOLD)
+        }
+    }
+}
+
+/// Symbol + word for a verdict, so it reads without colour.
+pub fn badge(l: &Liveness) -> (String, Color) {
+    let (text, color) = match l {
+        Liveness::Alive => ("● alive".to_owned(), Color::Green),
+        Liveness::Dead(_) => ("✖ dead".to_owned(), Color::Red),
+        Liveness::Recycled { .. } => ("♻ recycled".to_owned(), Color::Magenta),
+        Liveness::Unknown(_) => ("? unknown".to_owned(), Color::Yellow),
+    };
+    if l.clock_step_suspected() {
+        (format!("{text} clock step?"), color)
+    } else {
+        (text, color)
+    }
+}
+
+pub fn render(app: &App, frame: &mut Frame) {
+    let p = Palette {
+        no_color: app.no_color,
+    };
+    let area = frame.area();
+    let banner_lines = banner(app);
+    let chunks = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(5),
+        Constraint::Length(banner_lines.len() as u16),
+        Constraint::Min(5),
+        Constraint::Length(if app.show_details && area.width < 120 {
+            12
+        } else {
+            6
+        }),
+        Constraint::Length(1),
+    ])
+    .split(area);
+    render_tabs(app, &p, frame, chunks[0]);
+    render_header(app, &p, frame, chunks[1]);
+    if !banner_lines.is_empty() {
+        frame.render_widget(Paragraph::new(banner_lines).style(p.alert()), chunks[2]);
+    }
+    let main = chunks[3];
+    if app.show_details && main.width >= 120 {
+        let split = Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)])
+            .split(main);
+        render_table(app, &p, frame, split[0]);
+        render_details(app, &p, frame, split[1]);
+        render_log(app, &p, frame, chunks[4]);
+    } else if app.show_details {
+        // Narrow: the details take the event log's place.
+        render_table(app, &p, frame, main);
+        render_details(app, &p, frame, chunks[4]);
+    } else {
+        render_table(app, &p, frame, main);
+        render_log(app, &p, frame, chunks[4]);
+    }
+    render_footer(app, &p, frame, chunks[5]);
+    if let Some(d) = &app.dialog {
+        render_dialog(app, d, &p, frame, area);
+    }
+}
+
+fn render_tabs(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
+    let mut titles: Vec<Line> = app
+        .registries
+        .iter()
+        .map(|r| {
+            let mark = if r.error.is_some() { " !" } else { "" };
+            Line::from(format!("{}{mark}", r.registry.profile))
+        })
+        .collect();
+    if app.has_all_tab() {
+        titles.push(Line::from("all"));
+    }
+    let tabs = Tabs::new(titles)
+        .select(app.tab)
+        .highlight_style(p.bold(Color::Cyan).add_modifier(Modifier::REVERSED))
+        .divider("│");
+    frame.render_widget(tabs, area);
+}
+
+fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
+    let block = Block::default().borders(Borders::ALL).title(" leasectl ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let cols = Layout::horizontal([Constraint::Min(30), Constraint::Length(24)]).split(inner);
+    let regs = app.tab_registries();
+    let (mut alive, mut dead, mut recycled, mut unknown) = (0, 0, 0, 0);
+    for r in &regs {
+        for l in &app.registries[*r].leases {
+            match l.liveness {
+                Liveness::Alive => alive += 1,
+                Liveness::Dead(_) => dead += 1,
+                Liveness::Recycled { .. } => recycled += 1,
+                Liveness::Unknown(_) => unknown += 1,
+            }
+        }
+    }
+    let where_line = if regs.len() == 1 {
+        let r = &app.registries[regs[0]];
+        let missing = if r.exists || !r.loaded {
+            ""
+        } else {
+            " (no file yet)"
+        };
+        format!("{}{missing}", r.registry.path().display())
+    } else {
+        format!(
+            "{} registries under {}",
+            regs.len(),
+            app.registries[0].registry.home.display()
+        )
+    };
+    let last = regs
+        .iter()
+        .filter_map(|r| app.registries[*r].last_change)
+        .reduce(f64::max)
+        .map(|t| time::clock(t, app.now, app.utc_offset))
+        .unwrap_or_else(|| "-".into());
+    let counts = Line::from(vec![
+        Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
+        Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
+        Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
+        Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
+    ]);
+    let cap_text = if regs.len() == 1 {
+        let r = &app.registries[regs[0]];
+        match r.cap {
+            Some(c) => format!("cap {c}"),
+            None => "no cap".to_owned(),
+        }
+    } else {
+        regs.iter()
+            .map(|r| {
+                let reg = &app.registries[*r];
+                let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+                format!("{} {}/{cap}", reg.registry.profile, reg.live_count())
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let third = Line::from(format!("changed {last}  ·  {cap_text}"));
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(where_line), counts, third]),
+        cols[0],
+    );
+
+    let right = Layout::vertical([Constraint::Length(1), Constraint::Length(2)]).split(cols[1]);
+    let used: u64 = regs.iter().map(|r| app.registries[*r].live_count()).sum();
+    let caps: Vec<Option<u64>> = regs.iter().map(|r| app.registries[*r].cap).collect();
+    let cap = if caps.iter().all(Option::is_some) {
+        Some(caps.iter().flatten().sum::<u64>())
+    } else {
+        None
+    };
+    match cap {
+        Some(cap) if cap > 0 => {
+            let ratio = (used as f64 / cap as f64).clamp(0.0, 1.0);
+            let color = if used >= cap {
+                Color::Red
+            } else {
+                Color::Green
+            };
+            let gauge = Gauge::default()
+                .ratio(ratio)
+                .label(format!("slots {used}/{cap}"))
+                .gauge_style(p.fg(color));
+            frame.render_widget(gauge, right[0]);
+        }
+        _ => frame.render_widget(
+            Paragraph::new(format!("slots {used} live, no cap")),
+            right[0],
+        ),
+    }
+    let width = right[1].width as usize;
+    let history: Vec<u64> = if regs.len() == 1 {
+        let h = &app.registries[regs[0]].history;
+        h.iter()
+            .skip(h.len().saturating_sub(width))
+            .copied()
+            .collect()
+    } else {
+        let len = regs
+            .iter()
+            .map(|r| app.registries[*r].history.len())
+            .max()
+            .unwrap_or(0);
+        (len.saturating_sub(width)..len)
+            .map(|i| {
+                regs.iter()
+                    .filter_map(|r| app.registries[*r].history.get(i))
+                    .sum()
+            })
+            .collect()
+    };
+    frame.render_widget(
+        Sparkline::default().data(&history).style(p.fg(Color::Cyan)),
+        right[1],
+    );
+}
+
+fn banner(app: &App) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    for r in app.tab_registries() {
+        let reg = &app.registries[r];
+        if let Some(e) = &reg.error {
+            out.push(Line::from(format!(
+                " INVALID REGISTRY ({}): {e} — showing the last good snapshot (STALE); nothing is rewritten",
+                reg.registry.profile
+            )));
+        }
+        if let Some(pid) = reg.locked_by {
+            out.push(Line::from(format!(
+                " registry {} locked by pid {pid}",
+                reg.registry.profile
+            )));
+        }
+    }
+    out
+}
+
+/// Column widths of the lease table (the last column takes the rest).
+const COLUMNS: [usize; 7] = [11, 9, 8, 12, 10, 6, 11];
+const HEADERS: [&str; 8] = [
+    "  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS",
+];
+
+/// `text` cut or padded to exactly `width` columns, one space kept before the next column.
+fn fit(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n < width {
+        format!("{text}{}", " ".repeat(width - n))
+    } else if width >= 2 {
+        format!("{}… ", text.chars().take(width - 2).collect::<String>())
+    } else {
+        " ".repeat(width)
+    }
+}
+
+fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
+    let e = &l.entry;
+    let (badge_text, color) = badge(&l.liveness);
+    let started = e
+        .process_start_time()
+        .map(|t| time::clock(t, app.now, app.utc_offset))
+        .unwrap_or_else(|| "-".into());
+    let age = e
+        .started_at()
+        .map(|t| time::age(app.now - t))
+        .unwrap_or_else(|| "-".into());
+    let owner = l
+        .owner
+        .as_ref()
+        .map(|o| o.name.clone())
+        .unwrap_or_else(|| "-".into());
+    let live_id = Some(e.live_session_id())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "-".into());
+    let short: String = e.lease_id().chars().take(8).collect();
+    let cells = [
+        format!("  {short}"),
+        e.surface().unwrap_or("-").to_owned(),
+        e.pid().to_string(),
+        owner,
+        started,
+        age,
+        live_id,
+    ];
+    let mut text = String::new();
+    for (cell, width) in cells.iter().zip(COLUMNS) {
+        text.push_str(&fit(cell, width));
+    }
+    Line::from(vec![
+        Span::raw(text),
+        Span::styled(badge_text, p.bold(color)),
+    ])
+}
+
+fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
+    let rows = app.rows();
+    let selected = app.selection();
+    let stale = app
+        .tab_registries()
+        .iter()
+        .any(|r| app.registries[*r].error.is_some());
+    let mut title = format!(" leases — sort: {} ", app.sort.label());
+    if !app.filter.is_empty() {
+        title.push_str(&format!("— filter: {} ", app.filter));
+    }
+    if app.only_not_alive {
+        title.push_str("— only not alive ");
+    }
+    if stale {
+        title.push_str("— STALE ");
+    }
+    let block = Block::default().borders(Borders::ALL).title(title);
+    let height = block.inner(area).height.saturating_sub(1) as usize;
+    let sel_index = rows
+        .iter()
+        .position(|r| matches!(r, Row::Lease { registry, lease } if Some((*registry, *lease)) == selected))
+        .unwrap_or(0);
+    // Only the visible window is laid out: a registry may hold thousands of leases.
+    // The selection sits in the lower part of the window, so its session row stays in view.
+    let offset = sel_index.saturating_sub(height.saturating_sub(1).min(height * 3 / 4));
+    let offset = offset.min(rows.len().saturating_sub(height));
+    let many = app.tab_registries().len() > 1;
+    let mut header = String::new();
+    for (h, w) in HEADERS.iter().zip(COLUMNS) {
+        header.push_str(&fit(h, w));
+    }
+    header.push_str(HEADERS[7]);
+    let mut lines = vec![Line::from(Span::styled(
+        header,
+        Style::default().add_modifier(Modifier::BOLD),
+    ))];
+    for (i, row) in rows.iter().enumerate().skip(offset).take(height) {
+        lines.push(match row {
+            Row::Session {
+                registry,
+                session,
+                count,
+                conflict,
+            } => {
+                let mut spans = vec![Span::styled(format!("▸ {session}"), p.bold(Color::Cyan))];
+                if many {
+                    spans.push(Span::raw(format!(
+                        "  [{}]",
+                        app.registries[*registry].registry.profile
+                    )));
+                }
+                spans.push(Span::raw(format!("  {count} lease(s)")));
+                if *conflict {
+                    spans.push(Span::raw("  "));
+                    spans.push(Span::styled(
+                        "⚠ CONFLICT: more than one live owner",
+                        p.alert(),
+                    ));
+                }
+                Line::from(spans)
+            }
+            Row::Lease { registry, lease } => {
+                let line = lease_line(app, p, &app.registries[*registry].leases[*lease]);
+                if i == sel_index && selected.is_some() {
+                    line.patch_style(Style::default().add_modifier(Modifier::REVERSED))
+                } else {
+                    line
+                }
+            }
+        });
+    }
+    if rows.is_empty() {
+        let loaded = app
+            .tab_registries()
+            .iter()
+            .all(|r| app.registries[*r].loaded);
+        lines.push(Line::from(if !loaded {
+            "  reading…"
+        } else if app.filter.is_empty() && !app.only_not_alive {
+            "  no leases held"
+        } else {
+            "  no lease matches the filter"
+        }));
+    }
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
+    let block = Block::default().borders(Borders::ALL).title(" details ");
+    let Some(l) = app.selected_lease() else {
+        frame.render_widget(Paragraph::new("no lease selected").block(block), area);
+        return;
+    };
+    let mut lines = vec![Line::from(vec![
+        Span::styled("liveness: ", Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled(l.liveness.explain(), p.fg(badge(&l.liveness).1)),
+    ])];
+    for (k, v) in l.entry.raw() {
+        let shown = match (k.as_str(), v.as_f64()) {
+            ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
+                format!(
+                    "{}  ({})",
+                    pyjson::to_string(v),
+                    time::full(t, app.utc_offset)
+                )
+            }
+            _ => pyjson::to_string(v),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{k}: "),
+                Style::default().add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(shown),
+        ]));
+    }
+    match &l.owner {
+        Some(o) => {
+            lines.push(Line::from(Span::styled(
+                "owner process",
+                Style::default().add_modifier(Modifier::BOLD),
+            )));
+            lines.push(Line::from(format!(
+                "  name: {}  user: {}",
+                o.name,
+                o.user.as_deref().unwrap_or("-")
+            )));
+            lines.push(Line::from(format!(
+                "  cpu: {:.1}%  rss: {:.1} MiB",
+                o.cpu_percent,
+                o.rss_bytes as f64 / (1024.0 * 1024.0)
+            )));
+            lines.push(Line::from(format!("  cmd: {}", o.cmdline.join(" "))));
+        }
+        None => lines.push(Line::from("owner process: not running")),
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
+    let block = Block::default().borders(Borders::ALL).title(" events ");
+    let height = block.inner(area).height as usize;
+    let lines: Vec<Line> = app
+        .log
+        .iter()
+        .skip(app.log.len().saturating_sub(height))
+        .map(|l| {
+            let style = match l.level {
+                LogLevel::Info => Style::default(),
+                LogLevel::Change => p.fg(Color::Cyan),
+                LogLevel::Warn => p.bold(Color::Yellow),
+            };
+            Line::from(vec![
+                Span::raw(format!(
+                    "{} {:<6} ",
+                    time::clock(l.at, app.now, app.utc_offset),
+                    l.profile
+                )),
+                Span::styled(l.text.clone(), style),
+            ])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
+    let line = match &app.filter_input {
+        Some(input) => Line::from(vec![
+            Span::styled("filter: ", p.bold(Color::Cyan)),
+            Span::raw(format!("{input}▏")),
+            Span::raw("   Enter apply · Esc cancel"),
+        ]),
+        None => Line::from(Span::styled(
+            "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release",
+            p.fg(Color::DarkGray),
+        )),
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn lease_summary(l: &LeaseRow) -> String {
+    format!(
+        "{}  session {}  {}  pid {}  {}",
+        l.entry.lease_id().chars().take(8).collect::<String>(),
+        l.entry.session_id(),
+        l.entry.surface().unwrap_or("-"),
+        l.entry.pid(),
+        badge(&l.liveness).0
+    )
+}
+
+fn render_dialog(_app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let (title, lines): (&str, Vec<Line>) = match d {
+        Dialog::Help => {
+            let mut lines: Vec<Line> = KEYS
+                .iter()
+                .map(|(k, v)| {
+                    Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)])
+                })
+                .collect();
+            lines.push(Line::from(""));
+            lines.push(Line::from(
+                "Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown",
+            ));
+            lines.push(Line::from("Esc closes this help."));
+            (" help ", lines)
+        }
+        Dialog::ConfirmPrune { targets } => {
+            let mut lines = vec![Line::from(Span::styled(
+                "Prune removes these dead or recycled owners' leases:",
+                bold,
+            ))];
+            for (reg, leases) in targets {
+                lines.push(Line::from(format!(
+                    "{} ({})",
+                    reg.profile,
+                    reg.path().display()
+                )));
+                lines.extend(
+                    leases
+                        .iter()
+                        .map(|l| Line::from(format!("  {}", lease_summary(l)))),
+                );
+            }
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                "y prune · n/Esc cancel",
+                p.bold(Color::Cyan),
+            )));
+            (" prune? ", lines)
+        }
+        Dialog::ConfirmRelease {
+            registry,
+            leases,
+            live,
+            expected,
+            typed,
+            ..
+        } => {
+            let mut lines = vec![Line::from(Span::styled(
+                format!(
+                    "Force-release {} lease(s) in {}:",
+                    leases.len(),
+                    registry.profile
+                ),
+                bold,
+            ))];
+            lines.extend(
+                leases
+                    .iter()
+                    .map(|l| Line::from(format!("  {}", lease_summary(l)))),
+            );
+            lines.push(Line::from(""));
+            if *live {
+                lines.push(Line::from(Span::styled(
+                    " DANGER: the owner is ALIVE (or cannot be proven dead). ",
+                    p.alert(),
+                )));
+                lines.push(Line::from(
+                    "A live owner keeps writing to the session: releasing its lease lets a second owner in, \
+                     and two replies that never saw each other end up in one transcript.",
+                ));
+                lines.push(Line::from(""));
+                lines.push(Line::from(vec![
+                    Span::raw("Type the session id "),
+                    Span::styled(expected.clone(), bold),
+                    Span::raw(" and press Enter to release anyway:"),
+                ]));
+                let hint = if typed.is_empty() || expected.starts_with(typed.as_str()) {
+                    ""
+                } else {
+                    "  (does not match)"
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!("> {typed}▏"), p.bold(Color::Yellow)),
+                    Span::raw(hint),
+                ]));
+                lines.push(Line::from(Span::styled(
+                    "Esc cancel",
+                    p.fg(Color::DarkGray),
+                )));
+            } else {
+                lines.push(Line::from(
+                    "The owner is gone: releasing frees the session and its slot.",
+                ));
+                lines.push(Line::from(Span::styled(
+                    "y release · n/Esc cancel",
+                    p.bold(Color::Cyan),
+                )));
+            }
+            (" force-release? ", lines)
+        }
+    };
+    let width = area.width.saturating_sub(4).min(100);
+    let inner_width = width.saturating_sub(2).max(1) as usize;
+    let height: usize = lines
+        .iter()
+        .map(|l| l.width().max(1).div_ceil(inner_width))
+        .sum::<usize>()
+        + 2;
+    let rect = centered(area, width, height as u16);
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(title)
+        .border_style(p.bold(Color::Cyan));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        rect,
+    );
+}

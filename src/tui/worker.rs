@@ -1,0 +1,199 @@
+//! The console's I/O: reads registries, re-judges owners, runs operator actions
+//! through the core under the lock. Runs on its own thread so the screen never waits.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
+
+use super::event::{ActionDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
+use crate::lease::config::{CapSetting, read_cap};
+use crate::lease::owner::OwnerProbe;
+use crate::lease::{self, Entry, Error, Prober, Registry, paths, store};
+
+/// Which registries the worker reads.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub registries: Vec<Registry>,
+    /// When set, `<root>/profiles/*` are discovered on every reload.
+    pub discover_root: Option<PathBuf>,
+}
+
+struct Known {
+    registry: Registry,
+    exists: bool,
+    modified: Option<f64>,
+    cap: CapSetting,
+    entries: Result<Vec<Entry>, String>,
+}
+
+pub struct Worker {
+    scope: Scope,
+    known: Vec<Known>,
+    owners: OwnerProbe,
+    lock_timeout: Duration,
+}
+
+impl Worker {
+    pub fn new(scope: Scope, lock_timeout: Duration) -> Worker {
+        Worker {
+            scope,
+            known: vec![],
+            owners: OwnerProbe::new(),
+            lock_timeout,
+        }
+    }
+
+    fn registries(&self) -> Vec<Registry> {
+        let mut regs = self.scope.registries.clone();
+        if let Some(root) = &self.scope.discover_root {
+            for r in paths::all_registries(root) {
+                if !regs.contains(&r) {
+                    regs.push(r);
+                }
+            }
+        }
+        regs
+    }
+
+    /// Re-read every registry file and config.
+    pub fn reload(&mut self) -> Loaded {
+        self.known = self
+            .registries()
+            .into_iter()
+            .map(|registry| {
+                let path = registry.path();
+                let entries = store::read(&path)
+                    .map(|f| f.entries)
+                    .map_err(|e| e.to_string());
+                Known {
+                    exists: path.exists(),
+                    cap: read_cap(&registry.config_path()),
+                    entries,
+                    registry,
+                }
+            })
+            .collect();
+        self.judge()
+    }
+
+    /// Re-judge the owners already known, reading no registry file.
+    pub fn relive(&mut self) -> Loaded {
+        if self.known.is_empty() {
+            return self.reload();
+        }
+        self.judge()
+    }
+
+    fn judge(&mut self) -> Loaded {
+        let mut prober = Prober::new();
+        let pids: Vec<u64> = self
+            .known
+            .iter()
+            .filter_map(|k| k.entries.as_ref().ok())
+            .flatten()
+            .map(Entry::pid)
+            .collect();
+        let owners = self.owners.infos(&pids);
+        let snapshots = self
+            .known
+            .iter()
+            .map(|k| RegistrySnapshot {
+                registry: k.registry.clone(),
+                exists: k.exists,
+                modified: k.modified,
+                cap: k.cap.clone(),
+                leases: k.entries.as_ref().map_err(Clone::clone).map(|entries| {
+                    entries
+                        .iter()
+                        .map(|e| LeaseRow {
+                            liveness: prober.judge(e),
+                            owner: owners.get(&e.pid()).cloned(),
+                            entry: e.clone(),
+                        })
+                        .collect()
+                }),
+            })
+            .collect();
+        Loaded {
+            at: lease::now(),
+            snapshots,
+        }
+    }
+
+    /// Run an operator action through the core.
+    pub fn act(&mut self, effect: &Effect) -> Option<ActionDone> {
+        let (registry, what, result) = match effect {
+            Effect::Prune { registry } => (
+                registry.clone(),
+                "prune".to_owned(),
+                lease::prune(registry, false, self.lock_timeout),
+            ),
+            Effect::ForceRelease {
+                registry,
+                target,
+                allow_live,
+            } => {
+                let what = match target {
+                    lease::Target::Lease(id) => format!(
+                        "force-release lease {}",
+                        id.chars().take(8).collect::<String>()
+                    ),
+                    lease::Target::Session(s) => format!("force-release session {s}"),
+                };
+                (
+                    registry.clone(),
+                    what,
+                    lease::force_release(registry, target, *allow_live, false, self.lock_timeout),
+                )
+            }
+            _ => return None,
+        };
+        let lock_holder = match &result {
+            Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
+            _ => None,
+        };
+        Some(ActionDone {
+            registry,
+            what,
+            result: result.map_err(|e| e.to_string()),
+            lock_holder,
+        })
+    }
+}
+
+/// Serve effects until the channel closes. Queued reloads collapse into one.
+pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event>) {
+    std::thread::spawn(move || {
+        while let Ok(first) = effects.recv() {
+            let mut batch = vec![first];
+            batch.extend(effects.try_iter());
+            let mut reload = false;
+            let mut relive = false;
+            for effect in &batch {
+                match effect {
+                    Effect::Reload => reload = true,
+                    Effect::Relive => relive = true,
+                    Effect::Quit => return,
+                    action => {
+                        if let Some(done) = worker.act(action) {
+                            reload = true;
+                            if events.send(Event::ActionDone(done)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            let loaded = if reload {
+                worker.reload()
+            } else if relive {
+                worker.relive()
+            } else {
+                continue;
+            };
+            if events.send(Event::Loaded(loaded)).is_err() {
+                return;
+            }
+        }
+    });
+}
