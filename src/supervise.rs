@@ -26,18 +26,12 @@ pub fn exit_code_of(status: std::process::ExitStatus) -> i32 {
 /// forwarding SIGINT and SIGTERM to it; return its exit code.
 pub fn run_forwarding(cmd: &[String], env: &[(&str, &str)]) -> std::io::Result<i32> {
     let Some((program, args)) = cmd.split_first() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "no command given",
-        ));
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"));
     };
     // Registered before the spawn, so a signal that arrives meanwhile is not lost.
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
     let handle = signals.handle();
-    let mut child = Command::new(program)
-        .args(args)
-        .envs(env.iter().copied())
-        .spawn()?;
+    let mut child = Command::new(program).args(args).envs(env.iter().copied()).spawn()?;
     let pid = child.id() as libc::pid_t;
     let forwarder = std::thread::spawn(move || {
         for sig in signals.forever() {

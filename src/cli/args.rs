@@ -22,12 +22,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub home: Option<PathBuf>,
     /// Use the profile <root>/profiles/NAME instead of the home itself
-    #[arg(
-        long,
-        global = true,
-        value_name = "NAME",
-        conflicts_with = "all_profiles"
-    )]
+    #[arg(long, global = true, value_name = "NAME", conflicts_with = "all_profiles")]
     pub profile: Option<String>,
     /// The root and every profile (ls, prune, doctor)
     #[arg(long, global = true)]
@@ -42,47 +37,35 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List leases with owner liveness (read-only: takes no lock, never prunes)
-    #[command(
-        after_help = "Example:\n  leasectl ls --all-profiles\n  leasectl --home /tmp/h ls --json"
-    )]
+    #[command(after_help = "Example:\n  leasectl ls --all-profiles\n  leasectl --home /tmp/h ls --json")]
     Ls(LsArgs),
     /// Acquire a lease for an owner process through the fence
-    #[command(
-        after_help = "The owner is --owner-pid, else the calling (parent) process. Writer identity is \
+    #[command(after_help = "The owner is --owner-pid, else the calling (parent) process. Writer identity is \
                             (owner pid, live id): the same writer re-acquiring replaces its own entry.\n\n\
-                            Example:\n  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4"
-    )]
+                            Example:\n  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4")]
     Acquire(AcquireArgs),
     /// Release a lease (the owner's release; a lease already gone is fine)
     #[command(after_help = "Example:\n  leasectl release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13")]
     Release(ReleaseArgs),
     /// Remove a lease on the operator's word (a live owner's only with --live)
-    #[command(
-        after_help = "Example:\n  leasectl force-release --session S1 --dry-run\n  \
-                            leasectl force-release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13 --live"
-    )]
+    #[command(after_help = "Example:\n  leasectl force-release --session S1 --dry-run\n  \
+                            leasectl force-release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13 --live")]
     ForceRelease(ForceReleaseArgs),
     /// Remove dead and recycled owners' leases
-    #[command(
-        after_help = "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json"
-    )]
+    #[command(after_help = "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json")]
     Prune(PruneArgs),
     /// Check registries: validation, conflicts, temp files, the lock (non-zero exit on problems)
     #[command(after_help = "Example:\n  leasectl doctor --all-profiles")]
     Doctor(JsonFlag),
     /// Hold a lease (leasectl is the owner) while CMD runs; CMD does not run on refusal
-    #[command(
-        after_help = "SIGINT and SIGTERM are forwarded to CMD; the lease is released when CMD exits, \
+    #[command(after_help = "SIGINT and SIGTERM are forwarded to CMD; the lease is released when CMD exits, \
                             and leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
-                            LEASECTL_SESSION_ID.\n\nExample:\n  leasectl run S1 --surface cli -- python agent.py"
-    )]
+                            LEASECTL_SESSION_ID.\n\nExample:\n  leasectl run S1 --surface cli -- python agent.py")]
     Run(RunArgs),
     /// The live console: every registry, every owner, safe clean-up (default on a terminal)
-    #[command(
-        after_help = "Default: the root and every profile, one tab each, plus an \"all\" tab; \
+    #[command(after_help = "Default: the root and every profile, one tab each, plus an \"all\" tab; \
                             --profile NAME shows one. Press ? inside for the keys.\n\n\
-                            Example:\n  leasectl tui --home ~/.hermes"
-    )]
+                            Example:\n  leasectl tui --home ~/.hermes")]
     Tui,
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM
     #[command(after_help = "Example:\n  leasectl hold S1 --surface gateway --live-id tab-1")]

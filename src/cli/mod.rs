@@ -14,8 +14,8 @@ pub use args::{Cli, Command};
 use output::{LEASE_HEADER, lease_json, lease_rows, short_id, table};
 
 use crate::lease::{
-    self, AcquireRequest, Error, Liveness, Reason, Registry, Target, config::read_cap,
-    liveness::Prober, owner::owner_infos, paths, refusal::refusal_stderr,
+    self, AcquireRequest, Error, Liveness, Reason, Registry, Target, config::read_cap, liveness::Prober,
+    owner::owner_infos, paths, refusal::refusal_stderr,
 };
 
 pub const EXIT_OK: i32 = 0;
@@ -39,10 +39,7 @@ struct Failure {
 }
 
 fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: EXIT_USAGE,
-        message: message.into(),
-    }
+    Failure { code: EXIT_USAGE, message: message.into() }
 }
 
 impl From<Error> for Failure {
@@ -54,10 +51,7 @@ impl From<Error> for Failure {
             }
             _ => EXIT_ERROR,
         };
-        Failure {
-            code,
-            message: e.to_string(),
-        }
+        Failure { code, message: e.to_string() }
     }
 }
 
@@ -74,9 +68,7 @@ fn dispatch(cli: Cli) -> Result<i32, Failure> {
         if cli.all_profiles {
             return Err(usage("--all-profiles works with ls, prune and doctor only"));
         }
-        registries
-            .first()
-            .ok_or_else(|| usage("no registry selected"))
+        registries.first().ok_or_else(|| usage("no registry selected"))
     };
     match command {
         Command::Ls(a) => Ok(ls(&registries, a.json)),
@@ -97,43 +89,28 @@ fn console(
     registries: Vec<Registry>,
     timeout: Duration,
 ) -> Result<i32, Failure> {
-    let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure {
-        code: EXIT_ERROR,
-        message: m,
-    })?;
+    let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
     let root = paths::root_of(&home);
     let opts = crate::tui::ConsoleOptions {
         registries,
-        discover_root: if one_profile {
-            None
-        } else {
-            Some(root.clone())
-        },
+        discover_root: if one_profile { None } else { Some(root.clone()) },
         root,
         // The console must stay responsive: a held lock is reported, not waited out.
         lock_timeout: timeout.min(Duration::from_secs(3)),
     };
-    crate::tui::run(opts).map_err(|e| Failure {
-        code: EXIT_ERROR,
-        message: format!("console: {e}"),
-    })?;
+    crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("console: {e}") })?;
     Ok(EXIT_OK)
 }
 
 fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
     if !(0.0..=86_400.0).contains(&secs) {
-        return Err(usage(format!(
-            "--lock-timeout must be between 0 and 86400 seconds, not {secs}"
-        )));
+        return Err(usage(format!("--lock-timeout must be between 0 and 86400 seconds, not {secs}")));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 fn select_registries(cli: &Cli) -> Result<Vec<Registry>, Failure> {
-    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure {
-        code: EXIT_ERROR,
-        message: m,
-    })?;
+    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
     let root = paths::root_of(&home);
     let console = matches!(cli.command, Some(Command::Tui) | None);
     if cli.all_profiles || (console && cli.profile.is_none()) {
@@ -146,20 +123,12 @@ fn select_registries(cli: &Cli) -> Result<Vec<Registry>, Failure> {
 }
 
 fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
 }
 
 fn ls(registries: &[Registry], as_json: bool) -> i32 {
     let snaps: Vec<lease::Snapshot> = registries.iter().map(lease::snapshot).collect();
-    let pids: Vec<u64> = snaps
-        .iter()
-        .filter_map(|s| s.leases.as_ref().ok())
-        .flatten()
-        .map(|v| v.entry.pid())
-        .collect();
+    let pids: Vec<u64> = snaps.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
     let owners = owner_infos(&pids);
     let any_error = snaps.iter().any(|s| s.leases.is_err());
     if as_json {
@@ -169,11 +138,7 @@ fn ls(registries: &[Registry], as_json: bool) -> i32 {
                 let leases: Vec<Value> = s
                     .leases
                     .as_ref()
-                    .map(|ls| {
-                        ls.iter()
-                            .map(|v| lease_json(v, owners.get(&v.entry.pid())))
-                            .collect()
-                    })
+                    .map(|ls| ls.iter().map(|v| lease_json(v, owners.get(&v.entry.pid()))).collect())
                     .unwrap_or_default();
                 json!({
                     "profile": s.registry.profile,
@@ -191,27 +156,12 @@ fn ls(registries: &[Registry], as_json: bool) -> i32 {
             if i > 0 {
                 println!();
             }
-            let cap = s
-                .cap
-                .cap
-                .map(|c| format!("cap {c}"))
-                .unwrap_or_else(|| "no cap".into());
+            let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
             match &s.leases {
-                Err(e) => println!(
-                    "{}  {}  {cap}\n  ERROR: {e}",
-                    s.registry.profile,
-                    s.registry.path().display()
-                ),
+                Err(e) => println!("{}  {}  {cap}\n  ERROR: {e}", s.registry.profile, s.registry.path().display()),
                 Ok(views) => {
-                    let alive = views
-                        .iter()
-                        .filter(|v| v.liveness == Liveness::Alive)
-                        .count();
-                    let slots = s
-                        .cap
-                        .cap
-                        .map(|c| format!("{alive}/{c} slots"))
-                        .unwrap_or(format!("{alive} live"));
+                    let alive = views.iter().filter(|v| v.liveness == Liveness::Alive).count();
+                    let slots = s.cap.cap.map(|c| format!("{alive}/{c} slots")).unwrap_or(format!("{alive} live"));
                     println!(
                         "{}  {}  {cap}  {} lease(s), {slots}",
                         s.registry.profile,
@@ -248,12 +198,7 @@ fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
     Ok(m)
 }
 
-fn request(
-    reg: &Registry,
-    opts: &AcquireOpts,
-    owner_pid: u64,
-    timeout: Duration,
-) -> Result<AcquireRequest, Failure> {
+fn request(reg: &Registry, opts: &AcquireOpts, owner_pid: u64, timeout: Duration) -> Result<AcquireRequest, Failure> {
     let cap = match opts.max {
         Some(0) => None,
         Some(n) => Some(n),
@@ -278,18 +223,9 @@ fn request(
 
 /// Acquire and report; Ok(lease) when granted, Err(exit code) when refused (already reported).
 /// `compact` prints JSON on one line (hold/run: a line a reader can wait for).
-fn acquire_reported(
-    reg: &Registry,
-    req: &AcquireRequest,
-    as_json: bool,
-    compact: bool,
-) -> Result<lease::Grant, i32> {
+fn acquire_reported(reg: &Registry, req: &AcquireRequest, as_json: bool, compact: bool) -> Result<lease::Grant, i32> {
     let show = |v: &Value| {
-        if compact {
-            println!("{v}")
-        } else {
-            print_json(v)
-        }
+        if compact { println!("{v}") } else { print_json(v) }
     };
     match lease::acquire(reg, req) {
         Ok(g) => {
@@ -298,11 +234,7 @@ fn acquire_reported(
             } else if !g.recorded {
                 println!("granted (not recorded: an empty session id has nothing to fence)");
             } else {
-                let how = if g.replaced.is_some() {
-                    " (same writer: replaced its own entry)"
-                } else {
-                    ""
-                };
+                let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
                 println!(
                     "granted lease {} for session {} to pid {}{how}\n  registry: {}",
                     g.lease_id,
@@ -327,19 +259,11 @@ fn acquire_reported(
     }
 }
 
-fn acquire(
-    reg: &Registry,
-    opts: &AcquireOpts,
-    owner: Option<u64>,
-    timeout: Duration,
-) -> Result<i32, Failure> {
+fn acquire(reg: &Registry, opts: &AcquireOpts, owner: Option<u64>, timeout: Duration) -> Result<i32, Failure> {
     // SAFETY: getppid has no preconditions.
     let owner_pid = owner.unwrap_or_else(|| unsafe { libc::getppid() } as u64);
     if !opts.session.is_empty() && Prober::new().start_time(owner_pid).is_none() {
-        return Err(Failure {
-            code: EXIT_ERROR,
-            message: format!("owner pid {owner_pid} is not a running process"),
-        });
+        return Err(Failure { code: EXIT_ERROR, message: format!("owner pid {owner_pid} is not a running process") });
     }
     let req = request(reg, opts, owner_pid, timeout)?;
     Ok(match acquire_reported(reg, &req, opts.json, false) {
@@ -348,12 +272,7 @@ fn acquire(
     })
 }
 
-fn release(
-    reg: &Registry,
-    lease_id: &str,
-    as_json: bool,
-    timeout: Duration,
-) -> Result<i32, Failure> {
+fn release(reg: &Registry, lease_id: &str, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
     let r = lease::release(reg, lease_id, timeout)?;
     if as_json {
         print_json(&json!({
@@ -391,11 +310,7 @@ fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Res
                 )
             })
             .collect();
-        let verb = if r.dry_run {
-            "would release"
-        } else {
-            "released"
-        };
+        let verb = if r.dry_run { "would release" } else { "released" };
         eprintln!(
             "WARNING: {verb} the lease of a LIVE owner: {}. It may keep writing to its session, \
              and a second owner can now acquire it.",
@@ -412,26 +327,13 @@ fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Res
 
 fn print_removal(reg: &Registry, r: &lease::Removal, what: &str) {
     let verb = if r.dry_run { "would remove" } else { "removed" };
-    println!(
-        "{} ({}): {what} {verb} {} lease(s)",
-        reg.profile,
-        reg.path().display(),
-        r.removed.len()
-    );
+    println!("{} ({}): {what} {verb} {} lease(s)", reg.profile, reg.path().display(), r.removed.len());
     if !r.removed.is_empty() {
-        println!(
-            "{}",
-            table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new()))
-        );
+        println!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
     }
 }
 
-fn prune(
-    registries: &[Registry],
-    dry_run: bool,
-    as_json: bool,
-    timeout: Duration,
-) -> Result<i32, Failure> {
+fn prune(registries: &[Registry], dry_run: bool, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
     let mut results = Vec::new();
     let mut failed = None;
     for reg in registries {
@@ -445,15 +347,9 @@ fn prune(
             Err(e) => {
                 let f = Failure::from(e);
                 if !as_json {
-                    eprintln!(
-                        "leasectl: {} ({}): {}",
-                        reg.profile,
-                        reg.path().display(),
-                        f.message
-                    );
+                    eprintln!("leasectl: {} ({}): {}", reg.profile, reg.path().display(), f.message);
                 }
-                results
-                    .push(json!({"profile": reg.profile, "path": reg.path(), "error": f.message}));
+                results.push(json!({"profile": reg.profile, "path": reg.path(), "error": f.message}));
                 failed = Some(f.code);
             }
         }
@@ -487,22 +383,13 @@ fn doctor_text(d: &lease::DoctorReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let status = if d.has_problems() { "PROBLEMS" } else { "ok" };
-    let _ = writeln!(
-        s,
-        "{} ({}): {status}",
-        d.registry.profile,
-        d.registry.path().display()
-    );
+    let _ = writeln!(s, "{} ({}): {status}", d.registry.profile, d.registry.path().display());
     if !d.exists {
         let _ = writeln!(s, "  registry file does not exist yet (no leases)");
     }
     match d.cap.cap {
         Some(c) => {
-            let _ = writeln!(
-                s,
-                "  cap: {c} ({})",
-                d.cap.key.as_deref().unwrap_or("config")
-            );
+            let _ = writeln!(s, "  cap: {c} ({})", d.cap.key.as_deref().unwrap_or("config"));
         }
         None => {
             let _ = writeln!(s, "  cap: none");
@@ -522,12 +409,8 @@ fn doctor_text(d: &lease::DoctorReport) -> String {
     }
     for (session, leases) in &d.conflicts {
         let pids: Vec<String> = leases.iter().map(|l| l.entry.pid().to_string()).collect();
-        let _ = writeln!(
-            s,
-            "  CONFLICT: session {session} has {} live owners (pids {})",
-            leases.len(),
-            pids.join(", ")
-        );
+        let _ =
+            writeln!(s, "  CONFLICT: session {session} has {} live owners (pids {})", leases.len(), pids.join(", "));
     }
     for v in &d.stale {
         let _ = writeln!(
@@ -540,11 +423,7 @@ fn doctor_text(d: &lease::DoctorReport) -> String {
         );
     }
     for t in &d.leftover_temp_files {
-        let _ = writeln!(
-            s,
-            "  leftover temp file from a crashed writer: {}",
-            t.display()
-        );
+        let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
     }
     if let Some(pid) = d.lock_holder {
         let _ = writeln!(s, "  lock held right now by pid {pid}");
@@ -561,10 +440,8 @@ fn hold(reg: &Registry, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Fa
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let sig = crate::supervise::wait_for_stop_signal().map_err(|e| Failure {
-        code: EXIT_ERROR,
-        message: format!("cannot wait for signals: {e}"),
-    })?;
+    let sig = crate::supervise::wait_for_stop_signal()
+        .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot wait for signals: {e}") })?;
     let _ = sig;
     finish(reg, &grant, timeout)?;
     Ok(EXIT_OK)
@@ -578,36 +455,21 @@ fn finish(reg: &Registry, grant: &lease::Grant, timeout: Duration) -> Result<(),
     Ok(())
 }
 
-fn run_cmd(
-    reg: &Registry,
-    opts: &AcquireOpts,
-    cmd: &[String],
-    timeout: Duration,
-) -> Result<i32, Failure> {
+fn run_cmd(reg: &Registry, opts: &AcquireOpts, cmd: &[String], timeout: Duration) -> Result<i32, Failure> {
     let me = u64::from(std::process::id());
     let req = request(reg, opts, me, timeout)?;
     let grant = match acquire_reported(reg, &req, opts.json, true) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
-    let env = [
-        ("LEASECTL_LEASE_ID", grant.lease_id.as_str()),
-        ("LEASECTL_SESSION_ID", opts.session.as_str()),
-    ];
+    let env = [("LEASECTL_LEASE_ID", grant.lease_id.as_str()), ("LEASECTL_SESSION_ID", opts.session.as_str())];
     let outcome = crate::supervise::run_forwarding(cmd, &env);
     finish(reg, &grant, timeout)?;
     match outcome {
         Ok(code) => Ok(code),
         Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            Err(Failure {
-                code,
-                message: format!("cannot run {:?}: {e}", cmd[0]),
-            })
+            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            Err(Failure { code, message: format!("cannot run {:?}: {e}", cmd[0]) })
         }
     }
 }

@@ -139,25 +139,16 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
                 e.session_id().to_owned(),
                 e.surface().unwrap_or("-").to_owned(),
                 e.pid().to_string(),
-                owners
-                    .get(&e.pid())
-                    .map(|o| o.name.clone())
-                    .unwrap_or_else(|| "-".into()),
+                owners.get(&e.pid()).map(|o| o.name.clone()).unwrap_or_else(|| "-".into()),
                 liveness,
-                e.started_at()
-                    .map(|t| format_age(at - t))
-                    .unwrap_or_else(|| "-".into()),
-                Some(e.live_session_id())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "-".into()),
+                e.started_at().map(|t| format_age(at - t)).unwrap_or_else(|| "-".into()),
+                Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect()
 }
 
-pub const LEASE_HEADER: [&str; 8] = [
-    "LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID",
-];
+pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
 
 #[cfg(test)]
 mod tests {
@@ -165,10 +156,7 @@ mod tests {
 
     #[test]
     fn tables_align() {
-        let t = table(
-            &["A", "BB"],
-            &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]],
-        );
+        let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()], vec!["z".into(), "w".into()]]);
         assert_eq!(t, "  A    BB\n  xxx  y\n  z    w");
     }
 }

@@ -30,11 +30,7 @@ pub struct Snapshot {
 pub fn snapshot(reg: &Registry) -> Snapshot {
     let cap = read_cap(&reg.config_path());
     let leases = store::read(&reg.path()).map(|file| judge_all(file.entries));
-    Snapshot {
-        registry: reg.clone(),
-        cap,
-        leases,
-    }
+    Snapshot { registry: reg.clone(), cap, leases }
 }
 
 fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
@@ -60,10 +56,7 @@ pub struct Removal {
 /// Remove dead and recycled owners only (an unknown verdict is kept).
 pub fn prune(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<Removal, Error> {
     edit(reg, dry_run, lock_timeout, |views| {
-        Ok(views
-            .iter()
-            .map(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))
-            .collect())
+        Ok(views.iter().map(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect())
     })
 }
 
@@ -98,12 +91,8 @@ pub fn force_release(
                 Target::Session(s) => format!("no lease holds session {s} in {}", path.display()),
             }));
         }
-        let live: Vec<&LeaseView> = views
-            .iter()
-            .zip(&chosen)
-            .filter(|(v, c)| **c && owner_may_be_alive(v))
-            .map(|(v, _)| v)
-            .collect();
+        let live: Vec<&LeaseView> =
+            views.iter().zip(&chosen).filter(|(v, c)| **c && owner_may_be_alive(v)).map(|(v, _)| v).collect();
         if !live.is_empty() && !allow_live {
             let who: Vec<String> = live
                 .iter()
@@ -146,28 +135,13 @@ fn edit(
     let chosen = choose(&views)?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     for (view, go) in views.into_iter().zip(chosen) {
-        if go {
-            removed.push(view)
-        } else {
-            kept.push(view.entry)
-        }
+        if go { removed.push(view) } else { kept.push(view.entry) }
     }
     let live_owner = removed.iter().any(owner_may_be_alive);
     if !dry_run && !removed.is_empty() {
-        store::write(
-            &guard,
-            &path,
-            &store::RegistryFile {
-                entries: kept,
-                extra: file.extra,
-            },
-        )?;
+        store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
     }
-    Ok(Removal {
-        removed,
-        dry_run,
-        live_owner,
-    })
+    Ok(Removal { removed, dry_run, live_owner })
 }
 
 /// Everything `doctor` checks in one registry.
@@ -193,9 +167,7 @@ pub struct DoctorReport {
 impl DoctorReport {
     /// True when something needs an operator (doctor exits non-zero).
     pub fn has_problems(&self) -> bool {
-        !self.problems.is_empty()
-            || !self.conflicts.is_empty()
-            || !self.leftover_temp_files.is_empty()
+        !self.problems.is_empty() || !self.conflicts.is_empty() || !self.leftover_temp_files.is_empty()
     }
 }
 
@@ -235,16 +207,10 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
                 let mut by_session: BTreeMap<String, Vec<LeaseView>> = BTreeMap::new();
                 for v in &views {
                     if v.liveness == Liveness::Alive {
-                        by_session
-                            .entry(v.entry.session_id().to_owned())
-                            .or_default()
-                            .push(v.clone());
+                        by_session.entry(v.entry.session_id().to_owned()).or_default().push(v.clone());
                     }
                 }
-                report.conflicts = by_session
-                    .into_iter()
-                    .filter(|(_, v)| v.len() > 1)
-                    .collect();
+                report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
                 report.stale = views
                     .into_iter()
                     .filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))

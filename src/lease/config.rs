@@ -24,10 +24,7 @@ pub fn read_cap(config_path: &Path) -> CapSetting {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CapSetting::default(),
         Err(e) => {
             return CapSetting {
-                warnings: vec![format!(
-                    "cannot read {}: {e}; no cap applied",
-                    config_path.display()
-                )],
+                warnings: vec![format!("cannot read {}: {e}; no cap applied", config_path.display())],
                 ..CapSetting::default()
             };
         }
@@ -35,10 +32,7 @@ pub fn read_cap(config_path: &Path) -> CapSetting {
     match YamlLoader::load_from_str(&text) {
         Ok(docs) => resolve(docs.first().unwrap_or(&Yaml::Null)),
         Err(e) => CapSetting {
-            warnings: vec![format!(
-                "cannot parse {}: {e}; no cap applied",
-                config_path.display()
-            )],
+            warnings: vec![format!("cannot parse {}: {e}; no cap applied", config_path.display())],
             ..CapSetting::default()
         },
     }
@@ -61,15 +55,12 @@ pub fn resolve(doc: &Yaml) -> CapSetting {
             _ => return CapSetting::default(),
         }
     };
-    let mut setting = CapSetting {
-        key: Some(key.into()),
-        ..CapSetting::default()
-    };
+    let mut setting = CapSetting { key: Some(key.into()), ..CapSetting::default() };
     match coerce(raw) {
         Ok(cap) => setting.cap = cap,
-        Err(shown) => setting.warnings.push(format!(
-            "ignoring invalid {key}={shown} (expected a positive integer; 0/null disables)"
-        )),
+        Err(shown) => setting
+            .warnings
+            .push(format!("ignoring invalid {key}={shown} (expected a positive integer; 0/null disables)")),
     }
     setting
 }
@@ -81,10 +72,7 @@ fn coerce(v: &Yaml) -> Result<Option<u64>, String> {
         Yaml::Boolean(b) => return Err(if *b { "True".into() } else { "False".into() }),
         Yaml::Integer(i) => i128::from(*i),
         Yaml::Real(text) => {
-            let f = text
-                .parse::<f64>()
-                .ok()
-                .or_else(|| yaml_special_float(text));
+            let f = text.parse::<f64>().ok().or_else(|| yaml_special_float(text));
             match f {
                 Some(f) if f.is_finite() && f.fract() == 0.0 => f as i128,
                 _ => return Err(text.clone()),
@@ -114,11 +102,7 @@ fn parse_base10(s: &str) -> Option<i128> {
         _ => (false, t),
     };
     let b = digits.as_bytes();
-    if b.is_empty()
-        || !b[0].is_ascii_digit()
-        || !b[b.len() - 1].is_ascii_digit()
-        || digits.contains("__")
-    {
+    if b.is_empty() || !b[0].is_ascii_digit() || !b[b.len() - 1].is_ascii_digit() || digits.contains("__") {
         return None;
     }
     if !b.iter().all(|c| c.is_ascii_digit() || *c == b'_') {
@@ -138,23 +122,11 @@ mod tests {
 
     #[test]
     fn top_level_wins_even_when_null() {
-        assert_eq!(
-            cap("max_concurrent_sessions: 3\ngateway:\n  max_concurrent_sessions: 9").cap,
-            Some(3)
-        );
-        assert_eq!(
-            cap("max_concurrent_sessions: null\ngateway:\n  max_concurrent_sessions: 9").cap,
-            None
-        );
-        assert_eq!(
-            cap("max_concurrent_sessions:\ngateway:\n  max_concurrent_sessions: 9").cap,
-            None
-        );
+        assert_eq!(cap("max_concurrent_sessions: 3\ngateway:\n  max_concurrent_sessions: 9").cap, Some(3));
+        assert_eq!(cap("max_concurrent_sessions: null\ngateway:\n  max_concurrent_sessions: 9").cap, None);
+        assert_eq!(cap("max_concurrent_sessions:\ngateway:\n  max_concurrent_sessions: 9").cap, None);
         let gw = cap("gateway:\n  max_concurrent_sessions: 9");
-        assert_eq!(
-            (gw.cap, gw.key.as_deref()),
-            (Some(9), Some("gateway.max_concurrent_sessions"))
-        );
+        assert_eq!((gw.cap, gw.key.as_deref()), (Some(9), Some("gateway.max_concurrent_sessions")));
         assert_eq!(cap("other: 1").cap, None);
         assert_eq!(cap("- a list").cap, None);
     }
@@ -176,10 +148,7 @@ mod tests {
     #[test]
     fn missing_and_broken_files() {
         let dir = tempfile::tempdir().expect("tempdir");
-        assert_eq!(
-            read_cap(&dir.path().join("config.yaml")),
-            CapSetting::default()
-        );
+        assert_eq!(read_cap(&dir.path().join("config.yaml")), CapSetting::default());
         std::fs::write(dir.path().join("config.yaml"), "a: [unclosed").expect("write");
         let c = read_cap(&dir.path().join("config.yaml"));
         assert_eq!(c.cap, None);

@@ -92,41 +92,24 @@ impl Entry {
         };
         let mut problems = Vec::new();
         let mut bad = |rule: Rule, lease: Option<&str>, detail: String| {
-            problems.push(Problem {
-                rule,
-                entry_index: Some(index),
-                lease_id: lease.map(str::to_owned),
-                detail,
-            })
+            problems.push(Problem { rule, entry_index: Some(index), lease_id: lease.map(str::to_owned), detail })
         };
         let lease_id = match raw.get("lease_id") {
             Some(Value::String(s)) if !py_is_blank(s) => Some(s.as_str()),
             other => {
-                bad(
-                    Rule::LeaseId,
-                    None,
-                    format!("lease_id is {}", describe(other)),
-                );
+                bad(Rule::LeaseId, None, format!("lease_id is {}", describe(other)));
                 None
             }
         };
         if let Some(id) = lease_id
             && seen.contains(id)
         {
-            bad(
-                Rule::DuplicateLeaseId,
-                lease_id,
-                "lease_id appears in an earlier entry".into(),
-            );
+            bad(Rule::DuplicateLeaseId, lease_id, "lease_id appears in an earlier entry".into());
         }
         let session_id = match raw.get("session_id") {
             Some(Value::String(s)) if !py_is_blank(s) => Some(s.clone()),
             other => {
-                bad(
-                    Rule::SessionId,
-                    lease_id,
-                    format!("session_id is {}", describe(other)),
-                );
+                bad(Rule::SessionId, lease_id, format!("session_id is {}", describe(other)));
                 None
             }
         };
@@ -134,11 +117,7 @@ impl Entry {
             Some(p) => Some(p),
             None => {
                 let other = raw.get("pid");
-                bad(
-                    Rule::Pid,
-                    lease_id,
-                    format!("pid is {}, not a positive integer", describe(other)),
-                );
+                bad(Rule::Pid, lease_id, format!("pid is {}, not a positive integer", describe(other)));
                 None
             }
         };
@@ -146,11 +125,7 @@ impl Entry {
             None | Some(Value::Null) => Some(None),
             Some(Value::String(s)) => Some(Some(s.clone())),
             other => {
-                bad(
-                    Rule::Surface,
-                    lease_id,
-                    format!("surface is {}, not a string or null", describe(other)),
-                );
+                bad(Rule::Surface, lease_id, format!("surface is {}, not a string or null", describe(other)));
                 None
             }
         };
@@ -158,21 +133,13 @@ impl Entry {
             None | Some(Value::Null) => Some(false),
             Some(Value::Bool(b)) => Some(*b),
             other => {
-                bad(
-                    Rule::TrackLiveness,
-                    lease_id,
-                    format!("track_liveness is {}, not a bool", describe(other)),
-                );
+                bad(Rule::TrackLiveness, lease_id, format!("track_liveness is {}, not a bool", describe(other)));
                 None
             }
         };
         match raw.get("metadata") {
             None | Some(Value::Null) | Some(Value::Object(_)) => {}
-            other => bad(
-                Rule::Metadata,
-                lease_id,
-                format!("metadata is {}, not an object", describe(other)),
-            ),
+            other => bad(Rule::Metadata, lease_id, format!("metadata is {}, not an object", describe(other))),
         }
         let process_start_time = match raw.get("process_start_time") {
             None | Some(Value::Null) => Some(None),
@@ -183,31 +150,16 @@ impl Entry {
                     bad(
                         Rule::ProcessStartTime,
                         lease_id,
-                        format!(
-                            "process_start_time is {}, not null or a finite number",
-                            describe(Some(v))
-                        ),
+                        format!("process_start_time is {}, not null or a finite number", describe(Some(v))),
                     );
                     None
                 }
             },
         };
-        match (
-            lease_id,
-            session_id,
-            pid,
-            surface,
-            track_liveness,
-            process_start_time,
-        ) {
-            (
-                Some(lease_id),
-                Some(session_id),
-                Some(pid),
-                Some(surface),
-                Some(track_liveness),
-                Some(pst),
-            ) if problems.is_empty() => {
+        match (lease_id, session_id, pid, surface, track_liveness, process_start_time) {
+            (Some(lease_id), Some(session_id), Some(pid), Some(surface), Some(track_liveness), Some(pst))
+                if problems.is_empty() =>
+            {
                 let started_at = raw.get("started_at").and_then(py_float);
                 Ok(Entry {
                     lease_id: lease_id.to_owned(),
@@ -230,18 +182,9 @@ impl Entry {
         let mut raw = Map::new();
         raw.insert("lease_id".into(), Value::String(new.lease_id.clone()));
         raw.insert("session_id".into(), Value::String(new.session_id.clone()));
-        raw.insert(
-            "surface".into(),
-            new.surface
-                .clone()
-                .map(Value::String)
-                .unwrap_or(Value::Null),
-        );
+        raw.insert("surface".into(), new.surface.clone().map(Value::String).unwrap_or(Value::Null));
         raw.insert("pid".into(), Value::from(new.pid));
-        raw.insert(
-            "process_start_time".into(),
-            float_value(new.process_start_time),
-        );
+        raw.insert("process_start_time".into(), float_value(new.process_start_time));
         raw.insert("started_at".into(), float_value(Some(new.now)));
         raw.insert("updated_at".into(), float_value(Some(new.now)));
         if new.track_liveness {
@@ -290,11 +233,7 @@ impl Entry {
 
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
     pub fn live_session_id(&self) -> String {
-        match self
-            .raw
-            .get("metadata")
-            .and_then(|m| m.get("live_session_id"))
-        {
+        match self.raw.get("metadata").and_then(|m| m.get("live_session_id")) {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
             Some(Value::Bool(false)) => String::new(),
@@ -308,8 +247,7 @@ impl Entry {
     /// `session_id`, fresh `updated_at`, metadata replaced when given.
     pub fn move_to(&mut self, session_id: &str, now: f64, metadata: Option<Map<String, Value>>) {
         self.session_id = session_id.to_owned();
-        self.raw
-            .insert("session_id".into(), Value::String(session_id.to_owned()));
+        self.raw.insert("session_id".into(), Value::String(session_id.to_owned()));
         self.raw.insert("updated_at".into(), float_value(Some(now)));
         if let Some(m) = metadata
             && !m.is_empty()
@@ -338,8 +276,7 @@ pub struct NewLease {
 }
 
 fn float_value(f: Option<f64>) -> Value {
-    f.and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
-        .unwrap_or(Value::Null)
+    f.and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)).unwrap_or(Value::Null)
 }
 
 /// Hermes' `_registry_pid`: an int (not a bool) or a string `int()` accepts; > 0.
@@ -387,10 +324,7 @@ pub(crate) fn py_float(v: &Value) -> Option<f64> {
             if matches!(body, "inf" | "infinity" | "nan") {
                 return t.parse::<f64>().ok().or(Some(f64::NAN));
             }
-            if !t
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b"+-.eE_".contains(&b))
-            {
+            if !t.bytes().all(|b| b.is_ascii_digit() || b"+-.eE_".contains(&b)) {
                 return None;
             }
             let clean: String = if t.contains('_') {
@@ -398,10 +332,7 @@ pub(crate) fn py_float(v: &Value) -> Option<f64> {
                 let b = t.as_bytes();
                 for (i, c) in b.iter().enumerate() {
                     if *c == b'_'
-                        && !(i > 0
-                            && i + 1 < b.len()
-                            && b[i - 1].is_ascii_digit()
-                            && b[i + 1].is_ascii_digit())
+                        && !(i > 0 && i + 1 < b.len() && b[i - 1].is_ascii_digit() && b[i + 1].is_ascii_digit())
                     {
                         return None;
                     }
@@ -467,11 +398,7 @@ fn describe(v: Option<&Value>) -> String {
         None => "missing".into(),
         Some(Value::String(s)) if py_is_blank(s) => format!("blank ({})", quote_short(s)),
         Some(v @ (Value::Array(_) | Value::Object(_))) => kind_of(v).into(),
-        Some(v) => format!(
-            "{} ({})",
-            kind_of(v),
-            quote_short(&crate::lease::pyjson::to_string(v))
-        ),
+        Some(v) => format!("{} ({})", kind_of(v), quote_short(&crate::lease::pyjson::to_string(v))),
     }
 }
 
@@ -512,15 +439,9 @@ mod tests {
     fn accepts_hermes_shapes() {
         assert!(check(base()).is_ok());
         assert_eq!(check(with("pid", json!("  17 "))).map(|e| e.pid()), Ok(17));
-        assert_eq!(
-            check(with("pid", json!("1_000"))).map(|e| e.pid()),
-            Ok(1000)
-        );
+        assert_eq!(check(with("pid", json!("1_000"))).map(|e| e.pid()), Ok(1000));
         assert!(check(with("process_start_time", json!(""))).is_ok());
-        assert_eq!(
-            check(with("process_start_time", json!("12.5"))).map(|e| e.process_start_time()),
-            Ok(Some(12.5))
-        );
+        assert_eq!(check(with("process_start_time", json!("12.5"))).map(|e| e.process_start_time()), Ok(Some(12.5)));
         assert!(check(with("surface", Value::Null)).is_ok());
         assert!(check(with("metadata", Value::Null)).is_ok());
     }
@@ -531,55 +452,30 @@ mod tests {
         assert_eq!(rule_of(with("lease_id", json!("  "))), Rule::LeaseId);
         assert_eq!(rule_of(with("lease_id", json!(5))), Rule::LeaseId);
         assert_eq!(rule_of(with("session_id", json!(""))), Rule::SessionId);
-        assert_eq!(
-            rule_of(with("session_id", json!("\u{1f} "))),
-            Rule::SessionId
-        );
+        assert_eq!(rule_of(with("session_id", json!("\u{1f} "))), Rule::SessionId);
         assert_eq!(rule_of(with("pid", json!(true))), Rule::Pid);
         assert_eq!(rule_of(with("pid", json!(0))), Rule::Pid);
         assert_eq!(rule_of(with("pid", json!(-3))), Rule::Pid);
         assert_eq!(rule_of(with("pid", json!(12.0))), Rule::Pid);
         assert_eq!(rule_of(with("pid", json!("12a"))), Rule::Pid);
         assert_eq!(rule_of(with("surface", json!(1))), Rule::Surface);
-        assert_eq!(
-            rule_of(with("track_liveness", json!("yes"))),
-            Rule::TrackLiveness
-        );
+        assert_eq!(rule_of(with("track_liveness", json!("yes"))), Rule::TrackLiveness);
         assert_eq!(rule_of(with("metadata", json!([]))), Rule::Metadata);
-        assert_eq!(
-            rule_of(with("process_start_time", json!("nan"))),
-            Rule::ProcessStartTime
-        );
-        assert_eq!(
-            rule_of(with("process_start_time", json!({}))),
-            Rule::ProcessStartTime
-        );
-        assert_eq!(
-            rule_of(with("process_start_time", json!("soon"))),
-            Rule::ProcessStartTime
-        );
+        assert_eq!(rule_of(with("process_start_time", json!("nan"))), Rule::ProcessStartTime);
+        assert_eq!(rule_of(with("process_start_time", json!({}))), Rule::ProcessStartTime);
+        assert_eq!(rule_of(with("process_start_time", json!("soon"))), Rule::ProcessStartTime);
         let mut seen = HashSet::new();
         seen.insert("ab".to_owned());
         let dup = Entry::from_value(4, base(), &seen).expect_err("duplicate");
         assert_eq!(dup[0].rule, Rule::DuplicateLeaseId);
-        assert_eq!(
-            dup[0].to_string(),
-            "entry 4 (lease ab): lease_id appears in an earlier entry"
-        );
+        assert_eq!(dup[0].to_string(), "entry 4 (lease ab): lease_id appears in an earlier entry");
     }
 
     #[test]
     fn every_broken_rule_is_reported() {
         let v = json!({"lease_id": "", "session_id": "", "pid": "x", "surface": 3});
-        let rules: Vec<Rule> = check(v)
-            .expect_err("invalid")
-            .iter()
-            .map(|p| p.rule)
-            .collect();
-        assert_eq!(
-            rules,
-            vec![Rule::LeaseId, Rule::SessionId, Rule::Pid, Rule::Surface]
-        );
+        let rules: Vec<Rule> = check(v).expect_err("invalid").iter().map(|p| p.rule).collect();
+        assert_eq!(rules, vec![Rule::LeaseId, Rule::SessionId, Rule::Pid, Rule::Surface]);
     }
 
     #[test]
@@ -588,13 +484,7 @@ mod tests {
             check(with("metadata", json!({"live_session_id": "t"}))).map(|e| e.live_session_id()),
             Ok("t".into())
         );
-        assert_eq!(
-            check(with("metadata", json!({"live_session_id": 7}))).map(|e| e.live_session_id()),
-            Ok("7".into())
-        );
-        assert_eq!(
-            check(base()).map(|e| e.live_session_id()),
-            Ok(String::new())
-        );
+        assert_eq!(check(with("metadata", json!({"live_session_id": 7}))).map(|e| e.live_session_id()), Ok("7".into()));
+        assert_eq!(check(base()).map(|e| e.live_session_id()), Ok(String::new()));
     }
 }

@@ -21,11 +21,7 @@ impl std::fmt::Display for InvalidRegistry {
             None => write!(f, "unknown problem")?,
         }
         if self.problems.len() > 1 {
-            write!(
-                f,
-                " (and {} more problem(s); run `leasectl doctor`)",
-                self.problems.len() - 1
-            )?;
+            write!(f, " (and {} more problem(s); run `leasectl doctor`)", self.problems.len() - 1)?;
         }
         Ok(())
     }
@@ -61,43 +57,25 @@ pub enum Error {
 
 impl Error {
     pub fn io(action: impl Into<String>, path: &Path, source: std::io::Error) -> Error {
-        Error::Io {
-            action: action.into(),
-            path: path.to_path_buf(),
-            source,
-        }
+        Error::Io { action: action.into(), path: path.to_path_buf(), source }
     }
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::LockTimeout {
-                lock_path,
-                waited,
-                holder_pid,
-            } => {
-                write!(
-                    f,
-                    "registry lock {} still held after {:.1}s",
-                    lock_path.display(),
-                    waited.as_secs_f64()
-                )?;
+            Error::LockTimeout { lock_path, waited, holder_pid } => {
+                write!(f, "registry lock {} still held after {:.1}s", lock_path.display(), waited.as_secs_f64())?;
                 match holder_pid {
                     Some(pid) => write!(f, " (held by pid {pid})"),
                     None => write!(f, " (holder pid not found in /proc/locks)"),
                 }
             }
-            Error::Io {
-                action,
-                path,
-                source,
-            } => write!(f, "cannot {action} {}: {source}", path.display()),
+            Error::Io { action, path, source } => write!(f, "cannot {action} {}: {source}", path.display()),
             Error::Invalid(inv) => write!(f, "{inv}"),
-            Error::LivenessUnknown { lease_id, pid, why } => write!(
-                f,
-                "cannot tell whether the owner of tracked lease {lease_id} (pid {pid}) is alive: {why}"
-            ),
+            Error::LivenessUnknown { lease_id, pid, why } => {
+                write!(f, "cannot tell whether the owner of tracked lease {lease_id} (pid {pid}) is alive: {why}")
+            }
             Error::NotFound(what) | Error::LiveOwner(what) | Error::Refused(what) => {
                 write!(f, "{what}")
             }
@@ -118,30 +96,18 @@ impl std::error::Error for Error {
 impl Clone for Error {
     fn clone(&self) -> Error {
         match self {
-            Error::LockTimeout {
-                lock_path,
-                waited,
-                holder_pid,
-            } => Error::LockTimeout {
-                lock_path: lock_path.clone(),
-                waited: *waited,
-                holder_pid: *holder_pid,
-            },
-            Error::Io {
-                action,
-                path,
-                source,
-            } => Error::Io {
+            Error::LockTimeout { lock_path, waited, holder_pid } => {
+                Error::LockTimeout { lock_path: lock_path.clone(), waited: *waited, holder_pid: *holder_pid }
+            }
+            Error::Io { action, path, source } => Error::Io {
                 action: action.clone(),
                 path: path.clone(),
                 source: std::io::Error::new(source.kind(), source.to_string()),
             },
             Error::Invalid(i) => Error::Invalid(i.clone()),
-            Error::LivenessUnknown { lease_id, pid, why } => Error::LivenessUnknown {
-                lease_id: lease_id.clone(),
-                pid: *pid,
-                why: why.clone(),
-            },
+            Error::LivenessUnknown { lease_id, pid, why } => {
+                Error::LivenessUnknown { lease_id: lease_id.clone(), pid: *pid, why: why.clone() }
+            }
             Error::NotFound(s) => Error::NotFound(s.clone()),
             Error::LiveOwner(s) => Error::LiveOwner(s.clone()),
             Error::Refused(s) => Error::Refused(s.clone()),

@@ -42,11 +42,7 @@ pub struct Grant {
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
-pub fn prune_dead(
-    entries: Vec<Entry>,
-    prober: &mut Prober,
-    strict: bool,
-) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
+pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
     let mut live = Vec::with_capacity(entries.len());
     let mut dead = Vec::new();
     for entry in entries {
@@ -58,20 +54,12 @@ pub fn prune_dead(
                 let why = match cause {
                     UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
                 };
-                return Err(Error::LivenessUnknown {
-                    lease_id: entry.lease_id().to_owned(),
-                    pid: entry.pid(),
-                    why,
-                });
+                return Err(Error::LivenessUnknown { lease_id: entry.lease_id().to_owned(), pid: entry.pid(), why });
             }
             Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
             Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
         };
-        if keep {
-            live.push(entry)
-        } else {
-            dead.push(entry)
-        }
+        if keep { live.push(entry) } else { dead.push(entry) }
     }
     Ok((live, dead))
 }
@@ -96,13 +84,7 @@ fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
 pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
     let lease_id = random::lease_id();
     if req.session_id.is_empty() {
-        return Ok(Grant {
-            lease_id,
-            recorded: false,
-            entry: None,
-            replaced: None,
-            pruned: vec![],
-        });
+        return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![] });
     }
     let path = reg.path();
     let unavailable = |e: Error| Refusal {
@@ -113,8 +95,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
     let guard = lock::lock(&reg.lock_path(), req.lock_timeout).map_err(unavailable)?;
     let file = store::read(&path).map_err(unavailable)?;
     let mut prober = Prober::new();
-    let (mut entries, pruned) =
-        prune_dead(file.entries, &mut prober, req.track_liveness).map_err(unavailable)?;
+    let (mut entries, pruned) = prune_dead(file.entries, &mut prober, req.track_liveness).map_err(unavailable)?;
     let at = now();
     let new_entry = Entry::new_lease(NewLease {
         lease_id: lease_id.clone(),
@@ -126,28 +107,16 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         track_liveness: req.track_liveness,
         metadata: req.metadata.clone(),
     });
-    let mut out = store::RegistryFile {
-        entries: Vec::new(),
-        extra: file.extra,
-    };
+    let mut out = store::RegistryFile { entries: Vec::new(), extra: file.extra };
 
     // Exclusivity first, under the same lock that just pruned dead owners.
-    let refusal = if let Some(index) = entries
-        .iter()
-        .position(|e| e.session_id() == req.session_id)
-    {
+    let refusal = if let Some(index) = entries.iter().position(|e| e.session_id() == req.session_id) {
         if is_same_writer(&entries[index], req) {
             let replaced = entries[index].lease_id().to_owned();
             entries[index] = new_entry.clone();
             out.entries = entries;
             store::write(&guard, &path, &out).map_err(unavailable)?;
-            return Ok(Grant {
-                lease_id,
-                recorded: true,
-                entry: Some(new_entry),
-                replaced: Some(replaced),
-                pruned,
-            });
+            return Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: Some(replaced), pruned });
         }
         let holder = entries[index].clone();
         Some(Refusal {
@@ -159,11 +128,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         // Capacity second, and only when a cap is configured.
         let oldest = entries
             .iter()
-            .min_by(|a, b| {
-                a.started_at()
-                    .unwrap_or(f64::MAX)
-                    .total_cmp(&b.started_at().unwrap_or(f64::MAX))
-            })
+            .min_by(|a, b| a.started_at().unwrap_or(f64::MAX).total_cmp(&b.started_at().unwrap_or(f64::MAX)))
             .cloned();
         Some(Refusal {
             reason: Reason::MaxConcurrentSessions,
@@ -184,13 +149,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
     entries.push(new_entry.clone());
     out.entries = entries;
     store::write(&guard, &path, &out).map_err(unavailable)?;
-    Ok(Grant {
-        lease_id,
-        recorded: true,
-        entry: Some(new_entry),
-        replaced: None,
-        pruned,
-    })
+    Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned })
 }
 
 /// What a release did.
@@ -208,39 +167,17 @@ pub fn release(reg: &Registry, lease_id: &str, lock_timeout: Duration) -> Result
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let file = store::read(&path)?;
     if !file.entries.iter().any(|e| e.lease_id() == lease_id) {
-        return Ok(Released {
-            removed: false,
-            pruned: vec![],
-        });
+        return Ok(Released { removed: false, pruned: vec![] });
     }
-    let tracked = file
-        .entries
-        .iter()
-        .any(|e| e.lease_id() == lease_id && e.track_liveness());
+    let tracked = file.entries.iter().any(|e| e.lease_id() == lease_id && e.track_liveness());
     let mut prober = Prober::new();
     let all = file.entries.clone();
     // If liveness cannot be proven, release the lease alone and prune nothing.
     let (live, pruned) = prune_dead(file.entries, &mut prober, tracked).unwrap_or((all, vec![]));
-    let entries: Vec<Entry> = live
-        .into_iter()
-        .filter(|e| e.lease_id() != lease_id)
-        .collect();
-    let pruned: Vec<Entry> = pruned
-        .into_iter()
-        .filter(|e| e.lease_id() != lease_id)
-        .collect();
-    store::write(
-        &guard,
-        &path,
-        &store::RegistryFile {
-            entries,
-            extra: file.extra,
-        },
-    )?;
-    Ok(Released {
-        removed: true,
-        pruned,
-    })
+    let entries: Vec<Entry> = live.into_iter().filter(|e| e.lease_id() != lease_id).collect();
+    let pruned: Vec<Entry> = pruned.into_iter().filter(|e| e.lease_id() != lease_id).collect();
+    store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
+    Ok(Released { removed: true, pruned })
 }
 
 /// Move a lease to another session id without dropping its slot. Unlike Hermes,
@@ -253,9 +190,7 @@ pub fn transfer(
     lock_timeout: Duration,
 ) -> Result<Result<Entry, Refusal>, Error> {
     if new_session_id.is_empty() {
-        return Err(Error::Refused(
-            "cannot transfer a lease to an empty session id".into(),
-        ));
+        return Err(Error::Refused("cannot transfer a lease to an empty session id".into()));
     }
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
@@ -263,16 +198,10 @@ pub fn transfer(
     let mut prober = Prober::new();
     let (mut entries, _pruned) = prune_dead(file.entries, &mut prober, false)?;
     let Some(own) = entries.iter().position(|e| e.lease_id() == lease_id) else {
-        return Err(Error::NotFound(format!(
-            "no live lease {lease_id} in {}",
-            path.display()
-        )));
+        return Err(Error::NotFound(format!("no live lease {lease_id} in {}", path.display())));
     };
     let at = now();
-    if let Some(holder) = entries
-        .iter()
-        .find(|e| e.session_id() == new_session_id && e.lease_id() != lease_id)
-    {
+    if let Some(holder) = entries.iter().find(|e| e.session_id() == new_session_id && e.lease_id() != lease_id) {
         let holder = holder.clone();
         return Ok(Err(Refusal {
             reason: Reason::SessionNotOwned,
@@ -282,13 +211,6 @@ pub fn transfer(
     }
     entries[own].move_to(new_session_id, at, metadata);
     let moved = entries[own].clone();
-    store::write(
-        &guard,
-        &path,
-        &store::RegistryFile {
-            entries,
-            extra: file.extra,
-        },
-    )?;
+    store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
     Ok(Ok(moved))
 }

@@ -148,17 +148,12 @@ pub fn judge_state(state: &ProcState, recorded: Option<f64>) -> Liveness {
         ProcState::Unprobeable(why) => Liveness::Unknown(UnknownCause::ProbeFailed(why.clone())),
         ProcState::Running { start_time } => match (recorded, start_time) {
             (None, _) => Liveness::Alive,
-            (Some(_), Err(why)) => {
-                Liveness::Unknown(UnknownCause::StartTimeUnreadable(why.clone()))
-            }
+            (Some(_), Err(why)) => Liveness::Unknown(UnknownCause::StartTimeUnreadable(why.clone())),
             (Some(rec), Ok(actual)) => {
                 if (actual - rec).abs() < 0.001 {
                     Liveness::Alive
                 } else {
-                    Liveness::Recycled {
-                        recorded: rec,
-                        actual: *actual,
-                    }
+                    Liveness::Recycled { recorded: rec, actual: *actual }
                 }
             }
         },
@@ -166,8 +161,7 @@ pub fn judge_state(state: &ProcState, recorded: Option<f64>) -> Liveness {
 }
 
 fn read_boot_clock() -> Result<BootClock, String> {
-    let stat = std::fs::read_to_string("/proc/stat")
-        .map_err(|e| format!("cannot read /proc/stat: {e}"))?;
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("cannot read /proc/stat: {e}"))?;
     let btime = stat
         .lines()
         .find_map(|l| l.strip_prefix("btime "))
@@ -178,10 +172,7 @@ fn read_boot_clock() -> Result<BootClock, String> {
     if clk <= 0 {
         return Err("sysconf(_SC_CLK_TCK) failed".into());
     }
-    Ok(BootClock {
-        btime,
-        clk_tck: clk as f64,
-    })
+    Ok(BootClock { btime, clk_tck: clk as f64 })
 }
 
 fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
@@ -225,15 +216,11 @@ fn exists_without_proc(pid: u64, why: String) -> ProcState {
     // SAFETY: signal 0 only checks for existence and permission.
     let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
     if rc == 0 {
-        return ProcState::Running {
-            start_time: Err(why),
-        };
+        return ProcState::Running { start_time: Err(why) };
     }
     match std::io::Error::last_os_error().raw_os_error() {
         Some(libc::ESRCH) => ProcState::Gone,
-        Some(libc::EPERM) => ProcState::Running {
-            start_time: Err(why),
-        },
+        Some(libc::EPERM) => ProcState::Running { start_time: Err(why) },
         _ => ProcState::Unprobeable(why),
     }
 }
@@ -269,8 +256,7 @@ mod tests {
 
     #[test]
     fn stat_parsing_takes_the_last_paren() {
-        let line =
-            b"123 (we) ird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21";
+        let line = b"123 (we) ird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21";
         assert_eq!(parse_stat(line), Some((b'S', Some(987654))));
     }
 
@@ -278,10 +264,7 @@ mod tests {
     fn start_time_uses_psutils_order_of_operations() {
         // Same expression in Python: 12345678 / 100 + 1795989000
         let t = start_time_from(12_345_678, 100.0, 1_795_989_000);
-        assert_eq!(
-            t.to_bits(),
-            (12_345_678f64 / 100.0 + 1_795_989_000f64).to_bits()
-        );
+        assert_eq!(t.to_bits(), (12_345_678f64 / 100.0 + 1_795_989_000f64).to_bits());
         assert_eq!(crate::lease::pyjson::float_repr(t), "1796112456.78");
     }
 
@@ -290,29 +273,17 @@ mod tests {
         let me = u64::from(std::process::id());
         let mut p = Prober::new();
         let start = p.start_time(me).expect("own start time");
-        assert!(matches!(
-            judge_state(&p.state(me), Some(start)),
-            Liveness::Alive
-        ));
-        assert!(matches!(
-            judge_state(&p.state(me), Some(1.0)),
-            Liveness::Recycled { .. }
-        ));
+        assert!(matches!(judge_state(&p.state(me), Some(start)), Liveness::Alive));
+        assert!(matches!(judge_state(&p.state(me), Some(1.0)), Liveness::Recycled { .. }));
         assert!(matches!(judge_state(&p.state(me), None), Liveness::Alive));
     }
 
     #[test]
     fn clock_step_is_told_apart() {
-        let step = Liveness::Recycled {
-            recorded: 100.25,
-            actual: 103.25,
-        };
+        let step = Liveness::Recycled { recorded: 100.25, actual: 103.25 };
         assert!(step.clock_step_suspected());
         assert!(step.explain().contains("clock step?"));
-        let other = Liveness::Recycled {
-            recorded: 100.25,
-            actual: 103.75,
-        };
+        let other = Liveness::Recycled { recorded: 100.25, actual: 103.75 };
         assert!(!other.clock_step_suspected());
     }
 

@@ -17,8 +17,7 @@ pub struct RegistryLock {
 /// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does.
 pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
     if let Some(dir) = lock_path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io("create the runtime directory", dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
     }
     let file = OpenOptions::new()
         .append(true)
@@ -109,9 +108,6 @@ mod tests {
             other => panic!("unexpected {other}"),
         }
         drop(held);
-        assert!(
-            lock(&path, Duration::from_millis(50)).is_ok(),
-            "free after drop"
-        );
+        assert!(lock(&path, Duration::from_millis(50)).is_ok(), "free after drop");
     }
 }

@@ -15,9 +15,7 @@ pub mod random;
 pub mod refusal;
 pub mod store;
 
-pub use admin::{
-    DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot,
-};
+pub use admin::{DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot};
 pub use entry::{Entry, Problem, Rule};
 pub use error::{Error, InvalidRegistry};
 pub use fence::{AcquireRequest, Grant, Released, acquire, release, transfer};
@@ -30,8 +28,5 @@ pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_
 
 /// Wall-clock time as epoch seconds, like Python's `time.time()`.
 pub fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }

@@ -28,19 +28,13 @@ impl Default for OwnerProbe {
 
 impl OwnerProbe {
     pub fn new() -> OwnerProbe {
-        OwnerProbe {
-            sys: System::new().ok(),
-            users: None,
-        }
+        OwnerProbe { sys: System::new().ok(), users: None }
     }
 
     /// Look up only the given pids (no full process scan).
     pub fn infos(&mut self, pids: &[u64]) -> HashMap<u64, OwnerInfo> {
-        let mut wanted: Vec<Pid> = pids
-            .iter()
-            .filter(|p| **p <= u32::MAX as u64)
-            .map(|p| Pid::from_u32(*p as u32))
-            .collect();
+        let mut wanted: Vec<Pid> =
+            pids.iter().filter(|p| **p <= u32::MAX as u64).map(|p| Pid::from_u32(*p as u32)).collect();
         wanted.sort_unstable();
         wanted.dedup();
         let Some(sys) = self.sys.as_mut() else {
@@ -65,17 +59,10 @@ impl OwnerProbe {
                 let p = sys.process(*pid)?;
                 let info = OwnerInfo {
                     name: p.name().to_string_lossy().into_owned(),
-                    cmdline: p
-                        .cmd()
-                        .iter()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .collect(),
+                    cmdline: p.cmd().iter().map(|s| s.to_string_lossy().into_owned()).collect(),
                     rss_bytes: p.memory(),
                     cpu_percent: p.cpu_usage(),
-                    user: p
-                        .user_id()
-                        .and_then(|uid| users?.get_user_by_id(uid))
-                        .map(|u| u.name().to_owned()),
+                    user: p.user_id().and_then(|uid| users?.get_user_by_id(uid)).map(|u| u.name().to_owned()),
                 };
                 Some((u64::from(pid.as_u32()), info))
             })

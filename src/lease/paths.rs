@@ -20,10 +20,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(profile: impl Into<String>, home: impl Into<PathBuf>) -> Registry {
-        Registry {
-            profile: profile.into(),
-            home: home.into(),
-        }
+        Registry { profile: profile.into(), home: home.into() }
     }
     pub fn runtime_dir(&self) -> PathBuf {
         self.home.join("runtime")
@@ -53,10 +50,7 @@ pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, String> {
     }
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".hermes")),
-        _ => Err(
-            "cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set)"
-                .into(),
-        ),
+        _ => Err("cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set)".into()),
     }
 }
 
@@ -75,10 +69,7 @@ pub fn root_of(home: &Path) -> PathBuf {
 pub fn registry_for_home(home: &Path) -> Registry {
     let root = root_of(home);
     if root != home {
-        let name = home
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Registry::new(name, home)
     } else {
         Registry::new("root", home)
@@ -88,9 +79,7 @@ pub fn registry_for_home(home: &Path) -> Registry {
 /// A named profile of the root (`<root>/profiles/<name>`). The name must be a plain directory name.
 pub fn profile_registry(root: &Path, name: &str) -> Result<Registry, String> {
     if name.is_empty() || name.starts_with('.') || name.contains('/') || name.contains('\0') {
-        return Err(format!(
-            "invalid profile name {name:?}: a plain directory name not starting with '.'"
-        ));
+        return Err(format!("invalid profile name {name:?}: a plain directory name not starting with '.'"));
     }
     Ok(Registry::new(name, root.join("profiles").join(name)))
 }
@@ -107,11 +96,7 @@ pub fn all_registries(root: &Path) -> Vec<Registry> {
         .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
-    out.extend(
-        names
-            .into_iter()
-            .map(|n| Registry::new(n.clone(), root.join("profiles").join(n))),
-    );
+    out.extend(names.into_iter().map(|n| Registry::new(n.clone(), root.join("profiles").join(n))));
     out
 }
 
@@ -121,18 +106,9 @@ mod tests {
 
     #[test]
     fn profile_home_has_its_root() {
-        assert_eq!(
-            root_of(Path::new("/h/.hermes/profiles/work")),
-            PathBuf::from("/h/.hermes")
-        );
-        assert_eq!(
-            root_of(Path::new("/h/.hermes")),
-            PathBuf::from("/h/.hermes")
-        );
-        assert_eq!(
-            registry_for_home(Path::new("/r/profiles/work")).profile,
-            "work"
-        );
+        assert_eq!(root_of(Path::new("/h/.hermes/profiles/work")), PathBuf::from("/h/.hermes"));
+        assert_eq!(root_of(Path::new("/h/.hermes")), PathBuf::from("/h/.hermes"));
+        assert_eq!(registry_for_home(Path::new("/r/profiles/work")).profile, "work");
         assert_eq!(registry_for_home(Path::new("/r")).profile, "root");
     }
 
@@ -143,10 +119,7 @@ mod tests {
             std::fs::create_dir_all(dir.path().join("profiles").join(name)).expect("mkdir");
         }
         std::fs::write(dir.path().join("profiles").join("file"), "").expect("write");
-        let names: Vec<String> = all_registries(dir.path())
-            .into_iter()
-            .map(|r| r.profile)
-            .collect();
+        let names: Vec<String> = all_registries(dir.path()).into_iter().map(|r| r.profile).collect();
         assert_eq!(names, vec!["root", "alpha", "zeta"]);
     }
 

@@ -194,21 +194,14 @@ mod tests {
     #[test]
     fn objects_sorted_with_python_separators() {
         let v = json!({"b": [1, 2.0, null, true], "a": {"z": "x", "é": 1, "B": false}});
-        assert_eq!(
-            to_string(&v),
-            "{\"a\": {\"B\": false, \"z\": \"x\", \"é\": 1}, \"b\": [1, 2.0, null, true]}"
-        );
+        assert_eq!(to_string(&v), "{\"a\": {\"B\": false, \"z\": \"x\", \"é\": 1}, \"b\": [1, 2.0, null, true]}");
     }
 
     #[test]
     fn numbers_keep_python_semantics() {
-        let v: Value = serde_json::from_str(
-            "[123456789012345678901234567890, -0, 1e5, 1E-7, 2.50, 1795989978.5677974]",
-        )
-        .expect("valid json");
-        assert_eq!(
-            to_string(&v),
-            "[123456789012345678901234567890, 0, 100000.0, 1e-07, 2.5, 1795989978.5677974]"
-        );
+        let v: Value =
+            serde_json::from_str("[123456789012345678901234567890, -0, 1e5, 1E-7, 2.50, 1795989978.5677974]")
+                .expect("valid json");
+        assert_eq!(to_string(&v), "[123456789012345678901234567890, 0, 100000.0, 1e-07, 2.5, 1795989978.5677974]");
     }
 }

@@ -20,8 +20,7 @@ pub fn bytes<const N: usize>() -> [u8; N] {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
-        let mut x =
-            nanos ^ (u64::from(std::process::id()) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut x = nanos ^ (u64::from(std::process::id()) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed);
         for b in buf.iter_mut() {
             // splitmix64 step
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -50,10 +49,7 @@ mod tests {
         let b = super::lease_id();
         assert_ne!(a, b);
         assert_eq!(a.len(), 32);
-        assert!(
-            a.bytes()
-                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-        );
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_eq!(&a[12..13], "4");
         assert!(matches!(&a[16..17], "8" | "9" | "a" | "b"));
     }

@@ -72,20 +72,12 @@ pub fn refusal_stderr(r: &Refusal) -> String {
 
 /// Hermes' `format_age`: whole minutes, then hours and minutes (`5m`, `3h`, `3h12m`).
 pub fn format_age(seconds: f64) -> String {
-    let minutes = if seconds.is_finite() && seconds > 0.0 {
-        (seconds / 60.0).floor() as u64
-    } else {
-        0
-    };
+    let minutes = if seconds.is_finite() && seconds > 0.0 { (seconds / 60.0).floor() as u64 } else { 0 };
     if minutes < 60 {
         return format!("{minutes}m");
     }
     let (hours, minutes) = (minutes / 60, minutes % 60);
-    if minutes == 0 {
-        format!("{hours}h")
-    } else {
-        format!("{hours}h{minutes}m")
-    }
+    if minutes == 0 { format!("{hours}h") } else { format!("{hours}h{minutes}m") }
 }
 
 /// Hermes' `summarize_holders`: `desktop x4, cli, oldest 3h ago`.
@@ -95,33 +87,16 @@ pub fn summarize_holders(entries: &[Entry], now: f64) -> String {
     }
     let mut counts: Vec<(String, usize)> = Vec::new();
     for e in entries {
-        let surface = e
-            .surface()
-            .filter(|s| !s.is_empty())
-            .unwrap_or("unknown")
-            .to_owned();
+        let surface = e.surface().filter(|s| !s.is_empty()).unwrap_or("unknown").to_owned();
         match counts.iter_mut().find(|(s, _)| *s == surface) {
             Some((_, n)) => *n += 1,
             None => counts.push((surface, 1)),
         }
     }
     counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let mut held = counts
-        .iter()
-        .map(|(s, n)| {
-            if *n > 1 {
-                format!("{s} x{n}")
-            } else {
-                s.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    let oldest = entries
-        .iter()
-        .filter_map(Entry::started_at)
-        .filter(|t| *t != 0.0)
-        .reduce(f64::min);
+    let mut held =
+        counts.iter().map(|(s, n)| if *n > 1 { format!("{s} x{n}") } else { s.clone() }).collect::<Vec<_>>().join(", ");
+    let oldest = entries.iter().filter_map(Entry::started_at).filter(|t| *t != 0.0).reduce(f64::min);
     if let Some(t) = oldest {
         held.push_str(&format!(", oldest {} ago", format_age(now - t)));
     }
@@ -130,10 +105,7 @@ pub fn summarize_holders(entries: &[Entry], now: f64) -> String {
 
 /// Hermes' `session_already_owned_message`.
 pub fn not_owned_message(session_id: &str, holder: &Entry, now: f64) -> String {
-    let surface = holder
-        .surface()
-        .filter(|s| !s.is_empty())
-        .unwrap_or("another surface");
+    let surface = holder.surface().filter(|s| !s.is_empty()).unwrap_or("another surface");
     let age = match holder.started_at().filter(|t| *t != 0.0) {
         Some(t) => format!(", lease age {}", format_age(now - t)),
         None => String::new(),
@@ -150,14 +122,8 @@ pub fn not_owned_message(session_id: &str, holder: &Entry, now: f64) -> String {
 /// Hermes' `active_session_limit_message`.
 pub fn capacity_message(active: usize, cap: u64, entries: &[Entry], now: f64) -> String {
     let held = summarize_holders(entries, now);
-    let detail = if held.is_empty() {
-        String::new()
-    } else {
-        format!(" Held by: {held}.")
-    };
-    format!(
-        "Hermes is at the active session limit ({active}/{cap}).{detail} Try again when another session finishes."
-    )
+    let detail = if held.is_empty() { String::new() } else { format!(" Held by: {held}.") };
+    format!("Hermes is at the active session limit ({active}/{cap}).{detail} Try again when another session finishes.")
 }
 
 /// Why coordination failed, precisely, and that nothing was changed.

@@ -31,12 +31,9 @@ pub struct RegistryFile {
 pub fn read(path: &Path) -> Result<RegistryFile, Error> {
     match read_bytes(path)? {
         None => Ok(RegistryFile::default()),
-        Some(bytes) => parse(&bytes).map_err(|problems| {
-            Error::Invalid(InvalidRegistry {
-                path: path.to_path_buf(),
-                problems,
-            })
-        }),
+        Some(bytes) => {
+            parse(&bytes).map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
+        }
     }
 }
 
@@ -46,27 +43,18 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
-            return Err(Error::Invalid(unreadable(
-                path,
-                format!("cannot open: {e}"),
-            )));
+            return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
         }
     };
     let mut bytes = Vec::new();
     let limit = MAX_REGISTRY_BYTES + 1;
     if let Err(e) = (&mut file).take(limit).read_to_end(&mut bytes) {
-        return Err(Error::Invalid(unreadable(
-            path,
-            format!("cannot read: {e}"),
-        )));
+        return Err(Error::Invalid(unreadable(path, format!("cannot read: {e}"))));
     }
     if bytes.len() as u64 > MAX_REGISTRY_BYTES {
         return Err(Error::Invalid(unreadable(
             path,
-            format!(
-                "larger than the {} MiB limit",
-                MAX_REGISTRY_BYTES / (1024 * 1024)
-            ),
+            format!("larger than the {} MiB limit", MAX_REGISTRY_BYTES / (1024 * 1024)),
         )));
     }
     Ok(Some(bytes))
@@ -75,32 +63,20 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
 fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
     InvalidRegistry {
         path: path.to_path_buf(),
-        problems: vec![Problem {
-            rule: Rule::Unreadable,
-            entry_index: None,
-            lease_id: None,
-            detail,
-        }],
+        problems: vec![Problem { rule: Rule::Unreadable, entry_index: None, lease_id: None, detail }],
     }
 }
 
 fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
-    vec![Problem {
-        rule,
-        entry_index: None,
-        lease_id: None,
-        detail,
-    }]
+    vec![Problem { rule, entry_index: None, lease_id: None, detail }]
 }
 
 /// Parse registry bytes strictly (spec §3): BOM tolerated, legacy list accepted,
 /// every entry validated. Returns every problem found.
 pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| file_problem(Rule::Unreadable, format!("not UTF-8 ({e})")))?;
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| file_problem(Rule::NotJson, format!("not JSON: {e}")))?;
+    let text = std::str::from_utf8(bytes).map_err(|e| file_problem(Rule::Unreadable, format!("not UTF-8 ({e})")))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| file_problem(Rule::NotJson, format!("not JSON: {e}")))?;
     let (list, extra) = match value {
         Value::Array(list) => (list, Map::new()),
         Value::Object(mut map) => match map.remove("entries") {
@@ -112,19 +88,13 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
                 ));
             }
             None => {
-                return Err(file_problem(
-                    Rule::WrongShape,
-                    "object without an \"entries\" list".into(),
-                ));
+                return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into()));
             }
         },
         other => {
             return Err(file_problem(
                 Rule::WrongShape,
-                format!(
-                    "top level is {}, not an object with \"entries\" or a list",
-                    short_kind(&other)
-                ),
+                format!("top level is {}, not an object with \"entries\" or a list", short_kind(&other)),
             ));
         }
     };
@@ -134,10 +104,7 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
     for (index, item) in list.into_iter().enumerate() {
         // The lease id counts as seen even when the entry is otherwise invalid,
         // so a later duplicate is still reported.
-        let id = item
-            .get("lease_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let id = item.get("lease_id").and_then(Value::as_str).map(str::to_owned);
         match Entry::from_value(index, item, &seen) {
             Ok(entry) => entries.push(entry),
             Err(mut p) => problems.append(&mut p),
@@ -146,11 +113,7 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             seen.insert(id);
         }
     }
-    if problems.is_empty() {
-        Ok(RegistryFile { entries, extra })
-    } else {
-        Err(problems)
-    }
+    if problems.is_empty() { Ok(RegistryFile { entries, extra }) } else { Err(problems) }
 }
 
 fn short_kind(v: &Value) -> &'static str {
@@ -225,12 +188,9 @@ fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
             tmp.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(|e| Error::io("set the mode of", &tmp_path, e))?;
         }
-        tmp.write_all(bytes)
-            .map_err(|e| Error::io("write", &tmp_path, e))?;
-        tmp.sync_all()
-            .map_err(|e| Error::io("fsync", &tmp_path, e))?;
-        std::fs::rename(&tmp_path, path)
-            .map_err(|e| Error::io("rename the temp file over", path, e))
+        tmp.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, e))?;
+        tmp.sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
+        std::fs::rename(&tmp_path, path).map_err(|e| Error::io("rename the temp file over", path, e))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp_path);
@@ -244,17 +204,9 @@ fn create_temp(dir: &Path) -> Result<(PathBuf, File), Error> {
     let mut last_err = None;
     for _ in 0..100 {
         let random = super::random::bytes::<8>();
-        let name: String = random
-            .iter()
-            .map(|b| CHARS[*b as usize % CHARS.len()] as char)
-            .collect();
+        let name: String = random.iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
         let tmp_path = dir.join(format!("{TEMP_PREFIX}{name}{TEMP_SUFFIX}"));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o666)
-            .open(&tmp_path)
-        {
+        match OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp_path) {
             Ok(f) => return Ok((tmp_path, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
             Err(e) => return Err(Error::io("create a temp file in", dir, e)),
@@ -308,10 +260,7 @@ mod tests {
         let text = "\u{feff}[{\"lease_id\": \"x\", \"session_id\": \"S\", \"pid\": \"12\"}]";
         let file = parse(text.as_bytes()).expect("valid");
         assert_eq!(file.entries[0].pid(), 12);
-        assert_eq!(
-            serialize(&file),
-            "{\"entries\": [{\"lease_id\": \"x\", \"pid\": \"12\", \"session_id\": \"S\"}]}"
-        );
+        assert_eq!(serialize(&file), "{\"entries\": [{\"lease_id\": \"x\", \"pid\": \"12\", \"session_id\": \"S\"}]}");
     }
 
     #[test]
@@ -322,16 +271,10 @@ mod tests {
         assert_eq!(rule("{\"entries\": null}"), Rule::WrongShape);
         assert_eq!(rule("\"x\""), Rule::WrongShape);
         assert_eq!(rule("[1]"), Rule::NonObjectEntry);
-        assert_eq!(
-            parse(b"\xff\xfe").expect_err("invalid")[0].rule,
-            Rule::Unreadable
-        );
+        assert_eq!(parse(b"\xff\xfe").expect_err("invalid")[0].rule, Rule::Unreadable);
         let dup = r#"[{"lease_id": "a", "session_id": "S", "pid": 1}, {"lease_id": "a", "session_id": "T", "pid": 1}]"#;
         let p = parse(dup.as_bytes()).expect_err("dup");
-        assert_eq!(
-            (p[0].rule, p[0].entry_index),
-            (Rule::DuplicateLeaseId, Some(1))
-        );
+        assert_eq!((p[0].rule, p[0].entry_index), (Rule::DuplicateLeaseId, Some(1)));
     }
 
     #[test]

@@ -39,25 +39,16 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     }
     if old.cap != new.cap.cap {
         let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-        out.push(change(
-            LogLevel::Change,
-            format!("cap changed: {} -> {}", show(old.cap), show(new.cap.cap)),
-        ));
+        out.push(change(LogLevel::Change, format!("cap changed: {} -> {}", show(old.cap), show(new.cap.cap))));
     }
     let leases = match (&old.error, &new.leases) {
         (None, Err(e)) => {
-            out.push(change(
-                LogLevel::Warn,
-                format!("registry became invalid: {e}"),
-            ));
+            out.push(change(LogLevel::Warn, format!("registry became invalid: {e}")));
             return out;
         }
         (Some(_), Err(e)) => {
             if old.error.as_ref() != Some(e) {
-                out.push(change(
-                    LogLevel::Warn,
-                    format!("registry still invalid: {e}"),
-                ));
+                out.push(change(LogLevel::Warn, format!("registry still invalid: {e}")));
             }
             return out;
         }
@@ -67,8 +58,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         }
         (None, Ok(l)) => l,
     };
-    let before: HashMap<&str, &LeaseRow> =
-        old.leases.iter().map(|l| (l.entry.lease_id(), l)).collect();
+    let before: HashMap<&str, &LeaseRow> = old.leases.iter().map(|l| (l.entry.lease_id(), l)).collect();
     let after: HashMap<&str, &LeaseRow> = leases.iter().map(|l| (l.entry.lease_id(), l)).collect();
     for l in leases {
         match before.get(l.entry.lease_id()) {
@@ -77,11 +67,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
                 if prev.entry.session_id() != l.entry.session_id() {
                     out.push(change(
                         LogLevel::Change,
-                        format!(
-                            "moved: lease from session {} to {}",
-                            prev.entry.session_id(),
-                            who(l)
-                        ),
+                        format!("moved: lease from session {} to {}", prev.entry.session_id(), who(l)),
                     ));
                 }
                 match (&prev.liveness, &l.liveness) {
@@ -98,11 +84,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     }
     for l in &old.leases {
         if !after.contains_key(l.entry.lease_id()) {
-            let verb = if l.liveness == Liveness::Alive {
-                "released"
-            } else {
-                "pruned"
-            };
+            let verb = if l.liveness == Liveness::Alive { "released" } else { "pruned" };
             out.push(change(LogLevel::Change, format!("{verb}: {}", who(l))));
         }
     }

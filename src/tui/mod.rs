@@ -36,15 +36,8 @@ const TICK: Duration = Duration::from_secs(1);
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
-    let scope = worker::Scope {
-        registries: opts.registries.clone(),
-        discover_root: opts.discover_root.clone(),
-    };
-    worker::spawn(
-        worker::Worker::new(scope, opts.lock_timeout),
-        effects_rx,
-        tx.clone(),
-    );
+    let scope = worker::Scope { registries: opts.registries.clone(), discover_root: opts.discover_root.clone() };
+    worker::spawn(worker::Worker::new(scope, opts.lock_timeout), effects_rx, tx.clone());
     let watch = sources::WatchScope {
         root: opts.root.clone(),
         discover: opts.discover_root.is_some(),
@@ -53,11 +46,7 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     sources::spawn_watcher(watch, tx.clone(), DEBOUNCE).map_err(std::io::Error::other)?;
     sources::spawn_tick(tx.clone(), TICK);
 
-    let mut app = App::new(
-        opts.registries,
-        crate::lease::now(),
-        time::local_utc_offset(),
-    );
+    let mut app = App::new(opts.registries, crate::lease::now(), time::local_utc_offset());
     app.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let _ = effects_tx.send(Effect::Reload);
 

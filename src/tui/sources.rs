@@ -53,10 +53,7 @@ pub struct WatchScope {
 impl WatchScope {
     fn homes(&self) -> Vec<PathBuf> {
         if self.discover {
-            paths::all_registries(&self.root)
-                .into_iter()
-                .map(|r| r.home)
-                .collect()
+            paths::all_registries(&self.root).into_iter().map(|r| r.home).collect()
         } else {
             self.homes.clone()
         }
@@ -111,11 +108,7 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
 }
 
 /// Watch with notify (debounced); re-arm whenever directories appear or vanish.
-pub fn spawn_watcher(
-    scope: WatchScope,
-    tx: Sender<Event>,
-    debounce: Duration,
-) -> notify::Result<()> {
+pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -> notify::Result<()> {
     let (fs_tx, fs_rx): (Sender<DebounceEventResult>, Receiver<DebounceEventResult>) = channel();
     let mut debouncer = new_debouncer(debounce, None, fs_tx)?;
     std::thread::spawn(move || {
@@ -145,13 +138,7 @@ pub fn spawn_watcher(
                 Ok(Ok(events)) => {
                     let paths: Vec<PathBuf> = events
                         .iter()
-                        .flat_map(|e| {
-                            e.event
-                                .paths
-                                .iter()
-                                .filter(|p| relevant(&e.event.kind, p))
-                                .cloned()
-                        })
+                        .flat_map(|e| e.event.paths.iter().filter(|p| relevant(&e.event.kind, p)).cloned())
                         .collect();
                     let rearmed = rearm(&mut watched);
                     if (!paths.is_empty() || rearmed) && tx.send(Event::FsChanged(paths)).is_err() {
@@ -181,52 +168,28 @@ mod tests {
     fn missing_dirs_are_watched_from_their_nearest_parent() {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().join("home");
-        let scope = WatchScope {
-            root: root.clone(),
-            discover: true,
-            homes: vec![],
-        };
-        assert_eq!(
-            scope.desired().into_iter().collect::<Vec<_>>(),
-            vec![dir.path().to_path_buf()]
-        );
+        let scope = WatchScope { root: root.clone(), discover: true, homes: vec![] };
+        assert_eq!(scope.desired().into_iter().collect::<Vec<_>>(), vec![dir.path().to_path_buf()]);
         std::fs::create_dir_all(root.join("runtime")).expect("mkdir");
         let d: Vec<PathBuf> = scope.desired().into_iter().collect();
         assert_eq!(d, vec![root.clone(), root.join("runtime")]);
         std::fs::create_dir_all(root.join("profiles/work")).expect("mkdir");
         let d: Vec<PathBuf> = scope.desired().into_iter().collect();
-        assert_eq!(
-            d,
-            vec![
-                root.clone(),
-                root.join("profiles"),
-                root.join("profiles/work"),
-                root.join("runtime")
-            ]
-        );
+        assert_eq!(d, vec![root.clone(), root.join("profiles"), root.join("profiles/work"), root.join("runtime")]);
     }
 
     #[test]
     fn reads_lock_and_temp_files_are_not_relevant() {
         use notify::event::{AccessKind, CreateKind, DataChange, ModifyKind, RenameMode};
         let reg = Path::new("/h/runtime/active_sessions.json");
-        assert!(relevant(
-            &EventKind::Modify(ModifyKind::Name(RenameMode::To)),
-            reg
-        ));
+        assert!(relevant(&EventKind::Modify(ModifyKind::Name(RenameMode::To)), reg));
         assert!(relevant(&EventKind::Create(CreateKind::File), reg));
         assert!(!relevant(&EventKind::Access(AccessKind::Any), reg));
-        assert!(!relevant(
-            &EventKind::Create(CreateKind::File),
-            Path::new("/h/runtime/active_sessions.lock")
-        ));
+        assert!(!relevant(&EventKind::Create(CreateKind::File), Path::new("/h/runtime/active_sessions.lock")));
         assert!(!relevant(
             &EventKind::Modify(ModifyKind::Data(DataChange::Any)),
             Path::new("/h/runtime/.active_sessions_abc.tmp")
         ));
-        assert!(relevant(
-            &EventKind::Create(CreateKind::Folder),
-            Path::new("/h/runtime")
-        ));
+        assert!(relevant(&EventKind::Create(CreateKind::Folder), Path::new("/h/runtime")));
     }
 }

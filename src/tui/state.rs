@@ -47,10 +47,7 @@ impl RegistryState {
     }
 
     pub fn live_count(&self) -> u64 {
-        self.leases
-            .iter()
-            .filter(|l| l.liveness == Liveness::Alive)
-            .count() as u64
+        self.leases.iter().filter(|l| l.liveness == Liveness::Alive).count() as u64
     }
 
     /// Adopt a fresh snapshot; the caller logs the differences first.
@@ -62,11 +59,7 @@ impl RegistryState {
             Ok(leases) => {
                 if !self.loaded || *leases != self.leases {
                     let ids_changed = self.leases.len() != leases.len()
-                        || self
-                            .leases
-                            .iter()
-                            .zip(leases)
-                            .any(|(a, b)| a.entry != b.entry);
+                        || self.leases.iter().zip(leases).any(|(a, b)| a.entry != b.entry);
                     if ids_changed || !self.loaded {
                         self.last_change = Some(at);
                     }
@@ -212,23 +205,14 @@ impl App {
 
     /// The registries the current tab shows.
     pub fn tab_registries(&self) -> Vec<usize> {
-        if self.tab < self.registries.len() {
-            vec![self.tab]
-        } else {
-            (0..self.registries.len()).collect()
-        }
+        if self.tab < self.registries.len() { vec![self.tab] } else { (0..self.registries.len()).collect() }
     }
 
     pub fn log(&mut self, profile: &str, level: LogLevel, text: impl Into<String>) {
         if self.log.len() == LOG_LEN {
             self.log.pop_front();
         }
-        self.log.push_back(LogLine {
-            at: self.now,
-            profile: profile.to_owned(),
-            text: text.into(),
-            level,
-        });
+        self.log.push_back(LogLine { at: self.now, profile: profile.to_owned(), text: text.into(), level });
     }
 
     /// The rows of the current tab, grouped by session, filtered and sorted.
@@ -247,32 +231,18 @@ impl App {
                 by_session.entry(l.entry.session_id()).or_default().push(i);
             }
             for (session, leases) in by_session {
-                groups.push(Group {
-                    registry: r,
-                    session: session.to_owned(),
-                    leases,
-                });
+                groups.push(Group { registry: r, session: session.to_owned(), leases });
             }
         }
         let key = |g: &Group| -> (i64, String) {
             let ls = &self.registries[g.registry].leases;
-            let first = |f: &dyn Fn(&LeaseRow) -> i64| {
-                g.leases.iter().map(|i| f(&ls[*i])).min().unwrap_or(0)
-            };
+            let first = |f: &dyn Fn(&LeaseRow) -> i64| g.leases.iter().map(|i| f(&ls[*i])).min().unwrap_or(0);
             match self.sort {
                 SortMode::Session => (0, g.session.clone()),
-                SortMode::Age => (
-                    first(&|l| l.entry.started_at().unwrap_or(f64::MAX) as i64),
-                    g.session.clone(),
-                ),
+                SortMode::Age => (first(&|l| l.entry.started_at().unwrap_or(f64::MAX) as i64), g.session.clone()),
                 SortMode::Pid => (first(&|l| l.entry.pid() as i64), g.session.clone()),
                 SortMode::Surface => {
-                    let s = g
-                        .leases
-                        .first()
-                        .and_then(|i| ls[*i].entry.surface())
-                        .unwrap_or("")
-                        .to_owned();
+                    let s = g.leases.first().and_then(|i| ls[*i].entry.surface()).unwrap_or("").to_owned();
                     (0, format!("{s}\u{0}{}", g.session))
                 }
                 SortMode::Liveness => (first(&|l| liveness_rank(&l.liveness)), g.session.clone()),
@@ -282,20 +252,15 @@ impl App {
         let mut rows = Vec::new();
         for g in groups {
             let ls = &self.registries[g.registry].leases;
-            let live_in_session = ls
-                .iter()
-                .filter(|l| l.entry.session_id() == g.session && l.liveness == Liveness::Alive)
-                .count();
+            let live_in_session =
+                ls.iter().filter(|l| l.entry.session_id() == g.session && l.liveness == Liveness::Alive).count();
             rows.push(Row::Session {
                 registry: g.registry,
                 session: g.session.clone(),
                 count: g.leases.len(),
                 conflict: live_in_session > 1,
             });
-            rows.extend(g.leases.into_iter().map(|lease| Row::Lease {
-                registry: g.registry,
-                lease,
-            }));
+            rows.extend(g.leases.into_iter().map(|lease| Row::Lease { registry: g.registry, lease }));
         }
         rows
     }
@@ -314,8 +279,7 @@ impl App {
     /// The selected lease: (registry index, lease index).
     pub fn selection(&self) -> Option<(usize, usize)> {
         let rows = self.lease_rows();
-        rows.get(self.selected.min(rows.len().saturating_sub(1)))
-            .copied()
+        rows.get(self.selected.min(rows.len().saturating_sub(1))).copied()
     }
 
     pub fn selected_lease(&self) -> Option<&LeaseRow> {
@@ -338,11 +302,7 @@ struct Group {
 /// Filter on session, surface, pid or lease id (case-insensitive substring).
 fn matches_filter(l: &LeaseRow, needle: &str) -> bool {
     l.entry.session_id().to_lowercase().contains(needle)
-        || l.entry
-            .surface()
-            .unwrap_or("")
-            .to_lowercase()
-            .contains(needle)
+        || l.entry.surface().unwrap_or("").to_lowercase().contains(needle)
         || l.entry.pid().to_string().contains(needle)
         || l.entry.lease_id().to_lowercase().contains(needle)
 }
@@ -359,14 +319,6 @@ fn liveness_rank(l: &Liveness) -> i64 {
 /// One line of the lease table.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Row {
-    Session {
-        registry: usize,
-        session: String,
-        count: usize,
-        conflict: bool,
-    },
-    Lease {
-        registry: usize,
-        lease: usize,
-    },
+    Session { registry: usize, session: String, count: usize, conflict: bool },
+    Lease { registry: usize, lease: usize },
 }

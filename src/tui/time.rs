@@ -7,11 +7,7 @@ pub fn local_utc_offset() -> i64 {
     // SAFETY: localtime_r writes only into `tm`, which we own.
     unsafe {
         let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            0
-        } else {
-            tm.tm_gmtoff
-        }
+        if libc::localtime_r(&now, &mut tm).is_null() { 0 } else { tm.tm_gmtoff }
     }
 }
 
@@ -48,39 +44,22 @@ pub fn full(t: f64, offset: i64) -> String {
     let local = t.floor() as i64 + offset;
     let (days, secs) = (local.div_euclid(86_400), local.rem_euclid(86_400));
     let (y, mo, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
 }
 
 /// A compact age: `42s`, `5m`, `3h12m`, `2d4h`.
 pub fn age(seconds: f64) -> String {
-    let s = if seconds.is_finite() && seconds > 0.0 {
-        seconds as u64
-    } else {
-        0
-    };
+    let s = if seconds.is_finite() && seconds > 0.0 { seconds as u64 } else { 0 };
     match s {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m", s / 60),
         3600..86_400 => {
             let (h, m) = (s / 3600, s % 3600 / 60);
-            if m == 0 {
-                format!("{h}h")
-            } else {
-                format!("{h}h{m}m")
-            }
+            if m == 0 { format!("{h}h") } else { format!("{h}h{m}m") }
         }
         _ => {
             let (d, h) = (s / 86_400, s % 86_400 / 3600);
-            if h == 0 {
-                format!("{d}d")
-            } else {
-                format!("{d}d{h}h")
-            }
+            if h == 0 { format!("{d}d") } else { format!("{d}d{h}h") }
         }
     }
 }

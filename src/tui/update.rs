@@ -34,31 +34,18 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
 fn on_loaded(app: &mut App, loaded: Loaded) {
     app.now = loaded.at;
     for snap in &loaded.snapshots {
-        let index = match app
-            .registries
-            .iter()
-            .position(|r| r.registry == snap.registry)
-        {
+        let index = match app.registries.iter().position(|r| r.registry == snap.registry) {
             Some(i) => i,
             None => {
-                app.registries
-                    .push(RegistryState::new(snap.registry.clone()));
+                app.registries.push(RegistryState::new(snap.registry.clone()));
                 let profile = snap.registry.profile.clone();
-                app.log(
-                    &profile,
-                    LogLevel::Info,
-                    format!("new profile: {}", snap.registry.home.display()),
-                );
+                app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.registry.home.display()));
                 app.registries.len() - 1
             }
         };
         if !app.registries[index].loaded {
             let what = match &snap.leases {
-                Ok(l) => format!(
-                    "watching {} ({} lease(s))",
-                    snap.registry.path().display(),
-                    l.len()
-                ),
+                Ok(l) => format!("watching {} ({} lease(s))", snap.registry.path().display(), l.len()),
                 Err(_) => format!("watching {}", snap.registry.path().display()),
             };
             let profile = snap.registry.profile.clone();
@@ -76,46 +63,18 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
 
 fn on_action_done(app: &mut App, done: ActionDone) {
     let profile = done.registry.profile.clone();
-    if let Some(r) = app
-        .registries
-        .iter_mut()
-        .find(|r| r.registry == done.registry)
-    {
+    if let Some(r) = app.registries.iter_mut().find(|r| r.registry == done.registry) {
         r.locked_by = done.lock_holder;
     }
     match done.result {
         Ok(removal) => {
-            let ids: Vec<String> = removal
-                .removed
-                .iter()
-                .map(|v| v.entry.lease_id().chars().take(8).collect())
-                .collect();
-            let warn = if removal.live_owner {
-                " (a LIVE owner's lease: it may keep writing)"
-            } else {
-                ""
-            };
-            let level = if removal.live_owner {
-                LogLevel::Warn
-            } else {
-                LogLevel::Change
-            };
-            app.log(
-                &profile,
-                level,
-                format!(
-                    "{}: removed {} lease(s) {}{warn}",
-                    done.what,
-                    ids.len(),
-                    ids.join(" ")
-                ),
-            );
+            let ids: Vec<String> =
+                removal.removed.iter().map(|v| v.entry.lease_id().chars().take(8).collect()).collect();
+            let warn = if removal.live_owner { " (a LIVE owner's lease: it may keep writing)" } else { "" };
+            let level = if removal.live_owner { LogLevel::Warn } else { LogLevel::Change };
+            app.log(&profile, level, format!("{}: removed {} lease(s) {}{warn}", done.what, ids.len(), ids.join(" ")));
         }
-        Err(e) => app.log(
-            &profile,
-            LogLevel::Warn,
-            format!("{} refused: {e}", done.what),
-        ),
+        Err(e) => app.log(&profile, LogLevel::Warn, format!("{} refused: {e}", done.what)),
     }
 }
 
@@ -206,9 +165,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
         app.log(
             &profile,
             LogLevel::Warn,
-            format!(
-                "{what} refused: the registry is invalid ({err}); repair it first (leasectl doctor)"
-            ),
+            format!("{what} refused: the registry is invalid ({err}); repair it first (leasectl doctor)"),
         );
         return true;
     }
@@ -232,15 +189,8 @@ fn ask_prune(app: &mut App) {
         }
     }
     if targets.is_empty() {
-        let profile = app
-            .tab_registries()
-            .first()
-            .map(|r| app.registries[*r].registry.profile.clone());
-        app.log(
-            &profile.unwrap_or_default(),
-            LogLevel::Info,
-            "prune: no dead or recycled owners; nothing to do",
-        );
+        let profile = app.tab_registries().first().map(|r| app.registries[*r].registry.profile.clone());
+        app.log(&profile.unwrap_or_default(), LogLevel::Info, "prune: no dead or recycled owners; nothing to do");
         return;
     }
     app.dialog = Some(Dialog::ConfirmPrune { targets });
@@ -257,25 +207,14 @@ fn ask_release(app: &mut App, whole_session: bool) {
     let chosen = &reg.leases[l];
     let (target, leases): (Target, Vec<LeaseRow>) = if whole_session {
         let s = chosen.entry.session_id().to_owned();
-        let ls = reg
-            .leases
-            .iter()
-            .filter(|x| x.entry.session_id() == s)
-            .cloned()
-            .collect();
+        let ls = reg.leases.iter().filter(|x| x.entry.session_id() == s).cloned().collect();
         (Target::Session(s), ls)
     } else {
-        (
-            Target::Lease(chosen.entry.lease_id().to_owned()),
-            vec![chosen.clone()],
-        )
+        (Target::Lease(chosen.entry.lease_id().to_owned()), vec![chosen.clone()])
     };
-    let live = leases.iter().any(|x| {
-        owner_may_be_alive(&crate::lease::LeaseView {
-            entry: x.entry.clone(),
-            liveness: x.liveness.clone(),
-        })
-    });
+    let live = leases
+        .iter()
+        .any(|x| owner_may_be_alive(&crate::lease::LeaseView { entry: x.entry.clone(), liveness: x.liveness.clone() }));
     app.dialog = Some(Dialog::ConfirmRelease {
         registry: reg.registry.clone(),
         target,
@@ -292,22 +231,15 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     };
     match dialog {
         Dialog::Help => {
-            if matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
-            ) {
+            if matches!(key.code, KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter) {
                 app.dialog = None;
             }
             vec![]
         }
         Dialog::ConfirmPrune { targets } => match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => {
-                let effects = targets
-                    .iter()
-                    .map(|(registry, _)| Effect::Prune {
-                        registry: registry.clone(),
-                    })
-                    .collect();
+                let effects =
+                    targets.iter().map(|(registry, _)| Effect::Prune { registry: registry.clone() }).collect();
                 app.dialog = None;
                 effects
             }
@@ -317,14 +249,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             }
             _ => vec![],
         },
-        Dialog::ConfirmRelease {
-            registry,
-            target,
-            live,
-            expected,
-            typed,
-            ..
-        } => {
+        Dialog::ConfirmRelease { registry, target, live, expected, typed, .. } => {
             if !*live {
                 return match key.code {
                     KeyCode::Char('y') | KeyCode::Char('Y') => {
@@ -354,11 +279,8 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                     vec![]
                 }
                 KeyCode::Enter if typed == expected => {
-                    let effect = Effect::ForceRelease {
-                        registry: registry.clone(),
-                        target: target.clone(),
-                        allow_live: true,
-                    };
+                    let effect =
+                        Effect::ForceRelease { registry: registry.clone(), target: target.clone(), allow_live: true };
                     app.dialog = None;
                     vec![effect]
                 }

@@ -17,10 +17,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("↑/↓, j/k", "move (PgUp/PgDn, g/G: page, first, last)"),
     ("Tab / Shift-Tab", "next / previous registry tab"),
     ("Enter", "show or hide the lease details"),
-    (
-        "/",
-        "filter by session, surface, pid or lease id (Enter apply, Esc cancel)",
-    ),
+    ("/", "filter by session, surface, pid or lease id (Enter apply, Esc cancel)"),
     ("s", "cycle the sort: session, age, pid, surface, liveness"),
     ("d", "show only owners that are not alive"),
     ("p", "prune dead and recycled owners (asks first)"),
@@ -28,10 +25,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("X", "force-release every lease of the selected session"),
     ("r", "re-read the registries now"),
     ("?", "this help"),
-    (
-        "q / Esc",
-        "quit (Esc first clears the filter or closes details)",
-    ),
+    ("q / Esc", "quit (Esc first clears the filter or closes details)"),
 ];
 
 struct Palette {
@@ -40,11 +34,7 @@ struct Palette {
 
 impl Palette {
     fn fg(&self, c: Color) -> Style {
-        if self.no_color {
-            Style::default()
-        } else {
-            Style::default().fg(c)
-        }
+        if self.no_color { Style::default() } else { Style::default().fg(c) }
     }
     fn bold(&self, c: Color) -> Style {
         self.fg(c).add_modifier(Modifier::BOLD)
@@ -53,10 +43,7 @@ impl Palette {
         if self.no_color {
             Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED)
         } else {
-            Style::default()
-                .fg(Color::White)
-                .bg(Color::Red)
-                .add_modifier(Modifier::BOLD)
+            Style::default().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)
         }
     }
 }
@@ -69,17 +56,11 @@ pub fn badge(l: &Liveness) -> (String, Color) {
         Liveness::Recycled { .. } => ("♻ recycled".to_owned(), Color::Magenta),
         Liveness::Unknown(_) => ("? unknown".to_owned(), Color::Yellow),
     };
-    if l.clock_step_suspected() {
-        (format!("{text} clock step?"), color)
-    } else {
-        (text, color)
-    }
+    if l.clock_step_suspected() { (format!("{text} clock step?"), color) } else { (text, color) }
 }
 
 pub fn render(app: &App, frame: &mut Frame) {
-    let p = Palette {
-        no_color: app.no_color,
-    };
+    let p = Palette { no_color: app.no_color };
     let area = frame.area();
     let banner_lines = banner(app);
     let chunks = Layout::vertical([
@@ -87,11 +68,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         Constraint::Length(5),
         Constraint::Length(banner_lines.len() as u16),
         Constraint::Min(5),
-        Constraint::Length(if app.show_details && area.width < 120 {
-            12
-        } else {
-            6
-        }),
+        Constraint::Length(if app.show_details && area.width < 120 { 12 } else { 6 }),
         Constraint::Length(1),
     ])
     .split(area);
@@ -102,8 +79,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     }
     let main = chunks[3];
     if app.show_details && main.width >= 120 {
-        let split = Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)])
-            .split(main);
+        let split = Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)]).split(main);
         render_table(app, &p, frame, split[0]);
         render_details(app, &p, frame, split[1]);
         render_log(app, &p, frame, chunks[4]);
@@ -159,18 +135,10 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     }
     let where_line = if regs.len() == 1 {
         let r = &app.registries[regs[0]];
-        let missing = if r.exists || !r.loaded {
-            ""
-        } else {
-            " (no file yet)"
-        };
+        let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
         format!("{}{missing}", r.registry.path().display())
     } else {
-        format!(
-            "{} registries under {}",
-            regs.len(),
-            app.registries[0].registry.home.display()
-        )
+        format!("{} registries under {}", regs.len(), app.registries[0].registry.home.display())
     };
     let last = regs
         .iter()
@@ -201,63 +169,32 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             .join("  ")
     };
     let third = Line::from(format!("changed {last}  ·  {cap_text}"));
-    frame.render_widget(
-        Paragraph::new(vec![Line::from(where_line), counts, third]),
-        cols[0],
-    );
+    frame.render_widget(Paragraph::new(vec![Line::from(where_line), counts, third]), cols[0]);
 
     let right = Layout::vertical([Constraint::Length(1), Constraint::Length(2)]).split(cols[1]);
     let used: u64 = regs.iter().map(|r| app.registries[*r].live_count()).sum();
     let caps: Vec<Option<u64>> = regs.iter().map(|r| app.registries[*r].cap).collect();
-    let cap = if caps.iter().all(Option::is_some) {
-        Some(caps.iter().flatten().sum::<u64>())
-    } else {
-        None
-    };
+    let cap = if caps.iter().all(Option::is_some) { Some(caps.iter().flatten().sum::<u64>()) } else { None };
     match cap {
         Some(cap) if cap > 0 => {
             let ratio = (used as f64 / cap as f64).clamp(0.0, 1.0);
-            let color = if used >= cap {
-                Color::Red
-            } else {
-                Color::Green
-            };
-            let gauge = Gauge::default()
-                .ratio(ratio)
-                .label(format!("slots {used}/{cap}"))
-                .gauge_style(p.fg(color));
+            let color = if used >= cap { Color::Red } else { Color::Green };
+            let gauge = Gauge::default().ratio(ratio).label(format!("slots {used}/{cap}")).gauge_style(p.fg(color));
             frame.render_widget(gauge, right[0]);
         }
-        _ => frame.render_widget(
-            Paragraph::new(format!("slots {used} live, no cap")),
-            right[0],
-        ),
+        _ => frame.render_widget(Paragraph::new(format!("slots {used} live, no cap")), right[0]),
     }
     let width = right[1].width as usize;
     let history: Vec<u64> = if regs.len() == 1 {
         let h = &app.registries[regs[0]].history;
-        h.iter()
-            .skip(h.len().saturating_sub(width))
-            .copied()
-            .collect()
+        h.iter().skip(h.len().saturating_sub(width)).copied().collect()
     } else {
-        let len = regs
-            .iter()
-            .map(|r| app.registries[*r].history.len())
-            .max()
-            .unwrap_or(0);
+        let len = regs.iter().map(|r| app.registries[*r].history.len()).max().unwrap_or(0);
         (len.saturating_sub(width)..len)
-            .map(|i| {
-                regs.iter()
-                    .filter_map(|r| app.registries[*r].history.get(i))
-                    .sum()
-            })
+            .map(|i| regs.iter().filter_map(|r| app.registries[*r].history.get(i)).sum())
             .collect()
     };
-    frame.render_widget(
-        Sparkline::default().data(&history).style(p.fg(Color::Cyan)),
-        right[1],
-    );
+    frame.render_widget(Sparkline::default().data(&history).style(p.fg(Color::Cyan)), right[1]);
 }
 
 fn banner(app: &App) -> Vec<Line<'static>> {
@@ -271,10 +208,7 @@ fn banner(app: &App) -> Vec<Line<'static>> {
             )));
         }
         if let Some(pid) = reg.locked_by {
-            out.push(Line::from(format!(
-                " registry {} locked by pid {pid}",
-                reg.registry.profile
-            )));
+            out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.registry.profile)));
         }
     }
     out
@@ -282,9 +216,7 @@ fn banner(app: &App) -> Vec<Line<'static>> {
 
 /// Column widths of the lease table (the last column takes the rest).
 const COLUMNS: [usize; 7] = [11, 9, 8, 12, 10, 6, 11];
-const HEADERS: [&str; 8] = [
-    "  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS",
-];
+const HEADERS: [&str; 8] = ["  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS"];
 
 /// `text` cut or padded to exactly `width` columns, one space kept before the next column.
 fn fit(text: &str, width: usize) -> String {
@@ -301,22 +233,10 @@ fn fit(text: &str, width: usize) -> String {
 fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
     let e = &l.entry;
     let (badge_text, color) = badge(&l.liveness);
-    let started = e
-        .process_start_time()
-        .map(|t| time::clock(t, app.now, app.utc_offset))
-        .unwrap_or_else(|| "-".into());
-    let age = e
-        .started_at()
-        .map(|t| time::age(app.now - t))
-        .unwrap_or_else(|| "-".into());
-    let owner = l
-        .owner
-        .as_ref()
-        .map(|o| o.name.clone())
-        .unwrap_or_else(|| "-".into());
-    let live_id = Some(e.live_session_id())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "-".into());
+    let started = e.process_start_time().map(|t| time::clock(t, app.now, app.utc_offset)).unwrap_or_else(|| "-".into());
+    let age = e.started_at().map(|t| time::age(app.now - t)).unwrap_or_else(|| "-".into());
+    let owner = l.owner.as_ref().map(|o| o.name.clone()).unwrap_or_else(|| "-".into());
+    let live_id = Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
     let short: String = e.lease_id().chars().take(8).collect();
     let cells = [
         format!("  {short}"),
@@ -331,19 +251,13 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
     for (cell, width) in cells.iter().zip(COLUMNS) {
         text.push_str(&fit(cell, width));
     }
-    Line::from(vec![
-        Span::raw(text),
-        Span::styled(badge_text, p.bold(color)),
-    ])
+    Line::from(vec![Span::raw(text), Span::styled(badge_text, p.bold(color))])
 }
 
 fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let rows = app.rows();
     let selected = app.selection();
-    let stale = app
-        .tab_registries()
-        .iter()
-        .any(|r| app.registries[*r].error.is_some());
+    let stale = app.tab_registries().iter().any(|r| app.registries[*r].error.is_some());
     let mut title = format!(" leases — sort: {} ", app.sort.label());
     if !app.filter.is_empty() {
         title.push_str(&format!("— filter: {} ", app.filter));
@@ -370,32 +284,18 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         header.push_str(&fit(h, w));
     }
     header.push_str(HEADERS[7]);
-    let mut lines = vec![Line::from(Span::styled(
-        header,
-        Style::default().add_modifier(Modifier::BOLD),
-    ))];
+    let mut lines = vec![Line::from(Span::styled(header, Style::default().add_modifier(Modifier::BOLD)))];
     for (i, row) in rows.iter().enumerate().skip(offset).take(height) {
         lines.push(match row {
-            Row::Session {
-                registry,
-                session,
-                count,
-                conflict,
-            } => {
+            Row::Session { registry, session, count, conflict } => {
                 let mut spans = vec![Span::styled(format!("▸ {session}"), p.bold(Color::Cyan))];
                 if many {
-                    spans.push(Span::raw(format!(
-                        "  [{}]",
-                        app.registries[*registry].registry.profile
-                    )));
+                    spans.push(Span::raw(format!("  [{}]", app.registries[*registry].registry.profile)));
                 }
                 spans.push(Span::raw(format!("  {count} lease(s)")));
                 if *conflict {
                     spans.push(Span::raw("  "));
-                    spans.push(Span::styled(
-                        "⚠ CONFLICT: more than one live owner",
-                        p.alert(),
-                    ));
+                    spans.push(Span::styled("⚠ CONFLICT: more than one live owner", p.alert()));
                 }
                 Line::from(spans)
             }
@@ -410,10 +310,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         });
     }
     if rows.is_empty() {
-        let loaded = app
-            .tab_registries()
-            .iter()
-            .all(|r| app.registries[*r].loaded);
+        let loaded = app.tab_registries().iter().all(|r| app.registries[*r].loaded);
         lines.push(Line::from(if !loaded {
             "  reading…"
         } else if app.filter.is_empty() && !app.only_not_alive {
@@ -438,33 +335,19 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     for (k, v) in l.entry.raw() {
         let shown = match (k.as_str(), v.as_f64()) {
             ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
-                format!(
-                    "{}  ({})",
-                    pyjson::to_string(v),
-                    time::full(t, app.utc_offset)
-                )
+                format!("{}  ({})", pyjson::to_string(v), time::full(t, app.utc_offset))
             }
             _ => pyjson::to_string(v),
         };
         lines.push(Line::from(vec![
-            Span::styled(
-                format!("{k}: "),
-                Style::default().add_modifier(Modifier::BOLD),
-            ),
+            Span::styled(format!("{k}: "), Style::default().add_modifier(Modifier::BOLD)),
             Span::raw(shown),
         ]));
     }
     match &l.owner {
         Some(o) => {
-            lines.push(Line::from(Span::styled(
-                "owner process",
-                Style::default().add_modifier(Modifier::BOLD),
-            )));
-            lines.push(Line::from(format!(
-                "  name: {}  user: {}",
-                o.name,
-                o.user.as_deref().unwrap_or("-")
-            )));
+            lines.push(Line::from(Span::styled("owner process", Style::default().add_modifier(Modifier::BOLD))));
+            lines.push(Line::from(format!("  name: {}  user: {}", o.name, o.user.as_deref().unwrap_or("-"))));
             lines.push(Line::from(format!(
                 "  cpu: {:.1}%  rss: {:.1} MiB",
                 o.cpu_percent,
@@ -474,12 +357,7 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         }
         None => lines.push(Line::from("owner process: not running")),
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
 }
 
 fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
@@ -496,11 +374,7 @@ fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 LogLevel::Warn => p.bold(Color::Yellow),
             };
             Line::from(vec![
-                Span::raw(format!(
-                    "{} {:<6} ",
-                    time::clock(l.at, app.now, app.utc_offset),
-                    l.profile
-                )),
+                Span::raw(format!("{} {:<6} ", time::clock(l.at, app.now, app.utc_offset), l.profile)),
                 Span::styled(l.text.clone(), style),
             ])
         })
@@ -526,12 +400,7 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
-    Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    }
+    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
 }
 
 fn lease_summary(l: &LeaseRow) -> String {
@@ -551,62 +420,30 @@ fn render_dialog(_app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: R
         Dialog::Help => {
             let mut lines: Vec<Line> = KEYS
                 .iter()
-                .map(|(k, v)| {
-                    Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)])
-                })
+                .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)]))
                 .collect();
             lines.push(Line::from(""));
-            lines.push(Line::from(
-                "Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown",
-            ));
+            lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
             lines.push(Line::from("Esc closes this help."));
             (" help ", lines)
         }
         Dialog::ConfirmPrune { targets } => {
-            let mut lines = vec![Line::from(Span::styled(
-                "Prune removes these dead or recycled owners' leases:",
-                bold,
-            ))];
+            let mut lines =
+                vec![Line::from(Span::styled("Prune removes these dead or recycled owners' leases:", bold))];
             for (reg, leases) in targets {
-                lines.push(Line::from(format!(
-                    "{} ({})",
-                    reg.profile,
-                    reg.path().display()
-                )));
-                lines.extend(
-                    leases
-                        .iter()
-                        .map(|l| Line::from(format!("  {}", lease_summary(l)))),
-                );
+                lines.push(Line::from(format!("{} ({})", reg.profile, reg.path().display())));
+                lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             }
             lines.push(Line::from(""));
-            lines.push(Line::from(Span::styled(
-                "y prune · n/Esc cancel",
-                p.bold(Color::Cyan),
-            )));
+            lines.push(Line::from(Span::styled("y prune · n/Esc cancel", p.bold(Color::Cyan))));
             (" prune? ", lines)
         }
-        Dialog::ConfirmRelease {
-            registry,
-            leases,
-            live,
-            expected,
-            typed,
-            ..
-        } => {
+        Dialog::ConfirmRelease { registry, leases, live, expected, typed, .. } => {
             let mut lines = vec![Line::from(Span::styled(
-                format!(
-                    "Force-release {} lease(s) in {}:",
-                    leases.len(),
-                    registry.profile
-                ),
+                format!("Force-release {} lease(s) in {}:", leases.len(), registry.profile),
                 bold,
             ))];
-            lines.extend(
-                leases
-                    .iter()
-                    .map(|l| Line::from(format!("  {}", lease_summary(l)))),
-            );
+            lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             lines.push(Line::from(""));
             if *live {
                 lines.push(Line::from(Span::styled(
@@ -623,48 +460,25 @@ fn render_dialog(_app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: R
                     Span::styled(expected.clone(), bold),
                     Span::raw(" and press Enter to release anyway:"),
                 ]));
-                let hint = if typed.is_empty() || expected.starts_with(typed.as_str()) {
-                    ""
-                } else {
-                    "  (does not match)"
-                };
+                let hint =
+                    if typed.is_empty() || expected.starts_with(typed.as_str()) { "" } else { "  (does not match)" };
                 lines.push(Line::from(vec![
                     Span::styled(format!("> {typed}▏"), p.bold(Color::Yellow)),
                     Span::raw(hint),
                 ]));
-                lines.push(Line::from(Span::styled(
-                    "Esc cancel",
-                    p.fg(Color::DarkGray),
-                )));
+                lines.push(Line::from(Span::styled("Esc cancel", p.fg(Color::DarkGray))));
             } else {
-                lines.push(Line::from(
-                    "The owner is gone: releasing frees the session and its slot.",
-                ));
-                lines.push(Line::from(Span::styled(
-                    "y release · n/Esc cancel",
-                    p.bold(Color::Cyan),
-                )));
+                lines.push(Line::from("The owner is gone: releasing frees the session and its slot."));
+                lines.push(Line::from(Span::styled("y release · n/Esc cancel", p.bold(Color::Cyan))));
             }
             (" force-release? ", lines)
         }
     };
     let width = area.width.saturating_sub(4).min(100);
     let inner_width = width.saturating_sub(2).max(1) as usize;
-    let height: usize = lines
-        .iter()
-        .map(|l| l.width().max(1).div_ceil(inner_width))
-        .sum::<usize>()
-        + 2;
+    let height: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum::<usize>() + 2;
     let rect = centered(area, width, height as u16);
     frame.render_widget(Clear, rect);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(title)
-        .border_style(p.bold(Color::Cyan));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        rect,
-    );
+    let block = Block::default().borders(Borders::ALL).title(title).border_style(p.bold(Color::Cyan));
+    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), rect);
 }

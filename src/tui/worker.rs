@@ -35,12 +35,7 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(scope: Scope, lock_timeout: Duration) -> Worker {
-        Worker {
-            scope,
-            known: vec![],
-            owners: OwnerProbe::new(),
-            lock_timeout,
-        }
+        Worker { scope, known: vec![], owners: OwnerProbe::new(), lock_timeout }
     }
 
     fn registries(&self) -> Vec<Registry> {
@@ -62,15 +57,8 @@ impl Worker {
             .into_iter()
             .map(|registry| {
                 let path = registry.path();
-                let entries = store::read(&path)
-                    .map(|f| f.entries)
-                    .map_err(|e| e.to_string());
-                Known {
-                    exists: path.exists(),
-                    cap: read_cap(&registry.config_path()),
-                    entries,
-                    registry,
-                }
+                let entries = store::read(&path).map(|f| f.entries).map_err(|e| e.to_string());
+                Known { exists: path.exists(), cap: read_cap(&registry.config_path()), entries, registry }
             })
             .collect();
         self.judge()
@@ -86,13 +74,8 @@ impl Worker {
 
     fn judge(&mut self) -> Loaded {
         let mut prober = Prober::new();
-        let pids: Vec<u64> = self
-            .known
-            .iter()
-            .filter_map(|k| k.entries.as_ref().ok())
-            .flatten()
-            .map(Entry::pid)
-            .collect();
+        let pids: Vec<u64> =
+            self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(Entry::pid).collect();
         let owners = self.owners.infos(&pids);
         let snapshots = self
             .known
@@ -114,37 +97,23 @@ impl Worker {
                 }),
             })
             .collect();
-        Loaded {
-            at: lease::now(),
-            snapshots,
-        }
+        Loaded { at: lease::now(), snapshots }
     }
 
     /// Run an operator action through the core.
     pub fn act(&mut self, effect: &Effect) -> Option<ActionDone> {
         let (registry, what, result) = match effect {
-            Effect::Prune { registry } => (
-                registry.clone(),
-                "prune".to_owned(),
-                lease::prune(registry, false, self.lock_timeout),
-            ),
-            Effect::ForceRelease {
-                registry,
-                target,
-                allow_live,
-            } => {
+            Effect::Prune { registry } => {
+                (registry.clone(), "prune".to_owned(), lease::prune(registry, false, self.lock_timeout))
+            }
+            Effect::ForceRelease { registry, target, allow_live } => {
                 let what = match target {
-                    lease::Target::Lease(id) => format!(
-                        "force-release lease {}",
-                        id.chars().take(8).collect::<String>()
-                    ),
+                    lease::Target::Lease(id) => {
+                        format!("force-release lease {}", id.chars().take(8).collect::<String>())
+                    }
                     lease::Target::Session(s) => format!("force-release session {s}"),
                 };
-                (
-                    registry.clone(),
-                    what,
-                    lease::force_release(registry, target, *allow_live, false, self.lock_timeout),
-                )
+                (registry.clone(), what, lease::force_release(registry, target, *allow_live, false, self.lock_timeout))
             }
             _ => return None,
         };
@@ -152,12 +121,7 @@ impl Worker {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
             _ => None,
         };
-        Some(ActionDone {
-            registry,
-            what,
-            result: result.map_err(|e| e.to_string()),
-            lock_holder,
-        })
+        Some(ActionDone { registry, what, result: result.map_err(|e| e.to_string()), lock_holder })
     }
 }
 
