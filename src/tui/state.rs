@@ -57,12 +57,15 @@ impl RegistryState {
         self.cap_warnings = snap.cap.warnings.clone();
         match &snap.leases {
             Ok(leases) => {
-                if !self.loaded || *leases != self.leases {
-                    let ids_changed = self.leases.len() != leases.len()
-                        || self.leases.iter().zip(leases).any(|(a, b)| a.entry != b.entry);
-                    if ids_changed || !self.loaded {
-                        self.last_change = Some(at);
-                    }
+                if !self.loaded {
+                    // First sight: the file's own time says when it last changed.
+                    self.last_change = snap.modified.or(Some(at));
+                } else if self.leases.len() != leases.len()
+                    || self.leases.iter().zip(leases).any(|(a, b)| a.entry != b.entry)
+                {
+                    self.last_change = Some(at);
+                }
+                if *leases != self.leases {
                     self.leases = leases.clone();
                 }
                 self.error = None;

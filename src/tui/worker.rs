@@ -58,7 +58,18 @@ impl Worker {
             .map(|registry| {
                 let path = registry.path();
                 let entries = store::read(&path).map(|f| f.entries).map_err(|e| e.to_string());
-                Known { exists: path.exists(), cap: read_cap(&registry.config_path()), entries, registry }
+                let modified = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_secs_f64());
+                Known {
+                    exists: modified.is_some() || path.exists(),
+                    modified,
+                    cap: read_cap(&registry.config_path()),
+                    entries,
+                    registry,
+                }
             })
             .collect();
         self.judge()
