@@ -1,15 +1,61 @@
 //! Holding a lease while something runs: wait for SIGINT/SIGTERM (`hold`), or
 //! run a child and forward those signals to it (`run`).
+//!
+//! The handlers are installed BEFORE the lease is acquired: a stop signal that
+//! arrives between the registry write and the wait must still release the lease.
 
 use std::process::Command;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-/// Block until SIGINT or SIGTERM arrives; return which.
-pub fn wait_for_stop_signal() -> std::io::Result<i32> {
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
-    Ok(signals.forever().next().unwrap_or(SIGTERM))
+/// SIGINT and SIGTERM, caught from now on (their default action no longer runs).
+pub struct StopSignals {
+    signals: Signals,
+}
+
+impl StopSignals {
+    pub fn install() -> std::io::Result<StopSignals> {
+        Ok(StopSignals { signals: Signals::new([SIGINT, SIGTERM])? })
+    }
+
+    /// True when a stop signal already arrived (e.g. while acquiring).
+    pub fn pending(&mut self) -> bool {
+        self.signals.pending().next().is_some()
+    }
+
+    /// Block until SIGINT or SIGTERM arrives; return which.
+    pub fn wait(mut self) -> i32 {
+        self.signals.forever().next().unwrap_or(SIGTERM)
+    }
+
+    /// Run `cmd` (exec'd directly, never through a shell) with extra environment,
+    /// forwarding SIGINT and SIGTERM to it; return its exit code. A stop signal
+    /// that arrived before the spawn stops the command as soon as it starts.
+    pub fn run_forwarding(mut self, cmd: &[String], env: &[(&str, &str)]) -> std::io::Result<i32> {
+        let Some((program, args)) = cmd.split_first() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"));
+        };
+        let early: Vec<i32> = self.signals.pending().collect();
+        let handle = self.signals.handle();
+        let mut child = Command::new(program).args(args).envs(env.iter().copied()).spawn()?;
+        let pid = child.id() as libc::pid_t;
+        for sig in early {
+            // SAFETY: kill has no memory-safety preconditions; the child is ours and not yet reaped.
+            unsafe { libc::kill(pid, sig) };
+        }
+        let mut signals = self.signals;
+        let forwarder = std::thread::spawn(move || {
+            for sig in signals.forever() {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, sig) };
+            }
+        });
+        let status = child.wait();
+        handle.close();
+        let _ = forwarder.join();
+        Ok(exit_code_of(status?))
+    }
 }
 
 /// How a child ended, as a shell would report it in `$?`.
@@ -20,27 +66,4 @@ pub fn exit_code_of(status: std::process::ExitStatus) -> i32 {
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     }
-}
-
-/// Run `cmd` (exec'd directly, never through a shell) with extra environment,
-/// forwarding SIGINT and SIGTERM to it; return its exit code.
-pub fn run_forwarding(cmd: &[String], env: &[(&str, &str)]) -> std::io::Result<i32> {
-    let Some((program, args)) = cmd.split_first() else {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"));
-    };
-    // Registered before the spawn, so a signal that arrives meanwhile is not lost.
-    let mut signals = Signals::new([SIGINT, SIGTERM])?;
-    let handle = signals.handle();
-    let mut child = Command::new(program).args(args).envs(env.iter().copied()).spawn()?;
-    let pid = child.id() as libc::pid_t;
-    let forwarder = std::thread::spawn(move || {
-        for sig in signals.forever() {
-            // SAFETY: kill has no memory-safety preconditions; the child is ours and not yet reaped.
-            unsafe { libc::kill(pid, sig) };
-        }
-    });
-    let status = child.wait();
-    handle.close();
-    let _ = forwarder.join();
-    Ok(exit_code_of(status?))
 }

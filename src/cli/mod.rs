@@ -431,18 +431,23 @@ fn doctor_text(d: &lease::DoctorReport) -> String {
     s
 }
 
+fn stop_signals() -> Result<crate::supervise::StopSignals, Failure> {
+    crate::supervise::StopSignals::install()
+        .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot install signal handlers: {e}") })
+}
+
 fn hold(reg: &Registry, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
     let me = u64::from(std::process::id());
     let req = request(reg, opts, me, timeout)?;
+    // Catch SIGINT/SIGTERM before the lease exists, so no signal can leave it behind.
+    let signals = stop_signals()?;
     let grant = match acquire_reported(reg, &req, opts.json, true) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let sig = crate::supervise::wait_for_stop_signal()
-        .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot wait for signals: {e}") })?;
-    let _ = sig;
+    signals.wait();
     finish(reg, &grant, timeout)?;
     Ok(EXIT_OK)
 }
@@ -458,12 +463,13 @@ fn finish(reg: &Registry, grant: &lease::Grant, timeout: Duration) -> Result<(),
 fn run_cmd(reg: &Registry, opts: &AcquireOpts, cmd: &[String], timeout: Duration) -> Result<i32, Failure> {
     let me = u64::from(std::process::id());
     let req = request(reg, opts, me, timeout)?;
+    let signals = stop_signals()?;
     let grant = match acquire_reported(reg, &req, opts.json, true) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
     let env = [("LEASECTL_LEASE_ID", grant.lease_id.as_str()), ("LEASECTL_SESSION_ID", opts.session.as_str())];
-    let outcome = crate::supervise::run_forwarding(cmd, &env);
+    let outcome = signals.run_forwarding(cmd, &env);
     finish(reg, &grant, timeout)?;
     match outcome {
         Ok(code) => Ok(code),
