@@ -194,7 +194,12 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             .map(|i| regs.iter().filter_map(|r| app.registries[*r].history.get(i)).sum())
             .collect()
     };
-    frame.render_widget(Sparkline::default().data(&history).style(p.fg(Color::Cyan)), right[1]);
+    // Scaled to the cap when there is one, so a full bar means full slots.
+    let mut spark = Sparkline::default().data(&history).style(p.fg(Color::Cyan));
+    if let Some(cap) = cap.filter(|c| *c > 0) {
+        spark = spark.max(cap);
+    }
+    frame.render_widget(spark, right[1]);
 }
 
 fn banner(app: &App) -> Vec<Line<'static>> {

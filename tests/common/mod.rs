@@ -1,0 +1,105 @@
+//! Fixtures for console tests: entries, rows and snapshots built in memory.
+#![allow(dead_code)]
+
+use leasectl::lease::config::CapSetting;
+use leasectl::lease::liveness::DeadCause;
+use leasectl::lease::owner::OwnerInfo;
+use leasectl::lease::{Entry, Liveness, Registry, store};
+use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
+use leasectl::tui::state::App;
+use leasectl::tui::update::update;
+
+/// 2026-11-29 22:19:18 UTC: every console test renders at this instant, UTC.
+pub const NOW: f64 = 1_795_990_758.0;
+
+pub fn registry(profile: &str) -> Registry {
+    if profile == "root" {
+        Registry::new("root", "/home/op/.hermes")
+    } else {
+        Registry::new(profile, format!("/home/op/.hermes/profiles/{profile}"))
+    }
+}
+
+/// An entry as Hermes writes one; `age` seconds old.
+pub fn entry(lease: &str, session: &str, surface: &str, pid: u64, age: f64, live_id: Option<&str>) -> Entry {
+    let meta = live_id.map(|l| format!(", \"metadata\": {{\"live_session_id\": \"{l}\"}}")).unwrap_or_default();
+    let text = format!(
+        "[{{\"lease_id\": \"{lease}\", \"session_id\": \"{session}\", \"surface\": \"{surface}\", \"pid\": {pid}, \
+         \"process_start_time\": {}, \"started_at\": {}, \"updated_at\": {}{meta}}}]",
+        NOW - age - 5.25,
+        NOW - age,
+        NOW - age
+    );
+    store::parse(text.as_bytes()).expect("fixture entry is valid").entries.remove(0)
+}
+
+pub fn owner(name: &str) -> OwnerInfo {
+    OwnerInfo {
+        name: name.into(),
+        cmdline: vec![name.into(), "--serve".into()],
+        rss_bytes: 48 * 1024 * 1024,
+        cpu_percent: 1.5,
+        user: Some("op".into()),
+    }
+}
+
+pub fn alive(e: Entry, name: &str) -> LeaseRow {
+    LeaseRow { entry: e, liveness: Liveness::Alive, owner: Some(owner(name)) }
+}
+
+pub fn dead(e: Entry) -> LeaseRow {
+    LeaseRow { entry: e, liveness: Liveness::Dead(DeadCause::PidGone), owner: None }
+}
+
+pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
+    let recorded = e.process_start_time().unwrap_or(0.0);
+    let actual = if clock_step { recorded + 3.0 } else { recorded + 812.37 };
+    LeaseRow { entry: e, liveness: Liveness::Recycled { recorded, actual }, owner: Some(owner("bash")) }
+}
+
+pub fn snap(reg: &Registry, cap: Option<u64>, leases: Result<Vec<LeaseRow>, String>) -> RegistrySnapshot {
+    RegistrySnapshot {
+        registry: reg.clone(),
+        exists: true,
+        modified: Some(NOW - 60.0),
+        cap: CapSetting { cap, key: cap.map(|_| "max_concurrent_sessions".into()), warnings: vec![] },
+        leases,
+    }
+}
+
+pub fn loaded(snapshots: Vec<RegistrySnapshot>) -> Event {
+    Event::Loaded(Loaded { at: NOW, snapshots })
+}
+
+/// An app that has loaded these snapshots once.
+pub fn app(snapshots: Vec<RegistrySnapshot>) -> App {
+    let regs = snapshots.iter().map(|s| s.registry.clone()).collect();
+    let mut app = App::new(regs, NOW, 0);
+    update(&mut app, loaded(snapshots));
+    app
+}
+
+/// The mixed registry used by several tests: alive, dead, recycled, clock step.
+pub fn mixed_root() -> RegistrySnapshot {
+    let root = registry("root");
+    snap(
+        &root,
+        Some(4),
+        Ok(vec![
+            alive(
+                entry(
+                    "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+                    "chat-42",
+                    "desktop",
+                    4101,
+                    3.0 * 3600.0 + 720.0,
+                    Some("tab-1"),
+                ),
+                "hermes-desktop",
+            ),
+            dead(entry("0f1e2d3c4b5a69788796a5b4c3d2e1f0", "chat-7", "gateway", 4200, 300.0, None)),
+            recycled(entry("99887766554433221100ffeeddccbbaa", "chat-9", "cli", 4300, 7200.0, Some("t-9")), false),
+            recycled(entry("1234567890abcdef1234567890abcdef", "chat-11", "tui", 4400, 90.0, None), true),
+        ]),
+    )
+}

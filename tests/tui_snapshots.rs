@@ -1,0 +1,124 @@
+//! Snapshot tests of the console's main screens (ratatui TestBackend + insta).
+//! The committed `.snap` files are the expected screens; CI never writes them.
+
+mod common;
+
+use common::*;
+use leasectl::tui::event::Event;
+use leasectl::tui::state::App;
+use leasectl::tui::update::update;
+use leasectl::tui::view;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn screen(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+    terminal.draw(|f| view::render(app, f)).expect("draw");
+    terminal.backend().to_string()
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    update(app, Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+#[test]
+fn empty_registry() {
+    let app = app(vec![snap(&registry("root"), None, Ok(vec![]))]);
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn mixed_liveness() {
+    let mut app = app(vec![mixed_root()]);
+    for t in 1..=30 {
+        update(&mut app, Event::Tick(NOW + f64::from(t)));
+    }
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn mixed_liveness_at_80x24() {
+    let app = app(vec![mixed_root()]);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn conflict() {
+    let root = registry("root");
+    let app = app(vec![snap(
+        &root,
+        Some(2),
+        Ok(vec![
+            alive(entry("a0000000000000000000000000000001", "chat-1", "gateway", 501, 600.0, Some("g-1")), "hermes-gw"),
+            alive(
+                entry("b0000000000000000000000000000002", "chat-1", "desktop", 502, 60.0, Some("d-1")),
+                "hermes-desk",
+            ),
+        ]),
+    )]);
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn invalid_registry_banner() {
+    let mut app = app(vec![mixed_root()]);
+    update(
+        &mut app,
+        loaded(vec![snap(
+            &registry("root"),
+            Some(4),
+            Err("invalid registry /home/op/.hermes/runtime/active_sessions.json: entry 1 (lease x): session_id is blank (\"\")".into()),
+        )]),
+    );
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn confirm_prune() {
+    let mut app = app(vec![mixed_root()]);
+    key(&mut app, KeyCode::Char('p'));
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn confirm_release_dead_owner() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-7".into();
+    key(&mut app, KeyCode::Char('x'));
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn confirm_release_live_owner() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-42".into();
+    key(&mut app, KeyCode::Char('x'));
+    for c in "chat".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    insta::assert_snapshot!(screen(&app, 100, 24));
+}
+
+#[test]
+fn help() {
+    let mut app = app(vec![mixed_root()]);
+    key(&mut app, KeyCode::Char('?'));
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn details_and_all_tab() {
+    let work = registry("work");
+    let mut app = app(vec![
+        mixed_root(),
+        snap(
+            &work,
+            Some(2),
+            Ok(vec![alive(entry("c0ffee00000000000000000000000000", "W", "cli", 77, 5.0, None), "hermes")]),
+        ),
+    ]);
+    key(&mut app, KeyCode::BackTab);
+    key(&mut app, KeyCode::Enter);
+    insta::assert_snapshot!(screen(&app, 80, 30));
+}

@@ -1,0 +1,271 @@
+//! `update()`: keys, filters, confirmations and snapshot diffs, on in-memory state.
+
+mod common;
+
+use common::*;
+use leasectl::lease::liveness::DeadCause;
+use leasectl::lease::{Liveness, Target};
+use leasectl::tui::event::{ActionDone, Effect, Event};
+use leasectl::tui::state::{Dialog, SortMode};
+use leasectl::tui::update::update;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn key(app: &mut leasectl::tui::state::App, code: KeyCode) -> Vec<Effect> {
+    update(app, Event::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn chars(app: &mut leasectl::tui::state::App, text: &str) {
+    for c in text.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+fn selected_session(app: &leasectl::tui::state::App) -> String {
+    app.selected_lease().map(|l| l.entry.session_id().to_owned()).unwrap_or_default()
+}
+
+fn last_log(app: &leasectl::tui::state::App) -> String {
+    app.log.back().map(|l| l.text.clone()).unwrap_or_default()
+}
+
+#[test]
+fn moving_is_clamped_to_the_lease_rows() {
+    let mut app = app(vec![mixed_root()]);
+    assert_eq!(selected_session(&app), "chat-11");
+    key(&mut app, KeyCode::Up);
+    assert_eq!(app.selected, 0);
+    key(&mut app, KeyCode::Char('j'));
+    assert_eq!(selected_session(&app), "chat-42");
+    for _ in 0..10 {
+        key(&mut app, KeyCode::Down);
+    }
+    assert_eq!(app.selected, 3, "clamped at the last lease");
+    key(&mut app, KeyCode::Char('g'));
+    assert_eq!(app.selected, 0);
+    key(&mut app, KeyCode::Char('G'));
+    assert_eq!(app.selected, 3);
+}
+
+#[test]
+fn tabs_cycle_through_every_registry_and_all() {
+    let work = registry("work");
+    let mut app =
+        app(vec![mixed_root(), snap(&work, None, Ok(vec![alive(entry("w1", "W", "cli", 9, 5.0, None), "x")]))]);
+    assert_eq!(app.tab_count(), 3);
+    assert_eq!(app.lease_rows().len(), 4);
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.lease_rows().len(), 1);
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.lease_rows().len(), 5, "the all tab shows every registry");
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.tab, 0);
+    key(&mut app, KeyCode::BackTab);
+    assert_eq!(app.tab, 2);
+}
+
+#[test]
+fn filter_matches_session_surface_pid_and_lease_id() {
+    let mut app = app(vec![mixed_root()]);
+    key(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "gate");
+    assert_eq!(app.lease_rows().len(), 4, "not applied while typing");
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.filter, "gate");
+    assert_eq!(app.lease_rows().len(), 1);
+    for (needle, expect) in [("4101", "chat-42"), ("99887766", "chat-9"), ("CHAT-11", "chat-11")] {
+        app.filter = needle.into();
+        assert_eq!(app.lease_rows().len(), 1, "{needle}");
+        assert_eq!(selected_session(&app), expect);
+    }
+    key(&mut app, KeyCode::Esc);
+    assert!(app.filter.is_empty(), "Esc clears the filter first");
+    assert!(!app.quit);
+    key(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "zzz");
+    key(&mut app, KeyCode::Esc);
+    assert!(app.filter.is_empty() && app.filter_input.is_none(), "Esc cancels typing");
+}
+
+#[test]
+fn sort_cycles_and_only_not_alive_hides_live_owners() {
+    let mut app = app(vec![mixed_root()]);
+    let order = |app: &leasectl::tui::state::App| -> Vec<String> {
+        app.lease_rows().iter().map(|(r, l)| app.registries[*r].leases[*l].entry.session_id().to_owned()).collect()
+    };
+    assert_eq!(order(&app), ["chat-11", "chat-42", "chat-7", "chat-9"]);
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.sort, SortMode::Age);
+    assert_eq!(order(&app), ["chat-42", "chat-9", "chat-7", "chat-11"], "oldest first");
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(order(&app), ["chat-42", "chat-7", "chat-9", "chat-11"], "by pid");
+    key(&mut app, KeyCode::Char('s'));
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.sort, SortMode::Liveness);
+    assert_eq!(order(&app)[0], "chat-7", "dead first");
+    key(&mut app, KeyCode::Char('d'));
+    assert!(!order(&app).contains(&"chat-42".to_owned()));
+    assert_eq!(order(&app).len(), 3);
+}
+
+#[test]
+fn prune_asks_first_and_lists_only_dead_and_recycled() {
+    let mut app = app(vec![mixed_root()]);
+    assert!(key(&mut app, KeyCode::Char('p')).is_empty());
+    match &app.dialog {
+        Some(Dialog::ConfirmPrune { targets }) => {
+            assert_eq!(targets.len(), 1);
+            let ids: Vec<&str> = targets[0].1.iter().map(|l| l.entry.session_id()).collect();
+            assert_eq!(ids, ["chat-7", "chat-9", "chat-11"]);
+        }
+        other => panic!("expected the prune dialog, got {other:?}"),
+    }
+    assert!(key(&mut app, KeyCode::Char('x')).is_empty(), "other keys do nothing in a dialog");
+    assert_eq!(key(&mut app, KeyCode::Char('n')), vec![]);
+    assert!(app.dialog.is_none());
+    key(&mut app, KeyCode::Char('p'));
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Prune { registry: registry("root") }]);
+    assert!(app.dialog.is_none());
+}
+
+#[test]
+fn releasing_a_dead_owner_needs_y() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-7".into();
+    key(&mut app, KeyCode::Char('x'));
+    assert!(matches!(app.dialog, Some(Dialog::ConfirmRelease { live: false, .. })));
+    let effects = key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        effects,
+        vec![Effect::ForceRelease {
+            registry: registry("root"),
+            target: Target::Lease("0f1e2d3c4b5a69788796a5b4c3d2e1f0".into()),
+            allow_live: false
+        }]
+    );
+}
+
+#[test]
+fn releasing_a_live_owner_needs_the_session_id_typed() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-42".into();
+    key(&mut app, KeyCode::Char('x'));
+    assert!(matches!(app.dialog, Some(Dialog::ConfirmRelease { live: true, .. })));
+    assert!(key(&mut app, KeyCode::Char('y')).is_empty(), "y alone is not enough");
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "wrong text: nothing happens");
+    key(&mut app, KeyCode::Backspace);
+    chars(&mut app, "chat-4");
+    assert!(key(&mut app, KeyCode::Enter).is_empty(), "a prefix is not enough");
+    chars(&mut app, "2");
+    let effects = key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        effects,
+        vec![Effect::ForceRelease {
+            registry: registry("root"),
+            target: Target::Lease("a1b2c3d4e5f60718293a4b5c6d7e8f90".into()),
+            allow_live: true
+        }]
+    );
+    // X targets the whole session.
+    key(&mut app, KeyCode::Char('X'));
+    match &app.dialog {
+        Some(Dialog::ConfirmRelease { target, live, .. }) => {
+            assert_eq!(*target, Target::Session("chat-42".into()));
+            assert!(*live);
+        }
+        other => panic!("{other:?}"),
+    }
+    key(&mut app, KeyCode::Esc);
+    assert!(app.dialog.is_none() && !app.quit);
+}
+
+#[test]
+fn actions_on_an_invalid_registry_are_refused_with_the_reason() {
+    let mut app = app(vec![mixed_root()]);
+    update(&mut app, loaded(vec![snap(&registry("root"), Some(4), Err("entry 2: pid is a bool".into()))]));
+    assert_eq!(app.registries[0].leases.len(), 4, "the last good snapshot stays");
+    key(&mut app, KeyCode::Char('p'));
+    assert!(app.dialog.is_none());
+    assert!(last_log(&app).contains("prune refused: the registry is invalid (entry 2: pid is a bool)"));
+    key(&mut app, KeyCode::Char('x'));
+    assert!(app.dialog.is_none());
+    assert!(last_log(&app).contains("force-release refused"));
+}
+
+#[test]
+fn snapshot_diffs_become_log_lines() {
+    let root = registry("root");
+    let a = entry("aaaaaaaa000000000000000000000000", "A", "cli", 11, 10.0, None);
+    let b = entry("bbbbbbbb000000000000000000000000", "B", "tui", 12, 10.0, None);
+    let c = entry("cccccccc000000000000000000000000", "C", "desktop", 13, 10.0, None);
+    let d = entry("dddddddd000000000000000000000000", "D", "cli", 14, 10.0, None);
+    let mut app = app(vec![snap(
+        &root,
+        None,
+        Ok(vec![alive(a.clone(), "x"), alive(b.clone(), "y"), dead(c.clone()), alive(d.clone(), "z")]),
+    )]);
+    let before = app.log.len();
+    let e = entry("eeeeeeee000000000000000000000000", "E", "cli", 15, 0.0, None);
+    // A died, B recycled, C pruned, D released, E acquired, cap set.
+    update(
+        &mut app,
+        loaded(vec![snap(
+            &root,
+            Some(3),
+            Ok(vec![
+                leasectl::tui::event::LeaseRow { entry: a, liveness: Liveness::Dead(DeadCause::Zombie), owner: None },
+                recycled(b, false),
+                alive(e, "w"),
+            ]),
+        )]),
+    );
+    let lines: Vec<String> = app.log.iter().skip(before).map(|l| l.text.clone()).collect();
+    let expect = [
+        "cap changed: none -> 3",
+        "owner died: session A (cli, pid 11, lease aaaaaaaa)",
+        "pid recycled: session B (tui, pid 12, lease bbbbbbbb)",
+        "acquired: session E (cli, pid 15, lease eeeeeeee)",
+        "pruned: session C (desktop, pid 13, lease cccccccc)",
+        "released: session D (cli, pid 14, lease dddddddd)",
+    ];
+    assert_eq!(lines, expect);
+    update(&mut app, loaded(vec![snap(&root, Some(3), Err("not JSON: EOF".into()))]));
+    assert_eq!(last_log(&app), "registry became invalid: not JSON: EOF");
+    update(&mut app, loaded(vec![snap(&root, Some(3), Ok(vec![]))]));
+    assert!(app.log.iter().any(|l| l.text == "registry is valid again"));
+}
+
+#[test]
+fn ticks_and_file_events_ask_the_worker() {
+    let mut app = app(vec![mixed_root()]);
+    assert_eq!(update(&mut app, Event::Tick(NOW + 1.0)), vec![Effect::Relive]);
+    assert_eq!(app.now, NOW + 1.0);
+    assert_eq!(app.registries[0].history.back(), Some(&1), "one live lease sampled");
+    assert_eq!(update(&mut app, Event::FsChanged(vec![])), vec![Effect::Reload]);
+    assert_eq!(key(&mut app, KeyCode::Char('q')), vec![Effect::Quit]);
+}
+
+#[test]
+fn action_results_are_logged_and_a_held_lock_is_shown() {
+    let mut app = app(vec![mixed_root()]);
+    let effects = update(
+        &mut app,
+        Event::ActionDone(ActionDone {
+            registry: registry("root"),
+            what: "prune".into(),
+            result: Err("registry lock /x still held after 3.0s (held by pid 777)".into()),
+            lock_holder: Some(777),
+        }),
+    );
+    assert_eq!(effects, vec![Effect::Reload]);
+    assert_eq!(app.registries[0].locked_by, Some(777));
+    assert!(last_log(&app).starts_with("prune refused: registry lock"));
+}
+
+#[test]
+fn a_new_profile_appears_as_a_new_tab() {
+    let mut app = app(vec![mixed_root()]);
+    assert_eq!(app.tab_count(), 1);
+    update(&mut app, loaded(vec![mixed_root(), snap(&registry("late"), None, Ok(vec![]))]));
+    assert_eq!(app.tab_count(), 3, "late + all");
+    assert!(app.log.iter().any(|l| l.text.starts_with("new profile")));
+}
