@@ -7,8 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use leasectl::lease::{
-    self, AcquireRequest, Error, Liveness, Reason, Registry, Rule, Target, liveness::DeadCause,
-    lock, store,
+    self, AcquireRequest, Error, Liveness, Reason, Registry, Rule, Target, liveness::DeadCause, lock, store,
 };
 use serde_json::{Map, Value};
 
@@ -57,74 +56,28 @@ fn invalid_files() -> Vec<(&'static str, Vec<u8>, Rule)> {
     };
     let texts: Vec<(&'static str, String, Rule)> = vec![
         ("not json", "{\"entries\": [}".into(), Rule::NotJson),
-        (
-            "truncated",
-            "{\"entries\": [{\"lease_id\": \"a".into(),
-            Rule::NotJson,
-        ),
-        (
-            "NaN",
-            with("process_start_time", "1.0").replace("1.0", "NaN"),
-            Rule::NotJson,
-        ),
+        ("truncated", "{\"entries\": [{\"lease_id\": \"a".into(), Rule::NotJson),
+        ("NaN", with("process_start_time", "1.0").replace("1.0", "NaN"), Rule::NotJson),
         ("no entries", "{}".into(), Rule::WrongShape),
-        (
-            "entries not list",
-            "{\"entries\": {}}".into(),
-            Rule::WrongShape,
-        ),
+        ("entries not list", "{\"entries\": {}}".into(), Rule::WrongShape),
         ("scalar", "42".into(), Rule::WrongShape),
-        (
-            "non-object entry",
-            "{\"entries\": [\"x\"]}".into(),
-            Rule::NonObjectEntry,
-        ),
+        ("non-object entry", "{\"entries\": [\"x\"]}".into(), Rule::NonObjectEntry),
         ("blank lease id", with("lease_id", "\"  \""), Rule::LeaseId),
-        (
-            "duplicate lease id",
-            format!("{{\"entries\": [{ok}, {ok}]}}"),
-            Rule::DuplicateLeaseId,
-        ),
-        (
-            "empty session id",
-            with("session_id", "\"\""),
-            Rule::SessionId,
-        ),
-        (
-            "session id number",
-            with("session_id", "7"),
-            Rule::SessionId,
-        ),
+        ("duplicate lease id", format!("{{\"entries\": [{ok}, {ok}]}}"), Rule::DuplicateLeaseId),
+        ("empty session id", with("session_id", "\"\""), Rule::SessionId),
+        ("session id number", with("session_id", "7"), Rule::SessionId),
         ("pid bool", with("pid", "true"), Rule::Pid),
         ("pid zero", with("pid", "0"), Rule::Pid),
         ("pid text", with("pid", "\"abc\""), Rule::Pid),
         ("surface number", with("surface", "3"), Rule::Surface),
-        (
-            "track_liveness string",
-            with("track_liveness", "\"true\""),
-            Rule::TrackLiveness,
-        ),
+        ("track_liveness string", with("track_liveness", "\"true\""), Rule::TrackLiveness),
         ("metadata list", with("metadata", "[1]"), Rule::Metadata),
-        (
-            "start time text",
-            with("process_start_time", "\"later\""),
-            Rule::ProcessStartTime,
-        ),
-        (
-            "start time inf",
-            with("process_start_time", "\"inf\""),
-            Rule::ProcessStartTime,
-        ),
+        ("start time text", with("process_start_time", "\"later\""), Rule::ProcessStartTime),
+        ("start time inf", with("process_start_time", "\"inf\""), Rule::ProcessStartTime),
     ];
-    let mut out: Vec<(&'static str, Vec<u8>, Rule)> = texts
-        .into_iter()
-        .map(|(n, t, r)| (n, t.into_bytes(), r))
-        .collect();
-    out.push((
-        "not utf-8",
-        b"{\"entries\": [\"\xff\"]}".to_vec(),
-        Rule::Unreadable,
-    ));
+    let mut out: Vec<(&'static str, Vec<u8>, Rule)> =
+        texts.into_iter().map(|(n, t, r)| (n, t.into_bytes(), r)).collect();
+    out.push(("not utf-8", b"{\"entries\": [\"\xff\"]}".to_vec(), Rule::Unreadable));
     out
 }
 
@@ -135,16 +88,8 @@ fn acquire_fails_closed_on_every_invalid_rule_and_leaves_the_file_untouched() {
         write_raw(&reg, &text);
         let before = read_raw(&reg);
         let refusal = lease::acquire(&reg, &req("S2", "t")).expect_err(name);
-        assert_eq!(
-            refusal.reason,
-            Reason::SessionCoordinationUnavailable,
-            "{name}"
-        );
-        assert_eq!(
-            read_raw(&reg),
-            before,
-            "{name}: file must be byte-identical"
-        );
+        assert_eq!(refusal.reason, Reason::SessionCoordinationUnavailable, "{name}");
+        assert_eq!(read_raw(&reg), before, "{name}: file must be byte-identical");
         match store::read(&reg.path()) {
             Err(Error::Invalid(inv)) => assert_eq!(inv.problems[0].rule, rule, "{name}: {inv}"),
             other => panic!("{name}: expected invalid, got {other:?}"),
@@ -200,44 +145,22 @@ fn new_entry_has_hermes_fields_and_psutil_start_time() {
     let text = String::from_utf8(read_raw(&reg)).expect("utf-8");
     let v: Value = serde_json::from_str(&text).expect("json");
     let e = &v["entries"][0];
-    let keys: Vec<&str> = e
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = e.as_object().expect("object").keys().map(String::as_str).collect();
     assert_eq!(
         keys,
-        [
-            "lease_id",
-            "metadata",
-            "pid",
-            "process_start_time",
-            "session_id",
-            "started_at",
-            "surface",
-            "updated_at"
-        ]
+        ["lease_id", "metadata", "pid", "process_start_time", "session_id", "started_at", "surface", "updated_at"]
     );
     assert_eq!(e["lease_id"], Value::String(g.lease_id.clone()));
     assert_eq!(e["pid"], Value::from(me()));
-    assert!(
-        !text.ends_with('\n') && !text.contains('\n'),
-        "one line, no trailing newline"
-    );
-    let start = e["process_start_time"]
-        .as_f64()
-        .expect("start time recorded");
+    assert!(!text.ends_with('\n') && !text.contains('\n'), "one line, no trailing newline");
+    let start = e["process_start_time"].as_f64().expect("start time recorded");
     assert_eq!(Some(start), lease::liveness::process_start_time(me()));
 }
 
 #[test]
 fn bom_and_legacy_list_are_accepted_and_rewritten_as_an_object() {
     let (_d, reg) = home();
-    let legacy = format!(
-        "\u{feff}[{{\"lease_id\": \"old\", \"session_id\": \"L\", \"pid\": \"{}\"}}]",
-        me()
-    );
+    let legacy = format!("\u{feff}[{{\"lease_id\": \"old\", \"session_id\": \"L\", \"pid\": \"{}\"}}]", me());
     write_raw(&reg, &legacy);
     let snap = lease::snapshot(&reg);
     assert_eq!(snap.leases.expect("readable").len(), 1);
@@ -245,10 +168,7 @@ fn bom_and_legacy_list_are_accepted_and_rewritten_as_an_object() {
     lease::release(&reg, &g.lease_id, T).expect("release");
     assert_eq!(
         String::from_utf8(read_raw(&reg)).expect("utf-8"),
-        format!(
-            "{{\"entries\": [{{\"lease_id\": \"old\", \"pid\": \"{}\", \"session_id\": \"L\"}}]}}",
-            me()
-        )
+        format!("{{\"entries\": [{{\"lease_id\": \"old\", \"pid\": \"{}\", \"session_id\": \"L\"}}]}}", me())
     );
 }
 
@@ -258,11 +178,7 @@ fn registry_mode_is_kept_on_rewrite() {
     write_raw(&reg, "{\"entries\": []}");
     std::fs::set_permissions(reg.path(), std::fs::Permissions::from_mode(0o640)).expect("chmod");
     lease::acquire(&reg, &req("S", "t")).expect("granted");
-    let mode = std::fs::metadata(reg.path())
-        .expect("stat")
-        .permissions()
-        .mode()
-        & 0o7777;
+    let mode = std::fs::metadata(reg.path()).expect("stat").permissions().mode() & 0o7777;
     assert_eq!(mode, 0o640);
 }
 
@@ -282,11 +198,7 @@ fn new_registry_gets_0666_less_umask() {
         .status()
         .expect("run leasectl");
     assert!(status.success());
-    let mode = std::fs::metadata(reg.path())
-        .expect("stat")
-        .permissions()
-        .mode()
-        & 0o7777;
+    let mode = std::fs::metadata(reg.path()).expect("stat").permissions().mode() & 0o7777;
     assert_eq!(mode, 0o640);
 }
 
@@ -297,13 +209,10 @@ fn failed_write_removes_its_temp_file_and_keeps_the_old_registry() {
     let target = reg.runtime_dir().join("blocked.json");
     std::fs::create_dir_all(target.join("inner")).expect("mkdir");
     let guard = lock::lock(&reg.lock_path(), T).expect("lock");
-    let err = store::write(&guard, &target, &store::RegistryFile::default())
-        .expect_err("rename onto a directory fails");
+    let err =
+        store::write(&guard, &target, &store::RegistryFile::default()).expect_err("rename onto a directory fails");
     assert!(err.to_string().contains("rename"), "{err}");
-    assert!(
-        store::leftover_temp_files(&reg.runtime_dir()).is_empty(),
-        "temp file removed"
-    );
+    assert!(store::leftover_temp_files(&reg.runtime_dir()).is_empty(), "temp file removed");
     assert!(target.join("inner").is_dir(), "old content untouched");
 }
 
@@ -316,17 +225,12 @@ fn zombie_and_thread_id_owners_are_dead() {
     let mut prober;
     loop {
         prober = lease::Prober::new();
-        if prober.state(pid) == lease::liveness::ProcState::Zombie
-            || std::time::Instant::now() > deadline
-        {
+        if prober.state(pid) == lease::liveness::ProcState::Zombie || std::time::Instant::now() > deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(
-        lease::liveness::judge_state(&prober.state(pid), None),
-        Liveness::Dead(DeadCause::Zombie)
-    );
+    assert_eq!(lease::liveness::judge_state(&prober.state(pid), None), Liveness::Dead(DeadCause::Zombie));
     child.wait().expect("reap");
 
     // A thread id is reachable under /proc but is not a process.
@@ -346,33 +250,20 @@ fn zombie_and_thread_id_owners_are_dead() {
 
 #[test]
 fn start_time_equals_psutil_create_time() {
-    let mut child = Command::new("sleep")
-        .arg("30")
-        .spawn()
-        .expect("spawn sleep");
+    let mut child = Command::new("sleep").arg("30").spawn().expect("spawn sleep");
     let pid = child.id();
     let ours = lease::liveness::process_start_time(u64::from(pid)).expect("probe a running child");
     let out = Command::new("python3")
         .arg("-c")
-        .arg(format!(
-            "import psutil; print(repr(psutil.Process({pid}).create_time()))"
-        ))
+        .arg(format!("import psutil; print(repr(psutil.Process({pid}).create_time()))"))
         .output()
         .expect("python3 runs");
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        out.status.success(),
-        "psutil needed (pip install psutil): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "psutil needed (pip install psutil): {}", String::from_utf8_lossy(&out.stderr));
     let theirs = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     // repr() is the shortest round-trip form: equal text means equal bits.
-    assert_eq!(
-        lease::pyjson::float_repr(ours),
-        theirs,
-        "bit-for-bit equal to psutil"
-    );
+    assert_eq!(lease::pyjson::float_repr(ours), theirs, "bit-for-bit equal to psutil");
 }
 
 #[test]
@@ -380,28 +271,14 @@ fn transfer_keeps_the_slot_and_refuses_a_live_holder() {
     let (_d, reg) = home();
     let a = lease::acquire(&reg, &req("A", "t1")).expect("A");
     lease::acquire(&reg, &req("B", "t2")).expect("B");
-    let refused = lease::transfer(&reg, &a.lease_id, "B", None, T)
-        .expect("ran")
-        .expect_err("B is held");
+    let refused = lease::transfer(&reg, &a.lease_id, "B", None, T).expect("ran").expect_err("B is held");
     assert_eq!(refused.reason, Reason::SessionNotOwned);
-    let moved = lease::transfer(&reg, &a.lease_id, "C", None, T)
-        .expect("ran")
-        .expect("moved");
-    assert_eq!(
-        (moved.lease_id(), moved.session_id()),
-        (a.lease_id.as_str(), "C")
-    );
-    let sessions: Vec<String> = store::read(&reg.path())
-        .expect("read")
-        .entries
-        .iter()
-        .map(|e| e.session_id().to_owned())
-        .collect();
+    let moved = lease::transfer(&reg, &a.lease_id, "C", None, T).expect("ran").expect("moved");
+    assert_eq!((moved.lease_id(), moved.session_id()), (a.lease_id.as_str(), "C"));
+    let sessions: Vec<String> =
+        store::read(&reg.path()).expect("read").entries.iter().map(|e| e.session_id().to_owned()).collect();
     assert_eq!(sessions, vec!["C".to_owned(), "B".to_owned()]);
-    assert!(matches!(
-        lease::transfer(&reg, "nope", "D", None, T),
-        Err(Error::NotFound(_))
-    ));
+    assert!(matches!(lease::transfer(&reg, "nope", "D", None, T), Err(Error::NotFound(_))));
 }
 
 #[test]
@@ -409,16 +286,13 @@ fn force_release_needs_an_override_for_a_live_owner() {
     let (_d, reg) = home();
     let a = lease::acquire(&reg, &req("S", "t1")).expect("granted");
     let before = read_raw(&reg);
-    let err = lease::force_release(&reg, &Target::Lease(a.lease_id.clone()), false, false, T)
-        .expect_err("live");
+    let err = lease::force_release(&reg, &Target::Lease(a.lease_id.clone()), false, false, T).expect_err("live");
     assert!(matches!(err, Error::LiveOwner(_)), "{err}");
     assert_eq!(read_raw(&reg), before);
-    let dry =
-        lease::force_release(&reg, &Target::Session("S".into()), true, true, T).expect("dry run");
+    let dry = lease::force_release(&reg, &Target::Session("S".into()), true, true, T).expect("dry run");
     assert!(dry.live_owner && dry.dry_run && dry.removed.len() == 1);
     assert_eq!(read_raw(&reg), before, "dry run writes nothing");
-    let done =
-        lease::force_release(&reg, &Target::Session("S".into()), true, false, T).expect("forced");
+    let done = lease::force_release(&reg, &Target::Session("S".into()), true, false, T).expect("forced");
     assert!(done.live_owner);
     assert!(store::read(&reg.path()).expect("read").entries.is_empty());
 }
@@ -435,8 +309,7 @@ fn doctor_reports_conflicts_empty_ids_temp_files_and_the_lock_holder() {
     );
     let tmp = reg.runtime_dir().join(".active_sessions_abcdefgh.tmp");
     let f = std::fs::File::create(&tmp).expect("temp");
-    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60))
-        .expect("mtime");
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60)).expect("mtime");
     let guard = lock::lock(&reg.lock_path(), T).expect("lock");
     let d = lease::doctor(&reg);
     drop(guard);
@@ -445,10 +318,7 @@ fn doctor_reports_conflicts_empty_ids_temp_files_and_the_lock_holder() {
     assert_eq!(d.leftover_temp_files, vec![tmp]);
     assert_eq!(d.lock_holder, Some(std::process::id()));
 
-    write_raw(
-        &reg,
-        format!(r#"{{"entries": [{{"lease_id": "a", "session_id": "", "pid": {pid}}}]}}"#),
-    );
+    write_raw(&reg, format!(r#"{{"entries": [{{"lease_id": "a", "session_id": "", "pid": {pid}}}]}}"#));
     let d = lease::doctor(&reg);
     assert_eq!(d.empty_session_ids, vec![0]);
     assert_eq!(d.problems[0].rule, Rule::SessionId);
@@ -459,21 +329,14 @@ fn doctor_reports_conflicts_empty_ids_temp_files_and_the_lock_holder() {
 fn refusal_persists_the_prune() {
     let (_d, reg) = home();
     lease::acquire(&reg, &req("S", "t1")).expect("granted");
-    let dead =
-        r#"{"lease_id": "dead", "session_id": "D", "pid": 2147483646, "process_start_time": 1.0}"#;
-    let text = String::from_utf8(read_raw(&reg))
-        .expect("utf-8")
-        .replace("[{", &format!("[{dead}, {{"));
+    let dead = r#"{"lease_id": "dead", "session_id": "D", "pid": 2147483646, "process_start_time": 1.0}"#;
+    let text = String::from_utf8(read_raw(&reg)).expect("utf-8").replace("[{", &format!("[{dead}, {{"));
     write_raw(&reg, &text);
     assert_eq!(store::read(&reg.path()).expect("read").entries.len(), 2);
     let r = lease::acquire(&reg, &req("S", "other")).expect_err("held");
     assert_eq!(r.reason, Reason::SessionNotOwned);
-    let left: Vec<String> = store::read(&reg.path())
-        .expect("read")
-        .entries
-        .iter()
-        .map(|e| e.lease_id().to_owned())
-        .collect();
+    let left: Vec<String> =
+        store::read(&reg.path()).expect("read").entries.iter().map(|e| e.lease_id().to_owned()).collect();
     assert_eq!(left.len(), 1);
     assert_ne!(left[0], "dead");
 }
@@ -491,11 +354,5 @@ fn capacity_message_names_the_holders() {
     r.cap = Some(3);
     let refusal = lease::acquire(&reg, &r).expect_err("full");
     assert_eq!(refusal.reason, Reason::MaxConcurrentSessions);
-    assert!(
-        refusal
-            .message
-            .contains("(3/3). Held by: desktop x2, cli, oldest 0m ago."),
-        "{}",
-        refusal.message
-    );
+    assert!(refusal.message.contains("(3/3). Held by: desktop x2, cli, oldest 0m ago."), "{}", refusal.message);
 }

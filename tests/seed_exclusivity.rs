@@ -6,9 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasectl::lease::{
-    self, AcquireRequest, Grant, Liveness, Reason, Refusal, Registry, lock, store,
-};
+use leasectl::lease::{self, AcquireRequest, Grant, Liveness, Reason, Refusal, Registry, lock, store};
 use serde_json::{Map, Value};
 
 static OWNER_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -21,12 +19,7 @@ fn home() -> (tempfile::TempDir, Registry) {
 
 /// Acquire as a DISTINCT owner unless a live id is given explicitly (the live
 /// session id is half of writer identity).
-fn acquire(
-    reg: &Registry,
-    session: &str,
-    cap: Option<u64>,
-    live_id: Option<&str>,
-) -> Result<Grant, Refusal> {
+fn acquire(reg: &Registry, session: &str, cap: Option<u64>, live_id: Option<&str>) -> Result<Grant, Refusal> {
     let live = match live_id {
         Some(l) => l.to_owned(),
         None => format!("live-{}", OWNER_SEQ.fetch_add(1, Ordering::Relaxed)),
@@ -77,8 +70,7 @@ fn test_no_cap_configured_still_fences_one_session() {
     let lease_a = acquire(&reg, "S", None, None);
     assert!(lease_a.is_ok(), "first owner granted: {lease_a:?}");
 
-    let refusal = acquire(&reg, "S", None, None)
-        .expect_err("a second live owner of one session must be refused");
+    let refusal = acquire(&reg, "S", None, None).expect_err("a second live owner of one session must be refused");
     assert_eq!(refusal.reason, Reason::SessionNotOwned);
     assert!(refusal.message.contains('S'));
     // Exactly one holder is recorded: a refusal must not leave a slot behind.
@@ -124,10 +116,7 @@ fn test_a_dead_owner_is_pruned_and_a_successor_may_acquire() {
     assert!(acquire(&reg, "S", None, None).is_ok());
     rewrite_owner(&reg, 0x7FFF_FFFE, 1.0);
     let successor = acquire(&reg, "S", None, None);
-    assert!(
-        successor.is_ok(),
-        "a dead owner must not block a successor: {successor:?}"
-    );
+    assert!(successor.is_ok(), "a dead owner must not block a successor: {successor:?}");
     assert_eq!(live_entries(&reg).len(), 1);
 }
 
@@ -138,10 +127,7 @@ fn test_a_recycled_pid_does_not_keep_a_lease_alive() {
     // Our own pid, but a start time we never had.
     rewrite_owner(&reg, u64::from(std::process::id()), 1.0);
     let successor = acquire(&reg, "S", None, None);
-    assert!(
-        successor.is_ok(),
-        "a recycled pid must not hold a session: {successor:?}"
-    );
+    assert!(successor.is_ok(), "a recycled pid must not hold a session: {successor:?}");
 }
 
 #[test]
@@ -152,10 +138,7 @@ fn test_release_lets_the_next_owner_in() {
     lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release");
     assert!(live_entries(&reg).is_empty());
     let lease_b = acquire(&reg, "S", None, None);
-    assert!(
-        lease_b.is_ok(),
-        "after release the session must be acquirable: {lease_b:?}"
-    );
+    assert!(lease_b.is_ok(), "after release the session must be acquirable: {lease_b:?}");
 }
 
 #[test]
@@ -164,13 +147,9 @@ fn test_release_is_idempotent_and_only_drops_its_own_lease() {
     let lease_a = acquire(&reg, "S1", None, None).expect("granted");
     let lease_b = acquire(&reg, "S2", None, None);
     let first = lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release");
-    let second =
-        lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release again");
+    let second = lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release again");
     assert!(first.removed && !second.removed);
-    let held: Vec<String> = live_entries(&reg)
-        .iter()
-        .map(|e| e.session_id().to_owned())
-        .collect();
+    let held: Vec<String> = live_entries(&reg).iter().map(|e| e.session_id().to_owned()).collect();
     assert_eq!(held, vec!["S2".to_owned()]);
     assert!(lease_b.is_ok());
 }

@@ -212,7 +212,11 @@ fn snapshot_diffs_become_log_lines() {
             &root,
             Some(3),
             Ok(vec![
-                leasectl::tui::event::LeaseRow { entry: a, liveness: Liveness::Dead(DeadCause::Zombie), owner: None },
+                leasectl::tui::event::LeaseRow {
+                    entry: std::sync::Arc::new(a),
+                    liveness: Liveness::Dead(DeadCause::Zombie),
+                    owner: None,
+                },
                 recycled(b, false),
                 alive(e, "w"),
             ]),

@@ -2,6 +2,7 @@
 //! worker to do (effects).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use ratatui::crossterm::event::KeyEvent;
 
@@ -40,12 +41,21 @@ pub enum Effect {
     Quit,
 }
 
-/// One lease as the console shows it.
-#[derive(Debug, Clone, PartialEq)]
+/// One lease as the console shows it. The entry is shared, not copied, between
+/// the worker's cache and every snapshot (a registry may hold thousands).
+#[derive(Debug, Clone)]
 pub struct LeaseRow {
-    pub entry: Entry,
+    pub entry: Arc<Entry>,
     pub liveness: Liveness,
     pub owner: Option<OwnerInfo>,
+}
+
+impl PartialEq for LeaseRow {
+    fn eq(&self, other: &LeaseRow) -> bool {
+        (Arc::ptr_eq(&self.entry, &other.entry) || self.entry == other.entry)
+            && self.liveness == other.liveness
+            && self.owner == other.owner
+    }
 }
 
 /// One registry as read now.

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
-use notify::{EventKind, RecursiveMode};
-use notify_debouncer_full::{DebounceEventResult, new_debouncer};
+use notify::{EventKind, RecursiveMode, Watcher};
 use ratatui::crossterm::event::{self as term, Event as TermEvent};
 
 use super::event::Event;
@@ -107,10 +106,13 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
     }
 }
 
-/// Watch with notify (debounced); re-arm whenever directories appear or vanish.
+/// Watch with notify; re-arm whenever directories appear or vanish. Events are
+/// debounced here: after the first relevant one, gather until `debounce` passes
+/// quietly. Idle, this thread blocks in `recv` (notify-debouncer-full wakes every
+/// few milliseconds even when nothing happens, which an idle console cannot afford).
 pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -> notify::Result<()> {
-    let (fs_tx, fs_rx): (Sender<DebounceEventResult>, Receiver<DebounceEventResult>) = channel();
-    let mut debouncer = new_debouncer(debounce, None, fs_tx)?;
+    let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
+    let mut watcher = notify::recommended_watcher(fs_tx)?;
     std::thread::spawn(move || {
         let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
         let mut rearm = |watched: &mut BTreeSet<PathBuf>| -> bool {
@@ -122,10 +124,10 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
                     break;
                 }
                 for gone in watched.difference(&desired) {
-                    let _ = debouncer.unwatch(gone);
+                    let _ = watcher.unwatch(gone);
                 }
                 for new in desired.difference(watched) {
-                    let _ = debouncer.watch(new, RecursiveMode::NonRecursive);
+                    let _ = watcher.watch(new, RecursiveMode::NonRecursive);
                 }
                 *watched = desired;
                 changed = true;
@@ -133,27 +135,39 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
             changed
         };
         rearm(&mut watched);
-        loop {
-            match fs_rx.recv_timeout(Duration::from_secs(3600)) {
-                Ok(Ok(events)) => {
-                    let paths: Vec<PathBuf> = events
-                        .iter()
-                        .flat_map(|e| e.event.paths.iter().filter(|p| relevant(&e.event.kind, p)).cloned())
-                        .collect();
-                    let rearmed = rearm(&mut watched);
-                    if (!paths.is_empty() || rearmed) && tx.send(Event::FsChanged(paths)).is_err() {
-                        break;
-                    }
+        while let Ok(first) = fs_rx.recv() {
+            let mut paths = Vec::new();
+            // Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
+            let take = |res: notify::Result<notify::Event>, paths: &mut Vec<PathBuf>| match res {
+                Ok(ev) => {
+                    paths.extend(ev.paths.iter().filter(|p| relevant(&ev.kind, p)).cloned());
+                    false
                 }
-                Ok(Err(_errors)) => {
-                    // Overflow or a vanished watch: re-arm and re-read everything.
-                    rearm(&mut watched);
-                    if tx.send(Event::FsChanged(vec![])).is_err() {
-                        break;
-                    }
+                Err(_) => true,
+            };
+            let failed = take(first, &mut paths);
+            if paths.is_empty() && !failed {
+                // Irrelevant (a read, the lock file, a temp file), but a directory may
+                // have appeared or gone: re-arm without a reload.
+                if rearm(&mut watched) && tx.send(Event::FsChanged(vec![])).is_err() {
+                    break;
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
+                continue;
+            }
+            loop {
+                match fs_rx.recv_timeout(debounce) {
+                    Ok(res) => {
+                        take(res, &mut paths);
+                    }
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            rearm(&mut watched);
+            paths.sort();
+            paths.dedup();
+            if tx.send(Event::FsChanged(paths)).is_err() {
+                break;
             }
         }
     });

@@ -1,6 +1,6 @@
 //! The console's state: what is on screen is a pure function of this.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use super::event::{LeaseRow, RegistrySnapshot};
 use crate::lease::{Liveness, Registry, Target};
@@ -219,23 +219,29 @@ impl App {
     }
 
     /// The rows of the current tab, grouped by session, filtered and sorted.
+    /// Linear in the leases (plus the sort of the groups).
     pub fn rows(&self) -> Vec<Row> {
         let needle = self.filter.to_lowercase();
         let mut groups: Vec<Group> = Vec::new();
         for r in self.tab_registries() {
-            let mut by_session: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+            // One pass: group the shown leases, and count every live owner per session
+            // (a conflict is a conflict even when the filter hides one side of it).
+            let mut by_session: HashMap<&str, (Vec<usize>, usize)> = HashMap::new();
             for (i, l) in self.registries[r].leases.iter().enumerate() {
-                if self.only_not_alive && l.liveness == Liveness::Alive {
+                let slot = by_session.entry(l.entry.session_id()).or_default();
+                let is_alive = l.liveness == Liveness::Alive;
+                slot.1 += usize::from(is_alive);
+                if (self.only_not_alive && is_alive) || (!needle.is_empty() && !matches_filter(l, &needle)) {
                     continue;
                 }
-                if !needle.is_empty() && !matches_filter(l, &needle) {
-                    continue;
-                }
-                by_session.entry(l.entry.session_id()).or_default().push(i);
+                slot.0.push(i);
             }
-            for (session, leases) in by_session {
-                groups.push(Group { registry: r, session: session.to_owned(), leases });
-            }
+            groups.extend(
+                by_session
+                    .into_iter()
+                    .filter(|(_, (leases, _))| !leases.is_empty())
+                    .map(|(session, (leases, live))| Group { registry: r, session: session.to_owned(), leases, live }),
+            );
         }
         let key = |g: &Group| -> (i64, String) {
             let ls = &self.registries[g.registry].leases;
@@ -252,16 +258,13 @@ impl App {
             }
         };
         groups.sort_by_cached_key(|g| (key(g), g.registry));
-        let mut rows = Vec::new();
+        let mut rows = Vec::with_capacity(groups.len() * 2);
         for g in groups {
-            let ls = &self.registries[g.registry].leases;
-            let live_in_session =
-                ls.iter().filter(|l| l.entry.session_id() == g.session && l.liveness == Liveness::Alive).count();
             rows.push(Row::Session {
                 registry: g.registry,
-                session: g.session.clone(),
                 count: g.leases.len(),
-                conflict: live_in_session > 1,
+                conflict: g.live > 1,
+                session: g.session,
             });
             rows.extend(g.leases.into_iter().map(|lease| Row::Lease { registry: g.registry, lease }));
         }
@@ -300,6 +303,8 @@ struct Group {
     registry: usize,
     session: String,
     leases: Vec<usize>,
+    /// Live owners of this session in its registry, shown or not.
+    live: usize,
 }
 
 /// Filter on session, surface, pid or lease id (case-insensitive substring).

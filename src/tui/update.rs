@@ -212,9 +212,9 @@ fn ask_release(app: &mut App, whole_session: bool) {
     } else {
         (Target::Lease(chosen.entry.lease_id().to_owned()), vec![chosen.clone()])
     };
-    let live = leases
-        .iter()
-        .any(|x| owner_may_be_alive(&crate::lease::LeaseView { entry: x.entry.clone(), liveness: x.liveness.clone() }));
+    let live = leases.iter().any(|x| {
+        owner_may_be_alive(&crate::lease::LeaseView { entry: (*x.entry).clone(), liveness: x.liveness.clone() })
+    });
     app.dialog = Some(Dialog::ConfirmRelease {
         registry: reg.registry.clone(),
         target,

@@ -2,6 +2,7 @@
 //! through the core under the lock. Runs on its own thread so the screen never waits.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ struct Known {
     exists: bool,
     modified: Option<f64>,
     cap: CapSetting,
-    entries: Result<Vec<Entry>, String>,
+    entries: Result<Vec<Arc<Entry>>, String>,
 }
 
 pub struct Worker {
@@ -57,7 +58,9 @@ impl Worker {
             .into_iter()
             .map(|registry| {
                 let path = registry.path();
-                let entries = store::read(&path).map(|f| f.entries).map_err(|e| e.to_string());
+                let entries = store::read(&path)
+                    .map(|f| f.entries.into_iter().map(Arc::new).collect())
+                    .map_err(|e| e.to_string());
                 let modified = std::fs::metadata(&path)
                     .and_then(|m| m.modified())
                     .ok()
@@ -86,7 +89,7 @@ impl Worker {
     fn judge(&mut self) -> Loaded {
         let mut prober = Prober::new();
         let pids: Vec<u64> =
-            self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(Entry::pid).collect();
+            self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(|e| e.pid()).collect();
         let owners = self.owners.infos(&pids);
         let snapshots = self
             .known
@@ -102,7 +105,7 @@ impl Worker {
                         .map(|e| LeaseRow {
                             liveness: prober.judge(e),
                             owner: owners.get(&e.pid()).cloned(),
-                            entry: e.clone(),
+                            entry: Arc::clone(e),
                         })
                         .collect()
                 }),

@@ -1,6 +1,8 @@
 //! Fixtures for console tests: entries, rows and snapshots built in memory.
 #![allow(dead_code)]
 
+use std::sync::Arc;
+
 use leasectl::lease::config::CapSetting;
 use leasectl::lease::liveness::DeadCause;
 use leasectl::lease::owner::OwnerInfo;
@@ -44,17 +46,17 @@ pub fn owner(name: &str) -> OwnerInfo {
 }
 
 pub fn alive(e: Entry, name: &str) -> LeaseRow {
-    LeaseRow { entry: e, liveness: Liveness::Alive, owner: Some(owner(name)) }
+    LeaseRow { entry: Arc::new(e), liveness: Liveness::Alive, owner: Some(owner(name)) }
 }
 
 pub fn dead(e: Entry) -> LeaseRow {
-    LeaseRow { entry: e, liveness: Liveness::Dead(DeadCause::PidGone), owner: None }
+    LeaseRow { entry: Arc::new(e), liveness: Liveness::Dead(DeadCause::PidGone), owner: None }
 }
 
 pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
     let recorded = e.process_start_time().unwrap_or(0.0);
     let actual = if clock_step { recorded + 3.0 } else { recorded + 812.37 };
-    LeaseRow { entry: e, liveness: Liveness::Recycled { recorded, actual }, owner: Some(owner("bash")) }
+    LeaseRow { entry: Arc::new(e), liveness: Liveness::Recycled { recorded, actual }, owner: Some(owner("bash")) }
 }
 
 pub fn snap(reg: &Registry, cap: Option<u64>, leases: Result<Vec<LeaseRow>, String>) -> RegistrySnapshot {
