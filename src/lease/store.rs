@@ -172,6 +172,12 @@ pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(
     write_bytes(path, serialize(file).as_bytes())
 }
 
+/// Replace the registry with exact bytes (the demo's corrupt/repair, a restored
+/// backup), with the same atomic write as [`write`].
+pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_bytes(path, bytes)
+}
+
 /// Temp file in the same directory, the registry's mode kept (a new one gets
 /// `0666 & ~umask`), write, fsync, rename. On any error the temp file is removed.
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {

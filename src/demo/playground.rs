@@ -1,0 +1,453 @@
+//! The playground's actions, each with a result a person can read: spawn and kill
+//! real owners, fake a recycled pid, try an acquire, set the cap, corrupt and repair.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::sandbox::{Sandbox, Spawned};
+use crate::lease::entry::NewLease;
+use crate::lease::{self, AcquireRequest, Entry, Reason, lock, now, pyjson, random, store};
+
+/// Who acquires in "try to acquire".
+#[derive(Debug, Clone, PartialEq)]
+pub enum OwnerChoice {
+    /// A fresh `leasectl hold` process.
+    New,
+    /// An owner process the demo already runs, by pid.
+    Existing(u64),
+    /// The n-th owner the demo spawned (the tour refers to owners this way).
+    Nth(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CorruptKind {
+    Truncated,
+    DuplicateLeaseId,
+    EmptySessionId,
+}
+
+impl CorruptKind {
+    pub const ALL: [CorruptKind; 3] =
+        [CorruptKind::Truncated, CorruptKind::DuplicateLeaseId, CorruptKind::EmptySessionId];
+    pub fn label(self) -> &'static str {
+        match self {
+            CorruptKind::Truncated => "truncated JSON",
+            CorruptKind::DuplicateLeaseId => "duplicate lease id",
+            CorruptKind::EmptySessionId => "empty session id",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    SpawnOwner {
+        session: String,
+        surface: String,
+        live_id: String,
+        track_liveness: bool,
+    },
+    KillOwner {
+        owner: OwnerChoice,
+    },
+    FakeRecycled {
+        session: String,
+    },
+    TryAcquire {
+        session: String,
+        surface: String,
+        live_id: String,
+        cap: Option<u64>,
+        owner: OwnerChoice,
+    },
+    /// `None` clears the cap.
+    SetCap(Option<u64>),
+    Corrupt(CorruptKind),
+    Repair,
+    Prune,
+}
+
+impl Action {
+    /// One line saying what was asked.
+    pub fn describe(&self) -> String {
+        match self {
+            Action::SpawnOwner { session, surface, live_id, .. } => {
+                format!("spawn an owner: leasectl hold {session} --surface {surface} --live-id {live_id}")
+            }
+            Action::KillOwner { owner } => format!("kill owner {}", owner_label(owner)),
+            Action::FakeRecycled { session } => format!("fake a recycled pid holding {session}"),
+            Action::TryAcquire { session, live_id, owner, cap, .. } => {
+                let cap = cap.map(|c| format!(", cap {c}")).unwrap_or_default();
+                format!("acquire {session} as {} (live id {live_id}{cap})", owner_label(owner))
+            }
+            Action::SetCap(Some(n)) => format!("set max_concurrent_sessions: {n}"),
+            Action::SetCap(None) => "clear the cap".into(),
+            Action::Corrupt(k) => format!("corrupt the registry: {}", k.label()),
+            Action::Repair => "repair the registry".into(),
+            Action::Prune => "prune dead and recycled owners".into(),
+        }
+    }
+}
+
+fn owner_label(o: &OwnerChoice) -> String {
+    match o {
+        OwnerChoice::New => "a new owner process".into(),
+        OwnerChoice::Existing(pid) => format!("owner pid {pid}"),
+        OwnerChoice::Nth(n) => format!("demo owner #{}", n + 1),
+    }
+}
+
+/// What came of an action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Granted { lease_id: String, session: String, pid: u64, replaced: Option<String>, pruned: usize },
+    Refused { reason: Reason, message: String, advice: String, holder: Option<String> },
+    Done(String),
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub action: String,
+    pub verdict: Verdict,
+}
+
+/// A demo owner as the console lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerView {
+    pub pid: u64,
+    pub session: String,
+    pub surface: String,
+    pub live_id: String,
+    pub running: bool,
+}
+
+pub struct Playground {
+    pub sandbox: Sandbox,
+    exe: PathBuf,
+    /// The registry bytes from before a corruption, for repair.
+    backup: Option<Vec<u8>>,
+    lock_timeout: Duration,
+}
+
+impl Playground {
+    /// `exe` is the leasectl binary the owner processes run.
+    pub fn new(sandbox: Sandbox, exe: PathBuf) -> Playground {
+        Playground { sandbox, exe, backup: None, lock_timeout: Duration::from_secs(3) }
+    }
+
+    pub fn owners(&mut self) -> Vec<OwnerView> {
+        self.sandbox
+            .owners
+            .iter_mut()
+            .map(|o| OwnerView {
+                pid: u64::from(o.child.id()),
+                session: o.session.clone(),
+                surface: o.surface.clone(),
+                live_id: o.live_id.clone(),
+                running: !o.killed && matches!(o.child.try_wait(), Ok(None)),
+            })
+            .collect()
+    }
+
+    fn resolve(&mut self, owner: &OwnerChoice) -> Result<Option<u64>, String> {
+        match owner {
+            OwnerChoice::New => Ok(None),
+            OwnerChoice::Existing(pid) => Ok(Some(*pid)),
+            OwnerChoice::Nth(n) => self
+                .sandbox
+                .owners
+                .get(*n)
+                .map(|o| Some(u64::from(o.child.id())))
+                .ok_or_else(|| format!("there is no demo owner #{}", n + 1)),
+        }
+    }
+
+    pub fn run(&mut self, action: &Action) -> Outcome {
+        let verdict = match action {
+            Action::SpawnOwner { session, surface, live_id, track_liveness } => {
+                self.spawn(session, surface, live_id, *track_liveness, None)
+            }
+            Action::KillOwner { owner } => self.kill(owner),
+            Action::FakeRecycled { session } => self.fake_recycled(session),
+            Action::TryAcquire { session, surface, live_id, cap, owner } => match self.resolve(owner) {
+                Err(e) => Verdict::Failed(e),
+                Ok(None) => self.spawn(session, surface, live_id, false, *cap),
+                Ok(Some(pid)) => self.acquire_for(pid, session, surface, live_id, *cap),
+            },
+            Action::SetCap(cap) => self.set_cap(*cap),
+            Action::Corrupt(kind) => self.corrupt(*kind),
+            Action::Repair => self.repair(),
+            Action::Prune => match lease::prune(&self.sandbox.registry(), false, self.lock_timeout) {
+                Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
+                Err(e) => Verdict::Failed(e.to_string()),
+            },
+        };
+        Outcome { action: action.describe(), verdict }
+    }
+
+    /// A real `leasectl hold` child; its first stdout line is the grant or refusal.
+    fn spawn(&mut self, session: &str, surface: &str, live_id: &str, track: bool, cap: Option<u64>) -> Verdict {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("--home").arg(self.sandbox.home()).args(["--lock-timeout", "3", "hold", session]);
+        cmd.args(["--surface", surface, "--live-id", live_id, "--json"]);
+        if track {
+            cmd.arg("--track-liveness");
+        }
+        if let Some(c) = cap {
+            cmd.args(["--max", &c.to_string()]);
+        }
+        cmd.env_remove("HERMES_HOME").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; the owner dies with the demo even if the demo is killed.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => return Verdict::Failed(format!("cannot start {}: {e}", self.exe.display())),
+        };
+        let pid = u64::from(child.id());
+        let line = child.stdout.take().map(|out| {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = BufReader::new(out).read_line(&mut line);
+                let _ = tx.send(line);
+            });
+            rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
+        });
+        let parsed: Option<Value> = line.as_deref().and_then(|l| serde_json::from_str(l.trim()).ok());
+        let Some(v) = parsed else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Verdict::Failed(format!("owner pid {pid} said nothing readable"));
+        };
+        if v["granted"] == Value::Bool(true) {
+            let lease_id = v["lease_id"].as_str().unwrap_or_default().to_owned();
+            self.sandbox.owners.push(Spawned {
+                child,
+                session: session.into(),
+                surface: surface.into(),
+                live_id: live_id.into(),
+                lease_id: Some(lease_id.clone()),
+                killed: false,
+            });
+            Verdict::Granted {
+                lease_id,
+                session: session.into(),
+                pid,
+                replaced: v["replaced"].as_str().map(str::to_owned),
+                pruned: v["pruned"].as_array().map(Vec::len).unwrap_or(0),
+            }
+        } else {
+            let _ = child.wait();
+            refused_from_json(&v)
+        }
+    }
+
+    fn acquire_for(&mut self, pid: u64, session: &str, surface: &str, live_id: &str, cap: Option<u64>) -> Verdict {
+        let reg = self.sandbox.registry();
+        let cap = cap.or_else(|| lease::config::read_cap(&reg.config_path()).cap);
+        let mut metadata = Map::new();
+        metadata.insert("live_session_id".into(), Value::String(live_id.into()));
+        let req = AcquireRequest {
+            session_id: session.into(),
+            surface: Some(surface.into()),
+            metadata,
+            owner_pid: pid,
+            cap,
+            track_liveness: false,
+            lock_timeout: self.lock_timeout,
+        };
+        match lease::acquire(&reg, &req) {
+            Ok(g) => Verdict::Granted {
+                lease_id: g.lease_id,
+                session: session.into(),
+                pid,
+                replaced: g.replaced,
+                pruned: g.pruned.len(),
+            },
+            Err(r) => Verdict::Refused {
+                reason: r.reason,
+                advice: r.reason.advice().into(),
+                holder: r.holder.as_ref().map(|h| h.lease_id().to_owned()),
+                message: r.message,
+            },
+        }
+    }
+
+    fn kill(&mut self, owner: &OwnerChoice) -> Verdict {
+        let pid = match self.resolve(owner) {
+            Ok(Some(pid)) => pid,
+            Ok(None) => return Verdict::Failed("choose an owner to kill".into()),
+            Err(e) => return Verdict::Failed(e),
+        };
+        let Some(o) = self.sandbox.owners.iter_mut().find(|o| u64::from(o.child.id()) == pid) else {
+            return Verdict::Failed(format!("pid {pid} is not a demo owner"));
+        };
+        if o.killed {
+            return Verdict::Failed(format!("owner pid {pid} is already dead"));
+        }
+        let _ = o.child.kill();
+        let _ = o.child.wait();
+        o.killed = true;
+        Verdict::Done(format!(
+            "SIGKILLed owner pid {pid} (session {}): its lease stays in the file, dead, until the next acquire or a prune",
+            o.session
+        ))
+    }
+
+    /// An entry whose pid is alive but whose recorded start time is not that process's.
+    fn fake_recycled(&mut self, session: &str) -> Verdict {
+        let pid =
+            self.owners().iter().find(|o| o.running).map(|o| o.pid).unwrap_or_else(|| u64::from(std::process::id()));
+        let Some(real) = lease::liveness::process_start_time(pid) else {
+            return Verdict::Failed(format!("cannot read the start time of pid {pid}"));
+        };
+        let reg = self.sandbox.registry();
+        let result = (|| -> Result<String, lease::Error> {
+            let guard = lock::lock(&reg.lock_path(), self.lock_timeout)?;
+            let mut file = store::read(&reg.path())?;
+            let at = now();
+            let lease_id = random::lease_id();
+            file.entries.push(Entry::new_lease(NewLease {
+                lease_id: lease_id.clone(),
+                session_id: session.into(),
+                surface: Some("gateway".into()),
+                pid,
+                // An hour and a quarter-second before the real start: another process's number.
+                process_start_time: Some(real - 3600.25),
+                now: at - 3600.0,
+                track_liveness: false,
+                metadata: Map::new(),
+            }));
+            store::write(&guard, &reg.path(), &file)?;
+            Ok(lease_id)
+        })();
+        match result {
+            Ok(id) => Verdict::Done(format!(
+                "wrote lease {} for {session}: pid {pid} is alive, but started 3600.25 s after the recorded time — a recycled pid",
+                &id[..8]
+            )),
+            Err(e) => Verdict::Failed(e.to_string()),
+        }
+    }
+
+    fn set_cap(&mut self, cap: Option<u64>) -> Verdict {
+        let path = self.sandbox.registry().config_path();
+        let text = match cap {
+            Some(n) => format!("max_concurrent_sessions: {n}\n"),
+            None => "max_concurrent_sessions: null\n".to_owned(),
+        };
+        match std::fs::write(&path, text) {
+            Ok(()) => Verdict::Done(match cap {
+                Some(n) => format!("wrote {}: max_concurrent_sessions: {n}", path.display()),
+                None => format!("wrote {}: no cap", path.display()),
+            }),
+            Err(e) => Verdict::Failed(format!("cannot write {}: {e}", path.display())),
+        }
+    }
+
+    fn corrupt(&mut self, kind: CorruptKind) -> Verdict {
+        let reg = self.sandbox.registry();
+        let result = (|| -> Result<(), lease::Error> {
+            let guard = lock::lock(&reg.lock_path(), self.lock_timeout)?;
+            let current = store::read_bytes(&reg.path())?.unwrap_or_else(|| b"{\"entries\": []}".to_vec());
+            // Keep the last good bytes: corrupting twice must not lose them.
+            if self.backup.is_none() {
+                self.backup = Some(current.clone());
+            }
+            let good = self.backup.clone().unwrap_or(current);
+            let bad = corrupted(&good, kind);
+            store::write_raw(&guard, &reg.path(), &bad)
+        })();
+        match result {
+            Ok(()) => Verdict::Done(format!(
+                "registry now has a {}: every acquire must refuse with SESSION_COORDINATION_UNAVAILABLE",
+                kind.label()
+            )),
+            Err(e) => Verdict::Failed(e.to_string()),
+        }
+    }
+
+    fn repair(&mut self) -> Verdict {
+        let Some(good) = self.backup.clone() else {
+            return Verdict::Failed("nothing to repair: the demo did not corrupt this registry".into());
+        };
+        let reg = self.sandbox.registry();
+        let result = lock::lock(&reg.lock_path(), self.lock_timeout)
+            .and_then(|guard| store::write_raw(&guard, &reg.path(), &good));
+        match result {
+            Ok(()) => {
+                self.backup = None;
+                Verdict::Done("restored the registry as it was before the corruption".into())
+            }
+            Err(e) => Verdict::Failed(e.to_string()),
+        }
+    }
+}
+
+fn refused_from_json(v: &Value) -> Verdict {
+    let code = v["reason"].as_str().unwrap_or_default();
+    let reason = match code {
+        "SESSION_NOT_OWNED" => Reason::SessionNotOwned,
+        "MAX_CONCURRENT_SESSIONS" => Reason::MaxConcurrentSessions,
+        "SESSION_COORDINATION_UNAVAILABLE" => Reason::SessionCoordinationUnavailable,
+        other => return Verdict::Failed(format!("unexpected answer from the owner: {other:?}")),
+    };
+    Verdict::Refused {
+        reason,
+        message: v["message"].as_str().unwrap_or_default().to_owned(),
+        advice: v["advice"].as_str().unwrap_or(reason.advice()).to_owned(),
+        holder: v["holder"]["lease_id"].as_str().map(str::to_owned),
+    }
+}
+
+/// A broken version of a good registry, of the chosen kind.
+fn corrupted(good: &[u8], kind: CorruptKind) -> Vec<u8> {
+    let text = String::from_utf8_lossy(good).into_owned();
+    match kind {
+        CorruptKind::Truncated => {
+            let mut cut = text.len() / 2;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text[..cut].as_bytes().to_vec()
+        }
+        CorruptKind::DuplicateLeaseId | CorruptKind::EmptySessionId => {
+            let mut v: Value = serde_json::from_str(&text).unwrap_or_else(|_| serde_json::json!({"entries": []}));
+            let me = u64::from(std::process::id());
+            let at = now();
+            let extra = match kind {
+                CorruptKind::DuplicateLeaseId => {
+                    let first = v["entries"].get(0).cloned();
+                    let mut dup = first.unwrap_or_else(|| {
+                        serde_json::json!({"lease_id": "d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0", "session_id": "demo-dup",
+                            "surface": "cli", "pid": me, "process_start_time": null, "started_at": at, "updated_at": at})
+                    });
+                    if v["entries"].as_array().is_none_or(Vec::is_empty) {
+                        if let Some(list) = v["entries"].as_array_mut() {
+                            list.push(dup.clone());
+                        }
+                        dup["session_id"] = Value::String("demo-dup-2".into());
+                    }
+                    dup
+                }
+                _ => serde_json::json!({"lease_id": random::lease_id(), "session_id": "", "surface": "desktop",
+                    "pid": me, "process_start_time": null, "started_at": at, "updated_at": at, "track_liveness": true}),
+            };
+            if let Some(list) = v["entries"].as_array_mut() {
+                list.push(extra);
+            }
+            pyjson::to_string(&v).into_bytes()
+        }
+    }
+}
