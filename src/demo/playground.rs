@@ -420,7 +420,7 @@ fn corrupted(good: &[u8], kind: CorruptKind) -> Vec<u8> {
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            text[..cut].as_bytes().to_vec()
+            text.as_bytes()[..cut].to_vec()
         }
         CorruptKind::DuplicateLeaseId | CorruptKind::EmptySessionId => {
             let mut v: Value = serde_json::from_str(&text).unwrap_or_else(|_| serde_json::json!({"entries": []}));
