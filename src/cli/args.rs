@@ -67,6 +67,12 @@ pub enum Command {
                             --profile NAME shows one. Press ? inside for the keys.\n\n\
                             Example:\n  leasectl tui --home ~/.hermes")]
     Tui,
+    /// The console on a sandbox home, with a playground that shows every refusal reason
+    #[command(after_help = "The sandbox is a fresh temp directory, removed on exit with every owner process \
+                            the demo started; --home DIR uses DIR instead and keeps it. The real registry \
+                            ($HERMES_HOME, ~/.hermes) is never touched.\n\n\
+                            Example:\n  leasectl demo --tour")]
+    Demo(DemoArgs),
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM
     #[command(after_help = "Example:\n  leasectl hold S1 --surface gateway --live-id tab-1")]
     Hold(AcquireOpts),
@@ -155,6 +161,13 @@ pub struct PruneArgs {
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Start the guided tour (press t for each next step)
+    #[arg(long)]
+    pub tour: bool,
 }
 
 #[derive(Debug, Args)]

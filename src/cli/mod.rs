@@ -80,6 +80,7 @@ fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Run(a) => run_cmd(single()?, &a.opts, &a.cmd, timeout),
         Command::Hold(a) => hold(single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), registries, timeout),
+        Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
     }
 }
 
@@ -97,8 +98,31 @@ fn console(
         root,
         // The console must stay responsive: a held lock is reported, not waited out.
         lock_timeout: timeout.min(Duration::from_secs(3)),
+        demo: None,
+        tour: false,
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("console: {e}") })?;
+    Ok(EXIT_OK)
+}
+
+/// The console on a sandbox: never `$HERMES_HOME` or `~/.hermes`, only a temp dir or `--home`.
+fn demo(home: Option<&std::path::Path>, tour: bool) -> Result<i32, Failure> {
+    let fail = |what: &str, e: std::io::Error| Failure { code: EXIT_ERROR, message: format!("{what}: {e}") };
+    let sandbox = match home {
+        Some(h) => crate::demo::Sandbox::at(h).map_err(|e| fail("cannot use the demo home", e))?,
+        None => crate::demo::Sandbox::create_temp().map_err(|e| fail("cannot create a sandbox", e))?,
+    };
+    let exe = std::env::current_exe().map_err(|e| fail("cannot find the leasectl binary", e))?;
+    let reg = sandbox.registry();
+    let opts = crate::tui::ConsoleOptions {
+        registries: vec![reg],
+        discover_root: None,
+        root: sandbox.home().to_path_buf(),
+        lock_timeout: Duration::from_secs(3),
+        demo: Some(crate::demo::Playground::new(sandbox, exe)),
+        tour,
+    };
+    crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("demo: {e}") })?;
     Ok(EXIT_OK)
 }
 

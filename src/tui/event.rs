@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use ratatui::crossterm::event::KeyEvent;
 
+use crate::demo::{Action, OwnerView, Outcome};
 use crate::lease::config::CapSetting;
 use crate::lease::owner::OwnerInfo;
 use crate::lease::{Entry, Liveness, Registry, Removal, Target};
@@ -22,6 +23,18 @@ pub enum Event {
     Loaded(Loaded),
     /// An operator action finished.
     ActionDone(ActionDone),
+    /// Demo playground actions finished (in order), with the owners as they are now.
+    DemoDone(DemoDone),
+    /// SIGTERM/SIGHUP: leave as if the operator pressed q.
+    Shutdown,
+}
+
+#[derive(Debug)]
+pub struct DemoDone {
+    pub outcomes: Vec<Outcome>,
+    pub owners: Vec<OwnerView>,
+    /// Set when these were a tour step: its index, title and explanation.
+    pub tour_step: Option<(usize, String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +46,10 @@ pub enum Effect {
     Prune {
         registry: Registry,
     },
+    /// A demo playground action.
+    Demo(Action),
+    /// Run the demo tour's step with this index.
+    Tour(usize),
     ForceRelease {
         registry: Registry,
         target: Target,

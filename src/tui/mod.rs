@@ -8,7 +8,9 @@ pub mod sources;
 pub mod state;
 pub mod time;
 pub mod update;
+pub mod update_demo;
 pub mod view;
+pub mod view_demo;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -20,13 +22,16 @@ use event::{Effect, Event};
 use state::App;
 
 /// What the console watches.
-#[derive(Debug, Clone)]
 pub struct ConsoleOptions {
     pub registries: Vec<Registry>,
     /// Discover `<root>/profiles/*` (new profiles appear as new tabs).
     pub discover_root: Option<PathBuf>,
     pub root: PathBuf,
     pub lock_timeout: Duration,
+    /// `leasectl demo`: the playground (sandbox and owner processes).
+    pub demo: Option<crate::demo::Playground>,
+    /// Start the demo's guided tour at once.
+    pub tour: bool,
 }
 
 /// How long filesystem events are gathered before a reload.
@@ -37,7 +42,8 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
     let scope = worker::Scope { registries: opts.registries.clone(), discover_root: opts.discover_root.clone() };
-    worker::spawn(worker::Worker::new(scope, opts.lock_timeout), effects_rx, tx.clone());
+    let demo_state = opts.demo.as_ref().map(|pg| state::DemoState::new(pg.sandbox.home().to_path_buf(), pg.sandbox.owned()));
+    let worker = worker::spawn(worker::Worker::new(scope, opts.lock_timeout, opts.demo), effects_rx, tx.clone());
     let watch = sources::WatchScope {
         root: opts.root.clone(),
         discover: opts.discover_root.is_some(),
@@ -48,7 +54,15 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
 
     let mut app = App::new(opts.registries, crate::lease::now(), time::local_utc_offset());
     app.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    app.demo = demo_state;
     let _ = effects_tx.send(Effect::Reload);
+    if opts.tour
+        && let Some(demo) = app.demo.as_mut()
+    {
+        demo.next_step = 1;
+        let _ = effects_tx.send(Effect::Tour(0));
+    }
+    sources::spawn_signals(tx.clone());
 
     // ratatui::init installs a panic hook that restores the terminal.
     let mut terminal = ratatui::init();
@@ -69,5 +83,9 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
         }
     })();
     ratatui::restore();
+    // The worker owns the demo's owners and sandbox: let it clean up before we exit.
+    let _ = effects_tx.send(Effect::Quit);
+    drop(effects_tx);
+    let _ = worker.join();
     result
 }

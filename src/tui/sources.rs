@@ -28,6 +28,17 @@ pub fn spawn_input(tx: Sender<Event>) {
     });
 }
 
+/// SIGTERM and SIGHUP end the console like `q` does (terminal restored, demo cleaned up).
+pub fn spawn_signals(tx: Sender<Event>) {
+    use signal_hook::consts::{SIGHUP, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP]) else { return };
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = tx.send(Event::Shutdown);
+        }
+    });
+}
+
 /// The liveness tick: about once a second.
 pub fn spawn_tick(tx: Sender<Event>, every: Duration) {
     std::thread::spawn(move || {

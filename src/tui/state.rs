@@ -175,6 +175,8 @@ pub struct App {
     pub utc_offset: i64,
     pub no_color: bool,
     pub quit: bool,
+    /// Set in `leasectl demo`.
+    pub demo: Option<DemoState>,
 }
 
 impl App {
@@ -194,6 +196,7 @@ impl App {
             utc_offset,
             no_color: false,
             quit: false,
+            demo: None,
         }
     }
 
@@ -329,4 +332,88 @@ fn liveness_rank(l: &Liveness) -> i64 {
 pub enum Row {
     Session { registry: usize, session: String, count: usize, conflict: bool },
     Lease { registry: usize, lease: usize },
+}
+
+/// The demo's part of the console: the playground, its owners and the last result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoState {
+    pub sandbox: std::path::PathBuf,
+    /// True when the sandbox is a temp directory the demo removes on exit.
+    pub owned: bool,
+    pub owners: Vec<crate::demo::OwnerView>,
+    /// The result panel: the last outcome.
+    pub last: Option<crate::demo::Outcome>,
+    /// The tour step shown (title, why), and the index of the next one.
+    pub tour_note: Option<(String, String)>,
+    pub next_step: usize,
+    pub form: Option<Form>,
+    /// Incremented for default session names (S1, S2, …).
+    pub counter: usize,
+}
+
+impl DemoState {
+    pub fn new(sandbox: std::path::PathBuf, owned: bool) -> DemoState {
+        DemoState { sandbox, owned, owners: vec![], last: None, tour_note: None, next_step: 0, form: None, counter: 1 }
+    }
+
+    /// The lease that blocked the last refused acquire, to highlight in the table.
+    pub fn blocking_lease(&self) -> Option<&str> {
+        match &self.last {
+            Some(crate::demo::Outcome { verdict: crate::demo::Verdict::Refused { holder: Some(h), .. }, .. }) => {
+                Some(h.as_str())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What a demo form is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormKind {
+    SpawnOwner,
+    TryAcquire,
+    SetCap,
+    Corrupt,
+}
+
+impl FormKind {
+    pub fn title(self) -> &'static str {
+        match self {
+            FormKind::SpawnOwner => "spawn an owner (a real `leasectl hold` process)",
+            FormKind::TryAcquire => "try to acquire",
+            FormKind::SetCap => "set or clear the cap (sandbox config.yaml)",
+            FormKind::Corrupt => "corrupt the sandbox registry",
+        }
+    }
+}
+
+/// One field: free text, or a choice among `choices` (←/→ cycles).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub label: &'static str,
+    pub value: String,
+    pub choices: Vec<String>,
+    pub choice: usize,
+}
+
+impl Field {
+    pub fn text(label: &'static str, value: impl Into<String>) -> Field {
+        Field { label, value: value.into(), choices: vec![], choice: 0 }
+    }
+    pub fn choice(label: &'static str, choices: Vec<String>) -> Field {
+        Field { label, value: String::new(), choices, choice: 0 }
+    }
+    /// The text, or the chosen option.
+    pub fn get(&self) -> &str {
+        if self.choices.is_empty() { &self.value } else { self.choices.get(self.choice).map_or("", String::as_str) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Form {
+    pub kind: FormKind,
+    pub fields: Vec<Field>,
+    pub focus: usize,
+    /// Why the last submit was not accepted.
+    pub error: Option<String>,
 }

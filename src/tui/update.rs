@@ -28,6 +28,14 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             on_action_done(app, done);
             vec![Effect::Reload]
         }
+        Event::DemoDone(done) => {
+            super::update_demo::on_demo_done(app, done);
+            vec![]
+        }
+        Event::Shutdown => {
+            app.quit = true;
+            vec![Effect::Quit]
+        }
     }
 }
 
@@ -92,6 +100,11 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     }
     if app.dialog.is_some() {
         return on_dialog_key(app, key);
+    }
+    if app.filter_input.is_none()
+        && let Some(effects) = super::update_demo::on_demo_key(app, &key)
+    {
+        return effects;
     }
     if let Some(input) = app.filter_input.as_mut() {
         match key.code {

@@ -63,19 +63,37 @@ pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
     let area = frame.area();
     let banner_lines = banner(app);
+    // The banner wraps: the validation error is quoted whole.
+    let width = usize::from(area.width.max(1));
+    let banner_height = banner_lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(6) as u16;
+    let demo_height = match &app.demo {
+        Some(_) if area.height >= 30 => 16,
+        Some(_) => 12,
+        None => 0,
+    };
+    let log_height = match (&app.demo, app.show_details && area.width < 120) {
+        (_, true) => 12,
+        (Some(_), false) if area.height < 36 => 0,
+        _ => 6,
+    };
     let chunks = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(5),
-        Constraint::Length(banner_lines.len() as u16),
-        Constraint::Min(5),
-        Constraint::Length(if app.show_details && area.width < 120 { 12 } else { 6 }),
+        Constraint::Length(banner_height),
+        Constraint::Min(4),
+        Constraint::Length(demo_height),
+        Constraint::Length(log_height),
         Constraint::Length(1),
     ])
     .split(area);
+    if let Some(demo) = &app.demo {
+        super::view_demo::render_demo_panel(demo, app.no_color, frame, chunks[4]);
+    }
+    let chunks = [chunks[0], chunks[1], chunks[2], chunks[3], chunks[5], chunks[6]];
     render_tabs(app, &p, frame, chunks[0]);
     render_header(app, &p, frame, chunks[1]);
     if !banner_lines.is_empty() {
-        frame.render_widget(Paragraph::new(banner_lines).style(p.alert()), chunks[2]);
+        frame.render_widget(Paragraph::new(banner_lines).style(p.alert()).wrap(Wrap { trim: false }), chunks[2]);
     }
     let main = chunks[3];
     if app.show_details && main.width >= 120 {
@@ -94,6 +112,9 @@ pub fn render(app: &App, frame: &mut Frame) {
     render_footer(app, &p, frame, chunks[5]);
     if let Some(d) = &app.dialog {
         render_dialog(app, d, &p, frame, area);
+    }
+    if let Some(form) = app.demo.as_ref().and_then(|d| d.form.as_ref()) {
+        super::view_demo::render_form(form, app.no_color, frame, area);
     }
 }
 
@@ -284,6 +305,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let offset = sel_index.saturating_sub(height.saturating_sub(1).min(height * 3 / 4));
     let offset = offset.min(rows.len().saturating_sub(height));
     let many = app.tab_registries().len() > 1;
+    let blocking = app.demo.as_ref().and_then(|d| d.blocking_lease());
     let mut header = String::new();
     for (h, w) in HEADERS.iter().zip(COLUMNS) {
         header.push_str(&fit(h, w));
@@ -305,7 +327,11 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 Line::from(spans)
             }
             Row::Lease { registry, lease } => {
-                let line = lease_line(app, p, &app.registries[*registry].leases[*lease]);
+                let row = &app.registries[*registry].leases[*lease];
+                let mut line = lease_line(app, p, row);
+                if blocking == Some(row.entry.lease_id()) {
+                    line.spans.push(Span::styled(" ◀ blocking", p.alert()));
+                }
                 if i == sel_index && selected.is_some() {
                     line.patch_style(Style::default().add_modifier(Modifier::REVERSED))
                 } else {
@@ -394,6 +420,10 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Span::raw(format!("{input}▏")),
             Span::raw("   Enter apply · Esc cancel"),
         ]),
+        None if app.demo.is_some() => Line::from(Span::styled(
+            "? help  q quit  o spawn  a acquire  K kill  f recycled  c cap  C corrupt  R repair  t tour",
+            p.fg(Color::DarkGray),
+        )),
         None => Line::from(Span::styled(
             "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release",
             p.fg(Color::DarkGray),
@@ -419,7 +449,7 @@ fn lease_summary(l: &LeaseRow) -> String {
     )
 }
 
-fn render_dialog(_app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
+fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let (title, lines): (&str, Vec<Line>) = match d {
         Dialog::Help => {
@@ -427,6 +457,14 @@ fn render_dialog(_app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: R
                 .iter()
                 .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)]))
                 .collect();
+            if app.demo.is_some() {
+                lines.push(Line::from(Span::styled("demo playground", bold)));
+                lines.extend(
+                    super::view_demo::DEMO_KEYS
+                        .iter()
+                        .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)])),
+                );
+            }
             lines.push(Line::from(""));
             lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
             lines.push(Line::from("Esc closes this help."));

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use super::event::{ActionDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
+use super::event::{ActionDone, DemoDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
+use crate::demo::{Playground, tour};
 use crate::lease::config::{CapSetting, read_cap};
 use crate::lease::owner::OwnerProbe;
 use crate::lease::{self, Entry, Error, Prober, Registry, paths, store};
@@ -29,14 +30,32 @@ struct Known {
 
 pub struct Worker {
     scope: Scope,
+    /// The demo's playground (owner processes, sandbox), when running `leasectl demo`.
+    playground: Option<Playground>,
     known: Vec<Known>,
     owners: OwnerProbe,
     lock_timeout: Duration,
 }
 
 impl Worker {
-    pub fn new(scope: Scope, lock_timeout: Duration) -> Worker {
-        Worker { scope, known: vec![], owners: OwnerProbe::new(), lock_timeout }
+    pub fn new(scope: Scope, lock_timeout: Duration, playground: Option<Playground>) -> Worker {
+        Worker { scope, playground, known: vec![], owners: OwnerProbe::new(), lock_timeout }
+    }
+
+    /// Run demo actions (or a tour step) on the playground.
+    pub fn demo(&mut self, effect: &Effect) -> Option<DemoDone> {
+        let pg = self.playground.as_mut()?;
+        let (actions, tour_step) = match effect {
+            Effect::Demo(a) => (vec![a.clone()], None),
+            Effect::Tour(i) => {
+                let steps = tour::steps();
+                let step = steps.get(*i)?;
+                (step.actions.clone(), Some((*i, step.title.to_owned(), step.why.to_owned())))
+            }
+            _ => return None,
+        };
+        let outcomes = actions.iter().map(|a| pg.run(a)).collect();
+        Some(DemoDone { outcomes, owners: pg.owners(), tour_step })
     }
 
     fn registries(&self) -> Vec<Registry> {
@@ -140,7 +159,9 @@ impl Worker {
 }
 
 /// Serve effects until the channel closes. Queued reloads collapse into one.
-pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event>) {
+/// The worker owns the demo's playground: join it so owners are killed and the
+/// sandbox removed before the process exits.
+pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while let Ok(first) = effects.recv() {
             let mut batch = vec![first];
@@ -152,6 +173,14 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                     Effect::Reload => reload = true,
                     Effect::Relive => relive = true,
                     Effect::Quit => return,
+                    demo @ (Effect::Demo(_) | Effect::Tour(_)) => {
+                        if let Some(done) = worker.demo(demo) {
+                            reload = true;
+                            if events.send(Event::DemoDone(done)).is_err() {
+                                return;
+                            }
+                        }
+                    }
                     action => {
                         if let Some(done) = worker.act(action) {
                             reload = true;
@@ -173,5 +202,5 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                 return;
             }
         }
-    });
+    })
 }

@@ -1,0 +1,144 @@
+//! The demo's panels: the playground (keys, sandbox, owners), the result of the
+//! last action (GRANTED / REFUSED with reason, message and advice), and its forms.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+use super::state::{DemoState, Form};
+use crate::demo::{Verdict, tour};
+
+/// The demo's keys, for the help dialog and the README.
+pub const DEMO_KEYS: &[(&str, &str)] = &[
+    ("o", "spawn an owner: a real `leasectl hold` process on a session you name"),
+    ("a", "try to acquire (session, surface, live id, cap, owner: new or a running one)"),
+    ("K", "kill (SIGKILL) the selected lease's owner process"),
+    ("f", "fake a recycled pid: an entry whose live pid has another start time"),
+    ("c", "set or clear the cap (the sandbox's config.yaml)"),
+    ("C", "corrupt the sandbox registry (truncated, duplicate lease id, empty session id)"),
+    ("R", "repair it back"),
+    ("t", "the guided tour: the next step"),
+];
+
+fn style(no_color: bool, c: Color) -> Style {
+    let s = Style::default().add_modifier(Modifier::BOLD);
+    if no_color { s } else { s.fg(c) }
+}
+
+pub fn render_demo_panel(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect) {
+    let cols = Layout::horizontal([Constraint::Length(36), Constraint::Min(20)]).split(area);
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let steps = tour::steps().len();
+    let key = |k: &'static str, what: String| vec![Span::styled(k, bold), Span::raw(what)];
+    let mut lines = vec![
+        Line::from([key("o", " spawn    ".into()), key("a", " acquire   ".into()), key("K", " kill".into())].concat()),
+        Line::from([key("f", " recycled ".into()), key("c", " cap       ".into()), key("C", " corrupt".into())].concat()),
+        Line::from([key("R", " repair   ".into()), key("t", format!(" tour {}/{steps}", demo.next_step.min(steps)))].concat()),
+        Line::from(format!("sandbox ({}):", if demo.owned { "removed on exit" } else { "kept" })),
+        Line::from(format!(" {}", demo.sandbox.display())),
+    ];
+    if demo.owners.is_empty() {
+        lines.push(Line::from("no owner processes yet: press o"));
+    }
+    for o in demo.owners.iter().rev().take(area.height.saturating_sub(7) as usize) {
+        let (mark, c) = if o.running { ("●", Color::Green) } else { ("✖", Color::Red) };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{mark} "), style(no_color, c)),
+            Span::raw(format!("pid {} {} {} {}", o.pid, o.session, o.surface, o.live_id)),
+        ]));
+    }
+    let block = Block::default().borders(Borders::ALL).title(" playground ");
+    frame.render_widget(Paragraph::new(lines).block(block), cols[0]);
+    render_result(demo, no_color, frame, cols[1]);
+}
+
+fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let mut lines: Vec<Line> = Vec::new();
+    if let Some((title, why)) = &demo.tour_note {
+        lines.push(Line::from(Span::styled(title.clone(), style(no_color, Color::Cyan))));
+        lines.push(Line::from(why.clone()));
+    }
+    match &demo.last {
+        None => lines.push(Line::from("Results of playground actions appear here. Press t for the guided tour.")),
+        Some(o) => {
+            lines.push(Line::from(Span::raw(format!("› {}", o.action))));
+            match &o.verdict {
+                Verdict::Granted { lease_id, session, pid, replaced, pruned } => {
+                    lines.push(Line::from(vec![
+                        Span::styled("✔ GRANTED ", style(no_color, Color::Green)),
+                        Span::raw(format!("lease {} for {session} to pid {pid}", short(lease_id))),
+                    ]));
+                    if let Some(old) = replaced {
+                        lines.push(Line::from(format!("same writer: replaced its own lease {}, not a second entry", short(old))));
+                    }
+                    if *pruned > 0 {
+                        lines.push(Line::from(format!("pruned {pruned} dead or recycled owner(s) first")));
+                    }
+                }
+                Verdict::Refused { reason, message, advice, holder } => {
+                    lines.push(Line::from(vec![
+                        Span::styled("✖ REFUSED ", style(no_color, Color::Red)),
+                        Span::styled(reason.code(), bold),
+                    ]));
+                    lines.push(Line::from(message.clone()));
+                    lines.push(Line::from(vec![Span::styled("what to do: ", bold), Span::raw(advice.clone())]));
+                    if let Some(h) = holder {
+                        lines.push(Line::from(format!("blocking lease {} is marked ◀ in the table", short(h))));
+                    }
+                }
+                Verdict::Done(what) => lines.push(Line::from(what.clone())),
+                Verdict::Failed(why) => {
+                    lines.push(Line::from(vec![Span::styled("FAILED ", style(no_color, Color::Yellow)), Span::raw(why.clone())]))
+                }
+            }
+        }
+    }
+    let block = Block::default().borders(Borders::ALL).title(" result ");
+    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+pub fn render_form(form: &Form, no_color: bool, frame: &mut Frame, area: Rect) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let mut lines = Vec::new();
+    for (i, f) in form.fields.iter().enumerate() {
+        let focus = i == form.focus;
+        let value = if f.choices.is_empty() {
+            format!("{}{}", f.value, if focus { "▏" } else { "" })
+        } else {
+            format!("‹ {} ›", f.get())
+        };
+        let marker = if focus { "▸ " } else { "  " };
+        let value_style = if focus { style(no_color, Color::Yellow) } else { Style::default() };
+        lines.push(Line::from(vec![
+            Span::raw(marker),
+            Span::styled(format!("{:<22}", f.label), bold),
+            Span::styled(value, value_style),
+        ]));
+    }
+    lines.push(Line::from(""));
+    if let Some(e) = &form.error {
+        lines.push(Line::from(Span::styled(e.clone(), style(no_color, Color::Red))));
+    }
+    lines.push(Line::from(Span::styled(
+        "Tab/↑↓ field · ←→ choose · Enter go · Esc cancel",
+        if no_color { Style::default() } else { Style::default().fg(Color::DarkGray) },
+    )));
+    let width = area.width.saturating_sub(4).min(72);
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width.saturating_sub(width)) / 2,
+        y: area.y + (area.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, rect);
+    let block = Block::default().borders(Borders::ALL).title(format!(" {} ", form.kind.title())).border_style(style(no_color, Color::Cyan));
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
