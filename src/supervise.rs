@@ -4,6 +4,7 @@
 //! The handlers are installed BEFORE the lease is acquired: a stop signal that
 //! arrives between the registry write and the wait must still release the lease.
 
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -38,7 +39,18 @@ impl StopSignals {
         };
         let early: Vec<i32> = self.signals.pending().collect();
         let handle = self.signals.handle();
-        let mut child = Command::new(program).args(args).envs(env.iter().copied()).spawn()?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).envs(env.iter().copied());
+        // If leasectl dies (even by SIGKILL) its lease becomes prunable: the work must
+        // not outlive it, or a successor and CMD would write one session together.
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
         let pid = child.id() as libc::pid_t;
         for sig in early {
             // SAFETY: kill has no memory-safety preconditions; the child is ours and not yet reaped.

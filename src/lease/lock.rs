@@ -2,7 +2,7 @@
 //! waited for with a bound; on timeout, the holder's pid read from `/proc/locks`.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,11 +19,17 @@ pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> 
     if let Some(dir) = lock_path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
     }
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(lock_path)
-        .map_err(|e| Error::io("open the lock file", lock_path, e))?;
+    // O_NOFOLLOW: a symlink planted as the lock file must not make us create or
+    // lock a file outside runtime/.
+    let file = OpenOptions::new().append(true).create(true).custom_flags(libc::O_NOFOLLOW).open(lock_path).map_err(
+        |e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::Refused(format!(
+                "{} is a symlink: refusing to lock through it (remove it; leasectl recreates it)",
+                lock_path.display()
+            )),
+            _ => Error::io("open the lock file", lock_path, e),
+        },
+    )?;
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {

@@ -179,24 +179,38 @@ pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), 
 }
 
 /// Temp file in the same directory, the registry's mode kept (a new one gets
-/// `0666 & ~umask`), write, fsync, rename. On any error the temp file is removed.
+/// `0666 & ~umask`; the temp file is never wider than that), write, fsync, rename.
+/// On any error the temp file is removed and the old registry is untouched.
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
-    let existing_mode = match std::fs::metadata(path) {
+    check_owner(dir)?;
+    let existing_mode = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(Error::Refused(format!(
+                "{} is a symlink: refusing to write through it or replace it (make it a regular file)",
+                path.display()
+            )));
+        }
         Ok(m) => Some(m.permissions().mode() & 0o7777),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(Error::io("inspect the registry", path, e)),
     };
-    let (tmp_path, mut tmp) = create_temp(dir)?;
+    let (tmp_path, mut tmp) = create_temp(dir, existing_mode.unwrap_or(0o666) & 0o666)?;
     let result = (|| {
         if let Some(mode) = existing_mode {
+            // The umask may have narrowed the temp file: give it exactly the registry's mode.
             tmp.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(|e| Error::io("set the mode of", &tmp_path, e))?;
         }
+        failpoint("before-temp-write");
         tmp.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, e))?;
+        failpoint("after-temp-write");
         tmp.sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
-        std::fs::rename(&tmp_path, path).map_err(|e| Error::io("rename the temp file over", path, e))
+        failpoint("before-rename");
+        std::fs::rename(&tmp_path, path).map_err(|e| Error::io("rename the temp file over", path, e))?;
+        failpoint("after-rename");
+        Ok(())
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp_path);
@@ -204,15 +218,45 @@ fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     result
 }
 
-/// A new, exclusively created `.active_sessions_XXXXXXXX.tmp` in `dir`.
-fn create_temp(dir: &Path) -> Result<(PathBuf, File), Error> {
+/// Refuse to write into a runtime directory owned by another user (unless root):
+/// their registry is theirs to change.
+fn check_owner(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect", dir, e))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 && meta.uid() != me {
+        return Err(Error::Refused(format!(
+            "{} belongs to uid {}, and leasectl runs as uid {me}: refusing to write another user's registry",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    Ok(())
+}
+
+/// A test-only crash point: when `LEASECTL_TEST_FAILPOINT` names this step, the
+/// process kills itself there (SIGKILL), so tests can prove a crash at any step of
+/// the write leaves either the old or the new registry.
+fn failpoint(step: &str) {
+    static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let chosen = CHOSEN.get_or_init(|| std::env::var("LEASECTL_TEST_FAILPOINT").ok());
+    if chosen.as_deref() == Some(step) {
+        // SAFETY: raising SIGKILL on ourselves has no memory-safety preconditions.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
+/// A new, exclusively created `.active_sessions_XXXXXXXX.tmp` in `dir` (O_EXCL:
+/// a planted symlink is never followed, another name is tried).
+fn create_temp(dir: &Path, mode: u32) -> Result<(PathBuf, File), Error> {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
     let mut last_err = None;
     for _ in 0..100 {
         let random = super::random::bytes::<8>();
         let name: String = random.iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
         let tmp_path = dir.join(format!("{TEMP_PREFIX}{name}{TEMP_SUFFIX}"));
-        match OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp_path) {
+        match OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp_path) {
             Ok(f) => return Ok((tmp_path, f)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
             Err(e) => return Err(Error::io("create a temp file in", dir, e)),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ratatui::crossterm::event::KeyEvent;
 
-use crate::demo::{Action, OwnerView, Outcome};
+use crate::demo::{Action, Outcome, OwnerView};
 use crate::lease::config::CapSetting;
 use crate::lease::owner::OwnerInfo;
 use crate::lease::{Entry, Liveness, Registry, Removal, Target};

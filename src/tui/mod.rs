@@ -42,7 +42,8 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
     let scope = worker::Scope { registries: opts.registries.clone(), discover_root: opts.discover_root.clone() };
-    let demo_state = opts.demo.as_ref().map(|pg| state::DemoState::new(pg.sandbox.home().to_path_buf(), pg.sandbox.owned()));
+    let demo_state =
+        opts.demo.as_ref().map(|pg| state::DemoState::new(pg.sandbox.home().to_path_buf(), pg.sandbox.owned()));
     let worker = worker::spawn(worker::Worker::new(scope, opts.lock_timeout, opts.demo), effects_rx, tx.clone());
     let watch = sources::WatchScope {
         root: opts.root.clone(),

@@ -22,8 +22,12 @@ pub fn on_demo_key(app: &mut App, key: &KeyEvent) -> Option<Vec<Effect>> {
         return Some(on_form_key(app, key));
     }
     let fresh = format!("S{}", demo.counter);
-    let running: Vec<(u64, String)> =
-        demo.owners.iter().filter(|o| o.running).map(|o| (o.pid, format!("pid {} ({} {})", o.pid, o.session, o.live_id))).collect();
+    let running: Vec<(u64, String)> = demo
+        .owners
+        .iter()
+        .filter(|o| o.running)
+        .map(|o| (o.pid, format!("pid {} ({} {})", o.pid, o.session, o.live_id)))
+        .collect();
     let form = match key.code {
         KeyCode::Char('o') => Form {
             kind: FormKind::SpawnOwner,
@@ -74,20 +78,30 @@ pub fn on_demo_key(app: &mut App, key: &KeyEvent) -> Option<Vec<Effect>> {
         },
         KeyCode::Char('K') => {
             let Some(pid) = selected_pid.filter(|p| running.iter().any(|(r, _)| r == p)) else {
-                app.log("demo", LogLevel::Warn, "K kills the selected lease's owner, which must be a running demo owner");
+                app.log(
+                    "demo",
+                    LogLevel::Warn,
+                    "K kills the selected lease's owner, which must be a running demo owner",
+                );
                 return Some(vec![]);
             };
             return Some(vec![Effect::Demo(Action::KillOwner { owner: OwnerChoice::Existing(pid) })]);
         }
         KeyCode::Char('f') => {
             demo.counter += 1;
-            return Some(vec![Effect::Demo(Action::FakeRecycled { session: format!("recycled-{}", demo.counter - 1) })]);
+            return Some(vec![Effect::Demo(Action::FakeRecycled {
+                session: format!("recycled-{}", demo.counter - 1),
+            })]);
         }
         KeyCode::Char('R') => return Some(vec![Effect::Demo(Action::Repair)]),
         KeyCode::Char('t') => {
             let steps = tour::steps().len();
             if demo.next_step >= steps {
-                app.log("demo", LogLevel::Info, "the tour is over; quit and run `leasectl demo --tour` for a fresh one");
+                app.log(
+                    "demo",
+                    LogLevel::Info,
+                    "the tour is over; quit and run `leasectl demo --tour` for a fresh one",
+                );
                 return Some(vec![]);
             }
             demo.next_step += 1;

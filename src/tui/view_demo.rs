@@ -34,8 +34,12 @@ pub fn render_demo_panel(demo: &DemoState, no_color: bool, frame: &mut Frame, ar
     let key = |k: &'static str, what: String| vec![Span::styled(k, bold), Span::raw(what)];
     let mut lines = vec![
         Line::from([key("o", " spawn    ".into()), key("a", " acquire   ".into()), key("K", " kill".into())].concat()),
-        Line::from([key("f", " recycled ".into()), key("c", " cap       ".into()), key("C", " corrupt".into())].concat()),
-        Line::from([key("R", " repair   ".into()), key("t", format!(" tour {}/{steps}", demo.next_step.min(steps)))].concat()),
+        Line::from(
+            [key("f", " recycled ".into()), key("c", " cap       ".into()), key("C", " corrupt".into())].concat(),
+        ),
+        Line::from(
+            [key("R", " repair   ".into()), key("t", format!(" tour {}/{steps}", demo.next_step.min(steps)))].concat(),
+        ),
         Line::from(format!("sandbox ({}):", if demo.owned { "removed on exit" } else { "kept" })),
         Line::from(format!(" {}", demo.sandbox.display())),
     ];
@@ -72,7 +76,10 @@ fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect
                         Span::raw(format!("lease {} for {session} to pid {pid}", short(lease_id))),
                     ]));
                     if let Some(old) = replaced {
-                        lines.push(Line::from(format!("same writer: replaced its own lease {}, not a second entry", short(old))));
+                        lines.push(Line::from(format!(
+                            "same writer: replaced its own lease {}, not a second entry",
+                            short(old)
+                        )));
                     }
                     if *pruned > 0 {
                         lines.push(Line::from(format!("pruned {pruned} dead or recycled owner(s) first")));
@@ -90,9 +97,10 @@ fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect
                     }
                 }
                 Verdict::Done(what) => lines.push(Line::from(what.clone())),
-                Verdict::Failed(why) => {
-                    lines.push(Line::from(vec![Span::styled("FAILED ", style(no_color, Color::Yellow)), Span::raw(why.clone())]))
-                }
+                Verdict::Failed(why) => lines.push(Line::from(vec![
+                    Span::styled("FAILED ", style(no_color, Color::Yellow)),
+                    Span::raw(why.clone()),
+                ])),
             }
         }
     }
@@ -139,6 +147,9 @@ pub fn render_form(form: &Form, no_color: bool, frame: &mut Frame, area: Rect) {
         height,
     };
     frame.render_widget(Clear, rect);
-    let block = Block::default().borders(Borders::ALL).title(format!(" {} ", form.kind.title())).border_style(style(no_color, Color::Cyan));
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" {} ", form.kind.title()))
+        .border_style(style(no_color, Color::Cyan));
     frame.render_widget(Paragraph::new(lines).block(block), rect);
 }
