@@ -55,8 +55,11 @@ pub enum Command {
     #[command(after_help = "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json")]
     Prune(PruneArgs),
     /// Check registries: validation, conflicts, temp files, the lock (non-zero exit on problems)
-    #[command(after_help = "Example:\n  leasectl doctor --all-profiles")]
-    Doctor(JsonFlag),
+    #[command(after_help = "--repair rewrites an invalid registry: every valid entry is kept, only the invalid \
+                            ones (listed) are dropped, a live owner's lease is never dropped, and the exact old \
+                            bytes are kept beside it as active_sessions.json.bak-YYYYMMDD-HHMMSS (mode 0600).\n\n\
+                            Example:\n  leasectl doctor --all-profiles\n  leasectl doctor --repair --yes")]
+    Doctor(DoctorArgs),
     /// Hold a lease (leasectl is the owner) while CMD runs; CMD does not run on refusal
     #[command(after_help = "SIGINT and SIGTERM are forwarded to CMD; the lease is released when CMD exits, \
                             and leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
@@ -80,6 +83,19 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct JsonFlag {
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Repair an invalid registry (asks first; see below)
+    #[arg(long)]
+    pub repair: bool,
+    /// With --repair: do not ask
+    #[arg(long, requires = "repair")]
+    pub yes: bool,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,

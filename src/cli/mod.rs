@@ -76,6 +76,7 @@ fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Command::Release(a) => release(single()?, &a.lease_id, a.json, timeout),
         Command::ForceRelease(a) => force_release(single()?, &a, timeout),
         Command::Prune(a) => prune(&registries, a.dry_run, a.json, timeout),
+        Command::Doctor(a) if a.repair => repair(&registries, a.yes, a.json, timeout),
         Command::Doctor(a) => Ok(doctor(&registries, a.json)),
         Command::Run(a) => run_cmd(single()?, &a.opts, &a.cmd, timeout),
         Command::Hold(a) => hold(single()?, &a, timeout),
@@ -401,6 +402,81 @@ fn doctor(registries: &[Registry], as_json: bool) -> i32 {
         }
     }
     if bad { EXIT_ERROR } else { EXIT_OK }
+}
+
+fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let mut results = Vec::new();
+    for reg in registries {
+        let plan = lease::repair::repair(reg, true, timeout)?;
+        if !plan.needed {
+            if !as_json {
+                println!("{} ({}): valid, nothing to repair", reg.profile, reg.path().display());
+            }
+            results.push(json!({"profile": reg.profile, "path": reg.path(), "repaired": false}));
+            continue;
+        }
+        if !as_json {
+            print!("{}", repair_text(reg, &plan.plan));
+        }
+        if !yes {
+            if !std::io::stdin().is_terminal() {
+                return Err(Failure {
+                    code: EXIT_ERROR,
+                    message: "not repairing without confirmation: pass --yes".into(),
+                });
+            }
+            print!("Repair {}? [y/N] ", reg.path().display());
+            let _ = std::io::stdout().flush();
+            let mut answer = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut answer);
+            if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                println!("not repaired");
+                results.push(json!({"profile": reg.profile, "path": reg.path(), "repaired": false}));
+                continue;
+            }
+        }
+        let done = lease::repair::repair(reg, false, timeout)?;
+        let backup = done.backup.as_ref().map(|b| b.display().to_string());
+        if !as_json {
+            println!(
+                "repaired: kept {} lease(s); old bytes saved as {}",
+                done.plan.kept.len(),
+                backup.clone().unwrap_or_default()
+            );
+        }
+        results.push(json!({
+            "profile": reg.profile,
+            "path": reg.path(),
+            "repaired": done.needed,
+            "backup": backup,
+            "kept": done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
+            "dropped": done.plan.dropped.iter().map(|d| json!({"entry": d.index, "lease_id": d.lease_id, "why": d.why})).collect::<Vec<_>>(),
+            "rekeyed": done.plan.rekeyed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
+        }));
+    }
+    if as_json {
+        print_json(&json!({ "registries": results }));
+    }
+    Ok(EXIT_OK)
+}
+
+fn repair_text(reg: &Registry, plan: &lease::repair::RepairPlan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "{} ({}): invalid", reg.profile, reg.path().display());
+    if plan.salvaged {
+        let _ = writeln!(s, "  the JSON is broken: {} complete entr(ies) salvaged", plan.found);
+    }
+    let _ = writeln!(s, "  keep {} valid lease(s)", plan.kept.len());
+    for d in &plan.dropped {
+        let id = d.lease_id.as_deref().unwrap_or("-");
+        let _ = writeln!(s, "  drop entry {} (lease {id}): {}", d.index, d.why);
+    }
+    for (from, to) in &plan.rekeyed {
+        let _ = writeln!(s, "  duplicate lease id {from} held by a live owner: kept under the new id {to}");
+    }
+    s
 }
 
 fn doctor_text(d: &lease::DoctorReport) -> String {

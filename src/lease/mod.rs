@@ -2,6 +2,7 @@
 //! operator's actions. No terminal code here; the CLI and the console call it.
 
 pub mod admin;
+pub mod calendar;
 pub mod config;
 pub mod entry;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod paths;
 pub mod pyjson;
 pub mod random;
 pub mod refusal;
+pub mod repair;
 pub mod store;
 
 pub use admin::{DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot};

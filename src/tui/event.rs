@@ -27,6 +27,19 @@ pub enum Event {
     DemoDone(DemoDone),
     /// SIGTERM/SIGHUP: leave as if the operator pressed q.
     Shutdown,
+    /// A repair's plan, to confirm: one line per kept/dropped/re-keyed entry.
+    RepairPlanned {
+        registry: Registry,
+        result: Result<Vec<String>, String>,
+    },
+}
+
+/// What a finished operator action did.
+#[derive(Debug)]
+pub enum ActionOutcome {
+    Removed(Removal),
+    /// A repair: one line saying what was kept, dropped and where the backup is.
+    Repaired(String),
 }
 
 #[derive(Debug)]
@@ -44,6 +57,14 @@ pub enum Effect {
     /// Re-judge only the pids already known (no file read).
     Relive,
     Prune {
+        registry: Registry,
+    },
+    /// Work out what `doctor --repair` would do (nothing written).
+    PlanRepair {
+        registry: Registry,
+    },
+    /// Repair an invalid registry (backup kept beside it).
+    Repair {
         registry: Registry,
     },
     /// A demo playground action.
@@ -98,7 +119,7 @@ pub struct ActionDone {
     pub registry: Registry,
     /// What was asked, for the log ("prune", "force-release lease 1a2b3c4d").
     pub what: String,
-    pub result: Result<Removal, String>,
+    pub result: Result<ActionOutcome, String>,
     /// Set when the action gave up on the lock: who holds it.
     pub lock_holder: Option<u32>,
 }

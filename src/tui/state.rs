@@ -124,6 +124,11 @@ impl SortMode {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dialog {
     Help,
+    /// Repair an invalid registry: what the repair will keep and drop.
+    ConfirmRepair {
+        registry: Registry,
+        lines: Vec<String>,
+    },
     /// Prune: the leases that will go, per registry.
     ConfirmPrune {
         targets: Vec<(Registry, Vec<LeaseRow>)>,

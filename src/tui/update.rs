@@ -3,7 +3,7 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::diff::diff;
-use super::event::{ActionDone, Effect, Event, LeaseRow, Loaded};
+use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::state::{App, Dialog, LogLevel, RegistryState};
 use crate::lease::admin::owner_may_be_alive;
 use crate::lease::{Liveness, Target};
@@ -30,6 +30,13 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         }
         Event::DemoDone(done) => {
             super::update_demo::on_demo_done(app, done);
+            vec![]
+        }
+        Event::RepairPlanned { registry, result } => {
+            match result {
+                Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { registry, lines }),
+                Err(e) => app.log(&registry.profile, LogLevel::Warn, format!("repair refused: {e}")),
+            }
             vec![]
         }
         Event::Shutdown => {
@@ -75,7 +82,8 @@ fn on_action_done(app: &mut App, done: ActionDone) {
         r.locked_by = done.lock_holder;
     }
     match done.result {
-        Ok(removal) => {
+        Ok(ActionOutcome::Repaired(summary)) => app.log(&profile, LogLevel::Change, format!("repair: {summary}")),
+        Ok(ActionOutcome::Removed(removal)) => {
             let ids: Vec<String> =
                 removal.removed.iter().map(|v| v.entry.lease_id().chars().take(8).collect()).collect();
             let warn = if removal.live_owner { " (a LIVE owner's lease: it may keep writing)" } else { "" };
@@ -164,6 +172,7 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         KeyCode::Char('p') => ask_prune(app),
         KeyCode::Char('x') => ask_release(app, false),
         KeyCode::Char('X') => ask_release(app, true),
+        KeyCode::Char('F') => return ask_repair(app),
         _ => {}
     }
     app.clamp_selection();
@@ -209,6 +218,19 @@ fn ask_prune(app: &mut App) {
     app.dialog = Some(Dialog::ConfirmPrune { targets });
 }
 
+/// `F`: repair the current tab's invalid registry (the worker plans it first).
+fn ask_repair(app: &mut App) -> Vec<Effect> {
+    let invalid: Vec<usize> = app.tab_registries().into_iter().filter(|r| app.registries[*r].error.is_some()).collect();
+    match invalid.first() {
+        Some(r) => vec![Effect::PlanRepair { registry: app.registries[*r].registry.clone() }],
+        None => {
+            let profile = app.tab_registries().first().map(|r| app.registries[*r].registry.profile.clone());
+            app.log(&profile.unwrap_or_default(), LogLevel::Info, "repair: the registry is valid; nothing to repair");
+            vec![]
+        }
+    }
+}
+
 fn ask_release(app: &mut App, whole_session: bool) {
     let Some((r, l)) = app.selection() else {
         return;
@@ -249,6 +271,18 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             }
             vec![]
         }
+        Dialog::ConfirmRepair { registry, .. } => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => {
+                let effect = Effect::Repair { registry: registry.clone() };
+                app.dialog = None;
+                vec![effect]
+            }
+            KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+                app.dialog = None;
+                vec![]
+            }
+            _ => vec![],
+        },
         Dialog::ConfirmPrune { targets } => match key.code {
             KeyCode::Char('y') | KeyCode::Char('Y') => {
                 let effects =

@@ -24,6 +24,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("x", "force-release the selected lease (asks first)"),
     ("X", "force-release every lease of the selected session"),
     ("r", "re-read the registries now"),
+    ("F", "repair an invalid registry (asks first; keeps a backup)"),
     ("?", "this help"),
     ("q / Esc", "quit (Esc first clears the filter or closes details)"),
 ];
@@ -469,6 +470,15 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
             lines.push(Line::from("Esc closes this help."));
             (" help ", lines)
+        }
+        Dialog::ConfirmRepair { registry, lines: plan } => {
+            let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", registry.path().display()), bold))];
+            lines.extend(plan.iter().map(|l| Line::from(format!("  {l}"))));
+            lines.push(Line::from(""));
+            lines.push(Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600)."));
+            lines.push(Line::from("A live owner's lease is never dropped."));
+            lines.push(Line::from(Span::styled("y repair · n/Esc cancel", p.bold(Color::Cyan))));
+            (" repair? ", lines)
         }
         Dialog::ConfirmPrune { targets } => {
             let mut lines =

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use super::event::{ActionDone, DemoDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
+use super::event::{ActionDone, ActionOutcome, DemoDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
 use crate::demo::{Playground, tour};
 use crate::lease::config::{CapSetting, read_cap};
 use crate::lease::owner::OwnerProbe;
@@ -134,11 +134,13 @@ impl Worker {
     }
 
     /// Run an operator action through the core.
-    pub fn act(&mut self, effect: &Effect) -> Option<ActionDone> {
+    pub fn act(&mut self, effect: &Effect) -> Option<Event> {
         let (registry, what, result) = match effect {
-            Effect::Prune { registry } => {
-                (registry.clone(), "prune".to_owned(), lease::prune(registry, false, self.lock_timeout))
-            }
+            Effect::Prune { registry } => (
+                registry.clone(),
+                "prune".to_owned(),
+                lease::prune(registry, false, self.lock_timeout).map(ActionOutcome::Removed),
+            ),
             Effect::ForceRelease { registry, target, allow_live } => {
                 let what = match target {
                     lease::Target::Lease(id) => {
@@ -146,7 +148,32 @@ impl Worker {
                     }
                     lease::Target::Session(s) => format!("force-release session {s}"),
                 };
-                (registry.clone(), what, lease::force_release(registry, target, *allow_live, false, self.lock_timeout))
+                let result = lease::force_release(registry, target, *allow_live, false, self.lock_timeout);
+                (registry.clone(), what, result.map(ActionOutcome::Removed))
+            }
+            Effect::PlanRepair { registry } => {
+                let result = lease::repair::repair(registry, true, self.lock_timeout)
+                    .map(|r| {
+                        if r.needed {
+                            plan_lines(&r.plan)
+                        } else {
+                            vec!["the registry is valid: nothing to repair".into()]
+                        }
+                    })
+                    .map_err(|e| e.to_string());
+                return Some(Event::RepairPlanned { registry: registry.clone(), result });
+            }
+            Effect::Repair { registry } => {
+                let result = lease::repair::repair(registry, false, self.lock_timeout).map(|r| {
+                    let backup = r.backup.map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
+                    ActionOutcome::Repaired(format!(
+                        "kept {} lease(s), dropped {}, re-keyed {}; old bytes in {backup}",
+                        r.plan.kept.len(),
+                        r.plan.dropped.len(),
+                        r.plan.rekeyed.len()
+                    ))
+                });
+                (registry.clone(), "repair".to_owned(), result)
             }
             _ => return None,
         };
@@ -154,8 +181,23 @@ impl Worker {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
             _ => None,
         };
-        Some(ActionDone { registry, what, result: result.map_err(|e| e.to_string()), lock_holder })
+        Some(Event::ActionDone(ActionDone { registry, what, result: result.map_err(|e| e.to_string()), lock_holder }))
     }
+}
+
+/// A repair plan as lines for the confirmation dialog.
+fn plan_lines(plan: &lease::repair::RepairPlan) -> Vec<String> {
+    let mut out = vec![format!("keep {} valid lease(s)", plan.kept.len())];
+    if plan.salvaged {
+        out.push(format!("the JSON is broken: {} complete entr(ies) salvaged, the rest is unreadable", plan.found));
+    }
+    out.extend(
+        plan.dropped
+            .iter()
+            .map(|d| format!("drop entry {} (lease {}): {}", d.index, d.lease_id.as_deref().unwrap_or("-"), d.why)),
+    );
+    out.extend(plan.rekeyed.iter().map(|(a, b)| format!("live duplicate {a}: kept as {b}")));
+    out
 }
 
 /// Serve effects until the channel closes. Queued reloads collapse into one.
@@ -184,7 +226,7 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                     action => {
                         if let Some(done) = worker.act(action) {
                             reload = true;
-                            if events.send(Event::ActionDone(done)).is_err() {
+                            if events.send(done).is_err() {
                                 return;
                             }
                         }
