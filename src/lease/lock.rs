@@ -58,6 +58,12 @@ pub fn lock_holder(lock_path: &Path) -> Option<u32> {
     holder_in(&locks, meta.dev(), meta.ino())
 }
 
+/// The flock holder of each lock file, reading `/proc/locks` once for all of them.
+pub fn lock_holders(lock_paths: &[PathBuf]) -> Vec<Option<u32>> {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    lock_paths.iter().map(|p| std::fs::metadata(p).ok().and_then(|m| holder_in(&locks, m.dev(), m.ino()))).collect()
+}
+
 /// Find a granted FLOCK on (dev, ino) in `/proc/locks` text. Waiters (`->`) are skipped.
 fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
     let (major, minor) = (libc::major(dev) as u64, libc::minor(dev) as u64);

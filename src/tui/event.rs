@@ -106,6 +106,8 @@ pub struct RegistrySnapshot {
     pub cap: CapSetting,
     /// The leases, or the exact reason the file could not be used.
     pub leases: Result<Vec<LeaseRow>, String>,
+    /// Who holds the registry lock right now (from /proc/locks), if anyone.
+    pub lock_holder: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -26,6 +26,9 @@ pub struct RegistryState {
     pub history: VecDeque<u64>,
     /// Set when an action found the lock held: the holder's pid.
     pub locked_by: Option<u32>,
+    /// The lock holder seen by the last snapshots, and since when (a lock is
+    /// normally held for milliseconds; one held across ticks is worth showing).
+    pub lock_seen: Option<(u32, f64)>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
 }
@@ -42,6 +45,7 @@ impl RegistryState {
             last_change: None,
             history: VecDeque::new(),
             locked_by: None,
+            lock_seen: None,
             loaded: false,
         }
     }
@@ -53,6 +57,14 @@ impl RegistryState {
     /// Adopt a fresh snapshot; the caller logs the differences first.
     pub fn apply(&mut self, snap: &RegistrySnapshot, at: f64) {
         self.exists = snap.exists;
+        self.lock_seen = match (snap.lock_holder, self.lock_seen) {
+            (Some(pid), Some((seen, since))) if seen == pid => Some((pid, since)),
+            (Some(pid), _) => Some((pid, at)),
+            (None, _) => None,
+        };
+        if snap.lock_holder.is_none() {
+            self.locked_by = None;
+        }
         self.cap = snap.cap.cap;
         self.cap_warnings = snap.cap.warnings.clone();
         match &snap.leases {
@@ -78,6 +90,11 @@ impl RegistryState {
             }
         }
         self.loaded = true;
+    }
+
+    /// The pid holding the lock for at least two seconds, and for how long.
+    pub fn stuck_lock(&self, now: f64) -> Option<(u32, f64)> {
+        self.lock_seen.filter(|(_, since)| now - since >= 2.0).map(|(pid, since)| (pid, now - since))
     }
 
     pub fn sample(&mut self) {

@@ -234,7 +234,13 @@ fn banner(app: &App) -> Vec<Line<'static>> {
                 reg.registry.profile
             )));
         }
-        if let Some(pid) = reg.locked_by {
+        if let Some((pid, held)) = reg.stuck_lock(app.now) {
+            out.push(Line::from(format!(
+                " registry {} locked by pid {pid} for {} — actions wait for it, then give up",
+                reg.registry.profile,
+                time::age(held)
+            )));
+        } else if let Some(pid) = reg.locked_by {
             out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.registry.profile)));
         }
     }

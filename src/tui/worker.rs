@@ -110,10 +110,14 @@ impl Worker {
         let pids: Vec<u64> =
             self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(|e| e.pid()).collect();
         let owners = self.owners.infos(&pids);
+        let lock_paths: Vec<PathBuf> = self.known.iter().map(|k| k.registry.lock_path()).collect();
+        let holders = lease::lock::lock_holders(&lock_paths);
         let snapshots = self
             .known
             .iter()
-            .map(|k| RegistrySnapshot {
+            .zip(holders)
+            .map(|(k, lock_holder)| RegistrySnapshot {
+                lock_holder,
                 registry: k.registry.clone(),
                 exists: k.exists,
                 modified: k.modified,

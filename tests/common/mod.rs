@@ -66,6 +66,7 @@ pub fn snap(reg: &Registry, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         modified: Some(NOW - 60.0),
         cap: CapSetting { cap, key: cap.map(|_| "max_concurrent_sessions".into()), warnings: vec![] },
         leases,
+        lock_holder: None,
     }
 }
 
