@@ -93,7 +93,7 @@ fn worker(id: usize, home: std::path::PathBuf, until: Instant) -> Tally {
         if v["granted"] == serde_json::Value::Bool(true) {
             let start = Instant::now();
             std::thread::sleep(Duration::from_millis(5 + rand_u64() % 60));
-            let killed = rand_u64() % 10 == 0;
+            let killed = rand_u64().is_multiple_of(10);
             let end = Instant::now();
             let sig = if killed { libc::SIGKILL } else { libc::SIGTERM };
             // SAFETY: signalling our own child, not yet reaped.

@@ -1,6 +1,27 @@
 //! The command-line interface: parse, call the core, print. Exit codes:
 //! 0 ok, 1 error, 2 usage, 3/4/5 the refusal reasons.
 
+/// Output that never panics: a closed pipe (`leasectl ls | head`) or a dead
+/// terminal must not turn into a crash after the work is done.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! say_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! say_err {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 pub mod args;
 pub mod output;
 
@@ -27,7 +48,7 @@ pub fn run(cli: Cli) -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
-            eprintln!("leasectl: {message}");
+            say_err!("leasectl: {message}");
             code
         }
     }
@@ -148,7 +169,7 @@ fn select_registries(cli: &Cli) -> Result<Vec<Registry>, Failure> {
 }
 
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+    say!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
 }
 
 fn ls(registries: &[Registry], as_json: bool) -> i32 {
@@ -179,27 +200,27 @@ fn ls(registries: &[Registry], as_json: bool) -> i32 {
     } else {
         for (i, s) in snaps.iter().enumerate() {
             if i > 0 {
-                println!();
+                say!();
             }
             let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
             match &s.leases {
-                Err(e) => println!("{}  {}  {cap}\n  ERROR: {e}", s.registry.profile, s.registry.path().display()),
+                Err(e) => say!("{}  {}  {cap}\n  ERROR: {e}", s.registry.profile, s.registry.path().display()),
                 Ok(views) => {
                     let alive = views.iter().filter(|v| v.liveness == Liveness::Alive).count();
                     let slots = s.cap.cap.map(|c| format!("{alive}/{c} slots")).unwrap_or(format!("{alive} live"));
-                    println!(
+                    say!(
                         "{}  {}  {cap}  {} lease(s), {slots}",
                         s.registry.profile,
                         s.registry.path().display(),
                         views.len()
                     );
                     if !views.is_empty() {
-                        println!("{}", table(&LEASE_HEADER, &lease_rows(views, &owners)));
+                        say!("{}", table(&LEASE_HEADER, &lease_rows(views, &owners)));
                     }
                 }
             }
             for w in &s.cap.warnings {
-                println!("  warning: {w}");
+                say!("  warning: {w}");
             }
         }
     }
@@ -230,7 +251,7 @@ fn request(reg: &Registry, opts: &AcquireOpts, owner_pid: u64, timeout: Duration
         None => {
             let setting = read_cap(&reg.config_path());
             for w in &setting.warnings {
-                eprintln!("leasectl: warning: {w}");
+                say_err!("leasectl: warning: {w}");
             }
             setting.cap
         }
@@ -250,17 +271,17 @@ fn request(reg: &Registry, opts: &AcquireOpts, owner_pid: u64, timeout: Duration
 /// `compact` prints JSON on one line (hold/run: a line a reader can wait for).
 fn acquire_reported(reg: &Registry, req: &AcquireRequest, as_json: bool, compact: bool) -> Result<lease::Grant, i32> {
     let show = |v: &Value| {
-        if compact { println!("{v}") } else { print_json(v) }
+        if compact { say!("{v}") } else { print_json(v) }
     };
     match lease::acquire(reg, req) {
         Ok(g) => {
             if as_json {
                 show(&output::grant_json(&g, reg, &req.session_id, req.owner_pid));
             } else if !g.recorded {
-                println!("granted (not recorded: an empty session id has nothing to fence)");
+                say!("granted (not recorded: an empty session id has nothing to fence)");
             } else {
                 let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
-                println!(
+                say!(
                     "granted lease {} for session {} to pid {}{how}\n  registry: {}",
                     g.lease_id,
                     req.session_id,
@@ -268,7 +289,7 @@ fn acquire_reported(reg: &Registry, req: &AcquireRequest, as_json: bool, compact
                     reg.path().display()
                 );
                 if !g.pruned.is_empty() {
-                    println!("  pruned {} dead owner lease(s)", g.pruned.len());
+                    say!("  pruned {} dead owner lease(s)", g.pruned.len());
                 }
             }
             Ok(g)
@@ -277,7 +298,7 @@ fn acquire_reported(reg: &Registry, req: &AcquireRequest, as_json: bool, compact
             if as_json {
                 show(&output::refusal_json(&r));
             } else {
-                eprintln!("{}\nwhat to do: {}", refusal_stderr(&r), r.reason.advice());
+                say_err!("{}\nwhat to do: {}", refusal_stderr(&r), r.reason.advice());
             }
             Err(r.reason.exit_code())
         }
@@ -307,9 +328,9 @@ fn release(reg: &Registry, lease_id: &str, as_json: bool, timeout: Duration) -> 
             "pruned": r.pruned.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
         }));
     } else if r.removed {
-        println!("released lease {lease_id}");
+        say!("released lease {lease_id}");
     } else {
-        println!("lease {lease_id} was already gone; nothing to do");
+        say!("lease {lease_id} was already gone; nothing to do");
     }
     Ok(EXIT_OK)
 }
@@ -336,7 +357,7 @@ fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Res
             })
             .collect();
         let verb = if r.dry_run { "would release" } else { "released" };
-        eprintln!(
+        say_err!(
             "WARNING: {verb} the lease of a LIVE owner: {}. It may keep writing to its session, \
              and a second owner can now acquire it.",
             who.join("; ")
@@ -352,9 +373,9 @@ fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Res
 
 fn print_removal(reg: &Registry, r: &lease::Removal, what: &str) {
     let verb = if r.dry_run { "would remove" } else { "removed" };
-    println!("{} ({}): {what} {verb} {} lease(s)", reg.profile, reg.path().display(), r.removed.len());
+    say!("{} ({}): {what} {verb} {} lease(s)", reg.profile, reg.path().display(), r.removed.len());
     if !r.removed.is_empty() {
-        println!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
     }
 }
 
@@ -372,7 +393,7 @@ fn prune(registries: &[Registry], dry_run: bool, as_json: bool, timeout: Duratio
             Err(e) => {
                 let f = Failure::from(e);
                 if !as_json {
-                    eprintln!("leasectl: {} ({}): {}", reg.profile, reg.path().display(), f.message);
+                    say_err!("leasectl: {} ({}): {}", reg.profile, reg.path().display(), f.message);
                 }
                 results.push(json!({"profile": reg.profile, "path": reg.path(), "error": f.message}));
                 failed = Some(f.code);
@@ -396,9 +417,9 @@ fn doctor(registries: &[Registry], as_json: bool) -> i32 {
     } else {
         for (i, d) in reports.iter().enumerate() {
             if i > 0 {
-                println!();
+                say!();
             }
-            print!("{}", doctor_text(d));
+            say_raw!("{}", doctor_text(d));
         }
     }
     if bad { EXIT_ERROR } else { EXIT_OK }
@@ -411,13 +432,13 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
         let plan = lease::repair::repair(reg, true, timeout)?;
         if !plan.needed {
             if !as_json {
-                println!("{} ({}): valid, nothing to repair", reg.profile, reg.path().display());
+                say!("{} ({}): valid, nothing to repair", reg.profile, reg.path().display());
             }
             results.push(json!({"profile": reg.profile, "path": reg.path(), "repaired": false}));
             continue;
         }
         if !as_json {
-            print!("{}", repair_text(reg, &plan.plan));
+            say_raw!("{}", repair_text(reg, &plan.plan));
         }
         if !yes {
             if !std::io::stdin().is_terminal() {
@@ -426,12 +447,12 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
                     message: "not repairing without confirmation: pass --yes".into(),
                 });
             }
-            print!("Repair {}? [y/N] ", reg.path().display());
+            say_raw!("Repair {}? [y/N] ", reg.path().display());
             let _ = std::io::stdout().flush();
             let mut answer = String::new();
             let _ = std::io::stdin().lock().read_line(&mut answer);
             if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                println!("not repaired");
+                say!("not repaired");
                 results.push(json!({"profile": reg.profile, "path": reg.path(), "repaired": false}));
                 continue;
             }
@@ -439,7 +460,7 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
         let done = lease::repair::repair(reg, false, timeout)?;
         let backup = done.backup.as_ref().map(|b| b.display().to_string());
         if !as_json {
-            println!(
+            say!(
                 "repaired: kept {} lease(s); old bytes saved as {}",
                 done.plan.kept.len(),
                 backup.clone().unwrap_or_default()
@@ -524,6 +545,9 @@ fn doctor_text(d: &lease::DoctorReport) -> String {
     }
     for t in &d.leftover_temp_files {
         let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
+    }
+    if let Some(problem) = &d.lock_problem {
+        let _ = writeln!(s, "  LOCK: {problem}: {}", d.registry.lock_path().display());
     }
     if let Some(pid) = d.lock_holder {
         let _ = writeln!(s, "  lock held right now by pid {pid}");

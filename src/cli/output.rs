@@ -86,6 +86,7 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
         "stale": d.stale.iter().map(|l| lease_json(l, None)).collect::<Vec<_>>(),
         "leftover_temp_files": d.leftover_temp_files,
         "lock_holder": d.lock_holder,
+        "lock_problem": d.lock_problem,
     })
 }
 

@@ -162,12 +162,17 @@ pub struct DoctorReport {
     pub leftover_temp_files: Vec<PathBuf>,
     /// Who holds the registry lock right now, if anyone.
     pub lock_holder: Option<u32>,
+    /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.
+    pub lock_problem: Option<String>,
 }
 
 impl DoctorReport {
     /// True when something needs an operator (doctor exits non-zero).
     pub fn has_problems(&self) -> bool {
-        !self.problems.is_empty() || !self.conflicts.is_empty() || !self.leftover_temp_files.is_empty()
+        !self.problems.is_empty()
+            || !self.conflicts.is_empty()
+            || !self.leftover_temp_files.is_empty()
+            || self.lock_problem.is_some()
     }
 }
 
@@ -187,6 +192,12 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
         stale: vec![],
         leftover_temp_files: vec![],
         lock_holder: lock::lock_holder(&reg.lock_path()),
+        lock_problem: match std::fs::symlink_metadata(reg.lock_path()) {
+            Ok(m) if m.is_file() => None,
+            Ok(m) if m.file_type().is_symlink() => Some("the lock file is a symlink (leasectl refuses it)".into()),
+            Ok(_) => Some("the lock file is not a regular file (a FIFO, socket, device or directory)".into()),
+            Err(_) => None,
+        },
     };
     match store::read_bytes(&path) {
         Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
@@ -233,6 +244,9 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
 
 fn empty_session_ids(bytes: &[u8]) -> Vec<usize> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if store::too_many_values(bytes) {
+        return vec![];
+    }
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
         return vec![];
     };

@@ -21,15 +21,34 @@ pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> 
     }
     // O_NOFOLLOW: a symlink planted as the lock file must not make us create or
     // lock a file outside runtime/.
-    let file = OpenOptions::new().append(true).create(true).custom_flags(libc::O_NOFOLLOW).open(lock_path).map_err(
-        |e| match e.raw_os_error() {
+    let file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(lock_path)
+        .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => Error::Refused(format!(
                 "{} is a symlink: refusing to lock through it (remove it; leasectl recreates it)",
                 lock_path.display()
             )),
+            // O_NONBLOCK on a FIFO with no reader.
+            Some(libc::ENXIO) => Error::Refused(format!(
+                "{} is not a regular file: refusing to use it as the lock (remove it; leasectl recreates it)",
+                lock_path.display()
+            )),
             _ => Error::io("open the lock file", lock_path, e),
-        },
-    )?;
+        })?;
+    // A FIFO or device planted as the lock file is not a lock: refuse it.
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(Error::Refused(format!(
+                "{} is not a regular file: refusing to use it as the lock (remove it; leasectl recreates it)",
+                lock_path.display()
+            )));
+        }
+        Err(e) => return Err(Error::io("inspect the lock file", lock_path, e)),
+    }
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {

@@ -129,9 +129,9 @@ pub fn capacity_message(active: usize, cap: u64, entries: &[Entry], now: f64) ->
 /// Why coordination failed, precisely, and that nothing was changed.
 pub fn unavailable_message(path: &Path, err: &Error) -> String {
     format!(
-        "leasectl could not read the active-session registry at {}, so it cannot prove this \
+        "leasectl could not use the active-session registry at {}, so it cannot prove this \
          session has no other live owner: {err}. The registry was left as it was. \
-         Fix or remove that file and try again.",
+         Fix the problem (leasectl doctor) and try again.",
         path.display()
     )
 }

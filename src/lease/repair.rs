@@ -151,6 +151,13 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
     if store::parse(&bytes).is_ok() {
         return Ok(RepairReport { plan: RepairPlan::default(), backup: None, needed: false });
     }
+    if store::too_many_values(&bytes) {
+        return Err(Error::Refused(format!(
+            "{} holds more than {} JSON values: too large to repair safely; move it aside and start empty",
+            path.display(),
+            store::MAX_JSON_VALUES
+        )));
+    }
     let plan = plan(&bytes, &mut Prober::new());
     if dry_run {
         return Ok(RepairReport { plan, backup: None, needed: true });

@@ -39,13 +39,23 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
 
 /// The file's bytes, or None when it does not exist. Too-large files are refused.
 pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    let mut file = match File::open(path) {
+    // O_NONBLOCK: a FIFO planted at the registry path must not hang us (and the lock
+    // we may hold); anything but a regular file is refused after fstat.
+    let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
         }
     };
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(m) => {
+            let kind = if m.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
+            return Err(Error::Invalid(unreadable(path, format!("is {kind}"))));
+        }
+        Err(e) => return Err(Error::Invalid(unreadable(path, format!("cannot inspect: {e}")))),
+    }
     let mut bytes = Vec::new();
     let limit = MAX_REGISTRY_BYTES + 1;
     if let Err(e) = (&mut file).take(limit).read_to_end(&mut bytes) {
@@ -58,6 +68,40 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
         )));
     }
     Ok(Some(bytes))
+}
+
+/// More JSON values than this are refused before parsing: memory stays bounded
+/// (a 64 MiB file of `{}, {}, …` would otherwise become gigabytes of tree).
+pub const MAX_JSON_VALUES: usize = 1_000_000;
+/// Validation stops listing problems after this many.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// Count the values in JSON text without building them (separators and openers
+/// outside strings), stopping once past `MAX_JSON_VALUES`.
+pub fn too_many_values(text: &[u8]) -> bool {
+    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b',' | b':' | b'[' | b'{' => {
+                count += 1;
+                if count > MAX_JSON_VALUES {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
@@ -76,6 +120,12 @@ fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
 pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).map_err(|e| file_problem(Rule::Unreadable, format!("not UTF-8 ({e})")))?;
+    if too_many_values(bytes) {
+        return Err(file_problem(
+            Rule::Unreadable,
+            format!("holds more than {MAX_JSON_VALUES} JSON values (a limit that keeps memory bounded)"),
+        ));
+    }
     let value: Value = serde_json::from_str(text).map_err(|e| file_problem(Rule::NotJson, format!("not JSON: {e}")))?;
     let (list, extra) = match value {
         Value::Array(list) => (list, Map::new()),
@@ -98,8 +148,8 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             ));
         }
     };
-    let mut seen = HashSet::with_capacity(list.len());
-    let mut entries = Vec::with_capacity(list.len());
+    let mut seen = HashSet::with_capacity(list.len().min(65_536));
+    let mut entries = Vec::with_capacity(list.len().min(65_536));
     let mut problems = Vec::new();
     for (index, item) in list.into_iter().enumerate() {
         // The lease id counts as seen even when the entry is otherwise invalid,
@@ -107,7 +157,18 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
         let id = item.get("lease_id").and_then(Value::as_str).map(str::to_owned);
         match Entry::from_value(index, item, &seen) {
             Ok(entry) => entries.push(entry),
-            Err(mut p) => problems.append(&mut p),
+            Err(mut p) => {
+                problems.append(&mut p);
+                if problems.len() >= MAX_PROBLEMS {
+                    problems.push(Problem {
+                        rule: problems[0].rule,
+                        entry_index: None,
+                        lease_id: None,
+                        detail: format!("… stopped after {MAX_PROBLEMS} problems"),
+                    });
+                    return Err(problems);
+                }
+            }
         }
         if let Some(id) = id {
             seen.insert(id);

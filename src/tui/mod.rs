@@ -83,10 +83,13 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
             }
         }
     })();
-    ratatui::restore();
-    // The worker owns the demo's owners and sandbox: let it clean up before we exit.
+    // Clean up first (the worker owns the demo's owners and sandbox), then restore the
+    // terminal. The terminal may be gone (SIGHUP): restoring must not print or panic.
     let _ = effects_tx.send(Effect::Quit);
     drop(effects_tx);
     let _ = worker.join();
+    let _ = ratatui::try_restore();
+    // Its Drop would print to a possibly dead stderr when showing the cursor fails.
+    std::mem::forget(terminal);
     result
 }

@@ -1,0 +1,209 @@
+//! The idle console's cost: the real binary, `leasectl --home DIR tui`, in a
+//! pseudo-terminal (200x60) on a home of 1,000 and then 10,000 leases, all owned
+//! by this bench process (its real start time, so every owner is alive). Once the
+//! header shows every lease alive, wait 3 s, then sample utime+stime from
+//! /proc/<pid>/stat over 10 s: CPU % of one core. VmRSS (and the peak, VmHWM)
+//! from /proc/<pid>/status after that. Targets: < 1 % of a core idle, < 40 MB RSS
+//! at 10,000 leases.
+//!
+//! The binary is the one cargo builds for this bench (`target/release/leasectl`).
+//! Plain main (harness = false). `--quick`: 1 s settle, 3 s window. Without
+//! `--bench` (under `cargo test --benches`): a 100-lease smoke run. With
+//! `CONSOLE_IDLE_PERF=DIR` set, `perf record -g` follows the console through each
+//! window, into `DIR/console_idle_<leases>.data` (`perf report -i FILE --stdio`).
+
+mod support;
+
+use std::io::Read;
+use std::num::NonZeroU16;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use leasectl::lease::Registry;
+use portable_pty::{CommandBuilder, PtySize, native_pty_system};
+use support::Owner;
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
+const ROWS: u16 = 60;
+const COLS: u16 = 200;
+
+/// The console in a pty; SIGKILLed and reaped on drop.
+struct Console {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+    screen: Arc<Mutex<vt100::Parser>>,
+    pid: u32,
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions; the child is ours and not yet reaped.
+        unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Console {
+    fn start(home: &Path) -> Console {
+        let pair = native_pty_system()
+            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(BIN);
+        cmd.arg("--home");
+        cmd.arg(home);
+        cmd.arg("tui");
+        cmd.env("TERM", "xterm-256color");
+        cmd.env_remove("HERMES_HOME");
+        cmd.env_remove("NO_COLOR");
+        cmd.cwd(home);
+        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl tui in the pty");
+        drop(pair.slave);
+        let pid = child.process_id().expect("the console has a pid");
+        let size = |n: u16| NonZeroU16::new(n).expect("non-zero");
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(size(ROWS), size(COLS), 0)));
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let s = Arc::clone(&screen);
+        // Keep draining the pty so the console never blocks on a full terminal.
+        thread::spawn(move || {
+            let mut buf = [0u8; 16384];
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                s.lock().unwrap_or_else(|p| p.into_inner()).process(&buf[..n]);
+            }
+        });
+        Console { child, _master: pair.master, screen, pid }
+    }
+
+    fn text(&self) -> String {
+        self.screen.lock().unwrap_or_else(|p| p.into_inner()).screen().contents()
+    }
+
+    fn wait_for(&mut self, needle: &str, deadline: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            if self.text().contains(needle) {
+                return start.elapsed();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the console exited ({status:?}) before showing {needle:?}:\n{}", self.text());
+            }
+            assert!(
+                start.elapsed() < deadline,
+                "the console did not show {needle:?} within {deadline:?}:\n{}",
+                self.text()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// utime + stime of every thread, in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).expect("read /proc/<pid>/stat");
+        let rest = &stat[stat.rfind(')').expect("comm closes") + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After ')' the fields start at field 3; utime is field 14, stime field 15.
+        let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let clk = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        ticks as f64 / clk
+    }
+
+    /// A `VmXxx:` line of /proc/<pid>/status, in MB.
+    fn status_mb(&self, key: &str) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).expect("read /proc/<pid>/status");
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /proc/<pid>/status"));
+        kb / 1024.0
+    }
+}
+
+struct Idle {
+    n: usize,
+    first_draw: Duration,
+    cpu_percent: f64,
+    cpu_seconds: f64,
+    window: Duration,
+    rss_mb: f64,
+    hwm_mb: f64,
+}
+
+fn measure(n: usize, settle: Duration, window: Duration) -> Idle {
+    let dir = tempfile::Builder::new().prefix("leasectl-bench-idle-").tempdir().expect("tempdir");
+    let reg = Registry::new("root", dir.path());
+    support::fill(&reg, n, &[Owner::me()]);
+    let mut console = Console::start(dir.path());
+    let first_draw = console.wait_for(&format!("● {n} alive"), Duration::from_secs(30));
+    thread::sleep(settle);
+    let perf = std::env::var_os("CONSOLE_IDLE_PERF").map(|dir| {
+        let out = Path::new(&dir).join(format!("console_idle_{n}.data"));
+        std::process::Command::new("perf")
+            .args(["record", "-g", "-o"])
+            .arg(&out)
+            .args(["-p", &console.pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start perf record")
+    });
+    let (c0, t0) = (console.cpu_seconds(), Instant::now());
+    thread::sleep(window);
+    let (c1, elapsed) = (console.cpu_seconds(), t0.elapsed());
+    if let Some(mut perf) = perf {
+        // SIGINT makes perf record write its file and exit.
+        // SAFETY: kill has no memory-safety preconditions; perf is our child.
+        unsafe { libc::kill(perf.id() as libc::pid_t, libc::SIGINT) };
+        let _ = perf.wait();
+    }
+    let rss_mb = console.status_mb("VmRSS:");
+    let hwm_mb = console.status_mb("VmHWM:");
+    // Still alive and still showing every lease alive.
+    console.wait_for(&format!("● {n} alive"), Duration::from_secs(5));
+    drop(console);
+    Idle {
+        n,
+        first_draw,
+        cpu_percent: (c1 - c0) / elapsed.as_secs_f64() * 100.0,
+        cpu_seconds: c1 - c0,
+        window: elapsed,
+        rss_mb,
+        hwm_mb,
+    }
+}
+
+fn main() {
+    if !Path::new(BIN).is_file() {
+        eprintln!("console_idle: {BIN} is missing; build it first with `cargo build --release`");
+        std::process::exit(2);
+    }
+    let (sizes, settle, window): (&[usize], u64, u64) = if !support::benchmarking() {
+        (&[100], 1, 1)
+    } else if support::quick() {
+        (&[1_000, 10_000], 1, 3)
+    } else {
+        (&[1_000, 10_000], 3, 10)
+    };
+    let results: Vec<Idle> =
+        sizes.iter().map(|n| measure(*n, Duration::from_secs(settle), Duration::from_secs(window))).collect();
+    println!("console idle: `leasectl tui` in a {COLS}x{ROWS} pty, {settle} s settle, then a {window} s window");
+    println!(
+        "{:>7} {:>14} {:>12} {:>10} {:>10} {:>10}",
+        "leases", "first draw s", "CPU s", "CPU %", "VmRSS MB", "VmHWM MB"
+    );
+    for r in &results {
+        println!(
+            "{:>7} {:>14.2} {:>12.2} {:>9.2}% {:>10.1} {:>10.1}   (window {:.1} s)",
+            r.n,
+            r.first_draw.as_secs_f64(),
+            r.cpu_seconds,
+            r.cpu_percent,
+            r.rss_mb,
+            r.hwm_mb,
+            r.window.as_secs_f64()
+        );
+    }
+    println!("targets: < 1% of a core idle; < 40 MB RSS at 10,000 leases");
+}

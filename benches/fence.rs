@@ -1,0 +1,230 @@
+//! The fence's cost: one acquire + release cycle on a registry of 0, 100, 1,000
+//! and 10,000 live entries, side by side with the FLOOR for the same file: two
+//! locked rewrites (flock, read, temp file, fsync, rename), which is the I/O an
+//! acquire and a release cannot avoid. The entries are owned by 4 real `sleep`
+//! children (real start times), so every liveness check finds them alive.
+//!
+//! Criterion reports both per size (group `fence/<n>`); afterwards an
+//! interleaved run (A, B, A, B, …) prints the ratio acquire_release / floor per
+//! size, which is what matters on a noisy machine.
+
+mod support;
+
+use std::fs::{File, OpenOptions};
+use std::hint::black_box;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, SamplingMode};
+use leasectl::lease::{self, AcquireRequest, Registry};
+use serde_json::{Map, Value};
+use support::{LOCK_TIMEOUT, Owner, Sleepers, median};
+
+const SIZES: [usize; 4] = [0, 100, 1_000, 10_000];
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh session and live id, owned by this process, liveness tracked.
+fn request(me: u64) -> AcquireRequest {
+    let k = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut metadata = Map::new();
+    metadata.insert("live_session_id".into(), Value::String(format!("bench-live-{k}")));
+    AcquireRequest {
+        session_id: format!("bench-session-{k}"),
+        surface: Some("cli".into()),
+        metadata,
+        owner_pid: me,
+        cap: None,
+        track_liveness: true,
+        lock_timeout: LOCK_TIMEOUT,
+    }
+}
+
+/// One acquire and its release; returns (entries pruned, whether the release removed it).
+fn cycle(reg: &Registry, me: u64) -> (usize, bool) {
+    let grant = lease::acquire(reg, &request(me)).expect("acquire is granted");
+    assert!(grant.recorded, "a non-empty session id is recorded");
+    let released = lease::release(reg, &grant.lease_id, LOCK_TIMEOUT).expect("release");
+    (grant.pruned.len() + released.pruned.len(), released.removed)
+}
+
+/// One locked rewrite of the registry with the same bytes: the least any writer does.
+fn rewrite(reg: &Registry) {
+    let lock_file: File =
+        OpenOptions::new().append(true).create(true).open(reg.lock_path()).expect("open the lock file");
+    lock_file.lock().expect("flock");
+    let path = reg.path();
+    let bytes = std::fs::read(&path).expect("read the registry");
+    let tmp = reg.runtime_dir().join(".active_sessions_floor0.tmp");
+    let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp).expect("create the temp file");
+    f.write_all(&bytes).expect("write the temp file");
+    f.sync_all().expect("fsync");
+    drop(f);
+    std::fs::rename(&tmp, &path).expect("rename over the registry");
+    drop(lock_file);
+}
+
+/// The floor of an acquire + release: two locked rewrites.
+fn floor(reg: &Registry) {
+    rewrite(reg);
+    rewrite(reg);
+}
+
+struct Home {
+    _dir: tempfile::TempDir,
+    reg: Registry,
+    bytes: u64,
+}
+
+fn home(n: usize, owners: &[Owner]) -> Home {
+    let dir = tempfile::Builder::new().prefix("leasectl-bench-fence-").tempdir().expect("tempdir");
+    let reg = Registry::new("root", dir.path());
+    std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
+    support::fill(&reg, n, owners);
+    let bytes = std::fs::metadata(reg.path()).expect("registry written").len();
+    Home { _dir: dir, reg, bytes }
+}
+
+fn main() {
+    let sleepers = Sleepers::spawn(4);
+    let owners = sleepers.owners();
+    let me = u64::from(std::process::id());
+    let homes: Vec<Home> = SIZES.iter().map(|n| home(*n, &owners)).collect();
+
+    // Every entry must be judged alive: one cycle prunes nothing and leaves n entries.
+    for (n, h) in SIZES.iter().zip(&homes) {
+        let (pruned, removed) = cycle(&h.reg, me);
+        assert!(removed && pruned == 0, "size {n}: the release removed {removed}, {pruned} entries pruned");
+        let left = lease::store::read(&h.reg.path()).expect("valid").entries.len();
+        assert_eq!(left, *n, "size {n}: the registry keeps its entries");
+    }
+
+    let mut c = Criterion::default().configure_from_args();
+    for (n, h) in SIZES.iter().zip(&homes) {
+        let mut group = c.benchmark_group(format!("fence/{n}"));
+        if *n >= 10_000 {
+            group.sample_size(20).measurement_time(Duration::from_secs(5));
+        } else {
+            group.sample_size(30).measurement_time(Duration::from_secs(3));
+        }
+        // Milliseconds per iteration: the same number of iterations in every sample.
+        group.sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_secs(1));
+        group.bench_function("acquire_release", |b| b.iter(|| black_box(cycle(&h.reg, me))));
+        group.bench_function("floor", |b| b.iter(|| floor(&h.reg)));
+        group.finish();
+    }
+    c.final_summary();
+
+    if support::benchmarking() {
+        ratio_table(&homes, me);
+        breakdown(&homes);
+    }
+    drop(sleepers);
+}
+
+/// Interleaved A/B rounds per size: the ratio is taken within one run, so load
+/// from elsewhere hits both sides alike.
+fn ratio_table(homes: &[Home], me: u64) {
+    println!();
+    println!("fence: acquire+release vs floor (two locked rewrites), interleaved rounds, medians");
+    println!(
+        "{:>7} {:>10} {:>7} {:>14} {:>12} {:>12} {:>14} {:>7}",
+        "entries", "file", "rounds", "acq+rel ms", "floor ms", "ratio", "ratio p25-p75", "target"
+    );
+    for (n, h) in SIZES.iter().zip(homes) {
+        let rounds = match (support::quick(), *n >= 10_000) {
+            (true, _) => 5,
+            (false, true) => 25,
+            (false, false) => 60,
+        };
+        let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Alternate which goes first, so neither always runs on a warmed cache.
+            let (ta, tb) = if round % 2 == 0 {
+                let ta = time(|| cycle(&h.reg, me));
+                (ta, time(|| floor(&h.reg)))
+            } else {
+                let tb = time(|| floor(&h.reg));
+                (time(|| cycle(&h.reg, me)), tb)
+            };
+            a.push(ta);
+            b.push(tb);
+            r.push(ta / tb);
+        }
+        let target = if *n <= 100 {
+            "<=1.5x"
+        } else if *n >= 10_000 {
+            "<=3x"
+        } else {
+            "-"
+        };
+        let spread = format!("{:.2}-{:.2}x", support::quantile(&r, 0.25), support::quantile(&r, 0.75));
+        println!(
+            "{:>7} {:>8}KB {:>7} {:>14.3} {:>12.3} {:>11.2}x {:>14} {:>7}",
+            n,
+            h.bytes / 1024,
+            rounds,
+            median(&a),
+            median(&b),
+            median(&r),
+            spread,
+            target
+        );
+    }
+}
+
+/// Where an acquire + release spends its time: its steps timed one by one with
+/// the crate's public functions, on the same files (each result dropped outside
+/// its step; dropping is its own column). An acquire reads, prunes, serializes
+/// and rewrites once, and drops n entries once; a release reads, clones the
+/// entries (its fallback), prunes, serializes and rewrites once, and drops n
+/// entries twice (the clone and the result).
+fn breakdown(homes: &[Home]) {
+    println!();
+    println!(
+        "fence: steps of acquire+release, medians in ms \
+         (model = 2 read + 2 prune + clone + 2 serialize + 2 rewrite + 3 drop)"
+    );
+    println!(
+        "{:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "entries", "read", "prune", "clone", "serialize", "rewrite", "drop", "model"
+    );
+    for (n, h) in SIZES.iter().zip(homes) {
+        let rounds = if support::quick() { 3 } else { 15 };
+        let path = h.reg.path();
+        let mut steps: [Vec<f64>; 6] = Default::default();
+        for _ in 0..rounds {
+            let (ms, file) = timed(|| lease::store::read(&path).expect("valid"));
+            steps[0].push(ms);
+            let (ms, entries) = timed(|| file.entries.clone());
+            steps[2].push(ms);
+            let (ms, kept) =
+                timed(|| lease::fence::prune_dead(entries, &mut lease::Prober::new(), true).expect("all alive"));
+            steps[1].push(ms);
+            let (ms, _text) = timed(|| lease::store::serialize(&file));
+            steps[3].push(ms);
+            steps[4].push(timed(|| rewrite(&h.reg)).0);
+            steps[5].push(timed(|| drop(kept)).0);
+        }
+        let m: Vec<f64> = steps.iter().map(|v| median(v)).collect();
+        let model = 2.0 * m[0] + 2.0 * m[1] + m[2] + 2.0 * m[3] + 2.0 * m[4] + 3.0 * m[5];
+        println!(
+            "{:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            n, m[0], m[1], m[2], m[3], m[4], m[5], model
+        );
+    }
+}
+
+/// Run `f`, returning its time in ms and its result (dropped by the caller, untimed).
+fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t = Instant::now();
+    let out = black_box(f());
+    (t.elapsed().as_secs_f64() * 1e3, out)
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> f64 {
+    let t = Instant::now();
+    black_box(f());
+    t.elapsed().as_secs_f64() * 1e3
+}

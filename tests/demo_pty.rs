@@ -1,0 +1,668 @@
+//! `leasectl demo` end to end: the real binary in a real pseudo-terminal, its output fed
+//! into a terminal emulator (vt100), keys typed into the pty.
+//!
+//! Every demo gets its own `TMPDIR` (a fresh temp dir), so the sandbox it creates there
+//! (`leasectl-demo-*`) is the only one, and its appearance and removal can be checked
+//! without racing other tests. `HERMES_HOME` is removed from every child's environment.
+//! Every wait has a deadline of a few seconds; the demo is killed and reaped when its
+//! guard drops (also when a test fails), and any owner it left is killed too.
+
+use std::io::{Read, Write};
+use std::num::NonZeroU16;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
+/// How often a wait looks again.
+const POLL: Duration = Duration::from_millis(20);
+/// The sequence crossterm writes to leave the alternate screen (and the one to enter it).
+const LEAVE_ALT_SCREEN: &[u8] = b"\x1b[?1049l";
+const ENTER_ALT_SCREEN: &[u8] = b"\x1b[?1049h";
+const ROWS: u16 = 40;
+const COLS: u16 = 120;
+/// The playground panel's width (view_demo: `Constraint::Length(36)`), borders included.
+const PLAYGROUND_WIDTH: usize = 36;
+const SPAWN_FORM_TITLE: &str = "spawn an owner (a real `leasectl hold` process)";
+const BACKSPACE: &[u8] = b"\x7f";
+const ENTER: &[u8] = b"\r";
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not hide what the screen showed.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).rposition(|w| w == needle)
+}
+
+// ---------------------------------------------------------------------------
+// Processes and the sandbox, from outside
+// ---------------------------------------------------------------------------
+
+/// The `leasectl-demo-*` directories directly inside `tmp`.
+fn sandboxes(tmp: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(tmp)
+        .unwrap_or_else(|e| panic!("read {}: {e}", tmp.display()))
+        .map(|e| e.expect("a directory entry"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with("leasectl-demo-"))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The state letter of `/proc/PID/stat` (R, S, D, Z, …), or None when there is no such process.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) S …`: comm may hold spaces and parentheses; the state follows the last ')'.
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// The process exists and is not a zombie (or dead).
+fn pid_runs(pid: u32) -> bool {
+    proc_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// The processes whose parent is `parent`, with their state letters, sorted by pid.
+fn children_of(parent: u32) -> Vec<(u32, char)> {
+    let mut found: Vec<(u32, char)> = std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) STATE PPID …`
+            let mut after = stat.rsplit_once(')')?.1.split_whitespace();
+            let state = after.next()?.chars().next()?;
+            let ppid: u32 = after.next()?.parse().ok()?;
+            (ppid == parent).then_some((pid, state))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// The process's command line, arguments joined by spaces ("" for a zombie or no process).
+fn cmdline(pid: u32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    raw.split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The registry's entries, or None when the file is missing or not (yet) a valid document.
+fn registry_entries(path: &Path) -> Option<Vec<Value>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let doc: Value = serde_json::from_str(&text).ok()?;
+    doc.get("entries")?.as_array().cloned()
+}
+
+/// Poll `cond` every ~20 ms until it holds; false if it still does not after `deadline`.
+fn eventually(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() >= deadline {
+            return false;
+        }
+        thread::sleep(POLL);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The demo in a pty
+// ---------------------------------------------------------------------------
+
+/// Make this test process the reaper of orphaned descendants: an owner whose demo died
+/// without reaping it (killed by its PR_SET_PDEATHSIG) becomes our child, and [`Demo`]'s drop
+/// reaps it, also where pid 1 does not reap orphans (containers).
+fn become_subreaper() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes a plain integer and touches no memory.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) };
+        assert_eq!(rc, 0, "prctl(PR_SET_CHILD_SUBREAPER): {}", std::io::Error::last_os_error());
+    });
+}
+
+/// Reap `pid` if it is (or becomes, within 1s) a zombie child of this process; nothing if it is
+/// not our child. Polls with WNOHANG: never blocks for long.
+fn reap_if_ours(pid: u32) {
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only to `status`; WNOHANG makes it return at once.
+        let rc = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+        // rc == pid: reaped; rc < 0 (ECHILD): not our child.
+        if rc != 0 || start.elapsed() >= Duration::from_secs(1) {
+            return;
+        }
+        thread::sleep(POLL);
+    }
+}
+
+/// `leasectl demo` running in a pty with `TMPDIR` set. Dropping it ends the demo if it has not
+/// been reaped yet (SIGTERM, so it cleans up after itself; SIGKILL after 2s) and reaps it, then
+/// SIGKILLs any owner it recorded that still runs in its sandbox (the owners also have
+/// PR_SET_PDEATHSIG; this is the belt to those braces) and reaps those orphaned to us.
+struct Demo {
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// None after [`Demo::hang_up`].
+    master: Option<Box<dyn MasterPty + Send>>,
+    writer: Option<Box<dyn Write + Send>>,
+    /// Tells the reader thread to stop (it polls every 20 ms), and the thread.
+    stop_reader: Arc<AtomicBool>,
+    reader: Option<thread::JoinHandle<()>>,
+    /// Everything the demo printed, parsed as a terminal would.
+    parser: Arc<Mutex<vt100::Parser>>,
+    /// Everything the demo printed, as bytes.
+    raw: Arc<Mutex<Vec<u8>>>,
+    reaped: bool,
+    /// The sandbox, once known, and the owner pids seen on the screen: for the cleanup on drop.
+    sandbox: Option<PathBuf>,
+    owners: Vec<u32>,
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        self.stop_reader();
+        if !self.reaped {
+            if let Some(pid) = self.child.process_id() {
+                // First SIGTERM, so that the demo itself kills and reaps its owners and removes its
+                // sandbox; SIGKILL if it has not exited within 2s.
+                // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                if !eventually(Duration::from_secs(2), || !matches!(self.child.try_wait(), Ok(None))) {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                }
+            }
+            let _ = self.child.wait();
+        }
+        let Some(sandbox) = &self.sandbox else { return };
+        let home = sandbox.to_string_lossy().into_owned();
+        for &pid in &self.owners {
+            // Only a process that is still this sandbox's `hold` (not a recycled pid).
+            if pid_runs(pid) && cmdline(pid).contains(&home) {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            reap_if_ours(pid);
+        }
+    }
+}
+
+impl Demo {
+    fn start(tmpdir: &Path) -> Demo {
+        become_subreaper();
+        let pair = native_pty_system()
+            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(BIN);
+        cmd.arg("demo");
+        cmd.env("TMPDIR", tmpdir);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env_remove("HERMES_HOME");
+        cmd.env_remove("NO_COLOR");
+        cmd.cwd(tmpdir);
+        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl demo in the pty");
+        // Only the demo holds the slave now: the master reads EOF/EIO once it exits.
+        drop(pair.slave);
+
+        let rows = NonZeroU16::new(ROWS).expect("rows > 0");
+        let cols = NonZeroU16::new(COLS).expect("cols > 0");
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        // The reader is a dup of the master: poll the master's descriptor (the same open file), so
+        // the thread can be told to stop and drop its descriptor (see `hang_up`). The master
+        // outlives the thread: it is dropped only after the thread is joined.
+        let fd = pair.master.as_raw_fd().expect("the pty master has a descriptor");
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, r, st) = (Arc::clone(&parser), Arc::clone(&raw), Arc::clone(&stop));
+        let reader = thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while !st.load(Ordering::Relaxed) {
+                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                // SAFETY: pfd is one valid pollfd; fd is the open master (joined before it closes).
+                let ready = unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
+                if ready == 0
+                    || (ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
+                {
+                    continue;
+                }
+                // Ends with an error (EIO) or EOF once the demo has exited.
+                match reader.read(&mut buf) {
+                    Ok(n @ 1..) => {
+                        lock(&r).extend_from_slice(&buf[..n]);
+                        lock(&p).process(&buf[..n]);
+                    }
+                    _ => break,
+                }
+            }
+        });
+        let writer = pair.master.take_writer().expect("pty writer");
+        Demo {
+            child,
+            master: Some(pair.master),
+            writer: Some(writer),
+            stop_reader: stop,
+            reader: Some(reader),
+            parser,
+            raw,
+            reaped: false,
+            sandbox: None,
+            owners: vec![],
+        }
+    }
+
+    fn stop_reader(&mut self) {
+        self.stop_reader.store(true, Ordering::Relaxed);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+
+    /// Close the terminal, as a closed terminal window or a dropped ssh connection does: every
+    /// descriptor of the pty's master is closed, and the kernel hangs up the demo's controlling
+    /// terminal (SIGHUP to the demo; its reads and writes on the terminal fail from then on).
+    fn hang_up(&mut self) {
+        self.stop_reader();
+        self.writer = None;
+        self.master = None;
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.process_id().expect("the demo has a pid")
+    }
+
+    fn text(&self) -> String {
+        lock(&self.parser).screen().contents()
+    }
+
+    /// Type into the demo.
+    fn send(&mut self, keys: &[u8]) {
+        let writer = self.writer.as_mut().expect("the terminal was not hung up");
+        writer.write_all(keys).expect("write to the pty");
+        writer.flush().expect("flush the pty");
+    }
+
+    /// Poll the screen every ~20 ms until `cond` holds; returns how long that took.
+    /// On timeout, panics with `what` and the whole screen.
+    fn wait_for(&mut self, what: &str, deadline: Duration, mut cond: impl FnMut(&str) -> bool) -> Duration {
+        let start = Instant::now();
+        loop {
+            let screen = self.text();
+            if cond(&screen) {
+                return start.elapsed();
+            }
+            if start.elapsed() >= deadline {
+                let status = match self.child.try_wait() {
+                    Ok(None) => "still running".to_owned(),
+                    Ok(Some(s)) => format!("exited: {s:?}"),
+                    Err(e) => format!("try_wait failed: {e}"),
+                };
+                panic!(
+                    "timed out after {deadline:?} waiting for {what} (demo {status}); the screen:\n{}\n{}\n{}",
+                    "-".repeat(40),
+                    screen,
+                    "-".repeat(40)
+                );
+            }
+            thread::sleep(POLL);
+        }
+    }
+
+    /// Wait (bounded) for the demo to exit, and reap it; returns the status and how long it took.
+    fn wait_exit(&mut self, deadline: Duration) -> (portable_pty::ExitStatus, Duration) {
+        let start = Instant::now();
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    self.reaped = true;
+                    return (status, start.elapsed());
+                }
+                Ok(None) if start.elapsed() < deadline => thread::sleep(POLL),
+                Ok(None) => panic!("the demo did not exit within {deadline:?}; the screen:\n{}", self.text()),
+                Err(e) => panic!("try_wait on the demo failed: {e}"),
+            }
+        }
+    }
+
+    /// Wait (bounded) until the demo's output contains `needle`.
+    fn wait_raw(&self, what: &str, needle: &[u8], deadline: Duration) {
+        let start = Instant::now();
+        while find(&lock(&self.raw), needle).is_none() {
+            assert!(start.elapsed() < deadline, "the demo never printed {what} ({needle:?}) within {deadline:?}");
+            thread::sleep(POLL);
+        }
+    }
+
+    /// The pty's local mode flags (`c_lflag`): a termios ioctl on the master reads the slave's.
+    fn local_flags(&self) -> libc::tcflag_t {
+        let master = self.master.as_ref().expect("the terminal was not hung up");
+        let fd = master.as_raw_fd().expect("the pty master has a descriptor");
+        // SAFETY: termios is plain data; all-zero is a valid value to be overwritten.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // SAFETY: fd is the open pty master (owned by self.master); t is a valid termios to write.
+        let rc = unsafe { libc::tcgetattr(fd, &mut t) };
+        assert_eq!(rc, 0, "tcgetattr on the pty: {}", std::io::Error::last_os_error());
+        t.c_lflag
+    }
+
+    /// After the demo exited: the alternate screen was left (after it was last entered) and raw mode too.
+    fn check_terminal_restored(&self) {
+        self.wait_raw("the sequence leaving the alternate screen", LEAVE_ALT_SCREEN, Duration::from_secs(2));
+        {
+            let raw = lock(&self.raw);
+            let entered = find(&raw, ENTER_ALT_SCREEN).expect("the demo entered the alternate screen");
+            let left = find(&raw, LEAVE_ALT_SCREEN).expect("checked just above");
+            assert!(left > entered, "the alternate screen was entered again after it was left");
+        }
+        assert!(!lock(&self.parser).screen().alternate_screen(), "the terminal is still on the alternate screen");
+        let lflag = self.local_flags();
+        assert_eq!(
+            lflag & (libc::ICANON | libc::ECHO),
+            libc::ICANON | libc::ECHO,
+            "raw mode was not left: c_lflag {lflag:#o} lacks ICANON or ECHO"
+        );
+    }
+
+    /// Wait for the first drawing with the playground; the one sandbox in `tmpdir` is returned
+    /// (and remembered for the cleanup).
+    fn wait_ready(&mut self, tmpdir: &Path) -> PathBuf {
+        let took = self.wait_for("the playground panel", Duration::from_secs(5), |s| {
+            s.contains("playground") && s.contains("no owner processes yet: press o")
+        });
+        eprintln!("demo drawn with its playground after {took:?}");
+        let found = sandboxes(tmpdir);
+        assert_eq!(found.len(), 1, "exactly one sandbox in {}: {found:?}", tmpdir.display());
+        let sandbox = found[0].clone();
+        self.sandbox = Some(sandbox.clone());
+        assert!(sandbox.is_dir(), "{} is a directory", sandbox.display());
+
+        // The screen names that sandbox: the header (its registry), the playground panel as far as it fits.
+        let screen = self.text();
+        let shown = playground_sandbox(&screen).unwrap_or_else(|| panic!("no sandbox line in:\n{screen}"));
+        let path = sandbox.to_string_lossy().into_owned();
+        assert!(
+            !shown.is_empty() && path.starts_with(&shown),
+            "the playground shows {shown:?}, not (a prefix of) the sandbox {path:?}; the screen:\n{screen}"
+        );
+        // The header's registry path may be clipped on a long TMPDIR: look for its tail only.
+        let name = sandbox.file_name().expect("a name").to_string_lossy().into_owned();
+        assert!(
+            screen.contains(&format!("{name}/runtime/active_sessions.json")),
+            "the header shows the sandbox's registry {path}/runtime/active_sessions.json; the screen:\n{screen}"
+        );
+        sandbox
+    }
+
+    /// `o`, check the prefilled session (`S<n>`), clear it with Backspace, type `session`, Enter.
+    /// Returns once the form is gone (the result is for the caller to wait for).
+    fn submit_spawn_form(&mut self, prefilled: &str, session: &str) {
+        self.send(b"o");
+        self.wait_for("the spawn form with the session field focused", Duration::from_secs(3), |s| {
+            s.contains(SPAWN_FORM_TITLE) && form_value(s, "session").is_some()
+        });
+        let value = form_value(&self.text(), "session").expect("checked just above");
+        assert_eq!(value, prefilled, "the session field's default");
+        for _ in value.chars() {
+            self.send(BACKSPACE);
+        }
+        self.wait_for("the session field cleared", Duration::from_secs(3), |s| {
+            form_value(s, "session").as_deref() == Some("")
+        });
+        self.send(session.as_bytes());
+        self.wait_for("the session typed into the field", Duration::from_secs(3), |s| {
+            form_value(s, "session").as_deref() == Some(session)
+        });
+        self.send(ENTER);
+        self.wait_for("the spawn form to close", Duration::from_secs(3), |s| !s.contains(SPAWN_FORM_TITLE));
+    }
+
+    /// Spawn an owner of `session` through the form and wait for its grant: returns its pid
+    /// (from the owner line, checked against the result panel) and the short lease id.
+    fn spawn_granted_owner(&mut self, prefilled: &str, session: &str) -> (u32, String) {
+        let start = Instant::now();
+        self.submit_spawn_form(prefilled, session);
+        self.wait_for(&format!("✔ GRANTED and a running owner of {session}"), Duration::from_secs(5), |s| {
+            granted(s).is_some_and(|(_, sess, _)| sess == session)
+                && owner_lines(s).iter().any(|(_, sess)| sess == session)
+        });
+        eprintln!("owner of {session} granted and listed {:?} after o", start.elapsed());
+        let screen = self.text();
+        let (short, _, granted_pid) = granted(&screen).expect("checked just above");
+        let owners = owner_lines(&screen);
+        let pid = owners.iter().find(|(_, sess)| sess == session).map(|(pid, _)| *pid).expect("checked just above");
+        self.owners.push(pid);
+        assert_eq!(granted_pid, pid, "the result panel and the owner line name the same pid; the screen:\n{screen}");
+        (pid, short)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reading the screen
+// ---------------------------------------------------------------------------
+
+/// The playground panel's inner text (between its borders), line by line.
+fn playground_lines(screen: &str) -> Vec<String> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(top) = lines.iter().position(|l| l.starts_with("┌ playground ")) else { return vec![] };
+    lines[top + 1..]
+        .iter()
+        .take_while(|l| l.starts_with('│'))
+        .map(|l| l.chars().skip(1).take(PLAYGROUND_WIDTH - 2).collect::<String>().trim_end().to_owned())
+        .collect()
+}
+
+/// The path under `sandbox (removed on exit):` in the playground panel (clipped to the panel).
+fn playground_sandbox(screen: &str) -> Option<String> {
+    let lines = playground_lines(screen);
+    let at = lines.iter().position(|l| l == "sandbox (removed on exit):")?;
+    lines.get(at + 1).map(|l| l.trim().to_owned())
+}
+
+/// The playground's running owners: `● pid N SESSION SURFACE LIVEID` as (pid, session).
+fn owner_lines(screen: &str) -> Vec<(u32, String)> {
+    playground_lines(screen)
+        .iter()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.strip_prefix("● pid ")?.split_whitespace().collect();
+            Some((words.first()?.parse().ok()?, (*words.get(1)?).to_owned()))
+        })
+        .collect()
+}
+
+/// The result panel's `✔ GRANTED lease SHORT for SESSION to pid PID`, as (short, session, pid).
+fn granted(screen: &str) -> Option<(String, String, u32)> {
+    screen.lines().find_map(|l| {
+        let rest = &l[l.find("✔ GRANTED lease ")? + "✔ GRANTED lease ".len()..];
+        let words: Vec<&str> = rest.trim_end_matches(['│', ' ']).split_whitespace().collect();
+        match words[..] {
+            [short, "for", session, "to", "pid", pid] => {
+                Some((short.to_owned(), session.to_owned(), pid.parse().ok()?))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// The focused form field `label`'s text: `▸ LABEL   VALUE▏`.
+fn form_value(screen: &str, label: &str) -> Option<String> {
+    let marker = format!("▸ {label} ");
+    screen.lines().find_map(|l| {
+        let rest = &l[l.find(&marker)? + marker.len()..];
+        let value = rest.trim_start();
+        Some(value[..value.find('▏')?].to_owned())
+    })
+}
+
+/// The lease table's row for lease `short` (the first 8 chars of its id), if shown.
+/// Table rows start `│  <short> `; the panels below do not.
+fn lease_row(screen: &str, short: &str) -> Option<String> {
+    let prefix = format!("  {short} ");
+    screen.lines().find(|l| l.strip_prefix('│').is_some_and(|rest| rest.starts_with(&prefix))).map(str::to_owned)
+}
+
+// ---------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn demo_refuses_a_second_owner_of_one_session_and_cleans_up_on_quit() {
+    // Declared first, dropped last: after the demo guard.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmpdir = tmp.path();
+
+    // 1-2. The demo starts and draws; its sandbox is the one new directory in TMPDIR.
+    let mut demo = Demo::start(tmpdir);
+    let sandbox = demo.wait_ready(tmpdir);
+    let registry = sandbox.join("runtime").join("active_sessions.json");
+
+    // 3. The first owner of S-one, through the keys.
+    let (pid, short) = demo.spawn_granted_owner("S1", "S-one");
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the first owner's pid {pid} has no /proc entry");
+    assert!(pid_runs(pid), "the first owner's pid {pid} is in state {:?}", proc_state(pid));
+    let owner_cmd = cmdline(pid);
+    assert!(
+        owner_cmd.contains(" hold S-one ") && owner_cmd.contains(&*sandbox.to_string_lossy()),
+        "pid {pid} is not `leasectl hold S-one` in the sandbox: {owner_cmd:?}"
+    );
+    // Its lease reaches the table through the watcher.
+    let row = demo.wait_for("the first owner's lease row", Duration::from_secs(3), |s| {
+        lease_row(s, &short).is_some_and(|r| r.contains(&pid.to_string()) && r.contains("● alive"))
+    });
+    eprintln!("step 3: lease row shown {row:?} after the grant");
+
+    // 4. A second owner of the same session: refused, with the reason, the message, the advice,
+    // and the first owner's lease marked as the one blocking.
+    let start = Instant::now();
+    demo.submit_spawn_form("S2", "S-one");
+    demo.wait_for(
+        "✖ REFUSED SESSION_NOT_OWNED with message, advice and the ◀ blocking mark",
+        Duration::from_secs(5),
+        |s| {
+            s.contains("✖ REFUSED SESSION_NOT_OWNED")
+                && s.contains("already has a live owner")
+                && s.contains("what to do:")
+                && lease_row(s, &short).is_some_and(|r| r.trim_end_matches(['│', ' ']).ends_with("◀ blocking"))
+        },
+    );
+    eprintln!("step 4: refusal shown {:?} after o", start.elapsed());
+    let screen = demo.text();
+    assert!(
+        screen.contains(&format!("blocking lease {short} is marked ◀ in the table")),
+        "the result names the blocking lease {short}; the screen:\n{screen}"
+    );
+    assert!(
+        screen.contains(&format!("Session S-one already has a live owner (tui, pid {pid},")),
+        "the message names the first owner's pid {pid}; the screen:\n{screen}"
+    );
+    assert_eq!(
+        owner_lines(&screen),
+        vec![(pid, "S-one".to_owned())],
+        "only the first owner runs; the screen:\n{screen}"
+    );
+    assert!(pid_runs(pid), "the refusal must not disturb the first owner (pid {pid})");
+    // The refused `hold` exited and was reaped: the demo's only child is the first owner, not a zombie.
+    let demo_pid = demo.pid();
+    let children = children_of(demo_pid);
+    assert!(
+        children.len() == 1 && children[0].0 == pid && children[0].1 != 'Z',
+        "the demo (pid {demo_pid}) has children {children:?}, want only the first owner {pid}, running"
+    );
+
+    // 5. The registry holds the first owner's lease only.
+    let entries = registry_entries(&registry)
+        .unwrap_or_else(|| panic!("{} is a valid registry with entries", registry.display()));
+    assert_eq!(entries.len(), 1, "exactly one lease in the registry: {entries:?}");
+    assert_eq!(entries[0]["pid"].as_u64(), Some(u64::from(pid)), "the lease is the first owner's: {entries:?}");
+    assert_eq!(entries[0]["session_id"].as_str(), Some("S-one"), "{entries:?}");
+    assert!(
+        entries[0]["lease_id"].as_str().is_some_and(|id| id.starts_with(&short)),
+        "the lease is {short}…: {entries:?}"
+    );
+
+    // 6. q quits: success, the sandbox removed, the owner killed and reaped, the terminal restored.
+    demo.send(b"q");
+    let (status, took) = demo.wait_exit(Duration::from_secs(5));
+    eprintln!("step 6: the demo exited {took:?} after q: {status:?}");
+    assert!(status.success(), "the demo exited with {status:?}; the screen:\n{}", demo.text());
+    assert!(!sandbox.exists(), "the sandbox {} is still there after the demo exited", sandbox.display());
+    assert_eq!(sandboxes(tmpdir), Vec::<PathBuf>::new(), "a leasectl-demo-* is left in TMPDIR");
+    assert!(
+        eventually(Duration::from_secs(2), || !pid_runs(pid)),
+        "the owner pid {pid} still runs 2s after the demo exited (state {:?})",
+        proc_state(pid)
+    );
+    demo.check_terminal_restored();
+}
+
+#[test]
+fn demo_quits_cleanly_on_sigterm() {
+    // Declared first, dropped last: after the demo guard.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmpdir = tmp.path();
+
+    let mut demo = Demo::start(tmpdir);
+    let sandbox = demo.wait_ready(tmpdir);
+    let (pid, _short) = demo.spawn_granted_owner("S1", "S-term");
+    assert!(pid_runs(pid), "the owner's pid {pid} is in state {:?}", proc_state(pid));
+
+    let demo_pid = demo.pid();
+    // SAFETY: kill has no memory-safety preconditions; the demo is our child and not reaped.
+    let rc = unsafe { libc::kill(demo_pid as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill -TERM {demo_pid}: {}", std::io::Error::last_os_error());
+    let (status, took) = demo.wait_exit(Duration::from_secs(5));
+    eprintln!("the demo exited {took:?} after SIGTERM: {status:?}");
+    assert!(status.success(), "SIGTERM ends the demo like q does; it exited with {status:?}");
+    assert!(!sandbox.exists(), "the sandbox {} is still there after SIGTERM", sandbox.display());
+    assert_eq!(sandboxes(tmpdir), Vec::<PathBuf>::new(), "a leasectl-demo-* is left in TMPDIR");
+    assert!(
+        eventually(Duration::from_secs(2), || !pid_runs(pid)),
+        "the owner pid {pid} still runs 2s after the demo exited (state {:?})",
+        proc_state(pid)
+    );
+    demo.check_terminal_restored();
+}
+
+#[test]
+fn demo_cleans_up_when_its_terminal_hangs_up() {
+    // Declared first, dropped last: after the demo guard.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tmpdir = tmp.path();
+
+    let mut demo = Demo::start(tmpdir);
+    let sandbox = demo.wait_ready(tmpdir);
+    let (pid, _short) = demo.spawn_granted_owner("S1", "S-hup");
+    assert!(pid_runs(pid), "the owner's pid {pid} is in state {:?}", proc_state(pid));
+
+    // The terminal goes away (window closed, ssh dropped): SIGHUP, and the terminal is dead.
+    demo.hang_up();
+    let (status, took) = demo.wait_exit(Duration::from_secs(5));
+    eprintln!("the demo exited {took:?} after its terminal hung up: {status:?}");
+    // Cleanup runs before the terminal is restored, and restoring a dead terminal neither
+    // prints nor panics (src/tui/mod.rs), so a hangup ends the demo like q does.
+    assert!(
+        !sandbox.exists(),
+        "the sandbox {} is still there after the terminal hung up (the demo exited with {status:?})",
+        sandbox.display()
+    );
+    assert_eq!(sandboxes(tmpdir), Vec::<PathBuf>::new(), "a leasectl-demo-* is left in TMPDIR");
+    assert!(status.success(), "a hangup ends the demo like q does; it exited with {status:?}");
+    assert!(
+        eventually(Duration::from_secs(2), || !pid_runs(pid)),
+        "the owner pid {pid} still runs 2s after the demo exited (state {:?})",
+        proc_state(pid)
+    );
+}
