@@ -273,3 +273,16 @@ fn a_new_profile_appears_as_a_new_tab() {
     assert_eq!(app.tab_count(), 3, "late + all");
     assert!(app.log.iter().any(|l| l.text.starts_with("new profile")));
 }
+
+#[test]
+fn a_lock_held_across_checks_is_shown_with_its_pid() {
+    let mut app = app(vec![mixed_root()]);
+    assert_eq!(app.registries[0].stuck_lock(NOW), None);
+    let mut held = mixed_root();
+    held.lock_holder = Some(4242);
+    update(&mut app, loaded(vec![held.clone()]));
+    update(&mut app, Event::Tick(NOW + 7.0));
+    assert_eq!(app.registries[0].stuck_lock(app.now), Some((4242, 7.0)));
+    update(&mut app, loaded(vec![mixed_root()]));
+    assert_eq!(app.registries[0].stuck_lock(app.now), None, "released");
+}

@@ -26,8 +26,8 @@ pub struct RegistryState {
     pub history: VecDeque<u64>,
     /// Set when an action found the lock held: the holder's pid.
     pub locked_by: Option<u32>,
-    /// The lock holder seen by the last snapshots, and since when (a lock is
-    /// normally held for milliseconds; one held across ticks is worth showing).
+    /// A lock holder the worker saw on consecutive checks (a lock is normally held
+    /// for milliseconds), and since when it is shown.
     pub lock_seen: Option<(u32, f64)>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
@@ -92,9 +92,10 @@ impl RegistryState {
         self.loaded = true;
     }
 
-    /// The pid holding the lock for at least two seconds, and for how long.
+    /// The pid the worker saw holding the lock on two checks in a row, and for how long
+    /// this console has shown it.
     pub fn stuck_lock(&self, now: f64) -> Option<(u32, f64)> {
-        self.lock_seen.filter(|(_, since)| now - since >= 2.0).map(|(pid, since)| (pid, now - since))
+        self.lock_seen.map(|(pid, since)| (pid, now - since))
     }
 
     pub fn sample(&mut self) {

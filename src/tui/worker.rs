@@ -1,10 +1,11 @@
 //! The console's I/O: reads registries, re-judges owners, runs operator actions
 //! through the core under the lock. Runs on its own thread so the screen never waits.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::event::{ActionDone, ActionOutcome, DemoDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
 use crate::demo::{Playground, tour};
@@ -35,11 +36,52 @@ pub struct Worker {
     known: Vec<Known>,
     owners: OwnerProbe,
     lock_timeout: Duration,
+    lock_checked: Option<Instant>,
+    /// Last check's holder per lock file, and whether the check before saw it too.
+    lock_seen: HashMap<PathBuf, (u32, bool)>,
 }
+
+/// How often a console looks at `/proc/locks`.
+const LOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 impl Worker {
     pub fn new(scope: Scope, lock_timeout: Duration, playground: Option<Playground>) -> Worker {
-        Worker { scope, playground, known: vec![], owners: OwnerProbe::new(), lock_timeout }
+        Worker {
+            scope,
+            playground,
+            known: vec![],
+            owners: OwnerProbe::new(),
+            lock_timeout,
+            lock_checked: None,
+            lock_seen: HashMap::new(),
+        }
+    }
+
+    /// Lock holders seen on two checks in a row (a lock is normally held for
+    /// milliseconds). `/proc/locks` is read at most every `LOCK_CHECK_EVERY`: reading it
+    /// makes the kernel synchronize RCU, which slows every flock on the machine meanwhile.
+    fn stuck_locks(&mut self) -> Vec<Option<u32>> {
+        let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
+        if due {
+            self.lock_checked = Some(Instant::now());
+            let paths: Vec<PathBuf> = self.known.iter().map(|k| k.registry.lock_path()).collect();
+            let holders = lease::lock::lock_holders(&paths);
+            let mut seen = HashMap::new();
+            for (path, holder) in paths.into_iter().zip(holders) {
+                if let Some(pid) = holder {
+                    let confirmed = self.lock_seen.get(&path).is_some_and(|(p, _)| *p == pid);
+                    seen.insert(path, (pid, confirmed));
+                }
+            }
+            self.lock_seen = seen;
+        }
+        self.known
+            .iter()
+            .map(|k| match self.lock_seen.get(&k.registry.lock_path()) {
+                Some((pid, true)) => Some(*pid),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Run demo actions (or a tour step) on the playground.
@@ -110,8 +152,7 @@ impl Worker {
         let pids: Vec<u64> =
             self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(|e| e.pid()).collect();
         let owners = self.owners.infos(&pids);
-        let lock_paths: Vec<PathBuf> = self.known.iter().map(|k| k.registry.lock_path()).collect();
-        let holders = lease::lock::lock_holders(&lock_paths);
+        let holders = self.stuck_locks();
         let snapshots = self
             .known
             .iter()

@@ -1,0 +1,125 @@
+//! `doctor --repair`: asks first (or --yes), keeps every valid entry, drops only the
+//! invalid ones it lists, never drops a live owner's lease, and keeps the exact old
+//! bytes in a 0600 timestamped backup beside the registry.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn leasectl(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("HERMES_HOME")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run leasectl")
+}
+
+fn registry(home: &Path) -> PathBuf {
+    home.join("runtime").join("active_sessions.json")
+}
+
+fn backups(home: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(home.join("runtime"))
+        .expect("runtime dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("active_sessions.json.bak-")))
+        .collect();
+    out.sort();
+    out
+}
+
+fn broken(home: &Path) -> Vec<u8> {
+    let me = std::process::id();
+    let text = format!(
+        r#"{{"entries": [{{"lease_id": "live-1", "session_id": "S", "pid": {me}}},
+            {{"lease_id": "bad-1", "session_id": "", "pid": {me}}},
+            {{"lease_id": "live-1", "session_id": "T", "pid": {me}}},
+            {{"lease_id": "gone-1", "session_id": "U", "pid": 2147483646}},
+            {{"lease_id": "bad-2", "session_id": "V", "pid": true}}]}}"#
+    );
+    std::fs::create_dir_all(home.join("runtime")).expect("mkdir");
+    std::fs::write(registry(home), &text).expect("write");
+    text.into_bytes()
+}
+
+#[test]
+fn repair_without_a_terminal_or_yes_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = broken(dir.path());
+    let out = leasectl(dir.path(), &["doctor", "--repair"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --yes"));
+    let plan = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(plan.contains("drop entry 1 (lease bad-1): session_id is blank"), "{plan}");
+    assert!(plan.contains("drop entry 4 (lease bad-2): pid is a bool"), "{plan}");
+    assert_eq!(std::fs::read(registry(dir.path())).expect("read"), old, "untouched");
+    assert!(backups(dir.path()).is_empty());
+}
+
+#[test]
+fn repair_keeps_valid_and_live_entries_and_backs_up_the_old_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let old = broken(home);
+    let out = leasectl(home, &["doctor", "--repair", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let r = &v["registries"][0];
+    let dropped: Vec<u64> =
+        r["dropped"].as_array().expect("dropped").iter().filter_map(|d| d["entry"].as_u64()).collect();
+    assert_eq!(dropped, [1, 4], "only the invalid entries go");
+    assert_eq!(r["rekeyed"][0]["from"], "live-1", "a live owner's duplicate is kept under a new id");
+    // The repaired registry: valid, with S and T (live) and U (dead but valid: prune's job, not repair's).
+    let after = leasectl(home, &["ls", "--json"]);
+    assert_eq!(after.status.code(), Some(0));
+    let ls: serde_json::Value = serde_json::from_slice(&after.stdout).expect("json");
+    let sessions: Vec<&str> = ls["registries"][0]["leases"]
+        .as_array()
+        .expect("leases")
+        .iter()
+        .filter_map(|l| l["entry"]["session_id"].as_str())
+        .collect();
+    assert_eq!(sessions, ["S", "T", "U"]);
+    // The backup: the exact old bytes, mode 0600, named with a timestamp.
+    let b = backups(home);
+    assert_eq!(b.len(), 1);
+    assert_eq!(std::fs::read(&b[0]).expect("backup"), old);
+    assert_eq!(std::fs::metadata(&b[0]).expect("stat").permissions().mode() & 0o777, 0o600);
+    assert_eq!(r["backup"].as_str(), Some(b[0].to_string_lossy().as_ref()));
+    // A second repair has nothing to do and writes no second backup.
+    let again = leasectl(home, &["doctor", "--repair", "--yes"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to repair"));
+    assert_eq!(backups(home).len(), 1);
+    assert_eq!(leasectl(home, &["doctor"]).status.code(), Some(0), "doctor is happy afterwards");
+}
+
+#[test]
+fn repair_salvages_the_complete_entries_of_a_truncated_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let me = std::process::id();
+    std::fs::create_dir_all(home.join("runtime")).expect("mkdir");
+    let text = format!(
+        r#"{{"entries": [{{"lease_id": "a", "session_id": "S", "pid": {me}}}, {{"lease_id": "b", "session_id": "T", "pid": {me}}}, {{"lease_id": "c", "sess"#
+    );
+    std::fs::write(registry(home), &text).expect("write");
+    let out = leasectl(home, &["doctor", "--repair", "--yes"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(registry(home)).expect("read")).expect("valid JSON now");
+    let ids: Vec<&str> = v["entries"].as_array().expect("list").iter().filter_map(|e| e["lease_id"].as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+}
+
+#[test]
+fn run_execs_its_command_directly_never_through_a_shell() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = leasectl(dir.path(), &["run", "S", "--", "printf", "%s|%s", "$(id)", "a;b"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().last(), Some("$(id)|a;b"), "arguments passed literally");
+}
