@@ -416,8 +416,9 @@ const CORPUS: &[(&str, &str, Option<usize>, &str)] = &[
     ("literal_nan.json", "not_json", None, "not JSON"),
     ("literal_infinity.json", "not_json", None, "not JSON"),
     ("literal_negative_infinity.json", "not_json", None, "not JSON"),
-    ("lone_high_surrogate.json", "not_json", None, "escape"),
-    ("lone_low_surrogate.json", "not_json", None, "surrogate"),
+    ("lone_high_surrogate.json", "not_json", Some(0), "escape"),
+    ("out_of_range_number.json", "not_json", Some(0), "out of range"),
+    ("lone_low_surrogate.json", "not_json", Some(0), "surrogate"),
     ("bom_then_garbage.json", "not_json", None, "not JSON"),
     ("bom_twice.json", "not_json", None, "not JSON"),
     ("bom_only.json", "not_json", None, "EOF while parsing"),
@@ -689,9 +690,9 @@ fn hundred_megabyte_registry_is_refused_within_bounded_memory() {
     assert_none_failed(&check_hostile(&x, &bytes));
 }
 
-/// 100,000 nested `[` (and 100,000 nested `{"a": ` inside "entries") are refused as
-/// not JSON by the parser's recursion limit, without a stack overflow, precisely and
-/// without touching the file.
+/// 100,000 nested `[` (and 100,000 nested `{"a": ` inside "entries"), unclosed or
+/// closed, are refused as not JSON (end of input, or the parser's recursion limit)
+/// without a stack overflow, precisely and without touching the file.
 #[test]
 fn deeply_nested_registries_are_refused_without_overflowing_the_stack() {
     let mut failed = Vec::new();
@@ -700,10 +701,15 @@ fn deeply_nested_registries_are_refused_without_overflowing_the_stack() {
         name: "generated 100,000 [",
         rule: "not_json",
         entry: None,
-        phrase: "recursion limit exceeded",
+        phrase: "EOF while parsing",
         prelude: Some("ulimit -v 200000"),
     };
     failed.extend(check_hostile(&x, &brackets));
+    // Closed: the outer list is read, and the one deep entry hits the recursion limit.
+    let mut closed = vec![b'['; 100_000];
+    closed.extend(vec![b']'; 100_000]);
+    let deep = Expect { name: "generated 100,000 [ closed", entry: Some(0), phrase: "recursion limit exceeded", ..x };
+    failed.extend(check_hostile(&deep, &closed));
     let mut objects = b"{\"entries\": [".to_vec();
     for _ in 0..100_000 {
         objects.extend_from_slice(b"{\"a\": ");

@@ -1,11 +1,14 @@
-//! One registry entry: typed access to the fields the fence reads, with every
-//! field (known or not) kept verbatim in `raw` so rewrites lose nothing.
+//! One registry entry: typed access to the fields the fence reads, and every field
+//! (known or not) kept as the entry's exact text in Hermes' format, so rewrites lose
+//! nothing and cost a copy.
 
 use serde_json::{Map, Value};
 
-/// A validated registry entry. Only [`Entry::from_value`] and [`Entry::new_lease`]
-/// build one, so the typed fields always agree with `raw`.
-#[derive(Debug, Clone, PartialEq)]
+use super::pyjson;
+
+/// A validated registry entry. Only the constructors here build one, so the typed
+/// fields always agree with `text`.
+#[derive(Debug, Clone)]
 pub struct Entry {
     lease_id: String,
     session_id: String,
@@ -14,8 +17,21 @@ pub struct Entry {
     process_start_time: Option<f64>,
     started_at: Option<f64>,
     track_liveness: bool,
-    raw: Map<String, Value>,
+    live_session_id: String,
+    /// The whole entry as `json.dumps(entry, sort_keys=True, ensure_ascii=False)` writes it.
+    text: Box<str>,
 }
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        // The typed fields are derived from the text.
+        self.text == other.text
+    }
+}
+
+/// The fields validation reads; only these are parsed on the fast path.
+const KNOWN: [&str; 8] =
+    ["lease_id", "session_id", "pid", "surface", "track_liveness", "metadata", "process_start_time", "started_at"];
 
 /// Which strict-validation rule an entry or file breaks (spec §3), in Hermes' order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +93,39 @@ impl Entry {
     /// Validate one entry against every per-entry rule (spec §3). `seen` holds the
     /// lease ids of earlier entries, for the duplicate rule. All broken rules are
     /// returned, first one first, so `doctor` can list them all.
+    /// Validate one entry given as JSON text. Text already in Hermes' exact format
+    /// (what Hermes and leasectl write) is kept as is, parsing only the known fields;
+    /// anything else is parsed whole and re-rendered.
+    pub fn from_text(
+        index: usize,
+        text: &str,
+        seen: &std::collections::HashSet<String>,
+    ) -> Result<Entry, Vec<Problem>> {
+        if let Some(members) = pyjson::canonical_members(text) {
+            if let Some(entry) = Entry::fast(&members, text, seen) {
+                return Ok(entry);
+            }
+            let known: Vec<(&str, Value)> = members
+                .into_iter()
+                .filter(|(key, _)| KNOWN.contains(key))
+                .filter_map(|(key, span)| cheap_value(span).map(|v| (key, v)))
+                .collect();
+            return Entry::validate(index, known.as_slice(), text.into(), seen);
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) => Entry::from_value(index, v, seen),
+            Err(e) => Err(vec![Problem {
+                rule: Rule::NotJson,
+                entry_index: Some(index),
+                lease_id: None,
+                detail: format!("not JSON: {e}"),
+            }]),
+        }
+    }
+
+    /// Validate one entry against every per-entry rule (spec §3). `seen` holds the
+    /// lease ids of earlier entries, for the duplicate rule. All broken rules are
+    /// returned, first one first, so `doctor` can list them all.
     pub fn from_value(
         index: usize,
         value: Value,
@@ -90,11 +139,90 @@ impl Entry {
                 detail: format!("is {}, not an object", kind_of(&value)),
             }]);
         };
+        let mut text = String::with_capacity(256);
+        pyjson::write_object(&mut text, &raw);
+        let entry = Entry::validate(index, &raw, text.into_boxed_str(), seen)?;
+        // Checked after the rules, so a rule Hermes would name (e.g. an infinite start
+        // time) is reported as that rule.
+        if let Some(n) = raw.values().find_map(pyjson::find_out_of_range) {
+            return Err(vec![Problem {
+                rule: Rule::NotJson,
+                entry_index: Some(index),
+                lease_id: raw.get("lease_id").and_then(Value::as_str).map(str::to_owned),
+                detail: format!(
+                    "the number {n} is out of range (it would be written back as Infinity, which is not JSON)"
+                ),
+            }]);
+        }
+        Ok(entry)
+    }
+
+    /// The common case without building any value: canonical text whose known fields
+    /// have their usual types and pass every rule. Anything else returns None, and the
+    /// general validation decides (and names the problems).
+    fn fast(members: &[(&str, &str)], text: &str, seen: &std::collections::HashSet<String>) -> Option<Entry> {
+        let (mut lease_id, mut session_id, mut pid) = (None, None, None);
+        let (mut surface, mut track_liveness, mut live_session_id) = (None, false, String::new());
+        let (mut process_start_time, mut started_at) = (None, None);
+        for (key, span) in members {
+            match *key {
+                "lease_id" => lease_id = Some(plain_str(span)?),
+                "session_id" => session_id = Some(plain_str(span)?),
+                "pid" => pid = Some(span.parse::<u64>().ok().filter(|p| *p > 0)?),
+                "surface" if *span == "null" => surface = None,
+                "surface" => surface = Some(plain_str(span)?.to_owned()),
+                "track_liveness" => {
+                    track_liveness = match *span {
+                        "true" => true,
+                        "false" | "null" => false,
+                        _ => return None,
+                    }
+                }
+                "metadata" if *span == "null" => {}
+                "metadata" => {
+                    for (k, v) in pyjson::canonical_members(span)? {
+                        if k == "live_session_id" {
+                            live_session_id = match v {
+                                "null" | "false" => String::new(),
+                                _ => plain_str(v)?.to_owned(),
+                            };
+                        }
+                    }
+                }
+                "process_start_time" if *span == "null" => {}
+                "process_start_time" => process_start_time = Some(plain_number(span)?),
+                "started_at" => started_at = plain_number(span),
+                _ => {}
+            }
+        }
+        let (lease_id, session_id, pid) = (lease_id?, session_id?, pid?);
+        if py_is_blank(lease_id) || py_is_blank(session_id) || seen.contains(lease_id) {
+            return None;
+        }
+        Some(Entry {
+            lease_id: lease_id.to_owned(),
+            session_id: session_id.to_owned(),
+            pid,
+            surface,
+            process_start_time,
+            started_at,
+            track_liveness,
+            live_session_id,
+            text: text.into(),
+        })
+    }
+
+    fn validate<F: Fields + ?Sized>(
+        index: usize,
+        raw: &F,
+        text: Box<str>,
+        seen: &std::collections::HashSet<String>,
+    ) -> Result<Entry, Vec<Problem>> {
         let mut problems = Vec::new();
         let mut bad = |rule: Rule, lease: Option<&str>, detail: String| {
             problems.push(Problem { rule, entry_index: Some(index), lease_id: lease.map(str::to_owned), detail })
         };
-        let lease_id = match raw.get("lease_id") {
+        let lease_id = match raw.field("lease_id") {
             Some(Value::String(s)) if !py_is_blank(s) => Some(s.as_str()),
             other => {
                 bad(Rule::LeaseId, None, format!("lease_id is {}", describe(other)));
@@ -106,22 +234,22 @@ impl Entry {
         {
             bad(Rule::DuplicateLeaseId, lease_id, "lease_id appears in an earlier entry".into());
         }
-        let session_id = match raw.get("session_id") {
+        let session_id = match raw.field("session_id") {
             Some(Value::String(s)) if !py_is_blank(s) => Some(s.clone()),
             other => {
                 bad(Rule::SessionId, lease_id, format!("session_id is {}", describe(other)));
                 None
             }
         };
-        let pid = match raw.get("pid").and_then(registry_pid) {
+        let pid = match raw.field("pid").and_then(registry_pid) {
             Some(p) => Some(p),
             None => {
-                let other = raw.get("pid");
+                let other = raw.field("pid");
                 bad(Rule::Pid, lease_id, format!("pid is {}, not a positive integer", describe(other)));
                 None
             }
         };
-        let surface = match raw.get("surface") {
+        let surface = match raw.field("surface") {
             None | Some(Value::Null) => Some(None),
             Some(Value::String(s)) => Some(Some(s.clone())),
             other => {
@@ -129,7 +257,7 @@ impl Entry {
                 None
             }
         };
-        let track_liveness = match raw.get("track_liveness") {
+        let track_liveness = match raw.field("track_liveness") {
             None | Some(Value::Null) => Some(false),
             Some(Value::Bool(b)) => Some(*b),
             other => {
@@ -137,11 +265,11 @@ impl Entry {
                 None
             }
         };
-        match raw.get("metadata") {
+        match raw.field("metadata") {
             None | Some(Value::Null) | Some(Value::Object(_)) => {}
             other => bad(Rule::Metadata, lease_id, format!("metadata is {}, not an object", describe(other))),
         }
-        let process_start_time = match raw.get("process_start_time") {
+        let process_start_time = match raw.field("process_start_time") {
             None | Some(Value::Null) => Some(None),
             Some(Value::String(s)) if s.is_empty() => Some(None),
             Some(v) => match py_float(v) {
@@ -160,7 +288,7 @@ impl Entry {
             (Some(lease_id), Some(session_id), Some(pid), Some(surface), Some(track_liveness), Some(pst))
                 if problems.is_empty() =>
             {
-                let started_at = raw.get("started_at").and_then(py_float);
+                let started_at = raw.field("started_at").and_then(py_float);
                 Ok(Entry {
                     lease_id: lease_id.to_owned(),
                     session_id,
@@ -169,7 +297,8 @@ impl Entry {
                     process_start_time: pst,
                     started_at,
                     track_liveness,
-                    raw,
+                    live_session_id: live_session_id_of(raw),
+                    text,
                 })
             }
             _ => Err(problems),
@@ -193,6 +322,7 @@ impl Entry {
         if !new.metadata.is_empty() {
             raw.insert("metadata".into(), Value::Object(new.metadata));
         }
+        let live_session_id = live_session_id_of(&raw);
         Entry {
             lease_id: new.lease_id,
             session_id: new.session_id,
@@ -201,7 +331,8 @@ impl Entry {
             process_start_time: new.process_start_time,
             started_at: Some(new.now),
             track_liveness: new.track_liveness,
-            raw,
+            live_session_id,
+            text: pyjson::to_string(&Value::Object(raw)).into_boxed_str(),
         }
     }
 
@@ -226,39 +357,108 @@ impl Entry {
     pub fn track_liveness(&self) -> bool {
         self.track_liveness
     }
-    /// Every field as stored, unknown ones included.
-    pub fn raw(&self) -> &Map<String, Value> {
-        &self.raw
+    /// Every field as stored, unknown ones included (parsed on demand).
+    pub fn fields(&self) -> Map<String, Value> {
+        match serde_json::from_str(&self.text) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        }
+    }
+
+    /// The entry's exact text as it is written to the file.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
     pub fn live_session_id(&self) -> String {
-        match self.raw.get("metadata").and_then(|m| m.get("live_session_id")) {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Bool(false)) => String::new(),
-            Some(Value::Bool(true)) => "True".into(),
-            Some(Value::Number(n)) if n.as_f64() == Some(0.0) => String::new(),
-            Some(other) => other.to_string(),
-        }
+        self.live_session_id.clone()
     }
 
     /// Move the lease to another session (transfer), as Hermes does: new
     /// `session_id`, fresh `updated_at`, metadata replaced when given.
     pub fn move_to(&mut self, session_id: &str, now: f64, metadata: Option<Map<String, Value>>) {
-        self.session_id = session_id.to_owned();
-        self.raw.insert("session_id".into(), Value::String(session_id.to_owned()));
-        self.raw.insert("updated_at".into(), float_value(Some(now)));
+        let mut raw = self.fields();
+        raw.insert("session_id".into(), Value::String(session_id.to_owned()));
+        raw.insert("updated_at".into(), float_value(Some(now)));
         if let Some(m) = metadata
             && !m.is_empty()
         {
-            self.raw.insert("metadata".into(), Value::Object(m));
+            raw.insert("metadata".into(), Value::Object(m));
         }
+        self.session_id = session_id.to_owned();
+        self.live_session_id = live_session_id_of(&raw);
+        self.text = pyjson::to_string(&Value::Object(raw)).into_boxed_str();
     }
 
-    /// The entry as it is written to the file.
+    /// The entry as a JSON value (every field).
     pub fn to_value(&self) -> Value {
-        Value::Object(self.raw.clone())
+        Value::Object(self.fields())
+    }
+}
+
+/// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
+fn live_session_id_of<F: Fields + ?Sized>(raw: &F) -> String {
+    match raw.field("metadata").and_then(|m| m.get("live_session_id")) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(false)) => String::new(),
+        Some(Value::Bool(true)) => "True".into(),
+        Some(Value::Number(n)) if n.as_f64() == Some(0.0) => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Field lookup over a full map or the few known fields of the fast path.
+pub trait Fields {
+    fn field(&self, key: &str) -> Option<&Value>;
+}
+
+impl Fields for Map<String, Value> {
+    fn field(&self, key: &str) -> Option<&Value> {
+        self.get(key)
+    }
+}
+
+impl Fields for [(&str, Value)] {
+    fn field(&self, key: &str) -> Option<&Value> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+/// The content of a canonical string without escapes.
+fn plain_str(span: &str) -> Option<&str> {
+    let inner = span.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\')).then_some(inner)
+}
+
+/// A finite number from canonical number text.
+fn plain_number(span: &str) -> Option<f64> {
+    let first = *span.as_bytes().first()?;
+    if !(first == b'-' || first.is_ascii_digit()) {
+        return None;
+    }
+    span.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// A value from canonical text, without serde for the common shapes (plain strings,
+/// literals, numbers, flat objects); anything else goes through serde_json.
+fn cheap_value(span: &str) -> Option<Value> {
+    match span.as_bytes().first()? {
+        b'"' if !span.contains('\\') && span.len() >= 2 => Some(Value::String(span[1..span.len() - 1].to_owned())),
+        b'n' if span == "null" => Some(Value::Null),
+        b't' if span == "true" => Some(Value::Bool(true)),
+        b'f' if span == "false" => Some(Value::Bool(false)),
+        b'-' | b'0'..=b'9' => span.parse::<serde_json::Number>().ok().map(Value::Number),
+        b'{' => {
+            let members = pyjson::canonical_members(span)?;
+            let mut map = Map::new();
+            for (k, v) in members {
+                map.insert(k.to_owned(), cheap_value(v)?);
+            }
+            Some(Value::Object(map))
+        }
+        _ => serde_json::from_str(span).ok(),
     }
 }
 

@@ -101,57 +101,107 @@ fn write_number(out: &mut String, n: &Number) {
 /// Python's `float.__repr__`: shortest round-trip digits, fixed notation for
 /// decimal exponents in -4..16, otherwise `d.ddde+XX`; `.0` on integral values.
 pub fn float_repr(f: f64) -> String {
+    let mut buf = StackBuf::default();
+    write_float_repr(f, &mut buf);
+    buf.as_str().to_owned()
+}
+
+/// True when `text` is exactly `float_repr(f)` (no allocation: used on every read).
+fn is_float_repr(f: f64, text: &str) -> bool {
+    let mut buf = StackBuf::default();
+    write_float_repr(f, &mut buf);
+    buf.as_str() == text
+}
+
+/// A small stack buffer for formatting floats (repr is at most 24 bytes).
+struct StackBuf {
+    bytes: [u8; 48],
+    len: usize,
+}
+
+impl Default for StackBuf {
+    fn default() -> Self {
+        StackBuf { bytes: [0; 48], len: 0 }
+    }
+}
+
+impl StackBuf {
+    fn push(&mut self, s: &str) {
+        let end = (self.len + s.len()).min(self.bytes.len());
+        let n = end - self.len;
+        self.bytes[self.len..end].copy_from_slice(&s.as_bytes()[..n]);
+        self.len = end;
+    }
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Write for StackBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push(s);
+        Ok(())
+    }
+}
+
+fn write_float_repr(f: f64, out: &mut StackBuf) {
+    use std::fmt::Write as _;
     if f.is_nan() {
-        return "NaN".to_owned();
+        return out.push("NaN");
     }
     if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+        return out.push(if f > 0.0 { "Infinity" } else { "-Infinity" });
     }
     if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+        return out.push(if f.is_sign_negative() { "-0.0" } else { "0.0" });
     }
-    // `{:e}` gives the shortest round-trip digits, like Python's repr.
-    let sci = format!("{:e}", f);
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let negative = mantissa.starts_with('-');
-    let digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
-    let mut out = String::new();
-    if negative {
-        out.push('-');
+    // ryu gives the shortest round-trip digits, as Python's repr does; only the layout differs.
+    let mut ryu_buf = ryu::Buffer::new();
+    let shortest = ryu_buf.format_finite(f.abs());
+    let (mantissa, exp_part) = shortest.split_once('e').unwrap_or((shortest, "0"));
+    let exp_part: i32 = exp_part.parse().unwrap_or(0);
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    // All significant digits, and the decimal exponent of the first one.
+    let mut digits = StackBuf::default();
+    digits.push(int_part);
+    digits.push(frac_part);
+    let all = digits.as_str();
+    let lead = all.len() - all.trim_start_matches('0').len();
+    let sig = all[lead..].trim_end_matches('0');
+    let sig = if sig.is_empty() { "0" } else { sig };
+    let exp = int_part.len() as i32 - 1 - lead as i32 + exp_part;
+    if f < 0.0 {
+        out.push("-");
     }
     if (-4..16).contains(&exp) {
         if exp < 0 {
-            out.push_str("0.");
+            out.push("0.");
             for _ in 0..(-exp - 1) {
-                out.push('0');
+                out.push("0");
             }
-            out.push_str(&digits);
+            out.push(sig);
         } else {
             let int_len = exp as usize + 1;
-            if digits.len() <= int_len {
-                out.push_str(&digits);
-                for _ in digits.len()..int_len {
-                    out.push('0');
+            if sig.len() <= int_len {
+                out.push(sig);
+                for _ in sig.len()..int_len {
+                    out.push("0");
                 }
-                out.push_str(".0");
+                out.push(".0");
             } else {
-                out.push_str(&digits[..int_len]);
-                out.push('.');
-                out.push_str(&digits[int_len..]);
+                out.push(&sig[..int_len]);
+                out.push(".");
+                out.push(&sig[int_len..]);
             }
         }
     } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
+        out.push(&sig[..1]);
+        if sig.len() > 1 {
+            out.push(".");
+            out.push(&sig[1..]);
         }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        out.push_str(&format!("{:02}", exp.abs()));
+        let _ = write!(out, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
     }
-    out
 }
 
 #[cfg(test)]
@@ -203,5 +253,185 @@ mod tests {
             serde_json::from_str("[123456789012345678901234567890, -0, 1e5, 1E-7, 2.50, 1795989978.5677974]")
                 .expect("valid json");
         assert_eq!(to_string(&v), "[123456789012345678901234567890, 0, 100000.0, 1e-07, 2.5, 1795989978.5677974]");
+    }
+}
+
+/// A number in `v` that Python would read as infinity (e.g. `1e400`): it would be
+/// written back as `Infinity`, which is not JSON, so such input is refused instead.
+pub fn find_out_of_range(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => {
+            let text = n.to_string();
+            let is_float = text.contains(['.', 'e', 'E']);
+            (is_float && text.parse::<f64>().map_or(true, |f| !f.is_finite())).then_some(text)
+        }
+        Value::Array(items) => items.iter().find_map(find_out_of_range),
+        Value::Object(map) => map.values().find_map(find_out_of_range),
+        _ => None,
+    }
+}
+
+/// The members (key, value text) of a JSON object whose text is already exactly what
+/// [`to_string`] would write for it, or `None` when it is not (then the caller parses
+/// and re-renders it). This is the fast path for registries Hermes or leasectl wrote:
+/// no tree is built and the bytes are kept as they are.
+pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {
+    let mut members = Vec::with_capacity(10);
+    let end = scan_object(text, 0, 0, Some(&mut members))?;
+    (end == text.len()).then_some(members)
+}
+
+/// End (just past `}`) of a canonical object at `pos`: keys plain and strictly
+/// increasing, `": "` and `", "` separators, canonical values. Collects the members
+/// when asked (the top level only).
+fn scan_object<'t>(
+    text: &'t str,
+    pos: usize,
+    depth: usize,
+    mut members: Option<&mut Vec<(&'t str, &'t str)>>,
+) -> Option<usize> {
+    let b = text.as_bytes();
+    if depth > 64 || b.get(pos) != Some(&b'{') {
+        return None;
+    }
+    let mut p = pos + 1;
+    if b.get(p) == Some(&b'}') {
+        return Some(p + 1);
+    }
+    let mut last_key: Option<&str> = None;
+    loop {
+        let key_start = p;
+        p = scan_string(b, p)?;
+        let key = &text[key_start + 1..p - 1];
+        if key.contains('\\') || last_key.is_some_and(|k| k >= key) {
+            return None;
+        }
+        last_key = Some(key);
+        if b.get(p..p + 2) != Some(b": ") {
+            return None;
+        }
+        let value_start = p + 2;
+        p = scan_value(text, value_start, depth + 1)?;
+        if let Some(m) = members.as_deref_mut() {
+            m.push((key, &text[value_start..p]));
+        }
+        match b.get(p) {
+            Some(b'}') => return Some(p + 1),
+            Some(b',') if b.get(p + 1) == Some(&b' ') => p += 2,
+            _ => return None,
+        }
+    }
+}
+
+/// End of a canonical value starting at `pos`, or None.
+fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    if depth > 64 {
+        return None;
+    }
+    match *b.get(pos)? {
+        b'"' => scan_string(b, pos),
+        b'{' => scan_object(text, pos, depth, None),
+        b'[' => {
+            let mut p = pos + 1;
+            if b.get(p) == Some(&b']') {
+                return Some(p + 1);
+            }
+            loop {
+                p = scan_value(text, p, depth + 1)?;
+                match b.get(p) {
+                    Some(b']') => return Some(p + 1),
+                    Some(b',') if b.get(p + 1) == Some(&b' ') => p += 2,
+                    _ => return None,
+                }
+            }
+        }
+        b't' => text[pos..].starts_with("true").then_some(pos + 4),
+        b'f' => text[pos..].starts_with("false").then_some(pos + 5),
+        b'n' => text[pos..].starts_with("null").then_some(pos + 4),
+        b'-' | b'0'..=b'9' => {
+            let end = pos + b[pos..].iter().take_while(|c| c.is_ascii_digit() || b"+-.eE".contains(c)).count();
+            let num = &text[pos..end];
+            let canonical = if num.contains(['.', 'e', 'E']) {
+                num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| is_float_repr(f, num))
+            } else {
+                let digits = num.strip_prefix('-').unwrap_or(num);
+                !digits.is_empty()
+                    && digits.bytes().all(|c| c.is_ascii_digit())
+                    && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
+            };
+            canonical.then_some(end)
+        }
+        _ => None,
+    }
+}
+
+/// End (past the closing quote) of a string written with Python's escapes only.
+fn scan_string(b: &[u8], pos: usize) -> Option<usize> {
+    if b.get(pos) != Some(&b'"') {
+        return None;
+    }
+    let mut p = pos + 1;
+    loop {
+        match *b.get(p)? {
+            b'"' => return Some(p + 1),
+            c if c < 0x20 => return None,
+            b'\\' => {
+                match *b.get(p + 1)? {
+                    b'"' | b'\\' | b'n' | b'r' | b't' | b'b' | b'f' => p += 2,
+                    b'u' => {
+                        // Only \u00xx for control characters without a short form, lowercase hex.
+                        let hex = b.get(p + 2..p + 6)?;
+                        if &hex[..2] != b"00"
+                            || !hex[2..].iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+                        {
+                            return None;
+                        }
+                        let code = u8::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()?;
+                        if code >= 0x20 || matches!(code, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d) {
+                            return None;
+                        }
+                        p += 6;
+                    }
+                    _ => return None,
+                }
+            }
+            _ => p += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod canonical_tests {
+    use super::*;
+
+    #[test]
+    fn canonical_text_is_recognised_and_anything_else_is_not() {
+        let good = r#"{"a": [1, 2.5, null, true, {"x": "\u0001\n"}], "b": "é", "c": {}, "d": -3, "e": 1e-05}"#;
+        let m = canonical_members(good).expect("canonical");
+        assert_eq!(m.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["a", "b", "c", "d", "e"]);
+        assert_eq!(m[0].1, r#"[1, 2.5, null, true, {"x": "\u0001\n"}]"#);
+        let v: Value = serde_json::from_str(good).expect("json");
+        assert_eq!(to_string(&v), good, "the scanner agrees with the writer");
+        for bad in [
+            r#"{"b": 1, "a": 2}"#,
+            r#"{"a":1}"#,
+            r#"{"a": 1,"b": 2}"#,
+            r#"{"a": 1.50}"#,
+            r#"{"a": 1E5}"#,
+            r#"{"a": -0}"#,
+            r#"{"a": 01}"#,
+            r#"{"a": "\u00e9"}"#,
+            r#"{"a": "\/"}"#,
+            r#"{"a": "\u000A"}"#,
+            r#"{"a": 1, "a": 2}"#,
+            r#"{"a": [1,2]}"#,
+            r#"{"a": 1} "#,
+            r#"{"a": {"z": 1, "b": 2}}"#,
+            r#"{"a": [{"b": 1, "a": 2}]}"#,
+            r#" {"a": 1}"#,
+        ] {
+            assert!(canonical_members(bad).is_none(), "{bad}");
+        }
     }
 }

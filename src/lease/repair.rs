@@ -86,7 +86,7 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                 } else if prober.judge(&entry) == Liveness::Alive {
                     // Its owner is alive: dropping it would free its session to a second writer.
                     let fresh = random::lease_id();
-                    let mut raw = entry.raw().clone();
+                    let mut raw = entry.fields();
                     raw.insert("lease_id".into(), Value::String(fresh.clone()));
                     if let Ok(e) = Entry::from_value(index, Value::Object(raw.clone()), &HashSet::new()) {
                         out.rekeyed.push((id, fresh.clone()));

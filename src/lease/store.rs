@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::entry::{Entry, Problem, Rule};
@@ -111,6 +112,46 @@ fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
     }
 }
 
+/// The top-level object in one pass: the entries list as borrowed text spans (no
+/// tree), every other key as a value. A repeated key keeps the last, as Python does.
+struct TopLevel<'a> {
+    entries: Option<Result<Vec<&'a RawValue>, Value>>,
+    extra: Map<String, Value>,
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for TopLevel<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = TopLevel<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "an object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<TopLevel<'a>, M::Error> {
+                let mut top = TopLevel { entries: None, extra: Map::new() };
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "entries" {
+                        let raw: &'de RawValue = map.next_value()?;
+                        top.entries = Some(if raw.get().starts_with('[') {
+                            Ok(serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?)
+                        } else {
+                            Err(serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?)
+                        });
+                    } else {
+                        top.extra.insert(key.into_owned(), map.next_value()?);
+                    }
+                }
+                Ok(top)
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+fn not_json(e: &serde_json::Error) -> Vec<Problem> {
+    file_problem(Rule::NotJson, format!("not JSON: {e}"))
+}
+
 fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
     vec![Problem { rule, entry_index: None, lease_id: None, detail }]
 }
@@ -126,37 +167,41 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             format!("holds more than {MAX_JSON_VALUES} JSON values (a limit that keeps memory bounded)"),
         ));
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| file_problem(Rule::NotJson, format!("not JSON: {e}")))?;
-    let (list, extra) = match value {
-        Value::Array(list) => (list, Map::new()),
-        Value::Object(mut map) => match map.remove("entries") {
-            Some(Value::Array(list)) => (list, map),
-            Some(other) => {
-                return Err(file_problem(
-                    Rule::WrongShape,
-                    format!("\"entries\" is {}, not a list", short_kind(&other)),
-                ));
+    // Entries are kept as their text spans (no tree is built for them); only
+    // top-level keys other than "entries" are parsed into values.
+    let trimmed = text.trim_start();
+    let (list, extra): (Vec<&RawValue>, Map<String, Value>) = if trimmed.starts_with('[') {
+        (serde_json::from_str(text).map_err(|e| not_json(&e))?, Map::new())
+    } else if trimmed.starts_with('{') {
+        let top: TopLevel = serde_json::from_str(text).map_err(|e| not_json(&e))?;
+        match top.entries {
+            Some(Ok(list)) => {
+                if let Some(n) = pyjson::find_out_of_range(&Value::Object(top.extra.clone())) {
+                    return Err(file_problem(Rule::NotJson, format!("the number {n} is out of range")));
+                }
+                (list, top.extra)
             }
-            None => {
-                return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into()));
+            Some(Err(v)) => {
+                return Err(file_problem(Rule::WrongShape, format!("\"entries\" is {}, not a list", short_kind(&v))));
             }
-        },
-        other => {
-            return Err(file_problem(
-                Rule::WrongShape,
-                format!("top level is {}, not an object with \"entries\" or a list", short_kind(&other)),
-            ));
+            None => return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),
         }
+    } else {
+        let v: Value = serde_json::from_str(text).map_err(|e| not_json(&e))?;
+        return Err(file_problem(
+            Rule::WrongShape,
+            format!("top level is {}, not an object with \"entries\" or a list", short_kind(&v)),
+        ));
     };
     let mut seen = HashSet::with_capacity(list.len().min(65_536));
     let mut entries = Vec::with_capacity(list.len().min(65_536));
     let mut problems = Vec::new();
     for (index, item) in list.into_iter().enumerate() {
-        // The lease id counts as seen even when the entry is otherwise invalid,
-        // so a later duplicate is still reported.
-        let id = item.get("lease_id").and_then(Value::as_str).map(str::to_owned);
-        match Entry::from_value(index, item, &seen) {
-            Ok(entry) => entries.push(entry),
+        match Entry::from_text(index, item.get(), &seen) {
+            Ok(entry) => {
+                seen.insert(entry.lease_id().to_owned());
+                entries.push(entry);
+            }
             Err(mut p) => {
                 problems.append(&mut p);
                 if problems.len() >= MAX_PROBLEMS {
@@ -169,9 +214,6 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
                     return Err(problems);
                 }
             }
-        }
-        if let Some(id) = id {
-            seen.insert(id);
         }
     }
     if problems.is_empty() { Ok(RegistryFile { entries, extra }) } else { Err(problems) }
@@ -190,7 +232,7 @@ fn short_kind(v: &Value) -> &'static str {
 
 /// The exact bytes Hermes writes for these entries: one line, no trailing newline.
 pub fn serialize(file: &RegistryFile) -> String {
-    let mut out = String::with_capacity(64 + file.entries.len() * 256);
+    let mut out = String::with_capacity(64 + file.entries.iter().map(|e| e.text().len() + 2).sum::<usize>());
     out.push('{');
     let mut first = true;
     let mut entries_written = false;
@@ -204,7 +246,7 @@ pub fn serialize(file: &RegistryFile) -> String {
             if i > 0 {
                 out.push_str(", ");
             }
-            pyjson::write_object(out, e.raw());
+            out.push_str(e.text());
         }
         out.push(']');
     };

@@ -370,7 +370,7 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         Span::styled("liveness: ", Style::default().add_modifier(Modifier::BOLD)),
         Span::styled(l.liveness.explain(), p.fg(badge(&l.liveness).1)),
     ])];
-    for (k, v) in l.entry.raw() {
+    for (k, v) in &l.entry.fields() {
         let shown = match (k.as_str(), v.as_f64()) {
             ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
                 format!("{}  ({})", pyjson::to_string(v), time::full(t, app.utc_offset))
