@@ -117,6 +117,9 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
     }
 }
 
+/// The longest a burst of changes is gathered before a reload.
+const MAX_GATHER: Duration = Duration::from_millis(100);
+
 /// Watch with notify; re-arm whenever directories appear or vanish. Events are
 /// debounced here: after the first relevant one, gather until `debounce` passes
 /// quietly. Idle, this thread blocks in `recv` (notify-debouncer-full wakes every
@@ -126,7 +129,7 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
     let mut watcher = notify::recommended_watcher(fs_tx)?;
     std::thread::spawn(move || {
         let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
-        let mut rearm = |watched: &mut BTreeSet<PathBuf>| -> bool {
+        let rearm = |watcher: &mut notify::RecommendedWatcher, watched: &mut BTreeSet<PathBuf>| -> bool {
             let mut changed = false;
             // Loop until stable: a directory may appear while we arm its parent.
             for _ in 0..8 {
@@ -145,13 +148,18 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
             }
             changed
         };
-        rearm(&mut watched);
+        rearm(&mut watcher, &mut watched);
         while let Ok(first) = fs_rx.recv() {
             let mut paths = Vec::new();
             // Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
             let take = |res: notify::Result<notify::Event>, paths: &mut Vec<PathBuf>| match res {
                 Ok(ev) => {
-                    paths.extend(ev.paths.iter().filter(|p| relevant(&ev.kind, p)).cloned());
+                    for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
+                        // Bounded: under churn the same few paths repeat.
+                        if paths.len() < 64 && !paths.contains(p) {
+                            paths.push(p.clone());
+                        }
+                    }
                     false
                 }
                 Err(_) => true,
@@ -160,13 +168,20 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
             if paths.is_empty() && !failed {
                 // Irrelevant (a read, the lock file, a temp file), but a directory may
                 // have appeared or gone: re-arm without a reload.
-                if rearm(&mut watched) && tx.send(Event::FsChanged(vec![])).is_err() {
+                if rearm(&mut watcher, &mut watched) && tx.send(Event::FsChanged(vec![])).is_err() {
                     break;
                 }
                 continue;
             }
+            // Gather until quiet for `debounce`, but never longer than MAX_GATHER: a
+            // registry rewritten faster than the debounce must still show.
+            let started = std::time::Instant::now();
             loop {
-                match fs_rx.recv_timeout(debounce) {
+                let left = MAX_GATHER.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                match fs_rx.recv_timeout(debounce.min(left)) {
                     Ok(res) => {
                         take(res, &mut paths);
                     }
@@ -174,9 +189,13 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
                     Err(RecvTimeoutError::Disconnected) => return,
                 }
             }
-            rearm(&mut watched);
-            paths.sort();
-            paths.dedup();
+            // A watched directory that was removed and recreated between two looks
+            // keeps its path but lost its inotify watch: watch every touched one anew.
+            for dir in paths.iter().filter(|p| watched.contains(*p)) {
+                let _ = watcher.unwatch(dir);
+                let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
+            }
+            rearm(&mut watcher, &mut watched);
             if tx.send(Event::FsChanged(paths)).is_err() {
                 break;
             }

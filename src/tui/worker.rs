@@ -226,6 +226,17 @@ impl Worker {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
             _ => None,
         };
+        // What the action learned about the lock stands until the next check: a timeout
+        // names the holder at once; a success proves the lock free.
+        match (lock_holder, &result) {
+            (Some(pid), _) => {
+                self.lock_seen.insert(registry.lock_path(), (pid, true));
+            }
+            (None, Ok(_)) => {
+                self.lock_seen.remove(&registry.lock_path());
+            }
+            _ => {}
+        }
         Some(Event::ActionDone(ActionDone { registry, what, result: result.map_err(|e| e.to_string()), lock_holder }))
     }
 }
