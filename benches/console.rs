@@ -48,7 +48,7 @@ fn case(n: usize) -> Case {
     let mut tick_rows = rows[..n].to_vec();
     for r in &mut tick_rows {
         if let Some(o) = r.owner.as_mut() {
-            o.cpu_percent += 0.5;
+            std::sync::Arc::make_mut(o).cpu_percent += 0.5;
         }
     }
     let tick = support::snapshot(&reg, tick_rows);

@@ -169,7 +169,7 @@ pub fn rows(entries: &[Arc<Entry>]) -> Vec<LeaseRow> {
             } else {
                 (Liveness::Alive, Some(owner_info("hermes")))
             };
-            LeaseRow { entry: Arc::clone(e), liveness, owner }
+            LeaseRow { entry: Arc::clone(e), liveness, owner: owner.map(Arc::new) }
         })
         .collect()
 }

@@ -77,32 +77,11 @@ pub const MAX_JSON_VALUES: usize = 1_000_000;
 /// Validation stops listing problems after this many.
 pub const MAX_PROBLEMS: usize = 100;
 
-/// Count the values in JSON text without building them (separators and openers
-/// outside strings), stopping once past `MAX_JSON_VALUES`.
+/// An upper bound on the values in JSON text without building them: separators and
+/// openers, counted even inside strings (a conservative over-count that vectorizes).
 pub fn too_many_values(text: &[u8]) -> bool {
-    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
-    for &b in text {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b',' | b':' | b'[' | b'{' => {
-                count += 1;
-                if count > MAX_JSON_VALUES {
-                    return true;
-                }
-            }
-            _ => {}
-        }
-    }
-    false
+    text.len() > MAX_JSON_VALUES
+        && text.iter().filter(|b| matches!(b, b',' | b':' | b'[' | b'{')).count() >= MAX_JSON_VALUES
 }
 
 fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
@@ -131,11 +110,9 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for TopLevel<'a> {
                 let mut top = TopLevel { entries: None, extra: Map::new() };
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     if key == "entries" {
-                        let raw: &'de RawValue = map.next_value()?;
-                        top.entries = Some(if raw.get().starts_with('[') {
-                            Ok(serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?)
-                        } else {
-                            Err(serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?)
+                        top.entries = Some(match map.next_value::<ListOrValue<'de>>()? {
+                            ListOrValue::List(list) => Ok(list),
+                            ListOrValue::Other(v) => Err(v),
                         });
                     } else {
                         top.extra.insert(key.into_owned(), map.next_value()?);
@@ -145,6 +122,55 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for TopLevel<'a> {
             }
         }
         d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// The entries list as borrowed text spans, in one pass; anything else as a value.
+enum ListOrValue<'a> {
+    List(Vec<&'a RawValue>),
+    Other(Value),
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for ListOrValue<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = ListOrValue<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a list of entries")
+            }
+            fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<ListOrValue<'a>, S::Error> {
+                let mut list = Vec::new();
+                while let Some(item) = seq.next_element::<&'de RawValue>()? {
+                    list.push(item);
+                }
+                Ok(ListOrValue::List(list))
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, map: M) -> Result<ListOrValue<'a>, M::Error> {
+                // Through Value's own visitor: it also knows serde_json's arbitrary-precision numbers.
+                let v = <Value as serde::Deserialize>::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(ListOrValue::Other(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<ListOrValue<'a>, E> {
+                Ok(ListOrValue::Other(Value::String(v.to_owned())))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<ListOrValue<'a>, E> {
+                Ok(ListOrValue::Other(Value::Bool(v)))
+            }
+            fn visit_unit<E>(self) -> Result<ListOrValue<'a>, E> {
+                Ok(ListOrValue::Other(Value::Null))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<ListOrValue<'a>, E> {
+                Ok(ListOrValue::Other(Value::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<ListOrValue<'a>, E> {
+                Ok(ListOrValue::Other(Value::from(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<ListOrValue<'a>, E> {
+                Ok(ListOrValue::Other(Value::from(v)))
+            }
+        }
+        d.deserialize_any(Visit(std::marker::PhantomData))
     }
 }
 

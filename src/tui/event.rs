@@ -85,7 +85,8 @@ pub enum Effect {
 pub struct LeaseRow {
     pub entry: Arc<Entry>,
     pub liveness: Liveness,
-    pub owner: Option<OwnerInfo>,
+    /// Shared: one owner process usually holds many leases.
+    pub owner: Option<Arc<OwnerInfo>>,
 }
 
 impl PartialEq for LeaseRow {

@@ -310,8 +310,19 @@ impl App {
 
     /// The selected lease: (registry index, lease index).
     pub fn selection(&self) -> Option<(usize, usize)> {
-        let rows = self.lease_rows();
-        rows.get(self.selected.min(rows.len().saturating_sub(1))).copied()
+        self.selection_in(&self.rows())
+    }
+
+    /// The selected lease among rows already computed (rendering computes them once).
+    pub fn selection_in(&self, rows: &[Row]) -> Option<(usize, usize)> {
+        let leases: Vec<(usize, usize)> = rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Lease { registry, lease } => Some((*registry, *lease)),
+                Row::Session { .. } => None,
+            })
+            .collect();
+        leases.get(self.selected.min(leases.len().saturating_sub(1))).copied()
     }
 
     pub fn selected_lease(&self) -> Option<&LeaseRow> {

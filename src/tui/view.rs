@@ -289,7 +289,7 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
 
 fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let rows = app.rows();
-    let selected = app.selection();
+    let selected = app.selection_in(&rows);
     let stale = app.tab_registries().iter().any(|r| app.registries[*r].error.is_some());
     let mut title = format!(" leases — sort: {} ", app.sort.label());
     if !app.filter.is_empty() {

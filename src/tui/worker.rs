@@ -151,7 +151,8 @@ impl Worker {
         let mut prober = Prober::new();
         let pids: Vec<u64> =
             self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(|e| e.pid()).collect();
-        let owners = self.owners.infos(&pids);
+        let owners: HashMap<u64, Arc<lease::owner::OwnerInfo>> =
+            self.owners.infos(&pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect();
         let holders = self.stuck_locks();
         let snapshots = self
             .known

@@ -46,7 +46,7 @@ pub fn owner(name: &str) -> OwnerInfo {
 }
 
 pub fn alive(e: Entry, name: &str) -> LeaseRow {
-    LeaseRow { entry: Arc::new(e), liveness: Liveness::Alive, owner: Some(owner(name)) }
+    LeaseRow { entry: Arc::new(e), liveness: Liveness::Alive, owner: Some(Arc::new(owner(name))) }
 }
 
 pub fn dead(e: Entry) -> LeaseRow {
@@ -56,7 +56,11 @@ pub fn dead(e: Entry) -> LeaseRow {
 pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
     let recorded = e.process_start_time().unwrap_or(0.0);
     let actual = if clock_step { recorded + 3.0 } else { recorded + 812.37 };
-    LeaseRow { entry: Arc::new(e), liveness: Liveness::Recycled { recorded, actual }, owner: Some(owner("bash")) }
+    LeaseRow {
+        entry: Arc::new(e),
+        liveness: Liveness::Recycled { recorded, actual },
+        owner: Some(Arc::new(owner("bash"))),
+    }
 }
 
 pub fn snap(reg: &Registry, cap: Option<u64>, leases: Result<Vec<LeaseRow>, String>) -> RegistrySnapshot {
