@@ -43,25 +43,39 @@ pub struct Grant {
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
 pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
+    let keep = keep_flags(&entries, prober, strict)?;
     let mut live = Vec::with_capacity(entries.len());
     let mut dead = Vec::new();
-    for entry in entries {
-        let tracked = strict || entry.track_liveness();
-        let keep = match prober.judge(&entry) {
-            Liveness::Alive => true,
-            Liveness::Dead(_) | Liveness::Recycled { .. } => false,
-            Liveness::Unknown(cause) if tracked => {
-                let why = match cause {
-                    UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
-                };
-                return Err(Error::LivenessUnknown { lease_id: entry.lease_id().to_owned(), pid: entry.pid(), why });
-            }
-            Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
-            Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
-        };
+    for (entry, keep) in entries.into_iter().zip(keep) {
         if keep { live.push(entry) } else { dead.push(entry) }
     }
     Ok((live, dead))
+}
+
+/// For each entry, whether pruning keeps it; an error when a tracked owner cannot be judged.
+fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Vec<bool>, Error> {
+    entries
+        .iter()
+        .map(|entry| {
+            let tracked = strict || entry.track_liveness();
+            Ok(match prober.judge(entry) {
+                Liveness::Alive => true,
+                Liveness::Dead(_) | Liveness::Recycled { .. } => false,
+                Liveness::Unknown(cause) if tracked => {
+                    let why = match cause {
+                        UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
+                    };
+                    return Err(Error::LivenessUnknown {
+                        lease_id: entry.lease_id().to_owned(),
+                        pid: entry.pid(),
+                        why,
+                    });
+                }
+                Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
+                Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
+            })
+        })
+        .collect()
 }
 
 fn live_id_of(metadata: &Map<String, Value>) -> String {
@@ -171,11 +185,15 @@ pub fn release(reg: &Registry, lease_id: &str, lock_timeout: Duration) -> Result
     }
     let tracked = file.entries.iter().any(|e| e.lease_id() == lease_id && e.track_liveness());
     let mut prober = Prober::new();
-    let all = file.entries.clone();
     // If liveness cannot be proven, release the lease alone and prune nothing.
-    let (live, pruned) = prune_dead(file.entries, &mut prober, tracked).unwrap_or((all, vec![]));
-    let entries: Vec<Entry> = live.into_iter().filter(|e| e.lease_id() != lease_id).collect();
-    let pruned: Vec<Entry> = pruned.into_iter().filter(|e| e.lease_id() != lease_id).collect();
+    let keep = keep_flags(&file.entries, &mut prober, tracked).unwrap_or_else(|_| vec![true; file.entries.len()]);
+    let (mut entries, mut pruned) = (Vec::with_capacity(file.entries.len()), Vec::new());
+    for (e, keep) in file.entries.into_iter().zip(keep) {
+        if e.lease_id() == lease_id {
+            continue;
+        }
+        if keep { entries.push(e) } else { pruned.push(e) }
+    }
     store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
     Ok(Released { removed: true, pruned })
 }
