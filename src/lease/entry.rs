@@ -101,12 +101,24 @@ impl Entry {
         text: &str,
         seen: &std::collections::HashSet<String>,
     ) -> Result<Entry, Vec<Problem>> {
-        if let Some(members) = pyjson::canonical_members(text) {
-            if let Some(entry) = Entry::fast(&members, text, seen) {
+        Entry::from_text_with(index, text, seen, &mut Vec::new())
+    }
+
+    /// [`Entry::from_text`] with a reusable buffer for the members (one per file, not per entry).
+    pub fn from_text_with<'t>(
+        index: usize,
+        text: &'t str,
+        seen: &std::collections::HashSet<String>,
+        members: &mut Vec<(&'t str, &'t str)>,
+    ) -> Result<Entry, Vec<Problem>> {
+        if pyjson::canonical_members_into(text, members) {
+            let members = &*members;
+            if let Some(entry) = Entry::fast(members, text, seen) {
                 return Ok(entry);
             }
             let known: Vec<(&str, Value)> = members
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|(key, _)| KNOWN.contains(key))
                 .filter_map(|(key, span)| cheap_value(span).map(|v| (key, v)))
                 .collect();

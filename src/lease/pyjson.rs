@@ -277,8 +277,13 @@ pub fn find_out_of_range(v: &Value) -> Option<String> {
 /// no tree is built and the bytes are kept as they are.
 pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {
     let mut members = Vec::with_capacity(10);
-    let end = scan_object(text, 0, 0, Some(&mut members))?;
-    (end == text.len()).then_some(members)
+    canonical_members_into(text, &mut members).then_some(members)
+}
+
+/// [`canonical_members`] into a caller's buffer (cleared first): no allocation per entry.
+pub fn canonical_members_into<'t>(text: &'t str, members: &mut Vec<(&'t str, &'t str)>) -> bool {
+    members.clear();
+    scan_object(text, 0, 0, Some(members)) == Some(text.len())
 }
 
 /// End (just past `}`) of a canonical object at `pos`: keys plain and strictly

@@ -220,10 +220,11 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
         ));
     };
     let mut seen = HashSet::with_capacity(list.len().min(65_536));
+    let mut members = Vec::with_capacity(16);
     let mut entries = Vec::with_capacity(list.len().min(65_536));
     let mut problems = Vec::new();
     for (index, item) in list.into_iter().enumerate() {
-        match Entry::from_text(index, item.get(), &seen) {
+        match Entry::from_text_with(index, item.get(), &seen, &mut members) {
             Ok(entry) => {
                 seen.insert(entry.lease_id().to_owned());
                 entries.push(entry);
