@@ -10,16 +10,44 @@ use super::pyjson;
 /// fields always agree with `text`.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    lease_id: String,
-    session_id: String,
+    lease_id: Field,
+    session_id: Field,
     pid: u64,
-    surface: Option<String>,
+    surface: Option<Field>,
     process_start_time: Option<f64>,
     started_at: Option<f64>,
     track_liveness: bool,
-    live_session_id: String,
+    live_session_id: Field,
     /// The whole entry as `json.dumps(entry, sort_keys=True, ensure_ascii=False)` writes it.
     text: Box<str>,
+}
+
+/// A string field: a range of `text` when the text holds it verbatim (no escapes),
+/// so reading a registry does not copy every id, or an owned copy otherwise.
+#[derive(Debug, Clone)]
+enum Field {
+    In(u32, u32),
+    Own(Box<str>),
+}
+
+impl Field {
+    fn owned(s: impl Into<Box<str>>) -> Field {
+        Field::Own(s.into())
+    }
+    /// `part` must be a subslice of `text`.
+    fn within(text: &str, part: &str) -> Field {
+        let start = part.as_ptr() as usize - text.as_ptr() as usize;
+        match (u32::try_from(start), u32::try_from(start + part.len())) {
+            (Ok(a), Ok(b)) => Field::In(a, b),
+            _ => Field::owned(part),
+        }
+    }
+    fn get<'a>(&'a self, text: &'a str) -> &'a str {
+        match self {
+            Field::In(a, b) => text.get(*a as usize..*b as usize).unwrap_or(""),
+            Field::Own(s) => s,
+        }
+    }
 }
 
 impl PartialEq for Entry {
@@ -174,7 +202,7 @@ impl Entry {
     /// general validation decides (and names the problems).
     fn fast(members: &[(&str, &str)], text: &str, seen: &std::collections::HashSet<String>) -> Option<Entry> {
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
-        let (mut surface, mut track_liveness, mut live_session_id) = (None, false, String::new());
+        let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
         for (key, span) in members {
             match *key {
@@ -182,7 +210,7 @@ impl Entry {
                 "session_id" => session_id = Some(plain_str(span)?),
                 "pid" => pid = Some(span.parse::<u64>().ok().filter(|p| *p > 0)?),
                 "surface" if *span == "null" => surface = None,
-                "surface" => surface = Some(plain_str(span)?.to_owned()),
+                "surface" => surface = Some(plain_str(span)?),
                 "track_liveness" => {
                     track_liveness = match *span {
                         "true" => true,
@@ -195,8 +223,8 @@ impl Entry {
                     for (k, v) in pyjson::canonical_members(span)? {
                         if k == "live_session_id" {
                             live_session_id = match v {
-                                "null" | "false" => String::new(),
-                                _ => plain_str(v)?.to_owned(),
+                                "null" | "false" => None,
+                                _ => Some(plain_str(v)?),
                             };
                         }
                     }
@@ -211,15 +239,16 @@ impl Entry {
         if py_is_blank(lease_id) || py_is_blank(session_id) || seen.contains(lease_id) {
             return None;
         }
+        // The string fields are ranges of the text (the boxed copy has the same bytes).
         Some(Entry {
-            lease_id: lease_id.to_owned(),
-            session_id: session_id.to_owned(),
+            lease_id: Field::within(text, lease_id),
+            session_id: Field::within(text, session_id),
             pid,
-            surface,
+            surface: surface.map(|s| Field::within(text, s)),
             process_start_time,
             started_at,
             track_liveness,
-            live_session_id,
+            live_session_id: live_session_id.map_or_else(|| Field::owned(""), |l| Field::within(text, l)),
             text: text.into(),
         })
     }
@@ -302,14 +331,14 @@ impl Entry {
             {
                 let started_at = raw.field("started_at").and_then(py_float);
                 Ok(Entry {
-                    lease_id: lease_id.to_owned(),
-                    session_id,
+                    lease_id: Field::owned(lease_id),
+                    session_id: Field::owned(session_id),
                     pid,
-                    surface,
+                    surface: surface.map(Field::owned),
                     process_start_time: pst,
                     started_at,
                     track_liveness,
-                    live_session_id: live_session_id_of(raw),
+                    live_session_id: Field::owned(live_session_id_of(raw)),
                     text,
                 })
             }
@@ -336,29 +365,29 @@ impl Entry {
         }
         let live_session_id = live_session_id_of(&raw);
         Entry {
-            lease_id: new.lease_id,
-            session_id: new.session_id,
+            lease_id: Field::owned(new.lease_id),
+            session_id: Field::owned(new.session_id),
             pid: new.pid,
-            surface: new.surface,
+            surface: new.surface.map(Field::owned),
             process_start_time: new.process_start_time,
             started_at: Some(new.now),
             track_liveness: new.track_liveness,
-            live_session_id,
+            live_session_id: Field::owned(live_session_id),
             text: pyjson::to_string(&Value::Object(raw)).into_boxed_str(),
         }
     }
 
     pub fn lease_id(&self) -> &str {
-        &self.lease_id
+        self.lease_id.get(&self.text)
     }
     pub fn session_id(&self) -> &str {
-        &self.session_id
+        self.session_id.get(&self.text)
     }
     pub fn pid(&self) -> u64 {
         self.pid
     }
     pub fn surface(&self) -> Option<&str> {
-        self.surface.as_deref()
+        self.surface.as_ref().map(|s| s.get(&self.text))
     }
     pub fn process_start_time(&self) -> Option<f64> {
         self.process_start_time
@@ -384,7 +413,7 @@ impl Entry {
 
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
     pub fn live_session_id(&self) -> String {
-        self.live_session_id.clone()
+        self.live_session_id.get(&self.text).to_owned()
     }
 
     /// Move the lease to another session (transfer), as Hermes does: new
@@ -398,8 +427,11 @@ impl Entry {
         {
             raw.insert("metadata".into(), Value::Object(m));
         }
-        self.session_id = session_id.to_owned();
-        self.live_session_id = live_session_id_of(&raw);
+        // The text is re-rendered below: ranges into the old text must become copies.
+        self.lease_id = Field::owned(self.lease_id());
+        self.surface = self.surface().map(Field::owned);
+        self.session_id = Field::owned(session_id);
+        self.live_session_id = Field::owned(live_session_id_of(&raw));
         self.text = pyjson::to_string(&Value::Object(raw)).into_boxed_str();
     }
 
