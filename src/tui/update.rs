@@ -260,6 +260,21 @@ fn ask_release(app: &mut App, whole_session: bool) {
     });
 }
 
+/// A y/n confirmation: `y` closes the dialog with `yes`, `n`/Esc/q closes it with nothing.
+fn answer_yes_no(app: &mut App, key: &KeyEvent, yes: Vec<Effect>) -> Vec<Effect> {
+    match key.code {
+        KeyCode::Char('y') | KeyCode::Char('Y') => {
+            app.dialog = None;
+            yes
+        }
+        KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+            app.dialog = None;
+            vec![]
+        }
+        _ => vec![],
+    }
+}
+
 fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     let Some(dialog) = app.dialog.as_mut() else {
         return vec![];
@@ -271,49 +286,22 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             }
             vec![]
         }
-        Dialog::ConfirmRepair { registry, .. } => match key.code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => {
-                let effect = Effect::Repair { registry: registry.clone() };
-                app.dialog = None;
-                vec![effect]
-            }
-            KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
-                app.dialog = None;
-                vec![]
-            }
-            _ => vec![],
-        },
-        Dialog::ConfirmPrune { targets } => match key.code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => {
-                let effects =
-                    targets.iter().map(|(registry, _)| Effect::Prune { registry: registry.clone() }).collect();
-                app.dialog = None;
-                effects
-            }
-            KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
-                app.dialog = None;
-                vec![]
-            }
-            _ => vec![],
-        },
+        Dialog::ConfirmRepair { registry, .. } => {
+            let yes = vec![Effect::Repair { registry: registry.clone() }];
+            answer_yes_no(app, &key, yes)
+        }
+        Dialog::ConfirmPrune { targets } => {
+            let yes = targets.iter().map(|(registry, _)| Effect::Prune { registry: registry.clone() }).collect();
+            answer_yes_no(app, &key, yes)
+        }
         Dialog::ConfirmRelease { registry, target, live, expected, typed, .. } => {
             if !*live {
-                return match key.code {
-                    KeyCode::Char('y') | KeyCode::Char('Y') => {
-                        let effect = Effect::ForceRelease {
-                            registry: registry.clone(),
-                            target: target.clone(),
-                            allow_live: false,
-                        };
-                        app.dialog = None;
-                        vec![effect]
-                    }
-                    KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
-                        app.dialog = None;
-                        vec![]
-                    }
-                    _ => vec![],
-                };
+                let yes = vec![Effect::ForceRelease {
+                    registry: registry.clone(),
+                    target: target.clone(),
+                    allow_live: false,
+                }];
+                return answer_yes_no(app, &key, yes);
             }
             // A live owner: the operator must type the session id, deliberately.
             match key.code {
