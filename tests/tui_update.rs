@@ -286,3 +286,22 @@ fn a_lock_held_across_checks_is_shown_with_its_pid() {
     update(&mut app, loaded(vec![mixed_root()]));
     assert_eq!(app.registries[0].stuck_lock(app.now), None, "released");
 }
+
+#[test]
+fn repair_is_planned_confirmed_then_run() {
+    let mut app = app(vec![mixed_root()]);
+    assert!(key(&mut app, KeyCode::Char('F')).is_empty(), "a valid registry: nothing to repair");
+    assert!(last_log(&app).contains("nothing to repair"));
+    update(&mut app, loaded(vec![snap(&registry("root"), Some(4), Err("not JSON: EOF".into()))]));
+    assert_eq!(key(&mut app, KeyCode::Char('F')), vec![Effect::PlanRepair { registry: registry("root") }]);
+    update(
+        &mut app,
+        Event::RepairPlanned {
+            registry: registry("root"),
+            result: Ok(vec!["keep 3 valid lease(s)".into(), "drop entry 3 (lease x): pid is a bool".into()]),
+        },
+    );
+    assert!(matches!(app.dialog, Some(Dialog::ConfirmRepair { .. })));
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Repair { registry: registry("root") }]);
+    assert!(app.dialog.is_none());
+}
