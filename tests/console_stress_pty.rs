@@ -6,221 +6,45 @@
 //! busy building or fuzzing), and every child is killed and reaped when its guard drops,
 //! also when a test fails.
 
-use std::io::{Read, Write};
-use std::num::NonZeroU16;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
-/// How often a wait looks again.
-const POLL: Duration = Duration::from_millis(20);
-/// The sequence crossterm writes to leave the alternate screen (and the one to enter it).
-const LEAVE_ALT_SCREEN: &[u8] = b"\x1b[?1049l";
-const ENTER_ALT_SCREEN: &[u8] = b"\x1b[?1049h";
+mod common;
+use common::pty::{POLL, Pty};
+
 const HELP_TEXT: &str = "force-release the selected lease";
 const HELP_END: &str = "Esc closes this help.";
 const PRUNE_DIALOG: &str = "Prune removes these dead or recycled owners' leases:";
 /// A pid no process has (far above any `pid_max`), recorded with a start time: dead.
 const DEAD_PID: u64 = 2_147_483_646;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not hide what the screen showed.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).rposition(|w| w == needle)
-}
+/// How long `q` may take to end the console, and then the terminal's restoring to show.
+const QUIT_WITHIN: Duration = Duration::from_secs(5);
+const RESTORED_WITHIN: Duration = Duration::from_secs(3);
 
 fn now_secs() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock after 1970").as_secs_f64()
 }
 
 // ---------------------------------------------------------------------------
-// The console in a pty
+// Keys into the console
 // ---------------------------------------------------------------------------
 
-/// `leasectl --home HOME tui` running in a pty. Dropping it SIGKILLs and reaps the
-/// console if it has not been reaped yet.
-struct Console {
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    master: Box<dyn MasterPty + Send>,
-    writer: Box<dyn Write + Send>,
-    /// Everything the console printed, parsed as a terminal would.
-    parser: Arc<Mutex<vt100::Parser>>,
-    /// Everything the console printed, as bytes.
-    raw: Arc<Mutex<Vec<u8>>>,
-    reaped: bool,
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        if self.reaped {
-            return;
-        }
-        if let Some(pid) = self.child.process_id() {
-            // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-        }
-        let _ = self.child.wait();
-    }
-}
-
-impl Console {
-    fn start(home: &Path, rows: u16, cols: u16) -> Console {
-        let pair =
-            native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
-        let mut cmd = CommandBuilder::new(BIN);
-        cmd.arg("--home");
-        cmd.arg(home);
-        cmd.arg("tui");
-        cmd.env("TERM", "xterm-256color");
-        cmd.env_remove("HERMES_HOME");
-        cmd.env_remove("NO_COLOR");
-        cmd.cwd(home);
-        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl tui in the pty");
-        // Only the console holds the slave now: the master reads EOF/EIO once it exits.
-        drop(pair.slave);
-
-        let rows_nz = NonZeroU16::new(rows).expect("rows > 0");
-        let cols_nz = NonZeroU16::new(cols).expect("cols > 0");
-        let parser = Arc::new(Mutex::new(vt100::Parser::new(rows_nz, cols_nz, 0)));
-        let raw = Arc::new(Mutex::new(Vec::new()));
-        let mut reader = pair.master.try_clone_reader().expect("pty reader");
-        let (p, r) = (Arc::clone(&parser), Arc::clone(&raw));
-        thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            // Ends with an error (EIO) or EOF once the console has exited.
-            while let Ok(n @ 1..) = reader.read(&mut buf) {
-                lock(&r).extend_from_slice(&buf[..n]);
-                lock(&p).process(&buf[..n]);
-            }
-        });
-        let writer = pair.master.take_writer().expect("pty writer");
-        Console { child, master: pair.master, writer, parser, raw, reaped: false }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.process_id().expect("the console has a pid")
-    }
-
-    fn text(&self) -> String {
-        lock(&self.parser).screen().contents()
-    }
-
-    /// Type into the console.
-    fn send(&mut self, keys: &[u8]) {
-        self.writer.write_all(keys).expect("write to the pty");
-        self.writer.flush().expect("flush the pty");
-    }
-
-    /// Poll the screen every ~20 ms until `cond` holds; returns how long that took.
-    /// On timeout, panics with `what` and the whole screen.
-    fn wait_for(&mut self, what: &str, deadline: Duration, cond: impl Fn(&str) -> bool) -> Duration {
-        self.wait_until(what, deadline, |screen| cond(screen))
-    }
-
-    /// Like [`Console::wait_for`], for conditions on the screen and elsewhere (files).
-    fn wait_until(&mut self, what: &str, deadline: Duration, mut cond: impl FnMut(&str) -> bool) -> Duration {
-        let start = Instant::now();
-        loop {
-            let screen = self.text();
-            if cond(&screen) {
-                return start.elapsed();
-            }
-            if start.elapsed() >= deadline {
-                let status = match self.child.try_wait() {
-                    Ok(None) => "still running".to_owned(),
-                    Ok(Some(s)) => format!("exited: {s:?}"),
-                    Err(e) => format!("try_wait failed: {e}"),
-                };
-                panic!(
-                    "timed out after {deadline:?} waiting for {what} (console {status}); the screen:\n{}\n{}\n{}",
-                    "-".repeat(40),
-                    screen,
-                    "-".repeat(40)
-                );
-            }
-            thread::sleep(POLL);
-        }
-    }
-
-    /// `?` opens the help, Esc closes it; both within `deadline`. Returns how long the help took.
-    fn help_round_trip(&mut self, deadline: Duration) -> Duration {
-        self.send(b"?");
-        let shown = self.wait_for("the help dialog", deadline, |s| s.contains(HELP_TEXT) && s.contains(HELP_END));
-        // A lone Esc (its own write, nothing after it) reads as the Esc key. It closes the
-        // help; only sent once the help is up (without a dialog, Esc quits).
-        self.send(b"\x1b");
-        self.wait_for("the help dialog to close", deadline, |s| !s.contains(HELP_END));
-        shown
-    }
-
-    /// Wait (bounded) for the console to exit, and reap it.
-    fn wait_exit(&mut self, deadline: Duration) -> portable_pty::ExitStatus {
-        let start = Instant::now();
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    self.reaped = true;
-                    return status;
-                }
-                Ok(None) if start.elapsed() < deadline => thread::sleep(POLL),
-                Ok(None) => panic!("the console did not exit within {deadline:?}; the screen:\n{}", self.text()),
-                Err(e) => panic!("try_wait on the console failed: {e}"),
-            }
-        }
-    }
-
-    /// Wait (bounded) until the console's output contains `needle`.
-    fn wait_raw(&self, what: &str, needle: &[u8], deadline: Duration) {
-        let start = Instant::now();
-        while find(&lock(&self.raw), needle).is_none() {
-            assert!(start.elapsed() < deadline, "the console never printed {what} ({needle:?}) within {deadline:?}");
-            thread::sleep(POLL);
-        }
-    }
-
-    /// The pty's local mode flags (`c_lflag`): a termios ioctl on the master reads the slave's.
-    fn local_flags(&self) -> libc::tcflag_t {
-        let fd = self.master.as_raw_fd().expect("the pty master has a descriptor");
-        // SAFETY: termios is plain data; all-zero is a valid value to be overwritten.
-        let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is the open pty master (owned by self.master); t is a valid termios to write.
-        let rc = unsafe { libc::tcgetattr(fd, &mut t) };
-        assert_eq!(rc, 0, "tcgetattr on the pty: {}", std::io::Error::last_os_error());
-        t.c_lflag
-    }
-
-    /// Both the console's own exit and its terminal: success, alternate screen left
-    /// (the sequence is in the output, after the last enter), and raw mode left.
-    fn quit_and_check_restored(&mut self) {
-        self.send(b"q");
-        let status = self.wait_exit(Duration::from_secs(5));
-        assert!(status.success(), "the console exited with {status:?}; the screen:\n{}", self.text());
-        self.wait_raw("the sequence leaving the alternate screen", LEAVE_ALT_SCREEN, Duration::from_secs(3));
-        {
-            let raw = lock(&self.raw);
-            let entered = find(&raw, ENTER_ALT_SCREEN).expect("the console entered the alternate screen");
-            let left = find(&raw, LEAVE_ALT_SCREEN).expect("checked just above");
-            assert!(left > entered, "the alternate screen was entered again after it was left");
-        }
-        assert!(!lock(&self.parser).screen().alternate_screen(), "the terminal is still on the alternate screen");
-        let lflag = self.local_flags();
-        assert_eq!(
-            lflag & (libc::ICANON | libc::ECHO),
-            libc::ICANON | libc::ECHO,
-            "raw mode was not left: c_lflag {lflag:#o} lacks ICANON or ECHO"
-        );
-    }
+/// `?` opens the help, Esc closes it; both within `deadline`. Returns how long the help took.
+fn help_round_trip(console: &mut Pty, deadline: Duration) -> Duration {
+    console.send(b"?");
+    let shown = console.wait_for("the help dialog", deadline, |s| s.contains(HELP_TEXT) && s.contains(HELP_END));
+    // A lone Esc (its own write, nothing after it) reads as the Esc key. It closes the
+    // help; only sent once the help is up (without a dialog, Esc quits).
+    console.send(b"\x1b");
+    console.wait_for("the help dialog to close", deadline, |s| !s.contains(HELP_END));
+    shown
 }
 
 // ---------------------------------------------------------------------------
@@ -467,7 +291,7 @@ fn console_keeps_up_under_churn_and_rearms_its_watch() {
     let runtime: PathBuf = home.join("runtime");
     std::fs::create_dir_all(&runtime).expect("create runtime/");
 
-    let mut console = Console::start(home, 40, 120);
+    let mut console = Pty::console(home, 40, 120);
     console.wait_for("the first drawing (no leases)", Duration::from_secs(10), |s| s.contains("no leases held"));
     let pid = console.pid();
     let cpu_before = cpu_time(pid);
@@ -493,7 +317,7 @@ fn console_keeps_up_under_churn_and_rearms_its_watch() {
             rss_early = Some(rss_kib(pid));
         }
         if now >= next_help && now - started < CHURN - Duration::from_millis(500) {
-            help_times.push((now - started, console.help_round_trip(Duration::from_secs(2))));
+            help_times.push((now - started, help_round_trip(&mut console, Duration::from_secs(2))));
             next_help += Duration::from_secs(1);
             continue;
         }
@@ -554,7 +378,7 @@ fn console_keeps_up_under_churn_and_rearms_its_watch() {
         rss_late < 2 * rss_early + 10 * 1024,
         "the console's memory grew: {rss_early} KiB at 2 s into the churn, {rss_late} KiB at the end"
     );
-    console.quit_and_check_restored();
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 
     // Fixed: bursts are gathered for at most 100 ms (src/tui/sources.rs, MAX_GATHER), so a
     // registry rewritten faster than the debounce still refreshes the table.
@@ -583,7 +407,7 @@ fn console_stays_responsive_and_names_the_pid_holding_the_lock() {
     let mut holder = LockHolder::start(&runtime.join("active_sessions.lock"));
     let holder_pid = holder.pid();
 
-    let mut console = Console::start(home, 30, 100);
+    let mut console = Pty::console(home, 30, 100);
     console.wait_for("the dead lease", Duration::from_secs(10), |s| session_row(s, "S-dead") && s.contains("✖ 1 dead"));
 
     // p asks, y prunes: the prune now waits for the lock on the worker thread.
@@ -591,7 +415,7 @@ fn console_stays_responsive_and_names_the_pid_holding_the_lock() {
     console.wait_for("the prune dialog", Duration::from_secs(3), |s| s.contains(PRUNE_DIALOG));
     console.send(b"y");
     let pressed = Instant::now();
-    let help = console.help_round_trip(Duration::from_secs(1));
+    let help = help_round_trip(&mut console, Duration::from_secs(1));
     let help_at = pressed.elapsed();
     eprintln!("help shown {help:.2?} after ?, closed {help_at:.2?} after y (the prune waits up to 3 s)");
 
@@ -624,7 +448,7 @@ fn console_stays_responsive_and_names_the_pid_holding_the_lock() {
     console.send(b"p");
     console.wait_for("the prune dialog again", Duration::from_secs(3), |s| s.contains(PRUNE_DIALOG));
     console.send(b"y");
-    let pruned = console.wait_until("the registry's entries emptied", Duration::from_secs(3), |_| {
+    let pruned = console.wait_for("the registry's entries emptied", Duration::from_secs(3), |_| {
         registry_entries(&registry).is_some_and(|e| e.is_empty())
     });
     eprintln!("pruned {pruned:.2?} after the second y");
@@ -636,7 +460,7 @@ fn console_stays_responsive_and_names_the_pid_holding_the_lock() {
     let cleared = console.wait_for("the lock banner gone", Duration::from_secs(10), |s| !s.contains("locked by pid"));
     eprintln!("lock banner gone {:.2?} after the second y", pruned + cleared);
 
-    console.quit_and_check_restored();
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
 
 /// `runtime/` removed and recreated at once, right after a registry write (so all of it
@@ -651,7 +475,7 @@ fn console_rearms_its_watch_when_runtime_is_recreated_at_once() {
     let me = u64::from(std::process::id());
     let registry_of = |session: &str, lease: &str| json!({ "entries": [entry(lease, session, me, Value::Null)] });
 
-    let mut console = Console::start(home, 30, 100);
+    let mut console = Pty::console(home, 30, 100);
     console.wait_for("the first drawing (no leases)", Duration::from_secs(10), |s| s.contains("no leases held"));
     write_registry_atomically(&runtime, 1, &registry_of("before-XYZ", "b0000000")).expect("write the registry");
     console.wait_for("before-XYZ", Duration::from_secs(2), |s| session_row(s, "before-XYZ"));
@@ -672,7 +496,7 @@ fn console_rearms_its_watch_when_runtime_is_recreated_at_once() {
     });
     eprintln!("after-XYZ shown {shown:.2?} after it was written");
 
-    console.quit_and_check_restored();
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
 
 /// When an action gives up on a held lock, the console names the holder in its banner at
@@ -689,7 +513,7 @@ fn console_names_the_lock_holder_as_soon_as_an_action_times_out() {
     let doc = json!({ "entries": [entry("dead0000000000000000000000000000", "S-dead", DEAD_PID, json!(1.0))] });
     write_registry_atomically(&runtime, 1, &doc).expect("write the registry");
 
-    let mut console = Console::start(home, 30, 100);
+    let mut console = Pty::console(home, 30, 100);
     console.wait_for("the dead lease", Duration::from_secs(10), |s| session_row(s, "S-dead") && s.contains("✖ 1 dead"));
     let holder = LockHolder::start(&runtime.join("active_sessions.lock"));
     let holder_pid = holder.pid();
@@ -710,5 +534,5 @@ fn console_names_the_lock_holder_as_soon_as_an_action_times_out() {
     );
     eprintln!("banner named pid {holder_pid} {:.2?} after the refusal", Duration::from_secs(1) + named);
     drop(holder);
-    console.quit_and_check_restored();
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }

@@ -7,23 +7,18 @@
 //! Every wait has a deadline of a few seconds; the demo is killed and reaped when its
 //! guard drops (also when a test fails), and any owner it left is killed too.
 
-use std::io::{Read, Write};
-use std::num::NonZeroU16;
+use std::ffi::OsStr;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::Once;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
-/// How often a wait looks again.
-const POLL: Duration = Duration::from_millis(20);
-/// The sequence crossterm writes to leave the alternate screen (and the one to enter it).
-const LEAVE_ALT_SCREEN: &[u8] = b"\x1b[?1049l";
-const ENTER_ALT_SCREEN: &[u8] = b"\x1b[?1049h";
+mod common;
+use common::pty::{POLL, Pty, eventually};
+
 const ROWS: u16 = 40;
 const COLS: u16 = 120;
 /// The playground panel's width (view_demo: `Constraint::Length(36)`), borders included.
@@ -31,15 +26,6 @@ const PLAYGROUND_WIDTH: usize = 36;
 const SPAWN_FORM_TITLE: &str = "spawn an owner (a real `leasectl hold` process)";
 const BACKSPACE: &[u8] = b"\x7f";
 const ENTER: &[u8] = b"\r";
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not hide what the screen showed.
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).rposition(|w| w == needle)
-}
 
 // ---------------------------------------------------------------------------
 // Processes and the sandbox, from outside
@@ -104,20 +90,6 @@ fn registry_entries(path: &Path) -> Option<Vec<Value>> {
     doc.get("entries")?.as_array().cloned()
 }
 
-/// Poll `cond` every ~20 ms until it holds; false if it still does not after `deadline`.
-fn eventually(deadline: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        if cond() {
-            return true;
-        }
-        if start.elapsed() >= deadline {
-            return false;
-        }
-        thread::sleep(POLL);
-    }
-}
-
 // ---------------------------------------------------------------------------
 // The demo in a pty
 // ---------------------------------------------------------------------------
@@ -155,18 +127,7 @@ fn reap_if_ours(pid: u32) {
 /// SIGKILLs any owner it recorded that still runs in its sandbox (the owners also have
 /// PR_SET_PDEATHSIG; this is the belt to those braces) and reaps those orphaned to us.
 struct Demo {
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    /// None after [`Demo::hang_up`].
-    master: Option<Box<dyn MasterPty + Send>>,
-    writer: Option<Box<dyn Write + Send>>,
-    /// Tells the reader thread to stop (it polls every 20 ms), and the thread.
-    stop_reader: Arc<AtomicBool>,
-    reader: Option<thread::JoinHandle<()>>,
-    /// Everything the demo printed, parsed as a terminal would.
-    parser: Arc<Mutex<vt100::Parser>>,
-    /// Everything the demo printed, as bytes.
-    raw: Arc<Mutex<Vec<u8>>>,
-    reaped: bool,
+    pty: Pty,
     /// The sandbox, once known, and the owner pids seen on the screen: for the cleanup on drop.
     sandbox: Option<PathBuf>,
     owners: Vec<u32>,
@@ -174,20 +135,9 @@ struct Demo {
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        self.stop_reader();
-        if !self.reaped {
-            if let Some(pid) = self.child.process_id() {
-                // First SIGTERM, so that the demo itself kills and reaps its owners and removes its
-                // sandbox; SIGKILL if it has not exited within 2s.
-                // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-                if !eventually(Duration::from_secs(2), || !matches!(self.child.try_wait(), Ok(None))) {
-                    // SAFETY: as above.
-                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-                }
-            }
-            let _ = self.child.wait();
-        }
+        // First SIGTERM, so that the demo itself kills and reaps its owners and removes its
+        // sandbox; SIGKILL if it has not exited within 2s.
+        self.pty.end(Duration::from_secs(2));
         let Some(sandbox) = &self.sandbox else { return };
         let home = sandbox.to_string_lossy().into_owned();
         for &pid in &self.owners {
@@ -201,180 +151,26 @@ impl Drop for Demo {
     }
 }
 
+/// The demo's terminal: [`Pty`]'s methods (`send`, `wait_for`, `hang_up`, …) on a [`Demo`].
+impl Deref for Demo {
+    type Target = Pty;
+
+    fn deref(&self) -> &Pty {
+        &self.pty
+    }
+}
+
+impl DerefMut for Demo {
+    fn deref_mut(&mut self) -> &mut Pty {
+        &mut self.pty
+    }
+}
+
 impl Demo {
     fn start(tmpdir: &Path) -> Demo {
         become_subreaper();
-        let pair = native_pty_system()
-            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
-            .expect("openpty");
-        let mut cmd = CommandBuilder::new(BIN);
-        cmd.arg("demo");
-        cmd.env("TMPDIR", tmpdir);
-        cmd.env("TERM", "xterm-256color");
-        cmd.env_remove("HERMES_HOME");
-        cmd.env_remove("NO_COLOR");
-        cmd.cwd(tmpdir);
-        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl demo in the pty");
-        // Only the demo holds the slave now: the master reads EOF/EIO once it exits.
-        drop(pair.slave);
-
-        let rows = NonZeroU16::new(ROWS).expect("rows > 0");
-        let cols = NonZeroU16::new(COLS).expect("cols > 0");
-        let parser = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
-        let raw = Arc::new(Mutex::new(Vec::new()));
-        let mut reader = pair.master.try_clone_reader().expect("pty reader");
-        // The reader is a dup of the master: poll the master's descriptor (the same open file), so
-        // the thread can be told to stop and drop its descriptor (see `hang_up`). The master
-        // outlives the thread: it is dropped only after the thread is joined.
-        let fd = pair.master.as_raw_fd().expect("the pty master has a descriptor");
-        let stop = Arc::new(AtomicBool::new(false));
-        let (p, r, st) = (Arc::clone(&parser), Arc::clone(&raw), Arc::clone(&stop));
-        let reader = thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while !st.load(Ordering::Relaxed) {
-                let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                // SAFETY: pfd is one valid pollfd; fd is the open master (joined before it closes).
-                let ready = unsafe { libc::poll(&mut pfd, 1, POLL.as_millis() as libc::c_int) };
-                if ready == 0
-                    || (ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
-                {
-                    continue;
-                }
-                // Ends with an error (EIO) or EOF once the demo has exited.
-                match reader.read(&mut buf) {
-                    Ok(n @ 1..) => {
-                        lock(&r).extend_from_slice(&buf[..n]);
-                        lock(&p).process(&buf[..n]);
-                    }
-                    _ => break,
-                }
-            }
-        });
-        let writer = pair.master.take_writer().expect("pty writer");
-        Demo {
-            child,
-            master: Some(pair.master),
-            writer: Some(writer),
-            stop_reader: stop,
-            reader: Some(reader),
-            parser,
-            raw,
-            reaped: false,
-            sandbox: None,
-            owners: vec![],
-        }
-    }
-
-    fn stop_reader(&mut self) {
-        self.stop_reader.store(true, Ordering::Relaxed);
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-    }
-
-    /// Close the terminal, as a closed terminal window or a dropped ssh connection does: every
-    /// descriptor of the pty's master is closed, and the kernel hangs up the demo's controlling
-    /// terminal (SIGHUP to the demo; its reads and writes on the terminal fail from then on).
-    fn hang_up(&mut self) {
-        self.stop_reader();
-        self.writer = None;
-        self.master = None;
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.process_id().expect("the demo has a pid")
-    }
-
-    fn text(&self) -> String {
-        lock(&self.parser).screen().contents()
-    }
-
-    /// Type into the demo.
-    fn send(&mut self, keys: &[u8]) {
-        let writer = self.writer.as_mut().expect("the terminal was not hung up");
-        writer.write_all(keys).expect("write to the pty");
-        writer.flush().expect("flush the pty");
-    }
-
-    /// Poll the screen every ~20 ms until `cond` holds; returns how long that took.
-    /// On timeout, panics with `what` and the whole screen.
-    fn wait_for(&mut self, what: &str, deadline: Duration, mut cond: impl FnMut(&str) -> bool) -> Duration {
-        let start = Instant::now();
-        loop {
-            let screen = self.text();
-            if cond(&screen) {
-                return start.elapsed();
-            }
-            if start.elapsed() >= deadline {
-                let status = match self.child.try_wait() {
-                    Ok(None) => "still running".to_owned(),
-                    Ok(Some(s)) => format!("exited: {s:?}"),
-                    Err(e) => format!("try_wait failed: {e}"),
-                };
-                panic!(
-                    "timed out after {deadline:?} waiting for {what} (demo {status}); the screen:\n{}\n{}\n{}",
-                    "-".repeat(40),
-                    screen,
-                    "-".repeat(40)
-                );
-            }
-            thread::sleep(POLL);
-        }
-    }
-
-    /// Wait (bounded) for the demo to exit, and reap it; returns the status and how long it took.
-    fn wait_exit(&mut self, deadline: Duration) -> (portable_pty::ExitStatus, Duration) {
-        let start = Instant::now();
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => {
-                    self.reaped = true;
-                    return (status, start.elapsed());
-                }
-                Ok(None) if start.elapsed() < deadline => thread::sleep(POLL),
-                Ok(None) => panic!("the demo did not exit within {deadline:?}; the screen:\n{}", self.text()),
-                Err(e) => panic!("try_wait on the demo failed: {e}"),
-            }
-        }
-    }
-
-    /// Wait (bounded) until the demo's output contains `needle`.
-    fn wait_raw(&self, what: &str, needle: &[u8], deadline: Duration) {
-        let start = Instant::now();
-        while find(&lock(&self.raw), needle).is_none() {
-            assert!(start.elapsed() < deadline, "the demo never printed {what} ({needle:?}) within {deadline:?}");
-            thread::sleep(POLL);
-        }
-    }
-
-    /// The pty's local mode flags (`c_lflag`): a termios ioctl on the master reads the slave's.
-    fn local_flags(&self) -> libc::tcflag_t {
-        let master = self.master.as_ref().expect("the terminal was not hung up");
-        let fd = master.as_raw_fd().expect("the pty master has a descriptor");
-        // SAFETY: termios is plain data; all-zero is a valid value to be overwritten.
-        let mut t: libc::termios = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is the open pty master (owned by self.master); t is a valid termios to write.
-        let rc = unsafe { libc::tcgetattr(fd, &mut t) };
-        assert_eq!(rc, 0, "tcgetattr on the pty: {}", std::io::Error::last_os_error());
-        t.c_lflag
-    }
-
-    /// After the demo exited: the alternate screen was left (after it was last entered) and raw mode too.
-    fn check_terminal_restored(&self) {
-        self.wait_raw("the sequence leaving the alternate screen", LEAVE_ALT_SCREEN, Duration::from_secs(2));
-        {
-            let raw = lock(&self.raw);
-            let entered = find(&raw, ENTER_ALT_SCREEN).expect("the demo entered the alternate screen");
-            let left = find(&raw, LEAVE_ALT_SCREEN).expect("checked just above");
-            assert!(left > entered, "the alternate screen was entered again after it was left");
-        }
-        assert!(!lock(&self.parser).screen().alternate_screen(), "the terminal is still on the alternate screen");
-        let lflag = self.local_flags();
-        assert_eq!(
-            lflag & (libc::ICANON | libc::ECHO),
-            libc::ICANON | libc::ECHO,
-            "raw mode was not left: c_lflag {lflag:#o} lacks ICANON or ECHO"
-        );
+        let pty = Pty::spawn("demo", &[OsStr::new("demo")], &[("TMPDIR", tmpdir.as_os_str())], tmpdir, ROWS, COLS);
+        Demo { pty, sandbox: None, owners: vec![] }
     }
 
     /// Wait for the first drawing with the playground; the one sandbox in `tmpdir` is returned
@@ -605,7 +401,7 @@ fn demo_refuses_a_second_owner_of_one_session_and_cleans_up_on_quit() {
         "the owner pid {pid} still runs 2s after the demo exited (state {:?})",
         proc_state(pid)
     );
-    demo.check_terminal_restored();
+    demo.check_terminal_restored(Duration::from_secs(2));
 }
 
 #[test]
@@ -633,7 +429,7 @@ fn demo_quits_cleanly_on_sigterm() {
         "the owner pid {pid} still runs 2s after the demo exited (state {:?})",
         proc_state(pid)
     );
-    demo.check_terminal_restored();
+    demo.check_terminal_restored(Duration::from_secs(2));
 }
 
 #[test]

@@ -106,6 +106,26 @@ pub fn float_repr(f: f64) -> String {
     buf.as_str().to_owned()
 }
 
+/// True when `num` is exactly how Python writes the float it denotes. The last
+/// verified text is remembered: `started_at` and `updated_at` are usually equal.
+fn canonical_float(num: &str) -> bool {
+    thread_local! {
+        static LAST: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    if LAST.with(|l| l.borrow().as_slice() == num.as_bytes()) {
+        return true;
+    }
+    let ok = num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| is_float_repr(f, num));
+    if ok {
+        LAST.with(|l| {
+            let mut l = l.borrow_mut();
+            l.clear();
+            l.extend_from_slice(num.as_bytes());
+        });
+    }
+    ok
+}
+
 /// True when `text` is exactly `float_repr(f)` (no allocation: used on every read).
 fn is_float_repr(f: f64, text: &str) -> bool {
     let mut buf = StackBuf::default();
@@ -358,7 +378,7 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
             let end = pos + b[pos..].iter().take_while(|c| c.is_ascii_digit() || b"+-.eE".contains(c)).count();
             let num = &text[pos..end];
             let canonical = if num.contains(['.', 'e', 'E']) {
-                num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| is_float_repr(f, num))
+                canonical_float(num)
             } else {
                 let digits = num.strip_prefix('-').unwrap_or(num);
                 !digits.is_empty()
@@ -378,6 +398,8 @@ fn scan_string(b: &[u8], pos: usize) -> Option<usize> {
     }
     let mut p = pos + 1;
     loop {
+        // Skip the plain run in one go; stop at a quote, a backslash or a control byte.
+        p += b.get(p..)?.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
         match *b.get(p)? {
             b'"' => return Some(p + 1),
             c if c < 0x20 => return None,

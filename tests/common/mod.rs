@@ -1,5 +1,8 @@
-//! Fixtures for console tests: entries, rows and snapshots built in memory.
+//! Fixtures for console tests: entries, rows and snapshots built in memory; and [`pty`], the real
+//! binary in a pseudo-terminal.
 #![allow(dead_code)]
+
+pub mod pty;
 
 use std::sync::Arc;
 
