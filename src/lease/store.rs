@@ -49,15 +49,16 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
             return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
         }
     };
-    match file.metadata() {
-        Ok(m) if m.is_file() => {}
+    let size = match file.metadata() {
+        Ok(m) if m.is_file() => m.len(),
         Ok(m) => {
             let kind = if m.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
             return Err(Error::Invalid(unreadable(path, format!("is {kind}"))));
         }
         Err(e) => return Err(Error::Invalid(unreadable(path, format!("cannot inspect: {e}")))),
-    }
-    let mut bytes = Vec::new();
+    };
+    // Sized up front (bounded by the limit): no regrowing copies of a large registry.
+    let mut bytes = Vec::with_capacity(size.min(MAX_REGISTRY_BYTES) as usize + 1);
     let limit = MAX_REGISTRY_BYTES + 1;
     if let Err(e) = (&mut file).take(limit).read_to_end(&mut bytes) {
         return Err(Error::Invalid(unreadable(path, format!("cannot read: {e}"))));
