@@ -192,18 +192,41 @@ fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
         return ProcState::Zombie;
     }
     // /proc/<tid> is reachable for thread ids too; only a thread-group leader is a process.
+    if is_thread_group_leader(pid) == Some(true) {
+        return running(pid, boot, ticks);
+    }
     match read_tgid(pid) {
         Ok(tgid) if tgid != pid => return ProcState::Thread { tgid },
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
         Err(e) => return ProcState::Unprobeable(format!("cannot read /proc/{pid}/status: {e}")),
     }
+    running(pid, boot, ticks)
+}
+
+fn running(pid: u64, boot: Result<BootClock, String>, ticks: Option<u64>) -> ProcState {
     let start_time = match (boot, ticks) {
         (Ok(b), Some(t)) => Ok(start_time_from(t, b.clk_tck, b.btime)),
         (Err(e), _) => Err(e),
         (_, None) => Err(format!("no starttime in /proc/{pid}/stat")),
     };
     ProcState::Running { start_time }
+}
+
+/// pidfd_open(2) only accepts a thread-group leader: one syscall instead of reading
+/// /proc/<pid>/status. None when it cannot tell (old kernel, other error): read status then.
+fn is_thread_group_leader(pid: u64) -> Option<bool> {
+    // SAFETY: pidfd_open takes plain integers; the returned fd is closed right away.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd >= 0 {
+        // SAFETY: fd was just returned to us and is not used elsewhere.
+        unsafe { libc::close(fd as libc::c_int) };
+        return Some(true);
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EINVAL) => Some(false),
+        _ => None,
+    }
 }
 
 /// psutil's `create_time()` on Linux, in this order of operations (bit for bit).
