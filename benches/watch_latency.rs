@@ -1,6 +1,6 @@
 //! Registry replaced on disk → console state holds the new snapshot.
 //!
-//! No terminal: the notify watcher (`sources::spawn_watcher`, 40 ms debounce, as
+//! No terminal: the notify watcher (`sources::spawn_watcher`, the console's debounce, as
 //! `tui::run` starts it) and a `Worker`, wired as `tui::run` wires them: on each
 //! `Event::FsChanged`, `update` asks for a reload, the worker reloads, and
 //! `update(Loaded)` adopts the snapshot. Each change is one `lease::acquire` of a
@@ -29,8 +29,8 @@ use leasectl::tui::worker::{Scope, Worker};
 use serde_json::{Map, Value};
 use support::{LOCK_TIMEOUT, Owner, quantile};
 
-/// The console's debounce (`tui::DEBOUNCE`).
-const DEBOUNCE: Duration = Duration::from_millis(40);
+/// The console's own debounce.
+const DEBOUNCE: Duration = leasectl::tui::DEBOUNCE;
 const GIVE_UP: Duration = Duration::from_secs(10);
 
 struct Sample {
@@ -170,7 +170,10 @@ fn main() {
     } else {
         (&all, 200)
     };
-    println!("watch latency: acquire → console state holds the new lease ({changes} changes, debounce 40 ms)");
+    println!(
+        "watch latency: acquire → console state holds the new lease ({changes} changes, debounce {} ms)",
+        DEBOUNCE.as_millis()
+    );
     println!(
         "{:>7} {:>8} {:>8} {:>8} | {:>11} {:>11} {:>11} {:>11} {:>8} {:>13}",
         "entries",
@@ -203,6 +206,6 @@ fn main() {
             reload_alone,
         );
     }
-    println!("notify = acquire returned → FsChanged received (includes the 40 ms debounce)");
+    println!("notify = acquire returned → FsChanged received (includes the {} ms debounce)", DEBOUNCE.as_millis());
     println!("target: p99 < 100 ms");
 }

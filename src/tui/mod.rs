@@ -35,7 +35,7 @@ pub struct ConsoleOptions {
 }
 
 /// How long filesystem events are gathered before a reload.
-const DEBOUNCE: Duration = Duration::from_millis(40);
+pub const DEBOUNCE: Duration = Duration::from_millis(20);
 const TICK: Duration = Duration::from_secs(1);
 
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
