@@ -124,19 +124,15 @@ impl Entry {
     /// Validate one entry given as JSON text. Text already in Hermes' exact format
     /// (what Hermes and leasectl write) is kept as is, parsing only the known fields;
     /// anything else is parsed whole and re-rendered.
-    pub fn from_text(
-        index: usize,
-        text: &str,
-        seen: &std::collections::HashSet<String>,
-    ) -> Result<Entry, Vec<Problem>> {
+    pub fn from_text<S: SeenIds + ?Sized>(index: usize, text: &str, seen: &S) -> Result<Entry, Vec<Problem>> {
         Entry::from_text_with(index, text, seen, &mut Vec::new())
     }
 
     /// [`Entry::from_text`] with a reusable buffer for the members (one per file, not per entry).
-    pub fn from_text_with<'t>(
+    pub fn from_text_with<'t, S: SeenIds + ?Sized>(
         index: usize,
         text: &'t str,
-        seen: &std::collections::HashSet<String>,
+        seen: &S,
         members: &mut Vec<(&'t str, &'t str)>,
     ) -> Result<Entry, Vec<Problem>> {
         if pyjson::canonical_members_into(text, members) {
@@ -166,11 +162,7 @@ impl Entry {
     /// Validate one entry against every per-entry rule (spec §3). `seen` holds the
     /// lease ids of earlier entries, for the duplicate rule. All broken rules are
     /// returned, first one first, so `doctor` can list them all.
-    pub fn from_value(
-        index: usize,
-        value: Value,
-        seen: &std::collections::HashSet<String>,
-    ) -> Result<Entry, Vec<Problem>> {
+    pub fn from_value<S: SeenIds + ?Sized>(index: usize, value: Value, seen: &S) -> Result<Entry, Vec<Problem>> {
         let Value::Object(raw) = value else {
             return Err(vec![Problem {
                 rule: Rule::NonObjectEntry,
@@ -200,7 +192,7 @@ impl Entry {
     /// The common case without building any value: canonical text whose known fields
     /// have their usual types and pass every rule. Anything else returns None, and the
     /// general validation decides (and names the problems).
-    fn fast(members: &[(&str, &str)], text: &str, seen: &std::collections::HashSet<String>) -> Option<Entry> {
+    fn fast<S: SeenIds + ?Sized>(members: &[(&str, &str)], text: &str, seen: &S) -> Option<Entry> {
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
         let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
@@ -236,7 +228,7 @@ impl Entry {
             }
         }
         let (lease_id, session_id, pid) = (lease_id?, session_id?, pid?);
-        if py_is_blank(lease_id) || py_is_blank(session_id) || seen.contains(lease_id) {
+        if py_is_blank(lease_id) || py_is_blank(session_id) || seen.seen(lease_id) {
             return None;
         }
         // The string fields are ranges of the text (the boxed copy has the same bytes).
@@ -253,11 +245,11 @@ impl Entry {
         })
     }
 
-    fn validate<F: Fields + ?Sized>(
+    fn validate<F: Fields + ?Sized, S: SeenIds + ?Sized>(
         index: usize,
         raw: &F,
         text: Box<str>,
-        seen: &std::collections::HashSet<String>,
+        seen: &S,
     ) -> Result<Entry, Vec<Problem>> {
         let mut problems = Vec::new();
         let mut bad = |rule: Rule, lease: Option<&str>, detail: String| {
@@ -271,7 +263,7 @@ impl Entry {
             }
         };
         if let Some(id) = lease_id
-            && seen.contains(id)
+            && seen.seen(id)
         {
             bad(Rule::DuplicateLeaseId, lease_id, "lease_id appears in an earlier entry".into());
         }
@@ -406,6 +398,15 @@ impl Entry {
         }
     }
 
+    /// The lease id as a slice of `original`, the text this entry was read from, when
+    /// the id is held verbatim there (lets a reader track ids without copying them).
+    pub fn lease_id_in<'a>(&self, original: &'a str) -> Option<&'a str> {
+        match &self.lease_id {
+            Field::In(a, b) => original.get(*a as usize..*b as usize),
+            Field::Own(_) => None,
+        }
+    }
+
     /// The entry's exact text as it is written to the file.
     pub fn text(&self) -> &str {
         &self.text
@@ -450,6 +451,23 @@ fn live_session_id_of<F: Fields + ?Sized>(raw: &F) -> String {
         Some(Value::Bool(true)) => "True".into(),
         Some(Value::Number(n)) if n.as_f64() == Some(0.0) => String::new(),
         Some(other) => other.to_string(),
+    }
+}
+
+/// The lease ids of earlier entries, for the duplicate rule.
+pub trait SeenIds {
+    fn seen(&self, lease_id: &str) -> bool;
+}
+
+impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<String, H> {
+    fn seen(&self, lease_id: &str) -> bool {
+        self.contains(lease_id)
+    }
+}
+
+impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<std::borrow::Cow<'_, str>, H> {
+    fn seen(&self, lease_id: &str) -> bool {
+        self.contains(lease_id)
     }
 }
 
@@ -661,7 +679,7 @@ mod tests {
     use std::collections::HashSet;
 
     fn check(v: Value) -> Result<Entry, Vec<Problem>> {
-        Entry::from_value(0, v, &HashSet::new())
+        Entry::from_value(0, v, &HashSet::<String>::new())
     }
 
     fn base() -> Value {

@@ -73,7 +73,7 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
     for (index, item) in items.into_iter().enumerate() {
         let lease_id = item.get("lease_id").and_then(Value::as_str).map(str::to_owned);
         // Validate without the duplicate rule; duplicates are decided below.
-        match Entry::from_value(index, item.clone(), &HashSet::new()) {
+        match Entry::from_value(index, item.clone(), &HashSet::<String>::new()) {
             Err(problems) => out.dropped.push(Dropped { index, lease_id, why: join(&problems) }),
             Ok(entry) => {
                 let id = entry.lease_id().to_owned();
@@ -88,7 +88,7 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                     let fresh = random::lease_id();
                     let mut raw = entry.fields();
                     raw.insert("lease_id".into(), Value::String(fresh.clone()));
-                    if let Ok(e) = Entry::from_value(index, Value::Object(raw.clone()), &HashSet::new()) {
+                    if let Ok(e) = Entry::from_value(index, Value::Object(raw.clone()), &HashSet::<String>::new()) {
                         out.rekeyed.push((id, fresh.clone()));
                         seen.insert(fresh);
                         kept_values.push(Value::Object(raw));

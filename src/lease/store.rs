@@ -30,21 +30,42 @@ pub struct RegistryFile {
 /// Read strictly. A missing file is an empty registry; anything invalid is an error
 /// naming the rule and the entry.
 pub fn read(path: &Path) -> Result<RegistryFile, Error> {
-    match read_bytes(path)? {
-        None => Ok(RegistryFile::default()),
-        Some(bytes) => {
-            parse(&bytes).map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
-        }
+    // One read buffer per thread, reused: a fresh multi-megabyte buffer per read costs
+    // more in page faults than the read itself (entries keep their own text).
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    BUFFER.with(|cell| {
+        let mut bytes = cell.take();
+        let result = match read_into(path, &mut bytes)? {
+            false => Ok(RegistryFile::default()),
+            true => {
+                parse(&bytes).map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
+            }
+        };
+        // Keep a modest buffer for the next read; give a huge one back.
+        if bytes.capacity() <= 16 * 1024 * 1024 {
+            bytes.clear();
+            cell.replace(bytes);
+        }
+        result
+    })
 }
 
 /// The file's bytes, or None when it does not exist. Too-large files are refused.
 pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    let mut bytes = Vec::new();
+    Ok(read_into(path, &mut bytes)?.then_some(bytes))
+}
+
+/// Read the registry into `bytes` (cleared first); false when it does not exist.
+fn read_into(path: &Path, bytes: &mut Vec<u8>) -> Result<bool, Error> {
+    bytes.clear();
     // O_NONBLOCK: a FIFO planted at the registry path must not hang us (and the lock
     // we may hold); anything but a regular file is refused after fstat.
     let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => {
             return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
         }
@@ -58,9 +79,9 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
         Err(e) => return Err(Error::Invalid(unreadable(path, format!("cannot inspect: {e}")))),
     };
     // Sized up front (bounded by the limit): no regrowing copies of a large registry.
-    let mut bytes = Vec::with_capacity(size.min(MAX_REGISTRY_BYTES) as usize + 1);
+    bytes.reserve(size.min(MAX_REGISTRY_BYTES) as usize + 1);
     let limit = MAX_REGISTRY_BYTES + 1;
-    if let Err(e) = (&mut file).take(limit).read_to_end(&mut bytes) {
+    if let Err(e) = (&mut file).take(limit).read_to_end(bytes) {
         return Err(Error::Invalid(unreadable(path, format!("cannot read: {e}"))));
     }
     if bytes.len() as u64 > MAX_REGISTRY_BYTES {
@@ -69,7 +90,7 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
             format!("larger than the {} MiB limit", MAX_REGISTRY_BYTES / (1024 * 1024)),
         )));
     }
-    Ok(Some(bytes))
+    Ok(true)
 }
 
 /// More JSON values than this are refused before parsing: memory stays bounded
@@ -186,6 +207,24 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for ListOrValue<'a> {
     }
 }
 
+/// A small, fast hasher for lease ids (FxHash's mixing). Collisions only cost time,
+/// and whoever can write the registry can already refuse every acquire.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 fn not_json(e: &serde_json::Error) -> Vec<Problem> {
     file_problem(Rule::NotJson, format!("not JSON: {e}"))
 }
@@ -231,14 +270,19 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             format!("top level is {}, not an object with \"entries\" or a list", short_kind(&v)),
         ));
     };
-    let mut seen = HashSet::with_capacity(list.len().min(65_536));
+    let mut seen: HashSet<std::borrow::Cow<str>, std::hash::BuildHasherDefault<FxHasher>> =
+        HashSet::with_capacity_and_hasher(list.len().min(65_536), Default::default());
     let mut members = Vec::with_capacity(16);
     let mut entries = Vec::with_capacity(list.len().min(65_536));
     let mut problems = Vec::new();
     for (index, item) in list.into_iter().enumerate() {
         match Entry::from_text_with(index, item.get(), &seen, &mut members) {
             Ok(entry) => {
-                seen.insert(entry.lease_id().to_owned());
+                let id = match entry.lease_id_in(item.get()) {
+                    Some(borrowed) => std::borrow::Cow::Borrowed(borrowed),
+                    None => std::borrow::Cow::Owned(entry.lease_id().to_owned()),
+                };
+                seen.insert(id);
                 entries.push(entry);
             }
             Err(mut p) => {

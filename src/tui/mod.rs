@@ -70,7 +70,10 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     sources::spawn_input(tx);
     let result = (|| -> std::io::Result<()> {
         loop {
-            terminal.draw(|f| view::render(&app, f))?;
+            if terminal.draw(|f| view::render(&app, f)).is_err() {
+                // The terminal is gone (hangup, closed pty): end as if asked to quit.
+                return Ok(());
+            }
             let Ok(first) = rx.recv() else { return Ok(()) };
             // Apply everything already queued before drawing again: keeps up under churn.
             for ev in std::iter::once(first).chain(rx.try_iter()) {
