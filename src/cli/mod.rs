@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 
 use args::{AcquireOpts, ForceReleaseArgs};
 pub use args::{Cli, Command};
-use output::{LEASE_HEADER, lease_json, lease_rows, short_id, table};
+use output::{LEASE_HEADER, lease_json, lease_rows, table};
 
 use crate::lease::{
     self, AcquireRequest, Error, Liveness, Reason, Registry, Target, config::read_cap, liveness::Prober,
@@ -419,7 +419,7 @@ fn doctor(registries: &[Registry], as_json: bool) -> i32 {
             if i > 0 {
                 say!();
             }
-            say_raw!("{}", doctor_text(d));
+            say_raw!("{}", output::doctor_text(d));
         }
     }
     if bad { EXIT_ERROR } else { EXIT_OK }
@@ -438,7 +438,7 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
             continue;
         }
         if !as_json {
-            say_raw!("{}", repair_text(reg, &plan.plan));
+            say_raw!("{}", output::repair_text(reg, &plan.plan));
         }
         if !yes {
             if !std::io::stdin().is_terminal() {
@@ -480,79 +480,6 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
         print_json(&json!({ "registries": results }));
     }
     Ok(EXIT_OK)
-}
-
-fn repair_text(reg: &Registry, plan: &lease::repair::RepairPlan) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(s, "{} ({}): invalid", reg.profile, reg.path().display());
-    if plan.salvaged {
-        let _ = writeln!(s, "  the JSON is broken: {} complete entr(ies) salvaged", plan.found);
-    }
-    let _ = writeln!(s, "  keep {} valid lease(s)", plan.kept.len());
-    for d in &plan.dropped {
-        let id = d.lease_id.as_deref().unwrap_or("-");
-        let _ = writeln!(s, "  drop entry {} (lease {id}): {}", d.index, d.why);
-    }
-    for (from, to) in &plan.rekeyed {
-        let _ = writeln!(s, "  duplicate lease id {from} held by a live owner: kept under the new id {to}");
-    }
-    s
-}
-
-fn doctor_text(d: &lease::DoctorReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let status = if d.has_problems() { "PROBLEMS" } else { "ok" };
-    let _ = writeln!(s, "{} ({}): {status}", d.registry.profile, d.registry.path().display());
-    if !d.exists {
-        let _ = writeln!(s, "  registry file does not exist yet (no leases)");
-    }
-    match d.cap.cap {
-        Some(c) => {
-            let _ = writeln!(s, "  cap: {c} ({})", d.cap.key.as_deref().unwrap_or("config"));
-        }
-        None => {
-            let _ = writeln!(s, "  cap: none");
-        }
-    }
-    for w in &d.cap.warnings {
-        let _ = writeln!(s, "  warning: {w}");
-    }
-    for p in &d.problems {
-        let _ = writeln!(s, "  INVALID [{}] {p}", p.rule.code());
-    }
-    for i in &d.empty_session_ids {
-        let _ = writeln!(
-            s,
-            "  entry {i} has an empty session id (Hermes writes these for tracked drafts); every acquire is refused until it is repaired"
-        );
-    }
-    for (session, leases) in &d.conflicts {
-        let pids: Vec<String> = leases.iter().map(|l| l.entry.pid().to_string()).collect();
-        let _ =
-            writeln!(s, "  CONFLICT: session {session} has {} live owners (pids {})", leases.len(), pids.join(", "));
-    }
-    for v in &d.stale {
-        let _ = writeln!(
-            s,
-            "  stale: lease {} (session {}, pid {}): {} — `leasectl prune` removes it",
-            short_id(v.entry.lease_id()),
-            v.entry.session_id(),
-            v.entry.pid(),
-            v.liveness.explain()
-        );
-    }
-    for t in &d.leftover_temp_files {
-        let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
-    }
-    if let Some(problem) = &d.lock_problem {
-        let _ = writeln!(s, "  LOCK: {problem}: {}", d.registry.lock_path().display());
-    }
-    if let Some(pid) = d.lock_holder {
-        let _ = writeln!(s, "  lock held right now by pid {pid}");
-    }
-    s
 }
 
 fn stop_signals() -> Result<crate::supervise::StopSignals, Failure> {

@@ -151,6 +151,79 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
 
 pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
 
+pub fn repair_text(reg: &Registry, plan: &crate::lease::repair::RepairPlan) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "{} ({}): invalid", reg.profile, reg.path().display());
+    if plan.salvaged {
+        let _ = writeln!(s, "  the JSON is broken: {} complete entr(ies) salvaged", plan.found);
+    }
+    let _ = writeln!(s, "  keep {} valid lease(s)", plan.kept.len());
+    for d in &plan.dropped {
+        let id = d.lease_id.as_deref().unwrap_or("-");
+        let _ = writeln!(s, "  drop entry {} (lease {id}): {}", d.index, d.why);
+    }
+    for (from, to) in &plan.rekeyed {
+        let _ = writeln!(s, "  duplicate lease id {from} held by a live owner: kept under the new id {to}");
+    }
+    s
+}
+
+pub fn doctor_text(d: &DoctorReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let status = if d.has_problems() { "PROBLEMS" } else { "ok" };
+    let _ = writeln!(s, "{} ({}): {status}", d.registry.profile, d.registry.path().display());
+    if !d.exists {
+        let _ = writeln!(s, "  registry file does not exist yet (no leases)");
+    }
+    match d.cap.cap {
+        Some(c) => {
+            let _ = writeln!(s, "  cap: {c} ({})", d.cap.key.as_deref().unwrap_or("config"));
+        }
+        None => {
+            let _ = writeln!(s, "  cap: none");
+        }
+    }
+    for w in &d.cap.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+    for p in &d.problems {
+        let _ = writeln!(s, "  INVALID [{}] {p}", p.rule.code());
+    }
+    for i in &d.empty_session_ids {
+        let _ = writeln!(
+            s,
+            "  entry {i} has an empty session id (Hermes writes these for tracked drafts); every acquire is refused until it is repaired"
+        );
+    }
+    for (session, leases) in &d.conflicts {
+        let pids: Vec<String> = leases.iter().map(|l| l.entry.pid().to_string()).collect();
+        let _ =
+            writeln!(s, "  CONFLICT: session {session} has {} live owners (pids {})", leases.len(), pids.join(", "));
+    }
+    for v in &d.stale {
+        let _ = writeln!(
+            s,
+            "  stale: lease {} (session {}, pid {}): {} — `leasectl prune` removes it",
+            short_id(v.entry.lease_id()),
+            v.entry.session_id(),
+            v.entry.pid(),
+            v.liveness.explain()
+        );
+    }
+    for t in &d.leftover_temp_files {
+        let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
+    }
+    if let Some(problem) = &d.lock_problem {
+        let _ = writeln!(s, "  LOCK: {problem}: {}", d.registry.lock_path().display());
+    }
+    if let Some(pid) = d.lock_holder {
+        let _ = writeln!(s, "  lock held right now by pid {pid}");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
