@@ -5,6 +5,7 @@
 //! from every child's environment. Every wait has a deadline of a few seconds, and every
 //! child is killed and reaped when its guard drops, also when a test fails.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -207,4 +208,22 @@ fn console_starts_and_quits_cleanly_at_80x24() {
     });
 
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}
+
+/// A panic inside the console still restores the terminal (ratatui's panic hook):
+/// the alternate screen is left and raw mode is off, and the process fails loudly.
+#[test]
+fn console_restores_the_terminal_on_panic() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut pty = Pty::spawn(
+        "console",
+        &[OsStr::new("--home"), home.path().as_os_str(), OsStr::new("tui")],
+        &[("LEASECTL_TEST_FAILPOINT", OsStr::new("console-panic"))],
+        home.path(),
+        24,
+        80,
+    );
+    let (status, _) = pty.wait_exit(Duration::from_secs(5));
+    assert!(!status.success(), "a panic must not look like success: {status:?}");
+    pty.check_terminal_restored(Duration::from_secs(2));
 }

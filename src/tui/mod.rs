@@ -74,6 +74,10 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
                 // The terminal is gone (hangup, closed pty): end as if asked to quit.
                 return Ok(());
             }
+            // Test-only: prove the panic hook restores the terminal.
+            if std::env::var_os("LEASECTL_TEST_FAILPOINT").is_some_and(|v| v == "console-panic") {
+                panic!("test failpoint: console-panic");
+            }
             let Ok(first) = rx.recv() else { return Ok(()) };
             // Apply everything already queued before drawing again: keeps up under churn.
             for ev in std::iter::once(first).chain(rx.try_iter()) {
