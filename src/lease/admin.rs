@@ -118,7 +118,12 @@ pub fn force_release(
 
 /// Alive, or not provably dead: removing its lease could let a second writer in.
 pub fn owner_may_be_alive(v: &LeaseView) -> bool {
-    matches!(v.liveness, Liveness::Alive | Liveness::Unknown(_))
+    may_be_alive(&v.liveness)
+}
+
+/// The verdicts that forbid removing a lease without an explicit override.
+pub fn may_be_alive(l: &Liveness) -> bool {
+    matches!(l, Liveness::Alive | Liveness::Unknown(_))
 }
 
 /// Under the lock: read strictly, judge, let `choose` pick what goes, write if anything does.

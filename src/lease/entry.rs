@@ -444,7 +444,13 @@ impl Entry {
 
 /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
 fn live_session_id_of<F: Fields + ?Sized>(raw: &F) -> String {
-    match raw.field("metadata").and_then(|m| m.get("live_session_id")) {
+    live_id_string(raw.field("metadata").and_then(|m| m.get("live_session_id")))
+}
+
+/// A live session id as Hermes stringifies it, `str(x or "")`: for an entry's
+/// metadata and for an acquire's alike, so writer identity compares like with like.
+pub fn live_id_string(value: Option<&Value>) -> String {
+    match value {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(Value::Bool(false)) => String::new(),

@@ -78,17 +78,9 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Ve
         .collect()
 }
 
-fn live_id_of(metadata: &Map<String, Value>) -> String {
-    match metadata.get("live_session_id") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    }
-}
-
 /// The same writer re-acquiring: same owner pid AND the same non-empty live session id.
 fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
-    let incoming = live_id_of(&req.metadata);
+    let incoming = super::entry::live_id_string(req.metadata.get("live_session_id"));
     let held = existing.live_session_id();
     existing.pid() == req.owner_pid && !held.is_empty() && !incoming.is_empty() && held == incoming
 }

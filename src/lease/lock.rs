@@ -106,11 +106,6 @@ fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
     None
 }
 
-/// Where the lock file for a registry file lives (same `runtime/` directory).
-pub fn lock_path_for(registry_path: &Path) -> PathBuf {
-    registry_path.with_file_name(super::paths::LOCK_FILE)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,7 +127,7 @@ fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
 /// The top-level object in one pass: the entries list as borrowed text spans (no
 /// tree), every other key as a value. A repeated key keeps the last, as Python does.
 struct TopLevel<'a> {
-    entries: Option<Result<Vec<&'a RawValue>, Value>>,
+    entries: Option<ListOrValue<'a>>,
     extra: Map<String, Value>,
 }
 
@@ -143,10 +143,7 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for TopLevel<'a> {
                 let mut top = TopLevel { entries: None, extra: Map::new() };
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                     if key == "entries" {
-                        top.entries = Some(match map.next_value::<ListOrValue<'de>>()? {
-                            ListOrValue::List(list) => Ok(list),
-                            ListOrValue::Other(v) => Err(v),
-                        });
+                        top.entries = Some(map.next_value()?);
                     } else {
                         top.extra.insert(key.into_owned(), map.next_value()?);
                     }
@@ -252,13 +249,13 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
     } else if trimmed.starts_with('{') {
         let top: TopLevel = serde_json::from_str(text).map_err(|e| not_json(&e))?;
         match top.entries {
-            Some(Ok(list)) => {
+            Some(ListOrValue::List(list)) => {
                 if let Some(n) = pyjson::find_out_of_range(&Value::Object(top.extra.clone())) {
                     return Err(file_problem(Rule::NotJson, format!("the number {n} is out of range")));
                 }
                 (list, top.extra)
             }
-            Some(Err(v)) => {
+            Some(ListOrValue::Other(v)) => {
                 return Err(file_problem(Rule::WrongShape, format!("\"entries\" is {}, not a list", short_kind(&v))));
             }
             None => return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),

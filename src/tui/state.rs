@@ -299,13 +299,7 @@ impl App {
 
     /// The lease rows only, in display order (what the selection moves over).
     pub fn lease_rows(&self) -> Vec<(usize, usize)> {
-        self.rows()
-            .into_iter()
-            .filter_map(|r| match r {
-                Row::Lease { registry, lease } => Some((registry, lease)),
-                Row::Session { .. } => None,
-            })
-            .collect()
+        leases_of(&self.rows())
     }
 
     /// The selected lease: (registry index, lease index).
@@ -315,13 +309,7 @@ impl App {
 
     /// The selected lease among rows already computed (rendering computes them once).
     pub fn selection_in(&self, rows: &[Row]) -> Option<(usize, usize)> {
-        let leases: Vec<(usize, usize)> = rows
-            .iter()
-            .filter_map(|r| match r {
-                Row::Lease { registry, lease } => Some((*registry, *lease)),
-                Row::Session { .. } => None,
-            })
-            .collect();
+        let leases = leases_of(rows);
         leases.get(self.selected.min(leases.len().saturating_sub(1))).copied()
     }
 
@@ -334,6 +322,16 @@ impl App {
         let n = self.lease_rows().len();
         self.selected = if n == 0 { 0 } else { self.selected.min(n - 1) };
     }
+}
+
+/// The lease rows among `rows`: (registry index, lease index).
+fn leases_of(rows: &[Row]) -> Vec<(usize, usize)> {
+    rows.iter()
+        .filter_map(|r| match r {
+            Row::Lease { registry, lease } => Some((*registry, *lease)),
+            Row::Session { .. } => None,
+        })
+        .collect()
 }
 
 struct Group {

@@ -5,7 +5,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use super::diff::diff;
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::state::{App, Dialog, LogLevel, RegistryState};
-use crate::lease::admin::owner_may_be_alive;
+use crate::lease::admin::may_be_alive;
 use crate::lease::{Liveness, Target};
 
 pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
@@ -247,9 +247,7 @@ fn ask_release(app: &mut App, whole_session: bool) {
     } else {
         (Target::Lease(chosen.entry.lease_id().to_owned()), vec![chosen.clone()])
     };
-    let live = leases.iter().any(|x| {
-        owner_may_be_alive(&crate::lease::LeaseView { entry: (*x.entry).clone(), liveness: x.liveness.clone() })
-    });
+    let live = leases.iter().any(|x| may_be_alive(&x.liveness));
     app.dialog = Some(Dialog::ConfirmRelease {
         registry: reg.registry.clone(),
         target,
