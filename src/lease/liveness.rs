@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::entry::Entry;
+use super::pidfds;
 
 /// How an owner stands, as judged now.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,12 +162,10 @@ pub fn judge_state(state: &ProcState, recorded: Option<f64>) -> Liveness {
 }
 
 fn read_boot_clock() -> Result<BootClock, String> {
-    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("cannot read /proc/stat: {e}"))?;
-    let btime = stat
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .ok_or_else(|| "no btime line in /proc/stat".to_string())?;
+    let btime = match boot_time_from_clocks() {
+        Some(b) => b,
+        None => boot_time_from_proc_stat()?,
+    };
     // SAFETY: sysconf has no memory-safety preconditions.
     let clk = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if clk <= 0 {
@@ -175,24 +174,68 @@ fn read_boot_clock() -> Result<BootClock, String> {
     Ok(BootClock { btime, clk_tck: clk as f64 })
 }
 
+/// `btime` as psutil reads it from /proc/stat (whole seconds of the boot instant).
+pub fn boot_time_from_proc_stat() -> Result<u64, String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("cannot read /proc/stat: {e}"))?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .ok_or_else(|| "no btime line in /proc/stat".to_string())
+}
+
+/// The same `btime` without /proc: the kernel prints whole seconds of
+/// CLOCK_REALTIME − CLOCK_BOOTTIME (both in the caller's time namespace). Two
+/// realtime reads bracket the exact value; None when the bracket is wide or lies
+/// within a millisecond of a whole second, where only /proc/stat can tell.
+pub fn boot_time_from_clocks() -> Option<u64> {
+    fn ns(clock: libc::clockid_t) -> Option<i128> {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes one timespec we own.
+        let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+        (rc == 0).then(|| i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec))
+    }
+    const SECOND: i128 = 1_000_000_000;
+    const GUARD: i128 = 1_000_000;
+    let before = ns(libc::CLOCK_REALTIME)?;
+    let boot = ns(libc::CLOCK_BOOTTIME)?;
+    let after = ns(libc::CLOCK_REALTIME)?;
+    let (low, high) = (before - boot, after - boot);
+    let seconds = low.div_euclid(SECOND);
+    let into_second = low.rem_euclid(SECOND);
+    if high - low > GUARD || into_second < GUARD || into_second + (high - low) > SECOND - GUARD {
+        return None;
+    }
+    u64::try_from(seconds).ok()
+}
+
 fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
     // Linux pids fit in 22 bits; larger numbers cannot name a process.
     if pid == 0 || pid > i32::MAX as u64 {
         return ProcState::Gone;
     }
-    let stat = match std::fs::read(format!("/proc/{pid}/stat")) {
+    if let Some(ticks) = pidfds::running_start_ticks(pid) {
+        return running(pid, boot, Some(ticks));
+    }
+    // The pidfd is opened before the stat is read: if that process still runs
+    // afterwards, the stat was its own (a pid is not reused while its process lives).
+    let pidfd = pidfds::open(pid);
+    let parsed = match read_stat(pid) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
         Err(e) => return exists_without_proc(pid, format!("cannot read /proc/{pid}/stat: {e}")),
     };
-    let Some((state_char, ticks)) = parse_stat(&stat) else {
+    let Some((state_char, ticks)) = parsed else {
         return ProcState::Unprobeable(format!("unparsable /proc/{pid}/stat"));
     };
     if matches!(state_char, b'Z' | b'X' | b'x') {
         return ProcState::Zombie;
     }
-    // /proc/<tid> is reachable for thread ids too; only a thread-group leader is a process.
-    if is_thread_group_leader(pid) == Some(true) {
+    // /proc/<tid> is reachable for thread ids too; only a thread-group leader has a
+    // pidfd, so a pidfd proves a process. Without one, /proc/<pid>/status decides.
+    if let Ok(Some(fd)) = pidfd {
+        if let Some(t) = ticks.filter(|_| !pidfds::exited(&fd)) {
+            pidfds::remember(pid, fd, t);
+        }
         return running(pid, boot, ticks);
     }
     match read_tgid(pid) {
@@ -204,6 +247,27 @@ fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
     running(pid, boot, ticks)
 }
 
+/// `/proc/<pid>/stat` parsed (state letter, start ticks), read with one read(2)
+/// into a stack buffer (the line is well under 1 KiB); None when unparsable.
+fn read_stat(pid: u64) -> std::io::Result<Option<(u8, Option<u64>)>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat"))?;
+    let mut buf = [0u8; 2048];
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read(&mut buf[len..]) {
+            Ok(0) => return Ok(parse_stat(&buf[..len])),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Longer than any stat line seen: read the rest the ordinary way.
+    let mut all = buf.to_vec();
+    file.read_to_end(&mut all)?;
+    Ok(parse_stat(&all))
+}
+
 fn running(pid: u64, boot: Result<BootClock, String>, ticks: Option<u64>) -> ProcState {
     let start_time = match (boot, ticks) {
         (Ok(b), Some(t)) => Ok(start_time_from(t, b.clk_tck, b.btime)),
@@ -211,22 +275,6 @@ fn running(pid: u64, boot: Result<BootClock, String>, ticks: Option<u64>) -> Pro
         (_, None) => Err(format!("no starttime in /proc/{pid}/stat")),
     };
     ProcState::Running { start_time }
-}
-
-/// pidfd_open(2) only accepts a thread-group leader: one syscall instead of reading
-/// /proc/<pid>/status. None when it cannot tell (old kernel, other error): read status then.
-fn is_thread_group_leader(pid: u64) -> Option<bool> {
-    // SAFETY: pidfd_open takes plain integers; the returned fd is closed right away.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd >= 0 {
-        // SAFETY: fd was just returned to us and is not used elsewhere.
-        unsafe { libc::close(fd as libc::c_int) };
-        return Some(true);
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EINVAL) => Some(false),
-        _ => None,
-    }
 }
 
 /// psutil's `create_time()` on Linux, in this order of operations (bit for bit).
@@ -308,6 +356,62 @@ mod tests {
         assert!(step.explain().contains("clock step?"));
         let other = Liveness::Recycled { recorded: 100.25, actual: 103.75 };
         assert!(!other.clock_step_suspected());
+    }
+
+    #[test]
+    fn boot_time_from_clocks_is_the_kernels_btime() {
+        // Outside the guard band the two must agree exactly, or start times would
+        // differ from psutil's by a whole second.
+        let mut compared = 0;
+        for _ in 0..50 {
+            if let Some(b) = boot_time_from_clocks() {
+                assert_eq!(Ok(b), boot_time_from_proc_stat());
+                compared += 1;
+            }
+        }
+        assert!(compared > 0, "the clocks never gave a btime");
+    }
+
+    #[test]
+    fn a_remembered_owner_that_exits_is_seen_dead_then_gone() {
+        let mut child = std::process::Command::new("sleep").arg("60").spawn().expect("spawn sleep");
+        let pid = u64::from(child.id());
+        let first = Prober::new().state(pid);
+        assert!(matches!(first, ProcState::Running { start_time: Ok(_) }), "{first:?}");
+        // The second probe answers from the pidfd, with the same start time.
+        assert!(pidfds::running_start_ticks(pid).is_some());
+        assert_eq!(Prober::new().state(pid), first);
+        child.kill().expect("kill");
+        // Not reaped yet: a zombie, whose pidfd polls readable.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let state = Prober::new().state(pid);
+            if state == ProcState::Zombie {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "still {state:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child.wait().expect("reap");
+        assert_eq!(Prober::new().state(pid), ProcState::Gone);
+        assert_eq!(pidfds::running_start_ticks(pid), None);
+    }
+
+    #[test]
+    fn a_thread_id_is_not_remembered_as_a_process() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = tx.send(unsafe { libc::gettid() } as u64);
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().expect("thread id");
+        let me = u64::from(std::process::id());
+        assert_eq!(Prober::new().state(tid), ProcState::Thread { tgid: me });
+        assert_eq!(pidfds::running_start_ticks(tid), None);
+        let _ = stop_tx.send(());
+        handle.join().expect("join");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod liveness;
 pub mod lock;
 pub mod owner;
 pub mod paths;
+pub mod pidfds;
 pub mod pyjson;
 pub mod random;
 pub mod refusal;
