@@ -2,6 +2,8 @@
 //! (known or not) kept as the entry's exact text in Hermes' format, so rewrites lose
 //! nothing and cost a copy.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::pyjson;
@@ -18,8 +20,9 @@ pub struct Entry {
     started_at: Option<f64>,
     track_liveness: bool,
     live_session_id: Field,
-    /// The whole entry as `json.dumps(entry, sort_keys=True, ensure_ascii=False)` writes it.
-    text: Box<str>,
+    /// The whole entry as `json.dumps(entry, sort_keys=True, ensure_ascii=False)` writes it
+    /// (shared: a registry read again with the same bytes reuses its entries).
+    text: Arc<str>,
 }
 
 /// A string field: a range of `text` when the text holds it verbatim (no escapes),
@@ -173,7 +176,7 @@ impl Entry {
         };
         let mut text = String::with_capacity(256);
         pyjson::write_object(&mut text, &raw);
-        let entry = Entry::validate(index, &raw, text.into_boxed_str(), seen)?;
+        let entry = Entry::validate(index, &raw, Arc::from(text), seen)?;
         // Checked after the rules, so a rule Hermes would name (e.g. an infinite start
         // time) is reported as that rule.
         if let Some(n) = raw.values().find_map(pyjson::find_out_of_range) {
@@ -192,7 +195,7 @@ impl Entry {
     /// The common case without building any value: canonical text whose known fields
     /// have their usual types and pass every rule. Anything else returns None, and the
     /// general validation decides (and names the problems).
-    fn fast<S: SeenIds + ?Sized>(members: &[(&str, &str)], text: &str, seen: &S) -> Option<Entry> {
+    pub(crate) fn fast<S: SeenIds + ?Sized>(members: &[(&str, &str)], text: &str, seen: &S) -> Option<Entry> {
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
         let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
@@ -212,14 +215,10 @@ impl Entry {
                 }
                 "metadata" if *span == "null" => {}
                 "metadata" => {
-                    for (k, v) in pyjson::canonical_members(span)? {
-                        if k == "live_session_id" {
-                            live_session_id = match v {
-                                "null" | "false" => None,
-                                _ => Some(plain_str(v)?),
-                            };
-                        }
-                    }
+                    live_session_id = match pyjson::canonical_member(span, "live_session_id")? {
+                        None | Some("null" | "false") => None,
+                        Some(v) => Some(plain_str(v)?),
+                    };
                 }
                 "process_start_time" if *span == "null" => {}
                 "process_start_time" => process_start_time = Some(plain_number(span)?),
@@ -248,7 +247,7 @@ impl Entry {
     fn validate<F: Fields + ?Sized, S: SeenIds + ?Sized>(
         index: usize,
         raw: &F,
-        text: Box<str>,
+        text: Arc<str>,
         seen: &S,
     ) -> Result<Entry, Vec<Problem>> {
         let mut problems = Vec::new();
@@ -365,7 +364,7 @@ impl Entry {
             started_at: Some(new.now),
             track_liveness: new.track_liveness,
             live_session_id: Field::owned(live_session_id),
-            text: pyjson::to_string(&Value::Object(raw)).into_boxed_str(),
+            text: Arc::from(pyjson::to_string(&Value::Object(raw))),
         }
     }
 
@@ -433,7 +432,7 @@ impl Entry {
         self.surface = self.surface().map(Field::owned);
         self.session_id = Field::owned(session_id);
         self.live_session_id = Field::owned(live_session_id_of(&raw));
-        self.text = pyjson::to_string(&Value::Object(raw)).into_boxed_str();
+        self.text = Arc::from(pyjson::to_string(&Value::Object(raw)));
     }
 
     /// The entry as a JSON value (every field).
@@ -471,6 +470,12 @@ impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<String, H>
     }
 }
 
+impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<&str, H> {
+    fn seen(&self, lease_id: &str) -> bool {
+        self.contains(lease_id)
+    }
+}
+
 impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<std::borrow::Cow<'_, str>, H> {
     fn seen(&self, lease_id: &str) -> bool {
         self.contains(lease_id)
@@ -497,7 +502,7 @@ impl Fields for [(&str, Value)] {
 /// The content of a canonical string without escapes.
 fn plain_str(span: &str) -> Option<&str> {
     let inner = span.strip_prefix('"')?.strip_suffix('"')?;
-    (!inner.contains('\\')).then_some(inner)
+    pyjson::is_unescaped(inner).then_some(inner)
 }
 
 /// A finite number from canonical number text.

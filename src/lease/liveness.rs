@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::entry::Entry;
+use super::fxhash::FxBuild;
 use super::pidfds;
 
 /// How an owner stands, as judged now.
@@ -97,7 +98,7 @@ pub enum ProcState {
 #[derive(Debug, Default)]
 pub struct Prober {
     boot: Option<Result<BootClock, String>>,
-    cache: HashMap<u64, ProcState>,
+    cache: HashMap<u64, ProcState, FxBuild>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -111,24 +112,19 @@ impl Prober {
         Prober::default()
     }
 
-    fn boot(&mut self) -> Result<BootClock, String> {
-        self.boot.get_or_insert_with(read_boot_clock).clone()
-    }
-
     /// The state of `pid`, probed at most once per prober.
     pub fn state(&mut self, pid: u64) -> ProcState {
-        if let Some(s) = self.cache.get(&pid) {
-            return s.clone();
-        }
-        let boot = self.boot();
-        let state = probe(pid, boot);
-        self.cache.insert(pid, state.clone());
-        state
+        self.state_ref(pid).clone()
+    }
+
+    fn state_ref(&mut self, pid: u64) -> &ProcState {
+        let boot = &mut self.boot;
+        self.cache.entry(pid).or_insert_with(|| probe(pid, boot.get_or_insert_with(read_boot_clock).clone()))
     }
 
     /// The liveness of an entry's owner.
     pub fn judge(&mut self, entry: &Entry) -> Liveness {
-        judge_state(&self.state(entry.pid()), entry.process_start_time())
+        judge_state(self.state_ref(entry.pid()), entry.process_start_time())
     }
 
     /// The start time of `pid` as psutil computes it, if it is a live process.

@@ -115,7 +115,17 @@ fn canonical_float(num: &str) -> bool {
     if LAST.with(|l| l.borrow().as_slice() == num.as_bytes()) {
         return true;
     }
-    let ok = num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| is_float_repr(f, num));
+    if fixed_layout_digits(num).is_some_and(|sig| sig <= 15) {
+        return true;
+    }
+    let ok = num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| {
+        // ryu writes the same shortest digits, and the same fixed layout for all
+        // but the exponent -5 (`0.0000d`, Python's `de-05`); its exponent form differs.
+        let mut ryu_buf = ryu::Buffer::new();
+        let digits = num.strip_prefix('-').unwrap_or(num);
+        let same_fixed = !num.contains('e') && !digits.starts_with("0.0000") && ryu_buf.format_finite(f) == num;
+        same_fixed || is_float_repr(f, num)
+    });
     if ok {
         LAST.with(|l| {
             let mut l = l.borrow_mut();
@@ -124,6 +134,30 @@ fn canonical_float(num: &str) -> bool {
         });
     }
     ok
+}
+
+/// The significant digits of `num` when it has Python repr's fixed layout
+/// (`-`? int `.` frac, no needless zeros, decimal exponent in -4..16); None otherwise.
+/// With at most 15 such digits the text is repr's own: any decimal of up to 15
+/// significant digits survives the round trip through a double, so no other
+/// string as short maps to the same double.
+fn fixed_layout_digits(num: &str) -> Option<usize> {
+    let unsigned = num.strip_prefix('-').unwrap_or(num);
+    let (int, frac) = unsigned.split_once('.')?;
+    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    if !all_digits(int) || !all_digits(frac) || int.len() > 16 || (int.len() > 1 && int.starts_with('0')) {
+        return None;
+    }
+    match (int, frac) {
+        ("0", "0") => Some(0),
+        (_, "0") => Some(int.trim_end_matches('0').len()),
+        _ if frac.ends_with('0') => None,
+        ("0", _) => {
+            let zeros = frac.len() - frac.trim_start_matches('0').len();
+            (zeros <= 3).then_some(frac.len() - zeros)
+        }
+        _ => Some(int.len() + frac.len()),
+    }
 }
 
 /// True when `text` is exactly `float_repr(f)` (no allocation: used on every read).
@@ -255,6 +289,98 @@ mod tests {
     }
 
     #[test]
+    fn the_canonical_float_shortcuts_agree_with_repr() {
+        // The oracle: parse, write repr, compare. The shortcuts must never accept
+        // anything it rejects, nor reject what it accepts.
+        let oracle = |t: &str| t.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| float_repr(f) == t);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut texts: Vec<String> = vec![
+            "0.0",
+            "-0.0",
+            "1.0",
+            "10.0",
+            "100000.0",
+            "0.0001",
+            "0.00001",
+            "1e-05",
+            "1e+16",
+            "1e16",
+            "9999999999999998.0",
+            "1234567890123456.0",
+            "0.1",
+            "0.10",
+            "1.50",
+            "01.5",
+            "1.",
+            ".5",
+            "1795989978.25",
+            "1795989978.5677974",
+            "1795989978.56779741",
+            "2.5e-05",
+            "123456789012345.6",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        for _ in 0..20_000 {
+            let r = next();
+            let f = match r % 4 {
+                0 => f64::from_bits(next()),
+                1 => 1.7e9 + (next() % 1_000_000_000) as f64 / 1e7,
+                2 => (next() % 100_000) as f64 / 10f64.powi((next() % 12) as i32),
+                _ => (next() % 10_000_000_000_000_000) as f64 / 10f64.powi((next() % 20) as i32),
+            };
+            if f.is_finite() {
+                let repr = float_repr(f);
+                // Near misses: one digit changed or dropped, a zero appended.
+                let mut near = repr.clone().into_bytes();
+                let at = (next() as usize) % near.len();
+                if near[at].is_ascii_digit() {
+                    near[at] = b'0' + ((near[at] - b'0' + 1) % 10);
+                }
+                texts.push(String::from_utf8(near).unwrap_or_default());
+                texts.push(format!("{repr}0"));
+                texts.push(repr[..repr.len() - 1].to_owned());
+                texts.push(repr);
+            }
+        }
+        for t in &texts {
+            assert_eq!(canonical_float(t), oracle(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn plain_runs_stop_where_the_byte_loop_stops() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).unwrap_or(b.len());
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let alphabet = [b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, b'!', b'#', b'[', b']'];
+        for len in 0..80 {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        // Mostly plain bytes, so the stops land anywhere in a word.
+                        if seed.is_multiple_of(16) {
+                            alphabet[(seed >> 8) as usize % alphabet.len()]
+                        } else {
+                            b'a' + (seed % 26) as u8
+                        }
+                    })
+                    .collect();
+                assert_eq!(plain_run(&bytes), naive(&bytes), "{bytes:?}");
+            }
+        }
+    }
+
+    #[test]
     fn strings_escape_like_python() {
         let mut out = String::new();
         write_str(&mut out, "a\"b\\c\nd\te\u{1}f\u{7f}é😀\u{2028}");
@@ -303,7 +429,36 @@ pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {
 /// [`canonical_members`] into a caller's buffer (cleared first): no allocation per entry.
 pub fn canonical_members_into<'t>(text: &'t str, members: &mut Vec<(&'t str, &'t str)>) -> bool {
     members.clear();
-    scan_object(text, 0, 0, Some(members)) == Some(text.len())
+    scan_object(text, 0, 0, Some(&mut |k, v| members.push((k, v)))) == Some(text.len())
+}
+
+/// In a canonical object's text, the value text of member `key` (Some(None) when
+/// absent); None when the text is not canonical. No allocation.
+pub fn canonical_member<'t>(text: &'t str, key: &str) -> Option<Option<&'t str>> {
+    let mut found = None;
+    let end = scan_object(
+        text,
+        0,
+        0,
+        Some(&mut |k, v| {
+            if k == key {
+                found = Some(v);
+            }
+        }),
+    )?;
+    (end == text.len()).then_some(found)
+}
+
+/// True when a canonical string's content holds no escape (no byte to decode).
+pub fn is_unescaped(content: &str) -> bool {
+    plain_run(content.as_bytes()) == content.len()
+}
+
+/// End of the canonical object starting at `pos` in a larger text, its members
+/// collected into `members` (cleared first); None when it is not canonical.
+pub fn canonical_object_at<'t>(text: &'t str, pos: usize, members: &mut Vec<(&'t str, &'t str)>) -> Option<usize> {
+    members.clear();
+    scan_object(text, pos, 0, Some(&mut |k, v| members.push((k, v))))
 }
 
 /// End (just past `}`) of a canonical object at `pos`: keys plain and strictly
@@ -313,7 +468,7 @@ fn scan_object<'t>(
     text: &'t str,
     pos: usize,
     depth: usize,
-    mut members: Option<&mut Vec<(&'t str, &'t str)>>,
+    mut members: Option<&mut dyn FnMut(&'t str, &'t str)>,
 ) -> Option<usize> {
     let b = text.as_bytes();
     if depth > 64 || b.get(pos) != Some(&b'{') {
@@ -325,10 +480,18 @@ fn scan_object<'t>(
     }
     let mut last_key: Option<&str> = None;
     loop {
-        let key_start = p;
-        p = scan_string(b, p)?;
-        let key = &text[key_start + 1..p - 1];
-        if key.contains('\\') || last_key.is_some_and(|k| k >= key) {
+        // Keys are plain (no escapes) and strictly increasing.
+        let key_start = p + 1;
+        if b.get(p) != Some(&b'"') {
+            return None;
+        }
+        p = key_start + plain_run(&b[key_start..]);
+        if b.get(p) != Some(&b'"') {
+            return None;
+        }
+        let key = &text[key_start..p];
+        p += 1;
+        if last_key.is_some_and(|k| k >= key) {
             return None;
         }
         last_key = Some(key);
@@ -338,7 +501,7 @@ fn scan_object<'t>(
         let value_start = p + 2;
         p = scan_value(text, value_start, depth + 1)?;
         if let Some(m) = members.as_deref_mut() {
-            m.push((key, &text[value_start..p]));
+            m(key, &text[value_start..p]);
         }
         match b.get(p) {
             Some(b'}') => return Some(p + 1),
@@ -375,20 +538,52 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
         b'f' => text[pos..].starts_with("false").then_some(pos + 5),
         b'n' => text[pos..].starts_with("null").then_some(pos + 4),
         b'-' | b'0'..=b'9' => {
-            let end = pos + b[pos..].iter().take_while(|c| c.is_ascii_digit() || b"+-.eE".contains(c)).count();
+            // One pass: the extent of the number, and whether it is a plain integer.
+            let mut end = pos;
+            let mut integer = true;
+            while let Some(&c) = b.get(end) {
+                match c {
+                    b'0'..=b'9' => {}
+                    b'-' if end == pos => {}
+                    b'+' | b'-' | b'.' | b'e' | b'E' => integer = false,
+                    _ => break,
+                }
+                end += 1;
+            }
             let num = &text[pos..end];
-            let canonical = if num.contains(['.', 'e', 'E']) {
-                canonical_float(num)
-            } else {
+            let canonical = if integer {
                 let digits = num.strip_prefix('-').unwrap_or(num);
-                !digits.is_empty()
-                    && digits.bytes().all(|c| c.is_ascii_digit())
-                    && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
+                !digits.is_empty() && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
+            } else {
+                canonical_float(num)
             };
             canonical.then_some(end)
         }
         _ => None,
     }
+}
+
+/// The length of the leading run of bytes that are not `"`, `\\` or a control
+/// byte, eight bytes at a time (strings are most of a registry's text).
+fn plain_run(b: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // High bit set in each byte that is zero (exact for the lowest such byte).
+    let zero_bytes = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+    let mut i = 0;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let hits = zero_bytes(w ^ (ONES * u64::from(b'"')))
+            | zero_bytes(w ^ (ONES * u64::from(b'\\')))
+            | (w.wrapping_sub(ONES * 0x20) & !w & HIGHS);
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + b[i..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).unwrap_or(b.len() - i)
 }
 
 /// End (past the closing quote) of a string written with Python's escapes only.
@@ -399,7 +594,7 @@ fn scan_string(b: &[u8], pos: usize) -> Option<usize> {
     let mut p = pos + 1;
     loop {
         // Skip the plain run in one go; stop at a quote, a backslash or a control byte.
-        p += b.get(p..)?.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        p += plain_run(b.get(p..)?);
         match *b.get(p)? {
             b'"' => return Some(p + 1),
             c if c < 0x20 => return None,

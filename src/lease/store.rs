@@ -12,9 +12,10 @@ use serde_json::{Map, Value};
 
 use super::entry::{Entry, Problem, Rule};
 use super::error::{Error, InvalidRegistry};
+use super::fxhash::FxBuild;
 use super::lock::RegistryLock;
 use super::paths::{TEMP_PREFIX, TEMP_SUFFIX};
-use super::pyjson;
+use super::{pyjson, recent};
 
 /// Larger files are refused unread, so a hostile registry cannot exhaust memory.
 pub const MAX_REGISTRY_BYTES: u64 = 64 * 1024 * 1024;
@@ -39,9 +40,17 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
         let mut bytes = cell.take();
         let result = match read_into(path, &mut bytes)? {
             false => Ok(RegistryFile::default()),
-            true => {
-                parse(&bytes).map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
-            }
+            true => match recent::lookup(path, &bytes) {
+                Some(file) => Ok(file),
+                None => {
+                    let parsed = parse(&bytes);
+                    match &parsed {
+                        Ok(file) => recent::remember(path, &mut bytes, file),
+                        Err(_) => recent::forget(path),
+                    }
+                    parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
+                }
+            },
         };
         // Keep a modest buffer for the next read; give a huge one back.
         if bytes.capacity() <= 16 * 1024 * 1024 {
@@ -204,24 +213,6 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for ListOrValue<'a> {
     }
 }
 
-/// A small, fast hasher for lease ids (FxHash's mixing). Collisions only cost time,
-/// and whoever can write the registry can already refuse every acquire.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 fn not_json(e: &serde_json::Error) -> Vec<Problem> {
     file_problem(Rule::NotJson, format!("not JSON: {e}"))
 }
@@ -240,6 +231,9 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             Rule::Unreadable,
             format!("holds more than {MAX_JSON_VALUES} JSON values (a limit that keeps memory bounded)"),
         ));
+    }
+    if let Some(file) = parse_hermes_layout(text) {
+        return Ok(file);
     }
     // Entries are kept as their text spans (no tree is built for them); only
     // top-level keys other than "entries" are parsed into values.
@@ -267,7 +261,7 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             format!("top level is {}, not an object with \"entries\" or a list", short_kind(&v)),
         ));
     };
-    let mut seen: HashSet<std::borrow::Cow<str>, std::hash::BuildHasherDefault<FxHasher>> =
+    let mut seen: HashSet<std::borrow::Cow<str>, FxBuild> =
         HashSet::with_capacity_and_hasher(list.len().min(65_536), Default::default());
     let mut members = Vec::with_capacity(16);
     let mut entries = Vec::with_capacity(list.len().min(65_536));
@@ -299,6 +293,38 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
     if problems.is_empty() { Ok(RegistryFile { entries, extra }) } else { Err(problems) }
 }
 
+/// What Hermes and leasectl write, `{"entries": [E, E, …]}` with every entry in
+/// canonical form and valid, split and validated in one pass by the canonical
+/// scanner. None for anything else, even a valid file: the general path decides,
+/// and names any problem.
+fn parse_hermes_layout(text: &str) -> Option<RegistryFile> {
+    const HEAD: &str = "{\"entries\": [";
+    let b = text.as_bytes();
+    let mut pos = HEAD.len();
+    if !text.starts_with(HEAD) {
+        return None;
+    }
+    let mut entries = Vec::with_capacity((text.len() / 256).min(65_536));
+    if &b[pos..] == b"]}" {
+        return Some(RegistryFile { entries, extra: Map::new() });
+    }
+    let mut seen: HashSet<&str, FxBuild> =
+        HashSet::with_capacity_and_hasher((text.len() / 256).min(65_536), Default::default());
+    let mut members = Vec::with_capacity(16);
+    loop {
+        let end = pyjson::canonical_object_at(text, pos, &mut members)?;
+        let item = &text[pos..end];
+        let entry = Entry::fast(&members, item, &seen)?;
+        seen.insert(entry.lease_id_in(item)?);
+        entries.push(entry);
+        match &b[end..] {
+            b"]}" => return Some(RegistryFile { entries, extra: Map::new() }),
+            [b',', b' ', ..] => pos = end + 2,
+            _ => return None,
+        }
+    }
+}
+
 fn short_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -312,7 +338,15 @@ fn short_kind(v: &Value) -> &'static str {
 
 /// The exact bytes Hermes writes for these entries: one line, no trailing newline.
 pub fn serialize(file: &RegistryFile) -> String {
-    let mut out = String::with_capacity(64 + file.entries.iter().map(|e| e.text().len() + 2).sum::<usize>());
+    let mut out = String::new();
+    serialize_into(file, &mut out);
+    out
+}
+
+/// [`serialize`] into `out` (cleared first), reusing its buffer.
+pub fn serialize_into(file: &RegistryFile, out: &mut String) {
+    out.clear();
+    out.reserve(64 + file.entries.iter().map(|e| e.text().len() + 2).sum::<usize>());
     out.push('{');
     let mut first = true;
     let mut entries_written = false;
@@ -332,32 +366,51 @@ pub fn serialize(file: &RegistryFile) -> String {
     };
     for (key, value) in &file.extra {
         if !entries_written && key.as_str() > "entries" {
-            put_entries(&mut out, &mut first);
+            put_entries(out, &mut first);
             entries_written = true;
         }
         if !first {
             out.push_str(", ");
         }
         first = false;
-        pyjson::write_str(&mut out, key);
+        pyjson::write_str(out, key);
         out.push_str(": ");
-        pyjson::write_value(&mut out, value);
+        pyjson::write_value(out, value);
     }
     if !entries_written {
-        put_entries(&mut out, &mut first);
+        put_entries(out, &mut first);
     }
     out.push('}');
-    out
 }
 
 /// Replace the registry atomically. The lock guard proves the caller holds the lock.
 pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(), Error> {
-    write_bytes(path, serialize(file).as_bytes())
+    // One buffer per thread, traded with the remembered registry's (no copies).
+    thread_local! {
+        static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    TEXT.with(|cell| {
+        let mut text = cell.take();
+        serialize_into(file, &mut text);
+        let written = write_bytes(path, text.as_bytes());
+        let mut bytes = text.into_bytes();
+        match &written {
+            Ok(()) => recent::remember(path, &mut bytes, file),
+            Err(_) => recent::forget(path),
+        }
+        bytes.clear();
+        // Empty, so always valid UTF-8; a huge buffer is given back.
+        if bytes.capacity() <= 16 * 1024 * 1024 {
+            cell.replace(String::from_utf8(bytes).unwrap_or_default());
+        }
+        written
+    })
 }
 
 /// Replace the registry with exact bytes (the demo's corrupt/repair, a restored
 /// backup), with the same atomic write as [`write`].
 pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    recent::forget(path);
     write_bytes(path, bytes)
 }
 
@@ -508,6 +561,70 @@ mod tests {
         let dup = r#"[{"lease_id": "a", "session_id": "S", "pid": 1}, {"lease_id": "a", "session_id": "T", "pid": 1}]"#;
         let p = parse(dup.as_bytes()).expect_err("dup");
         assert_eq!((p[0].rule, p[0].entry_index), (Rule::DuplicateLeaseId, Some(1)));
+    }
+
+    /// The general path (serde split, then each entry) on the same text.
+    /// Errors as (rule, entry) only: the leading space shifts the columns in details.
+    fn parse_general(text: &str) -> Result<RegistryFile, Vec<(Rule, Option<usize>)>> {
+        // A leading space keeps the one-pass layout check from matching.
+        parse(format!(" {text}").as_bytes()).map_err(|p| p.iter().map(|p| (p.rule, p.entry_index)).collect())
+    }
+
+    fn parse_verdicts(text: &str) -> Result<RegistryFile, Vec<(Rule, Option<usize>)>> {
+        parse(text.as_bytes()).map_err(|p| p.iter().map(|p| (p.rule, p.entry_index)).collect())
+    }
+
+    #[test]
+    fn the_one_pass_layout_agrees_with_the_general_path() {
+        let a = SAMPLE.trim_end_matches("]}");
+        let two =
+            format!("{a}, {}]}}", &a["{\"entries\": [".len()..].replace("0123456789abcdef0123456789abcdef", "x2"));
+        for text in [SAMPLE.to_owned(), "{\"entries\": []}".to_owned(), two.clone()] {
+            assert!(parse_hermes_layout(&text).is_some(), "{text}");
+            assert_eq!(parse_verdicts(&text), parse_general(&text));
+            assert_eq!(serialize(&parse(text.as_bytes()).expect("valid")), text);
+        }
+        // Anything off the layout goes the general way, with the same verdicts.
+        let dup = two.replace("x2", "0123456789abcdef0123456789abcdef");
+        let odd = [
+            dup.as_str(),
+            "{\"entries\": [] }",
+            "{\"entries\": [{\"session_id\": \"S\", \"pid\": 1, \"lease_id\": \"x\"}]}",
+            "{\"entries\": [{\"lease_id\": \"x\", \"pid\": 0, \"session_id\": \"S\"}]}",
+            "{\"entries\": [{\"lease_id\": \"x\", \"pid\": 1, \"session_id\": \"S\"}],\"b\": 1}",
+            "{\"entries\": [{\"lease_id\": \"x\", \"pid\": 1, \"session_id\": \"S\"}]}x",
+            "{\"entries\": [{\"lease_id\": \"x\", \"pid\": 1, \"session_id\": \"S\"},]}",
+        ];
+        for text in odd {
+            assert!(parse_hermes_layout(text).is_none(), "{text}");
+            assert_eq!(parse_verdicts(text), parse_general(text), "{text}");
+        }
+        assert_eq!(parse(dup.as_bytes()).expect_err("duplicate")[0].rule, Rule::DuplicateLeaseId);
+    }
+
+    #[test]
+    fn remembered_registries_never_hide_a_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("active_sessions.json");
+        let lock = crate::lease::lock::lock(&dir.path().join("lock"), std::time::Duration::from_secs(5)).expect("lock");
+        let file = parse(SAMPLE.as_bytes()).expect("valid");
+        write(&lock, &path, &file).expect("write");
+        assert_eq!(read(&path).expect("read back"), file);
+        // Another writer changes one byte (same length): the change is seen.
+        let other = SAMPLE.replace("\"S\"", "\"T\"");
+        std::fs::write(&path, &other).expect("external write");
+        assert_eq!(read(&path).expect("changed").entries[0].session_id(), "T");
+        // Broken bytes are an error, never the remembered registry.
+        std::fs::write(&path, &SAMPLE[..SAMPLE.len() - 1]).expect("external write");
+        assert!(read(&path).is_err());
+        // And the first bytes again read as the first registry.
+        std::fs::write(&path, SAMPLE).expect("external write");
+        assert_eq!(read(&path).expect("restored"), file);
+        // A raw write is not mistaken for the last structured one.
+        write_raw(&lock, &path, other.as_bytes()).expect("raw write");
+        assert_eq!(read(&path).expect("raw").entries[0].session_id(), "T");
+        std::fs::remove_file(&path).expect("remove");
+        assert_eq!(read(&path).expect("missing"), RegistryFile::default());
     }
 
     #[test]

@@ -1,0 +1,60 @@
+//! The registries this thread last read or wrote, by path: their exact bytes and
+//! their parsed form. Reading the same bytes again (what an owner that acquired
+//! finds when it releases, unless another writer came between) reuses the parsed
+//! entries instead of validating every one again. Parsing is a function of the
+//! bytes alone, so a byte-for-byte match gives exactly what parsing would.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use super::store::RegistryFile;
+
+/// Registries remembered per thread (the console reads one per profile).
+const KEPT: usize = 4;
+
+struct Recent {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    file: RegistryFile,
+}
+
+thread_local! {
+    static RECENT: RefCell<Vec<Recent>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The parsed registry if `bytes` are exactly those last seen at `path`.
+pub fn lookup(path: &Path, bytes: &[u8]) -> Option<RegistryFile> {
+    RECENT.with(|recent| {
+        let recent = recent.borrow();
+        let hit = recent.iter().find(|r| r.path == path)?;
+        (hit.bytes == bytes).then(|| hit.file.clone())
+    })
+}
+
+/// Remember what `path` holds now: `bytes`, parsed as `file`. The bytes are
+/// moved in, and `bytes` gets back the buffer they replace, emptied (swapping
+/// buffers avoids copying, and fresh multi-megabyte buffers cost page faults).
+pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile) {
+    RECENT.with(|recent| {
+        let mut recent = recent.borrow_mut();
+        let index = match recent.iter().position(|r| r.path == path) {
+            Some(i) => i,
+            None => {
+                if recent.len() >= KEPT {
+                    recent.remove(0);
+                }
+                recent.push(Recent { path: path.to_path_buf(), bytes: Vec::new(), file: RegistryFile::default() });
+                recent.len() - 1
+            }
+        };
+        let slot = &mut recent[index];
+        std::mem::swap(&mut slot.bytes, bytes);
+        bytes.clear();
+        slot.file = file.clone();
+    })
+}
+
+/// Forget `path` (its file changed in a way not seen here).
+pub fn forget(path: &Path) {
+    RECENT.with(|recent| recent.borrow_mut().retain(|r| r.path != path));
+}
