@@ -123,14 +123,62 @@ fn main() {
     drop(sleepers);
 }
 
-/// Interleaved A/B rounds per size: the ratio is taken within one run, so load
-/// from elsewhere hits both sides alike.
+/// The cycle with an acquire and its release on two threads: each read finds
+/// what the other thread wrote, as when another writer came between (only the
+/// changed entries are validated again).
+fn cycle_two_threads(reg: &Registry, me: u64, releaser: &Releaser) -> f64 {
+    let t = Instant::now();
+    let grant = lease::acquire(reg, &request(me)).expect("acquire is granted");
+    releaser.work.send(grant.lease_id).expect("releaser alive");
+    let removed = releaser.done.recv().expect("releaser alive");
+    assert!(removed, "the release removed the lease");
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The cycle with nothing remembered: acquire and release each on a new thread
+/// (so each read parses and validates the whole file, as a new process would).
+fn cycle_fresh_threads(reg: &Registry, me: u64) -> f64 {
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let grant = s.spawn(|| lease::acquire(reg, &request(me))).join().expect("thread").expect("granted");
+        let lease_id = grant.lease_id;
+        let released = s.spawn(move || lease::release(reg, &lease_id, LOCK_TIMEOUT)).join().expect("thread");
+        assert!(released.expect("release").removed);
+    });
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// A thread that releases the leases it is sent, one registry's at a time.
+struct Releaser {
+    work: std::sync::mpsc::Sender<String>,
+    done: std::sync::mpsc::Receiver<bool>,
+}
+
+fn releaser(reg: Registry) -> Releaser {
+    let (work, work_rx) = std::sync::mpsc::channel::<String>();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for lease_id in work_rx {
+            let removed = lease::release(&reg, &lease_id, LOCK_TIMEOUT).map(|r| r.removed).unwrap_or(false);
+            if done_tx.send(removed).is_err() {
+                break;
+            }
+        }
+    });
+    Releaser { work, done }
+}
+
+/// Interleaved rounds per size (floor, then each kind of cycle, the order
+/// rotating), so load from elsewhere hits every side alike; medians.
 fn ratio_table(homes: &[Home], me: u64) {
     println!();
     println!("fence: acquire+release vs floor (two locked rewrites), interleaved rounds, medians");
+    println!("  same thread: one thread acquires and releases (it remembers what it wrote)");
+    println!("  two threads: acquire and release on two threads (each read follows the other's write)");
+    println!("  fresh threads: each on a new thread (nothing remembered: a full parse, as a new process)");
     println!(
-        "{:>7} {:>10} {:>7} {:>14} {:>12} {:>12} {:>14} {:>7}",
-        "entries", "file", "rounds", "acq+rel ms", "floor ms", "ratio", "ratio p25-p75", "target"
+        "{:>7} {:>9} {:>6} {:>9} {:>17} {:>17} {:>17} {:>7}",
+        "entries", "file", "rounds", "floor ms", "same thread", "two threads", "fresh threads", "target"
     );
     for (n, h) in SIZES.iter().zip(homes) {
         let rounds = match (support::quick(), *n >= 10_000) {
@@ -138,19 +186,19 @@ fn ratio_table(homes: &[Home], me: u64) {
             (false, true) => 25,
             (false, false) => 60,
         };
-        let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        let two = releaser(h.reg.clone());
+        let mut times: [Vec<f64>; 4] = Default::default();
         for round in 0..rounds {
-            // Alternate which goes first, so neither always runs on a warmed cache.
-            let (ta, tb) = if round % 2 == 0 {
-                let ta = time(|| cycle(&h.reg, me));
-                (ta, time(|| floor(&h.reg)))
-            } else {
-                let tb = time(|| floor(&h.reg));
-                (time(|| cycle(&h.reg, me)), tb)
-            };
-            a.push(ta);
-            b.push(tb);
-            r.push(ta / tb);
+            for k in 0..4 {
+                let which = (round + k) % 4;
+                let ms = match which {
+                    0 => time(|| floor(&h.reg)),
+                    1 => time(|| cycle(&h.reg, me)),
+                    2 => cycle_two_threads(&h.reg, me, &two),
+                    _ => cycle_fresh_threads(&h.reg, me),
+                };
+                times[which].push(ms);
+            }
         }
         let target = if *n <= 100 {
             "<=1.5x"
@@ -159,16 +207,20 @@ fn ratio_table(homes: &[Home], me: u64) {
         } else {
             "-"
         };
-        let spread = format!("{:.2}-{:.2}x", support::quantile(&r, 0.25), support::quantile(&r, 0.75));
+        let floor_ms = median(&times[0]);
+        let cell = |v: &[f64]| {
+            let ratios: Vec<f64> = v.iter().zip(&times[0]).map(|(a, b)| a / b).collect();
+            format!("{:.2} ms {:.2}x", median(v), median(&ratios))
+        };
         println!(
-            "{:>7} {:>8}KB {:>7} {:>14.3} {:>12.3} {:>11.2}x {:>14} {:>7}",
+            "{:>7} {:>7}KB {:>6} {:>9.3} {:>17} {:>17} {:>17} {:>7}",
             n,
             h.bytes / 1024,
             rounds,
-            median(&a),
-            median(&b),
-            median(&r),
-            spread,
+            floor_ms,
+            cell(&times[1]),
+            cell(&times[2]),
+            cell(&times[3]),
             target
         );
     }
@@ -176,39 +228,41 @@ fn ratio_table(homes: &[Home], me: u64) {
 
 /// Where an acquire + release spends its time: its steps timed one by one with
 /// the crate's public functions, on the same files (each result dropped outside
-/// its step; dropping is its own column). An acquire reads, prunes, serializes
-/// and rewrites once, and drops n entries once; a release reads, clones the
-/// entries (its fallback), prunes, serializes and rewrites once, and drops n
-/// entries twice (the clone and the result).
+/// its step; dropping is its own column). "parse" is a full strict parse of the
+/// bytes (what a read costs when nothing is remembered); "read" is `store::read`
+/// of bytes this thread saw last (what the same-thread cycle pays). The model is
+/// the same-thread cycle: 2 read + 2 prune + 2 serialize + 2 rewrite + 2 drop.
 fn breakdown(homes: &[Home]) {
     println!();
     println!(
-        "fence: steps of acquire+release, medians in ms \
-         (model = 2 read + 2 prune + clone + 2 serialize + 2 rewrite + 3 drop)"
+        "fence: steps of acquire+release, medians in ms (model = 2 x (read + prune + serialize + rewrite + drop))"
     );
     println!(
         "{:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "entries", "read", "prune", "clone", "serialize", "rewrite", "drop", "model"
+        "entries", "parse", "read", "prune", "serialize", "rewrite", "drop", "model"
     );
     for (n, h) in SIZES.iter().zip(homes) {
         let rounds = if support::quick() { 3 } else { 15 };
         let path = h.reg.path();
+        let bytes = std::fs::read(&path).expect("read the registry");
         let mut steps: [Vec<f64>; 6] = Default::default();
         for _ in 0..rounds {
-            let (ms, file) = timed(|| lease::store::read(&path).expect("valid"));
+            let (ms, parsed) = timed(|| lease::store::parse(&bytes).expect("valid"));
             steps[0].push(ms);
-            let (ms, entries) = timed(|| file.entries.clone());
-            steps[2].push(ms);
-            let (ms, kept) =
-                timed(|| lease::fence::prune_dead(entries, &mut lease::Prober::new(), true).expect("all alive"));
+            drop(parsed);
+            let (ms, file) = timed(|| lease::store::read(&path).expect("valid"));
             steps[1].push(ms);
+            let (ms, kept) = timed(|| {
+                lease::fence::prune_dead(file.entries.clone(), &mut lease::Prober::new(), true).expect("all alive")
+            });
+            steps[2].push(ms);
             let (ms, _text) = timed(|| lease::store::serialize(&file));
             steps[3].push(ms);
             steps[4].push(timed(|| rewrite(&h.reg)).0);
             steps[5].push(timed(|| drop(kept)).0);
         }
         let m: Vec<f64> = steps.iter().map(|v| median(v)).collect();
-        let model = 2.0 * m[0] + 2.0 * m[1] + m[2] + 2.0 * m[3] + 2.0 * m[4] + 3.0 * m[5];
+        let model = 2.0 * (m[1] + m[2] + m[3] + m[4] + m[5]);
         println!(
             "{:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
             n, m[0], m[1], m[2], m[3], m[4], m[5], model

@@ -2,6 +2,11 @@
 //! from a file in a temp home), `store::parse` alone (bytes already in memory),
 //! and `store::serialize` (the exact bytes Hermes writes). Target: < 10 ms each.
 //!
+//! A thread remembers the last registries it read by their exact bytes, so `read`
+//! cycles over five homes holding the same bytes (more than are remembered):
+//! every read parses and validates in full. `read_same_bytes_again` is the
+//! remembered case (an owner's release reading what its acquire wrote).
+//!
 //! Baselines in the same group, on the same bytes: reading the file only;
 //! serde_json scanning it without building anything (`IgnoredAny`); serde_json
 //! building its `Value` tree (the first half of `store::parse`); and serde_json's
@@ -28,6 +33,20 @@ fn main() {
     support::fill(&reg, N, &[Owner::me()]);
     let path = reg.path();
     let bytes = std::fs::read(&path).expect("registry written");
+    // Five more homes with the same bytes, read in turn: never the remembered one.
+    let homes: Vec<tempfile::TempDir> = (0..5)
+        .map(|_| tempfile::Builder::new().prefix("leasectl-bench-registry-").tempdir().expect("tempdir"))
+        .collect();
+    let cold_paths: Vec<std::path::PathBuf> = homes
+        .iter()
+        .map(|h| {
+            let p = Registry::new("root", h.path()).path();
+            std::fs::create_dir_all(p.parent().expect("runtime dir")).expect("mkdir");
+            std::fs::write(&p, &bytes).expect("copy the registry");
+            p
+        })
+        .collect();
+    let mut turn = 0usize;
     let file = store::parse(&bytes).expect("valid");
     assert_eq!(file.entries.len(), N);
     assert_eq!(store::serialize(&file).as_bytes(), &bytes[..], "serialize round-trips the file byte for byte");
@@ -37,7 +56,15 @@ fn main() {
     group.sample_size(30).measurement_time(Duration::from_secs(4)).warm_up_time(Duration::from_secs(1));
     group.sampling_mode(SamplingMode::Flat);
     group.throughput(Throughput::Bytes(bytes.len() as u64));
-    group.bench_function("read", |b| b.iter(|| black_box(store::read(black_box(&path)).expect("valid"))));
+    group.bench_function("read", |b| {
+        b.iter(|| {
+            turn = (turn + 1) % cold_paths.len();
+            black_box(store::read(black_box(&cold_paths[turn])).expect("valid"))
+        })
+    });
+    group.bench_function("read_same_bytes_again", |b| {
+        b.iter(|| black_box(store::read(black_box(&path)).expect("valid")))
+    });
     group.bench_function("parse", |b| b.iter(|| black_box(store::parse(black_box(&bytes)).expect("valid"))));
     group.bench_function("serialize", |b| b.iter(|| black_box(store::serialize(black_box(&file)))));
     group.bench_function("baseline/read_bytes_only", |b| {

@@ -23,3 +23,9 @@ impl std::hash::Hasher for FxHasher {
 
 /// Builds [`FxHasher`]s for `HashMap`/`HashSet`.
 pub type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+
+/// The Fx hash of a string (for sets of hashes standing in for sets of ids).
+pub fn hash_str(s: &str) -> u64 {
+    use std::hash::BuildHasher;
+    FxBuild::default().hash_one(s)
+}

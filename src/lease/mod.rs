@@ -18,6 +18,7 @@ pub mod random;
 mod recent;
 pub mod refusal;
 pub mod repair;
+mod reparse;
 pub mod store;
 
 pub use admin::{DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot};

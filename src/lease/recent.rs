@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
+use super::reparse::{self, IdCounts};
 use super::store::RegistryFile;
 
 /// Registries remembered per thread (the console reads one per profile).
@@ -16,25 +17,36 @@ struct Recent {
     path: PathBuf,
     bytes: Vec<u8>,
     file: RegistryFile,
+    /// `bytes` is exactly `{"entries": [E, …]}` of `file`'s entry texts, so a
+    /// changed file can be parsed against it.
+    hermes_layout: bool,
+    ids: IdCounts,
 }
 
 thread_local! {
     static RECENT: RefCell<Vec<Recent>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The parsed registry if `bytes` are exactly those last seen at `path`.
+/// The parsed registry if `bytes` are exactly those last seen at `path`, or
+/// differ from them only in a middle stretch of Hermes-layout entries.
 pub fn lookup(path: &Path, bytes: &[u8]) -> Option<RegistryFile> {
     RECENT.with(|recent| {
         let recent = recent.borrow();
         let hit = recent.iter().find(|r| r.path == path)?;
-        (hit.bytes == bytes).then(|| hit.file.clone())
+        if hit.bytes == bytes {
+            return Some(hit.file.clone());
+        }
+        if !hit.hermes_layout {
+            return None;
+        }
+        reparse::reparse(&hit.bytes, &hit.file, &hit.ids, bytes)
     })
 }
 
 /// Remember what `path` holds now: `bytes`, parsed as `file`. The bytes are
 /// moved in, and `bytes` gets back the buffer they replace, emptied (swapping
 /// buffers avoids copying, and fresh multi-megabyte buffers cost page faults).
-pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile) {
+pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
         let index = match recent.iter().position(|r| r.path == path) {
@@ -43,7 +55,13 @@ pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile) {
                 if recent.len() >= KEPT {
                     recent.remove(0);
                 }
-                recent.push(Recent { path: path.to_path_buf(), bytes: Vec::new(), file: RegistryFile::default() });
+                recent.push(Recent {
+                    path: path.to_path_buf(),
+                    bytes: Vec::new(),
+                    file: RegistryFile::default(),
+                    hermes_layout: false,
+                    ids: IdCounts::default(),
+                });
                 recent.len() - 1
             }
         };
@@ -51,6 +69,8 @@ pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile) {
         std::mem::swap(&mut slot.bytes, bytes);
         bytes.clear();
         slot.file = file.clone();
+        slot.hermes_layout = hermes_layout && file.extra.is_empty();
+        slot.ids = if slot.hermes_layout { reparse::id_counts(file) } else { IdCounts::default() };
     })
 }
 

@@ -40,17 +40,17 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
         let mut bytes = cell.take();
         let result = match read_into(path, &mut bytes)? {
             false => Ok(RegistryFile::default()),
-            true => match recent::lookup(path, &bytes) {
-                Some(file) => Ok(file),
-                None => {
-                    let parsed = parse(&bytes);
-                    match &parsed {
-                        Ok(file) => recent::remember(path, &mut bytes, file),
-                        Err(_) => recent::forget(path),
-                    }
-                    parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
+            true => {
+                let (parsed, hermes_layout) = match recent::lookup(path, &bytes) {
+                    Some(file) => (Ok(file), true),
+                    None => parse_noting_layout(&bytes),
+                };
+                match &parsed {
+                    Ok(file) => recent::remember(path, &mut bytes, file, hermes_layout),
+                    Err(_) => recent::forget(path),
                 }
-            },
+                parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
+            }
         };
         // Keep a modest buffer for the next read; give a huge one back.
         if bytes.capacity() <= 16 * 1024 * 1024 {
@@ -224,6 +224,19 @@ fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
 /// Parse registry bytes strictly (spec §3): BOM tolerated, legacy list accepted,
 /// every entry validated. Returns every problem found.
 pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
+    parse_noting_layout(bytes).0
+}
+
+/// [`parse`], and whether `bytes` were exactly Hermes' layout of the entries' texts.
+fn parse_noting_layout(bytes: &[u8]) -> (Result<RegistryFile, Vec<Problem>>, bool) {
+    match parse_text(bytes) {
+        Ok((file, hermes_layout)) => (Ok(file), hermes_layout),
+        Err(problems) => (Err(problems), false),
+    }
+}
+
+fn parse_text(bytes: &[u8]) -> Result<(RegistryFile, bool), Vec<Problem>> {
+    let whole = bytes;
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).map_err(|e| file_problem(Rule::Unreadable, format!("not UTF-8 ({e})")))?;
     if too_many_values(bytes) {
@@ -233,7 +246,8 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
         ));
     }
     if let Some(file) = parse_hermes_layout(text) {
-        return Ok(file);
+        // With a BOM the bytes are not the layout itself.
+        return Ok((file, whole.len() == text.len()));
     }
     // Entries are kept as their text spans (no tree is built for them); only
     // top-level keys other than "entries" are parsed into values.
@@ -290,15 +304,17 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
             }
         }
     }
-    if problems.is_empty() { Ok(RegistryFile { entries, extra }) } else { Err(problems) }
+    if problems.is_empty() { Ok((RegistryFile { entries, extra }, false)) } else { Err(problems) }
 }
+
+/// How a registry in Hermes' own layout begins.
+pub const HEAD: &str = "{\"entries\": [";
 
 /// What Hermes and leasectl write, `{"entries": [E, E, …]}` with every entry in
 /// canonical form and valid, split and validated in one pass by the canonical
 /// scanner. None for anything else, even a valid file: the general path decides,
 /// and names any problem.
 fn parse_hermes_layout(text: &str) -> Option<RegistryFile> {
-    const HEAD: &str = "{\"entries\": [";
     let b = text.as_bytes();
     let mut pos = HEAD.len();
     if !text.starts_with(HEAD) {
@@ -395,7 +411,7 @@ pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(
         let written = write_bytes(path, text.as_bytes());
         let mut bytes = text.into_bytes();
         match &written {
-            Ok(()) => recent::remember(path, &mut bytes, file),
+            Ok(()) => recent::remember(path, &mut bytes, file, true),
             Err(_) => recent::forget(path),
         }
         bytes.clear();
