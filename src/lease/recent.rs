@@ -20,7 +20,8 @@ struct Recent {
     /// `bytes` is exactly `{"entries": [E, …]}` of `file`'s entry texts, so a
     /// changed file can be parsed against it.
     hermes_layout: bool,
-    ids: IdCounts,
+    /// Lease id hashes of `file`, counted when first needed (most reads never do).
+    ids: Option<IdCounts>,
 }
 
 thread_local! {
@@ -31,15 +32,16 @@ thread_local! {
 /// differ from them only in a middle stretch of Hermes-layout entries.
 pub fn lookup(path: &Path, bytes: &[u8]) -> Option<RegistryFile> {
     RECENT.with(|recent| {
-        let recent = recent.borrow();
-        let hit = recent.iter().find(|r| r.path == path)?;
+        let mut recent = recent.borrow_mut();
+        let hit = recent.iter_mut().find(|r| r.path == path)?;
         if hit.bytes == bytes {
             return Some(hit.file.clone());
         }
         if !hit.hermes_layout {
             return None;
         }
-        reparse::reparse(&hit.bytes, &hit.file, &hit.ids, bytes)
+        let ids = hit.ids.get_or_insert_with(|| reparse::id_counts(&hit.file));
+        reparse::reparse(&hit.bytes, &hit.file, ids, bytes)
     })
 }
 
@@ -60,7 +62,7 @@ pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile, hermes_la
                     bytes: Vec::new(),
                     file: RegistryFile::default(),
                     hermes_layout: false,
-                    ids: IdCounts::default(),
+                    ids: None,
                 });
                 recent.len() - 1
             }
@@ -70,7 +72,7 @@ pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile, hermes_la
         bytes.clear();
         slot.file = file.clone();
         slot.hermes_layout = hermes_layout && file.extra.is_empty();
-        slot.ids = if slot.hermes_layout { reparse::id_counts(file) } else { IdCounts::default() };
+        slot.ids = None;
     })
 }
 
