@@ -12,7 +12,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
     match event {
         Event::Key(key) => on_key(app, key),
         Event::Resize => vec![],
-        Event::FsChanged(_) => vec![Effect::Reload],
+        Event::FsChanged(_) | Event::RemoteChanged => vec![Effect::Reload],
         Event::Tick(at) => {
             app.now = at;
             for r in &mut app.registries {
