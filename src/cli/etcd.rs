@@ -326,8 +326,8 @@ fn hold(cfg: &EtcdConfig, opts: &AcquireOpts) -> Result<i32, Failure> {
     keep.stop();
     let why = lost.lock().ok().and_then(|s| s.clone());
     if let Some(why) = why {
-        // Best effort: if etcd is back, the keys go now rather than at the TTL.
-        let _ = fence::release_grant(&etcd, &grant);
+        // No release: the lease is gone, or etcd does not answer (a release would only
+        // delay this exit past the TTL). Nobody renews it now, so it ends by itself.
         return Err(Failure { code: EXIT_UNAVAILABLE, message: lost_message(&opts.session, &why) });
     }
     finish(&etcd, &grant)?;
@@ -362,7 +362,7 @@ fn run_cmd(cfg: &EtcdConfig, opts: &AcquireOpts, cmd: &[String]) -> Result<i32, 
     match outcome {
         Ok(end) => match end.lost {
             Some(why) => {
-                let _ = fence::release_grant(&etcd, &grant);
+                // No release, as in hold: the lease is gone or etcd does not answer.
                 Err(Failure {
                     code: EXIT_UNAVAILABLE,
                     message: format!(

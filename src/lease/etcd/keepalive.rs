@@ -90,7 +90,7 @@ fn renew_until_stopped(
     // renewal, after we sent it). Give up 1/3 TTL before that: time to stop the work.
     let mut last_ok = granted_at;
     let mut next = granted_at + period;
-    let mut last_error = String::from("no renewal attempted yet");
+    let mut last_error = String::from("the renewal loop did not get to run in time (was this process stopped?)");
     let mut client: Option<Client> = None;
     loop {
         let deadline = last_ok + ttl - ttl / 3;
