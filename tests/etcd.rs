@@ -37,6 +37,24 @@ impl Drop for EtcdServer {
     }
 }
 
+/// Data dirs are named after the test process: `leasectl-etcd-<pid>-…`.
+const DATA_PREFIX: &str = "leasectl-etcd-";
+
+/// Remove the data dirs of earlier test processes (the shared server's dir outlives its
+/// test binary: nothing runs at process exit). Each holds over 100 MB of preallocated WAL.
+fn sweep_stale_data_dirs() {
+    let Ok(dir) = std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")) else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(DATA_PREFIX).and_then(|r| r.split('-').next()) else { continue };
+        let alive = pid.parse::<u32>().is_ok_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(entry.path());
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port on 127.0.0.1");
     l.local_addr().expect("local addr").port()
@@ -57,8 +75,9 @@ impl EtcdServer {
     }
 
     fn try_start() -> Result<EtcdServer, String> {
+        sweep_stale_data_dirs();
         let data = tempfile::Builder::new()
-            .prefix("leasectl-etcd-")
+            .prefix(&format!("{DATA_PREFIX}{}-", std::process::id()))
             .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .map_err(|e| format!("temp data dir: {e}"))?;
         let (client, peer) = (free_port(), free_port());
@@ -66,7 +85,7 @@ impl EtcdServer {
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new("etcd");
         cmd.args(["--name", "leasectl-test", "--data-dir"])
-            .arg(data.path())
+            .arg(data.path().join("data"))
             .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
             .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
             .arg("--initial-cluster")
@@ -74,7 +93,7 @@ impl EtcdServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::from(
-                std::fs::File::create(data.path().with_extension("log")).map_err(|e| format!("log file: {e}"))?,
+                std::fs::File::create(data.path().join("etcd.log")).map_err(|e| format!("log file: {e}"))?,
             ));
         // The server must not outlive the test process (nor the thread that started it).
         // SAFETY: prctl is async-signal-safe.
