@@ -13,7 +13,8 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use leasectl::lease::etcd::{Etcd, EtcdConfig};
+use leasectl::lease::etcd::{Etcd, EtcdConfig, fence};
+use leasectl::lease::{AcquireRequest, Reason};
 use serde_json::Value;
 
 mod common;
@@ -289,6 +290,60 @@ fn sixteen_clients_racing_on_one_session_get_exactly_one_grant() {
     let winner = outs.iter().find(|o| o.status.success()).map(json_of).expect("a winner");
     assert_eq!(leases[0]["entry"]["lease_id"], winner["lease_id"]);
     assert_eq!(leases[0]["fencing_token"], winner["fencing_token"]);
+}
+
+/// The same race in one instant: 16 clients, each with its own connection already open,
+/// released together, so their reads overlap and only the transaction's compare decides.
+fn race_connected_clients(sessions: impl Fn(usize) -> String, cap: Option<u64>) -> (String, Vec<Result<i64, Reason>>) {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("instant");
+    let start = Arc::new(Barrier::new(16));
+    let clients: Vec<_> = (0..16)
+        .map(|i| {
+            let cfg = EtcdConfig::new(&endpoint, Some(&prefix), Some(30)).expect("config");
+            let start = Arc::clone(&start);
+            let req = AcquireRequest {
+                session_id: sessions(i),
+                surface: Some("gateway".into()),
+                metadata: serde_json::Map::new(),
+                owner_pid: u64::from(std::process::id()),
+                cap,
+                track_liveness: false,
+                lock_timeout: Duration::ZERO,
+            };
+            thread::spawn(move || {
+                let etcd = Etcd::connect(&cfg).expect("connect");
+                etcd.list().expect("warm the connection up");
+                start.wait();
+                fence::acquire(&etcd, &req).map(|g| g.fencing_token).map_err(|r| r.reason)
+            })
+        })
+        .collect();
+    (prefix, clients.into_iter().map(|t| t.join().expect("client thread")).collect())
+}
+
+#[test]
+fn sixteen_connected_clients_released_at_once_get_exactly_one_grant() {
+    for round in 0..5 {
+        let (prefix, results) = race_connected_clients(|_| "INSTANT".into(), None);
+        let granted = results.iter().filter(|r| r.is_ok()).count();
+        let refused = results.iter().filter(|r| **r == Err(Reason::SessionNotOwned)).count();
+        assert_eq!((granted, refused), (1, 15), "round {round}: {results:?}");
+        assert_eq!(listed(&shared_endpoint(), &prefix).len(), 1);
+    }
+}
+
+#[test]
+fn connected_clients_released_at_once_never_exceed_the_cap() {
+    for round in 0..5 {
+        let (prefix, results) = race_connected_clients(|i| format!("SLOT-{i}"), Some(4));
+        let granted = results.iter().filter(|r| r.is_ok()).count();
+        let full = results.iter().filter(|r| **r == Err(Reason::MaxConcurrentSessions)).count();
+        assert_eq!((granted, full), (4, 12), "round {round}: {results:?}");
+        let ls = json_of(&run(&shared_endpoint(), &prefix, &["ls", "--json"]));
+        assert_eq!(ls["slots_used"].as_array().map(Vec::len), Some(4));
+        assert_eq!(ls["leases"].as_array().map(Vec::len), Some(4));
+    }
 }
 
 #[test]
