@@ -296,6 +296,15 @@ fn finish(etcd: &Etcd, grant: &EtcdGrant) -> Result<(), Failure> {
     })
 }
 
+/// The keep-alive loop could not start: give the lease back at once (CMD never runs).
+fn cannot_renew(etcd: &Etcd, grant: &EtcdGrant, e: &std::io::Error) -> Failure {
+    let _ = fence::release_grant(etcd, grant);
+    Failure {
+        code: EXIT_UNAVAILABLE,
+        message: format!("cannot start renewing lease {} ({e}); released it", grant.lease_id),
+    }
+}
+
 fn lost_message(session: &str, why: &str) -> String {
     format!("lost the lease on session {session}: {why}. Stop writing to this session now.")
 }
@@ -321,7 +330,8 @@ fn hold(cfg: &EtcdConfig, opts: &AcquireOpts) -> Result<i32, Failure> {
             *s = Some(why);
         }
         wake();
-    });
+    })
+    .map_err(|e| cannot_renew(&etcd, &grant, &e))?;
     signals.wait();
     keep.stop();
     let why = lost.lock().ok().and_then(|s| s.clone());
@@ -348,11 +358,14 @@ fn run_cmd(cfg: &EtcdConfig, opts: &AcquireOpts, cmd: &[String]) -> Result<i32, 
         ("LEASECTL_FENCING_TOKEN", token.as_str()),
     ];
     let (tx, rx) = std::sync::mpsc::channel();
-    let keep = grant.recorded.then(|| {
-        KeepAlive::start(cfg.clone(), grant.etcd_lease_id, grant.ttl, grant.granted_at, move |why| {
+    let keep = if grant.recorded {
+        let renew = KeepAlive::start(cfg.clone(), grant.etcd_lease_id, grant.ttl, grant.granted_at, move |why| {
             let _ = tx.send(why);
-        })
-    });
+        });
+        Some(renew.map_err(|e| cannot_renew(&etcd, &grant, &e))?)
+    } else {
+        None
+    };
     // CMD gets a sixth of the TTL to stop after SIGTERM: the keep-alive reports a third before the end.
     let grace = (grant.ttl / 6).max(Duration::from_millis(300));
     let outcome = signals.run_supervised(cmd, &env, Some(LeaseLost { messages: rx, grace }));

@@ -59,9 +59,10 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             }
         };
         if !app.registries[index].loaded {
+            let place = snap.remote.clone().unwrap_or_else(|| snap.registry.path().display().to_string());
             let what = match &snap.leases {
-                Ok(l) => format!("watching {} ({} lease(s))", snap.registry.path().display(), l.len()),
-                Err(_) => format!("watching {}", snap.registry.path().display()),
+                Ok(l) => format!("watching {place} ({} lease(s))", l.len()),
+                Err(_) => format!("watching {place}"),
             };
             let profile = snap.registry.profile.clone();
             app.log(&profile, LogLevel::Info, what);

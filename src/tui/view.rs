@@ -499,7 +499,13 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             let mut lines =
                 vec![Line::from(Span::styled("Prune removes these dead or recycled owners' leases:", bold))];
             for (reg, leases) in targets {
-                lines.push(Line::from(format!("{} ({})", reg.profile, reg.path().display())));
+                let place = app
+                    .registries
+                    .iter()
+                    .find(|r| r.registry == *reg)
+                    .and_then(|r| r.remote.clone())
+                    .unwrap_or_else(|| reg.path().display().to_string());
+                lines.push(Line::from(format!("{} ({place})", reg.profile)));
                 lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             }
             lines.push(Line::from(""));

@@ -24,24 +24,22 @@ impl KeepAlive {
     /// Renew `etcd_lease_id` (granted for `ttl` at or after `granted_at`) until stopped.
     /// `on_lost` runs at most once, on the loop's thread, with a message for the operator:
     /// when etcd says the lease is gone, or when no renewal succeeded for 2/3 of the TTL.
+    /// An error when the loop cannot be started: then nothing renews the lease.
     pub fn start(
         config: EtcdConfig,
         etcd_lease_id: i64,
         ttl: Duration,
         granted_at: Instant,
         on_lost: impl FnOnce(String) + Send + 'static,
-    ) -> KeepAlive {
+    ) -> std::io::Result<KeepAlive> {
         let (stop, stopped) = channel();
-        let thread = std::thread::Builder::new()
-            .name("etcd-keepalive".into())
-            .spawn(move || {
-                let lost = renew_until_stopped(&config, etcd_lease_id, ttl, granted_at, &stopped);
-                if let Some(message) = lost {
-                    on_lost(message);
-                }
-            })
-            .ok();
-        KeepAlive { stop: Some(stop), thread }
+        let thread = std::thread::Builder::new().name("etcd-keepalive".into()).spawn(move || {
+            let lost = renew_until_stopped(&config, etcd_lease_id, ttl, granted_at, &stopped);
+            if let Some(message) = lost {
+                on_lost(message);
+            }
+        })?;
+        Ok(KeepAlive { stop: Some(stop), thread: Some(thread) })
     }
 
     /// Stop renewing and wait for the loop to end (at most one request timeout).
