@@ -521,6 +521,7 @@ fn etcd_stopped_mid_run_gives_coordination_unavailable_never_a_grant() {
     let (mut runner, grant) =
         start_holding(&endpoint, &prefix, &["run", "OUT-S", "--ttl", "3", "--json", "--", "sh", "-c", &script]);
     assert!(grant["fencing_token"].as_i64().is_some_and(|t| t > 0));
+    let (mut holder, _) = start_holding(&endpoint, &prefix, &["hold", "OUT-H", "--ttl", "3", "--json"]);
     let me = me();
 
     // A server that hangs (stopped): answers are never trusted, nothing is granted.
@@ -539,6 +540,12 @@ fn etcd_stopped_mid_run_gives_coordination_unavailable_never_a_grant() {
     assert!(err.contains("lost the lease on session OUT-S"), "{err}");
     assert!(lost_after < Duration::from_millis(2500), "CMD was stopped {lost_after:?} after etcd stopped (TTL 3s)");
     assert_eq!(std::fs::read_to_string(&marker).map(|s| s.trim().to_owned()).ok().as_deref(), Some("TERM"));
+    // `hold` is told by the same bound, and exits 5.
+    let (code, err, _) = holder.wait_exit(Duration::from_secs(5));
+    let held_until = stopped.elapsed();
+    assert_eq!(code, Some(5), "stderr: {err}");
+    assert!(err.contains("lost the lease on session OUT-H") && err.contains("could not renew"), "{err}");
+    assert!(held_until < Duration::from_millis(2500), "hold exited {held_until:?} after etcd stopped (TTL 3s)");
 
     let out = acquirer.join().expect("acquirer thread");
     assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stdout));
