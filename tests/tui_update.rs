@@ -216,6 +216,7 @@ fn snapshot_diffs_become_log_lines() {
                     entry: std::sync::Arc::new(a),
                     liveness: Liveness::Dead(DeadCause::Zombie),
                     owner: None,
+                    ttl_left: None,
                 },
                 recycled(b, false),
                 alive(e, "w"),

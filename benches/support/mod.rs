@@ -169,7 +169,7 @@ pub fn rows(entries: &[Arc<Entry>]) -> Vec<LeaseRow> {
             } else {
                 (Liveness::Alive, Some(owner_info("hermes")))
             };
-            LeaseRow { entry: Arc::clone(e), liveness, owner: owner.map(Arc::new) }
+            LeaseRow { entry: Arc::clone(e), liveness, owner: owner.map(Arc::new), ttl_left: None }
         })
         .collect()
 }
@@ -182,6 +182,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         cap: CapSetting { cap: None, key: None, warnings: vec![] },
         leases: Ok(leases),
         lock_holder: None,
+        remote: None,
     }
 }
 

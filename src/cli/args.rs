@@ -30,8 +30,27 @@ pub struct Cli {
     /// Give up waiting for the registry lock after SECS and name its holder
     #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0)]
     pub lock_timeout: f64,
+    /// Where leases live: the Hermes registry file (one host) or etcd (across hosts; needs a
+    /// build with `--features etcd`)
+    #[arg(long, global = true, value_enum, default_value_t = Backend::File)]
+    pub backend: Backend,
+    /// With --backend etcd: the etcd client URLs, comma-separated (http://host:port)
+    #[arg(long, global = true, value_name = "URL[,URL]")]
+    pub endpoints: Option<String>,
+    /// With --backend etcd: the key prefix (default /leasectl/)
+    #[arg(long, global = true, value_name = "P")]
+    pub prefix: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Where leases live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// `<home>/runtime/active_sessions.json` under flock: Hermes' registry, one host
+    File,
+    /// etcd v3: one key per session and per slot, liveness by an etcd lease TTL
+    Etcd,
 }
 
 #[derive(Debug, Subcommand)]
@@ -42,7 +61,12 @@ pub enum Command {
     /// Acquire a lease for an owner process through the fence
     #[command(after_help = "The owner is --owner-pid, else the calling (parent) process. Writer identity is \
                             (owner pid, live id): the same writer re-acquiring replaces its own entry.\n\n\
-                            Example:\n  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4")]
+                            With --backend etcd the grant is an etcd lease of --ttl seconds that nobody renews \
+                            once acquire exits: it ends after the TTL unless the owner renews it (etcdctl lease \
+                            keep-alive ID, or its own etcd client; the JSON names etcd_lease_id). To hold a \
+                            session for as long as a process runs, use hold or run, which renew it.\n\n\
+                            Example:\n  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4\n  \
+                            leasectl --backend etcd --endpoints http://10.0.0.5:2379 acquire S1 --ttl 60 --json")]
     Acquire(AcquireArgs),
     /// Release a lease (the owner's release; a lease already gone is fine)
     #[command(after_help = "Example:\n  leasectl release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13")]
@@ -63,7 +87,11 @@ pub enum Command {
     /// Hold a lease (leasectl is the owner) while CMD runs; CMD does not run on refusal
     #[command(after_help = "SIGINT and SIGTERM are forwarded to CMD; the lease is released when CMD exits, \
                             and leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
-                            LEASECTL_SESSION_ID.\n\nExample:\n  leasectl run S1 --surface cli -- python agent.py")]
+                            LEASECTL_SESSION_ID (with --backend etcd also LEASECTL_FENCING_TOKEN).\n\n\
+                            With --backend etcd the lease is renewed every TTL/3; when it cannot be renewed \
+                            (etcd unreachable for 2/3 of the TTL, or the lease revoked), CMD gets SIGTERM, then \
+                            SIGKILL, before the TTL runs out, and leasectl exits 5.\n\n\
+                            Example:\n  leasectl run S1 --surface cli -- python agent.py")]
     Run(RunArgs),
     /// The live console: every registry, every owner, safe clean-up (default on a terminal)
     #[command(after_help = "Default: the root and every profile, one tab each, plus an \"all\" tab; \
@@ -77,7 +105,11 @@ pub enum Command {
                             Example:\n  leasectl demo --tour")]
     Demo(DemoArgs),
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM
-    #[command(after_help = "Example:\n  leasectl hold S1 --surface gateway --live-id tab-1")]
+    #[command(after_help = "With --backend etcd the lease is renewed every TTL/3; when it cannot be renewed \
+                            (etcd unreachable for 2/3 of the TTL, or the lease revoked), hold says so on stderr \
+                            and exits 5 before the TTL runs out.\n\n\
+                            Example:\n  leasectl hold S1 --surface gateway --live-id tab-1\n  \
+                            leasectl --backend etcd --endpoints http://10.0.0.5:2379 hold S1 --max 8")]
     Hold(AcquireOpts),
 }
 
@@ -128,6 +160,10 @@ pub struct AcquireOpts {
     /// Extra metadata (repeatable)
     #[arg(long = "meta", value_name = "K=V")]
     pub meta: Vec<String>,
+    /// With --backend etcd: the etcd lease TTL in seconds (default 10). hold/run renew it every
+    /// TTL/3; a one-shot acquire does not, so its lease ends after TTL unless renewed
+    #[arg(long, value_name = "SECS")]
+    pub ttl: Option<u64>,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,

@@ -23,6 +23,8 @@ macro_rules! say_err {
 }
 
 pub mod args;
+#[cfg(feature = "etcd")]
+mod etcd;
 pub mod output;
 
 use std::collections::HashMap;
@@ -78,6 +80,18 @@ impl From<Error> for Failure {
 
 fn dispatch(cli: Cli) -> Result<i32, Failure> {
     let timeout = lock_timeout(cli.lock_timeout)?;
+    if cli.backend == args::Backend::Etcd {
+        return dispatch_etcd(cli, timeout);
+    }
+    if cli.endpoints.is_some() || cli.prefix.is_some() {
+        return Err(usage("--endpoints and --prefix work with --backend etcd only"));
+    }
+    if let Some(Command::Acquire(args::AcquireArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. }))
+    | Some(Command::Hold(AcquireOpts { ttl: Some(_), .. }))
+    | Some(Command::Run(args::RunArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. })) = &cli.command
+    {
+        return Err(usage("--ttl works with --backend etcd only: a registry file lease lasts as long as its owner"));
+    }
     let registries = select_registries(&cli)?;
     let command = match cli.command {
         Some(c) => c,
@@ -106,6 +120,35 @@ fn dispatch(cli: Cli) -> Result<i32, Failure> {
     }
 }
 
+/// `--backend etcd`: the same commands on etcd (a build with `--features etcd`).
+fn dispatch_etcd(cli: Cli, timeout: Duration) -> Result<i32, Failure> {
+    if cli.all_profiles || cli.profile.is_some() || cli.home.is_some() {
+        return Err(usage(
+            "--home, --profile and --all-profiles name registry files; with --backend etcd use --endpoints and --prefix",
+        ));
+    }
+    let command = match cli.command {
+        Some(c) => c,
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => Command::Tui,
+        None => Command::Ls(args::LsArgs { json: false }),
+    };
+    #[cfg(feature = "etcd")]
+    {
+        let args = etcd::EtcdArgs { endpoints: cli.endpoints.as_deref(), prefix: cli.prefix.as_deref() };
+        etcd::dispatch(&args, command, timeout)
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        let _ = (command, timeout);
+        Err(Failure {
+            code: EXIT_ERROR,
+            message: "this leasectl was built without the etcd backend: rebuild it with `cargo build --release \
+                      --features etcd` (needs protoc)"
+                .into(),
+        })
+    }
+}
+
 fn console(
     home: &Option<std::path::PathBuf>,
     one_profile: bool,
@@ -122,6 +165,8 @@ fn console(
         lock_timeout: timeout.min(Duration::from_secs(3)),
         demo: None,
         tour: false,
+        #[cfg(feature = "etcd")]
+        etcd: None,
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("console: {e}") })?;
     Ok(EXIT_OK)
@@ -143,6 +188,8 @@ fn demo(home: Option<&std::path::Path>, tour: bool) -> Result<i32, Failure> {
         lock_timeout: Duration::from_secs(3),
         demo: Some(crate::demo::Playground::new(sandbox, exe)),
         tour,
+        #[cfg(feature = "etcd")]
+        etcd: None,
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("demo: {e}") })?;
     Ok(EXIT_OK)

@@ -151,6 +151,86 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
 
 pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
 
+/// The lease table on etcd: the owner's host instead of its process, the TTL with the liveness.
+#[cfg(feature = "etcd")]
+pub const ETCD_LEASE_HEADER: [&str; 9] =
+    ["LEASE", "SESSION", "SURFACE", "HOST", "PID", "LIVENESS", "AGE", "LIVE ID", "FENCING TOKEN"];
+
+/// Seconds left on an etcd lease, for people.
+pub fn ttl_text(ttl: Option<i64>) -> String {
+    match ttl {
+        Some(t) => format!("ttl {t}s"),
+        None => "expired".into(),
+    }
+}
+
+#[cfg(feature = "etcd")]
+pub fn etcd_lease_rows(views: &[(&crate::lease::etcd::Held, crate::lease::Liveness, Option<i64>)]) -> Vec<Vec<String>> {
+    let at = now();
+    views
+        .iter()
+        .map(|(h, liveness, ttl)| {
+            let e = &h.entry;
+            vec![
+                short_id(e.lease_id()),
+                e.session_id().to_owned(),
+                e.surface().unwrap_or("-").to_owned(),
+                h.host.clone(),
+                e.pid().to_string(),
+                format!("{} ({})", liveness.name(), ttl_text(*ttl)),
+                e.started_at().map(|t| format_age(at - t)).unwrap_or_else(|| "-".into()),
+                Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
+                h.fencing_token.to_string(),
+            ]
+        })
+        .collect()
+}
+
+#[cfg(feature = "etcd")]
+pub fn etcd_lease_json(h: &crate::lease::etcd::Held, liveness: &crate::lease::Liveness, ttl: Option<i64>) -> Value {
+    json!({
+        "entry": h.entry.to_value(),
+        "key": h.key,
+        "host": h.host,
+        "etcd_lease_id": h.etcd_lease_id,
+        "etcd_lease_id_hex": format!("{:x}", h.etcd_lease_id),
+        "fencing_token": h.fencing_token,
+        "slot": h.slot,
+        "ttl_secs": ttl,
+        "liveness": liveness.name(),
+        "liveness_detail": liveness.explain(),
+    })
+}
+
+#[cfg(feature = "etcd")]
+pub fn etcd_grant_json(
+    g: &crate::lease::etcd::fence::EtcdGrant,
+    cfg: &crate::lease::etcd::EtcdConfig,
+    req: &crate::lease::AcquireRequest,
+    renewed: bool,
+) -> Value {
+    json!({
+        "granted": true,
+        "backend": "etcd",
+        "lease_id": g.lease_id,
+        "recorded": g.recorded,
+        "session_id": req.session_id,
+        "pid": req.owner_pid,
+        "host": crate::lease::etcd::hostname(),
+        "endpoints": cfg.endpoints,
+        "prefix": cfg.prefix,
+        "key": g.recorded.then_some(&g.session_key),
+        "etcd_lease_id": g.etcd_lease_id,
+        "etcd_lease_id_hex": format!("{:x}", g.etcd_lease_id),
+        "ttl_secs": g.ttl.as_secs(),
+        "renewed": renewed,
+        "fencing_token": g.fencing_token,
+        "slot": g.slot,
+        "replaced": g.replaced,
+        "pruned": [],
+    })
+}
+
 pub fn repair_text(reg: &Registry, plan: &crate::lease::repair::RepairPlan) -> String {
     use std::fmt::Write;
     let mut s = String::new();

@@ -6,6 +6,8 @@ pub mod calendar;
 pub mod config;
 pub mod entry;
 pub mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod fence;
 mod fxhash;
 pub mod liveness;

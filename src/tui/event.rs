@@ -17,6 +17,8 @@ pub enum Event {
     Resize,
     /// Something changed under a watched directory (already debounced and filtered).
     FsChanged(Vec<PathBuf>),
+    /// Something changed under the watched etcd prefix (or the watch broke and was re-made).
+    RemoteChanged,
     /// The liveness tick (about once a second), with the time it fired.
     Tick(f64),
     /// Fresh snapshots from the worker.
@@ -87,6 +89,8 @@ pub struct LeaseRow {
     pub liveness: Liveness,
     /// Shared: one owner process usually holds many leases.
     pub owner: Option<Arc<OwnerInfo>>,
+    /// On etcd: seconds left on the owner's etcd lease (-1: gone or not read). None on files.
+    pub ttl_left: Option<i64>,
 }
 
 impl PartialEq for LeaseRow {
@@ -94,6 +98,7 @@ impl PartialEq for LeaseRow {
         (Arc::ptr_eq(&self.entry, &other.entry) || self.entry == other.entry)
             && self.liveness == other.liveness
             && self.owner == other.owner
+            && self.ttl_left == other.ttl_left
     }
 }
 
@@ -109,6 +114,8 @@ pub struct RegistrySnapshot {
     pub leases: Result<Vec<LeaseRow>, String>,
     /// Who holds the registry lock right now (from /proc/locks), if anyone.
     pub lock_holder: Option<u32>,
+    /// Set when the leases live in etcd: where (shown instead of the file path).
+    pub remote: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -12,6 +12,8 @@ pub mod update_demo;
 pub mod view;
 pub mod view_demo;
 pub mod worker;
+#[cfg(feature = "etcd")]
+pub mod worker_etcd;
 
 use std::path::PathBuf;
 use std::sync::mpsc::channel;
@@ -32,6 +34,15 @@ pub struct ConsoleOptions {
     pub demo: Option<crate::demo::Playground>,
     /// Start the demo's guided tour at once.
     pub tour: bool,
+    /// Show the leases under an etcd prefix (watched with etcd's watch API) instead of files.
+    #[cfg(feature = "etcd")]
+    pub etcd: Option<crate::lease::etcd::EtcdConfig>,
+}
+
+/// The console's one "registry" on etcd: a tab named `etcd`, its home the location.
+#[cfg(feature = "etcd")]
+pub fn etcd_registry(config: &crate::lease::etcd::EtcdConfig) -> Registry {
+    Registry::new("etcd", config.location())
 }
 
 /// How long filesystem events are gathered before a reload.
@@ -44,13 +55,28 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let scope = worker::Scope { registries: opts.registries.clone(), discover_root: opts.discover_root.clone() };
     let demo_state =
         opts.demo.as_ref().map(|pg| state::DemoState::new(pg.sandbox.home().to_path_buf(), pg.sandbox.owned()));
-    let worker = worker::spawn(worker::Worker::new(scope, opts.lock_timeout, opts.demo), effects_rx, tx.clone());
-    let watch = sources::WatchScope {
-        root: opts.root.clone(),
-        discover: opts.discover_root.is_some(),
-        homes: opts.registries.iter().map(|r| r.home.clone()).collect(),
+    let worker = worker::Worker::new(scope, opts.lock_timeout, opts.demo);
+    #[cfg(feature = "etcd")]
+    let worker = match &opts.etcd {
+        Some(config) => {
+            sources::spawn_etcd_watcher(config.clone(), tx.clone(), DEBOUNCE);
+            worker.on_etcd(config.clone())
+        }
+        None => worker,
     };
-    sources::spawn_watcher(watch, tx.clone(), DEBOUNCE).map_err(std::io::Error::other)?;
+    let worker = worker::spawn(worker, effects_rx, tx.clone());
+    #[cfg(feature = "etcd")]
+    let on_files = opts.etcd.is_none();
+    #[cfg(not(feature = "etcd"))]
+    let on_files = true;
+    if on_files {
+        let watch = sources::WatchScope {
+            root: opts.root.clone(),
+            discover: opts.discover_root.is_some(),
+            homes: opts.registries.iter().map(|r| r.home.clone()).collect(),
+        };
+        sources::spawn_watcher(watch, tx.clone(), DEBOUNCE).map_err(std::io::Error::other)?;
+    }
     sources::spawn_tick(tx.clone(), TICK);
 
     let mut app = App::new(opts.registries, crate::lease::now(), time::local_utc_offset());

@@ -204,6 +204,71 @@ pub fn spawn_watcher(scope: WatchScope, tx: Sender<Event>, debounce: Duration) -
     Ok(())
 }
 
+/// Watch the etcd prefix with etcd's watch API; every burst of changes (gathered like
+/// file events) becomes one `RemoteChanged`. A broken watch is re-made after a second,
+/// with a `RemoteChanged` each time so the worker's reload shows the outage and the
+/// recovery (and catches anything missed while no watch was open).
+#[cfg(feature = "etcd")]
+pub fn spawn_etcd_watcher(config: crate::lease::etcd::EtcdConfig, tx: Sender<Event>, debounce: Duration) {
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let _ = tx.send(Event::RemoteChanged);
+            return;
+        };
+        while rt.block_on(watch_etcd_once(&config, &tx, debounce)) {
+            std::thread::sleep(Duration::from_secs(1));
+            if tx.send(Event::RemoteChanged).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// One watch stream, until it breaks (true: try again) or the console is gone (false).
+#[cfg(feature = "etcd")]
+async fn watch_etcd_once(config: &crate::lease::etcd::EtcdConfig, tx: &Sender<Event>, debounce: Duration) -> bool {
+    use etcd_client::{Client, WatchOptions};
+    let setup = async {
+        let mut client = Client::connect(config.endpoints.clone(), Some(config.connect_options())).await?;
+        client.watch(config.prefix.clone(), Some(WatchOptions::new().with_prefix())).await
+    };
+    let mut stream = match tokio::time::timeout(config.timeout, setup).await {
+        Ok(Ok(s)) => s,
+        _ => return true,
+    };
+    // The watch is open: anything before it is caught by one reload now.
+    if tx.send(Event::RemoteChanged).is_err() {
+        return false;
+    }
+    loop {
+        match stream.message().await {
+            Ok(Some(resp)) if resp.canceled() => return true,
+            Ok(Some(resp)) if resp.events().is_empty() => continue,
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return true,
+        }
+        // Gather until quiet for `debounce`, never longer than MAX_GATHER.
+        let started = tokio::time::Instant::now();
+        loop {
+            let left = MAX_GATHER.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            match tokio::time::timeout(debounce.min(left), stream.message()).await {
+                Ok(Ok(Some(_))) => {}
+                Ok(_) => {
+                    let _ = tx.send(Event::RemoteChanged);
+                    return true;
+                }
+                Err(_) => break,
+            }
+        }
+        if tx.send(Event::RemoteChanged).is_err() {
+            return false;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

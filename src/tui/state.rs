@@ -31,6 +31,8 @@ pub struct RegistryState {
     pub lock_seen: Option<(u32, f64)>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
+    /// Set when the leases live in etcd: where.
+    pub remote: Option<String>,
 }
 
 impl RegistryState {
@@ -47,6 +49,7 @@ impl RegistryState {
             locked_by: None,
             lock_seen: None,
             loaded: false,
+            remote: None,
         }
     }
 
@@ -57,6 +60,7 @@ impl RegistryState {
     /// Adopt a fresh snapshot; the caller logs the differences first.
     pub fn apply(&mut self, snap: &RegistrySnapshot, at: f64) {
         self.exists = snap.exists;
+        self.remote.clone_from(&snap.remote);
         self.lock_seen = match (snap.lock_holder, self.lock_seen) {
             (Some(pid), Some((seen, since))) if seen == pid => Some((pid, since)),
             (Some(pid), _) => Some((pid, at)),

@@ -12,7 +12,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
     match event {
         Event::Key(key) => on_key(app, key),
         Event::Resize => vec![],
-        Event::FsChanged(_) => vec![Effect::Reload],
+        Event::FsChanged(_) | Event::RemoteChanged => vec![Effect::Reload],
         Event::Tick(at) => {
             app.now = at;
             for r in &mut app.registries {
@@ -59,9 +59,10 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             }
         };
         if !app.registries[index].loaded {
+            let place = snap.remote.clone().unwrap_or_else(|| snap.registry.path().display().to_string());
             let what = match &snap.leases {
-                Ok(l) => format!("watching {} ({} lease(s))", snap.registry.path().display(), l.len()),
-                Err(_) => format!("watching {}", snap.registry.path().display()),
+                Ok(l) => format!("watching {place} ({} lease(s))", l.len()),
+                Err(_) => format!("watching {place}"),
             };
             let profile = snap.registry.profile.clone();
             app.log(&profile, LogLevel::Info, what);

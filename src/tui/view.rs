@@ -158,7 +158,10 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let where_line = if regs.len() == 1 {
         let r = &app.registries[regs[0]];
         let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
-        format!("{}{missing}", r.registry.path().display())
+        match &r.remote {
+            Some(remote) => remote.clone(),
+            None => format!("{}{missing}", r.registry.path().display()),
+        }
     } else {
         format!("{} registries under {}", regs.len(), app.registries[0].registry.home.display())
     };
@@ -229,8 +232,9 @@ fn banner(app: &App) -> Vec<Line<'static>> {
     for r in app.tab_registries() {
         let reg = &app.registries[r];
         if let Some(e) = &reg.error {
+            let what = if reg.remote.is_some() { "ETCD UNAVAILABLE" } else { "INVALID REGISTRY" };
             out.push(Line::from(format!(
-                " INVALID REGISTRY ({}): {e} — showing the last good snapshot (STALE); nothing is rewritten",
+                " {what} ({}): {e} — showing the last good snapshot (STALE); nothing is rewritten",
                 reg.registry.profile
             )));
         }
@@ -284,7 +288,12 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
     for (cell, width) in cells.iter().zip(COLUMNS) {
         text.push_str(&fit(cell, width));
     }
-    Line::from(vec![Span::raw(text), Span::styled(badge_text, p.bold(color))])
+    let mut spans = vec![Span::raw(text), Span::styled(badge_text, p.bold(color))];
+    // On etcd, liveness is the lease's TTL: how long until it ends without a renewal.
+    if let Some(ttl) = l.ttl_left {
+        spans.push(Span::raw(if ttl >= 0 { format!("  ttl {ttl}s") } else { "  ttl ?".to_owned() }));
+    }
+    Line::from(spans)
 }
 
 fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
@@ -490,7 +499,13 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             let mut lines =
                 vec![Line::from(Span::styled("Prune removes these dead or recycled owners' leases:", bold))];
             for (reg, leases) in targets {
-                lines.push(Line::from(format!("{} ({})", reg.profile, reg.path().display())));
+                let place = app
+                    .registries
+                    .iter()
+                    .find(|r| r.registry == *reg)
+                    .and_then(|r| r.remote.clone())
+                    .unwrap_or_else(|| reg.path().display().to_string());
+                lines.push(Line::from(format!("{} ({place})", reg.profile)));
                 lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             }
             lines.push(Line::from(""));

@@ -39,6 +39,9 @@ pub struct Worker {
     lock_checked: Option<Instant>,
     /// Last check's holder per lock file, and whether the check before saw it too.
     lock_seen: HashMap<PathBuf, (u32, bool)>,
+    /// Set when the console shows etcd instead of registry files.
+    #[cfg(feature = "etcd")]
+    etcd: Option<super::worker_etcd::EtcdWorker>,
 }
 
 /// How often a console looks at `/proc/locks`.
@@ -54,7 +57,16 @@ impl Worker {
             lock_timeout,
             lock_checked: None,
             lock_seen: HashMap::new(),
+            #[cfg(feature = "etcd")]
+            etcd: None,
         }
+    }
+
+    /// Read and act on etcd instead of registry files.
+    #[cfg(feature = "etcd")]
+    pub fn on_etcd(mut self, config: crate::lease::etcd::EtcdConfig) -> Worker {
+        self.etcd = Some(super::worker_etcd::EtcdWorker::new(config));
+        self
     }
 
     /// Lock holders seen on two checks in a row (a lock is normally held for
@@ -114,6 +126,10 @@ impl Worker {
 
     /// Re-read every registry file and config.
     pub fn reload(&mut self) -> Loaded {
+        #[cfg(feature = "etcd")]
+        if let Some(etcd) = self.etcd.as_mut() {
+            return etcd.reload(&mut self.owners);
+        }
         self.known = self
             .registries()
             .into_iter()
@@ -141,6 +157,10 @@ impl Worker {
 
     /// Re-judge the owners already known, reading no registry file.
     pub fn relive(&mut self) -> Loaded {
+        #[cfg(feature = "etcd")]
+        if let Some(etcd) = self.etcd.as_mut() {
+            return etcd.judge(&mut self.owners);
+        }
         if self.known.is_empty() {
             return self.reload();
         }
@@ -160,6 +180,7 @@ impl Worker {
             .zip(holders)
             .map(|(k, lock_holder)| RegistrySnapshot {
                 lock_holder,
+                remote: None,
                 registry: k.registry.clone(),
                 exists: k.exists,
                 modified: k.modified,
@@ -171,6 +192,7 @@ impl Worker {
                             liveness: prober.judge(e),
                             owner: owners.get(&e.pid()).cloned(),
                             entry: Arc::clone(e),
+                            ttl_left: None,
                         })
                         .collect()
                 }),
@@ -181,6 +203,10 @@ impl Worker {
 
     /// Run an operator action through the core.
     pub fn act(&mut self, effect: &Effect) -> Option<Event> {
+        #[cfg(feature = "etcd")]
+        if let Some(etcd) = self.etcd.as_mut() {
+            return etcd.act(effect);
+        }
         let (registry, what, result) = match effect {
             Effect::Prune { registry } => (
                 registry.clone(),

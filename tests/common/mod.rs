@@ -49,11 +49,11 @@ pub fn owner(name: &str) -> OwnerInfo {
 }
 
 pub fn alive(e: Entry, name: &str) -> LeaseRow {
-    LeaseRow { entry: Arc::new(e), liveness: Liveness::Alive, owner: Some(Arc::new(owner(name))) }
+    LeaseRow { entry: Arc::new(e), liveness: Liveness::Alive, owner: Some(Arc::new(owner(name))), ttl_left: None }
 }
 
 pub fn dead(e: Entry) -> LeaseRow {
-    LeaseRow { entry: Arc::new(e), liveness: Liveness::Dead(DeadCause::PidGone), owner: None }
+    LeaseRow { entry: Arc::new(e), liveness: Liveness::Dead(DeadCause::PidGone), owner: None, ttl_left: None }
 }
 
 pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
@@ -63,6 +63,7 @@ pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
         entry: Arc::new(e),
         liveness: Liveness::Recycled { recorded, actual },
         owner: Some(Arc::new(owner("bash"))),
+        ttl_left: None,
     }
 }
 
@@ -74,6 +75,7 @@ pub fn snap(reg: &Registry, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         cap: CapSetting { cap, key: cap.map(|_| "max_concurrent_sessions".into()), warnings: vec![] },
         leases,
         lock_holder: None,
+        remote: None,
     }
 }
 

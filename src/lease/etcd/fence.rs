@@ -1,0 +1,510 @@
+//! The fence on etcd: acquire, release, force-release. "Session free and a slot
+//! free" is compared and written in one transaction; the fencing token is the
+//! revision of the transaction that won. Every doubt is a refusal, never a grant.
+
+use std::time::{Duration, Instant};
+
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
+use serde_json::{Map, Value};
+
+use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
+use crate::lease::admin::{LeaseView, Removal, may_be_alive};
+use crate::lease::entry::{Entry, live_id_string};
+use crate::lease::fence::AcquireRequest;
+use crate::lease::liveness::Prober;
+use crate::lease::refusal::{Reason, Refusal, capacity_message, format_age};
+use crate::lease::{Target, now, random};
+
+/// A lost race (another client took the session or the slot first) is retried on a
+/// fresh read at most this many times; then the acquire is refused.
+const MAX_ATTEMPTS: usize = 16;
+
+/// A granted etcd lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdGrant {
+    pub lease_id: String,
+    /// False for an empty session id: nothing to fence, nothing written.
+    pub recorded: bool,
+    pub entry: Option<Entry>,
+    /// The lease id this grant replaced when the same writer re-acquired.
+    pub replaced: Option<String>,
+    pub session_key: String,
+    pub etcd_lease_id: i64,
+    /// The TTL etcd granted: the lease ends this long after the last renewal.
+    pub ttl: Duration,
+    /// When the grant was asked for: the lease cannot end before `granted_at + ttl`.
+    pub granted_at: Instant,
+    /// The revision of the winning transaction; strictly increases from grant to grant.
+    pub fencing_token: i64,
+    pub slot: Option<u64>,
+}
+
+/// What the transaction needs from the request.
+struct Attempt<'a> {
+    etcd: &'a Etcd,
+    req: &'a AcquireRequest,
+    lease_id: &'a str,
+    etcd_lease_id: i64,
+    host: &'a str,
+    at: f64,
+    process_start_time: Option<f64>,
+}
+
+/// Acquire a session on etcd for `req.owner_pid` on this host. The new etcd lease has
+/// the configured TTL and is not renewed here: `keepalive` does that for `hold`/`run`.
+pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<EtcdGrant, Refusal> {
+    let lease_id = random::lease_id();
+    let session_key = etcd.config.session_key(&req.session_id);
+    let granted_at = Instant::now();
+    if req.session_id.is_empty() {
+        return Ok(EtcdGrant {
+            lease_id,
+            recorded: false,
+            entry: None,
+            replaced: None,
+            session_key,
+            etcd_lease_id: 0,
+            ttl: Duration::ZERO,
+            granted_at,
+            fencing_token: 0,
+            slot: None,
+        });
+    }
+    let ttl_secs = etcd.config.ttl.as_secs() as i64;
+    let granted = etcd
+        .call("grant a lease", |mut c| async move { c.lease_grant(ttl_secs, None).await })
+        .map_err(|e| unavailable(etcd, &e))?;
+    if granted.id() == 0 || granted.ttl() <= 0 || !granted.error().is_empty() {
+        return Err(unavailable(
+            etcd,
+            &EtcdError::Unavailable(format!("etcd refused the lease grant: {:?}", granted.error())),
+        ));
+    }
+    let host = hostname();
+    let attempt = Attempt {
+        etcd,
+        req,
+        lease_id: &lease_id,
+        etcd_lease_id: granted.id(),
+        host: &host,
+        at: now(),
+        process_start_time: Prober::new().start_time(req.owner_pid),
+    };
+    let result = attempt.run();
+    match result {
+        Ok((entry, replaced, fencing_token, slot)) => Ok(EtcdGrant {
+            lease_id,
+            recorded: true,
+            entry: Some(entry),
+            replaced,
+            session_key,
+            etcd_lease_id: granted.id(),
+            ttl: Duration::from_secs(granted.ttl() as u64),
+            granted_at,
+            fencing_token,
+            slot,
+        }),
+        Err(refusal) => {
+            // Whatever happened (even a transaction whose answer was lost), the keys of
+            // this lease must not outlive the refusal: revoke it, and if that fails too,
+            // nobody renews it and it ends within the TTL.
+            let _ = etcd.revoke(granted.id());
+            Err(refusal)
+        }
+    }
+}
+
+type Won = (Entry, Option<String>, i64, Option<u64>);
+
+impl Attempt<'_> {
+    fn run(&self) -> Result<Won, Refusal> {
+        let cfg = &self.etcd.config;
+        let session_key = cfg.session_key(&self.req.session_id);
+        for _ in 0..MAX_ATTEMPTS {
+            let (held, taken) = self.read(&session_key)?;
+            let outcome = match held {
+                Some(holder) if self.is_same_writer(&holder) => self.replace(&session_key, &holder, &taken)?,
+                Some(holder) => return Err(self.not_owned(&holder)),
+                None => self.take_new(&session_key, &taken)?,
+            };
+            if let Some(won) = outcome {
+                return Ok(won);
+            }
+            // Lost a race: read again and decide on what is there now.
+        }
+        Err(Refusal {
+            reason: Reason::MaxConcurrentSessions,
+            message: format!(
+                "Lost the race for session {} or a free slot {MAX_ATTEMPTS} times in a row on {}: other \
+                 clients keep taking them. Try again in a moment.",
+                self.req.session_id,
+                cfg.location()
+            ),
+            holder: None,
+        })
+    }
+
+    /// The session key (decoded) and the used slot indexes, at one revision.
+    fn read(&self, session_key: &str) -> Result<(Option<Held>, Vec<u64>), Refusal> {
+        let cfg = &self.etcd.config;
+        let (key, slots) = (session_key.to_owned(), cfg.slots_prefix());
+        let resp = self
+            .etcd
+            .call("read the session", |mut c| async move {
+                c.txn(Txn::new().and_then([
+                    TxnOp::get(key, None),
+                    TxnOp::get(slots, Some(GetOptions::new().with_prefix().with_keys_only())),
+                ]))
+                .await
+            })
+            .map_err(|e| unavailable(self.etcd, &e))?;
+        let mut gets = resp.op_responses().into_iter().filter_map(|r| match r {
+            TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        });
+        let (Some(session), Some(slot_keys)) = (gets.next(), gets.next()) else {
+            return Err(unavailable(
+                self.etcd,
+                &EtcdError::Unavailable("etcd answered a read without its ranges".into()),
+            ));
+        };
+        let held = match session.kvs().first() {
+            Some(kv) => Some(Held::decode(kv).map_err(|e| unavailable(self.etcd, &e))?),
+            None => None,
+        };
+        let prefix = cfg.slots_prefix();
+        let taken = slot_keys
+            .kvs()
+            .iter()
+            .filter_map(|kv| String::from_utf8_lossy(kv.key()).strip_prefix(&prefix)?.parse::<u64>().ok())
+            .collect();
+        Ok((held, taken))
+    }
+
+    /// The same writer re-acquiring: same host, same owner pid, same non-empty live session id.
+    fn is_same_writer(&self, holder: &Held) -> bool {
+        let incoming = live_id_string(self.req.metadata.get("live_session_id"));
+        let held = holder.entry.live_session_id();
+        holder.host == self.host
+            && holder.entry.pid() == self.req.owner_pid
+            && !held.is_empty()
+            && !incoming.is_empty()
+            && held == incoming
+    }
+
+    fn entry(&self, slot: Option<u64>) -> Result<(Entry, String), Refusal> {
+        let mut raw = Map::new();
+        raw.insert("lease_id".into(), Value::String(self.lease_id.to_owned()));
+        raw.insert("session_id".into(), Value::String(self.req.session_id.clone()));
+        raw.insert("surface".into(), self.req.surface.clone().map(Value::String).unwrap_or(Value::Null));
+        raw.insert("pid".into(), Value::from(self.req.owner_pid));
+        raw.insert("host".into(), Value::String(self.host.to_owned()));
+        raw.insert("process_start_time".into(), float(self.process_start_time));
+        raw.insert("started_at".into(), float(Some(self.at)));
+        raw.insert("updated_at".into(), float(Some(self.at)));
+        if self.req.track_liveness {
+            raw.insert("track_liveness".into(), Value::Bool(true));
+        }
+        if !self.req.metadata.is_empty() {
+            raw.insert("metadata".into(), Value::Object(self.req.metadata.clone()));
+        }
+        raw.insert("etcd_lease_id".into(), Value::from(self.etcd_lease_id));
+        raw.insert("slot".into(), slot.map(Value::from).unwrap_or(Value::Null));
+        let text = crate::lease::pyjson::to_string(&Value::Object(raw.clone()));
+        let entry = entry_from_map(raw).map_err(|e| Refusal {
+            reason: Reason::SessionCoordinationUnavailable,
+            message: format!("cannot build the entry for session {}: {e}", self.req.session_id),
+            holder: None,
+        })?;
+        Ok((entry, text))
+    }
+
+    /// A free slot, picked at random so racing clients do not all fight for slot 0.
+    fn pick_slot(&self, taken: &[u64], keep: Option<u64>) -> Result<Option<u64>, Refusal> {
+        let Some(cap) = self.req.cap else { return Ok(None) };
+        if let Some(k) = keep.filter(|k| *k < cap) {
+            return Ok(Some(k));
+        }
+        let free: Vec<u64> = (0..cap.min(1_000_000)).filter(|i| !taken.contains(i)).take(4096).collect();
+        if free.is_empty() {
+            return Err(self.at_capacity(cap));
+        }
+        let r = u64::from_le_bytes(random::bytes::<8>());
+        Ok(Some(free[(r % free.len() as u64) as usize]))
+    }
+
+    /// The session is free: compare "session absent (and slot absent)", put both.
+    fn take_new(&self, session_key: &str, taken: &[u64]) -> Result<Option<Won>, Refusal> {
+        let slot = self.pick_slot(taken, None)?;
+        let (entry, text) = self.entry(slot)?;
+        let mut when = vec![Compare::create_revision(session_key, CompareOp::Equal, 0)];
+        let mut then = vec![TxnOp::put(session_key, text, Some(self.put_opts()))];
+        if let Some(s) = slot {
+            let slot_key = self.etcd.config.slot_key(s);
+            when.push(Compare::create_revision(slot_key.clone(), CompareOp::Equal, 0));
+            then.push(TxnOp::put(slot_key, session_key, Some(self.put_opts())));
+        }
+        self.commit(when, then, entry, None, slot)
+    }
+
+    /// The same writer: replace its own entry (new lease), keeping its slot when it fits the cap.
+    fn replace(&self, session_key: &str, holder: &Held, taken: &[u64]) -> Result<Option<Won>, Refusal> {
+        let slot = self.pick_slot(taken, holder.slot)?;
+        let (entry, text) = self.entry(slot)?;
+        let mut when = vec![Compare::mod_revision(session_key, CompareOp::Equal, holder.fencing_token)];
+        let mut then = vec![TxnOp::put(session_key, text, Some(self.put_opts()))];
+        if let Some(s) = slot {
+            let slot_key = self.etcd.config.slot_key(s);
+            if holder.slot != Some(s) {
+                when.push(Compare::create_revision(slot_key.clone(), CompareOp::Equal, 0));
+            }
+            then.push(TxnOp::put(slot_key, session_key, Some(self.put_opts())));
+        }
+        if let Some(old) = holder.slot.filter(|old| Some(*old) != slot) {
+            let old_key = self.etcd.config.slot_key(old);
+            when.push(Compare::lease(old_key.clone(), CompareOp::Equal, holder.etcd_lease_id));
+            then.push(TxnOp::delete(old_key, None));
+        }
+        let won = self.commit(when, then, entry, Some(holder.entry.lease_id().to_owned()), slot)?;
+        if won.is_some() {
+            // The old lease holds no key now; revoking it tells its keep-alive loop.
+            let _ = self.etcd.revoke(holder.etcd_lease_id);
+        }
+        Ok(won)
+    }
+
+    fn put_opts(&self) -> PutOptions {
+        PutOptions::new().with_lease(self.etcd_lease_id)
+    }
+
+    fn commit(
+        &self,
+        when: Vec<Compare>,
+        then: Vec<TxnOp>,
+        entry: Entry,
+        replaced: Option<String>,
+        slot: Option<u64>,
+    ) -> Result<Option<Won>, Refusal> {
+        let resp = self
+            .etcd
+            .call("write the session", |mut c| async move { c.txn(Txn::new().when(when).and_then(then)).await })
+            .map_err(|e| unavailable(self.etcd, &e))?;
+        if !resp.succeeded() {
+            return Ok(None);
+        }
+        let Some(revision) = resp.header().map(|h| h.revision()).filter(|r| *r > 0) else {
+            return Err(unavailable(
+                self.etcd,
+                &EtcdError::Unavailable("etcd confirmed the transaction without a revision".into()),
+            ));
+        };
+        let mut fields = entry.fields();
+        fields.insert("fencing_token".into(), Value::from(revision));
+        let entry = entry_from_map(fields).unwrap_or(entry);
+        Ok(Some((entry, replaced, revision, slot)))
+    }
+
+    fn not_owned(&self, holder: &Held) -> Refusal {
+        let ttl =
+            self.etcd.ttls(&[holder.etcd_lease_id]).ok().and_then(|m| m.get(&holder.etcd_lease_id).copied().flatten());
+        Refusal {
+            reason: Reason::SessionNotOwned,
+            message: not_owned_message(&self.req.session_id, holder, ttl, self.at),
+            holder: Some(Box::new(holder.entry.clone())),
+        }
+    }
+
+    fn at_capacity(&self, cap: u64) -> Refusal {
+        let entries: Vec<Entry> = match self.etcd.list() {
+            Ok(l) => l.leases.into_iter().filter(|h| h.slot.is_some_and(|s| s < cap)).map(|h| h.entry).collect(),
+            Err(_) => vec![],
+        };
+        let oldest = entries
+            .iter()
+            .min_by(|a, b| a.started_at().unwrap_or(f64::MAX).total_cmp(&b.started_at().unwrap_or(f64::MAX)))
+            .cloned();
+        Refusal {
+            reason: Reason::MaxConcurrentSessions,
+            message: format!(
+                "{} (every slot/0..{} key under {} is held)",
+                capacity_message(cap as usize, cap, &entries, self.at),
+                cap.saturating_sub(1),
+                self.etcd.config.prefix
+            ),
+            holder: oldest.map(Box::new),
+        }
+    }
+}
+
+fn float(f: Option<f64>) -> Value {
+    f.and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)).unwrap_or(Value::Null)
+}
+
+/// `SESSION_NOT_OWNED` across hosts: who holds it, where, and for how much longer without renewal.
+pub fn not_owned_message(session_id: &str, holder: &Held, ttl_left: Option<i64>, now: f64) -> String {
+    let e = &holder.entry;
+    let surface = e.surface().filter(|s| !s.is_empty()).unwrap_or("another surface");
+    let age = match e.started_at().filter(|t| *t != 0.0) {
+        Some(t) => format!(", lease age {}", format_age(now - t)),
+        None => String::new(),
+    };
+    let ttl = ttl_left.map(|t| format!(", etcd lease ends {t}s after its last renewal")).unwrap_or_default();
+    format!(
+        "Session {session_id} already has a live owner ({surface}, pid {} on host {}{age}{ttl}). \
+         Its turn activity is unknown; an open lease does not mean a turn is running. \
+         Attach through a compatible owner, or close the session in its owning surface \
+         before resuming here. Do not delete a live owner's lease to force a takeover.",
+        e.pid(),
+        holder.host
+    )
+}
+
+/// Why etcd could not be used, and that nothing was granted.
+pub fn unavailable_message(etcd: &Etcd, err: &EtcdError) -> String {
+    format!(
+        "leasectl could not use etcd ({}), so it cannot prove this session has no other live owner: {err}. \
+         Nothing was granted. Check that etcd is reachable and healthy, and try again.",
+        etcd.config.location()
+    )
+}
+
+fn unavailable(etcd: &Etcd, err: &EtcdError) -> Refusal {
+    Refusal { reason: Reason::SessionCoordinationUnavailable, message: unavailable_message(etcd, err), holder: None }
+}
+
+/// What a release did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EtcdReleased {
+    /// False when the lease was already gone (a no-op, never an error).
+    pub removed: bool,
+}
+
+/// The owner's release of a lease found by its leasectl lease id. Idempotent.
+pub fn release(etcd: &Etcd, lease_id: &str) -> Result<EtcdReleased, EtcdError> {
+    let listing = etcd.list()?;
+    match listing.leases.iter().find(|h| h.entry.lease_id() == lease_id) {
+        Some(h) => release_held(etcd, h),
+        None => Ok(EtcdReleased { removed: false }),
+    }
+}
+
+/// Delete the session key and its slot key in one transaction guarded by the
+/// lease (so a successor's keys are never touched), then revoke the lease.
+pub fn release_held(etcd: &Etcd, held: &Held) -> Result<EtcdReleased, EtcdError> {
+    release_keys(etcd, &held.key, held.slot, held.etcd_lease_id)
+}
+
+/// [`release_held`] for a grant this process holds.
+pub fn release_grant(etcd: &Etcd, grant: &EtcdGrant) -> Result<EtcdReleased, EtcdError> {
+    if !grant.recorded {
+        return Ok(EtcdReleased { removed: false });
+    }
+    release_keys(etcd, &grant.session_key, grant.slot, grant.etcd_lease_id)
+}
+
+fn release_keys(
+    etcd: &Etcd,
+    session_key: &str,
+    slot: Option<u64>,
+    etcd_lease_id: i64,
+) -> Result<EtcdReleased, EtcdError> {
+    let mut when = vec![Compare::lease(session_key, CompareOp::Equal, etcd_lease_id)];
+    let mut then = vec![TxnOp::delete(session_key, None)];
+    if let Some(s) = slot {
+        let slot_key = etcd.config.slot_key(s);
+        when.push(Compare::lease(slot_key.clone(), CompareOp::Equal, etcd_lease_id));
+        then.push(TxnOp::delete(slot_key, None));
+    }
+    let resp =
+        etcd.call("release the session", |mut c| async move { c.txn(Txn::new().when(when).and_then(then)).await })?;
+    if resp.succeeded() {
+        // The lease holds nothing now; revoking it only ends it early (it expires anyway).
+        let _ = etcd.revoke(etcd_lease_id);
+        return Ok(EtcdReleased { removed: true });
+    }
+    // The keys are not (all) ours as written: whatever is still attached to our lease goes with it.
+    let revoked = etcd.revoke(etcd_lease_id)?;
+    Ok(EtcdReleased { removed: revoked })
+}
+
+/// The operator's release: revoke the etcd lease of each chosen entry, which
+/// deletes its session and slot keys at once. Every listed owner renews its lease
+/// (or its TTL has not run out), so it counts as live unless it runs on this host
+/// and its pid is provably dead: those are refused without `allow_live`.
+pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, ForceError> {
+    let listing = etcd.list().map_err(ForceError::Unavailable)?;
+    let host = hostname();
+    let mut prober = Prober::new();
+    let chosen: Vec<&Held> = listing
+        .leases
+        .iter()
+        .filter(|h| match target {
+            Target::Lease(id) => h.entry.lease_id() == id,
+            Target::Session(s) => h.entry.session_id() == s,
+        })
+        .collect();
+    if chosen.is_empty() {
+        return Err(ForceError::NotFound(match target {
+            Target::Lease(id) => format!("no lease {id} under {}", etcd.config.location()),
+            Target::Session(s) => format!("no lease holds session {s} under {}", etcd.config.location()),
+        }));
+    }
+    let views: Vec<(LeaseView, i64)> = chosen
+        .iter()
+        .map(|h| (LeaseView { entry: h.entry.clone(), liveness: h.liveness(&mut prober, &host) }, h.etcd_lease_id))
+        .collect();
+    let live: Vec<String> = views
+        .iter()
+        .filter(|(v, _)| may_be_alive(&v.liveness))
+        .map(|(v, _)| format!("lease {} (session {}, pid {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid()))
+        .collect();
+    if !live.is_empty() && !allow_live {
+        return Err(ForceError::LiveOwner(format!(
+            "refusing to release a live owner's lease: {}. Its etcd lease is being renewed (or its TTL has not run \
+             out), so the owner may keep writing to its session; removing it lets a second writer in. Pass --live \
+             to do it anyway.",
+            live.join("; ")
+        )));
+    }
+    if !dry_run {
+        for (_, id) in &views {
+            etcd.revoke(*id).map_err(ForceError::Unavailable)?;
+        }
+    }
+    let live_owner = !live.is_empty();
+    Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner })
+}
+
+/// Why a force-release did nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForceError {
+    Unavailable(EtcdError),
+    NotFound(String),
+    LiveOwner(String),
+}
+
+impl std::fmt::Display for ForceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ForceError::Unavailable(e) => write!(f, "{e}"),
+            ForceError::NotFound(s) | ForceError::LiveOwner(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+/// Revoke the leases of owners on this host whose pid is dead or recycled (the
+/// console's prune; etcd expiry does the rest).
+pub fn prune_local(etcd: &Etcd) -> Result<Removal, EtcdError> {
+    let listing = etcd.list()?;
+    let host = hostname();
+    let mut prober = Prober::new();
+    let mut removed = Vec::new();
+    for h in &listing.leases {
+        let liveness = h.liveness(&mut prober, &host);
+        if matches!(liveness, crate::lease::Liveness::Dead(_) | crate::lease::Liveness::Recycled { .. }) {
+            etcd.revoke(h.etcd_lease_id)?;
+            removed.push(LeaseView { entry: h.entry.clone(), liveness });
+        }
+    }
+    Ok(Removal { removed, dry_run: false, live_owner: false })
+}

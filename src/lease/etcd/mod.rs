@@ -1,0 +1,343 @@
+//! The fence across hosts, on etcd (v3 API): configuration, the connection, the
+//! key layout and the entry encoding. `fence` holds the transactions, `keepalive`
+//! the owner's renewal loop.
+//!
+//! Keys under the prefix (default `/leasectl/`):
+//! - `session/<session id>`: one per held session, its value the entry (JSON with the
+//!   file entry's fields plus `host`, `etcd_lease_id` and `slot`);
+//! - `slot/<i>` for `i` in `0..cap`: one per used slot, its value the session key.
+//!
+//! Both are attached to the owner's etcd lease, so they vanish together when the
+//! owner stops renewing it. Callers stay synchronous: every call runs on a
+//! current-thread tokio runtime owned by [`Etcd`], bounded by a timeout.
+
+pub mod fence;
+pub mod keepalive;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
+use serde_json::{Map, Value};
+
+use super::entry::Entry;
+use super::liveness::{Liveness, Prober};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "/leasectl/";
+/// The default etcd lease TTL: how long a dead owner keeps its session.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// The bound on one etcd request (connecting included).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+/// etcd raises shorter TTLs to its minimum (about 2 s with default settings).
+pub const MIN_TTL_SECS: u64 = 2;
+pub const MAX_TTL_SECS: u64 = 86_400;
+
+/// Where the fence lives and how long a lease lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    pub endpoints: Vec<String>,
+    /// Always ends with `/`.
+    pub prefix: String,
+    pub ttl: Duration,
+    /// The bound on each request.
+    pub timeout: Duration,
+}
+
+impl EtcdConfig {
+    /// Parse `--endpoints URL[,URL]` and `--prefix P`; every problem is named.
+    pub fn new(endpoints: &str, prefix: Option<&str>, ttl_secs: Option<u64>) -> Result<EtcdConfig, String> {
+        let list: Vec<String> =
+            endpoints.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
+        if list.is_empty() {
+            return Err("--endpoints is empty: give the etcd client URL(s), e.g. http://127.0.0.1:2379".into());
+        }
+        for e in &list {
+            if e.starts_with("https://") {
+                return Err(format!(
+                    "--endpoints {e}: TLS is not supported by this build; use an http:// endpoint (e.g. over a \
+                     private network or an SSH/WireGuard tunnel)"
+                ));
+            }
+            let Some(rest) = e.strip_prefix("http://") else {
+                return Err(format!("--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379)"));
+            };
+            if rest.is_empty() || rest.contains(char::is_whitespace) {
+                return Err(format!("--endpoints {e}: no host:port after http://"));
+            }
+        }
+        let mut prefix = prefix.unwrap_or(DEFAULT_PREFIX).to_owned();
+        if prefix.is_empty() {
+            return Err("--prefix is empty: give a key prefix such as /leasectl/".into());
+        }
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        let ttl = match ttl_secs {
+            None => DEFAULT_TTL,
+            Some(s) if (MIN_TTL_SECS..=MAX_TTL_SECS).contains(&s) => Duration::from_secs(s),
+            Some(s) => {
+                return Err(format!("--ttl must be between {MIN_TTL_SECS} and {MAX_TTL_SECS} seconds, not {s}"));
+            }
+        };
+        Ok(EtcdConfig { endpoints: list, prefix, ttl, timeout: DEFAULT_TIMEOUT })
+    }
+
+    /// `etcd http://a:2379,http://b:2379 /leasectl/`: what messages and the console show.
+    pub fn location(&self) -> String {
+        format!("etcd {} {}", self.endpoints.join(","), self.prefix)
+    }
+
+    pub fn session_key(&self, session_id: &str) -> String {
+        format!("{}session/{session_id}", self.prefix)
+    }
+    pub fn sessions_prefix(&self) -> String {
+        format!("{}session/", self.prefix)
+    }
+    pub fn slot_key(&self, slot: u64) -> String {
+        format!("{}slot/{slot}", self.prefix)
+    }
+    pub fn slots_prefix(&self) -> String {
+        format!("{}slot/", self.prefix)
+    }
+
+    pub(crate) fn connect_options(&self) -> ConnectOptions {
+        ConnectOptions::new()
+            .with_connect_timeout(self.timeout)
+            .with_timeout(self.timeout)
+            .with_keep_alive(Duration::from_secs(2), self.timeout)
+    }
+}
+
+/// Why etcd could not be used. Never a grant: the caller refuses with
+/// `SESSION_COORDINATION_UNAVAILABLE` (exit code 5).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EtcdError {
+    /// No answer in time, a connection error, or an answer that cannot be trusted.
+    Unavailable(String),
+    /// A key under the prefix holds something that is not an entry.
+    BadData { key: String, detail: String },
+}
+
+impl std::fmt::Display for EtcdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EtcdError::Unavailable(why) => write!(f, "{why}"),
+            EtcdError::BadData { key, detail } => write!(f, "etcd key {key} does not hold a leasectl entry: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for EtcdError {}
+
+/// A connection: a current-thread runtime and a client that only runs inside it.
+pub struct Etcd {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    pub config: EtcdConfig,
+}
+
+impl Etcd {
+    /// Build the client. etcd-client connects lazily: an unreachable server shows on the first call.
+    pub fn connect(config: &EtcdConfig) -> Result<Etcd, EtcdError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| EtcdError::Unavailable(format!("cannot start the etcd client runtime: {e}")))?;
+        let client = rt
+            .block_on(async {
+                tokio::time::timeout(
+                    config.timeout,
+                    Client::connect(config.endpoints.clone(), Some(config.connect_options())),
+                )
+                .await
+            })
+            .map_err(|_| unreachable(config, "connect", "timed out"))?
+            .map_err(|e| unreachable(config, "connect", &e.to_string()))?;
+        Ok(Etcd { rt, client, config: config.clone() })
+    }
+
+    /// Run one request on the runtime, bounded by the configured timeout.
+    pub(crate) fn call<T, F>(&self, what: &str, make: impl FnOnce(Client) -> F) -> Result<T, EtcdError>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let fut = make(self.client.clone());
+        match self.rt.block_on(async { tokio::time::timeout(self.config.timeout, fut).await }) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(unreachable(&self.config, what, &e.to_string())),
+            Err(_) => Err(unreachable(
+                &self.config,
+                what,
+                &format!("no answer within {:.1}s (the outcome is unknown)", self.config.timeout.as_secs_f64()),
+            )),
+        }
+    }
+
+    /// Every session key and slot key under the prefix, read at one revision.
+    pub fn list(&self) -> Result<Listing, EtcdError> {
+        let sessions = self.config.sessions_prefix();
+        let slots = self.config.slots_prefix();
+        let resp = self.call("list the leases", |mut c| async move {
+            let txn = etcd_client::Txn::new().and_then([
+                etcd_client::TxnOp::get(sessions, Some(GetOptions::new().with_prefix())),
+                etcd_client::TxnOp::get(slots, Some(GetOptions::new().with_prefix())),
+            ]);
+            c.txn(txn).await
+        })?;
+        let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
+        let mut gets = resp.op_responses().into_iter().filter_map(|r| match r {
+            etcd_client::TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        });
+        let (Some(session_kvs), Some(slot_kvs)) = (gets.next(), gets.next()) else {
+            return Err(EtcdError::Unavailable("etcd answered the listing without its two ranges".into()));
+        };
+        let mut leases = Vec::new();
+        let mut bad = Vec::new();
+        for kv in session_kvs.kvs() {
+            match Held::decode(kv) {
+                Ok(h) => leases.push(h),
+                Err(e) => bad.push(e),
+            }
+        }
+        let slots_prefix = self.config.slots_prefix();
+        let slots = slot_kvs
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                let index = key.strip_prefix(&slots_prefix)?.parse::<u64>().ok()?;
+                Some((index, String::from_utf8_lossy(kv.value()).into_owned()))
+            })
+            .collect();
+        Ok(Listing { revision, leases, slots, bad })
+    }
+
+    /// Seconds left on each etcd lease (`None`: gone). One request per lease.
+    pub fn ttls(&self, lease_ids: &[i64]) -> Result<HashMap<i64, Option<i64>>, EtcdError> {
+        let mut out = HashMap::new();
+        for id in lease_ids {
+            if out.contains_key(id) {
+                continue;
+            }
+            let id = *id;
+            let resp = self.call("read a lease's TTL", |mut c| async move { c.lease_time_to_live(id, None).await })?;
+            out.insert(id, Some(resp.ttl()).filter(|t| *t >= 0));
+        }
+        Ok(out)
+    }
+
+    /// Revoke an etcd lease (its keys go with it). A lease already gone is not an error.
+    pub fn revoke(&self, etcd_lease_id: i64) -> Result<bool, EtcdError> {
+        match self.call("revoke the lease", |mut c| async move { c.lease_revoke(etcd_lease_id).await }) {
+            Ok(_) => Ok(true),
+            Err(EtcdError::Unavailable(why)) if why.contains("lease not found") => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn unreachable(config: &EtcdConfig, what: &str, why: &str) -> EtcdError {
+    EtcdError::Unavailable(format!("cannot {what} on etcd at {}: {why}", config.endpoints.join(",")))
+}
+
+/// Everything under the prefix at one revision.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub revision: i64,
+    pub leases: Vec<Held>,
+    /// Used slots: index and the session key holding it.
+    pub slots: Vec<(u64, String)>,
+    /// Session keys whose value is not an entry (shown, never trusted).
+    pub bad: Vec<EtcdError>,
+}
+
+/// One held session as read from etcd.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    /// The entry: the file entry's fields plus `host`, `etcd_lease_id`, `slot` and
+    /// `fencing_token` (the revision of the transaction that wrote it).
+    pub entry: Entry,
+    pub key: String,
+    pub host: String,
+    pub etcd_lease_id: i64,
+    pub slot: Option<u64>,
+    /// The key's mod revision: the revision of the winning acquire transaction.
+    pub fencing_token: i64,
+}
+
+impl Held {
+    /// Decode a session key. Its value must be an entry attached to the lease it names.
+    pub fn decode(kv: &KeyValue) -> Result<Held, EtcdError> {
+        let key = String::from_utf8_lossy(kv.key()).into_owned();
+        let bad = |detail: String| EtcdError::BadData { key: key.clone(), detail };
+        let value: Value = serde_json::from_slice(kv.value()).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let Value::Object(mut map) = value else {
+            return Err(bad("not a JSON object".into()));
+        };
+        map.insert("fencing_token".into(), Value::from(kv.mod_revision()));
+        let host = map.get("host").and_then(Value::as_str).unwrap_or("").to_owned();
+        let etcd_lease_id = map.get("etcd_lease_id").and_then(Value::as_i64).unwrap_or(0);
+        if etcd_lease_id != kv.lease() {
+            return Err(bad(format!(
+                "the entry names etcd lease {etcd_lease_id:x} but the key is attached to lease {:x}",
+                kv.lease()
+            )));
+        }
+        let slot = map.get("slot").and_then(Value::as_u64);
+        let entry = entry_from_map(map).map_err(bad)?;
+        Ok(Held { entry, key, host, etcd_lease_id, slot, fencing_token: kv.mod_revision() })
+    }
+
+    /// Alive while the key exists (its lease is being renewed); an owner on this host
+    /// is also judged by its pid, so a dead local owner shows before its TTL runs out.
+    pub fn liveness(&self, prober: &mut Prober, this_host: &str) -> Liveness {
+        if self.host == this_host { prober.judge(&self.entry) } else { Liveness::Alive }
+    }
+}
+
+/// Validate an entry map with the file backend's rules (unknown fields kept).
+pub(crate) fn entry_from_map(map: Map<String, Value>) -> Result<Entry, String> {
+    Entry::from_value(0, Value::Object(map), &std::collections::HashSet::<String>::new())
+        .map_err(|problems| problems.first().map(|p| p.detail.clone()).unwrap_or_else(|| "invalid entry".into()))
+}
+
+/// This machine's host name: half of an etcd owner's identity (pids mean nothing across hosts).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it on success.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_names_what_is_wrong() {
+        let c = EtcdConfig::new("http://127.0.0.1:2379, http://h2:2379", Some("/x"), None).expect("valid");
+        assert_eq!(c.endpoints, vec!["http://127.0.0.1:2379", "http://h2:2379"]);
+        assert_eq!(c.prefix, "/x/");
+        assert_eq!(c.session_key("S1"), "/x/session/S1");
+        assert_eq!(c.slot_key(3), "/x/slot/3");
+        assert_eq!(c.ttl, DEFAULT_TTL);
+        assert!(EtcdConfig::new("", None, None).unwrap_err().contains("--endpoints is empty"));
+        assert!(EtcdConfig::new("127.0.0.1:2379", None, None).unwrap_err().contains("not an http:// URL"));
+        assert!(EtcdConfig::new("https://h:2379", None, None).unwrap_err().contains("TLS"));
+        assert!(EtcdConfig::new("http://h:1", Some(""), None).unwrap_err().contains("--prefix is empty"));
+        assert!(EtcdConfig::new("http://h:1", None, Some(1)).unwrap_err().contains("--ttl must be between"));
+        assert_eq!(EtcdConfig::new("http://h:1", None, Some(30)).map(|c| c.ttl), Ok(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn hostname_is_not_empty() {
+        assert!(!hostname().is_empty());
+    }
+}
