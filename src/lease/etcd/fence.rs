@@ -132,11 +132,14 @@ impl Attempt<'_> {
             }
             // Lost a race: read again and decide on what is there now.
         }
+        // Not a full cap (that is read and refused above) nor a held session: etcd
+        // keeps answering differently than it did a moment ago, so nothing is proven.
         Err(Refusal {
-            reason: Reason::MaxConcurrentSessions,
+            reason: Reason::SessionCoordinationUnavailable,
             message: format!(
                 "Lost the race for session {} or a free slot {MAX_ATTEMPTS} times in a row on {}: other \
-                 clients keep taking them. Try again in a moment.",
+                 clients keep taking them, so leasectl cannot prove a slot for this session. Nothing was \
+                 granted; try again in a moment.",
                 self.req.session_id,
                 cfg.location()
             ),
