@@ -38,8 +38,12 @@ impl EtcdWorker {
         }
     }
 
-    /// List the prefix again, then judge.
+    /// List the prefix again, then judge. A client that could not be set up is tried
+    /// again, so the console recovers once etcd is back.
     pub fn reload(&mut self, owners: &mut OwnerProbe) -> Loaded {
+        if self.etcd.is_err() {
+            self.etcd = Etcd::connect(&self.config).map_err(|e| e.to_string());
+        }
         self.known = match &self.etcd {
             Err(e) => Err(e.clone()),
             Ok(etcd) => etcd.list().map_err(|e| e.to_string()).map(|listing| {
