@@ -176,6 +176,17 @@ fn ratio_table(homes: &[Home], me: u64) {
     println!("  same thread: one thread acquires and releases (it remembers what it wrote)");
     println!("  two threads: acquire and release on two threads (each read follows the other's write)");
     println!("  fresh threads: each on a new thread (nothing remembered: a full parse, as a new process)");
+    let starts: Vec<f64> = (0..50)
+        .map(|_| {
+            time(|| {
+                std::thread::scope(|s| {
+                    s.spawn(|| ()).join().expect("thread");
+                    s.spawn(|| ()).join().expect("thread");
+                })
+            })
+        })
+        .collect();
+    println!("  (two thread starts and joins alone, included in fresh threads: {:.3} ms)", median(&starts));
     println!(
         "{:>7} {:>9} {:>6} {:>9} {:>17} {:>17} {:>17} {:>7}",
         "entries", "file", "rounds", "floor ms", "same thread", "two threads", "fresh threads", "target"
