@@ -394,6 +394,29 @@ mod tests {
     }
 
     #[test]
+    fn owners_beyond_the_pidfd_bound_are_still_probed() {
+        let mut children: Vec<std::process::Child> = (0..pidfds::MAX_TRACKED + 8)
+            .map(|_| std::process::Command::new("sleep").arg("60").spawn().expect("spawn sleep"))
+            .collect();
+        for _ in 0..2 {
+            let mut prober = Prober::new();
+            for c in &children {
+                let state = prober.state(u64::from(c.id()));
+                assert!(matches!(state, ProcState::Running { start_time: Ok(_) }), "{state:?}");
+            }
+            assert!(pidfds::tracked_count() <= pidfds::MAX_TRACKED);
+        }
+        for c in &mut children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let mut prober = Prober::new();
+        for c in &children {
+            assert_eq!(prober.state(u64::from(c.id())), ProcState::Gone);
+        }
+    }
+
+    #[test]
     fn a_thread_id_is_not_remembered_as_a_process() {
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();

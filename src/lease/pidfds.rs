@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 
 /// At most this many pids are held (each costs a file descriptor); beyond it,
 /// owners are probed through /proc every time, as without the cache.
-const MAX_TRACKED: usize = 128;
+pub const MAX_TRACKED: usize = 128;
 
 /// A process known to be running, with the start time (clock ticks after boot)
 /// read from its /proc stat while its pidfd showed it running.
