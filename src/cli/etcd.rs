@@ -246,23 +246,12 @@ fn force_release(cfg: &EtcdConfig, a: &ForceReleaseArgs) -> Result<i32, Failure>
         other => Failure { code: EXIT_ERROR, message: other.to_string() },
     })?;
     if r.live_owner {
-        let who: Vec<String> = r
-            .removed
-            .iter()
-            .map(|v| {
-                format!(
-                    "pid {} ({}, session {})",
-                    v.entry.pid(),
-                    v.entry.surface().unwrap_or("-"),
-                    v.entry.session_id()
-                )
-            })
-            .collect();
+        let who = super::output::live_owners_text(&r);
         let verb = if r.dry_run { "would revoke" } else { "revoked" };
         say_err!(
             "WARNING: {verb} the etcd lease of a LIVE owner: {}. It is told on its next renewal, but it may keep \
              writing until then, and a second owner can now acquire the session.",
-            who.join("; ")
+            who
         );
     }
     if a.json {

@@ -390,24 +390,12 @@ fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Res
     };
     let r = lease::force_release(reg, &target, a.live, a.dry_run, timeout)?;
     if r.live_owner {
-        let who: Vec<String> = r
-            .removed
-            .iter()
-            .filter(|v| lease::admin::owner_may_be_alive(v))
-            .map(|v| {
-                format!(
-                    "pid {} ({}, session {})",
-                    v.entry.pid(),
-                    v.entry.surface().unwrap_or("-"),
-                    v.entry.session_id()
-                )
-            })
-            .collect();
+        let who = output::live_owners_text(&r);
         let verb = if r.dry_run { "would release" } else { "released" };
         say_err!(
             "WARNING: {verb} the lease of a LIVE owner: {}. It may keep writing to its session, \
              and a second owner can now acquire it.",
-            who.join("; ")
+            who
         );
     }
     if a.json {

@@ -91,6 +91,19 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
 }
 
 /// First 8 characters of a lease id: enough to tell leases apart on screen.
+/// The live owners among removed leases, for the operator's warning.
+pub fn live_owners_text(r: &Removal) -> String {
+    let who: Vec<String> = r
+        .removed
+        .iter()
+        .filter(|v| crate::lease::admin::owner_may_be_alive(v))
+        .map(|v| {
+            format!("pid {} ({}, session {})", v.entry.pid(), v.entry.surface().unwrap_or("-"), v.entry.session_id())
+        })
+        .collect();
+    who.join("; ")
+}
+
 pub fn short_id(id: &str) -> String {
     id.chars().take(8).collect()
 }
