@@ -28,20 +28,28 @@ thread_local! {
     static RECENT: RefCell<Vec<Recent>> = const { RefCell::new(Vec::new()) };
 }
 
+/// What a lookup found.
+pub enum Found {
+    /// Exactly the bytes remembered: their registry.
+    Same(RegistryFile),
+    /// Other bytes, parsed against the remembered ones (remember them next).
+    Reparsed(RegistryFile),
+}
+
 /// The parsed registry if `bytes` are exactly those last seen at `path`, or
 /// differ from them only in a middle stretch of Hermes-layout entries.
-pub fn lookup(path: &Path, bytes: &[u8]) -> Option<RegistryFile> {
+pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
         let hit = recent.iter_mut().find(|r| r.path == path)?;
         if hit.bytes == bytes {
-            return Some(hit.file.clone());
+            return Some(Found::Same(hit.file.clone()));
         }
         if !hit.hermes_layout {
             return None;
         }
         let ids = hit.ids.get_or_insert_with(|| reparse::id_counts(&hit.file));
-        reparse::reparse(&hit.bytes, &hit.file, ids, bytes)
+        reparse::reparse(&hit.bytes, &hit.file, ids, bytes).map(Found::Reparsed)
     })
 }
 

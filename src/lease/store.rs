@@ -38,16 +38,23 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
     }
     BUFFER.with(|cell| {
         let mut bytes = cell.take();
-        let result = match read_into(path, &mut bytes)? {
-            false => Ok(RegistryFile::default()),
-            true => {
-                let (parsed, hermes_layout) = match recent::lookup(path, &bytes) {
-                    Some(file) => (Ok(file), true),
-                    None => parse_noting_layout(&bytes),
+        let result = match read_into(path, &mut bytes) {
+            Err(e) => Err(e),
+            Ok(false) => Ok(RegistryFile::default()),
+            Ok(true) => {
+                // (parsed, what to remember of it: None when it is remembered already)
+                let (parsed, remember) = match recent::lookup(path, &bytes) {
+                    Some(recent::Found::Same(file)) => (Ok(file), None),
+                    Some(recent::Found::Reparsed(file)) => (Ok(file), Some(true)),
+                    None => {
+                        let (parsed, hermes_layout) = parse_noting_layout(&bytes);
+                        (parsed, Some(hermes_layout))
+                    }
                 };
-                match &parsed {
-                    Ok(file) => recent::remember(path, &mut bytes, file, hermes_layout),
-                    Err(_) => recent::forget(path),
+                match (&parsed, remember) {
+                    (Ok(file), Some(hermes_layout)) => recent::remember(path, &mut bytes, file, hermes_layout),
+                    (Ok(_), None) => {}
+                    (Err(_), _) => recent::forget(path),
                 }
                 parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
             }
