@@ -563,64 +563,45 @@ fn run_forwards_sigterm_to_cmd_exits_143_and_releases() {
     assert_ne!(cmdline, b"sleep\x0030\x00", "CMD (pid {sleep_pid}) was killed by the forwarded SIGTERM");
 }
 
-// BUG: `hold` installs its SIGINT/SIGTERM handler only after the lease is written and the
-// grant printed (src/cli/mod.rs `hold`: acquire_reported, flush, then
-// supervise::wait_for_stop_signal). A SIGTERM in between kills leasectl with the default
-// action: no release, no exit 0. The window is held open here with a full stdout pipe
-// (the grant line blocks in write(2) after the registry is written); without it the
-// same happens in ~2-5% of tries when SIGTERM is sent as soon as the grant line is read.
-#[test]
-fn hold_releases_on_sigterm_that_arrives_right_after_the_lease_is_written() {
+// A SIGTERM that arrives after the lease is written but before the grant is printed
+// (once a real bug: the signal handlers were installed only after the grant line, so
+// leasectl died by the default action, with no release). The window is held open with
+// a full stdout pipe (the grant line blocks in write(2) after the registry is written);
+// without it the bug showed in ~2-5% of tries.
+fn sigterm_right_after_the_lease_is_written(args: &[&str], expected_exit: i32) {
     let home = Home::new();
     let (read_end, write_end) = full_pipe();
-    let mut cmd = home.command(&["hold", "S", "--json"]);
+    let mut cmd = home.command(args);
     cmd.stdout(Stdio::from(write_end));
     let (go, wait_go) = mpsc::channel();
-    let mut holder = Proc::spawn_with_stdout("hold S (stdout full)", cmd, Some(pump_after(wait_go, read_end)));
+    let label = format!("{} (stdout full)", args.join(" "));
+    let mut owner = Proc::spawn_with_stdout(&label, cmd, Some(pump_after(wait_go, read_end)));
     let entry = home.wait_entry_for("S");
-    assert_eq!(entry["pid"], u64::from(holder.pid()));
-    let handler_installed = catches_sigterm(holder.pid());
-    holder.signal(libc::SIGTERM);
+    assert_eq!(entry["pid"], u64::from(owner.pid()));
+    let handler_installed = catches_sigterm(owner.pid());
+    owner.signal(libc::SIGTERM);
     let _ = go.send(()); // drain the pipe now, so a correct leasectl can finish its write
-    let out = holder.finish();
+    let out = owner.finish();
     assert_eq!(
         out.status.code(),
-        Some(0),
-        "hold got SIGTERM after writing its lease (SIGTERM handler installed then: {handler_installed}); \
+        Some(expected_exit),
+        "{label} got SIGTERM after writing its lease (SIGTERM handler installed then: {handler_installed}); \
          registry afterwards: {:?}; {}",
         home.try_entries(),
         describe(out.status)
     );
-    assert_eq!(home.entries(), Vec::<Value>::new(), "hold released on SIGTERM");
+    assert_eq!(home.entries(), Vec::<Value>::new(), "{label} released on SIGTERM");
 }
 
-// BUG: same window in `run` (src/cli/mod.rs `run_cmd`): the lease is written and the grant
-// printed before supervise::run_forwarding registers the signal forwarder, so a SIGTERM
-// in between kills leasectl outright: CMD never runs, the lease is not released, and the
-// exit is "killed by signal 15", not exit code 143.
+#[test]
+fn hold_releases_on_sigterm_that_arrives_right_after_the_lease_is_written() {
+    sigterm_right_after_the_lease_is_written(&["hold", "S", "--json"], 0);
+}
+
+// `run`: CMD never runs, and the exit is 143 (CMD's SIGTERM status), not a death by signal.
 #[test]
 fn run_releases_on_sigterm_that_arrives_before_cmd_starts() {
-    let home = Home::new();
-    let (read_end, write_end) = full_pipe();
-    let mut cmd = home.command(&["run", "S", "--json", "--", "sleep", "30"]);
-    cmd.stdout(Stdio::from(write_end));
-    let (go, wait_go) = mpsc::channel();
-    let mut run = Proc::spawn_with_stdout("run S (stdout full)", cmd, Some(pump_after(wait_go, read_end)));
-    let entry = home.wait_entry_for("S");
-    assert_eq!(entry["pid"], u64::from(run.pid()));
-    let handler_installed = catches_sigterm(run.pid());
-    run.signal(libc::SIGTERM);
-    let _ = go.send(()); // drain the pipe now, so a correct leasectl can finish its write
-    let out = run.finish();
-    assert_eq!(
-        out.status.code(),
-        Some(143),
-        "run got SIGTERM after writing its lease (SIGTERM handler installed then: {handler_installed}); \
-         registry afterwards: {:?}; {}",
-        home.try_entries(),
-        describe(out.status)
-    );
-    assert_eq!(home.entries(), Vec::<Value>::new(), "run released on SIGTERM");
+    sigterm_right_after_the_lease_is_written(&["run", "S", "--json", "--", "sleep", "30"], 143);
 }
 
 // ---------------------------------------------------------------------------

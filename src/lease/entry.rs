@@ -548,7 +548,8 @@ pub struct NewLease {
     pub metadata: Map<String, Value>,
 }
 
-fn float_value(f: Option<f64>) -> Value {
+/// A float as a JSON value (`null` when absent or not finite).
+pub(crate) fn float_value(f: Option<f64>) -> Value {
     f.and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)).unwrap_or(Value::Null)
 }
 

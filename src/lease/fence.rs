@@ -9,7 +9,7 @@ use super::entry::{Entry, NewLease};
 use super::error::Error;
 use super::liveness::{Liveness, Prober, UnknownCause};
 use super::paths::Registry;
-use super::refusal::{Reason, Refusal, capacity_message, not_owned_message, unavailable_message};
+use super::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
 use super::{lock, now, random, store};
 
 /// What an owner asks for.
@@ -132,10 +132,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         })
     } else if let Some(cap) = req.cap.filter(|c| entries.len() as u64 >= *c) {
         // Capacity second, and only when a cap is configured.
-        let oldest = entries
-            .iter()
-            .min_by(|a, b| a.started_at().unwrap_or(f64::MAX).total_cmp(&b.started_at().unwrap_or(f64::MAX)))
-            .cloned();
+        let oldest = oldest_holder(&entries).cloned();
         Some(Refusal {
             reason: Reason::MaxConcurrentSessions,
             message: capacity_message(entries.len(), cap, &entries, at),

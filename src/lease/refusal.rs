@@ -105,18 +105,29 @@ pub fn summarize_holders(entries: &[Entry], now: f64) -> String {
 
 /// Hermes' `session_already_owned_message`.
 pub fn not_owned_message(session_id: &str, holder: &Entry, now: f64) -> String {
+    not_owned_message_with(session_id, holder, "", "", now)
+}
+
+/// [`not_owned_message`] with more about the holder after its pid and after its age
+/// (the etcd backend names the host and the lease's TTL).
+pub fn not_owned_message_with(session_id: &str, holder: &Entry, after_pid: &str, after_age: &str, now: f64) -> String {
     let surface = holder.surface().filter(|s| !s.is_empty()).unwrap_or("another surface");
     let age = match holder.started_at().filter(|t| *t != 0.0) {
         Some(t) => format!(", lease age {}", format_age(now - t)),
         None => String::new(),
     };
     format!(
-        "Session {session_id} already has a live owner ({surface}, pid {}{age}). \
+        "Session {session_id} already has a live owner ({surface}, pid {}{after_pid}{age}{after_age}). \
          Its turn activity is unknown; an open lease does not mean a turn is running. \
          Attach through a compatible owner, or close the session in its owning surface \
          before resuming here. Do not delete a live owner's lease to force a takeover.",
         holder.pid()
     )
+}
+
+/// The holder a capacity refusal names: the one that started first.
+pub fn oldest_holder(entries: &[Entry]) -> Option<&Entry> {
+    entries.iter().min_by(|a, b| a.started_at().unwrap_or(f64::MAX).total_cmp(&b.started_at().unwrap_or(f64::MAX)))
 }
 
 /// Hermes' `active_session_limit_message`.

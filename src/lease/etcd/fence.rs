@@ -9,10 +9,10 @@ use serde_json::{Map, Value};
 
 use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
 use crate::lease::admin::{LeaseView, Removal, may_be_alive};
-use crate::lease::entry::{Entry, live_id_string};
+use crate::lease::entry::{Entry, float_value, live_id_string};
 use crate::lease::fence::AcquireRequest;
 use crate::lease::liveness::Prober;
-use crate::lease::refusal::{Reason, Refusal, capacity_message, format_age};
+use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
 use crate::lease::{Target, now, random};
 
 /// A lost race (another client took the session or the slot first) is retried on a
@@ -202,9 +202,9 @@ impl Attempt<'_> {
         raw.insert("surface".into(), self.req.surface.clone().map(Value::String).unwrap_or(Value::Null));
         raw.insert("pid".into(), Value::from(self.req.owner_pid));
         raw.insert("host".into(), Value::String(self.host.to_owned()));
-        raw.insert("process_start_time".into(), float(self.process_start_time));
-        raw.insert("started_at".into(), float(Some(self.at)));
-        raw.insert("updated_at".into(), float(Some(self.at)));
+        raw.insert("process_start_time".into(), float_value(self.process_start_time));
+        raw.insert("started_at".into(), float_value(Some(self.at)));
+        raw.insert("updated_at".into(), float_value(Some(self.at)));
         if self.req.track_liveness {
             raw.insert("track_liveness".into(), Value::Bool(true));
         }
@@ -322,10 +322,7 @@ impl Attempt<'_> {
             Ok(l) => l.leases.into_iter().filter(|h| h.slot.is_some_and(|s| s < cap)).map(|h| h.entry).collect(),
             Err(_) => vec![],
         };
-        let oldest = entries
-            .iter()
-            .min_by(|a, b| a.started_at().unwrap_or(f64::MAX).total_cmp(&b.started_at().unwrap_or(f64::MAX)))
-            .cloned();
+        let oldest = oldest_holder(&entries).cloned();
         Refusal {
             reason: Reason::MaxConcurrentSessions,
             message: format!(
@@ -339,27 +336,11 @@ impl Attempt<'_> {
     }
 }
 
-fn float(f: Option<f64>) -> Value {
-    f.and_then(|f| serde_json::Number::from_f64(f).map(Value::Number)).unwrap_or(Value::Null)
-}
-
-/// `SESSION_NOT_OWNED` across hosts: who holds it, where, and for how much longer without renewal.
+/// `SESSION_NOT_OWNED` across hosts: Hermes' message, naming the host and how long
+/// the holder's etcd lease lasts without renewal.
 pub fn not_owned_message(session_id: &str, holder: &Held, ttl_left: Option<i64>, now: f64) -> String {
-    let e = &holder.entry;
-    let surface = e.surface().filter(|s| !s.is_empty()).unwrap_or("another surface");
-    let age = match e.started_at().filter(|t| *t != 0.0) {
-        Some(t) => format!(", lease age {}", format_age(now - t)),
-        None => String::new(),
-    };
     let ttl = ttl_left.map(|t| format!(", etcd lease ends {t}s after its last renewal")).unwrap_or_default();
-    format!(
-        "Session {session_id} already has a live owner ({surface}, pid {} on host {}{age}{ttl}). \
-         Its turn activity is unknown; an open lease does not mean a turn is running. \
-         Attach through a compatible owner, or close the session in its owning surface \
-         before resuming here. Do not delete a live owner's lease to force a takeover.",
-        e.pid(),
-        holder.host
-    )
+    not_owned_message_with(session_id, &holder.entry, &format!(" on host {}", holder.host), &ttl, now)
 }
 
 /// Why etcd could not be used, and that nothing was granted.
