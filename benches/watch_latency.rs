@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use leasectl::lease::{self, AcquireRequest, Registry};
 use leasectl::tui::event::{Effect, Event};
-use leasectl::tui::sources::{WatchScope, spawn_watcher};
+use leasectl::tui::sources::spawn_watcher;
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;
 use leasectl::tui::worker::{Scope, Worker};
@@ -100,10 +100,13 @@ fn run(n: usize, changes: usize) -> (Vec<Sample>, f64) {
     support::fill(&reg, n, &[Owner::me()]);
 
     let (tx, rx) = channel();
-    let scope = WatchScope { root: home.clone(), discover: false, homes: vec![home.clone()] };
-    spawn_watcher(scope, tx, DEBOUNCE).expect("start the watcher");
-    let worker = Worker::new(Scope { registries: vec![reg.clone()], discover_root: None }, LOCK_TIMEOUT, None);
-    let mut console = Console { worker, app: App::new(vec![reg.clone()], lease::now(), 0), rx };
+    let location = leasectl::lease::Location::File(reg.clone());
+    let scope =
+        leasectl::lease::WatchScope { locations: vec![location.clone()], discover_root: None, debounce: DEBOUNCE };
+    spawn_watcher(&scope, tx).expect("start the watcher");
+    let worker = Worker::new(Scope { locations: vec![location], discover_root: None }, LOCK_TIMEOUT, None);
+    let mut console =
+        Console { worker, app: App::new(vec![reg.clone().into()], lease::now(), jiff::tz::TimeZone::UTC), rx };
     let first = console.worker.reload();
     update(&mut console.app, Event::Loaded(first));
     assert_eq!(console.app.registries[0].leases.len(), n, "initial load");

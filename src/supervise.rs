@@ -4,12 +4,14 @@
 //! The handlers are installed BEFORE the lease is acquired: a stop signal that
 //! arrives between the registry write and the wait must still release the lease.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rustix::process::{self, Signal};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -64,61 +66,62 @@ impl StopSignals {
         cmd.args(args).envs(env.iter().copied());
         // If leasectl dies (even by SIGKILL) its lease becomes prunable: the work must
         // not outlive it, or a successor and CMD would write one session together.
-        // SAFETY: prctl is async-signal-safe.
+        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
         unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+            cmd.pre_exec(|| Ok(process::set_parent_process_death_signal(Some(Signal::KILL))?));
         }
         let mut child = cmd.spawn()?;
-        let pid = child.id() as libc::pid_t;
+        // Every signal goes through a pidfd: it names this child, and never a process that
+        // reuses its pid once the child is reaped (a signal then fails with ESRCH).
+        let pidfd = match process::pidfd_open(process::Pid::from_child(&child), process::PidfdFlags::empty()) {
+            Ok(fd) => Arc::new(fd),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        };
         for sig in early {
-            // SAFETY: kill has no memory-safety preconditions; the child is ours and not yet reaped.
-            unsafe { libc::kill(pid, sig) };
+            send(&pidfd, sig);
         }
         let mut signals = self.signals;
+        let forward_to = Arc::clone(&pidfd);
         let forwarder = std::thread::spawn(move || {
             for sig in signals.forever() {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, sig) };
+                send(&forward_to, sig);
             }
         });
-        // The child is signalled only while it is known not to be reaped: the stopper
-        // holds `exited` while it kills, and the child is reaped only after it is set.
-        let exited = Arc::new(Mutex::new(false));
+        // Why the lease was lost, set before CMD is signalled, so the end reports it
+        // whenever CMD stops because of it.
+        let lost_why: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
         let (reaped_tx, reaped_rx) = channel::<()>();
-        let stopper = lost.map(|lost| {
-            let exited = Arc::clone(&exited);
-            std::thread::spawn(move || -> Option<String> {
-                let why = lost.messages.recv().ok()?;
-                let signal = |sig| {
-                    let done = exited.lock().map(|e| *e).unwrap_or(true);
-                    if !done {
-                        // SAFETY: kill has no memory-safety preconditions; the child is not reaped.
-                        unsafe { libc::kill(pid, sig) };
-                    }
-                    !done
-                };
-                if signal(libc::SIGTERM) && reaped_rx.recv_timeout(lost.grace) == Err(RecvTimeoutError::Timeout) {
-                    signal(libc::SIGKILL);
+        if let Some(lost) = lost {
+            let (why_slot, stop) = (Arc::clone(&lost_why), Arc::clone(&pidfd));
+            std::thread::spawn(move || {
+                let Ok(why) = lost.messages.recv() else { return };
+                if let Ok(mut slot) = why_slot.lock() {
+                    *slot = Some(why);
                 }
-                Some(why)
-            })
-        });
-        let waited = wait_exited(pid);
-        if let Ok(mut e) = exited.lock() {
-            *e = true;
+                send(&stop, SIGTERM);
+                if reaped_rx.recv_timeout(lost.grace) == Err(RecvTimeoutError::Timeout) {
+                    send(&stop, signal_hook::consts::SIGKILL);
+                }
+            });
         }
         let status = child.wait();
         drop(reaped_tx);
         handle.close();
         let _ = forwarder.join();
-        waited?;
         let code = exit_code_of(status?);
-        // A stopper still waiting for a message means the lease was not lost.
-        let lost = stopper.and_then(|t| if t.is_finished() { t.join().ok().flatten() } else { None });
+        let lost = lost_why.lock().ok().and_then(|w| w.clone());
         Ok(RunEnd { code, lost })
+    }
+}
+
+/// Send `sig` to the process behind `pidfd`; a process already gone is not an error.
+fn send(pidfd: &OwnedFd, sig: i32) {
+    if let Some(sig) = Signal::from_named_raw(sig) {
+        let _ = process::pidfd_send_signal(pidfd, sig);
     }
 }
 
@@ -137,22 +140,6 @@ pub struct RunEnd {
     pub lost: Option<String>,
 }
 
-/// Block until `pid` (our child) has exited, without reaping it.
-fn wait_exited(pid: libc::pid_t) -> std::io::Result<()> {
-    loop {
-        // SAFETY: info is a valid siginfo_t to fill; WNOWAIT leaves the child waitable.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
 /// How a child ended, as a shell would report it in `$?`.
 pub fn exit_code_of(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -160,5 +147,38 @@ pub fn exit_code_of(status: std::process::ExitStatus) -> i32 {
         (Some(code), _) => code,
         (None, Some(sig)) => 128 + sig,
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lost lease that stops CMD is always reported as the reason it ended (the report
+    /// once raced the stopper thread and was sometimes missing).
+    #[test]
+    fn a_lost_lease_is_reported_every_time_it_stops_cmd() {
+        for round in 0..40 {
+            let (tx, rx) = channel();
+            let signals = StopSignals::install().expect("signal handlers");
+            let script = "trap 'exit 143' TERM; while :; do sleep 0.01; done".to_owned();
+            let cmd = ["sh".to_owned(), "-c".to_owned(), script];
+            tx.send("the lease is gone".to_owned()).expect("send");
+            let lost = LeaseLost { messages: rx, grace: Duration::from_secs(2) };
+            let end = signals.run_supervised(&cmd, &[], Some(lost)).expect("run");
+            assert_eq!(end.code, 143, "round {round}");
+            assert_eq!(end.lost.as_deref(), Some("the lease is gone"), "round {round}");
+        }
+    }
+
+    /// Signals go through a pidfd: once CMD is reaped, a late signal reaches nobody,
+    /// not a process that reused its pid.
+    #[test]
+    fn a_signal_after_the_child_is_reaped_reaches_nobody() {
+        let mut child = Command::new("true").spawn().expect("spawn");
+        let pidfd = process::pidfd_open(process::Pid::from_child(&child), process::PidfdFlags::empty()).expect("pidfd");
+        child.wait().expect("wait");
+        let err = process::pidfd_send_signal(&pidfd, Signal::TERM).expect_err("the child is gone");
+        assert_eq!(err, rustix::io::Errno::SRCH);
     }
 }

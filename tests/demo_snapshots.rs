@@ -3,11 +3,11 @@
 mod common;
 
 use common::*;
-use leasectl::demo::{Outcome, OwnerView, Verdict};
+use leasectl::demo::{DemoState, Outcome, OwnerView, Verdict};
 use leasectl::lease::Reason;
 use leasectl::lease::refusal::{capacity_message, not_owned_message, unavailable_message};
 use leasectl::tui::event::Event;
-use leasectl::tui::state::{App, DemoState};
+use leasectl::tui::state::App;
 use leasectl::tui::update::update;
 use leasectl::tui::view;
 use ratatui::Terminal;
@@ -32,12 +32,17 @@ fn demo_app() -> App {
         OwnerView { pid: 4102, session: "S2".into(), surface: "cli".into(), live_id: "tab-2".into(), running: true },
         OwnerView { pid: 4100, session: "S0".into(), surface: "gateway".into(), live_id: "gw".into(), running: false },
     ];
-    app.demo = Some(demo);
+    app.extension = Some(Box::new(demo));
     app
 }
 
+/// The demo's state inside the console.
+fn demo_of(app: &mut App) -> &mut DemoState {
+    app.extension.as_mut().and_then(|x| x.as_any_mut().downcast_mut::<DemoState>()).expect("demo")
+}
+
 fn refused(app: &mut App, reason: Reason, message: String, holder: Option<&str>) {
-    let demo = app.demo.as_mut().expect("demo");
+    let demo = demo_of(app);
     demo.last = Some(Outcome {
         action: "acquire S1 as a new owner process (live id tab-9)".into(),
         verdict: Verdict::Refused {
@@ -81,7 +86,7 @@ fn refused_session_coordination_unavailable() {
     let mut app = demo_app();
     let err =
         leasectl::lease::Error::Refused("invalid registry: not JSON: EOF while parsing at line 1 column 97".into());
-    let path = registry("root").path();
+    let path = leasectl::lease::Registry::new("root", "/home/op/.hermes").path();
     refused(&mut app, Reason::SessionCoordinationUnavailable, unavailable_message(&path, &err), None);
     insta::assert_snapshot!(screen(&app));
 }
@@ -89,7 +94,7 @@ fn refused_session_coordination_unavailable() {
 #[test]
 fn granted_same_writer_and_the_tour_note() {
     let mut app = demo_app();
-    let demo = app.demo.as_mut().expect("demo");
+    let demo = demo_of(&mut app);
     demo.tour_note =
         Some(("2/6 The same writer may re-acquire its own lease".into(), "Re-entrancy, not a second writer.".into()));
     demo.next_step = 2;

@@ -315,7 +315,7 @@ fn race_connected_clients(sessions: impl Fn(usize) -> String, cap: Option<u64>) 
                 let etcd = Etcd::connect(&cfg).expect("connect");
                 etcd.list().expect("warm the connection up");
                 start.wait();
-                fence::acquire(&etcd, &req).map(|g| g.fencing_token).map_err(|r| r.reason)
+                fence::acquire(&etcd, &req).map(|g| g.fencing_token().unwrap_or(0)).map_err(|r| r.reason)
             })
         })
         .collect();

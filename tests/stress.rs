@@ -35,7 +35,7 @@ struct Tally {
 }
 
 fn rand_u64() -> u64 {
-    u64::from_le_bytes(lease::random::bytes::<8>())
+    lease::ids::random_u64().expect("randomness")
 }
 
 struct Reaper(Option<Child>);

@@ -123,7 +123,7 @@ fn prune_asks_first_and_lists_only_dead_and_recycled() {
     assert_eq!(key(&mut app, KeyCode::Char('n')), vec![]);
     assert!(app.dialog.is_none());
     key(&mut app, KeyCode::Char('p'));
-    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Prune { registry: registry("root") }]);
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Prune { location: registry("root") }]);
     assert!(app.dialog.is_none());
 }
 
@@ -137,7 +137,7 @@ fn releasing_a_dead_owner_needs_y() {
     assert_eq!(
         effects,
         vec![Effect::ForceRelease {
-            registry: registry("root"),
+            location: registry("root"),
             target: Target::Lease("0f1e2d3c4b5a69788796a5b4c3d2e1f0".into()),
             allow_live: false
         }]
@@ -160,7 +160,7 @@ fn releasing_a_live_owner_needs_the_session_id_typed() {
     assert_eq!(
         effects,
         vec![Effect::ForceRelease {
-            registry: registry("root"),
+            location: registry("root"),
             target: Target::Lease("a1b2c3d4e5f60718293a4b5c6d7e8f90".into()),
             allow_live: true
         }]
@@ -255,7 +255,7 @@ fn action_results_are_logged_and_a_held_lock_is_shown() {
     let effects = update(
         &mut app,
         Event::ActionDone(ActionDone {
-            registry: registry("root"),
+            location: registry("root"),
             what: "prune".into(),
             result: Err("registry lock /x still held after 3.0s (held by pid 777)".into()),
             lock_holder: Some(777),
@@ -294,15 +294,15 @@ fn repair_is_planned_confirmed_then_run() {
     assert!(key(&mut app, KeyCode::Char('F')).is_empty(), "a valid registry: nothing to repair");
     assert!(last_log(&app).contains("nothing to repair"));
     update(&mut app, loaded(vec![snap(&registry("root"), Some(4), Err("not JSON: EOF".into()))]));
-    assert_eq!(key(&mut app, KeyCode::Char('F')), vec![Effect::PlanRepair { registry: registry("root") }]);
+    assert_eq!(key(&mut app, KeyCode::Char('F')), vec![Effect::PlanRepair { location: registry("root") }]);
     update(
         &mut app,
         Event::RepairPlanned {
-            registry: registry("root"),
+            location: registry("root"),
             result: Ok(vec!["keep 3 valid lease(s)".into(), "drop entry 3 (lease x): pid is a bool".into()]),
         },
     );
     assert!(matches!(app.dialog, Some(Dialog::ConfirmRepair { .. })));
-    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Repair { registry: registry("root") }]);
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Repair { location: registry("root") }]);
     assert!(app.dialog.is_none());
 }

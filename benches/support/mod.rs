@@ -176,19 +176,18 @@ pub fn rows(entries: &[Arc<Entry>]) -> Vec<LeaseRow> {
 
 pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
     RegistrySnapshot {
-        registry: reg.clone(),
+        location: reg.clone().into(),
         exists: true,
         modified: Some(NOW - 60.0),
         cap: CapSetting { cap: None, key: None, warnings: vec![] },
         leases: Ok(leases),
         lock_holder: None,
-        remote: None,
     }
 }
 
 /// An app that has loaded this one snapshot.
 pub fn app_with(snap: RegistrySnapshot) -> App {
-    let mut app = App::new(vec![snap.registry.clone()], NOW, 0);
+    let mut app = App::new(vec![snap.location.clone()], NOW, jiff::tz::TimeZone::UTC);
     update(&mut app, Event::Loaded(Loaded { at: NOW, snapshots: vec![snap] }));
     app
 }

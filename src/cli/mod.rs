@@ -23,23 +23,22 @@ macro_rules! say_err {
 }
 
 pub mod args;
-#[cfg(feature = "etcd")]
-mod etcd;
 pub mod output;
 
-use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use args::{AcquireOpts, ForceReleaseArgs};
+use args::{AcquireOpts, Backend, ForceReleaseArgs};
 pub use args::{Cli, Command};
 use output::{LEASE_HEADER, lease_json, lease_rows, table};
 
 use crate::lease::{
-    self, AcquireRequest, Error, Liveness, Reason, Registry, Target, config::read_cap, liveness::Prober,
-    owner::owner_infos, paths, refusal::refusal_stderr,
+    self, AcquireRequest, Error, EtcdLocation, LeaseStore, Liveness, Location, Reason, StoreOptions, Target,
+    liveness::Prober, location::lease_ttl, owner::owner_infos, paths, refusal::refusal_stderr,
 };
+use crate::supervise::LeaseLost;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
@@ -69,7 +68,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let code = match e {
             // The registry cannot be coordinated on: the same code as the fence's refusal.
-            Error::Invalid(_) | Error::LockTimeout { .. } | Error::LivenessUnknown { .. } => {
+            Error::Invalid(_) | Error::LockTimeout { .. } | Error::LivenessUnknown { .. } | Error::Unavailable(_) => {
                 Reason::SessionCoordinationUnavailable.exit_code()
             }
             _ => EXIT_ERROR,
@@ -80,93 +79,120 @@ impl From<Error> for Failure {
 
 fn dispatch(cli: Cli) -> Result<i32, Failure> {
     let timeout = lock_timeout(cli.lock_timeout)?;
-    if cli.backend == args::Backend::Etcd {
-        return dispatch_etcd(cli, timeout);
+    let command = match &cli.command {
+        Some(_) => None,
+        // No command: the console on a terminal, the listing otherwise (pipes, scripts).
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => Some(Command::Tui),
+        None => Some(Command::Ls(args::LsArgs { json: false })),
+    };
+    let locations = select_locations(&cli, command.as_ref().or(cli.command.as_ref()))?;
+    let Some(command) = command.or(cli.command) else { return Err(usage("no command")) };
+    let ttl = match &command {
+        Command::Acquire(a) => a.opts.ttl,
+        Command::Hold(o) => o.ttl,
+        Command::Run(a) => a.opts.ttl,
+        _ => None,
+    };
+    let options = StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)? };
+    let single = || -> Result<Box<dyn LeaseStore>, Failure> {
+        if cli.all_profiles {
+            return Err(usage("--all-profiles works with ls, prune and doctor only"));
+        }
+        let location = locations.first().ok_or_else(|| usage("no registry selected"))?;
+        Ok(lease::open(location, options)?)
+    };
+    let all = || -> Result<Vec<Box<dyn LeaseStore>>, Failure> {
+        locations.iter().map(|l| lease::open(l, options).map_err(Failure::from)).collect()
+    };
+    match command {
+        Command::Ls(a) => ls(&mut all()?, a.json),
+        Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
+        Command::Release(a) => release(&mut *single()?, &a.lease_id, a.json),
+        Command::ForceRelease(a) => force_release(&mut *single()?, &a),
+        Command::Prune(a) => prune(&mut all()?, a.dry_run, a.json),
+        Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
+        Command::Doctor(a) => doctor(&mut all()?, a.json),
+        Command::Run(a) => run_cmd(&mut *single()?, &a.opts, &a.cmd, timeout),
+        Command::Hold(a) => hold(&mut *single()?, &a, timeout),
+        Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout),
+        Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
+    }
+}
+
+/// The locations a command acts on: registry files (the home, a profile, or the root and
+/// every profile), or one etcd prefix with `--backend etcd`.
+fn select_locations(cli: &Cli, command: Option<&Command>) -> Result<Vec<Location>, Failure> {
+    if cli.backend == Backend::Etcd {
+        if cli.all_profiles || cli.profile.is_some() || cli.home.is_some() {
+            return Err(usage(
+                "--home, --profile and --all-profiles name registry files; with --backend etcd use --endpoints and \
+                 --prefix",
+            ));
+        }
+        let none_of_file = |what: &str| -> Failure {
+            usage(format!(
+                "{what} works on the registry file only: on etcd there is nothing to {what} (an owner that stops \
+                 renewing its lease loses its keys when the TTL ends; `ls` shows what is held)"
+            ))
+        };
+        match command {
+            Some(Command::Prune(_)) => return Err(none_of_file("prune")),
+            Some(Command::Doctor(_)) => return Err(none_of_file("doctor")),
+            Some(Command::Demo(_)) => return Err(usage("demo runs on a sandbox registry file; it has no etcd mode")),
+            _ => {}
+        }
+        let endpoints = cli.endpoints.as_deref().ok_or_else(|| {
+            usage("--backend etcd needs --endpoints URL[,URL] (the etcd client URLs, e.g. http://127.0.0.1:2379)")
+        })?;
+        let at = EtcdLocation::parse(endpoints, cli.prefix.as_deref()).map_err(usage)?;
+        return Ok(vec![Location::Etcd(at)]);
     }
     if cli.endpoints.is_some() || cli.prefix.is_some() {
         return Err(usage("--endpoints and --prefix work with --backend etcd only"));
     }
     if let Some(Command::Acquire(args::AcquireArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. }))
     | Some(Command::Hold(AcquireOpts { ttl: Some(_), .. }))
-    | Some(Command::Run(args::RunArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. })) = &cli.command
+    | Some(Command::Run(args::RunArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. })) = command
     {
         return Err(usage("--ttl works with --backend etcd only: a registry file lease lasts as long as its owner"));
     }
-    let registries = select_registries(&cli)?;
-    let command = match cli.command {
-        Some(c) => c,
-        // No command: the console on a terminal, the listing otherwise (pipes, scripts).
-        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => Command::Tui,
-        None => Command::Ls(args::LsArgs { json: false }),
+    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
+    let root = paths::root_of(&home);
+    let console = matches!(command, Some(Command::Tui) | None);
+    let registries = if cli.all_profiles || (console && cli.profile.is_none()) {
+        paths::all_registries(&root)
+    } else if let Some(name) = &cli.profile {
+        vec![paths::profile_registry(&root, name).map_err(usage)?]
+    } else {
+        vec![paths::registry_for_home(&home)]
     };
-    let single = || -> Result<&Registry, Failure> {
-        if cli.all_profiles {
-            return Err(usage("--all-profiles works with ls, prune and doctor only"));
-        }
-        registries.first().ok_or_else(|| usage("no registry selected"))
-    };
-    match command {
-        Command::Ls(a) => Ok(ls(&registries, a.json)),
-        Command::Acquire(a) => acquire(single()?, &a.opts, a.owner_pid, timeout),
-        Command::Release(a) => release(single()?, &a.lease_id, a.json, timeout),
-        Command::ForceRelease(a) => force_release(single()?, &a, timeout),
-        Command::Prune(a) => prune(&registries, a.dry_run, a.json, timeout),
-        Command::Doctor(a) if a.repair => repair(&registries, a.yes, a.json, timeout),
-        Command::Doctor(a) => Ok(doctor(&registries, a.json)),
-        Command::Run(a) => run_cmd(single()?, &a.opts, &a.cmd, timeout),
-        Command::Hold(a) => hold(single()?, &a, timeout),
-        Command::Tui => console(&cli.home, cli.profile.is_some(), registries, timeout),
-        Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
-    }
-}
-
-/// `--backend etcd`: the same commands on etcd (a build with `--features etcd`).
-fn dispatch_etcd(cli: Cli, timeout: Duration) -> Result<i32, Failure> {
-    if cli.all_profiles || cli.profile.is_some() || cli.home.is_some() {
-        return Err(usage(
-            "--home, --profile and --all-profiles name registry files; with --backend etcd use --endpoints and --prefix",
-        ));
-    }
-    let command = match cli.command {
-        Some(c) => c,
-        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => Command::Tui,
-        None => Command::Ls(args::LsArgs { json: false }),
-    };
-    #[cfg(feature = "etcd")]
-    {
-        let args = etcd::EtcdArgs { endpoints: cli.endpoints.as_deref(), prefix: cli.prefix.as_deref() };
-        etcd::dispatch(&args, command, timeout)
-    }
-    #[cfg(not(feature = "etcd"))]
-    {
-        let _ = (command, timeout);
-        Err(Failure {
-            code: EXIT_ERROR,
-            message: "this leasectl was built without the etcd backend: rebuild it with `cargo build --release \
-                      --features etcd` (needs protoc)"
-                .into(),
-        })
-    }
+    Ok(registries.into_iter().map(Location::File).collect())
 }
 
 fn console(
     home: &Option<std::path::PathBuf>,
     one_profile: bool,
-    registries: Vec<Registry>,
+    locations: Vec<Location>,
     timeout: Duration,
 ) -> Result<i32, Failure> {
-    let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
-    let root = paths::root_of(&home);
+    // Open each location once now, so a console never starts on one it cannot read
+    // (etcd in a build without it).
+    for location in &locations {
+        lease::open(location, StoreOptions::default())?;
+    }
+    let discover_root = match locations.first() {
+        Some(Location::File(_)) if !one_profile => {
+            let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
+            Some(paths::root_of(&home))
+        }
+        _ => None,
+    };
     let opts = crate::tui::ConsoleOptions {
-        registries,
-        discover_root: if one_profile { None } else { Some(root.clone()) },
-        root,
+        locations,
+        discover_root,
         // The console must stay responsive: a held lock is reported, not waited out.
         lock_timeout: timeout.min(Duration::from_secs(3)),
-        demo: None,
-        tour: false,
-        #[cfg(feature = "etcd")]
-        etcd: None,
+        extension: None,
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("console: {e}") })?;
     Ok(EXIT_OK)
@@ -182,14 +208,10 @@ fn demo(home: Option<&std::path::Path>, tour: bool) -> Result<i32, Failure> {
     let exe = std::env::current_exe().map_err(|e| fail("cannot find the leasectl binary", e))?;
     let reg = sandbox.registry();
     let opts = crate::tui::ConsoleOptions {
-        registries: vec![reg],
+        locations: vec![Location::File(reg)],
         discover_root: None,
-        root: sandbox.home().to_path_buf(),
         lock_timeout: Duration::from_secs(3),
-        demo: Some(crate::demo::Playground::new(sandbox, exe)),
-        tour,
-        #[cfg(feature = "etcd")]
-        etcd: None,
+        extension: Some(crate::demo::console::extension(crate::demo::Playground::new(sandbox, exe), tour)),
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("demo: {e}") })?;
     Ok(EXIT_OK)
@@ -202,30 +224,23 @@ fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn select_registries(cli: &Cli) -> Result<Vec<Registry>, Failure> {
-    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
-    let root = paths::root_of(&home);
-    let console = matches!(cli.command, Some(Command::Tui) | None);
-    if cli.all_profiles || (console && cli.profile.is_none()) {
-        Ok(paths::all_registries(&root))
-    } else if let Some(name) = &cli.profile {
-        Ok(vec![paths::profile_registry(&root, name).map_err(usage)?])
-    } else {
-        Ok(vec![paths::registry_for_home(&home)])
-    }
-}
-
 fn print_json(v: &Value) {
     say!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
 }
 
-fn ls(registries: &[Registry], as_json: bool) -> i32 {
-    let snaps: Vec<lease::Snapshot> = registries.iter().map(lease::snapshot).collect();
-    let pids: Vec<u64> = snaps.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
+fn ls(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
+    let listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
+    if let [listing] = listings.as_slice()
+        && let Location::Etcd(at) = &listing.location
+    {
+        return ls_etcd(at, listing, as_json);
+    }
+    let pids: Vec<u64> =
+        listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
     let owners = owner_infos(&pids);
-    let any_error = snaps.iter().any(|s| s.leases.is_err());
+    let any_error = listings.iter().any(|s| s.leases.is_err());
     if as_json {
-        let regs: Vec<Value> = snaps
+        let regs: Vec<Value> = listings
             .iter()
             .map(|s| {
                 let leases: Vec<Value> = s
@@ -234,8 +249,8 @@ fn ls(registries: &[Registry], as_json: bool) -> i32 {
                     .map(|ls| ls.iter().map(|v| lease_json(v, owners.get(&v.entry.pid()))).collect())
                     .unwrap_or_default();
                 json!({
-                    "profile": s.registry.profile,
-                    "path": s.registry.path(),
+                    "profile": s.location.name(),
+                    "path": s.location.describe(),
                     "cap": s.cap.cap,
                     "cap_warnings": s.cap.warnings,
                     "error": s.leases.as_ref().err().map(|e| e.to_string()),
@@ -245,22 +260,18 @@ fn ls(registries: &[Registry], as_json: bool) -> i32 {
             .collect();
         print_json(&json!({ "registries": regs }));
     } else {
-        for (i, s) in snaps.iter().enumerate() {
+        for (i, s) in listings.iter().enumerate() {
             if i > 0 {
                 say!();
             }
             let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
+            let (name, place) = (s.location.name(), s.location.describe());
             match &s.leases {
-                Err(e) => say!("{}  {}  {cap}\n  ERROR: {e}", s.registry.profile, s.registry.path().display()),
+                Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {e}"),
                 Ok(views) => {
                     let alive = views.iter().filter(|v| v.liveness == Liveness::Alive).count();
                     let slots = s.cap.cap.map(|c| format!("{alive}/{c} slots")).unwrap_or(format!("{alive} live"));
-                    say!(
-                        "{}  {}  {cap}  {} lease(s), {slots}",
-                        s.registry.profile,
-                        s.registry.path().display(),
-                        views.len()
-                    );
+                    say!("{name}  {place}  {cap}  {} lease(s), {slots}", views.len());
                     if !views.is_empty() {
                         say!("{}", table(&LEASE_HEADER, &lease_rows(views, &owners)));
                     }
@@ -271,7 +282,15 @@ fn ls(registries: &[Registry], as_json: bool) -> i32 {
             }
         }
     }
-    if any_error { EXIT_ERROR } else { EXIT_OK }
+    Ok(if any_error { EXIT_ERROR } else { EXIT_OK })
+}
+
+/// `ls` on etcd: hosts, TTLs and fencing tokens instead of owner processes.
+fn ls_etcd(at: &EtcdLocation, listing: &lease::Listing, as_json: bool) -> Result<i32, Failure> {
+    let views = listing.leases.as_ref().map_err(|e| Failure::from(e.clone()))?;
+    let remote = listing.remote.clone().unwrap_or(lease::RemoteListing { revision: 0, slots: vec![], bad: vec![] });
+    output::etcd_listing(at, views, &remote, as_json);
+    Ok(EXIT_OK)
 }
 
 fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
@@ -291,12 +310,17 @@ fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
     Ok(m)
 }
 
-fn request(reg: &Registry, opts: &AcquireOpts, owner_pid: u64, timeout: Duration) -> Result<AcquireRequest, Failure> {
+fn request(
+    store: &dyn LeaseStore,
+    opts: &AcquireOpts,
+    owner_pid: u64,
+    timeout: Duration,
+) -> Result<AcquireRequest, Failure> {
     let cap = match opts.max {
         Some(0) => None,
         Some(n) => Some(n),
         None => {
-            let setting = read_cap(&reg.config_path());
+            let setting = store.cap_setting();
             for w in &setting.warnings {
                 say_err!("leasectl: warning: {w}");
             }
@@ -315,58 +339,59 @@ fn request(reg: &Registry, opts: &AcquireOpts, owner_pid: u64, timeout: Duration
 }
 
 /// Acquire and report; Ok(lease) when granted, Err(exit code) when refused (already reported).
-/// `compact` prints JSON on one line (hold/run: a line a reader can wait for).
-fn acquire_reported(reg: &Registry, req: &AcquireRequest, as_json: bool, compact: bool) -> Result<lease::Grant, i32> {
+/// `held`: hold/run, which print JSON on one line (a line a reader can wait for) and renew.
+fn acquire_reported(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    as_json: bool,
+    held: bool,
+) -> Result<lease::Grant, i32> {
     let show = |v: &Value| {
-        if compact { say!("{v}") } else { print_json(v) }
+        if held { say!("{v}") } else { print_json(v) }
     };
-    match lease::acquire(reg, req) {
+    match store.acquire(req) {
         Ok(g) => {
             if as_json {
-                show(&output::grant_json(&g, reg, &req.session_id, req.owner_pid));
+                show(&output::grant_json(&g, store.location(), req, held));
             } else if !g.recorded {
                 say!("granted (not recorded: an empty session id has nothing to fence)");
             } else {
-                let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
-                say!(
-                    "granted lease {} for session {} to pid {}{how}\n  registry: {}",
-                    g.lease_id,
-                    req.session_id,
-                    req.owner_pid,
-                    reg.path().display()
-                );
-                if !g.pruned.is_empty() {
-                    say!("  pruned {} dead owner lease(s)", g.pruned.len());
-                }
+                say_raw!("{}", output::grant_text(&g, store.location(), req, held));
             }
             Ok(g)
         }
         Err(r) => {
+            let advice = store.advice(r.reason);
             if as_json {
-                show(&output::refusal_json(&r));
+                show(&output::refusal_json(&r, &advice));
             } else {
-                say_err!("{}\nwhat to do: {}", refusal_stderr(&r), r.reason.advice());
+                say_err!("{}\nwhat to do: {advice}", refusal_stderr(&r));
             }
             Err(r.reason.exit_code())
         }
     }
 }
 
-fn acquire(reg: &Registry, opts: &AcquireOpts, owner: Option<u64>, timeout: Duration) -> Result<i32, Failure> {
-    // SAFETY: getppid has no preconditions.
-    let owner_pid = owner.unwrap_or_else(|| unsafe { libc::getppid() } as u64);
+fn acquire(
+    store: &mut dyn LeaseStore,
+    opts: &AcquireOpts,
+    owner: Option<u64>,
+    timeout: Duration,
+) -> Result<i32, Failure> {
+    let owner_pid =
+        owner.unwrap_or_else(|| u64::from(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)));
     if !opts.session.is_empty() && Prober::new().start_time(owner_pid).is_none() {
         return Err(Failure { code: EXIT_ERROR, message: format!("owner pid {owner_pid} is not a running process") });
     }
-    let req = request(reg, opts, owner_pid, timeout)?;
-    Ok(match acquire_reported(reg, &req, opts.json, false) {
+    let req = request(store, opts, owner_pid, timeout)?;
+    Ok(match acquire_reported(store, &req, opts.json, false) {
         Ok(_) => EXIT_OK,
         Err(code) => code,
     })
 }
 
-fn release(reg: &Registry, lease_id: &str, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
-    let r = lease::release(reg, lease_id, timeout)?;
+fn release(store: &mut dyn LeaseStore, lease_id: &str, as_json: bool) -> Result<i32, Failure> {
+    let r = store.release(lease_id)?;
     if as_json {
         print_json(&json!({
             "released": r.removed,
@@ -382,55 +407,42 @@ fn release(reg: &Registry, lease_id: &str, as_json: bool, timeout: Duration) -> 
     Ok(EXIT_OK)
 }
 
-fn force_release(reg: &Registry, a: &ForceReleaseArgs, timeout: Duration) -> Result<i32, Failure> {
+fn force_release(store: &mut dyn LeaseStore, a: &ForceReleaseArgs) -> Result<i32, Failure> {
     let target = match (&a.lease_id, &a.session) {
         (Some(id), None) => Target::Lease(id.clone()),
         (None, Some(s)) => Target::Session(s.clone()),
         _ => return Err(usage("give either LEASE_ID or --session S")),
     };
-    let r = lease::force_release(reg, &target, a.live, a.dry_run, timeout)?;
+    let r = store.force_release(&target, a.live, a.dry_run)?;
     if r.live_owner {
-        let who = output::live_owners_text(&r);
-        let verb = if r.dry_run { "would release" } else { "released" };
-        say_err!(
-            "WARNING: {verb} the lease of a LIVE owner: {}. It may keep writing to its session, \
-             and a second owner can now acquire it.",
-            who
-        );
+        say_err!("{}", output::live_owner_warning(store.location(), &r));
     }
     if a.json {
-        print_json(&output::removal_json(reg, &r));
+        print_json(&output::removal_json(store.location(), &r));
     } else {
-        print_removal(reg, &r, "force-release");
+        output::print_removal(store.location(), &r, "force-release");
     }
     Ok(EXIT_OK)
 }
 
-fn print_removal(reg: &Registry, r: &lease::Removal, what: &str) {
-    let verb = if r.dry_run { "would remove" } else { "removed" };
-    say!("{} ({}): {what} {verb} {} lease(s)", reg.profile, reg.path().display(), r.removed.len());
-    if !r.removed.is_empty() {
-        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
-    }
-}
-
-fn prune(registries: &[Registry], dry_run: bool, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
+fn prune(stores: &mut [Box<dyn LeaseStore>], dry_run: bool, as_json: bool) -> Result<i32, Failure> {
     let mut results = Vec::new();
     let mut failed = None;
-    for reg in registries {
-        match lease::prune(reg, dry_run, timeout) {
+    for store in stores {
+        let location = store.location().clone();
+        match store.prune(dry_run) {
             Ok(r) => {
                 if !as_json {
-                    print_removal(reg, &r, "prune");
+                    output::print_removal(&location, &r, "prune");
                 }
-                results.push(output::removal_json(reg, &r));
+                results.push(output::removal_json(&location, &r));
             }
             Err(e) => {
                 let f = Failure::from(e);
                 if !as_json {
-                    say_err!("leasectl: {} ({}): {}", reg.profile, reg.path().display(), f.message);
+                    say_err!("leasectl: {} ({}): {}", location.name(), location.describe(), f.message);
                 }
-                results.push(json!({"profile": reg.profile, "path": reg.path(), "error": f.message}));
+                results.push(json!({"profile": location.name(), "path": location.describe(), "error": f.message}));
                 failed = Some(f.code);
             }
         }
@@ -441,8 +453,8 @@ fn prune(registries: &[Registry], dry_run: bool, as_json: bool, timeout: Duratio
     Ok(failed.unwrap_or(EXIT_OK))
 }
 
-fn doctor(registries: &[Registry], as_json: bool) -> i32 {
-    let reports: Vec<lease::DoctorReport> = registries.iter().map(lease::doctor).collect();
+fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
+    let reports = stores.iter_mut().map(|s| s.doctor()).collect::<Result<Vec<lease::DoctorReport>, Error>>()?;
     let bad = reports.iter().any(lease::DoctorReport::has_problems);
     if as_json {
         print_json(&json!({
@@ -457,23 +469,24 @@ fn doctor(registries: &[Registry], as_json: bool) -> i32 {
             say_raw!("{}", output::doctor_text(d));
         }
     }
-    if bad { EXIT_ERROR } else { EXIT_OK }
+    Ok(if bad { EXIT_ERROR } else { EXIT_OK })
 }
 
-fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) -> Result<i32, Failure> {
+fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Result<i32, Failure> {
     use std::io::{BufRead, IsTerminal, Write};
     let mut results = Vec::new();
-    for reg in registries {
-        let plan = lease::repair::repair(reg, true, timeout)?;
+    for store in stores {
+        let (name, place) = (store.location().name().to_owned(), store.location().describe());
+        let plan = store.repair(true)?;
         if !plan.needed {
             if !as_json {
-                say!("{} ({}): valid, nothing to repair", reg.profile, reg.path().display());
+                say!("{name} ({place}): valid, nothing to repair");
             }
-            results.push(json!({"profile": reg.profile, "path": reg.path(), "repaired": false}));
+            results.push(json!({"profile": name, "path": place, "repaired": false}));
             continue;
         }
         if !as_json {
-            say_raw!("{}", output::repair_text(reg, &plan.plan));
+            say_raw!("{}", output::repair_text(store.location(), &plan.plan));
         }
         if !yes {
             if !std::io::stdin().is_terminal() {
@@ -482,17 +495,17 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
                     message: "not repairing without confirmation: pass --yes".into(),
                 });
             }
-            say_raw!("Repair {}? [y/N] ", reg.path().display());
+            say_raw!("Repair {place}? [y/N] ");
             let _ = std::io::stdout().flush();
             let mut answer = String::new();
             let _ = std::io::stdin().lock().read_line(&mut answer);
             if !matches!(answer.trim(), "y" | "Y" | "yes") {
                 say!("not repaired");
-                results.push(json!({"profile": reg.profile, "path": reg.path(), "repaired": false}));
+                results.push(json!({"profile": name, "path": place, "repaired": false}));
                 continue;
             }
         }
-        let done = lease::repair::repair(reg, false, timeout)?;
+        let done = store.repair(false)?;
         let backup = done.backup.as_ref().map(|b| b.display().to_string());
         if !as_json {
             say!(
@@ -502,8 +515,8 @@ fn repair(registries: &[Registry], yes: bool, as_json: bool, timeout: Duration) 
             );
         }
         results.push(json!({
-            "profile": reg.profile,
-            "path": reg.path(),
+            "profile": name,
+            "path": place,
             "repaired": done.needed,
             "backup": backup,
             "kept": done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
@@ -522,44 +535,110 @@ fn stop_signals() -> Result<crate::supervise::StopSignals, Failure> {
         .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot install signal handlers: {e}") })
 }
 
-fn hold(reg: &Registry, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
-    let me = u64::from(std::process::id());
-    let req = request(reg, opts, me, timeout)?;
+/// Exit code when the backend cannot be used, or a held lease was lost.
+const EXIT_UNAVAILABLE: i32 = 5;
+
+/// Start renewing a fresh grant (etcd); if that cannot start, give the lease back at once.
+fn renew(
+    store: &mut dyn LeaseStore,
+    grant: &lease::Grant,
+    on_lost: lease::backend::OnLost,
+) -> Result<Option<Box<dyn lease::backend::Renewal>>, Failure> {
+    match store.keep_alive(grant, on_lost) {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            let _ = store.release_grant(grant);
+            Err(Failure { code: EXIT_UNAVAILABLE, message: format!("{e}; released it") })
+        }
+    }
+}
+
+fn lost_message(session: &str, why: &str) -> String {
+    format!("lost the lease on session {session}: {why}. Stop writing to this session now.")
+}
+
+fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
+    let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     // Catch SIGINT/SIGTERM before the lease exists, so no signal can leave it behind.
     let signals = stop_signals()?;
-    let grant = match acquire_reported(reg, &req, opts.json, true) {
+    let grant = match acquire_reported(store, &req, opts.json, true) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    let lost: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let (slot, wake) = (Arc::clone(&lost), signals.waker());
+    let renewal = renew(
+        store,
+        &grant,
+        Box::new(move |why| {
+            if let Ok(mut s) = slot.lock() {
+                *s = Some(why);
+            }
+            wake();
+        }),
+    )?;
     signals.wait();
-    finish(reg, &grant, timeout)?;
+    if let Some(r) = renewal {
+        r.stop();
+    }
+    let why = lost.lock().ok().and_then(|s| s.clone());
+    if let Some(why) = why {
+        // No release: the lease is gone, or etcd does not answer (a release would only
+        // delay this exit past the TTL). Nobody renews it now, so it ends by itself.
+        return Err(Failure { code: EXIT_UNAVAILABLE, message: lost_message(&opts.session, &why) });
+    }
+    store.release_grant(&grant)?;
     Ok(EXIT_OK)
 }
 
-/// Release a held lease at the end of `hold` / `run`.
-fn finish(reg: &Registry, grant: &lease::Grant, timeout: Duration) -> Result<(), Failure> {
-    if grant.recorded {
-        lease::release(reg, &grant.lease_id, timeout)?;
-    }
-    Ok(())
-}
-
-fn run_cmd(reg: &Registry, opts: &AcquireOpts, cmd: &[String], timeout: Duration) -> Result<i32, Failure> {
-    let me = u64::from(std::process::id());
-    let req = request(reg, opts, me, timeout)?;
+fn run_cmd(store: &mut dyn LeaseStore, opts: &AcquireOpts, cmd: &[String], timeout: Duration) -> Result<i32, Failure> {
+    let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     let signals = stop_signals()?;
-    let grant = match acquire_reported(reg, &req, opts.json, true) {
+    let grant = match acquire_reported(store, &req, opts.json, true) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
-    let env = [("LEASECTL_LEASE_ID", grant.lease_id.as_str()), ("LEASECTL_SESSION_ID", opts.session.as_str())];
-    let outcome = signals.run_forwarding(cmd, &env);
-    finish(reg, &grant, timeout)?;
+    let token = grant.fencing_token().map(|t| t.to_string());
+    let mut env = vec![("LEASECTL_LEASE_ID", grant.lease_id.as_str()), ("LEASECTL_SESSION_ID", opts.session.as_str())];
+    if let Some(t) = &token {
+        env.push(("LEASECTL_FENCING_TOKEN", t.as_str()));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let renewal = renew(
+        store,
+        &grant,
+        Box::new(move |why| {
+            let _ = tx.send(why);
+        }),
+    )?;
+    // CMD gets a sixth of the TTL to stop after SIGTERM: the keep-alive reports a third before the end.
+    let grace = grant.remote.as_ref().map(|r| (r.ttl / 6).max(Duration::from_millis(300))).unwrap_or_default();
+    let lost = renewal.is_some().then_some(LeaseLost { messages: rx, grace });
+    let outcome = signals.run_supervised(cmd, &env, lost);
+    if let Some(r) = renewal {
+        r.stop();
+    }
     match outcome {
-        Ok(code) => Ok(code),
+        Ok(end) => match end.lost {
+            // No release, as in hold: the lease is gone or etcd does not answer.
+            Some(why) => Err(Failure {
+                code: EXIT_UNAVAILABLE,
+                message: format!(
+                    "{} CMD was stopped (SIGTERM, then SIGKILL after {:.1}s); its status was {}.",
+                    lost_message(&opts.session, &why),
+                    grace.as_secs_f64(),
+                    end.code
+                ),
+            }),
+            None => {
+                store.release_grant(&grant)?;
+                Ok(end.code)
+            }
+        },
         Err(e) => {
+            store.release_grant(&grant)?;
             let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
             Err(Failure { code, message: format!("cannot run {:?}: {e}", cmd[0]) })
         }

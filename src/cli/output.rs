@@ -6,7 +6,10 @@ use serde_json::{Value, json};
 
 use crate::lease::owner::OwnerInfo;
 use crate::lease::refusal::format_age;
-use crate::lease::{DoctorReport, Entry, Grant, LeaseView, Refusal, Registry, Removal, now};
+use crate::lease::{
+    AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Location, Refusal, RemoteListing, Removal,
+    now, owner::hostname,
+};
 
 pub fn owner_json(o: Option<&OwnerInfo>) -> Value {
     match o {
@@ -30,37 +33,151 @@ pub fn lease_json(v: &LeaseView, owner: Option<&OwnerInfo>) -> Value {
     })
 }
 
-pub fn grant_json(g: &Grant, reg: &Registry, session: &str, pid: u64) -> Value {
+/// A grant as JSON: the file shape, or the etcd shape with its lease, TTL and fencing token.
+pub fn grant_json(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> Value {
+    let Location::Etcd(at) = location else {
+        return json!({
+            "granted": true,
+            "lease_id": g.lease_id,
+            "recorded": g.recorded,
+            "session_id": req.session_id,
+            "pid": req.owner_pid,
+            "path": location.describe(),
+            "replaced": g.replaced,
+            "pruned": g.pruned.iter().map(Entry::to_value).collect::<Vec<_>>(),
+        });
+    };
+    let r = g.remote.as_ref();
+    let etcd_lease_id = r.map_or(0, |r| r.etcd_lease_id);
     json!({
         "granted": true,
+        "backend": "etcd",
         "lease_id": g.lease_id,
         "recorded": g.recorded,
-        "session_id": session,
-        "pid": pid,
-        "path": reg.path(),
+        "session_id": req.session_id,
+        "pid": req.owner_pid,
+        "host": hostname(),
+        "endpoints": at.endpoints,
+        "prefix": at.prefix,
+        "key": r.filter(|_| g.recorded).map(|r| &r.session_key),
+        "etcd_lease_id": etcd_lease_id,
+        "etcd_lease_id_hex": format!("{etcd_lease_id:x}"),
+        "ttl_secs": r.map_or(0, |r| r.ttl.as_secs()),
+        "renewed": renewed,
+        "fencing_token": r.map_or(0, |r| r.fencing_token),
+        "slot": r.and_then(|r| r.slot),
         "replaced": g.replaced,
-        "pruned": g.pruned.iter().map(Entry::to_value).collect::<Vec<_>>(),
+        "pruned": [],
     })
 }
 
-pub fn refusal_json(r: &Refusal) -> Value {
+/// A recorded grant for people; `renewed`: hold/run keep it alive.
+pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> String {
+    let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
+    let (Location::Etcd(at), Some(r)) = (location, &g.remote) else {
+        let mut s = format!(
+            "granted lease {} for session {} to pid {}{how}\n  registry: {}\n",
+            g.lease_id,
+            req.session_id,
+            req.owner_pid,
+            location.describe()
+        );
+        if !g.pruned.is_empty() {
+            s.push_str(&format!("  pruned {} dead owner lease(s)\n", g.pruned.len()));
+        }
+        return s;
+    };
+    let mut s = format!(
+        "granted lease {} for session {} to pid {} on host {}{how}\n  etcd: {}  key {}\n  \
+         etcd lease {:x}, TTL {}s, fencing token {}\n",
+        g.lease_id,
+        req.session_id,
+        req.owner_pid,
+        r.host,
+        at.describe(),
+        r.session_key,
+        r.etcd_lease_id,
+        r.ttl.as_secs(),
+        r.fencing_token
+    );
+    if renewed {
+        s.push_str(&format!("  renewed every {:.1}s while leasectl runs\n", r.ttl.as_secs_f64() / 3.0));
+    } else {
+        s.push_str(&format!(
+            "  nobody renews it: it ends in {}s unless renewed (etcdctl --endpoints {} lease keep-alive {:x}); use \
+             `leasectl hold` or `run` to keep it\n",
+            r.ttl.as_secs(),
+            at.endpoints.join(","),
+            r.etcd_lease_id
+        ));
+    }
+    s
+}
+
+pub fn refusal_json(r: &Refusal, advice: &str) -> Value {
     json!({
         "granted": false,
         "reason": r.reason.code(),
         "message": r.message,
-        "advice": r.reason.advice(),
+        "advice": advice,
         "holder": r.holder.as_deref().map(Entry::to_value),
     })
 }
 
-pub fn removal_json(reg: &Registry, r: &Removal) -> Value {
-    json!({
-        "profile": reg.profile,
-        "path": reg.path(),
-        "dry_run": r.dry_run,
-        "live_owner": r.live_owner,
-        "removed": r.removed.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
-    })
+pub fn removal_json(location: &Location, r: &Removal) -> Value {
+    let removed = r.removed.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>();
+    match location {
+        Location::Etcd(at) => json!({
+            "backend": "etcd",
+            "endpoints": at.endpoints,
+            "prefix": at.prefix,
+            "dry_run": r.dry_run,
+            "live_owner": r.live_owner,
+            "removed": removed,
+        }),
+        Location::File(_) => json!({
+            "profile": location.name(),
+            "path": location.describe(),
+            "dry_run": r.dry_run,
+            "live_owner": r.live_owner,
+            "removed": removed,
+        }),
+    }
+}
+
+/// What an admin removal did, for people.
+pub fn print_removal(location: &Location, r: &Removal, what: &str) {
+    if location.is_remote() {
+        let verb = if r.dry_run { "would revoke" } else { "revoked" };
+        say!("{}: {what} {verb} {} lease(s)", location.describe(), r.removed.len());
+        for v in &r.removed {
+            say!("  {}  session {}  pid {}", v.entry.lease_id(), v.entry.session_id(), v.entry.pid());
+        }
+        return;
+    }
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    say!("{} ({}): {what} {verb} {} lease(s)", location.name(), location.describe(), r.removed.len());
+    if !r.removed.is_empty() {
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
+    }
+}
+
+/// The warning printed when a force-release removed (or would remove) a live owner's lease.
+pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
+    let who = live_owners_text(r);
+    if location.is_remote() {
+        let verb = if r.dry_run { "would revoke" } else { "revoked" };
+        format!(
+            "WARNING: {verb} the etcd lease of a LIVE owner: {who}. It is told on its next renewal, but it may keep \
+             writing until then, and a second owner can now acquire the session."
+        )
+    } else {
+        let verb = if r.dry_run { "would release" } else { "released" };
+        format!(
+            "WARNING: {verb} the lease of a LIVE owner: {who}. It may keep writing to its session, and a second owner \
+             can now acquire it."
+        )
+    }
 }
 
 pub fn doctor_json(d: &DoctorReport) -> Value {
@@ -165,7 +282,6 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
 pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
 
 /// The lease table on etcd: the owner's host instead of its process, the TTL with the liveness.
-#[cfg(feature = "etcd")]
 pub const ETCD_LEASE_HEADER: [&str; 9] =
     ["LEASE", "SESSION", "SURFACE", "HOST", "PID", "LIVENESS", "AGE", "LIVE ID", "FENCING TOKEN"];
 
@@ -177,77 +293,78 @@ pub fn ttl_text(ttl: Option<i64>) -> String {
     }
 }
 
-#[cfg(feature = "etcd")]
-pub fn etcd_lease_rows(views: &[(&crate::lease::etcd::Held, crate::lease::Liveness, Option<i64>)]) -> Vec<Vec<String>> {
+pub fn etcd_lease_rows(views: &[LeaseView]) -> Vec<Vec<String>> {
     let at = now();
     views
         .iter()
-        .map(|(h, liveness, ttl)| {
-            let e = &h.entry;
-            vec![
+        .filter_map(|v| {
+            let r = v.remote.as_ref()?;
+            let e = &v.entry;
+            Some(vec![
                 short_id(e.lease_id()),
                 e.session_id().to_owned(),
                 e.surface().unwrap_or("-").to_owned(),
-                h.host.clone(),
+                r.host.clone(),
                 e.pid().to_string(),
-                format!("{} ({})", liveness.name(), ttl_text(*ttl)),
+                format!("{} ({})", v.liveness.name(), ttl_text(r.ttl_left)),
                 e.started_at().map(|t| format_age(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
-                h.fencing_token.to_string(),
-            ]
+                r.fencing_token.to_string(),
+            ])
         })
         .collect()
 }
 
-#[cfg(feature = "etcd")]
-pub fn etcd_lease_json(h: &crate::lease::etcd::Held, liveness: &crate::lease::Liveness, ttl: Option<i64>) -> Value {
+pub fn etcd_lease_json(v: &LeaseView) -> Value {
+    let r = v.remote.as_ref();
     json!({
-        "entry": h.entry.to_value(),
-        "key": h.key,
-        "host": h.host,
-        "etcd_lease_id": h.etcd_lease_id,
-        "etcd_lease_id_hex": format!("{:x}", h.etcd_lease_id),
-        "fencing_token": h.fencing_token,
-        "slot": h.slot,
-        "ttl_secs": ttl,
-        "liveness": liveness.name(),
-        "liveness_detail": liveness.explain(),
+        "entry": v.entry.to_value(),
+        "key": r.map(|r| &r.key),
+        "host": r.map(|r| &r.host),
+        "etcd_lease_id": r.map(|r| r.etcd_lease_id),
+        "etcd_lease_id_hex": r.map(|r| format!("{:x}", r.etcd_lease_id)),
+        "fencing_token": r.map(|r| r.fencing_token),
+        "slot": r.and_then(|r| r.slot),
+        "ttl_secs": r.and_then(|r| r.ttl_left),
+        "liveness": v.liveness.name(),
+        "liveness_detail": v.liveness.explain(),
     })
 }
 
-#[cfg(feature = "etcd")]
-pub fn etcd_grant_json(
-    g: &crate::lease::etcd::fence::EtcdGrant,
-    cfg: &crate::lease::etcd::EtcdConfig,
-    req: &crate::lease::AcquireRequest,
-    renewed: bool,
-) -> Value {
-    json!({
-        "granted": true,
-        "backend": "etcd",
-        "lease_id": g.lease_id,
-        "recorded": g.recorded,
-        "session_id": req.session_id,
-        "pid": req.owner_pid,
-        "host": crate::lease::etcd::hostname(),
-        "endpoints": cfg.endpoints,
-        "prefix": cfg.prefix,
-        "key": g.recorded.then_some(&g.session_key),
-        "etcd_lease_id": g.etcd_lease_id,
-        "etcd_lease_id_hex": format!("{:x}", g.etcd_lease_id),
-        "ttl_secs": g.ttl.as_secs(),
-        "renewed": renewed,
-        "fencing_token": g.fencing_token,
-        "slot": g.slot,
-        "replaced": g.replaced,
-        "pruned": [],
-    })
+/// `ls` on etcd, as a table or JSON.
+pub fn etcd_listing(at: &EtcdLocation, views: &[LeaseView], remote: &RemoteListing, as_json: bool) {
+    if as_json {
+        let v = json!({
+            "backend": "etcd",
+            "endpoints": at.endpoints,
+            "prefix": at.prefix,
+            "revision": remote.revision,
+            "slots_used": remote.slots.iter().map(|(i, k)| json!({"slot": i, "session_key": k})).collect::<Vec<_>>(),
+            "leases": views.iter().map(etcd_lease_json).collect::<Vec<_>>(),
+            "bad_keys": remote.bad,
+        });
+        say!("{}", serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()));
+        return;
+    }
+    say!(
+        "{}  {} lease(s), {} slot(s) used  (revision {})",
+        at.describe(),
+        views.len(),
+        remote.slots.len(),
+        remote.revision
+    );
+    if !views.is_empty() {
+        say!("{}", table(&ETCD_LEASE_HEADER, &etcd_lease_rows(views)));
+    }
+    for b in &remote.bad {
+        say!("  warning: {b}");
+    }
 }
 
-pub fn repair_text(reg: &Registry, plan: &crate::lease::repair::RepairPlan) -> String {
+pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "{} ({}): invalid", reg.profile, reg.path().display());
+    let _ = writeln!(s, "{} ({}): invalid", location.name(), location.describe());
     if plan.salvaged {
         let _ = writeln!(s, "  the JSON is broken: {} complete entr(ies) salvaged", plan.found);
     }

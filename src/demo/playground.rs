@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::sandbox::{Sandbox, Spawned};
 use crate::lease::entry::NewLease;
-use crate::lease::{self, AcquireRequest, Entry, Reason, lock, now, pyjson, random, store};
+use crate::lease::{self, AcquireRequest, Entry, Reason, ids, lock, now, pyjson, store};
 
 /// Who acquires in "try to acquire".
 #[derive(Debug, Clone, PartialEq)]
@@ -203,12 +203,10 @@ impl Playground {
             cmd.args(["--max", &c.to_string()]);
         }
         cmd.env_remove("HERMES_HOME").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; the owner dies with the demo even if the demo is killed.
+        // The owner dies with the demo even if the demo is killed.
+        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
         unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+            cmd.pre_exec(|| Ok(rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?));
         }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
@@ -317,7 +315,7 @@ impl Playground {
             let guard = lock::lock(&reg.lock_path(), self.lock_timeout)?;
             let mut file = store::read(&reg.path())?;
             let at = now();
-            let lease_id = random::lease_id();
+            let lease_id = ids::lease_id();
             file.entries.push(Entry::new_lease(NewLease {
                 lease_id: lease_id.clone(),
                 session_id: session.into(),
@@ -441,7 +439,7 @@ fn corrupted(good: &[u8], kind: CorruptKind) -> Vec<u8> {
                     }
                     dup
                 }
-                _ => serde_json::json!({"lease_id": random::lease_id(), "session_id": "", "surface": "desktop",
+                _ => serde_json::json!({"lease_id": ids::lease_id(), "session_id": "", "surface": "desktop",
                     "pid": me, "process_start_time": null, "started_at": at, "updated_at": at, "track_liveness": true}),
             };
             if let Some(list) = v["entries"].as_array_mut() {

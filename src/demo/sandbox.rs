@@ -31,7 +31,7 @@ impl Sandbox {
     pub fn create_temp() -> std::io::Result<Sandbox> {
         let base = std::env::temp_dir();
         for _ in 0..100 {
-            let tag: String = crate::lease::random::lease_id().chars().take(10).collect();
+            let tag: String = crate::lease::ids::lease_id().chars().take(10).collect();
             let home = base.join(format!("leasectl-demo-{tag}"));
             match std::fs::create_dir(&home) {
                 Ok(()) => return Ok(Sandbox { home, owned: true, owners: vec![] }),

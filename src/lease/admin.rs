@@ -16,21 +16,33 @@ use super::{Entry, lock, store};
 pub struct LeaseView {
     pub entry: Entry,
     pub liveness: Liveness,
+    /// Set on etcd: the key, the owner's host, its etcd lease and what is left of it.
+    pub remote: Option<RemoteLease>,
+}
+
+/// A lease's etcd side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteLease {
+    pub key: String,
+    pub host: String,
+    pub etcd_lease_id: i64,
+    pub slot: Option<u64>,
+    /// The revision of the transaction that wrote it.
+    pub fencing_token: i64,
+    /// Seconds left on the etcd lease (`None`: gone, or not read).
+    pub ttl_left: Option<i64>,
+}
+
+impl LeaseView {
+    pub fn local(entry: Entry, liveness: Liveness) -> LeaseView {
+        LeaseView { entry, liveness, remote: None }
+    }
 }
 
 /// A read-only look at one registry: never locks, never writes.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub registry: Registry,
-    pub cap: CapSetting,
-    /// The leases in file order, or why the file could not be read.
-    pub leases: Result<Vec<LeaseView>, Error>,
-}
-
-pub fn snapshot(reg: &Registry) -> Snapshot {
-    let cap = read_cap(&reg.config_path());
-    let leases = store::read(&reg.path()).map(|file| judge_all(file.entries));
-    Snapshot { registry: reg.clone(), cap, leases }
+pub fn snapshot(reg: &Registry) -> super::backend::Listing {
+    use super::backend::LeaseStore;
+    super::backend::FileStore::new(reg.clone(), super::DEFAULT_LOCK_TIMEOUT).read()
 }
 
 fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
@@ -39,7 +51,7 @@ fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
         .into_iter()
         .map(|entry| {
             let liveness = prober.judge(&entry);
-            LeaseView { entry, liveness }
+            LeaseView::local(entry, liveness)
         })
         .collect()
 }

@@ -6,89 +6,65 @@ use std::time::Duration;
 use super::entry::Problem;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid registry {}: {}{}", path.display(), first_problem(problems), more_problems(problems))]
 pub struct InvalidRegistry {
     pub path: PathBuf,
     /// At least one; the first is the one reported in one-line messages.
     pub problems: Vec<Problem>,
 }
 
-impl std::fmt::Display for InvalidRegistry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "invalid registry {}: ", self.path.display())?;
-        match self.problems.first() {
-            Some(p) => write!(f, "{p}")?,
-            None => write!(f, "unknown problem")?,
-        }
-        if self.problems.len() > 1 {
-            write!(f, " (and {} more problem(s); run `leasectl doctor`)", self.problems.len() - 1)?;
-        }
-        Ok(())
+fn first_problem(problems: &[Problem]) -> String {
+    problems.first().map(ToString::to_string).unwrap_or_else(|| "unknown problem".into())
+}
+
+fn more_problems(problems: &[Problem]) -> String {
+    match problems.len() {
+        0 | 1 => String::new(),
+        n => format!(" (and {} more problem(s); run `leasectl doctor`)", n - 1),
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The lock was not free within the bound.
-    LockTimeout {
-        lock_path: PathBuf,
-        waited: Duration,
-        holder_pid: Option<u32>,
-    },
-    Io {
-        action: String,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    Invalid(InvalidRegistry),
+    #[error("registry lock {} still held after {:.1}s{}", lock_path.display(), waited.as_secs_f64(), holder_text(*holder_pid))]
+    LockTimeout { lock_path: PathBuf, waited: Duration, holder_pid: Option<u32> },
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io { action: String, path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Invalid(#[from] InvalidRegistry),
     /// A liveness-tracked owner could not be proven alive or dead: fail closed.
-    LivenessUnknown {
-        lease_id: String,
-        pid: u64,
-        why: String,
-    },
+    #[error("cannot tell whether the owner of tracked lease {lease_id} (pid {pid}) is alive: {why}")]
+    LivenessUnknown { lease_id: String, pid: u64, why: String },
     /// An operator action named a lease or session that is not in the registry.
+    #[error("{0}")]
     NotFound(String),
     /// A live owner's lease, refused without an explicit override.
+    #[error("{0}")]
     LiveOwner(String),
     /// Anything else the caller asked for that cannot be done, said plainly.
+    #[error("{0}")]
     Refused(String),
+    /// The backend (etcd) did not answer, or answered something that cannot be trusted:
+    /// nothing is proven, so nothing is granted or removed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// What this backend or build cannot do at all (doctor on etcd, etcd in a build without it).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn holder_text(holder_pid: Option<u32>) -> String {
+    match holder_pid {
+        Some(pid) => format!(" (held by pid {pid})"),
+        None => " (holder pid not found in /proc/locks)".into(),
+    }
 }
 
 impl Error {
     pub fn io(action: impl Into<String>, path: &Path, source: std::io::Error) -> Error {
         Error::Io { action: action.into(), path: path.to_path_buf(), source }
-    }
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::LockTimeout { lock_path, waited, holder_pid } => {
-                write!(f, "registry lock {} still held after {:.1}s", lock_path.display(), waited.as_secs_f64())?;
-                match holder_pid {
-                    Some(pid) => write!(f, " (held by pid {pid})"),
-                    None => write!(f, " (holder pid not found in /proc/locks)"),
-                }
-            }
-            Error::Io { action, path, source } => write!(f, "cannot {action} {}: {source}", path.display()),
-            Error::Invalid(inv) => write!(f, "{inv}"),
-            Error::LivenessUnknown { lease_id, pid, why } => {
-                write!(f, "cannot tell whether the owner of tracked lease {lease_id} (pid {pid}) is alive: {why}")
-            }
-            Error::NotFound(what) | Error::LiveOwner(what) | Error::Refused(what) => {
-                write!(f, "{what}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            _ => None,
-        }
     }
 }
 
@@ -111,12 +87,8 @@ impl Clone for Error {
             Error::NotFound(s) => Error::NotFound(s.clone()),
             Error::LiveOwner(s) => Error::LiveOwner(s.clone()),
             Error::Refused(s) => Error::Refused(s.clone()),
+            Error::Unavailable(s) => Error::Unavailable(s.clone()),
+            Error::Unsupported(s) => Error::Unsupported(s.clone()),
         }
-    }
-}
-
-impl From<InvalidRegistry> for Error {
-    fn from(inv: InvalidRegistry) -> Error {
-        Error::Invalid(inv)
     }
 }

@@ -10,7 +10,7 @@ use super::error::Error;
 use super::liveness::{Liveness, Prober, UnknownCause};
 use super::paths::Registry;
 use super::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
-use super::{lock, now, random, store};
+use super::{ids, lock, now, store};
 
 /// What an owner asks for.
 #[derive(Debug, Clone)]
@@ -38,6 +38,31 @@ pub struct Grant {
     pub replaced: Option<String>,
     /// Dead or recycled owners removed on the way.
     pub pruned: Vec<Entry>,
+    /// Set on etcd: the lease there, which the owner renews and releases.
+    pub remote: Option<RemoteGrant>,
+}
+
+/// A grant's etcd side: where it is written and how it lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteGrant {
+    /// The owner's host: half of its identity (pids mean nothing across hosts).
+    pub host: String,
+    pub session_key: String,
+    pub etcd_lease_id: i64,
+    /// The TTL etcd granted: the lease ends this long after the last renewal.
+    pub ttl: Duration,
+    /// When the grant was asked for: the lease cannot end before `granted_at + ttl`.
+    pub granted_at: std::time::Instant,
+    /// The revision of the winning transaction; strictly increases from grant to grant.
+    pub fencing_token: i64,
+    pub slot: Option<u64>,
+}
+
+impl Grant {
+    /// The fencing token, where the backend gives one (etcd).
+    pub fn fencing_token(&self) -> Option<i64> {
+        self.remote.as_ref().map(|r| r.fencing_token)
+    }
 }
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
@@ -88,9 +113,9 @@ fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
 /// Acquire a lease (spec §4). Every failure to coordinate is a refusal with
 /// `SESSION_COORDINATION_UNAVAILABLE`, and leaves the file exactly as it was.
 pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
-    let lease_id = random::lease_id();
+    let lease_id = ids::lease_id();
     if req.session_id.is_empty() {
-        return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![] });
+        return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![], remote: None });
     }
     let path = reg.path();
     let unavailable = |e: Error| Refusal {
@@ -122,7 +147,14 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
             entries[index] = new_entry.clone();
             out.entries = entries;
             store::write(&guard, &path, &out).map_err(unavailable)?;
-            return Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: Some(replaced), pruned });
+            return Ok(Grant {
+                lease_id,
+                recorded: true,
+                entry: Some(new_entry),
+                replaced: Some(replaced),
+                pruned,
+                remote: None,
+            });
         }
         let holder = entries[index].clone();
         Some(Refusal {
@@ -152,7 +184,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
     entries.push(new_entry.clone());
     out.entries = entries;
     store::write(&guard, &path, &out).map_err(unavailable)?;
-    Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned })
+    Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned, remote: None })
 }
 
 /// What a release did.

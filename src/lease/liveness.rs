@@ -4,8 +4,9 @@
 use std::collections::HashMap;
 
 use super::entry::Entry;
-use super::fxhash::FxBuild;
 use super::pidfds;
+use rustc_hash::FxBuildHasher as FxBuild;
+use rustix::time::ClockId;
 
 /// How an owner stands, as judged now.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,10 +163,9 @@ fn read_boot_clock() -> Result<BootClock, String> {
         Some(b) => b,
         None => boot_time_from_proc_stat()?,
     };
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let clk = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if clk <= 0 {
-        return Err("sysconf(_SC_CLK_TCK) failed".into());
+    let clk = rustix::param::clock_ticks_per_second();
+    if clk == 0 {
+        return Err("the kernel gave no clock tick rate (AT_CLKTCK)".into());
     }
     Ok(BootClock { btime, clk_tck: clk as f64 })
 }
@@ -184,17 +184,15 @@ pub fn boot_time_from_proc_stat() -> Result<u64, String> {
 /// realtime reads bracket the exact value; None when the bracket is wide or lies
 /// within a millisecond of a whole second, where only /proc/stat can tell.
 pub fn boot_time_from_clocks() -> Option<u64> {
-    fn ns(clock: libc::clockid_t) -> Option<i128> {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes one timespec we own.
-        let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-        (rc == 0).then(|| i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec))
+    fn ns(clock: ClockId) -> Option<i128> {
+        let ts = rustix::time::clock_gettime(clock);
+        Some(i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec))
     }
     const SECOND: i128 = 1_000_000_000;
     const GUARD: i128 = 1_000_000;
-    let before = ns(libc::CLOCK_REALTIME)?;
-    let boot = ns(libc::CLOCK_BOOTTIME)?;
-    let after = ns(libc::CLOCK_REALTIME)?;
+    let before = ns(ClockId::Realtime)?;
+    let boot = ns(ClockId::Boottime)?;
+    let after = ns(ClockId::Realtime)?;
     let (low, high) = (before - boot, after - boot);
     let seconds = low.div_euclid(SECOND);
     let into_second = low.rem_euclid(SECOND);
@@ -280,15 +278,14 @@ pub fn start_time_from(ticks: u64, clk_tck: f64, btime: u64) -> f64 {
 
 /// /proc was not readable (hidepid?): ask kill(pid, 0) whether the pid exists.
 fn exists_without_proc(pid: u64, why: String) -> ProcState {
-    // SAFETY: signal 0 only checks for existence and permission.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    if rc == 0 {
-        return ProcState::Running { start_time: Err(why) };
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ESRCH) => ProcState::Gone,
-        Some(libc::EPERM) => ProcState::Running { start_time: Err(why) },
-        _ => ProcState::Unprobeable(why),
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return ProcState::Gone;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => ProcState::Running { start_time: Err(why) },
+        Err(rustix::io::Errno::SRCH) => ProcState::Gone,
+        Err(rustix::io::Errno::PERM) => ProcState::Running { start_time: Err(why) },
+        Err(_) => ProcState::Unprobeable(why),
     }
 }
 
@@ -421,8 +418,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let handle = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            let _ = tx.send(unsafe { libc::gettid() } as u64);
+            let _ = tx.send(rustix::thread::gettid().as_raw_nonzero().get() as u64);
             let _ = stop_rx.recv();
         });
         let tid = rx.recv().expect("thread id");

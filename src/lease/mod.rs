@@ -2,32 +2,35 @@
 //! operator's actions. No terminal code here; the CLI and the console call it.
 
 pub mod admin;
-pub mod calendar;
+pub mod backend;
 pub mod config;
 pub mod entry;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod fence;
-mod fxhash;
+pub mod file_watch;
+pub mod ids;
 pub mod liveness;
+pub mod location;
 pub mod lock;
 pub mod owner;
 pub mod paths;
 pub mod pidfds;
 pub mod pyjson;
-pub mod random;
 mod recent;
 pub mod refusal;
 pub mod repair;
 mod reparse;
 pub mod store;
 
-pub use admin::{DoctorReport, LeaseView, Removal, Snapshot, Target, doctor, force_release, prune, snapshot};
+pub use admin::{DoctorReport, LeaseView, RemoteLease, Removal, Target, doctor, force_release, prune, snapshot};
+pub use backend::{Change, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope, open, watch};
 pub use entry::{Entry, Problem, Rule};
 pub use error::{Error, InvalidRegistry};
-pub use fence::{AcquireRequest, Grant, Released, acquire, release, transfer};
+pub use fence::{AcquireRequest, Grant, Released, RemoteGrant, acquire, release, transfer};
 pub use liveness::{Liveness, Prober};
+pub use location::{EtcdLocation, Location};
 pub use paths::Registry;
 pub use refusal::{Reason, Refusal};
 

@@ -74,3 +74,9 @@ impl OwnerProbe {
 pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
     OwnerProbe::new().infos(pids)
 }
+
+/// This machine's host name: half of an etcd owner's identity (pids mean nothing across hosts).
+pub fn hostname() -> String {
+    let name = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    if name.is_empty() { "unknown-host".into() } else { name }
+}

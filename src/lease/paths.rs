@@ -11,7 +11,7 @@ pub const TEMP_PREFIX: &str = ".active_sessions_";
 pub const TEMP_SUFFIX: &str = ".tmp";
 
 /// One home's registry: the root home or one profile.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Registry {
     /// `"root"` or the profile's directory name.
     pub profile: String,

@@ -4,7 +4,10 @@
 //! owner is one poll(2) instead of reading `/proc/<pid>/stat` again.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::process::{Pid, PidfdFlags};
 use std::sync::{Mutex, OnceLock};
 
 /// At most this many pids are held (each costs a file descriptor); beyond it,
@@ -26,25 +29,19 @@ fn table() -> &'static Mutex<HashMap<u64, Tracked>> {
 /// A pidfd for `pid`: Ok(None) when `pid` is not a thread-group leader (a thread
 /// id, EINVAL) or no longer exists (ESRCH); Err for anything else (old kernel).
 pub fn open(pid: u64) -> std::io::Result<Option<OwnedFd>> {
-    // SAFETY: pidfd_open takes plain integers; a returned fd is owned by us alone.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd >= 0 {
-        // SAFETY: fd was just returned by the kernel and nothing else owns it.
-        return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }));
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EINVAL) | Some(libc::ESRCH) => Ok(None),
-        _ => Err(e),
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return Ok(None) };
+    match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::SRCH) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// True when the process behind `pidfd` has exited (or cannot be polled).
 pub fn exited(pidfd: &OwnedFd) -> bool {
-    let mut fds = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd, zero timeout.
-    let rc = unsafe { libc::poll(&mut fds, 1, 0) };
-    rc != 0
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    rustix::event::poll(&mut fds, Some(&zero)) != Ok(0)
 }
 
 /// The start ticks of `pid` if it is a tracked process that is still running.

@@ -14,7 +14,7 @@ use super::entry::{Entry, Problem};
 use super::error::Error;
 use super::liveness::{Liveness, Prober};
 use super::paths::Registry;
-use super::{lock, random, store};
+use super::{ids, lock, store};
 
 /// One entry repair leaves out, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +85,7 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                     out.dropped.push(Dropped { index, lease_id, why: "an exact copy of an earlier entry".into() });
                 } else if prober.judge(&entry) == Liveness::Alive {
                     // Its owner is alive: dropping it would free its session to a second writer.
-                    let fresh = random::lease_id();
+                    let fresh = ids::lease_id();
                     let mut raw = entry.fields();
                     raw.insert("lease_id".into(), Value::String(fresh.clone()));
                     if let Ok(e) = Entry::from_value(index, Value::Object(raw.clone()), &HashSet::<String>::new()) {
@@ -169,7 +169,9 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
 }
 
 fn write_backup(path: &std::path::Path, bytes: &[u8]) -> Result<PathBuf, Error> {
-    let stamp = super::calendar::utc_stamp(super::now());
+    let stamp = jiff::Timestamp::from_second(super::now() as i64)
+        .map(|t| t.strftime("%Y%m%d-%H%M%S").to_string())
+        .unwrap_or_else(|_| "00000000-000000".into());
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     for n in 0..100 {
         let suffix = if n == 0 { String::new() } else { format!(".{n}") };

@@ -9,11 +9,17 @@ use std::collections::HashMap;
 use serde_json::Map;
 
 use super::entry::{Entry, SeenIds};
-use super::fxhash::{FxBuild, hash_str};
 use super::pyjson;
 use super::store::{self, HEAD, RegistryFile};
+use rustc_hash::FxBuildHasher as FxBuild;
 
 /// How many entries carry each lease id hash (a duplicate check that needs no strings).
+/// A lease id's hash, for counting ids without keeping them.
+pub fn hash_str(s: &str) -> u64 {
+    use std::hash::BuildHasher;
+    FxBuild.hash_one(s)
+}
+
 pub type IdCounts = HashMap<u64, u32, FxBuild>;
 
 pub fn id_counts(file: &RegistryFile) -> IdCounts {

@@ -12,10 +12,10 @@ use serde_json::{Map, Value};
 
 use super::entry::{Entry, Problem, Rule};
 use super::error::{Error, InvalidRegistry};
-use super::fxhash::FxBuild;
 use super::lock::RegistryLock;
 use super::paths::{TEMP_PREFIX, TEMP_SUFFIX};
 use super::{pyjson, recent};
+use rustc_hash::FxBuildHasher as FxBuild;
 
 /// Larger files are refused unread, so a hostile registry cannot exhaust memory.
 pub const MAX_REGISTRY_BYTES: u64 = 64 * 1024 * 1024;
@@ -482,8 +482,7 @@ fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 fn check_owner(dir: &Path) -> Result<(), Error> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect", dir, e))?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if me != 0 && meta.uid() != me {
         return Err(Error::Refused(format!(
             "{} belongs to uid {}, and leasectl runs as uid {me}: refusing to write another user's registry",
@@ -501,8 +500,7 @@ fn failpoint(step: &str) {
     static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let chosen = CHOSEN.get_or_init(|| std::env::var("LEASECTL_TEST_FAILPOINT").ok());
     if chosen.as_deref() == Some(step) {
-        // SAFETY: raising SIGKILL on ourselves has no memory-safety preconditions.
-        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
 }
 
@@ -512,8 +510,9 @@ fn create_temp(dir: &Path, mode: u32) -> Result<(PathBuf, File), Error> {
     const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
     let mut last_err = None;
     for _ in 0..100 {
-        let random = super::random::bytes::<8>();
-        let name: String = random.iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
+        let random =
+            super::ids::random_u64().map_err(|e| Error::io("create a temp file in", dir, std::io::Error::from(e)))?;
+        let name: String = random.to_le_bytes().iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
         let tmp_path = dir.join(format!("{TEMP_PREFIX}{name}{TEMP_SUFFIX}"));
         match OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp_path) {
             Ok(f) => return Ok((tmp_path, f)),

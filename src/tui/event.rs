@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use ratatui::crossterm::event::KeyEvent;
 
-use crate::demo::{Action, Outcome, OwnerView};
+use super::extension::{Job, JobDone};
 use crate::lease::config::CapSetting;
 use crate::lease::owner::OwnerInfo;
-use crate::lease::{Entry, Liveness, Registry, Removal, Target};
+use crate::lease::{Entry, Liveness, Location, Removal, Target};
 
 #[derive(Debug)]
 pub enum Event {
@@ -25,13 +25,13 @@ pub enum Event {
     Loaded(Loaded),
     /// An operator action finished.
     ActionDone(ActionDone),
-    /// Demo playground actions finished (in order), with the owners as they are now.
-    DemoDone(DemoDone),
+    /// An extension's job finished on the worker thread.
+    Extension(JobDone),
     /// SIGTERM/SIGHUP: leave as if the operator pressed q.
     Shutdown,
     /// A repair's plan, to confirm: one line per kept/dropped/re-keyed entry.
     RepairPlanned {
-        registry: Registry,
+        location: Location,
         result: Result<Vec<String>, String>,
     },
 }
@@ -44,14 +44,6 @@ pub enum ActionOutcome {
     Repaired(String),
 }
 
-#[derive(Debug)]
-pub struct DemoDone {
-    pub outcomes: Vec<Outcome>,
-    pub owners: Vec<OwnerView>,
-    /// Set when these were a tour step: its index, title and explanation.
-    pub tour_step: Option<(usize, String, String)>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Re-read every registry (and discover new profiles).
@@ -59,22 +51,20 @@ pub enum Effect {
     /// Re-judge only the pids already known (no file read).
     Relive,
     Prune {
-        registry: Registry,
+        location: Location,
     },
     /// Work out what `doctor --repair` would do (nothing written).
     PlanRepair {
-        registry: Registry,
+        location: Location,
     },
     /// Repair an invalid registry (backup kept beside it).
     Repair {
-        registry: Registry,
+        location: Location,
     },
-    /// A demo playground action.
-    Demo(Action),
-    /// Run the demo tour's step with this index.
-    Tour(usize),
+    /// An extension's job, for its runner on the worker thread.
+    Extension(Job),
     ForceRelease {
-        registry: Registry,
+        location: Location,
         target: Target,
         allow_live: bool,
     },
@@ -105,7 +95,7 @@ impl PartialEq for LeaseRow {
 /// One registry as read now.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistrySnapshot {
-    pub registry: Registry,
+    pub location: Location,
     pub exists: bool,
     /// The registry file's modification time (epoch seconds), when it exists.
     pub modified: Option<f64>,
@@ -114,8 +104,6 @@ pub struct RegistrySnapshot {
     pub leases: Result<Vec<LeaseRow>, String>,
     /// Who holds the registry lock right now (from /proc/locks), if anyone.
     pub lock_holder: Option<u32>,
-    /// Set when the leases live in etcd: where (shown instead of the file path).
-    pub remote: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -126,7 +114,7 @@ pub struct Loaded {
 
 #[derive(Debug)]
 pub struct ActionDone {
-    pub registry: Registry,
+    pub location: Location,
     /// What was asked, for the log ("prune", "force-release lease 1a2b3c4d").
     pub what: String,
     pub result: Result<ActionOutcome, String>,

@@ -4,45 +4,32 @@
 
 pub mod diff;
 pub mod event;
+pub mod extension;
+pub mod keys;
 pub mod sources;
 pub mod state;
 pub mod time;
 pub mod update;
-pub mod update_demo;
 pub mod view;
-pub mod view_demo;
 pub mod worker;
-#[cfg(feature = "etcd")]
-pub mod worker_etcd;
 
 use std::path::PathBuf;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
-use crate::lease::Registry;
+use crate::lease::Location;
 use event::{Effect, Event};
 use state::App;
 
 /// What the console watches.
 pub struct ConsoleOptions {
-    pub registries: Vec<Registry>,
+    /// Registry files, or one etcd prefix.
+    pub locations: Vec<Location>,
     /// Discover `<root>/profiles/*` (new profiles appear as new tabs).
     pub discover_root: Option<PathBuf>,
-    pub root: PathBuf,
     pub lock_timeout: Duration,
-    /// `leasectl demo`: the playground (sandbox and owner processes).
-    pub demo: Option<crate::demo::Playground>,
-    /// Start the demo's guided tour at once.
-    pub tour: bool,
-    /// Show the leases under an etcd prefix (watched with etcd's watch API) instead of files.
-    #[cfg(feature = "etcd")]
-    pub etcd: Option<crate::lease::etcd::EtcdConfig>,
-}
-
-/// The console's one "registry" on etcd: a tab named `etcd`, its home the location.
-#[cfg(feature = "etcd")]
-pub fn etcd_registry(config: &crate::lease::etcd::EtcdConfig) -> Registry {
-    Registry::new("etcd", config.location())
+    /// A plug-in (the demo): its state in the app, its runner on the worker thread.
+    pub extension: Option<(Box<dyn extension::Extension>, Box<dyn extension::Runner>)>,
 }
 
 /// How long filesystem events are gathered before a reload.
@@ -52,43 +39,27 @@ const TICK: Duration = Duration::from_secs(1);
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
-    let scope = worker::Scope { registries: opts.registries.clone(), discover_root: opts.discover_root.clone() };
-    let demo_state =
-        opts.demo.as_ref().map(|pg| state::DemoState::new(pg.sandbox.home().to_path_buf(), pg.sandbox.owned()));
-    let worker = worker::Worker::new(scope, opts.lock_timeout, opts.demo);
-    #[cfg(feature = "etcd")]
-    let worker = match &opts.etcd {
-        Some(config) => {
-            sources::spawn_etcd_watcher(config.clone(), tx.clone(), DEBOUNCE);
-            worker.on_etcd(config.clone())
-        }
-        None => worker,
+    let scope = worker::Scope { locations: opts.locations.clone(), discover_root: opts.discover_root.clone() };
+    let (mut plugin, runner) = opts.extension.map_or((None, None), |(x, r)| (Some(x), Some(r)));
+    let worker = worker::spawn(worker::Worker::new(scope, opts.lock_timeout, runner), effects_rx, tx.clone());
+    let watch = crate::lease::WatchScope {
+        locations: opts.locations.clone(),
+        discover_root: opts.discover_root.clone(),
+        debounce: DEBOUNCE,
     };
-    let worker = worker::spawn(worker, effects_rx, tx.clone());
-    #[cfg(feature = "etcd")]
-    let on_files = opts.etcd.is_none();
-    #[cfg(not(feature = "etcd"))]
-    let on_files = true;
-    if on_files {
-        let watch = sources::WatchScope {
-            root: opts.root.clone(),
-            discover: opts.discover_root.is_some(),
-            homes: opts.registries.iter().map(|r| r.home.clone()).collect(),
-        };
-        sources::spawn_watcher(watch, tx.clone(), DEBOUNCE).map_err(std::io::Error::other)?;
-    }
+    sources::spawn_watcher(&watch, tx.clone()).map_err(std::io::Error::other)?;
     sources::spawn_tick(tx.clone(), TICK);
 
-    let mut app = App::new(opts.registries, crate::lease::now(), time::local_utc_offset());
+    let mut app = App::new(opts.locations, crate::lease::now(), time::local_zone());
     app.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    app.demo = demo_state;
     let _ = effects_tx.send(Effect::Reload);
-    if opts.tour
-        && let Some(demo) = app.demo.as_mut()
-    {
-        demo.next_step = 1;
-        let _ = effects_tx.send(Effect::Tour(0));
+    // The extension's first jobs (the demo's tour) go after the first read.
+    if let Some(ext) = plugin.as_mut() {
+        for job in ext.start() {
+            let _ = effects_tx.send(Effect::Extension(job));
+        }
     }
+    app.extension = plugin;
     sources::spawn_signals(tx.clone());
 
     // ratatui::init installs a panic hook that restores the terminal.
@@ -116,7 +87,7 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
             }
         }
     })();
-    // Clean up first (the worker owns the demo's owners and sandbox), then restore the
+    // Clean up first (the worker owns the extension's runner: the demo's owners and sandbox), then restore the
     // terminal. The terminal may be gone (SIGHUP): restoring must not print or panic.
     let _ = effects_tx.send(Effect::Quit);
     drop(effects_tx);

@@ -3,7 +3,8 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::event::{LeaseRow, RegistrySnapshot};
-use crate::lease::{Liveness, Registry, Target};
+use super::extension::Extension;
+use crate::lease::{Liveness, Location, Target};
 
 /// Samples of slots used kept for the sparkline (one per tick: five minutes).
 pub const HISTORY_LEN: usize = 300;
@@ -12,7 +13,7 @@ pub const LOG_LEN: usize = 500;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistryState {
-    pub registry: Registry,
+    pub location: Location,
     pub exists: bool,
     pub cap: Option<u64>,
     pub cap_warnings: Vec<String>,
@@ -31,14 +32,12 @@ pub struct RegistryState {
     pub lock_seen: Option<(u32, f64)>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
-    /// Set when the leases live in etcd: where.
-    pub remote: Option<String>,
 }
 
 impl RegistryState {
-    pub fn new(registry: Registry) -> RegistryState {
+    pub fn new(location: Location) -> RegistryState {
         RegistryState {
-            registry,
+            location,
             exists: false,
             cap: None,
             cap_warnings: vec![],
@@ -49,7 +48,6 @@ impl RegistryState {
             locked_by: None,
             lock_seen: None,
             loaded: false,
-            remote: None,
         }
     }
 
@@ -60,7 +58,6 @@ impl RegistryState {
     /// Adopt a fresh snapshot; the caller logs the differences first.
     pub fn apply(&mut self, snap: &RegistrySnapshot, at: f64) {
         self.exists = snap.exists;
-        self.remote.clone_from(&snap.remote);
         self.lock_seen = match (snap.lock_holder, self.lock_seen) {
             (Some(pid), Some((seen, since))) if seen == pid => Some((pid, since)),
             (Some(pid), _) => Some((pid, at)),
@@ -148,16 +145,16 @@ pub enum Dialog {
     Help,
     /// Repair an invalid registry: what the repair will keep and drop.
     ConfirmRepair {
-        registry: Registry,
+        location: Location,
         lines: Vec<String>,
     },
     /// Prune: the leases that will go, per registry.
     ConfirmPrune {
-        targets: Vec<(Registry, Vec<LeaseRow>)>,
+        targets: Vec<(Location, Vec<LeaseRow>)>,
     },
     /// Force-release. With a live owner among `leases`, the operator must type `expected`.
     ConfirmRelease {
-        registry: Registry,
+        location: Location,
         target: Target,
         leases: Vec<LeaseRow>,
         live: bool,
@@ -182,7 +179,7 @@ pub enum LogLevel {
 }
 
 /// Everything the console knows.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct App {
     pub registries: Vec<RegistryState>,
     /// Index into `registries`, or `registries.len()` for the "all" tab.
@@ -199,15 +196,16 @@ pub struct App {
     pub log: VecDeque<LogLine>,
     /// The time the screen is rendered for (set from events, never read in view).
     pub now: f64,
-    pub utc_offset: i64,
+    /// The time zone timestamps are shown in.
+    pub tz: jiff::tz::TimeZone,
     pub no_color: bool,
     pub quit: bool,
-    /// Set in `leasectl demo`.
-    pub demo: Option<DemoState>,
+    /// A plug-in with a panel, keys and jobs of its own (the demo).
+    pub extension: Option<Box<dyn Extension>>,
 }
 
 impl App {
-    pub fn new(registries: Vec<Registry>, now: f64, utc_offset: i64) -> App {
+    pub fn new(registries: Vec<Location>, now: f64, tz: jiff::tz::TimeZone) -> App {
         App {
             registries: registries.into_iter().map(RegistryState::new).collect(),
             tab: 0,
@@ -220,10 +218,10 @@ impl App {
             dialog: None,
             log: VecDeque::new(),
             now,
-            utc_offset,
+            tz,
             no_color: false,
             quit: false,
-            demo: None,
+            extension: None,
         }
     }
 
@@ -368,88 +366,4 @@ fn liveness_rank(l: &Liveness) -> i64 {
 pub enum Row {
     Session { registry: usize, session: String, count: usize, conflict: bool },
     Lease { registry: usize, lease: usize },
-}
-
-/// The demo's part of the console: the playground, its owners and the last result.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DemoState {
-    pub sandbox: std::path::PathBuf,
-    /// True when the sandbox is a temp directory the demo removes on exit.
-    pub owned: bool,
-    pub owners: Vec<crate::demo::OwnerView>,
-    /// The result panel: the last outcome.
-    pub last: Option<crate::demo::Outcome>,
-    /// The tour step shown (title, why), and the index of the next one.
-    pub tour_note: Option<(String, String)>,
-    pub next_step: usize,
-    pub form: Option<Form>,
-    /// Incremented for default session names (S1, S2, …).
-    pub counter: usize,
-}
-
-impl DemoState {
-    pub fn new(sandbox: std::path::PathBuf, owned: bool) -> DemoState {
-        DemoState { sandbox, owned, owners: vec![], last: None, tour_note: None, next_step: 0, form: None, counter: 1 }
-    }
-
-    /// The lease that blocked the last refused acquire, to highlight in the table.
-    pub fn blocking_lease(&self) -> Option<&str> {
-        match &self.last {
-            Some(crate::demo::Outcome { verdict: crate::demo::Verdict::Refused { holder: Some(h), .. }, .. }) => {
-                Some(h.as_str())
-            }
-            _ => None,
-        }
-    }
-}
-
-/// What a demo form is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FormKind {
-    SpawnOwner,
-    TryAcquire,
-    SetCap,
-    Corrupt,
-}
-
-impl FormKind {
-    pub fn title(self) -> &'static str {
-        match self {
-            FormKind::SpawnOwner => "spawn an owner (a real `leasectl hold` process)",
-            FormKind::TryAcquire => "try to acquire",
-            FormKind::SetCap => "set or clear the cap (sandbox config.yaml)",
-            FormKind::Corrupt => "corrupt the sandbox registry",
-        }
-    }
-}
-
-/// One field: free text, or a choice among `choices` (←/→ cycles).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Field {
-    pub label: &'static str,
-    pub value: String,
-    pub choices: Vec<String>,
-    pub choice: usize,
-}
-
-impl Field {
-    pub fn text(label: &'static str, value: impl Into<String>) -> Field {
-        Field { label, value: value.into(), choices: vec![], choice: 0 }
-    }
-    pub fn choice(label: &'static str, choices: Vec<String>) -> Field {
-        Field { label, value: String::new(), choices, choice: 0 }
-    }
-    /// The text, or the chosen option.
-    pub fn get(&self) -> &str {
-        if self.choices.is_empty() { &self.value } else { self.choices.get(self.choice).map_or("", String::as_str) }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Form {
-    pub kind: FormKind,
-    pub fields: Vec<Field>,
-    pub focus: usize,
-    /// Why the last submit was not accepted.
-    pub error: Option<String>,
 }

@@ -4,6 +4,8 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::diff::diff;
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
+use super::extension::KeyContext;
+use super::keys::{Action, CONSOLE_KEYS, lookup};
 use super::state::{App, Dialog, LogLevel, RegistryState};
 use crate::lease::admin::may_be_alive;
 use crate::lease::{Liveness, Target};
@@ -28,14 +30,19 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             on_action_done(app, done);
             vec![Effect::Reload]
         }
-        Event::DemoDone(done) => {
-            super::update_demo::on_demo_done(app, done);
+        Event::Extension(done) => {
+            if let Some(ext) = app.extension.as_mut() {
+                let name = ext.name();
+                for (level, text) in ext.on_done(done) {
+                    app.log(name, level, text);
+                }
+            }
             vec![]
         }
-        Event::RepairPlanned { registry, result } => {
+        Event::RepairPlanned { location, result } => {
             match result {
-                Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { registry, lines }),
-                Err(e) => app.log(&registry.profile, LogLevel::Warn, format!("repair refused: {e}")),
+                Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines }),
+                Err(e) => app.log(location.name(), LogLevel::Warn, format!("repair refused: {e}")),
             }
             vec![]
         }
@@ -49,26 +56,26 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
 fn on_loaded(app: &mut App, loaded: Loaded) {
     app.now = loaded.at;
     for snap in &loaded.snapshots {
-        let index = match app.registries.iter().position(|r| r.registry == snap.registry) {
+        let index = match app.registries.iter().position(|r| r.location == snap.location) {
             Some(i) => i,
             None => {
-                app.registries.push(RegistryState::new(snap.registry.clone()));
-                let profile = snap.registry.profile.clone();
-                app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.registry.home.display()));
+                app.registries.push(RegistryState::new(snap.location.clone()));
+                let profile = snap.location.name().to_owned();
+                app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.location.describe()));
                 app.registries.len() - 1
             }
         };
         if !app.registries[index].loaded {
-            let place = snap.remote.clone().unwrap_or_else(|| snap.registry.path().display().to_string());
+            let place = snap.location.describe();
             let what = match &snap.leases {
                 Ok(l) => format!("watching {place} ({} lease(s))", l.len()),
                 Err(_) => format!("watching {place}"),
             };
-            let profile = snap.registry.profile.clone();
+            let profile = snap.location.name().to_owned();
             app.log(&profile, LogLevel::Info, what);
         }
         let changes = diff(&app.registries[index], snap);
-        let profile = app.registries[index].registry.profile.clone();
+        let profile = app.registries[index].location.name().to_owned();
         for c in changes {
             app.log(&profile, c.level, c.text);
         }
@@ -78,8 +85,8 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
 }
 
 fn on_action_done(app: &mut App, done: ActionDone) {
-    let profile = done.registry.profile.clone();
-    if let Some(r) = app.registries.iter_mut().find(|r| r.registry == done.registry) {
+    let profile = done.location.name().to_owned();
+    if let Some(r) = app.registries.iter_mut().find(|r| r.location == done.location) {
         r.locked_by = done.lock_holder;
     }
     match done.result {
@@ -111,7 +118,7 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         return on_dialog_key(app, key);
     }
     if app.filter_input.is_none()
-        && let Some(effects) = super::update_demo::on_demo_key(app, &key)
+        && let Some(effects) = extension_key(app, &key)
     {
         return effects;
     }
@@ -131,12 +138,16 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         return vec![];
     }
     let page = 10;
-    match key.code {
-        KeyCode::Char('q') => {
+    let Some(action) = lookup(CONSOLE_KEYS, &key) else {
+        app.clamp_selection();
+        return vec![];
+    };
+    match action {
+        Action::Quit => {
             app.quit = true;
             return vec![Effect::Quit];
         }
-        KeyCode::Esc => {
+        Action::Back => {
             if !app.filter.is_empty() {
                 app.filter.clear();
             } else if app.show_details {
@@ -146,45 +157,56 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                 return vec![Effect::Quit];
             }
         }
-        KeyCode::Down | KeyCode::Char('j') => app.selected = app.selected.saturating_add(1),
-        KeyCode::Up | KeyCode::Char('k') => app.selected = app.selected.saturating_sub(1),
-        KeyCode::PageDown => app.selected = app.selected.saturating_add(page),
-        KeyCode::PageUp => app.selected = app.selected.saturating_sub(page),
-        KeyCode::Home | KeyCode::Char('g') => app.selected = 0,
-        KeyCode::End | KeyCode::Char('G') => app.selected = usize::MAX,
-        KeyCode::Tab => {
+        Action::Down => app.selected = app.selected.saturating_add(1),
+        Action::Up => app.selected = app.selected.saturating_sub(1),
+        Action::PageDown => app.selected = app.selected.saturating_add(page),
+        Action::PageUp => app.selected = app.selected.saturating_sub(page),
+        Action::First => app.selected = 0,
+        Action::Last => app.selected = usize::MAX,
+        Action::NextTab => {
             app.tab = (app.tab + 1) % app.tab_count().max(1);
             app.selected = 0;
         }
-        KeyCode::BackTab => {
+        Action::PreviousTab => {
             let n = app.tab_count().max(1);
             app.tab = (app.tab + n - 1) % n;
             app.selected = 0;
         }
-        KeyCode::Enter => app.show_details = !app.show_details,
-        KeyCode::Char('/') => app.filter_input = Some(app.filter.clone()),
-        KeyCode::Char('s') => app.sort = app.sort.next(),
-        KeyCode::Char('d') => {
+        Action::ToggleDetails => app.show_details = !app.show_details,
+        Action::Filter => app.filter_input = Some(app.filter.clone()),
+        Action::Sort => app.sort = app.sort.next(),
+        Action::OnlyNotAlive => {
             app.only_not_alive = !app.only_not_alive;
             app.selected = 0;
         }
-        KeyCode::Char('?') => app.dialog = Some(Dialog::Help),
-        KeyCode::Char('r') => return vec![Effect::Reload],
-        KeyCode::Char('p') => ask_prune(app),
-        KeyCode::Char('x') => ask_release(app, false),
-        KeyCode::Char('X') => ask_release(app, true),
-        KeyCode::Char('F') => return ask_repair(app),
-        _ => {}
+        Action::Help => app.dialog = Some(Dialog::Help),
+        Action::Reload => return vec![Effect::Reload],
+        Action::Prune => ask_prune(app),
+        Action::ReleaseLease => ask_release(app, false),
+        Action::ReleaseSession => ask_release(app, true),
+        Action::Repair => return ask_repair(app),
     }
     app.clamp_selection();
     vec![]
+}
+
+/// A key for the extension, before the console's own: its jobs become effects.
+fn extension_key(app: &mut App, key: &KeyEvent) -> Option<Vec<Effect>> {
+    let selected = app.selected_lease().cloned();
+    let ext = app.extension.as_mut()?;
+    let reaction = ext.on_key(key, &KeyContext { selected: selected.as_ref() })?;
+    let name = ext.name();
+    for (level, text) in reaction.log {
+        app.log(name, level, text);
+    }
+    Some(reaction.jobs.into_iter().map(Effect::Extension).collect())
 }
 
 /// Refuse an action on an invalid registry up front, with the reason.
 fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
     if let Some(err) = r.error.clone() {
-        let profile = r.registry.profile.clone();
+        let profile = r.location.name().to_owned();
         app.log(
             &profile,
             LogLevel::Warn,
@@ -208,11 +230,11 @@ fn ask_prune(app: &mut App) {
             .cloned()
             .collect();
         if !dead.is_empty() {
-            targets.push((app.registries[r].registry.clone(), dead));
+            targets.push((app.registries[r].location.clone(), dead));
         }
     }
     if targets.is_empty() {
-        let profile = app.tab_registries().first().map(|r| app.registries[*r].registry.profile.clone());
+        let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
         app.log(&profile.unwrap_or_default(), LogLevel::Info, "prune: no dead or recycled owners; nothing to do");
         return;
     }
@@ -223,9 +245,9 @@ fn ask_prune(app: &mut App) {
 fn ask_repair(app: &mut App) -> Vec<Effect> {
     let invalid: Vec<usize> = app.tab_registries().into_iter().filter(|r| app.registries[*r].error.is_some()).collect();
     match invalid.first() {
-        Some(r) => vec![Effect::PlanRepair { registry: app.registries[*r].registry.clone() }],
+        Some(r) => vec![Effect::PlanRepair { location: app.registries[*r].location.clone() }],
         None => {
-            let profile = app.tab_registries().first().map(|r| app.registries[*r].registry.profile.clone());
+            let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
             app.log(&profile.unwrap_or_default(), LogLevel::Info, "repair: the registry is valid; nothing to repair");
             vec![]
         }
@@ -250,7 +272,7 @@ fn ask_release(app: &mut App, whole_session: bool) {
     };
     let live = leases.iter().any(|x| may_be_alive(&x.liveness));
     app.dialog = Some(Dialog::ConfirmRelease {
-        registry: reg.registry.clone(),
+        location: reg.location.clone(),
         target,
         leases,
         live,
@@ -285,18 +307,18 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             }
             vec![]
         }
-        Dialog::ConfirmRepair { registry, .. } => {
-            let yes = vec![Effect::Repair { registry: registry.clone() }];
+        Dialog::ConfirmRepair { location, .. } => {
+            let yes = vec![Effect::Repair { location: location.clone() }];
             answer_yes_no(app, &key, yes)
         }
         Dialog::ConfirmPrune { targets } => {
-            let yes = targets.iter().map(|(registry, _)| Effect::Prune { registry: registry.clone() }).collect();
+            let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();
             answer_yes_no(app, &key, yes)
         }
-        Dialog::ConfirmRelease { registry, target, live, expected, typed, .. } => {
+        Dialog::ConfirmRelease { location, target, live, expected, typed, .. } => {
             if !*live {
                 let yes = vec![Effect::ForceRelease {
-                    registry: registry.clone(),
+                    location: location.clone(),
                     target: target.clone(),
                     allow_live: false,
                 }];
@@ -314,7 +336,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                 }
                 KeyCode::Enter if typed == expected => {
                     let effect =
-                        Effect::ForceRelease { registry: registry.clone(), target: target.clone(), allow_live: true };
+                        Effect::ForceRelease { location: location.clone(), target: target.clone(), allow_live: true };
                     app.dialog = None;
                     vec![effect]
                 }

@@ -7,27 +7,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::event::LeaseRow;
+use super::keys::{Binding, CONSOLE_KEYS, KeyRow, footer_entries};
 use super::state::{App, Dialog, LogLevel, Row};
 use super::time;
-use crate::lease::Liveness;
 use crate::lease::pyjson;
-
-/// Every key the console knows, for the help dialog and the README.
-pub const KEYS: &[(&str, &str)] = &[
-    ("↑/↓, j/k", "move (PgUp/PgDn, g/G: page, first, last)"),
-    ("Tab / Shift-Tab", "next / previous registry tab"),
-    ("Enter", "show or hide the lease details"),
-    ("/", "filter by session, surface, pid or lease id (Enter apply, Esc cancel)"),
-    ("s", "cycle the sort: session, age, pid, surface, liveness"),
-    ("d", "show only owners that are not alive"),
-    ("p", "prune dead and recycled owners (asks first)"),
-    ("x", "force-release the selected lease (asks first)"),
-    ("X", "force-release every lease of the selected session"),
-    ("r", "re-read the registries now"),
-    ("F", "repair an invalid registry (asks first; keeps a backup)"),
-    ("?", "this help"),
-    ("q / Esc", "quit (Esc first clears the filter or closes details)"),
-];
+use crate::lease::{Liveness, Location};
 
 struct Palette {
     no_color: bool,
@@ -67,14 +51,10 @@ pub fn render(app: &App, frame: &mut Frame) {
     // The banner wraps: the validation error is quoted whole.
     let width = usize::from(area.width.max(1));
     let banner_height = banner_lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(6) as u16;
-    let demo_height = match &app.demo {
-        Some(_) if area.height >= 30 => 16,
-        Some(_) => 12,
-        None => 0,
-    };
-    let log_height = match (&app.demo, app.show_details && area.width < 120) {
+    let panel_height = app.extension.as_ref().map_or(0, |x| x.panel_height(area.height));
+    let log_height = match (panel_height, app.show_details && area.width < 120) {
         (_, true) => 12,
-        (Some(_), false) if area.height < 36 => 0,
+        (1.., false) if area.height < 36 => 0,
         _ => 6,
     };
     let chunks = Layout::vertical([
@@ -82,13 +62,13 @@ pub fn render(app: &App, frame: &mut Frame) {
         Constraint::Length(5),
         Constraint::Length(banner_height),
         Constraint::Min(4),
-        Constraint::Length(demo_height),
+        Constraint::Length(panel_height),
         Constraint::Length(log_height),
         Constraint::Length(1),
     ])
     .split(area);
-    if let Some(demo) = &app.demo {
-        super::view_demo::render_demo_panel(demo, app.no_color, frame, chunks[4]);
+    if let Some(ext) = &app.extension {
+        ext.render_panel(app.no_color, frame, chunks[4]);
     }
     let chunks = [chunks[0], chunks[1], chunks[2], chunks[3], chunks[5], chunks[6]];
     render_tabs(app, &p, frame, chunks[0]);
@@ -114,8 +94,8 @@ pub fn render(app: &App, frame: &mut Frame) {
     if let Some(d) = &app.dialog {
         render_dialog(app, d, &p, frame, area);
     }
-    if let Some(form) = app.demo.as_ref().and_then(|d| d.form.as_ref()) {
-        super::view_demo::render_form(form, app.no_color, frame, area);
+    if let Some(ext) = &app.extension {
+        ext.render_overlay(app.no_color, frame, area);
     }
 }
 
@@ -125,7 +105,7 @@ fn render_tabs(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         .iter()
         .map(|r| {
             let mark = if r.error.is_some() { " !" } else { "" };
-            Line::from(format!("{}{mark}", r.registry.profile))
+            Line::from(format!("{}{mark}", r.location.name()))
         })
         .collect();
     if app.has_all_tab() {
@@ -158,18 +138,15 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let where_line = if regs.len() == 1 {
         let r = &app.registries[regs[0]];
         let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
-        match &r.remote {
-            Some(remote) => remote.clone(),
-            None => format!("{}{missing}", r.registry.path().display()),
-        }
+        format!("{}{missing}", r.location.describe())
     } else {
-        format!("{} registries under {}", regs.len(), app.registries[0].registry.home.display())
+        format!("{} registries under {}", regs.len(), home_of(&app.registries[0].location))
     };
     let last = regs
         .iter()
         .filter_map(|r| app.registries[*r].last_change)
         .reduce(f64::max)
-        .map(|t| time::clock(t, app.now, app.utc_offset))
+        .map(|t| time::clock(t, app.now, &app.tz))
         .unwrap_or_else(|| "-".into());
     let counts = Line::from(vec![
         Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
@@ -188,7 +165,7 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             .map(|r| {
                 let reg = &app.registries[*r];
                 let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-                format!("{} {}/{cap}", reg.registry.profile, reg.live_count())
+                format!("{} {}/{cap}", reg.location.name(), reg.live_count())
             })
             .collect::<Vec<_>>()
             .join("  ")
@@ -232,20 +209,20 @@ fn banner(app: &App) -> Vec<Line<'static>> {
     for r in app.tab_registries() {
         let reg = &app.registries[r];
         if let Some(e) = &reg.error {
-            let what = if reg.remote.is_some() { "ETCD UNAVAILABLE" } else { "INVALID REGISTRY" };
+            let what = if reg.location.is_remote() { "ETCD UNAVAILABLE" } else { "INVALID REGISTRY" };
             out.push(Line::from(format!(
                 " {what} ({}): {e} — showing the last good snapshot (STALE); nothing is rewritten",
-                reg.registry.profile
+                reg.location.name()
             )));
         }
         if let Some((pid, held)) = reg.stuck_lock(app.now) {
             out.push(Line::from(format!(
                 " registry {} locked by pid {pid} for {} — actions wait for it, then give up",
-                reg.registry.profile,
+                reg.location.name(),
                 time::age(held)
             )));
         } else if let Some(pid) = reg.locked_by {
-            out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.registry.profile)));
+            out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.location.name())));
         }
     }
     out
@@ -270,7 +247,7 @@ fn fit(text: &str, width: usize) -> String {
 fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
     let e = &l.entry;
     let (badge_text, color) = badge(&l.liveness);
-    let started = e.process_start_time().map(|t| time::clock(t, app.now, app.utc_offset)).unwrap_or_else(|| "-".into());
+    let started = e.process_start_time().map(|t| time::clock(t, app.now, &app.tz)).unwrap_or_else(|| "-".into());
     let age = e.started_at().map(|t| time::age(app.now - t)).unwrap_or_else(|| "-".into());
     let owner = l.owner.as_ref().map(|o| o.name.clone()).unwrap_or_else(|| "-".into());
     let live_id = Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
@@ -321,7 +298,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let offset = sel_index.saturating_sub(height.saturating_sub(1).min(height * 3 / 4));
     let offset = offset.min(rows.len().saturating_sub(height));
     let many = app.tab_registries().len() > 1;
-    let blocking = app.demo.as_ref().and_then(|d| d.blocking_lease());
+    let marked = app.extension.as_ref().and_then(|x| x.marked_lease());
     let mut header = String::new();
     for (h, w) in HEADERS.iter().zip(COLUMNS) {
         header.push_str(&fit(h, w));
@@ -333,7 +310,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Row::Session { registry, session, count, conflict } => {
                 let mut spans = vec![Span::styled(format!("▸ {session}"), p.bold(Color::Cyan))];
                 if many {
-                    spans.push(Span::raw(format!("  [{}]", app.registries[*registry].registry.profile)));
+                    spans.push(Span::raw(format!("  [{}]", app.registries[*registry].location.name())));
                 }
                 spans.push(Span::raw(format!("  {count} lease(s)")));
                 if *conflict {
@@ -345,8 +322,10 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Row::Lease { registry, lease } => {
                 let row = &app.registries[*registry].leases[*lease];
                 let mut line = lease_line(app, p, row);
-                if blocking == Some(row.entry.lease_id()) {
-                    line.spans.push(Span::styled(" ◀ blocking", p.alert()));
+                if let Some((id, mark)) = marked
+                    && id == row.entry.lease_id()
+                {
+                    line.spans.push(Span::styled(mark, p.alert()));
                 }
                 if i == sel_index && selected.is_some() {
                     line.patch_style(Style::default().add_modifier(Modifier::REVERSED))
@@ -382,7 +361,7 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     for (k, v) in &l.entry.fields() {
         let shown = match (k.as_str(), v.as_f64()) {
             ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
-                format!("{}  ({})", pyjson::to_string(v), time::full(t, app.utc_offset))
+                format!("{}  ({})", pyjson::to_string(v), time::full(t, &app.tz))
             }
             _ => pyjson::to_string(v),
         };
@@ -421,7 +400,7 @@ fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 LogLevel::Warn => p.bold(Color::Yellow),
             };
             Line::from(vec![
-                Span::raw(format!("{} {:<6} ", time::clock(l.at, app.now, app.utc_offset), l.profile)),
+                Span::raw(format!("{} {:<6} ", time::clock(l.at, app.now, &app.tz), l.profile)),
                 Span::styled(l.text.clone(), style),
             ])
         })
@@ -436,16 +415,23 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Span::raw(format!("{input}▏")),
             Span::raw("   Enter apply · Esc cancel"),
         ]),
-        None if app.demo.is_some() => Line::from(Span::styled(
-            "? help  q quit  o spawn  a acquire  K kill  f recycled  c cap  C corrupt  R repair  t tour",
-            p.fg(Color::DarkGray),
-        )),
-        None => Line::from(Span::styled(
-            "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release",
-            p.fg(Color::DarkGray),
-        )),
+        None => {
+            let console: Vec<KeyRow> = CONSOLE_KEYS.iter().map(Binding::row).collect();
+            let extension = app.extension.as_ref().map(|x| x.keys()).unwrap_or_default();
+            let entries: Vec<String> =
+                footer_entries(&console, &extension).iter().map(|(k, w)| format!("{k} {w}")).collect();
+            Line::from(Span::styled(entries.join("  "), p.fg(Color::DarkGray)))
+        }
     };
     frame.render_widget(Paragraph::new(line), area);
+}
+
+/// The home a file location lives in (the header of a multi-registry tab).
+fn home_of(location: &Location) -> String {
+    match location.registry() {
+        Some(r) => r.home.display().to_string(),
+        None => location.describe(),
+    }
 }
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
@@ -469,25 +455,20 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let (title, lines): (&str, Vec<Line>) = match d {
         Dialog::Help => {
-            let mut lines: Vec<Line> = KEYS
-                .iter()
-                .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)]))
-                .collect();
-            if app.demo.is_some() {
-                lines.push(Line::from(Span::styled("demo playground", bold)));
-                lines.extend(
-                    super::view_demo::DEMO_KEYS
-                        .iter()
-                        .map(|(k, v)| Line::from(vec![Span::styled(format!("{k:<16}"), bold), Span::raw(*v)])),
-                );
+            let help_line =
+                |r: KeyRow| Line::from(vec![Span::styled(format!("{:<16}", r.shown), bold), Span::raw(r.help)]);
+            let mut lines: Vec<Line> = CONSOLE_KEYS.iter().map(|b| help_line(b.row())).collect();
+            if let Some(ext) = &app.extension {
+                lines.push(Line::from(Span::styled(ext.help_title(), bold)));
+                lines.extend(ext.keys().into_iter().map(help_line));
             }
             lines.push(Line::from(""));
             lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
             lines.push(Line::from("Esc closes this help."));
             (" help ", lines)
         }
-        Dialog::ConfirmRepair { registry, lines: plan } => {
-            let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", registry.path().display()), bold))];
+        Dialog::ConfirmRepair { location, lines: plan } => {
+            let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", location.describe()), bold))];
             lines.extend(plan.iter().map(|l| Line::from(format!("  {l}"))));
             lines.push(Line::from(""));
             lines.push(Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600)."));
@@ -499,22 +480,16 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             let mut lines =
                 vec![Line::from(Span::styled("Prune removes these dead or recycled owners' leases:", bold))];
             for (reg, leases) in targets {
-                let place = app
-                    .registries
-                    .iter()
-                    .find(|r| r.registry == *reg)
-                    .and_then(|r| r.remote.clone())
-                    .unwrap_or_else(|| reg.path().display().to_string());
-                lines.push(Line::from(format!("{} ({place})", reg.profile)));
+                lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
                 lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             }
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled("y prune · n/Esc cancel", p.bold(Color::Cyan))));
             (" prune? ", lines)
         }
-        Dialog::ConfirmRelease { registry, leases, live, expected, typed, .. } => {
+        Dialog::ConfirmRelease { location, leases, live, expected, typed, .. } => {
             let mut lines = vec![Line::from(Span::styled(
-                format!("Force-release {} lease(s) in {}:", leases.len(), registry.profile),
+                format!("Force-release {} lease(s) in {}:", leases.len(), location.name()),
                 bold,
             ))];
             lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));

@@ -1,5 +1,5 @@
-//! The console's I/O: reads registries, re-judges owners, runs operator actions
-//! through the core under the lock. Runs on its own thread so the screen never waits.
+//! The console's I/O: reads every location through its store, re-judges owners, runs
+//! operator actions through the same stores. Runs on its own thread so the screen never waits.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -7,66 +7,48 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use super::event::{ActionDone, ActionOutcome, DemoDone, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
-use crate::demo::{Playground, tour};
-use crate::lease::config::{CapSetting, read_cap};
-use crate::lease::owner::OwnerProbe;
-use crate::lease::{self, Entry, Error, Prober, Registry, paths, store};
+use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
+use super::extension::{Job, JobDone, Runner};
+use crate::lease::owner::{OwnerProbe, hostname};
+use crate::lease::{self, Error, LeaseStore, Listing, Location, StoreOptions, paths};
 
-/// Which registries the worker reads.
+/// Which locations the worker reads.
 #[derive(Debug, Clone)]
 pub struct Scope {
-    pub registries: Vec<Registry>,
+    pub locations: Vec<Location>,
     /// When set, `<root>/profiles/*` are discovered on every reload.
     pub discover_root: Option<PathBuf>,
 }
 
-struct Known {
-    registry: Registry,
-    exists: bool,
-    modified: Option<f64>,
-    cap: CapSetting,
-    entries: Result<Vec<Arc<Entry>>, String>,
-}
-
 pub struct Worker {
     scope: Scope,
-    /// The demo's playground (owner processes, sandbox), when running `leasectl demo`.
-    playground: Option<Playground>,
-    known: Vec<Known>,
+    /// The extension's runner (the demo's playground), if any.
+    runner: Option<Box<dyn Runner>>,
+    /// One store per location, in tab order; discovered profiles are added at the end.
+    stores: Vec<Box<dyn LeaseStore>>,
+    options: StoreOptions,
     owners: OwnerProbe,
-    lock_timeout: Duration,
+    host: String,
     lock_checked: Option<Instant>,
     /// Last check's holder per lock file, and whether the check before saw it too.
     lock_seen: HashMap<PathBuf, (u32, bool)>,
-    /// Set when the console shows etcd instead of registry files.
-    #[cfg(feature = "etcd")]
-    etcd: Option<super::worker_etcd::EtcdWorker>,
 }
 
 /// How often a console looks at `/proc/locks`.
 const LOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 impl Worker {
-    pub fn new(scope: Scope, lock_timeout: Duration, playground: Option<Playground>) -> Worker {
+    pub fn new(scope: Scope, lock_timeout: Duration, runner: Option<Box<dyn Runner>>) -> Worker {
         Worker {
             scope,
-            playground,
-            known: vec![],
+            runner,
+            stores: vec![],
+            options: StoreOptions { lock_timeout, ..StoreOptions::default() },
             owners: OwnerProbe::new(),
-            lock_timeout,
+            host: hostname(),
             lock_checked: None,
             lock_seen: HashMap::new(),
-            #[cfg(feature = "etcd")]
-            etcd: None,
         }
-    }
-
-    /// Read and act on etcd instead of registry files.
-    #[cfg(feature = "etcd")]
-    pub fn on_etcd(mut self, config: crate::lease::etcd::EtcdConfig) -> Worker {
-        self.etcd = Some(super::worker_etcd::EtcdWorker::new(config));
-        self
     }
 
     /// Lock holders seen on two checks in a row (a lock is normally held for
@@ -76,7 +58,7 @@ impl Worker {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
         if due {
             self.lock_checked = Some(Instant::now());
-            let paths: Vec<PathBuf> = self.known.iter().map(|k| k.registry.lock_path()).collect();
+            let paths: Vec<PathBuf> = self.stores.iter().filter_map(|s| s.location().lock_path()).collect();
             let holders = lease::lock::lock_holders(&paths);
             let mut seen = HashMap::new();
             for (path, holder) in paths.into_iter().zip(holders) {
@@ -87,112 +69,84 @@ impl Worker {
             }
             self.lock_seen = seen;
         }
-        self.known
+        self.stores
             .iter()
-            .map(|k| match self.lock_seen.get(&k.registry.lock_path()) {
+            .map(|s| match s.location().lock_path().and_then(|p| self.lock_seen.get(&p)) {
                 Some((pid, true)) => Some(*pid),
                 _ => None,
             })
             .collect()
     }
 
-    /// Run demo actions (or a tour step) on the playground.
-    pub fn demo(&mut self, effect: &Effect) -> Option<DemoDone> {
-        let pg = self.playground.as_mut()?;
-        let (actions, tour_step) = match effect {
-            Effect::Demo(a) => (vec![a.clone()], None),
-            Effect::Tour(i) => {
-                let steps = tour::steps();
-                let step = steps.get(*i)?;
-                (step.actions.clone(), Some((*i, step.title.to_owned(), step.why.to_owned())))
-            }
-            _ => return None,
-        };
-        let outcomes = actions.iter().map(|a| pg.run(a)).collect();
-        Some(DemoDone { outcomes, owners: pg.owners(), tour_step })
+    /// Run an extension's job.
+    pub fn extension(&mut self, job: &Job) -> Option<JobDone> {
+        self.runner.as_mut()?.run(job)
     }
 
-    fn registries(&self) -> Vec<Registry> {
-        let mut regs = self.scope.registries.clone();
+    /// Open a store for every location in scope not opened yet (new profiles included).
+    fn open_new(&mut self) {
+        let mut wanted = self.scope.locations.clone();
         if let Some(root) = &self.scope.discover_root {
-            for r in paths::all_registries(root) {
-                if !regs.contains(&r) {
-                    regs.push(r);
-                }
+            wanted.extend(paths::all_registries(root).into_iter().map(Location::File));
+        }
+        for location in wanted {
+            if self.stores.iter().any(|s| *s.location() == location) {
+                continue;
+            }
+            // The CLI opened each location once before starting the console, so this cannot fail.
+            if let Ok(store) = lease::open(&location, self.options) {
+                self.stores.push(store);
             }
         }
-        regs
     }
 
-    /// Re-read every registry file and config.
+    /// Re-read every location.
     pub fn reload(&mut self) -> Loaded {
-        #[cfg(feature = "etcd")]
-        if let Some(etcd) = self.etcd.as_mut() {
-            return etcd.reload(&mut self.owners);
-        }
-        self.known = self
-            .registries()
-            .into_iter()
-            .map(|registry| {
-                let path = registry.path();
-                let entries = store::read(&path)
-                    .map(|f| f.entries.into_iter().map(Arc::new).collect())
-                    .map_err(|e| e.to_string());
-                let modified = std::fs::metadata(&path)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs_f64());
-                Known {
-                    exists: modified.is_some() || path.exists(),
-                    modified,
-                    cap: read_cap(&registry.config_path()),
-                    entries,
-                    registry,
-                }
-            })
-            .collect();
-        self.judge()
+        self.open_new();
+        let listings: Vec<Listing> = self.stores.iter_mut().map(|s| s.read()).collect();
+        self.snapshots(listings)
     }
 
-    /// Re-judge the owners already known, reading no registry file.
+    /// Re-judge the owners already known (files: no read; etcd: fresh TTLs).
     pub fn relive(&mut self) -> Loaded {
-        #[cfg(feature = "etcd")]
-        if let Some(etcd) = self.etcd.as_mut() {
-            return etcd.judge(&mut self.owners);
-        }
-        if self.known.is_empty() {
+        if self.stores.is_empty() {
             return self.reload();
         }
-        self.judge()
+        let listings: Vec<Listing> = self.stores.iter_mut().map(|s| s.rejudge()).collect();
+        self.snapshots(listings)
     }
 
-    fn judge(&mut self) -> Loaded {
-        let mut prober = Prober::new();
-        let pids: Vec<u64> =
-            self.known.iter().filter_map(|k| k.entries.as_ref().ok()).flatten().map(|e| e.pid()).collect();
+    fn snapshots(&mut self, listings: Vec<Listing>) -> Loaded {
+        // Process details only for owners on this host: a pid elsewhere means nothing here.
+        let host = self.host.clone();
+        let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
+        let pids: Vec<u64> = listings
+            .iter()
+            .filter_map(|l| l.leases.as_ref().ok())
+            .flatten()
+            .filter(|v| local(v))
+            .map(|v| v.entry.pid())
+            .collect();
         let owners: HashMap<u64, Arc<lease::owner::OwnerInfo>> =
             self.owners.infos(&pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect();
         let holders = self.stuck_locks();
-        let snapshots = self
-            .known
-            .iter()
+        let snapshots = listings
+            .into_iter()
             .zip(holders)
-            .map(|(k, lock_holder)| RegistrySnapshot {
+            .map(|(l, lock_holder)| RegistrySnapshot {
                 lock_holder,
-                remote: None,
-                registry: k.registry.clone(),
-                exists: k.exists,
-                modified: k.modified,
-                cap: k.cap.clone(),
-                leases: k.entries.as_ref().map_err(Clone::clone).map(|entries| {
-                    entries
-                        .iter()
-                        .map(|e| LeaseRow {
-                            liveness: prober.judge(e),
-                            owner: owners.get(&e.pid()).cloned(),
-                            entry: Arc::clone(e),
-                            ttl_left: None,
+                location: l.location,
+                exists: l.exists,
+                modified: l.modified,
+                cap: l.cap,
+                leases: l.leases.map_err(|e| e.to_string()).map(|views| {
+                    views
+                        .into_iter()
+                        .map(|v| LeaseRow {
+                            owner: if local(&v) { owners.get(&v.entry.pid()).cloned() } else { None },
+                            ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
+                            liveness: v.liveness,
+                            entry: Arc::new(v.entry),
                         })
                         .collect()
                 }),
@@ -201,30 +155,33 @@ impl Worker {
         Loaded { at: lease::now(), snapshots }
     }
 
-    /// Run an operator action through the core.
+    /// Run an operator action through the location's store.
     pub fn act(&mut self, effect: &Effect) -> Option<Event> {
-        #[cfg(feature = "etcd")]
-        if let Some(etcd) = self.etcd.as_mut() {
-            return etcd.act(effect);
+        let location = match effect {
+            Effect::Prune { location }
+            | Effect::ForceRelease { location, .. }
+            | Effect::PlanRepair { location }
+            | Effect::Repair { location } => location.clone(),
+            _ => return None,
+        };
+        if !self.stores.iter().any(|s| *s.location() == location) {
+            self.open_new();
         }
-        let (registry, what, result) = match effect {
-            Effect::Prune { registry } => (
-                registry.clone(),
-                "prune".to_owned(),
-                lease::prune(registry, false, self.lock_timeout).map(ActionOutcome::Removed),
-            ),
-            Effect::ForceRelease { registry, target, allow_live } => {
+        let store = self.stores.iter_mut().find(|s| *s.location() == location)?;
+        let (what, result) = match effect {
+            Effect::Prune { .. } => ("prune".to_owned(), store.prune(false).map(ActionOutcome::Removed)),
+            Effect::ForceRelease { target, allow_live, .. } => {
                 let what = match target {
                     lease::Target::Lease(id) => {
                         format!("force-release lease {}", id.chars().take(8).collect::<String>())
                     }
                     lease::Target::Session(s) => format!("force-release session {s}"),
                 };
-                let result = lease::force_release(registry, target, *allow_live, false, self.lock_timeout);
-                (registry.clone(), what, result.map(ActionOutcome::Removed))
+                (what, store.force_release(target, *allow_live, false).map(ActionOutcome::Removed))
             }
-            Effect::PlanRepair { registry } => {
-                let result = lease::repair::repair(registry, true, self.lock_timeout)
+            Effect::PlanRepair { .. } => {
+                let result = store
+                    .repair(true)
                     .map(|r| {
                         if r.needed {
                             plan_lines(&r.plan)
@@ -233,10 +190,10 @@ impl Worker {
                         }
                     })
                     .map_err(|e| e.to_string());
-                return Some(Event::RepairPlanned { registry: registry.clone(), result });
+                return Some(Event::RepairPlanned { location, result });
             }
-            Effect::Repair { registry } => {
-                let result = lease::repair::repair(registry, false, self.lock_timeout).map(|r| {
+            _ => {
+                let result = store.repair(false).map(|r| {
                     let backup = r.backup.map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
                     ActionOutcome::Repaired(format!(
                         "kept {} lease(s), dropped {}, re-keyed {}; old bytes in {backup}",
@@ -245,9 +202,8 @@ impl Worker {
                         r.plan.rekeyed.len()
                     ))
                 });
-                (registry.clone(), "repair".to_owned(), result)
+                ("repair".to_owned(), result)
             }
-            _ => return None,
         };
         let lock_holder = match &result {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
@@ -255,16 +211,18 @@ impl Worker {
         };
         // What the action learned about the lock stands until the next check: a timeout
         // names the holder at once; a success proves the lock free.
-        match (lock_holder, &result) {
-            (Some(pid), _) => {
-                self.lock_seen.insert(registry.lock_path(), (pid, true));
+        if let Some(lock_path) = location.lock_path() {
+            match (lock_holder, &result) {
+                (Some(pid), _) => {
+                    self.lock_seen.insert(lock_path, (pid, true));
+                }
+                (None, Ok(_)) => {
+                    self.lock_seen.remove(&lock_path);
+                }
+                _ => {}
             }
-            (None, Ok(_)) => {
-                self.lock_seen.remove(&registry.lock_path());
-            }
-            _ => {}
         }
-        Some(Event::ActionDone(ActionDone { registry, what, result: result.map_err(|e| e.to_string()), lock_holder }))
+        Some(Event::ActionDone(ActionDone { location, what, result: result.map_err(|e| e.to_string()), lock_holder }))
     }
 }
 
@@ -284,8 +242,8 @@ fn plan_lines(plan: &lease::repair::RepairPlan) -> Vec<String> {
 }
 
 /// Serve effects until the channel closes. Queued reloads collapse into one.
-/// The worker owns the demo's playground: join it so owners are killed and the
-/// sandbox removed before the process exits.
+/// The worker owns the extension's runner: join it so whatever the runner started
+/// (the demo's owners and sandbox) is cleaned up before the process exits.
 pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while let Ok(first) = effects.recv() {
@@ -298,10 +256,10 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                     Effect::Reload => reload = true,
                     Effect::Relive => relive = true,
                     Effect::Quit => return,
-                    demo @ (Effect::Demo(_) | Effect::Tour(_)) => {
-                        if let Some(done) = worker.demo(demo) {
+                    Effect::Extension(job) => {
+                        if let Some(done) = worker.extension(job) {
                             reload = true;
-                            if events.send(Event::DemoDone(done)).is_err() {
+                            if events.send(Event::Extension(done)).is_err() {
                                 return;
                             }
                         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use leasectl::lease::config::CapSetting;
 use leasectl::lease::liveness::DeadCause;
 use leasectl::lease::owner::OwnerInfo;
-use leasectl::lease::{Entry, Liveness, Registry, store};
+use leasectl::lease::{Entry, Liveness, Location, Registry, store};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;
@@ -17,12 +17,12 @@ use leasectl::tui::update::update;
 /// 2026-11-29 22:19:18 UTC: every console test renders at this instant, UTC.
 pub const NOW: f64 = 1_795_990_758.0;
 
-pub fn registry(profile: &str) -> Registry {
-    if profile == "root" {
+pub fn registry(profile: &str) -> Location {
+    Location::File(if profile == "root" {
         Registry::new("root", "/home/op/.hermes")
     } else {
         Registry::new(profile, format!("/home/op/.hermes/profiles/{profile}"))
-    }
+    })
 }
 
 /// An entry as Hermes writes one; `age` seconds old.
@@ -67,15 +67,14 @@ pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
     }
 }
 
-pub fn snap(reg: &Registry, cap: Option<u64>, leases: Result<Vec<LeaseRow>, String>) -> RegistrySnapshot {
+pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, String>) -> RegistrySnapshot {
     RegistrySnapshot {
-        registry: reg.clone(),
+        location: reg.clone(),
         exists: true,
         modified: Some(NOW - 60.0),
         cap: CapSetting { cap, key: cap.map(|_| "max_concurrent_sessions".into()), warnings: vec![] },
         leases,
         lock_holder: None,
-        remote: None,
     }
 }
 
@@ -85,8 +84,8 @@ pub fn loaded(snapshots: Vec<RegistrySnapshot>) -> Event {
 
 /// An app that has loaded these snapshots once.
 pub fn app(snapshots: Vec<RegistrySnapshot>) -> App {
-    let regs = snapshots.iter().map(|s| s.registry.clone()).collect();
-    let mut app = App::new(regs, NOW, 0);
+    let regs = snapshots.iter().map(|s| s.location.clone()).collect();
+    let mut app = App::new(regs, NOW, jiff::tz::TimeZone::UTC);
     update(&mut app, loaded(snapshots));
     app
 }

@@ -10,34 +10,16 @@ use serde_json::{Map, Value};
 use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
 use crate::lease::admin::{LeaseView, Removal, may_be_alive};
 use crate::lease::entry::{Entry, float_value, live_id_string};
+use crate::lease::error::Error;
 use crate::lease::fence::AcquireRequest;
+use crate::lease::fence::{Grant, Released, RemoteGrant};
 use crate::lease::liveness::Prober;
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
-use crate::lease::{Target, now, random};
+use crate::lease::{Target, ids, now};
 
 /// A lost race (another client took the session or the slot first) is retried on a
 /// fresh read at most this many times; then the acquire is refused.
 const MAX_ATTEMPTS: usize = 16;
-
-/// A granted etcd lease.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EtcdGrant {
-    pub lease_id: String,
-    /// False for an empty session id: nothing to fence, nothing written.
-    pub recorded: bool,
-    pub entry: Option<Entry>,
-    /// The lease id this grant replaced when the same writer re-acquired.
-    pub replaced: Option<String>,
-    pub session_key: String,
-    pub etcd_lease_id: i64,
-    /// The TTL etcd granted: the lease ends this long after the last renewal.
-    pub ttl: Duration,
-    /// When the grant was asked for: the lease cannot end before `granted_at + ttl`.
-    pub granted_at: Instant,
-    /// The revision of the winning transaction; strictly increases from grant to grant.
-    pub fencing_token: i64,
-    pub slot: Option<u64>,
-}
 
 /// What the transaction needs from the request.
 struct Attempt<'a> {
@@ -52,23 +34,12 @@ struct Attempt<'a> {
 
 /// Acquire a session on etcd for `req.owner_pid` on this host. The new etcd lease has
 /// the configured TTL and is not renewed here: `keepalive` does that for `hold`/`run`.
-pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<EtcdGrant, Refusal> {
-    let lease_id = random::lease_id();
+pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
+    let lease_id = ids::lease_id();
     let session_key = etcd.config.session_key(&req.session_id);
     let granted_at = Instant::now();
     if req.session_id.is_empty() {
-        return Ok(EtcdGrant {
-            lease_id,
-            recorded: false,
-            entry: None,
-            replaced: None,
-            session_key,
-            etcd_lease_id: 0,
-            ttl: Duration::ZERO,
-            granted_at,
-            fencing_token: 0,
-            slot: None,
-        });
+        return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![], remote: None });
     }
     let ttl_secs = etcd.config.ttl.as_secs() as i64;
     let granted = etcd
@@ -92,17 +63,21 @@ pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<EtcdGrant, Refusal> 
     };
     let result = attempt.run();
     match result {
-        Ok((entry, replaced, fencing_token, slot)) => Ok(EtcdGrant {
+        Ok((entry, replaced, fencing_token, slot)) => Ok(Grant {
             lease_id,
             recorded: true,
             entry: Some(entry),
             replaced,
-            session_key,
-            etcd_lease_id: granted.id(),
-            ttl: Duration::from_secs(granted.ttl() as u64),
-            granted_at,
-            fencing_token,
-            slot,
+            pruned: vec![],
+            remote: Some(RemoteGrant {
+                host,
+                session_key,
+                etcd_lease_id: granted.id(),
+                ttl: Duration::from_secs(granted.ttl() as u64),
+                granted_at,
+                fencing_token,
+                slot,
+            }),
         }),
         Err(refusal) => {
             // Whatever happened (even a transaction whose answer was lost), the keys of
@@ -232,7 +207,8 @@ impl Attempt<'_> {
         if free.is_empty() {
             return Err(self.at_capacity(cap));
         }
-        let r = u64::from_le_bytes(random::bytes::<8>());
+        // Without randomness every client starts at the first free slot: slower races, same result.
+        let r = ids::random_u64().unwrap_or(0);
         Ok(Some(free[(r % free.len() as u64) as usize]))
     }
 
@@ -356,42 +332,30 @@ fn unavailable(etcd: &Etcd, err: &EtcdError) -> Refusal {
     Refusal { reason: Reason::SessionCoordinationUnavailable, message: unavailable_message(etcd, err), holder: None }
 }
 
-/// What a release did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EtcdReleased {
-    /// False when the lease was already gone (a no-op, never an error).
-    pub removed: bool,
-}
-
 /// The owner's release of a lease found by its leasectl lease id. Idempotent.
-pub fn release(etcd: &Etcd, lease_id: &str) -> Result<EtcdReleased, EtcdError> {
+pub fn release(etcd: &Etcd, lease_id: &str) -> Result<Released, EtcdError> {
     let listing = etcd.list()?;
     match listing.leases.iter().find(|h| h.entry.lease_id() == lease_id) {
         Some(h) => release_held(etcd, h),
-        None => Ok(EtcdReleased { removed: false }),
+        None => Ok(Released { removed: false, pruned: vec![] }),
     }
 }
 
 /// Delete the session key and its slot key in one transaction guarded by the
 /// lease (so a successor's keys are never touched), then revoke the lease.
-pub fn release_held(etcd: &Etcd, held: &Held) -> Result<EtcdReleased, EtcdError> {
+pub fn release_held(etcd: &Etcd, held: &Held) -> Result<Released, EtcdError> {
     release_keys(etcd, &held.key, held.slot, held.etcd_lease_id)
 }
 
 /// [`release_held`] for a grant this process holds.
-pub fn release_grant(etcd: &Etcd, grant: &EtcdGrant) -> Result<EtcdReleased, EtcdError> {
-    if !grant.recorded {
-        return Ok(EtcdReleased { removed: false });
+pub fn release_grant(etcd: &Etcd, grant: &Grant) -> Result<Released, EtcdError> {
+    match &grant.remote {
+        Some(r) if grant.recorded => release_keys(etcd, &r.session_key, r.slot, r.etcd_lease_id),
+        _ => Ok(Released { removed: false, pruned: vec![] }),
     }
-    release_keys(etcd, &grant.session_key, grant.slot, grant.etcd_lease_id)
 }
 
-fn release_keys(
-    etcd: &Etcd,
-    session_key: &str,
-    slot: Option<u64>,
-    etcd_lease_id: i64,
-) -> Result<EtcdReleased, EtcdError> {
+fn release_keys(etcd: &Etcd, session_key: &str, slot: Option<u64>, etcd_lease_id: i64) -> Result<Released, EtcdError> {
     let mut when = vec![Compare::lease(session_key, CompareOp::Equal, etcd_lease_id)];
     let mut then = vec![TxnOp::delete(session_key, None)];
     if let Some(s) = slot {
@@ -404,19 +368,19 @@ fn release_keys(
     if resp.succeeded() {
         // The lease holds nothing now; revoking it only ends it early (it expires anyway).
         let _ = etcd.revoke(etcd_lease_id);
-        return Ok(EtcdReleased { removed: true });
+        return Ok(Released { removed: true, pruned: vec![] });
     }
     // The keys are not (all) ours as written: whatever is still attached to our lease goes with it.
     let revoked = etcd.revoke(etcd_lease_id)?;
-    Ok(EtcdReleased { removed: revoked })
+    Ok(Released { removed: revoked, pruned: vec![] })
 }
 
 /// The operator's release: revoke the etcd lease of each chosen entry, which
 /// deletes its session and slot keys at once. Every listed owner renews its lease
 /// (or its TTL has not run out), so it counts as live unless it runs on this host
 /// and its pid is provably dead: those are refused without `allow_live`.
-pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, ForceError> {
-    let listing = etcd.list().map_err(ForceError::Unavailable)?;
+pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
+    let listing = etcd.list()?;
     let host = hostname();
     let mut prober = Prober::new();
     let chosen: Vec<&Held> = listing
@@ -428,22 +392,20 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         })
         .collect();
     if chosen.is_empty() {
-        return Err(ForceError::NotFound(match target {
+        return Err(Error::NotFound(match target {
             Target::Lease(id) => format!("no lease {id} under {}", etcd.config.location()),
             Target::Session(s) => format!("no lease holds session {s} under {}", etcd.config.location()),
         }));
     }
-    let views: Vec<(LeaseView, i64)> = chosen
-        .iter()
-        .map(|h| (LeaseView { entry: h.entry.clone(), liveness: h.liveness(&mut prober, &host) }, h.etcd_lease_id))
-        .collect();
+    let views: Vec<(LeaseView, i64)> =
+        chosen.iter().map(|h| (h.view(h.liveness(&mut prober, &host), None), h.etcd_lease_id)).collect();
     let live: Vec<String> = views
         .iter()
         .filter(|(v, _)| may_be_alive(&v.liveness))
         .map(|(v, _)| format!("lease {} (session {}, pid {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid()))
         .collect();
     if !live.is_empty() && !allow_live {
-        return Err(ForceError::LiveOwner(format!(
+        return Err(Error::LiveOwner(format!(
             "refusing to release a live owner's lease: {}. Its etcd lease is being renewed (or its TTL has not run \
              out), so the owner may keep writing to its session; removing it lets a second writer in. Pass --live \
              to do it anyway.",
@@ -452,33 +414,16 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
     }
     if !dry_run {
         for (_, id) in &views {
-            etcd.revoke(*id).map_err(ForceError::Unavailable)?;
+            etcd.revoke(*id)?;
         }
     }
     let live_owner = !live.is_empty();
     Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner })
 }
 
-/// Why a force-release did nothing.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ForceError {
-    Unavailable(EtcdError),
-    NotFound(String),
-    LiveOwner(String),
-}
-
-impl std::fmt::Display for ForceError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ForceError::Unavailable(e) => write!(f, "{e}"),
-            ForceError::NotFound(s) | ForceError::LiveOwner(s) => write!(f, "{s}"),
-        }
-    }
-}
-
 /// Revoke the leases of owners on this host whose pid is dead or recycled (the
 /// console's prune; etcd expiry does the rest).
-pub fn prune_local(etcd: &Etcd) -> Result<Removal, EtcdError> {
+pub fn prune_local(etcd: &Etcd, dry_run: bool) -> Result<Removal, EtcdError> {
     let listing = etcd.list()?;
     let host = hostname();
     let mut prober = Prober::new();
@@ -486,9 +431,11 @@ pub fn prune_local(etcd: &Etcd) -> Result<Removal, EtcdError> {
     for h in &listing.leases {
         let liveness = h.liveness(&mut prober, &host);
         if matches!(liveness, crate::lease::Liveness::Dead(_) | crate::lease::Liveness::Recycled { .. }) {
-            etcd.revoke(h.etcd_lease_id)?;
-            removed.push(LeaseView { entry: h.entry.clone(), liveness });
+            if !dry_run {
+                etcd.revoke(h.etcd_lease_id)?;
+            }
+            removed.push(h.view(liveness, None));
         }
     }
-    Ok(Removal { removed, dry_run: false, live_owner: false })
+    Ok(Removal { removed, dry_run, live_owner: false })
 }

@@ -13,6 +13,8 @@
 
 pub mod fence;
 pub mod keepalive;
+pub mod store;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,18 +23,15 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 use serde_json::{Map, Value};
 
+use super::admin::{LeaseView, RemoteLease};
 use super::entry::Entry;
+use super::error::Error;
 use super::liveness::{Liveness, Prober};
+pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
+pub use super::owner::hostname;
 
-/// The default key prefix.
-pub const DEFAULT_PREFIX: &str = "/leasectl/";
-/// The default etcd lease TTL: how long a dead owner keeps its session.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// The bound on one etcd request (connecting included).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
-/// etcd raises shorter TTLs to its minimum (about 2 s with default settings).
-pub const MIN_TTL_SECS: u64 = 2;
-pub const MAX_TTL_SECS: u64 = 86_400;
 
 /// Where the fence lives and how long a lease lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,42 +45,20 @@ pub struct EtcdConfig {
 }
 
 impl EtcdConfig {
-    /// Parse `--endpoints URL[,URL]` and `--prefix P`; every problem is named.
+    /// Parse `--endpoints URL[,URL]`, `--prefix P` and `--ttl SECS`; every problem is named.
     pub fn new(endpoints: &str, prefix: Option<&str>, ttl_secs: Option<u64>) -> Result<EtcdConfig, String> {
-        let list: Vec<String> =
-            endpoints.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
-        if list.is_empty() {
-            return Err("--endpoints is empty: give the etcd client URL(s), e.g. http://127.0.0.1:2379".into());
+        let location = EtcdLocation::parse(endpoints, prefix)?;
+        Ok(EtcdConfig::at(&location, lease_ttl(ttl_secs)?))
+    }
+
+    /// The configuration for a location, with this lease TTL.
+    pub fn at(location: &EtcdLocation, ttl: Duration) -> EtcdConfig {
+        EtcdConfig {
+            endpoints: location.endpoints.clone(),
+            prefix: location.prefix.clone(),
+            ttl,
+            timeout: DEFAULT_TIMEOUT,
         }
-        for e in &list {
-            if e.starts_with("https://") {
-                return Err(format!(
-                    "--endpoints {e}: TLS is not supported by this build; use an http:// endpoint (e.g. over a \
-                     private network or an SSH/WireGuard tunnel)"
-                ));
-            }
-            let Some(rest) = e.strip_prefix("http://") else {
-                return Err(format!("--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379)"));
-            };
-            if rest.is_empty() || rest.contains(char::is_whitespace) {
-                return Err(format!("--endpoints {e}: no host:port after http://"));
-            }
-        }
-        let mut prefix = prefix.unwrap_or(DEFAULT_PREFIX).to_owned();
-        if prefix.is_empty() {
-            return Err("--prefix is empty: give a key prefix such as /leasectl/".into());
-        }
-        if !prefix.ends_with('/') {
-            prefix.push('/');
-        }
-        let ttl = match ttl_secs {
-            None => DEFAULT_TTL,
-            Some(s) if (MIN_TTL_SECS..=MAX_TTL_SECS).contains(&s) => Duration::from_secs(s),
-            Some(s) => {
-                return Err(format!("--ttl must be between {MIN_TTL_SECS} and {MAX_TTL_SECS} seconds, not {s}"));
-            }
-        };
-        Ok(EtcdConfig { endpoints: list, prefix, ttl, timeout: DEFAULT_TIMEOUT })
     }
 
     /// `etcd http://a:2379,http://b:2379 /leasectl/`: what messages and the console show.
@@ -130,6 +107,13 @@ impl std::fmt::Display for EtcdError {
 }
 
 impl std::error::Error for EtcdError {}
+
+// The core's callers see one error type: etcd not answering is "unavailable" (exit 5).
+impl From<EtcdError> for Error {
+    fn from(e: EtcdError) -> Error {
+        Error::Unavailable(e.to_string())
+    }
+}
 
 /// A connection: a current-thread runtime and a client that only runs inside it.
 pub struct Etcd {
@@ -291,6 +275,22 @@ impl Held {
         Ok(Held { entry, key, host, etcd_lease_id, slot, fencing_token: kv.mod_revision() })
     }
 
+    /// This lease as the core reports it, with the TTL left when it was read.
+    pub fn view(&self, liveness: Liveness, ttl_left: Option<i64>) -> LeaseView {
+        LeaseView {
+            entry: self.entry.clone(),
+            liveness,
+            remote: Some(RemoteLease {
+                key: self.key.clone(),
+                host: self.host.clone(),
+                etcd_lease_id: self.etcd_lease_id,
+                slot: self.slot,
+                fencing_token: self.fencing_token,
+                ttl_left,
+            }),
+        }
+    }
+
     /// Alive while the key exists (its lease is being renewed); an owner on this host
     /// is also judged by its pid, so a dead local owner shows before its TTL runs out.
     pub fn liveness(&self, prober: &mut Prober, this_host: &str) -> Liveness {
@@ -302,18 +302,6 @@ impl Held {
 pub(crate) fn entry_from_map(map: Map<String, Value>) -> Result<Entry, String> {
     Entry::from_value(0, Value::Object(map), &std::collections::HashSet::<String>::new())
         .map_err(|problems| problems.first().map(|p| p.detail.clone()).unwrap_or_else(|| "invalid entry".into()))
-}
-
-/// This machine's host name: half of an etcd owner's identity (pids mean nothing across hosts).
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it on success.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown-host".into();
-    }
-    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The demo's panels: the playground (keys, sandbox, owners), the result of the
+//! The demo's view: the playground panel (keys, sandbox, owners), the result of the
 //! last action (GRANTED / REFUSED with reason, message and advice), and its forms.
 
 use ratatui::Frame;
@@ -7,20 +7,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
-use super::state::{DemoState, Form};
-use crate::demo::{Verdict, tour};
-
-/// The demo's keys, for the help dialog and the README.
-pub const DEMO_KEYS: &[(&str, &str)] = &[
-    ("o", "spawn an owner: a real `leasectl hold` process on a session you name"),
-    ("a", "try to acquire (session, surface, live id, cap, owner: new or a running one)"),
-    ("K", "kill (SIGKILL) the selected lease's owner process"),
-    ("f", "fake a recycled pid: an entry whose live pid has another start time"),
-    ("c", "set or clear the cap (the sandbox's config.yaml)"),
-    ("C", "corrupt the sandbox registry (truncated, duplicate lease id, empty session id)"),
-    ("R", "repair it back"),
-    ("t", "the guided tour: the next step"),
-];
+use super::keys::{DEMO_KEYS, DemoKey};
+use super::panel::{DemoState, Form};
+use super::playground::Verdict;
+use super::tour;
+use crate::tui::keys::Footer;
 
 fn style(no_color: bool, c: Color) -> Style {
     let s = Style::default().add_modifier(Modifier::BOLD);
@@ -31,18 +22,27 @@ pub fn render_demo_panel(demo: &DemoState, no_color: bool, frame: &mut Frame, ar
     let cols = Layout::horizontal([Constraint::Length(36), Constraint::Min(20)]).split(area);
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let steps = tour::steps().len();
-    let key = |k: &'static str, what: String| vec![Span::styled(k, bold), Span::raw(what)];
-    let mut lines = vec![
-        Line::from([key("o", " spawn    ".into()), key("a", " acquire   ".into()), key("K", " kill".into())].concat()),
-        Line::from(
-            [key("f", " recycled ".into()), key("c", " cap       ".into()), key("C", " corrupt".into())].concat(),
-        ),
-        Line::from(
-            [key("R", " repair   ".into()), key("t", format!(" tour {}/{steps}", demo.next_step.min(steps)))].concat(),
-        ),
-        Line::from(format!("sandbox ({}):", if demo.owned { "removed on exit" } else { "kept" })),
-        Line::from(format!(" {}", demo.sandbox.display())),
-    ];
+    // The key table, three to a line; the tour's entry says how far it has got.
+    const WIDTHS: [usize; 3] = [9, 10, 0];
+    let mut lines: Vec<Line> = DEMO_KEYS
+        .chunks(3)
+        .map(|row| {
+            let spans = row.iter().zip(WIDTHS).flat_map(|(b, width)| {
+                let (key, word) = match b.footer {
+                    Footer::Plain(k, w) | Footer::First(k, w) => (k, w),
+                    Footer::None => (b.shown, ""),
+                };
+                let word = match b.keys.first() {
+                    Some((_, DemoKey::Tour)) => format!("{word} {}/{steps}", demo.next_step.min(steps)),
+                    _ => word.to_owned(),
+                };
+                [Span::styled(key, bold), Span::raw(format!(" {word:<width$}"))]
+            });
+            Line::from(spans.collect::<Vec<_>>())
+        })
+        .collect();
+    lines.push(Line::from(format!("sandbox ({}):", if demo.owned { "removed on exit" } else { "kept" })));
+    lines.push(Line::from(format!(" {}", demo.sandbox.display())));
     if demo.owners.is_empty() {
         lines.push(Line::from("no owner processes yet: press o"));
     }

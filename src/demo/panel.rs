@@ -1,0 +1,389 @@
+//! The demo's part of the console: its state (owners, the last result, the tour, a
+//! form) and how keys and playground results change it. Plugs into the console as an
+//! extension; rendering is in `view`.
+
+use std::any::Any;
+
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::Rect;
+
+use super::keys::{DEMO_KEYS, DemoKey};
+use super::playground::{Action, CorruptKind, Outcome, OwnerChoice, OwnerView, Verdict};
+use super::tour;
+use crate::tui::extension::{Extension, Job, JobDone, KeyContext, Reaction};
+use crate::tui::keys::{Binding, KeyRow, lookup};
+use crate::tui::state::LogLevel;
+
+/// The demo's part of the console: the playground, its owners and the last result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoState {
+    pub sandbox: std::path::PathBuf,
+    /// True when the sandbox is a temp directory the demo removes on exit.
+    pub owned: bool,
+    pub owners: Vec<OwnerView>,
+    /// The result panel: the last outcome.
+    pub last: Option<Outcome>,
+    /// The tour step shown (title, why), and the index of the next one.
+    pub tour_note: Option<(String, String)>,
+    pub next_step: usize,
+    pub form: Option<Form>,
+    /// Incremented for default session names (S1, S2, …).
+    pub counter: usize,
+    /// `leasectl demo --tour`: run the first step as soon as the console starts.
+    pub start_tour: bool,
+}
+
+impl DemoState {
+    pub fn new(sandbox: std::path::PathBuf, owned: bool) -> DemoState {
+        DemoState {
+            sandbox,
+            owned,
+            owners: vec![],
+            last: None,
+            tour_note: None,
+            next_step: 0,
+            form: None,
+            counter: 1,
+            start_tour: false,
+        }
+    }
+
+    /// The lease that blocked the last refused acquire, to highlight in the table.
+    pub fn blocking_lease(&self) -> Option<&str> {
+        match &self.last {
+            Some(Outcome { verdict: Verdict::Refused { holder: Some(h), .. }, .. }) => Some(h.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// What a demo form is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormKind {
+    SpawnOwner,
+    TryAcquire,
+    SetCap,
+    Corrupt,
+}
+
+impl FormKind {
+    pub fn title(self) -> &'static str {
+        match self {
+            FormKind::SpawnOwner => "spawn an owner (a real `leasectl hold` process)",
+            FormKind::TryAcquire => "try to acquire",
+            FormKind::SetCap => "set or clear the cap (sandbox config.yaml)",
+            FormKind::Corrupt => "corrupt the sandbox registry",
+        }
+    }
+}
+
+/// One field: free text, or a choice among `choices` (←/→ cycles).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub label: &'static str,
+    pub value: String,
+    pub choices: Vec<String>,
+    pub choice: usize,
+}
+
+impl Field {
+    pub fn text(label: &'static str, value: impl Into<String>) -> Field {
+        Field { label, value: value.into(), choices: vec![], choice: 0 }
+    }
+    pub fn choice(label: &'static str, choices: Vec<String>) -> Field {
+        Field { label, value: String::new(), choices, choice: 0 }
+    }
+    /// The text, or the chosen option.
+    pub fn get(&self) -> &str {
+        if self.choices.is_empty() { &self.value } else { self.choices.get(self.choice).map_or("", String::as_str) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Form {
+    pub kind: FormKind,
+    pub fields: Vec<Field>,
+    pub focus: usize,
+    /// Why the last submit was not accepted.
+    pub error: Option<String>,
+}
+
+/// What the demo asks its runner to do: one playground action, or a tour step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DemoJob {
+    Act(Action),
+    Tour(usize),
+}
+
+/// Playground actions finished (in order), with the owners as they are now.
+#[derive(Debug)]
+pub struct DemoDone {
+    pub outcomes: Vec<Outcome>,
+    pub owners: Vec<OwnerView>,
+    /// Set when these were a tour step: its index, title and explanation.
+    pub tour_step: Option<(usize, String, String)>,
+}
+
+const SURFACES: [&str; 5] = ["tui", "desktop", "cli", "gateway", "telegram"];
+
+fn surfaces() -> Vec<String> {
+    SURFACES.iter().map(|s| (*s).to_owned()).collect()
+}
+
+impl DemoState {
+    /// A playground key; `None` when the key is not the demo's (the console handles it).
+    fn on_demo_key(&mut self, key: &KeyEvent, context: &KeyContext) -> Option<Reaction> {
+        let selected_session = context.selected.map(|l| l.entry.session_id().to_owned());
+        let selected_pid = context.selected.map(|l| l.entry.pid());
+        if self.form.is_some() {
+            return Some(Reaction { jobs: self.on_form_key(key), log: vec![] });
+        }
+        let demo = self;
+        let fresh = format!("S{}", demo.counter);
+        let running: Vec<(u64, String)> = demo
+            .owners
+            .iter()
+            .filter(|o| o.running)
+            .map(|o| (o.pid, format!("pid {} ({} {})", o.pid, o.session, o.live_id)))
+            .collect();
+        let form = match lookup(DEMO_KEYS, key)? {
+            DemoKey::SpawnOwner => Form {
+                kind: FormKind::SpawnOwner,
+                fields: vec![
+                    Field::text("session", fresh),
+                    Field::choice("surface", surfaces()),
+                    Field::text("live id", format!("tab-{}", demo.counter)),
+                    Field::choice("track liveness", vec!["no".into(), "yes".into()]),
+                ],
+                focus: 0,
+                error: None,
+            },
+            DemoKey::TryAcquire => {
+                let mut owners = vec!["new owner process".to_owned()];
+                owners.extend(running.iter().map(|(_, label)| label.clone()));
+                let mut owner = Field::choice("owner", owners);
+                // Default to the selected lease's owner, if it is one of ours: the same-writer case.
+                if let Some(i) = running.iter().position(|(pid, _)| Some(*pid) == selected_pid) {
+                    owner.choice = i + 1;
+                }
+                let live = demo
+                    .owners
+                    .iter()
+                    .find(|o| Some(o.pid) == selected_pid)
+                    .map(|o| o.live_id.clone())
+                    .unwrap_or_else(|| format!("tab-{}", demo.counter));
+                Form {
+                    kind: FormKind::TryAcquire,
+                    fields: vec![
+                        Field::text("session", selected_session.unwrap_or(fresh)),
+                        Field::choice("surface", surfaces()),
+                        Field::text("live id", live),
+                        Field::text("cap (empty: config)", ""),
+                        owner,
+                    ],
+                    focus: 0,
+                    error: None,
+                }
+            }
+            DemoKey::SetCap => Form {
+                kind: FormKind::SetCap,
+                fields: vec![Field::text("cap (empty: none)", "2")],
+                focus: 0,
+                error: None,
+            },
+            DemoKey::Corrupt => Form {
+                kind: FormKind::Corrupt,
+                fields: vec![Field::choice("kind", CorruptKind::ALL.iter().map(|k| k.label().to_owned()).collect())],
+                focus: 0,
+                error: None,
+            },
+            DemoKey::KillOwner => {
+                let Some(pid) = selected_pid.filter(|p| running.iter().any(|(r, _)| r == p)) else {
+                    let why = "K kills the selected lease's owner, which must be a running demo owner";
+                    return Some(Reaction { jobs: vec![], log: vec![(LogLevel::Warn, why.into())] });
+                };
+                return Some(act(Action::KillOwner { owner: OwnerChoice::Existing(pid) }));
+            }
+            DemoKey::FakeRecycled => {
+                demo.counter += 1;
+                return Some(act(Action::FakeRecycled { session: format!("recycled-{}", demo.counter - 1) }));
+            }
+            DemoKey::Repair => return Some(act(Action::Repair)),
+            DemoKey::Tour => {
+                let steps = tour::steps().len();
+                if demo.next_step >= steps {
+                    let why = "the tour is over; quit and run `leasectl demo --tour` for a fresh one";
+                    return Some(Reaction { jobs: vec![], log: vec![(LogLevel::Info, why.into())] });
+                }
+                demo.next_step += 1;
+                return Some(Reaction { jobs: vec![Job::new(DemoJob::Tour(demo.next_step - 1))], log: vec![] });
+            }
+        };
+        demo.form = Some(form);
+        Some(Reaction::default())
+    }
+
+    fn on_form_key(&mut self, key: &KeyEvent) -> Vec<Job> {
+        let demo = self;
+        let Some(form) = demo.form.as_mut() else { return vec![] };
+        let n = form.fields.len();
+        match key.code {
+            KeyCode::Esc => demo.form = None,
+            KeyCode::Tab | KeyCode::Down => form.focus = (form.focus + 1) % n,
+            KeyCode::BackTab | KeyCode::Up => form.focus = (form.focus + n - 1) % n,
+            KeyCode::Left | KeyCode::Right => {
+                let f = &mut form.fields[form.focus];
+                if !f.choices.is_empty() {
+                    let m = f.choices.len();
+                    f.choice = if key.code == KeyCode::Right { (f.choice + 1) % m } else { (f.choice + m - 1) % m };
+                }
+            }
+            KeyCode::Backspace => {
+                form.fields[form.focus].value.pop();
+            }
+            KeyCode::Char(c) => {
+                let f = &mut form.fields[form.focus];
+                if f.choices.is_empty() {
+                    f.value.push(c);
+                }
+            }
+            KeyCode::Enter => match submit(form, &demo.owners) {
+                Ok(action) => {
+                    demo.form = None;
+                    demo.counter += 1;
+                    return vec![Job::new(DemoJob::Act(action))];
+                }
+                Err(e) => form.error = Some(e),
+            },
+            _ => {}
+        }
+        vec![]
+    }
+}
+
+/// A job for one playground action.
+fn act(action: Action) -> Reaction {
+    Reaction { jobs: vec![Job::new(DemoJob::Act(action))], log: vec![] }
+}
+
+/// The action a filled form asks for, or what is wrong with it.
+fn submit(form: &Form, owners: &[OwnerView]) -> Result<Action, String> {
+    let get = |i: usize| form.fields.get(i).map(Field::get).unwrap_or_default().trim().to_owned();
+    let cap = |text: String| -> Result<Option<u64>, String> {
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse::<u64>().map(Some).map_err(|_| format!("the cap must be a whole number, not {text:?}"))
+    };
+    match form.kind {
+        FormKind::SpawnOwner => Ok(Action::SpawnOwner {
+            session: get(0),
+            surface: get(1),
+            live_id: get(2),
+            track_liveness: get(3) == "yes",
+        }),
+        FormKind::TryAcquire => {
+            let choice = form.fields.get(4).map(|f| f.choice).unwrap_or(0);
+            let running: Vec<u64> = owners.iter().filter(|o| o.running).map(|o| o.pid).collect();
+            let owner = match choice {
+                0 => OwnerChoice::New,
+                i => OwnerChoice::Existing(*running.get(i - 1).ok_or("that owner is gone")?),
+            };
+            Ok(Action::TryAcquire { session: get(0), surface: get(1), live_id: get(2), cap: cap(get(3))?, owner })
+        }
+        FormKind::SetCap => Ok(Action::SetCap(cap(get(0))?.filter(|c| *c > 0))),
+        FormKind::Corrupt => {
+            let choice = form.fields.first().map(|f| f.choice).unwrap_or(0);
+            Ok(Action::Corrupt(CorruptKind::ALL[choice.min(CorruptKind::ALL.len() - 1)]))
+        }
+    }
+}
+
+/// Playground results: the result panel, the owners, the log.
+fn on_demo_done(demo: &mut DemoState, done: DemoDone) -> Vec<(LogLevel, String)> {
+    let mut log = Vec::new();
+    for o in &done.outcomes {
+        let (level, text) = match &o.verdict {
+            Verdict::Granted { lease_id, replaced, pruned, .. } => {
+                let mut t = format!("{} → GRANTED lease {}", o.action, &lease_id[..lease_id.len().min(8)]);
+                if replaced.is_some() {
+                    t.push_str(" (replaced its own entry)");
+                }
+                if *pruned > 0 {
+                    t.push_str(&format!(" after pruning {pruned} dead owner(s)"));
+                }
+                (LogLevel::Change, t)
+            }
+            Verdict::Refused { reason, .. } => (LogLevel::Warn, format!("{} → REFUSED {}", o.action, reason.code())),
+            Verdict::Done(what) => (LogLevel::Info, format!("{} → {what}", o.action)),
+            Verdict::Failed(why) => (LogLevel::Warn, format!("{} → FAILED: {why}", o.action)),
+        };
+        log.push((level, text));
+    }
+    demo.owners = done.owners;
+    if let Some(last) = done.outcomes.last() {
+        demo.last = Some(last.clone());
+    }
+    demo.tour_note = done.tour_step.map(|(_, title, why)| (title, why));
+    log
+}
+
+impl Extension for DemoState {
+    fn name(&self) -> &'static str {
+        "demo"
+    }
+
+    fn help_title(&self) -> &'static str {
+        "demo playground"
+    }
+
+    fn keys(&self) -> Vec<KeyRow> {
+        DEMO_KEYS.iter().map(Binding::row).collect()
+    }
+
+    fn on_key(&mut self, key: &KeyEvent, context: &KeyContext) -> Option<Reaction> {
+        self.on_demo_key(key, context)
+    }
+
+    fn start(&mut self) -> Vec<Job> {
+        if !self.start_tour {
+            return vec![];
+        }
+        self.next_step = 1;
+        vec![Job::new(DemoJob::Tour(0))]
+    }
+
+    fn on_done(&mut self, done: JobDone) -> Vec<(LogLevel, String)> {
+        match done.0.downcast::<DemoDone>() {
+            Ok(done) => on_demo_done(self, *done),
+            Err(_) => vec![],
+        }
+    }
+
+    fn panel_height(&self, screen_height: u16) -> u16 {
+        if screen_height >= 30 { 16 } else { 12 }
+    }
+
+    fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect) {
+        super::view::render_demo_panel(self, no_color, frame, area);
+    }
+
+    fn render_overlay(&self, no_color: bool, frame: &mut Frame, area: Rect) {
+        if let Some(form) = &self.form {
+            super::view::render_form(form, no_color, frame, area);
+        }
+    }
+
+    fn marked_lease(&self) -> Option<(&str, &'static str)> {
+        self.blocking_lease().map(|id| (id, " ◀ blocking"))
+    }
+
+    fn box_clone(&self) -> Box<dyn Extension> {
+        Box::new(self.clone())
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,204 @@
+//! The lease store on etcd: the same interface as a registry file, with an etcd
+//! lease per grant (renewed by `keepalive`) and TTLs in every listing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::keepalive::KeepAlive;
+use super::{Etcd, EtcdConfig, EtcdError, Held, fence, hostname};
+use crate::lease::admin::{DoctorReport, Removal, Target};
+use crate::lease::backend::{LeaseStore, Listing, OnLost, RemoteListing, Renewal};
+use crate::lease::config::CapSetting;
+use crate::lease::error::Error;
+use crate::lease::fence::{AcquireRequest, Grant, Released};
+use crate::lease::liveness::Prober;
+use crate::lease::location::{EtcdLocation, Location};
+use crate::lease::refusal::{Reason, Refusal};
+use crate::lease::repair::RepairReport;
+
+/// TTLs are read one request per lease: a re-judgement reads at most this many.
+const TTL_READS: usize = 256;
+
+pub struct EtcdStore {
+    location: Location,
+    config: EtcdConfig,
+    /// Connected lazily, and again after a failure, so a console recovers once etcd is back.
+    etcd: Option<Etcd>,
+    host: String,
+    /// What the last read found, for `rejudge`.
+    last: Option<Result<(Vec<Held>, RemoteListing), Error>>,
+}
+
+impl EtcdStore {
+    pub fn new(at: &EtcdLocation, ttl: Duration) -> EtcdStore {
+        EtcdStore {
+            location: Location::Etcd(at.clone()),
+            config: EtcdConfig::at(at, ttl),
+            etcd: None,
+            host: hostname(),
+            last: None,
+        }
+    }
+
+    fn etcd(&mut self) -> Result<&Etcd, EtcdError> {
+        if self.etcd.is_none() {
+            self.etcd = Some(Etcd::connect(&self.config)?);
+        }
+        self.etcd.as_ref().ok_or_else(|| EtcdError::Unavailable("no etcd client".into()))
+    }
+
+    /// A call failed: drop the client so the next call connects afresh.
+    fn failed<T>(&mut self, e: EtcdError) -> Result<T, Error> {
+        self.etcd = None;
+        Err(e.into())
+    }
+
+    fn listing(&mut self, ttl_reads: usize) -> Listing {
+        let leases = match self.last.clone() {
+            None => Err(Error::Unavailable("not read yet".into())),
+            Some(Err(e)) => Err(e),
+            Some(Ok((held, remote))) => self.judged(&held, ttl_reads).map(|views| (views, remote)),
+        };
+        let (leases, remote) = match leases {
+            Ok((views, remote)) => (Ok(views), Some(remote)),
+            Err(e) => (Err(e), None),
+        };
+        Listing {
+            location: self.location.clone(),
+            exists: true,
+            modified: None,
+            cap: CapSetting::default(),
+            leases,
+            remote,
+        }
+    }
+
+    /// Local owners judged by pid, remote ones alive while their key exists; TTLs read.
+    fn judged(&mut self, held: &[Held], ttl_reads: usize) -> Result<Vec<crate::lease::LeaseView>, Error> {
+        let ids: Vec<i64> = held.iter().take(ttl_reads).map(|h| h.etcd_lease_id).collect();
+        let ttls: HashMap<i64, Option<i64>> = match self.etcd().and_then(|e| e.ttls(&ids)) {
+            Ok(t) => t,
+            Err(e) => return self.failed(e),
+        };
+        let mut prober = Prober::new();
+        let host = self.host.clone();
+        Ok(held
+            .iter()
+            .map(|h| h.view(h.liveness(&mut prober, &host), ttls.get(&h.etcd_lease_id).copied().flatten()))
+            .collect())
+    }
+}
+
+impl LeaseStore for EtcdStore {
+    fn location(&self) -> &Location {
+        &self.location
+    }
+
+    fn cap_setting(&self) -> CapSetting {
+        CapSetting::default()
+    }
+
+    fn read(&mut self) -> Listing {
+        let listed = self.etcd().and_then(Etcd::list);
+        self.last = Some(match listed {
+            Ok(l) => Ok((
+                l.leases,
+                RemoteListing {
+                    revision: l.revision,
+                    slots: l.slots,
+                    bad: l.bad.iter().map(ToString::to_string).collect(),
+                },
+            )),
+            Err(e) => {
+                self.etcd = None;
+                Err(e.into())
+            }
+        });
+        self.listing(usize::MAX)
+    }
+
+    /// The console's tick: at most `TTL_READS` TTL requests.
+    fn rejudge(&mut self) -> Listing {
+        if self.last.is_none() {
+            return self.read();
+        }
+        self.listing(TTL_READS)
+    }
+
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
+        let location = self.config.location();
+        let etcd = match self.etcd() {
+            Ok(e) => e,
+            Err(e) => {
+                return Err(Refusal {
+                    reason: Reason::SessionCoordinationUnavailable,
+                    message: format!("leasectl could not use etcd ({location}): {e}. Nothing was granted."),
+                    holder: None,
+                });
+            }
+        };
+        fence::acquire(etcd, req)
+    }
+
+    fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
+        match self.etcd().and_then(|e| fence::release(e, lease_id)) {
+            Ok(r) => Ok(r),
+            Err(e) => self.failed(e),
+        }
+    }
+
+    /// A failure leaves the lease to its TTL: nobody renews it any more.
+    fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
+        let ttl = grant.remote.as_ref().map(|r| r.ttl).unwrap_or(self.config.ttl);
+        self.etcd().and_then(|e| fence::release_grant(e, grant)).map_err(|e| {
+            Error::Unavailable(format!(
+                "could not release lease {} ({e}); nobody renews it any more, so etcd ends it within {}s",
+                grant.lease_id,
+                ttl.as_secs()
+            ))
+        })
+    }
+
+    fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
+        let etcd = self.etcd()?;
+        fence::force_release(etcd, target, allow_live, dry_run)
+    }
+
+    fn prune(&mut self, dry_run: bool) -> Result<Removal, Error> {
+        match self.etcd().and_then(|e| fence::prune_local(e, dry_run)) {
+            Ok(r) => Ok(r),
+            Err(e) => self.failed(e),
+        }
+    }
+
+    fn doctor(&mut self) -> Result<DoctorReport, Error> {
+        Err(Error::Unsupported("etcd has no registry file to check".into()))
+    }
+
+    fn repair(&mut self, _dry_run: bool) -> Result<RepairReport, Error> {
+        Err(Error::Unsupported("etcd has no registry file to repair".into()))
+    }
+
+    fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
+        let Some(remote) = grant.remote.as_ref().filter(|_| grant.recorded) else { return Ok(None) };
+        let keep = KeepAlive::start(self.config.clone(), remote.etcd_lease_id, remote.ttl, remote.granted_at, on_lost)
+            .map_err(|e| Error::Unavailable(format!("cannot start renewing lease {} ({e})", grant.lease_id)))?;
+        Ok(Some(Box::new(keep)))
+    }
+
+    fn advice(&self, reason: Reason) -> String {
+        match reason {
+            Reason::SessionCoordinationUnavailable => format!(
+                "Check that etcd is up and reachable (etcdctl --endpoints {} endpoint health), then retry.",
+                self.config.endpoints.join(",")
+            ),
+            other => other.advice().to_owned(),
+        }
+    }
+}
+
+impl Renewal for KeepAlive {
+    fn stop(self: Box<Self>) {
+        KeepAlive::stop(*self);
+    }
+}

@@ -1,0 +1,204 @@
+//! The change feed of registry files: a notify watcher on every home's `runtime/`
+//! directory (and `profiles/` for new profiles), re-armed as directories come and go.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode, Watcher};
+
+use super::paths::{self, LOCK_FILE, REGISTRY_FILE};
+
+/// What the watcher looks after: fixed homes, or a root whose profiles come and go.
+#[derive(Debug, Clone)]
+pub struct FileWatch {
+    pub root: PathBuf,
+    /// Discover `<root>/profiles/*` as they appear.
+    pub discover: bool,
+    pub homes: Vec<PathBuf>,
+}
+
+impl FileWatch {
+    fn homes(&self) -> Vec<PathBuf> {
+        if self.discover {
+            paths::all_registries(&self.root).into_iter().map(|r| r.home).collect()
+        } else {
+            self.homes.clone()
+        }
+    }
+
+    /// The directories to watch now: each runtime dir, home and the profiles dir, or
+    /// the nearest existing ancestor of each one that does not exist yet.
+    pub fn desired(&self) -> BTreeSet<PathBuf> {
+        let mut out = BTreeSet::new();
+        let mut wanted: Vec<PathBuf> = Vec::new();
+        for h in self.homes() {
+            wanted.push(h.join("runtime"));
+            wanted.push(h);
+        }
+        if self.discover {
+            wanted.push(self.root.join("profiles"));
+        }
+        for w in wanted {
+            if let Some(existing) = nearest_existing(&w) {
+                out.insert(existing);
+            }
+        }
+        out
+    }
+}
+
+fn nearest_existing(p: &Path) -> Option<PathBuf> {
+    p.ancestors().find(|a| a.is_dir()).map(Path::to_path_buf)
+}
+
+/// A registry, config or directory event; temp files, the lock file and reads are not.
+fn relevant(kind: &EventKind, path: &Path) -> bool {
+    let interesting_kind = matches!(
+        kind,
+        EventKind::Create(_)
+            | EventKind::Remove(_)
+            | EventKind::Modify(notify::event::ModifyKind::Data(_))
+            | EventKind::Modify(notify::event::ModifyKind::Name(_))
+            | EventKind::Modify(notify::event::ModifyKind::Any)
+            | EventKind::Any
+    );
+    if !interesting_kind {
+        return false;
+    }
+    match path.file_name().and_then(|n| n.to_str()) {
+        Some(REGISTRY_FILE) | Some("config.yaml") => true,
+        Some(LOCK_FILE) => false,
+        Some(name) if name.starts_with(paths::TEMP_PREFIX) => false,
+        // A directory appearing or going (runtime/, a home, a profile).
+        _ => !matches!(kind, EventKind::Modify(notify::event::ModifyKind::Data(_))),
+    }
+}
+
+/// The longest a burst of changes is gathered before a reload.
+pub const MAX_GATHER: Duration = Duration::from_millis(100);
+
+/// Watch with notify; re-arm whenever directories appear or vanish. Events are
+/// debounced here: after the first relevant one, gather until `debounce` passes
+/// quietly. Idle, this thread blocks in `recv` (notify-debouncer-full wakes every
+/// few milliseconds even when nothing happens, which an idle console cannot afford).
+/// `report` gets the relevant paths of each burst (empty: directories came or went);
+/// when it returns false the watcher stops.
+pub fn spawn(
+    scope: FileWatch,
+    debounce: Duration,
+    report: impl Fn(Vec<PathBuf>) -> bool + Send + 'static,
+) -> notify::Result<()> {
+    let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
+    let mut watcher = notify::recommended_watcher(fs_tx)?;
+    std::thread::spawn(move || {
+        let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
+        let rearm = |watcher: &mut notify::RecommendedWatcher, watched: &mut BTreeSet<PathBuf>| -> bool {
+            let mut changed = false;
+            // Loop until stable: a directory may appear while we arm its parent.
+            for _ in 0..8 {
+                let desired = scope.desired();
+                if desired == *watched {
+                    break;
+                }
+                for gone in watched.difference(&desired) {
+                    let _ = watcher.unwatch(gone);
+                }
+                for new in desired.difference(watched) {
+                    let _ = watcher.watch(new, RecursiveMode::NonRecursive);
+                }
+                *watched = desired;
+                changed = true;
+            }
+            changed
+        };
+        rearm(&mut watcher, &mut watched);
+        while let Ok(first) = fs_rx.recv() {
+            let mut paths = Vec::new();
+            // Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
+            let take = |res: notify::Result<notify::Event>, paths: &mut Vec<PathBuf>| match res {
+                Ok(ev) => {
+                    for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
+                        // Bounded: under churn the same few paths repeat.
+                        if paths.len() < 64 && !paths.contains(p) {
+                            paths.push(p.clone());
+                        }
+                    }
+                    false
+                }
+                Err(_) => true,
+            };
+            let failed = take(first, &mut paths);
+            if paths.is_empty() && !failed {
+                // Irrelevant (a read, the lock file, a temp file), but a directory may
+                // have appeared or gone: re-arm without a reload.
+                if rearm(&mut watcher, &mut watched) && !report(vec![]) {
+                    break;
+                }
+                continue;
+            }
+            // Gather until quiet for `debounce`, but never longer than MAX_GATHER: a
+            // registry rewritten faster than the debounce must still show.
+            let started = std::time::Instant::now();
+            loop {
+                let left = MAX_GATHER.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                match fs_rx.recv_timeout(debounce.min(left)) {
+                    Ok(res) => {
+                        take(res, &mut paths);
+                    }
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            // A watched directory that was removed and recreated between two looks
+            // keeps its path but lost its inotify watch: watch every touched one anew.
+            for dir in paths.iter().filter(|p| watched.contains(*p)) {
+                let _ = watcher.unwatch(dir);
+                let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
+            }
+            rearm(&mut watcher, &mut watched);
+            if !report(paths) {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_dirs_are_watched_from_their_nearest_parent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("home");
+        let scope = FileWatch { root: root.clone(), discover: true, homes: vec![] };
+        assert_eq!(scope.desired().into_iter().collect::<Vec<_>>(), vec![dir.path().to_path_buf()]);
+        std::fs::create_dir_all(root.join("runtime")).expect("mkdir");
+        let d: Vec<PathBuf> = scope.desired().into_iter().collect();
+        assert_eq!(d, vec![root.clone(), root.join("runtime")]);
+        std::fs::create_dir_all(root.join("profiles/work")).expect("mkdir");
+        let d: Vec<PathBuf> = scope.desired().into_iter().collect();
+        assert_eq!(d, vec![root.clone(), root.join("profiles"), root.join("profiles/work"), root.join("runtime")]);
+    }
+
+    #[test]
+    fn reads_lock_and_temp_files_are_not_relevant() {
+        use notify::event::{AccessKind, CreateKind, DataChange, ModifyKind, RenameMode};
+        let reg = Path::new("/h/runtime/active_sessions.json");
+        assert!(relevant(&EventKind::Modify(ModifyKind::Name(RenameMode::To)), reg));
+        assert!(relevant(&EventKind::Create(CreateKind::File), reg));
+        assert!(!relevant(&EventKind::Access(AccessKind::Any), reg));
+        assert!(!relevant(&EventKind::Create(CreateKind::File), Path::new("/h/runtime/active_sessions.lock")));
+        assert!(!relevant(
+            &EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            Path::new("/h/runtime/.active_sessions_abc.tmp")
+        ));
+        assert!(relevant(&EventKind::Create(CreateKind::Folder), Path::new("/h/runtime")));
+    }
+}

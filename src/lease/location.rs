@@ -1,0 +1,149 @@
+//! Where a set of leases lives: one Hermes registry file, or a prefix on etcd.
+//! Plain data, valid in every build: only opening an etcd location needs the feature.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::paths::Registry;
+
+/// The default etcd key prefix.
+pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
+/// The default etcd lease TTL: how long a dead owner keeps its session.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// etcd raises shorter TTLs to its minimum (about 2 s with default settings).
+pub const MIN_TTL_SECS: u64 = 2;
+pub const MAX_TTL_SECS: u64 = 86_400;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// `<home>/runtime/active_sessions.json` under flock.
+    File(Registry),
+    /// Keys under a prefix on an etcd cluster.
+    Etcd(EtcdLocation),
+}
+
+/// The etcd client URLs and the key prefix (always ending with `/`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EtcdLocation {
+    pub endpoints: Vec<String>,
+    pub prefix: String,
+}
+
+impl EtcdLocation {
+    /// Parse `--endpoints URL[,URL]` and `--prefix P`; every problem is named.
+    pub fn parse(endpoints: &str, prefix: Option<&str>) -> Result<EtcdLocation, String> {
+        let list: Vec<String> =
+            endpoints.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
+        if list.is_empty() {
+            return Err("--endpoints is empty: give the etcd client URL(s), e.g. http://127.0.0.1:2379".into());
+        }
+        for e in &list {
+            if e.starts_with("https://") {
+                return Err(format!(
+                    "--endpoints {e}: TLS is not supported by this build; use an http:// endpoint (e.g. over a \
+                     private network or an SSH/WireGuard tunnel)"
+                ));
+            }
+            let Some(rest) = e.strip_prefix("http://") else {
+                return Err(format!("--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379)"));
+            };
+            if rest.is_empty() || rest.contains(char::is_whitespace) {
+                return Err(format!("--endpoints {e}: no host:port after http://"));
+            }
+        }
+        let mut prefix = prefix.unwrap_or(DEFAULT_ETCD_PREFIX).to_owned();
+        if prefix.is_empty() {
+            return Err("--prefix is empty: give a key prefix such as /leasectl/".into());
+        }
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        Ok(EtcdLocation { endpoints: list, prefix })
+    }
+
+    /// `etcd http://a:2379,http://b:2379 /leasectl/`: what messages and the console show.
+    pub fn describe(&self) -> String {
+        format!("etcd {} {}", self.endpoints.join(","), self.prefix)
+    }
+}
+
+/// `--ttl SECS` for an etcd lease: the default when not given, else within etcd's bounds.
+pub fn lease_ttl(secs: Option<u64>) -> Result<Duration, String> {
+    match secs {
+        None => Ok(DEFAULT_TTL),
+        Some(s) if (MIN_TTL_SECS..=MAX_TTL_SECS).contains(&s) => Ok(Duration::from_secs(s)),
+        Some(s) => Err(format!("--ttl must be between {MIN_TTL_SECS} and {MAX_TTL_SECS} seconds, not {s}")),
+    }
+}
+
+impl Location {
+    /// The short name tabs and tables show: `root`, a profile's name, or `etcd`.
+    pub fn name(&self) -> &str {
+        match self {
+            Location::File(r) => &r.profile,
+            Location::Etcd(_) => "etcd",
+        }
+    }
+
+    /// Where, in full: the registry file's path or the etcd endpoints and prefix.
+    pub fn describe(&self) -> String {
+        match self {
+            Location::File(r) => r.path().display().to_string(),
+            Location::Etcd(e) => e.describe(),
+        }
+    }
+
+    /// The registry, for what only a file has (its lock, config.yaml, repair).
+    pub fn registry(&self) -> Option<&Registry> {
+        match self {
+            Location::File(r) => Some(r),
+            Location::Etcd(_) => None,
+        }
+    }
+
+    /// The lock file guarding a registry file; etcd has none.
+    pub fn lock_path(&self) -> Option<PathBuf> {
+        self.registry().map(Registry::lock_path)
+    }
+
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Location::Etcd(_))
+    }
+}
+
+impl From<Registry> for Location {
+    fn from(r: Registry) -> Location {
+        Location::File(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_location_names_what_is_wrong() {
+        let c = EtcdLocation::parse("http://127.0.0.1:2379, http://h2:2379", Some("/x")).expect("valid");
+        assert_eq!(c.endpoints, vec!["http://127.0.0.1:2379", "http://h2:2379"]);
+        assert_eq!(c.prefix, "/x/");
+        assert!(EtcdLocation::parse("", None).unwrap_err().contains("--endpoints is empty"));
+        assert!(EtcdLocation::parse("127.0.0.1:2379", None).unwrap_err().contains("not an http:// URL"));
+        assert!(EtcdLocation::parse("https://h:2379", None).unwrap_err().contains("TLS"));
+        assert!(EtcdLocation::parse("http://h:1", Some("")).unwrap_err().contains("--prefix is empty"));
+        assert!(lease_ttl(Some(1)).unwrap_err().contains("--ttl must be between"));
+        assert_eq!(lease_ttl(Some(30)), Ok(Duration::from_secs(30)));
+        assert_eq!(lease_ttl(None), Ok(DEFAULT_TTL));
+    }
+
+    #[test]
+    fn names_and_places() {
+        let file = Location::File(Registry::new("work", "/h/profiles/work"));
+        assert_eq!(file.name(), "work");
+        assert_eq!(file.describe(), "/h/profiles/work/runtime/active_sessions.json");
+        assert!(file.lock_path().is_some());
+        let etcd = Location::Etcd(EtcdLocation::parse("http://h:1", None).expect("valid"));
+        assert_eq!(etcd.name(), "etcd");
+        assert_eq!(etcd.describe(), "etcd http://h:1 /leasectl/");
+        assert_eq!(etcd.lock_path(), None);
+    }
+}

@@ -1,0 +1,112 @@
+//! The console's extension point: a panel under the lease table, key bindings of
+//! its own (listed in the help and footer), and jobs run on the worker thread. The
+//! demo plugs in here; the console knows nothing of what an extension does.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use ratatui::Frame;
+use ratatui::crossterm::event::KeyEvent;
+use ratatui::layout::Rect;
+
+use super::event::LeaseRow;
+use super::keys::KeyRow;
+use super::state::LogLevel;
+
+/// Work an extension asks for; its [`Runner`] does it on the worker thread.
+#[derive(Clone)]
+pub struct Job(pub Arc<dyn Any + Send + Sync>);
+
+impl Job {
+    pub fn new(what: impl Any + Send + Sync) -> Job {
+        Job(Arc::new(what))
+    }
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl PartialEq for Job {
+    fn eq(&self, other: &Job) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job(..)")
+    }
+}
+
+/// What a runner reports back to its extension.
+pub struct JobDone(pub Box<dyn Any + Send>);
+
+impl std::fmt::Debug for JobDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobDone(..)")
+    }
+}
+
+/// What the console lets an extension see when a key arrives.
+pub struct KeyContext<'a> {
+    /// The lease under the cursor.
+    pub selected: Option<&'a LeaseRow>,
+}
+
+/// An extension's answer to a key it took: jobs to run and lines for the event log.
+#[derive(Debug, Default)]
+pub struct Reaction {
+    pub jobs: Vec<Job>,
+    pub log: Vec<(LogLevel, String)>,
+}
+
+/// The state, update and view of an extension, kept in the console's `App`.
+/// Rendering never does I/O, as for the console itself.
+pub trait Extension: Send {
+    /// The name its log lines carry.
+    fn name(&self) -> &'static str;
+    /// The title of its section in the help.
+    fn help_title(&self) -> &'static str {
+        self.name()
+    }
+    /// Its key bindings, for the help and the footer.
+    fn keys(&self) -> Vec<KeyRow>;
+    /// A key, before the console's own keys. `None`: not the extension's key.
+    fn on_key(&mut self, key: &KeyEvent, context: &KeyContext) -> Option<Reaction>;
+    /// Jobs to run as soon as the console starts.
+    fn start(&mut self) -> Vec<Job> {
+        vec![]
+    }
+    /// A job finished on the worker thread.
+    fn on_done(&mut self, done: JobDone) -> Vec<(LogLevel, String)>;
+    /// Rows of screen its panel wants, given the screen's height (0: no panel).
+    fn panel_height(&self, screen_height: u16) -> u16;
+    fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect);
+    /// Drawn over everything (a form), when it has one open.
+    fn render_overlay(&self, _no_color: bool, _frame: &mut Frame, _area: Rect) {}
+    /// A lease to mark in the table, by lease id, with the mark's text.
+    fn marked_lease(&self) -> Option<(&str, &'static str)> {
+        None
+    }
+    fn box_clone(&self) -> Box<dyn Extension>;
+    /// For tests and for the extension itself: the concrete state.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl Clone for Box<dyn Extension> {
+    fn clone(&self) -> Box<dyn Extension> {
+        self.box_clone()
+    }
+}
+
+impl std::fmt::Debug for dyn Extension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Extension({})", self.name())
+    }
+}
+
+/// The I/O side of an extension: runs its jobs on the worker thread, and is dropped
+/// (cleaning up whatever it started) before the console restores the terminal.
+pub trait Runner: Send {
+    fn run(&mut self, job: &Job) -> Option<JobDone>;
+}

@@ -1,0 +1,219 @@
+//! Keys as data: one table of bindings drives dispatch, the `?` help and the footer.
+//! An extension (the demo) brings a table of its own in the same form.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+
+/// What to show at the bottom of the screen for a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Footer {
+    /// Not in the footer (help only).
+    None,
+    /// Always shown, before everything else (`?`, `q`).
+    First(&'static str, &'static str),
+    /// Shown when no extension brings footer entries of its own.
+    Plain(&'static str, &'static str),
+}
+
+/// One line of the help: the keys, what they do, and the action each key runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<A: 'static> {
+    /// Each key and the action it runs (a line may cover related actions: ↑ and ↓).
+    pub keys: &'static [(KeyCode, A)],
+    /// The keys as the help shows them.
+    pub shown: &'static str,
+    pub help: &'static str,
+    pub footer: Footer,
+}
+
+/// A binding's text, whatever its action type: what help and footer are drawn from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRow {
+    pub shown: &'static str,
+    pub help: &'static str,
+    pub footer: Footer,
+}
+
+impl<A: Copy> Binding<A> {
+    pub fn row(&self) -> KeyRow {
+        KeyRow { shown: self.shown, help: self.help, footer: self.footer }
+    }
+}
+
+/// The action bound to `key` in `table`, if any (modifiers other than Shift are not keys here).
+pub fn lookup<A: Copy>(table: &[Binding<A>], key: &KeyEvent) -> Option<A> {
+    table.iter().flat_map(|b| b.keys.iter()).find(|(code, _)| *code == key.code).map(|(_, a)| *a)
+}
+
+/// What the console's own keys do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Help,
+    Quit,
+    /// Esc: clear the filter, else close the details, else quit.
+    Back,
+    Down,
+    Up,
+    PageDown,
+    PageUp,
+    First,
+    Last,
+    NextTab,
+    PreviousTab,
+    ToggleDetails,
+    Filter,
+    Sort,
+    OnlyNotAlive,
+    Prune,
+    ReleaseLease,
+    ReleaseSession,
+    Reload,
+    Repair,
+}
+
+/// Every key the console knows, in the order the help lists them.
+pub const CONSOLE_KEYS: &[Binding<Action>] = &[
+    Binding {
+        keys: &[
+            (KeyCode::Down, Action::Down),
+            (KeyCode::Char('j'), Action::Down),
+            (KeyCode::Up, Action::Up),
+            (KeyCode::Char('k'), Action::Up),
+            (KeyCode::PageDown, Action::PageDown),
+            (KeyCode::PageUp, Action::PageUp),
+            (KeyCode::Char('g'), Action::First),
+            (KeyCode::Home, Action::First),
+            (KeyCode::Char('G'), Action::Last),
+            (KeyCode::End, Action::Last),
+        ],
+        shown: "↑/↓, j/k",
+        help: "move (PgUp/PgDn, g/G: page, first, last)",
+        footer: Footer::Plain("↑↓", "move"),
+    },
+    Binding {
+        keys: &[(KeyCode::Tab, Action::NextTab), (KeyCode::BackTab, Action::PreviousTab)],
+        shown: "Tab / Shift-Tab",
+        help: "next / previous registry tab",
+        footer: Footer::Plain("Tab", "tabs"),
+    },
+    Binding {
+        keys: &[(KeyCode::Enter, Action::ToggleDetails)],
+        shown: "Enter",
+        help: "show or hide the lease details",
+        footer: Footer::Plain("⏎", "details"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('/'), Action::Filter)],
+        shown: "/",
+        help: "filter by session, surface, pid or lease id (Enter apply, Esc cancel)",
+        footer: Footer::Plain("/", "filter"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('s'), Action::Sort)],
+        shown: "s",
+        help: "cycle the sort: session, age, pid, surface, liveness",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('d'), Action::OnlyNotAlive)],
+        shown: "d",
+        help: "show only owners that are not alive",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('p'), Action::Prune)],
+        shown: "p",
+        help: "prune dead and recycled owners (asks first)",
+        footer: Footer::Plain("p", "prune"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('x'), Action::ReleaseLease)],
+        shown: "x",
+        help: "force-release the selected lease (asks first)",
+        footer: Footer::Plain("x", "release"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('X'), Action::ReleaseSession)],
+        shown: "X",
+        help: "force-release every lease of the selected session",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('r'), Action::Reload)],
+        shown: "r",
+        help: "re-read the registries now",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('F'), Action::Repair)],
+        shown: "F",
+        help: "repair an invalid registry (asks first; keeps a backup)",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('?'), Action::Help)],
+        shown: "?",
+        help: "this help",
+        footer: Footer::First("?", "help"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('q'), Action::Quit), (KeyCode::Esc, Action::Back)],
+        shown: "q / Esc",
+        help: "quit (Esc first clears the filter or closes details)",
+        footer: Footer::First("q", "quit"),
+    },
+];
+
+/// The footer line's entries (key, word): the console's first ones, then the
+/// extension's when it brings any, else the console's plain ones.
+pub fn footer_entries(console: &[KeyRow], extension: &[KeyRow]) -> Vec<(&'static str, &'static str)> {
+    let first = console.iter().filter_map(|r| match r.footer {
+        Footer::First(k, w) => Some((k, w)),
+        _ => None,
+    });
+    let plain = |rows: &[KeyRow]| -> Vec<(&'static str, &'static str)> {
+        rows.iter()
+            .filter_map(|r| match r.footer {
+                Footer::Plain(k, w) | Footer::First(k, w) => Some((k, w)),
+                Footer::None => None,
+            })
+            .collect()
+    };
+    let rest = if plain(extension).is_empty() { plain(console) } else { plain(extension) };
+    let first: Vec<_> = first.collect();
+    first.iter().copied().chain(rest.into_iter().filter(|e| !first.contains(e))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::crossterm::event::KeyModifiers;
+
+    fn rows() -> Vec<KeyRow> {
+        CONSOLE_KEYS.iter().map(Binding::row).collect()
+    }
+
+    #[test]
+    fn every_key_is_bound_once() {
+        let codes: Vec<KeyCode> = CONSOLE_KEYS.iter().flat_map(|b| b.keys.iter().map(|(c, _)| *c)).collect();
+        for (i, c) in codes.iter().enumerate() {
+            assert!(!codes[i + 1..].contains(c), "{c:?} is bound twice");
+        }
+    }
+
+    #[test]
+    fn lookup_finds_the_action_of_each_key() {
+        let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+        assert_eq!(lookup(CONSOLE_KEYS, &key(KeyCode::Char('j'))), Some(Action::Down));
+        assert_eq!(lookup(CONSOLE_KEYS, &key(KeyCode::BackTab)), Some(Action::PreviousTab));
+        assert_eq!(lookup(CONSOLE_KEYS, &key(KeyCode::Char('z'))), None);
+    }
+
+    #[test]
+    fn the_footer_comes_from_the_table() {
+        let plain: Vec<String> = footer_entries(&rows(), &[]).iter().map(|(k, w)| format!("{k} {w}")).collect();
+        assert_eq!(plain.join("  "), "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release");
+        let ext = [KeyRow { shown: "o", help: "spawn", footer: Footer::Plain("o", "spawn") }];
+        let with: Vec<String> = footer_entries(&rows(), &ext).iter().map(|(k, w)| format!("{k} {w}")).collect();
+        assert_eq!(with.join("  "), "? help  q quit  o spawn");
+    }
+}
