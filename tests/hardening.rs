@@ -738,7 +738,7 @@ fn flood_of_empty_entries_under_the_size_limit_is_refused_within_bounded_memory(
         prelude: Some("ulimit -v 400000"),
     };
     // Counted before parsing: more than store::MAX_JSON_VALUES values are refused, so
-    // 15.7 M entries never become a tree (this used to take gigabytes).
+    // 15.7 M entries never become a tree (that would take gigabytes).
     assert_none_failed(&check_hostile(&x, &bytes));
 }
 

@@ -156,7 +156,7 @@ fn select_locations(cli: &Cli, command: Option<&Command>) -> Result<Vec<Location
     {
         return Err(usage("--ttl works with --backend etcd only: a registry file lease lasts as long as its owner"));
     }
-    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
+    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m.0 })?;
     let root = paths::root_of(&home);
     let console = matches!(command, Some(Command::Tui) | None);
     let registries = if cli.all_profiles || (console && cli.profile.is_none()) {
@@ -182,7 +182,7 @@ fn console(
     }
     let discover_root = match locations.first() {
         Some(Location::File(_)) if !one_profile => {
-            let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m })?;
+            let home = paths::resolve_home(home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m.0 })?;
             Some(paths::root_of(&home))
         }
         _ => None,
@@ -535,9 +535,6 @@ fn stop_signals() -> Result<crate::supervise::StopSignals, Failure> {
         .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot install signal handlers: {e}") })
 }
 
-/// Exit code when the backend cannot be used, or a held lease was lost.
-const EXIT_UNAVAILABLE: i32 = 5;
-
 /// Start renewing a fresh grant (etcd); if that cannot start, give the lease back at once.
 fn renew(
     store: &mut dyn LeaseStore,
@@ -548,7 +545,10 @@ fn renew(
         Ok(r) => Ok(r),
         Err(e) => {
             let _ = store.release_grant(grant);
-            Err(Failure { code: EXIT_UNAVAILABLE, message: format!("{e}; released it") })
+            Err(Failure {
+                code: Reason::SessionCoordinationUnavailable.exit_code(),
+                message: format!("{e}; released it"),
+            })
         }
     }
 }
@@ -587,7 +587,10 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
     if let Some(why) = why {
         // No release: the lease is gone, or etcd does not answer (a release would only
         // delay this exit past the TTL). Nobody renews it now, so it ends by itself.
-        return Err(Failure { code: EXIT_UNAVAILABLE, message: lost_message(&opts.session, &why) });
+        return Err(Failure {
+            code: Reason::SessionCoordinationUnavailable.exit_code(),
+            message: lost_message(&opts.session, &why),
+        });
     }
     store.release_grant(&grant)?;
     Ok(EXIT_OK)
@@ -624,7 +627,7 @@ fn run_cmd(store: &mut dyn LeaseStore, opts: &AcquireOpts, cmd: &[String], timeo
         Ok(end) => match end.lost {
             // No release, as in hold: the lease is gone or etcd does not answer.
             Some(why) => Err(Failure {
-                code: EXIT_UNAVAILABLE,
+                code: Reason::SessionCoordinationUnavailable.exit_code(),
                 message: format!(
                     "{} CMD was stopped (SIGTERM, then SIGKILL after {:.1}s); its status was {}.",
                     lost_message(&opts.session, &why),

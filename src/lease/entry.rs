@@ -121,9 +121,6 @@ impl std::fmt::Display for Problem {
 }
 
 impl Entry {
-    /// Validate one entry against every per-entry rule (spec §3). `seen` holds the
-    /// lease ids of earlier entries, for the duplicate rule. All broken rules are
-    /// returned, first one first, so `doctor` can list them all.
     /// Validate one entry given as JSON text. Text already in Hermes' exact format
     /// (what Hermes and leasectl write) is kept as is, parsing only the known fields;
     /// anything else is parsed whole and re-rendered.

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::entry::Entry;
+use super::error::Unusable;
 use super::pidfds;
 use rustc_hash::FxBuildHasher as FxBuild;
 use rustix::time::ClockId;
@@ -171,12 +172,12 @@ fn read_boot_clock() -> Result<BootClock, String> {
 }
 
 /// `btime` as psutil reads it from /proc/stat (whole seconds of the boot instant).
-pub fn boot_time_from_proc_stat() -> Result<u64, String> {
-    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("cannot read /proc/stat: {e}"))?;
+pub fn boot_time_from_proc_stat() -> Result<u64, Unusable> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| Unusable(format!("cannot read /proc/stat: {e}")))?;
     stat.lines()
         .find_map(|l| l.strip_prefix("btime "))
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .ok_or_else(|| "no btime line in /proc/stat".to_string())
+        .ok_or_else(|| Unusable("no btime line in /proc/stat".into()))
 }
 
 /// The same `btime` without /proc: the kernel prints whole seconds of

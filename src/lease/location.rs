@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::error::Unusable;
 use super::paths::Registry;
 
 /// The default etcd key prefix.
@@ -31,29 +32,33 @@ pub struct EtcdLocation {
 
 impl EtcdLocation {
     /// Parse `--endpoints URL[,URL]` and `--prefix P`; every problem is named.
-    pub fn parse(endpoints: &str, prefix: Option<&str>) -> Result<EtcdLocation, String> {
+    pub fn parse(endpoints: &str, prefix: Option<&str>) -> Result<EtcdLocation, Unusable> {
         let list: Vec<String> =
             endpoints.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
         if list.is_empty() {
-            return Err("--endpoints is empty: give the etcd client URL(s), e.g. http://127.0.0.1:2379".into());
+            return Err(Unusable(
+                "--endpoints is empty: give the etcd client URL(s), e.g. http://127.0.0.1:2379".into(),
+            ));
         }
         for e in &list {
             if e.starts_with("https://") {
-                return Err(format!(
+                return Err(Unusable(format!(
                     "--endpoints {e}: TLS is not supported by this build; use an http:// endpoint (e.g. over a \
                      private network or an SSH/WireGuard tunnel)"
-                ));
+                )));
             }
             let Some(rest) = e.strip_prefix("http://") else {
-                return Err(format!("--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379)"));
+                return Err(Unusable(format!(
+                    "--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379)"
+                )));
             };
             if rest.is_empty() || rest.contains(char::is_whitespace) {
-                return Err(format!("--endpoints {e}: no host:port after http://"));
+                return Err(Unusable(format!("--endpoints {e}: no host:port after http://")));
             }
         }
         let mut prefix = prefix.unwrap_or(DEFAULT_ETCD_PREFIX).to_owned();
         if prefix.is_empty() {
-            return Err("--prefix is empty: give a key prefix such as /leasectl/".into());
+            return Err(Unusable("--prefix is empty: give a key prefix such as /leasectl/".into()));
         }
         if !prefix.ends_with('/') {
             prefix.push('/');
@@ -68,11 +73,11 @@ impl EtcdLocation {
 }
 
 /// `--ttl SECS` for an etcd lease: the default when not given, else within etcd's bounds.
-pub fn lease_ttl(secs: Option<u64>) -> Result<Duration, String> {
+pub fn lease_ttl(secs: Option<u64>) -> Result<Duration, Unusable> {
     match secs {
         None => Ok(DEFAULT_TTL),
         Some(s) if (MIN_TTL_SECS..=MAX_TTL_SECS).contains(&s) => Ok(Duration::from_secs(s)),
-        Some(s) => Err(format!("--ttl must be between {MIN_TTL_SECS} and {MAX_TTL_SECS} seconds, not {s}")),
+        Some(s) => Err(Unusable(format!("--ttl must be between {MIN_TTL_SECS} and {MAX_TTL_SECS} seconds, not {s}"))),
     }
 }
 
@@ -126,11 +131,11 @@ mod tests {
         let c = EtcdLocation::parse("http://127.0.0.1:2379, http://h2:2379", Some("/x")).expect("valid");
         assert_eq!(c.endpoints, vec!["http://127.0.0.1:2379", "http://h2:2379"]);
         assert_eq!(c.prefix, "/x/");
-        assert!(EtcdLocation::parse("", None).unwrap_err().contains("--endpoints is empty"));
-        assert!(EtcdLocation::parse("127.0.0.1:2379", None).unwrap_err().contains("not an http:// URL"));
-        assert!(EtcdLocation::parse("https://h:2379", None).unwrap_err().contains("TLS"));
-        assert!(EtcdLocation::parse("http://h:1", Some("")).unwrap_err().contains("--prefix is empty"));
-        assert!(lease_ttl(Some(1)).unwrap_err().contains("--ttl must be between"));
+        assert!(EtcdLocation::parse("", None).unwrap_err().0.contains("--endpoints is empty"));
+        assert!(EtcdLocation::parse("127.0.0.1:2379", None).unwrap_err().0.contains("not an http:// URL"));
+        assert!(EtcdLocation::parse("https://h:2379", None).unwrap_err().0.contains("TLS"));
+        assert!(EtcdLocation::parse("http://h:1", Some("")).unwrap_err().0.contains("--prefix is empty"));
+        assert!(lease_ttl(Some(1)).unwrap_err().0.contains("--ttl must be between"));
         assert_eq!(lease_ttl(Some(30)), Ok(Duration::from_secs(30)));
         assert_eq!(lease_ttl(None), Ok(DEFAULT_TTL));
     }

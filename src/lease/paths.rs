@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::Unusable;
+
 /// Registry file name inside `<home>/runtime/`.
 pub const REGISTRY_FILE: &str = "active_sessions.json";
 /// Lock file name inside `<home>/runtime/` (never written, renamed or deleted).
@@ -37,7 +39,7 @@ impl Registry {
 }
 
 /// The home: `--home` if given, else `$HERMES_HOME` (trimmed, non-empty), else `~/.hermes`.
-pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, String> {
+pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, Unusable> {
     if let Some(dir) = flag {
         return Ok(dir.to_path_buf());
     }
@@ -50,7 +52,7 @@ pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, String> {
     }
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".hermes")),
-        _ => Err("cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set)".into()),
+        _ => Err(Unusable("cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set)".into())),
     }
 }
 
@@ -77,9 +79,9 @@ pub fn registry_for_home(home: &Path) -> Registry {
 }
 
 /// A named profile of the root (`<root>/profiles/<name>`). The name must be a plain directory name.
-pub fn profile_registry(root: &Path, name: &str) -> Result<Registry, String> {
+pub fn profile_registry(root: &Path, name: &str) -> Result<Registry, Unusable> {
     if name.is_empty() || name.starts_with('.') || name.contains('/') || name.contains('\0') {
-        return Err(format!("invalid profile name {name:?}: a plain directory name not starting with '.'"));
+        return Err(Unusable(format!("invalid profile name {name:?}: a plain directory name not starting with '.'")));
     }
     Ok(Registry::new(name, root.join("profiles").join(name)))
 }

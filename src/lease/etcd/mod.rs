@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 
 use super::admin::{LeaseView, RemoteLease};
 use super::entry::Entry;
-use super::error::Error;
+use super::error::{Error, Unusable};
 use super::liveness::{Liveness, Prober};
 pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
 pub use super::owner::hostname;
@@ -46,7 +46,7 @@ pub struct EtcdConfig {
 
 impl EtcdConfig {
     /// Parse `--endpoints URL[,URL]`, `--prefix P` and `--ttl SECS`; every problem is named.
-    pub fn new(endpoints: &str, prefix: Option<&str>, ttl_secs: Option<u64>) -> Result<EtcdConfig, String> {
+    pub fn new(endpoints: &str, prefix: Option<&str>, ttl_secs: Option<u64>) -> Result<EtcdConfig, Unusable> {
         let location = EtcdLocation::parse(endpoints, prefix)?;
         Ok(EtcdConfig::at(&location, lease_ttl(ttl_secs)?))
     }
@@ -89,24 +89,15 @@ impl EtcdConfig {
 
 /// Why etcd could not be used. Never a grant: the caller refuses with
 /// `SESSION_COORDINATION_UNAVAILABLE` (exit code 5).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EtcdError {
     /// No answer in time, a connection error, or an answer that cannot be trusted.
+    #[error("{0}")]
     Unavailable(String),
     /// A key under the prefix holds something that is not an entry.
+    #[error("etcd key {key} does not hold a leasectl entry: {detail}")]
     BadData { key: String, detail: String },
 }
-
-impl std::fmt::Display for EtcdError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EtcdError::Unavailable(why) => write!(f, "{why}"),
-            EtcdError::BadData { key, detail } => write!(f, "etcd key {key} does not hold a leasectl entry: {detail}"),
-        }
-    }
-}
-
-impl std::error::Error for EtcdError {}
 
 // The core's callers see one error type: etcd not answering is "unavailable" (exit 5).
 impl From<EtcdError> for Error {
@@ -316,11 +307,11 @@ mod tests {
         assert_eq!(c.session_key("S1"), "/x/session/S1");
         assert_eq!(c.slot_key(3), "/x/slot/3");
         assert_eq!(c.ttl, DEFAULT_TTL);
-        assert!(EtcdConfig::new("", None, None).unwrap_err().contains("--endpoints is empty"));
-        assert!(EtcdConfig::new("127.0.0.1:2379", None, None).unwrap_err().contains("not an http:// URL"));
-        assert!(EtcdConfig::new("https://h:2379", None, None).unwrap_err().contains("TLS"));
-        assert!(EtcdConfig::new("http://h:1", Some(""), None).unwrap_err().contains("--prefix is empty"));
-        assert!(EtcdConfig::new("http://h:1", None, Some(1)).unwrap_err().contains("--ttl must be between"));
+        assert!(EtcdConfig::new("", None, None).unwrap_err().0.contains("--endpoints is empty"));
+        assert!(EtcdConfig::new("127.0.0.1:2379", None, None).unwrap_err().0.contains("not an http:// URL"));
+        assert!(EtcdConfig::new("https://h:2379", None, None).unwrap_err().0.contains("TLS"));
+        assert!(EtcdConfig::new("http://h:1", Some(""), None).unwrap_err().0.contains("--prefix is empty"));
+        assert!(EtcdConfig::new("http://h:1", None, Some(1)).unwrap_err().0.contains("--ttl must be between"));
         assert_eq!(EtcdConfig::new("http://h:1", None, Some(30)).map(|c| c.ttl), Ok(Duration::from_secs(30)));
     }
 
