@@ -30,17 +30,7 @@ const RESTORED_WITHIN: Duration = Duration::from_secs(2);
 
 /// `leasectl --home HOME hold SESSION --json`. Dropping it SIGKILLs and reaps it.
 struct Holder {
-    child: std::process::Child,
-    reaped: bool,
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        if !self.reaped {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    child: common::Reaped,
 }
 
 impl Holder {
@@ -56,7 +46,7 @@ impl Holder {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn leasectl hold");
-        let mut holder = Holder { child, reaped: false };
+        let mut holder = Holder { child: common::Reaped(child) };
         let stdout = holder.child.stdout.take().expect("stdout was piped");
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
@@ -72,7 +62,6 @@ impl Holder {
         let grant: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
             let _ = holder.child.kill();
             let _ = holder.child.wait();
-            holder.reaped = true;
             let mut err = String::new();
             if let Some(mut s) = holder.child.stderr.take() {
                 let _ = s.read_to_string(&mut err);
@@ -87,9 +76,7 @@ impl Holder {
         // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
         let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
         assert_eq!(rc, 0, "kill -KILL {}: {}", self.child.id(), std::io::Error::last_os_error());
-        let status = self.child.wait().expect("reap the holder");
-        self.reaped = true;
-        status
+        self.child.wait().expect("reap the holder")
     }
 }
 

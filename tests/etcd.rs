@@ -204,14 +204,7 @@ fn listed(endpoint: &str, prefix: &str) -> Vec<Value> {
 }
 
 /// A `leasectl` child killed and reaped when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+struct Proc(common::Reaped);
 
 impl Proc {
     fn signal(&self, sig: i32) {
@@ -241,7 +234,7 @@ fn start_holding(endpoint: &str, prefix: &str, args: &[&str]) -> (Proc, Value) {
     let mut child =
         leasectl(endpoint, prefix, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn leasectl");
     let stdout = child.stdout.take().expect("piped stdout");
-    let proc = Proc(child);
+    let proc = Proc(common::Reaped(child));
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {
         let mut line = String::new();

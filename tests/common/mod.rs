@@ -114,3 +114,27 @@ pub fn mixed_root() -> RegistrySnapshot {
         ]),
     )
 }
+
+/// A child process that is killed (SIGKILL) and reaped when dropped, so no test leaves
+/// one behind, even when it panics. Both are no-ops once the child is reaped.
+pub struct Reaped(pub std::process::Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
