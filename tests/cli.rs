@@ -1095,3 +1095,16 @@ fn lock_timeout_refuses_with_5_and_names_the_flock_process_as_holder() {
     out.expect_exit(0);
     assert_eq!(out.json()["registries"][0]["lock_holder"], u64::from(flock.pid()));
 }
+
+/// `leasectl` with no command and no terminal prints what the console would show: the
+/// root and every profile (the console's scope), as a table.
+#[test]
+fn no_command_without_a_terminal_lists_the_root_and_every_profile() {
+    let home = Home::new();
+    home.acquire_ok(&["--profile", "work", "S-WORK"]);
+    home.acquire_ok(&["S-ROOT"]);
+    let out = home.run(&[]);
+    out.expect_exit(0);
+    assert!(out.stdout.contains("S-ROOT"), "{out:?}");
+    assert!(out.stdout.contains("S-WORK"), "the work profile is listed too: {out:?}");
+}

@@ -77,16 +77,19 @@ impl From<Error> for Failure {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<i32, Failure> {
+fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     let timeout = lock_timeout(cli.lock_timeout)?;
-    let command = match &cli.command {
-        Some(_) => None,
-        // No command: the console on a terminal, the listing otherwise (pipes, scripts).
-        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => Some(Command::Tui),
-        None => Some(Command::Ls(args::LsArgs { json: false })),
-    };
-    let locations = select_locations(&cli, command.as_ref().or(cli.command.as_ref()))?;
-    let Some(command) = command.or(cli.command) else { return Err(usage("no command")) };
+    // No command: the console on a terminal, the listing otherwise (pipes, scripts);
+    // either way over the console's scope, the root and every profile.
+    let implicit = cli.command.is_none();
+    let command = cli.command.take().unwrap_or_else(|| {
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            Command::Tui
+        } else {
+            Command::Ls(args::LsArgs { json: false })
+        }
+    });
+    let locations = select_locations(&cli, &command, implicit)?;
     let ttl = match &command {
         Command::Acquire(a) => a.opts.ttl,
         Command::Hold(o) => o.ttl,
@@ -121,7 +124,7 @@ fn dispatch(cli: Cli) -> Result<i32, Failure> {
 
 /// The locations a command acts on: registry files (the home, a profile, or the root and
 /// every profile), or one etcd prefix with `--backend etcd`.
-fn select_locations(cli: &Cli, command: Option<&Command>) -> Result<Vec<Location>, Failure> {
+fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<Location>, Failure> {
     if cli.backend == Backend::Etcd {
         if cli.all_profiles || cli.profile.is_some() || cli.home.is_some() {
             return Err(usage(
@@ -136,9 +139,9 @@ fn select_locations(cli: &Cli, command: Option<&Command>) -> Result<Vec<Location
             ))
         };
         match command {
-            Some(Command::Prune(_)) => return Err(none_of_file("prune")),
-            Some(Command::Doctor(_)) => return Err(none_of_file("doctor")),
-            Some(Command::Demo(_)) => return Err(usage("demo runs on a sandbox registry file; it has no etcd mode")),
+            Command::Prune(_) => return Err(none_of_file("prune")),
+            Command::Doctor(_) => return Err(none_of_file("doctor")),
+            Command::Demo(_) => return Err(usage("demo runs on a sandbox registry file; it has no etcd mode")),
             _ => {}
         }
         let endpoints = cli.endpoints.as_deref().ok_or_else(|| {
@@ -150,15 +153,15 @@ fn select_locations(cli: &Cli, command: Option<&Command>) -> Result<Vec<Location
     if cli.endpoints.is_some() || cli.prefix.is_some() {
         return Err(usage("--endpoints and --prefix work with --backend etcd only"));
     }
-    if let Some(Command::Acquire(args::AcquireArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. }))
-    | Some(Command::Hold(AcquireOpts { ttl: Some(_), .. }))
-    | Some(Command::Run(args::RunArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. })) = command
+    if let Command::Acquire(args::AcquireArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. })
+    | Command::Hold(AcquireOpts { ttl: Some(_), .. })
+    | Command::Run(args::RunArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. }) = command
     {
         return Err(usage("--ttl works with --backend etcd only: a registry file lease lasts as long as its owner"));
     }
     let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m.0 })?;
     let root = paths::root_of(&home);
-    let console = matches!(command, Some(Command::Tui) | None);
+    let console = implicit || matches!(command, Command::Tui);
     let registries = if cli.all_profiles || (console && cli.profile.is_none()) {
         paths::all_registries(&root)
     } else if let Some(name) = &cli.profile {
@@ -288,8 +291,7 @@ fn ls(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure>
 /// `ls` on etcd: hosts, TTLs and fencing tokens instead of owner processes.
 fn ls_etcd(at: &EtcdLocation, listing: &lease::Listing, as_json: bool) -> Result<i32, Failure> {
     let views = listing.leases.as_ref().map_err(|e| Failure::from(e.clone()))?;
-    let remote = listing.remote.clone().unwrap_or(lease::RemoteListing { revision: 0, slots: vec![], bad: vec![] });
-    output::etcd_listing(at, views, &remote, as_json);
+    output::etcd_listing(at, views, &listing.remote.clone().unwrap_or_default(), as_json);
     Ok(EXIT_OK)
 }
 

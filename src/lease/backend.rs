@@ -34,7 +34,7 @@ pub struct Listing {
     pub remote: Option<RemoteListing>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RemoteListing {
     pub revision: i64,
     /// Used slots: index and the session key holding it.
