@@ -100,11 +100,17 @@ fn two_threads(reg: &Registry, me: u64, releaser: &Releaser) -> f64 {
     ms(t)
 }
 
+/// The binary built with this bench, or `CACHES_LEASECTL` (a variant's copy).
+fn bin() -> String {
+    std::env::var("CACHES_LEASECTL").unwrap_or_else(|_| BIN.to_owned())
+}
+
 fn cli(home: &std::path::Path, owner: u64) -> f64 {
+    let bin = bin();
     let k = COUNTER.fetch_add(1, Ordering::Relaxed);
     let home = home.to_str().expect("utf-8 temp path");
     let t = Instant::now();
-    let out = Command::new(BIN)
+    let out = Command::new(&bin)
         .args(["--home", home, "acquire", &format!("cli-session-{k}"), "--owner-pid", &owner.to_string(), "--json"])
         .stderr(Stdio::inherit())
         .output()
@@ -112,7 +118,7 @@ fn cli(home: &std::path::Path, owner: u64) -> f64 {
     assert!(out.status.success(), "acquire: {}", String::from_utf8_lossy(&out.stdout));
     let grant: Value = serde_json::from_slice(&out.stdout).expect("acquire --json");
     let lease_id = grant["lease_id"].as_str().expect("lease_id in the grant").to_owned();
-    let status = Command::new(BIN)
+    let status = Command::new(&bin)
         .args(["--home", home, "release", &lease_id])
         .stdout(Stdio::null())
         .status()
