@@ -106,34 +106,19 @@ pub fn float_repr(f: f64) -> String {
     buf.as_str().to_owned()
 }
 
-/// True when `num` is exactly how Python writes the float it denotes. The last
-/// verified text is remembered: `started_at` and `updated_at` are usually equal.
+/// True when `num` is exactly how Python writes the float it denotes.
 fn canonical_float(num: &str) -> bool {
-    thread_local! {
-        static LAST: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    if LAST.with(|l| l.borrow().as_slice() == num.as_bytes()) {
-        return true;
-    }
     if fixed_layout_digits(num).is_some_and(|sig| sig <= 15) {
         return true;
     }
-    let ok = num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| {
+    num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| {
         // ryu writes the same shortest digits, and the same fixed layout for all
         // but the exponent -5 (`0.0000d`, Python's `de-05`); its exponent form differs.
         let mut ryu_buf = ryu::Buffer::new();
         let digits = num.strip_prefix('-').unwrap_or(num);
         let same_fixed = !num.contains('e') && !digits.starts_with("0.0000") && ryu_buf.format_finite(f) == num;
         same_fixed || is_float_repr(f, num)
-    });
-    if ok {
-        LAST.with(|l| {
-            let mut l = l.borrow_mut();
-            l.clear();
-            l.extend_from_slice(num.as_bytes());
-        });
-    }
-    ok
+    })
 }
 
 /// The significant digits of `num` when it has Python repr's fixed layout

@@ -5,16 +5,21 @@
 //! bytes alone, so a byte-for-byte match gives exactly what parsing would.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+
+use rustc_hash::FxBuildHasher as FxBuild;
 
 use super::reparse::{self, IdCounts};
 use super::store::RegistryFile;
 
-/// Registries remembered per thread (the console reads one per profile).
-const KEPT: usize = 4;
+/// Registries remembered per thread, found by path in constant time, so a console
+/// on any number of profiles hits as often as one on a single registry. Beyond
+/// either bound the least recently used are forgotten.
+const MAX_PATHS: usize = 1024;
+const MAX_BYTES: usize = 512 * 1024 * 1024;
 
 struct Recent {
-    path: PathBuf,
     bytes: Vec<u8>,
     file: RegistryFile,
     /// `bytes` is exactly `{"entries": [E, …]}` of `file`'s entry texts, so a
@@ -22,10 +27,43 @@ struct Recent {
     hermes_layout: bool,
     /// Lease id hashes of `file`, counted when first needed (most reads never do).
     ids: Option<IdCounts>,
+    /// When this path was last looked up or remembered (a per-thread counter).
+    used: u64,
+}
+
+#[derive(Default)]
+struct Remembered {
+    by_path: HashMap<PathBuf, Recent, FxBuild>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl Remembered {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn remove(&mut self, path: &Path) {
+        if let Some(r) = self.by_path.remove(path) {
+            self.bytes -= r.bytes.len();
+        }
+    }
+
+    /// Forget the least recently used until `extra` more bytes and one more path fit.
+    fn make_room(&mut self, extra: usize) {
+        while !self.by_path.is_empty() && (self.by_path.len() >= MAX_PATHS || self.bytes + extra > MAX_BYTES) {
+            let oldest = self.by_path.iter().min_by_key(|(_, r)| r.used).map(|(p, _)| p.clone());
+            match oldest {
+                Some(path) => self.remove(&path),
+                None => break,
+            }
+        }
+    }
 }
 
 thread_local! {
-    static RECENT: RefCell<Vec<Recent>> = const { RefCell::new(Vec::new()) };
+    static RECENT: RefCell<Remembered> = RefCell::new(Remembered::default());
 }
 
 /// What a lookup found.
@@ -41,7 +79,9 @@ pub enum Found {
 pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
-        let hit = recent.iter_mut().find(|r| r.path == path)?;
+        let now = recent.tick();
+        let hit = recent.by_path.get_mut(path)?;
+        hit.used = now;
         if hit.bytes == bytes {
             return Some(Found::Same(hit.file.clone()));
         }
@@ -53,38 +93,29 @@ pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
     })
 }
 
-/// Remember what `path` holds now: `bytes`, parsed as `file`. The bytes are
-/// moved in, and `bytes` gets back the buffer they replace, emptied (swapping
-/// buffers avoids copying, and fresh multi-megabyte buffers cost page faults).
-pub fn remember(path: &Path, bytes: &mut Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
+/// Remember what `path` holds now: `bytes`, parsed as `file`.
+pub fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
-        let index = match recent.iter().position(|r| r.path == path) {
-            Some(i) => i,
-            None => {
-                if recent.len() >= KEPT {
-                    recent.remove(0);
-                }
-                recent.push(Recent {
-                    path: path.to_path_buf(),
-                    bytes: Vec::new(),
-                    file: RegistryFile::default(),
-                    hermes_layout: false,
-                    ids: None,
-                });
-                recent.len() - 1
-            }
-        };
-        let slot = &mut recent[index];
-        std::mem::swap(&mut slot.bytes, bytes);
-        bytes.clear();
-        slot.file = file.clone();
-        slot.hermes_layout = hermes_layout && file.extra.is_empty();
-        slot.ids = None;
+        recent.remove(path);
+        if bytes.len() > MAX_BYTES {
+            return;
+        }
+        recent.make_room(bytes.len());
+        let used = recent.tick();
+        recent.bytes += bytes.len();
+        let hermes_layout = hermes_layout && file.extra.is_empty();
+        recent.by_path.insert(path.to_path_buf(), Recent { bytes, file: file.clone(), hermes_layout, ids: None, used });
     })
 }
 
 /// Forget `path` (its file changed in a way not seen here).
 pub fn forget(path: &Path) {
-    RECENT.with(|recent| recent.borrow_mut().retain(|r| r.path != path));
+    RECENT.with(|recent| recent.borrow_mut().remove(path));
+}
+
+/// How many registries this thread remembers.
+#[cfg(test)]
+pub fn remembered_count() -> usize {
+    RECENT.with(|recent| recent.borrow().by_path.len())
 }

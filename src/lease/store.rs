@@ -31,41 +31,25 @@ pub struct RegistryFile {
 /// Read strictly. A missing file is an empty registry; anything invalid is an error
 /// naming the rule and the entry.
 pub fn read(path: &Path) -> Result<RegistryFile, Error> {
-    // One read buffer per thread, reused: a fresh multi-megabyte buffer per read costs
-    // more in page faults than the read itself (entries keep their own text).
-    thread_local! {
-        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    let mut bytes = Vec::new();
+    if !read_into(path, &mut bytes)? {
+        return Ok(RegistryFile::default());
     }
-    BUFFER.with(|cell| {
-        let mut bytes = cell.take();
-        let result = match read_into(path, &mut bytes) {
-            Err(e) => Err(e),
-            Ok(false) => Ok(RegistryFile::default()),
-            Ok(true) => {
-                // (parsed, what to remember of it: None when it is remembered already)
-                let (parsed, remember) = match recent::lookup(path, &bytes) {
-                    Some(recent::Found::Same(file)) => (Ok(file), None),
-                    Some(recent::Found::Reparsed(file)) => (Ok(file), Some(true)),
-                    None => {
-                        let (parsed, hermes_layout) = parse_noting_layout(&bytes);
-                        (parsed, Some(hermes_layout))
-                    }
-                };
-                match (&parsed, remember) {
-                    (Ok(file), Some(hermes_layout)) => recent::remember(path, &mut bytes, file, hermes_layout),
-                    (Ok(_), None) => {}
-                    (Err(_), _) => recent::forget(path),
-                }
-                parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
-            }
-        };
-        // Keep a modest buffer for the next read; give a huge one back.
-        if bytes.capacity() <= 16 * 1024 * 1024 {
-            bytes.clear();
-            cell.replace(bytes);
+    // (parsed, what to remember of it: None when it is remembered already)
+    let (parsed, remember) = match recent::lookup(path, &bytes) {
+        Some(recent::Found::Same(file)) => (Ok(file), None),
+        Some(recent::Found::Reparsed(file)) => (Ok(file), Some(true)),
+        None => {
+            let (parsed, hermes_layout) = parse_noting_layout(&bytes);
+            (parsed, Some(hermes_layout))
         }
-        result
-    })
+    };
+    match (&parsed, remember) {
+        (Ok(file), Some(hermes_layout)) => recent::remember(path, bytes, file, hermes_layout),
+        (Ok(_), None) => {}
+        (Err(_), _) => recent::forget(path),
+    }
+    parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
 }
 
 /// The file's bytes, or None when it does not exist. Too-large files are refused.
@@ -408,26 +392,14 @@ pub fn serialize_into(file: &RegistryFile, out: &mut String) {
 
 /// Replace the registry atomically. The lock guard proves the caller holds the lock.
 pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(), Error> {
-    // One buffer per thread, traded with the remembered registry's (no copies).
-    thread_local! {
-        static TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    let mut text = String::new();
+    serialize_into(file, &mut text);
+    let written = write_bytes(path, text.as_bytes());
+    match &written {
+        Ok(()) => recent::remember(path, text.into_bytes(), file, true),
+        Err(_) => recent::forget(path),
     }
-    TEXT.with(|cell| {
-        let mut text = cell.take();
-        serialize_into(file, &mut text);
-        let written = write_bytes(path, text.as_bytes());
-        let mut bytes = text.into_bytes();
-        match &written {
-            Ok(()) => recent::remember(path, &mut bytes, file, true),
-            Err(_) => recent::forget(path),
-        }
-        bytes.clear();
-        // Empty, so always valid UTF-8; a huge buffer is given back.
-        if bytes.capacity() <= 16 * 1024 * 1024 {
-            cell.replace(String::from_utf8(bytes).unwrap_or_default());
-        }
-        written
-    })
+    written
 }
 
 /// Replace the registry with exact bytes (the demo's corrupt/repair, a restored
@@ -647,6 +619,20 @@ mod tests {
         assert_eq!(read(&path).expect("raw").entries[0].session_id(), "T");
         std::fs::remove_file(&path).expect("remove");
         assert_eq!(read(&path).expect("missing"), RegistryFile::default());
+    }
+
+    #[test]
+    fn every_registry_a_thread_reads_is_remembered_however_many() {
+        // A console reads the root and every profile in turn: with 12 of them, the
+        // first is still remembered when its turn comes again (it was once 4 slots).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths: Vec<PathBuf> = (0..12).map(|i| dir.path().join(format!("r{i}.json"))).collect();
+        for p in &paths {
+            std::fs::write(p, SAMPLE).expect("write");
+            read(p).expect("valid");
+        }
+        assert_eq!(recent::remembered_count(), 12);
+        assert!(matches!(recent::lookup(&paths[0], SAMPLE.as_bytes()), Some(recent::Found::Same(_))));
     }
 
     #[test]
