@@ -139,7 +139,7 @@ fn console(owners: &[Owner]) -> Console {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-caches-home-").tempdir().expect("tempdir");
     let mut registries = vec![Registry::new("root", dir.path())];
     for p in 0..PROFILES {
-        registries.push(Registry::new(&format!("p{p}"), &dir.path().join("profiles").join(format!("p{p}"))));
+        registries.push(Registry::new(format!("p{p}"), dir.path().join("profiles").join(format!("p{p}"))));
     }
     for reg in &registries {
         std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
