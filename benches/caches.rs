@@ -25,32 +25,15 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use leasectl::lease::{self, AcquireRequest, Location, Registry};
+use leasectl::lease::{self, Location, Registry};
 use leasectl::tui::worker::{Scope, Worker};
-use serde_json::{Map, Value};
-use support::{LOCK_TIMEOUT, Owner, Sleepers, median};
+use serde_json::Value;
+use support::{LOCK_TIMEOUT, Owner, Releaser, Sleepers, median, releaser, request};
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
 const SIZES: [usize; 2] = [100, 1_000];
 const PROFILES: usize = 10;
 const PROFILE_LEASES: usize = 100;
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-fn request(owner: u64) -> AcquireRequest {
-    let k = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut metadata = Map::new();
-    metadata.insert("live_session_id".into(), Value::String(format!("bench-live-{k}")));
-    AcquireRequest {
-        session_id: format!("bench-session-{k}"),
-        surface: Some("cli".into()),
-        metadata,
-        owner_pid: owner,
-        cap: None,
-        track_liveness: true,
-        lock_timeout: LOCK_TIMEOUT,
-    }
-}
 
 fn home(n: usize, owners: &[Owner]) -> (tempfile::TempDir, Registry) {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-caches-").tempdir().expect("tempdir");
@@ -72,26 +55,6 @@ fn cycle(reg: &Registry, me: u64) -> f64 {
     ms(t)
 }
 
-/// A thread that releases the leases it is sent.
-struct Releaser {
-    work: std::sync::mpsc::Sender<String>,
-    done: std::sync::mpsc::Receiver<bool>,
-}
-
-fn releaser(reg: Registry) -> Releaser {
-    let (work, work_rx) = std::sync::mpsc::channel::<String>();
-    let (done_tx, done) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for lease_id in work_rx {
-            let removed = lease::release(&reg, &lease_id, LOCK_TIMEOUT).map(|r| r.removed).unwrap_or(false);
-            if done_tx.send(removed).is_err() {
-                break;
-            }
-        }
-    });
-    Releaser { work, done }
-}
-
 fn two_threads(reg: &Registry, me: u64, releaser: &Releaser) -> f64 {
     let t = Instant::now();
     let grant = lease::acquire(reg, &request(me)).expect("granted");
@@ -107,7 +70,8 @@ fn bin() -> String {
 
 fn cli(home: &std::path::Path, owner: u64) -> f64 {
     let bin = bin();
-    let k = COUNTER.fetch_add(1, Ordering::Relaxed);
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let k = SEQ.fetch_add(1, Ordering::Relaxed);
     let home = home.to_str().expect("utf-8 temp path");
     let t = Instant::now();
     let out = Command::new(&bin)

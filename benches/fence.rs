@@ -13,33 +13,13 @@ mod support;
 use std::fs::{File, OpenOptions};
 use std::hint::black_box;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode};
-use leasectl::lease::{self, AcquireRequest, Registry};
-use serde_json::{Map, Value};
-use support::{LOCK_TIMEOUT, Owner, Sleepers, median};
+use leasectl::lease::{self, Registry};
+use support::{LOCK_TIMEOUT, Owner, Releaser, Sleepers, median, releaser, request};
 
 const SIZES: [usize; 4] = [0, 100, 1_000, 10_000];
-
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh session and live id, owned by this process, liveness tracked.
-fn request(me: u64) -> AcquireRequest {
-    let k = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut metadata = Map::new();
-    metadata.insert("live_session_id".into(), Value::String(format!("bench-live-{k}")));
-    AcquireRequest {
-        session_id: format!("bench-session-{k}"),
-        surface: Some("cli".into()),
-        metadata,
-        owner_pid: me,
-        cap: None,
-        track_liveness: true,
-        lock_timeout: LOCK_TIMEOUT,
-    }
-}
 
 /// One acquire and its release; returns (entries pruned, whether the release removed it).
 fn cycle(reg: &Registry, me: u64) -> (usize, bool) {
@@ -146,26 +126,6 @@ fn cycle_fresh_threads(reg: &Registry, me: u64) -> f64 {
         assert!(released.expect("release").removed);
     });
     t.elapsed().as_secs_f64() * 1e3
-}
-
-/// A thread that releases the leases it is sent, one registry's at a time.
-struct Releaser {
-    work: std::sync::mpsc::Sender<String>,
-    done: std::sync::mpsc::Receiver<bool>,
-}
-
-fn releaser(reg: Registry) -> Releaser {
-    let (work, work_rx) = std::sync::mpsc::channel::<String>();
-    let (done_tx, done) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for lease_id in work_rx {
-            let removed = lease::release(&reg, &lease_id, LOCK_TIMEOUT).map(|r| r.removed).unwrap_or(false);
-            if done_tx.send(removed).is_err() {
-                break;
-            }
-        }
-    });
-    Releaser { work, done }
 }
 
 /// Interleaved rounds per size (floor, then each kind of cycle, the order

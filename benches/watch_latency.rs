@@ -20,13 +20,12 @@ mod support;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use leasectl::lease::{self, AcquireRequest, Registry};
+use leasectl::lease::{self, Registry};
 use leasectl::tui::event::{Effect, Event};
 use leasectl::tui::sources::spawn_watcher;
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;
 use leasectl::tui::worker::{Scope, Worker};
-use serde_json::{Map, Value};
 use support::{LOCK_TIMEOUT, Owner, quantile};
 
 /// The console's own debounce.
@@ -79,20 +78,6 @@ impl Console {
     }
 }
 
-fn request(k: usize) -> AcquireRequest {
-    let mut metadata = Map::new();
-    metadata.insert("live_session_id".into(), Value::String(format!("watch-live-{k}")));
-    AcquireRequest {
-        session_id: format!("watch-session-{k}"),
-        surface: Some("tui".into()),
-        metadata,
-        owner_pid: u64::from(std::process::id()),
-        cap: None,
-        track_liveness: true,
-        lock_timeout: LOCK_TIMEOUT,
-    }
-}
-
 fn run(n: usize, changes: usize) -> (Vec<Sample>, f64) {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-watch-").tempdir().expect("tempdir");
     let home = dir.path().to_path_buf();
@@ -125,7 +110,7 @@ fn run(n: usize, changes: usize) -> (Vec<Sample>, f64) {
         // A small, varying pause, so changes do not beat in step with anything.
         console.settle(Duration::from_millis(5 + (k as u64 * 7) % 25));
         let t0 = Instant::now();
-        let grant = lease::acquire(&reg, &request(k)).expect("acquire");
+        let grant = lease::acquire(&reg, &support::request(u64::from(std::process::id()))).expect("acquire");
         let acquired = t0.elapsed();
         let mut fs_changed = None;
         let (mut reloads, mut reload_ms, mut update_ms) = (0, 0.0, 0.0);

@@ -4,198 +4,22 @@
 //! from the child environment. Every wait has a deadline, and every spawned child is
 //! killed and reaped when its guard drops, also when a test fails.
 
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
-use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
-/// Bound on every wait: for an exit, an output line, a file to change.
-const WAIT: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(5);
+mod common;
+use common::process::{Home, Proc, describe, pump_after, str_of, wait_for};
 
 // ---------------------------------------------------------------------------
 // Processes
 // ---------------------------------------------------------------------------
-
-/// A finished process: how it ended and everything it printed.
-struct Out {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl fmt::Debug for Out {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}\n--- stdout ---\n{}\n--- stderr ---\n{}", describe(self.status), self.stdout, self.stderr)
-    }
-}
-
-impl Out {
-    /// Assert the exact exit code (a death by signal fails too).
-    fn expect_exit(&self, code: i32) {
-        assert_eq!(self.status.code(), Some(code), "wrong exit: {self:?}");
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {self:?}"))
-    }
-}
-
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit code {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => format!("{status:?}"),
-    }
-}
-
-/// Lines of a stream, read on a thread, so a test can wait for them with a deadline.
-fn pump<R: Read + Send + 'static>(reader: R) -> Receiver<String> {
-    let (_, go) = mpsc::channel();
-    pump_after(go, reader)
-}
-
-/// Like [`pump`], but reading starts only once `go` fires (or its sender is dropped).
-fn pump_after<R: Read + Send + 'static>(go: Receiver<()>, reader: R) -> Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = go.recv();
-        for line in BufReader::new(reader).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Everything left on a stream until it closes, with a deadline.
-fn drain(rx: &Receiver<String>, deadline: Instant, what: &str) -> String {
-    let mut lines = Vec::new();
-    loop {
-        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => lines.push(line),
-            Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {
-                panic!("{what} still open after {WAIT:?}; read so far:\n{}", lines.join("\n"))
-            }
-        }
-    }
-    lines.join("\n")
-}
-
-/// A spawned child. Dropping it kills (SIGKILL; the whole process group for `group`)
-/// and reaps it, so no test leaves a process behind, even when it panics.
-struct Proc {
-    label: String,
-    child: Child,
-    group: bool,
-    stdout: Receiver<String>,
-    stderr: Receiver<String>,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.group {
-            // SAFETY: kill has no memory-safety preconditions; the group is ours.
-            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
-        }
-        // No-ops when the child is already reaped (std never signals a reaped pid).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    /// Spawn with stdout and stderr piped (stdin null).
-    fn spawn(label: &str, mut cmd: Command) -> Proc {
-        cmd.stdout(Stdio::piped());
-        Proc::spawn_with_stdout(label, cmd, None)
-    }
-
-    /// Spawn; `stdout` gives the lines of wherever the command's stdout was already set
-    /// to. The command (and its copy of that descriptor) is dropped here.
-    fn spawn_with_stdout(label: &str, mut cmd: Command, stdout: Option<Receiver<String>>) -> Proc {
-        cmd.stdin(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {label}: {e}"));
-        let stdout = match stdout {
-            Some(lines) => lines,
-            None => pump(child.stdout.take().expect("stdout was piped")),
-        };
-        let stderr = pump(child.stderr.take().expect("stderr was piped"));
-        Proc { label: label.to_owned(), child, group: false, stdout, stderr }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The next stdout line, within the deadline.
-    fn line(&self) -> String {
-        self.stdout
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|e| panic!("{}: no stdout line within {WAIT:?} ({e})", self.label))
-    }
-
-    /// The next stdout line, parsed as one JSON value.
-    fn json_line(&self) -> Value {
-        let line = self.line();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{}: stdout line is not JSON ({e}): {line}", self.label))
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Wait for the exit, at most `WAIT`.
-    fn wait(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => thread::sleep(POLL),
-                Ok(None) => panic!("{} did not exit within {WAIT:?}", self.label),
-                Err(e) => panic!("{}: wait failed: {e}", self.label),
-            }
-        }
-    }
-
-    /// Wait for the exit, then collect the rest of stdout and all of stderr.
-    fn finish(&mut self) -> Out {
-        let status = self.wait();
-        let deadline = Instant::now() + WAIT;
-        let stdout = drain(&self.stdout, deadline, &format!("{}'s stdout", self.label));
-        let stderr = drain(&self.stderr, deadline, &format!("{}'s stderr", self.label));
-        Out { status, stdout, stderr }
-    }
-
-    /// Send a signal to a child that is still running (asserted: never to a reaped pid).
-    fn signal(&mut self, sig: libc::c_int) {
-        assert!(self.running(), "{} exited before it could be sent signal {sig}", self.label);
-        // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}): {}", self.pid(), std::io::Error::last_os_error());
-    }
-
-    /// SIGKILL and reap; returns the status.
-    fn kill_and_reap(&mut self) -> ExitStatus {
-        self.signal(libc::SIGKILL);
-        let status = self.wait();
-        assert_eq!(status.signal(), Some(libc::SIGKILL), "{}: {}", self.label, describe(status));
-        status
-    }
-}
 
 /// `sleep SECS`, a process to own leases with `--owner-pid`.
 fn sleeper(secs: &str) -> Proc {
@@ -210,18 +34,6 @@ fn dead_pid() -> u32 {
     let status = p.wait();
     assert!(status.success(), "sleep 0: {}", describe(status));
     p.pid()
-}
-
-/// Poll `probe` until it yields a value, at most `WAIT`.
-fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {WAIT:?} waiting for {what}");
-        thread::sleep(POLL);
-    }
 }
 
 /// The signals a process catches, from `/proc/PID/status`.
@@ -255,10 +67,6 @@ fn is_lease_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
-    v[key].as_str().unwrap_or_else(|| panic!("{key:?} is not a string in {v}"))
-}
-
 fn test_pid() -> u64 {
     u64::from(std::process::id())
 }
@@ -266,86 +74,6 @@ fn test_pid() -> u64 {
 // ---------------------------------------------------------------------------
 // Homes
 // ---------------------------------------------------------------------------
-
-/// A temp Hermes home; every command gets `--home` and no `HERMES_HOME`.
-struct Home {
-    dir: TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home { dir: tempfile::tempdir().expect("create a temp home") }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn registry(&self) -> PathBuf {
-        self.path().join("runtime").join("active_sessions.json")
-    }
-
-    fn lock_file(&self) -> PathBuf {
-        self.path().join("runtime").join("active_sessions.lock")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("--home").arg(self.path()).args(args).env_remove("HERMES_HOME");
-        cmd
-    }
-
-    fn spawn(&self, label: &str, args: &[&str]) -> Proc {
-        Proc::spawn(label, self.command(args))
-    }
-
-    /// Run to completion (bounded) and collect the output.
-    fn run(&self, args: &[&str]) -> Out {
-        self.spawn(&format!("leasectl {}", args.join(" ")), args).finish()
-    }
-
-    fn registry_bytes(&self) -> Vec<u8> {
-        fs::read(self.registry()).expect("read the registry file")
-    }
-
-    fn write_registry(&self, text: &str) {
-        fs::create_dir_all(self.path().join("runtime")).expect("create runtime/");
-        fs::write(self.registry(), text).expect("write the registry file");
-    }
-
-    /// The registry's entries, None when the file does not exist.
-    fn try_entries(&self) -> Option<Vec<Value>> {
-        let bytes = fs::read(self.registry()).ok()?;
-        let file: Value = serde_json::from_slice(&bytes).expect("the registry file is JSON");
-        Some(file["entries"].as_array().unwrap_or_else(|| panic!("no entries list in {file}")).clone())
-    }
-
-    fn entries(&self) -> Vec<Value> {
-        self.try_entries().expect("the registry file exists")
-    }
-
-    fn lease_ids(&self) -> Vec<String> {
-        self.entries().iter().map(|e| str_of(e, "lease_id").to_owned()).collect()
-    }
-
-    fn wait_entry_for(&self, session: &str) -> Value {
-        wait_for(&format!("a registry entry for session {session}"), || {
-            self.try_entries()?.into_iter().find(|e| e["session_id"] == session)
-        })
-    }
-
-    /// `acquire ... --json`, asserted granted; returns the lease id.
-    fn acquire_ok(&self, args: &[&str]) -> String {
-        let mut all = vec!["acquire"];
-        all.extend_from_slice(args);
-        all.push("--json");
-        let out = self.run(&all);
-        out.expect_exit(0);
-        let v = out.json();
-        assert_eq!(v["granted"], true, "{out:?}");
-        str_of(&v, "lease_id").to_owned()
-    }
-}
 
 /// Start `hold SESSION --json ARGS` processes, all spawned before any is read.
 fn start_holders(home: &Home, sessions: &[String], extra: &[&str]) -> Vec<Proc> {
@@ -571,7 +299,7 @@ fn run_forwards_sigterm_to_cmd_exits_143_and_releases() {
 fn sigterm_right_after_the_lease_is_written(args: &[&str], expected_exit: i32) {
     let home = Home::new();
     let (read_end, write_end) = full_pipe();
-    let mut cmd = home.command(args);
+    let mut cmd = home.cmd(args);
     cmd.stdout(Stdio::from(write_end));
     let (go, wait_go) = mpsc::channel();
     let label = format!("{} (stdout full)", args.join(" "));
@@ -865,7 +593,7 @@ fn doctor_exits_0_when_healthy_and_1_on_invalid_file_conflict_or_leftover_temp()
     // One session, two live owners.
     let mut other = sleeper("100");
     let (a, b) = ("a".repeat(32), "b".repeat(32));
-    home.write_registry(&format!(
+    home.write_registry(format!(
         "{{\"entries\": [{{\"lease_id\": \"{a}\", \"pid\": {}, \"session_id\": \"S\"}}, \
          {{\"lease_id\": \"{b}\", \"pid\": {}, \"session_id\": \"S\"}}]}}",
         test_pid(),

@@ -8,7 +8,7 @@
 use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use leasectl::lease::{AcquireRequest, Reason};
 use serde_json::Value;
 
 mod common;
+use common::Reaped;
 use common::pty::{BIN, Pty, eventually};
 
 // ---------------------------------------------------------------------------
@@ -26,16 +27,9 @@ use common::pty::{BIN, Pty, eventually};
 
 /// A single-node etcd on 127.0.0.1 with a temp data dir. Dropping it kills it.
 struct EtcdServer {
-    child: Child,
+    child: Reaped,
     endpoint: String,
     _data: tempfile::TempDir,
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Data dirs are named after the test process: `leasectl-etcd-<pid>-…`.
@@ -112,7 +106,7 @@ impl EtcdServer {
             ),
             Err(e) => return Err(format!("spawn etcd: {e}")),
         };
-        let mut server = EtcdServer { child, endpoint: client_url, _data: data };
+        let mut server = EtcdServer { child: Reaped(child), endpoint: client_url, _data: data };
         let healthy = eventually(Duration::from_secs(20), || {
             if let Ok(Some(_)) = server.child.try_wait() {
                 return true;

@@ -9,23 +9,22 @@
 //! `sh` wrappers that `exec` it, `sleep` owners) is killed and reaped when its guard
 //! drops, also when an assertion fails. tmpfs mounts are unmounted by a guard.
 
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::{self, JoinHandle};
+use std::process::Command;
+use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
-/// Bound on every wait for a child that should exit promptly.
-const WAIT: Duration = Duration::from_secs(10);
-const POLL: Duration = Duration::from_millis(5);
+mod common;
+use common::process::{
+    BIN, Home, Out, Proc, Sleeper, WAIT, entries_of, label, leasectl, registry_of, runtime_of, temp_files,
+};
+
 /// A pid no process can have here (pid_max is far below it): an owner that is dead.
 const DEAD_PID: u64 = 2_147_483_646;
 const UNAVAILABLE: &str = "SESSION_COORDINATION_UNAVAILABLE";
@@ -35,144 +34,6 @@ const FAILPOINTS: [&str; 4] = ["before-temp-write", "after-temp-write", "before-
 // ---------------------------------------------------------------------------
 // Processes
 // ---------------------------------------------------------------------------
-
-/// A finished child: how it ended and what it printed.
-struct Out {
-    label: String,
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl fmt::Debug for Out {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let how = match (self.status.code(), self.status.signal()) {
-            (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("killed by signal {s}"),
-            _ => format!("{:?}", self.status),
-        };
-        let cut = |s: &str| -> String {
-            if s.chars().count() > 3000 {
-                format!("{}… ({} bytes)", s.chars().take(3000).collect::<String>(), s.len())
-            } else {
-                s.into()
-            }
-        };
-        write!(f, "{}: {how}\n--- stdout ---\n{}\n--- stderr ---\n{}", self.label, cut(&self.stdout), cut(&self.stderr))
-    }
-}
-
-impl Out {
-    fn expect_exit(&self, code: i32) {
-        assert_eq!(self.status.code(), Some(code), "wrong exit: {self:?}");
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {self:?}"))
-    }
-
-    fn try_json(&self) -> Option<Value> {
-        serde_json::from_str(&self.stdout).ok()
-    }
-
-    /// stdout and stderr together, for "the message mentions X" checks.
-    fn text(&self) -> String {
-        format!("{}\n{}", self.stdout, self.stderr)
-    }
-}
-
-/// A running child. Dropping it kills (SIGKILL) and reaps it, so no test leaves a
-/// process behind, even when it panics. Its output is collected on threads.
-struct Running {
-    label: String,
-    child: Child,
-    stdout: Option<JoinHandle<Vec<u8>>>,
-    stderr: Option<JoinHandle<Vec<u8>>>,
-}
-
-fn collect<R: Read + Send + 'static>(mut r: R) -> JoinHandle<Vec<u8>> {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        buf
-    })
-}
-
-fn spawn(label: &str, mut cmd: Command) -> Running {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot spawn {label}: {e}"));
-    running(label, child)
-}
-
-fn running(label: &str, mut child: Child) -> Running {
-    let stdout = child.stdout.take().map(collect);
-    let stderr = child.stderr.take().map(collect);
-    Running { label: label.to_owned(), child, stdout, stderr }
-}
-
-impl Running {
-    /// Wait for the exit, at most `limit`. Err when it was still running then: it has
-    /// been killed and reaped, and the Err holds what it printed.
-    fn finish_within(&mut self, limit: Duration) -> Result<Out, Out> {
-        let deadline = Instant::now() + limit;
-        let (status, timed_out) = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break (status, false),
-                Ok(None) if Instant::now() < deadline => thread::sleep(POLL),
-                Ok(None) => {
-                    let _ = self.child.kill();
-                    break (self.child.wait().unwrap_or_else(|e| panic!("{}: reap: {e}", self.label)), true);
-                }
-                Err(e) => panic!("{}: wait failed: {e}", self.label),
-            }
-        };
-        // The child is gone (and execs, never forks), so its pipes are closed: joins end.
-        let text = |h: Option<JoinHandle<Vec<u8>>>| {
-            String::from_utf8_lossy(&h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()).into_owned()
-        };
-        let out = Out {
-            label: self.label.clone(),
-            status,
-            stdout: text(self.stdout.take()),
-            stderr: text(self.stderr.take()),
-        };
-        if timed_out { Err(out) } else { Ok(out) }
-    }
-
-    fn finish(&mut self) -> Out {
-        self.finish_within(WAIT).unwrap_or_else(|out| panic!("did not exit within {WAIT:?}, killed: {out:?}"))
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // A no-op when already reaped (std never signals a reaped pid).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn run(label: &str, cmd: Command) -> Out {
-    spawn(label, cmd).finish()
-}
-
-/// Like [`run`], but None when the program does not exist (an optional tool).
-fn try_run(label: &str, mut cmd: Command) -> Option<Out> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) if e.kind() == ErrorKind::NotFound => return None,
-        Err(e) => panic!("cannot spawn {label}: {e}"),
-    };
-    Some(running(label, child).finish())
-}
-
-/// `leasectl --home HOME ARGS...`, without `HERMES_HOME`.
-fn leasectl(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("--home").arg(home).args(args).env_remove("HERMES_HOME");
-    cmd
-}
 
 /// The same, under `sh -c 'PRELUDE; exec leasectl ...'` (ulimit, umask, trap).
 fn leasectl_wrapped(prelude: &str, home: &Path, args: &[&str]) -> Command {
@@ -185,41 +46,6 @@ fn leasectl_wrapped(prelude: &str, home: &Path, args: &[&str]) -> Command {
         .args(args)
         .env_remove("HERMES_HOME");
     cmd
-}
-
-fn label(args: &[&str]) -> String {
-    format!("leasectl {}", args.join(" "))
-}
-
-/// `sleep 30`: an owner process to name with `--owner-pid`. Killed and reaped on drop.
-struct Sleeper(Child);
-
-impl Sleeper {
-    fn new() -> Sleeper {
-        let child = Command::new("sleep")
-            .arg("30")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn sleep 30");
-        Sleeper(child)
-    }
-
-    fn pid(&self) -> u64 {
-        u64::from(self.0.id())
-    }
-
-    fn pid_arg(&self) -> String {
-        self.pid().to_string()
-    }
-}
-
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn me() -> u64 {
@@ -238,91 +64,6 @@ fn epoch_now() -> f64 {
 // ---------------------------------------------------------------------------
 // Homes and registries
 // ---------------------------------------------------------------------------
-
-/// A temp dir holding a Hermes home (`<tmp>/home`) and room outside it (`<tmp>`).
-struct Home {
-    dir: TempDir,
-    home: PathBuf,
-}
-
-impl Home {
-    fn new() -> Home {
-        let dir = tempfile::tempdir().expect("create a temp dir");
-        let home = dir.path().join("home");
-        fs::create_dir_all(&home).expect("create the home");
-        Home { dir, home }
-    }
-
-    fn path(&self) -> &Path {
-        &self.home
-    }
-
-    /// The temp dir around the home: "outside runtime/".
-    fn outside(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn runtime(&self) -> PathBuf {
-        runtime_of(&self.home)
-    }
-
-    fn registry(&self) -> PathBuf {
-        registry_of(&self.home)
-    }
-
-    fn lock_file(&self) -> PathBuf {
-        self.runtime().join("active_sessions.lock")
-    }
-
-    fn write_registry(&self, bytes: impl AsRef<[u8]>) {
-        fs::create_dir_all(self.runtime()).expect("create runtime/");
-        fs::write(self.registry(), bytes).expect("write the registry");
-    }
-
-    fn registry_bytes(&self) -> Vec<u8> {
-        fs::read(self.registry()).expect("read the registry")
-    }
-
-    fn entries(&self) -> Vec<Value> {
-        entries_of(&self.registry_bytes())
-    }
-
-    fn temp_files(&self) -> Vec<PathBuf> {
-        temp_files(&self.runtime())
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        leasectl(&self.home, args)
-    }
-
-    fn run(&self, args: &[&str]) -> Out {
-        run(&label(args), self.cmd(args))
-    }
-}
-
-fn runtime_of(home: &Path) -> PathBuf {
-    home.join("runtime")
-}
-
-fn registry_of(home: &Path) -> PathBuf {
-    runtime_of(home).join("active_sessions.json")
-}
-
-/// Leftover `.active_sessions_*.tmp` files in a runtime directory (symlinks included).
-fn temp_files(runtime: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = fs::read_dir(runtime)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with(".active_sessions_") && n.ends_with(".tmp")
-        })
-        .map(|e| e.path())
-        .collect();
-    out.sort();
-    out
-}
 
 fn mode_of(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display())).permissions().mode() & 0o7777
@@ -350,12 +91,6 @@ fn entry(lease: &str, session: &str, pid: u64, process_start_time: Option<f64>) 
 
 fn registry_text(entries: &[Value]) -> String {
     json!({ "entries": entries }).to_string()
-}
-
-fn entries_of(bytes: &[u8]) -> Vec<Value> {
-    let v: Value = serde_json::from_slice(bytes)
-        .unwrap_or_else(|e| panic!("registry is not JSON ({e}): {}", String::from_utf8_lossy(bytes)));
-    v["entries"].as_array().unwrap_or_else(|| panic!("no entries list in {v}")).clone()
 }
 
 fn has_pid(entries: &[Value], pid: u64) -> bool {
@@ -517,7 +252,7 @@ fn check_hostile(x: &Expect, bytes: &[u8]) -> Vec<String> {
             Some(p) => leasectl_wrapped(p, home.path(), args),
             None => home.cmd(args),
         };
-        run(&format!("[{}] {}", x.name, label(args)), cmd)
+        Proc::run(&format!("[{}] {}", x.name, label(args)), cmd)
     };
     let mut failed = Vec::new();
     let mut fail = |what: String| failed.push(format!("{}: {what}", x.name));
@@ -761,7 +496,7 @@ fn directory_or_endless_device_at_the_registry_path_is_refused() {
     let home = Home::new();
     fs::create_dir_all(home.runtime()).expect("runtime/");
     symlink("/dev/zero", home.registry()).expect("symlink to /dev/zero");
-    let limited = |args: &[&str]| run(&label(args), leasectl_wrapped("ulimit -v 200000", home.path(), args));
+    let limited = |args: &[&str]| Proc::run(&label(args), leasectl_wrapped("ulimit -v 200000", home.path(), args));
     let out = limited(&["ls", "--json"]);
     out.expect_exit(1);
     assert!(
@@ -800,11 +535,11 @@ fn fifo_planted_as_registry_or_lock_file_does_not_hang() {
         (&reg_home, "registry", &["doctor", "--json"], 1),
         (&lock_home, "lock file", &["--lock-timeout", "1", "acquire", "S", "--json"], 5),
     ];
-    let mut running: Vec<(String, Running, i32)> = cases
+    let mut running: Vec<(String, Proc, i32)> = cases
         .iter()
         .map(|(home, planted, args, code)| {
             let what = format!("{} with a FIFO as the {planted}", label(args));
-            let child = spawn(&what, home.cmd(args));
+            let child = Proc::spawn(&what, home.cmd(args));
             (what, child, *code)
         })
         .collect();
@@ -841,7 +576,7 @@ fn crash_at(step: &str) {
 
     let mut cmd = home.cmd(&["acquire", "S", "--owner-pid", &pid, "--json"]);
     cmd.env("LEASECTL_TEST_FAILPOINT", step);
-    let out = run(&format!("acquire S crashing at {step}"), cmd);
+    let out = Proc::run(&format!("acquire S crashing at {step}"), cmd);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{step}: must die by SIGKILL: {out:?}");
     assert!(out.stdout.is_empty(), "{step}: nothing printed before the crash: {out:?}");
 
@@ -950,7 +685,7 @@ fn file_size_limit_on_write_refuses_and_keeps_the_old_registry() {
     let owner = Sleeper::new();
     let pid = owner.pid_arg();
     let args = ["acquire", "S", "--owner-pid", &pid, "--json"];
-    let out = run(&label(&args), leasectl_wrapped("trap '' XFSZ; ulimit -f 0", home.path(), &args));
+    let out = Proc::run(&label(&args), leasectl_wrapped("trap '' XFSZ; ulimit -f 0", home.path(), &args));
     expect_unavailable(&out, "File too large");
     assert!(home.registry_bytes() == old, "registry must be byte-identical");
     assert_eq!(home.temp_files(), Vec::<PathBuf>::new(), "temp file removed");
@@ -967,7 +702,7 @@ impl Tmpfs {
         fs::create_dir_all(dir).expect("mount point");
         let mut cmd = Command::new("mount");
         cmd.args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir);
-        let out = run("mount tmpfs", cmd);
+        let out = Proc::run("mount tmpfs", cmd);
         if out.status.success() {
             return Some(Tmpfs { dir: dir.to_path_buf() });
         }
@@ -982,7 +717,7 @@ impl Tmpfs {
     fn remount_read_only(&self) {
         let mut cmd = Command::new("mount");
         cmd.args(["-o", "remount,ro"]).arg(&self.dir);
-        let out = run("remount ro", cmd);
+        let out = Proc::run("remount ro", cmd);
         assert!(out.status.success(), "{out:?}");
     }
 }
@@ -991,11 +726,11 @@ impl Drop for Tmpfs {
     fn drop(&mut self) {
         let mut cmd = Command::new("umount");
         cmd.arg(&self.dir);
-        let ok = spawn("umount", cmd).finish_within(WAIT).is_ok_and(|o| o.status.success());
+        let ok = Proc::spawn("umount", cmd).finish_within(WAIT).is_ok_and(|o| o.status.success());
         if !ok {
             let mut cmd = Command::new("umount");
             cmd.arg("-l").arg(&self.dir);
-            let _ = spawn("umount -l", cmd).finish_within(WAIT);
+            let _ = Proc::spawn("umount -l", cmd).finish_within(WAIT);
         }
     }
 }
@@ -1017,13 +752,13 @@ fn read_only_file_system_refuses_and_keeps_the_old_registry() {
     let owner = Sleeper::new();
     let pid = owner.pid_arg();
     let args = ["acquire", "S", "--owner-pid", &pid, "--json"];
-    expect_unavailable(&run(&label(&args), leasectl(&home, &args)), "Read-only file system");
+    expect_unavailable(&Proc::run(&label(&args), leasectl(&home, &args)), "Read-only file system");
     assert!(fs::read(registry_of(&home)).expect("read") == old, "registry must be byte-identical");
     assert_eq!(temp_files(&runtime_of(&home)), Vec::<PathBuf>::new());
-    let ls = run("ls", leasectl(&home, &["ls", "--json"]));
+    let ls = Proc::run("ls", leasectl(&home, &["ls", "--json"]));
     ls.expect_exit(0);
     assert_eq!(ls.json()["registries"][0]["leases"].as_array().map(Vec::len), Some(3), "{ls:?}");
-    run("doctor", leasectl(&home, &["doctor", "--json"])).expect_exit(0);
+    Proc::run("doctor", leasectl(&home, &["doctor", "--json"])).expect_exit(0);
     drop(fs_ro);
 }
 
@@ -1053,7 +788,7 @@ fn full_file_system_refuses_and_keeps_the_old_registry() {
     let owner = Sleeper::new();
     let pid = owner.pid_arg();
     let args = ["acquire", "S", "--owner-pid", &pid, "--json"];
-    expect_unavailable(&run(&label(&args), leasectl(&home, &args)), "No space left on device");
+    expect_unavailable(&Proc::run(&label(&args), leasectl(&home, &args)), "No space left on device");
     assert!(fs::read(registry_of(&home)).expect("read") == old, "registry must be byte-identical");
     assert_eq!(temp_files(&runtime_of(&home)), Vec::<PathBuf>::new(), "temp file removed");
     drop(full);
@@ -1166,7 +901,7 @@ fn symlink_planted_as_temp_file_is_never_followed() {
     fs::write(&src, ZERO_TEMP_NAME_SHIM).expect("shim source");
     let mut cc = Command::new("cc");
     cc.args(["-shared", "-fPIC", "-O2", "-o"]).arg(&so).arg(&src);
-    let Some(built) = try_run("cc (getrandom shim)", cc) else {
+    let Some(built) = Proc::try_run("cc (getrandom shim)", cc) else {
         eprintln!("\n!!!!!!!! no C compiler: the forced temp-name collision was NOT tested\n");
         return;
     };
@@ -1174,7 +909,7 @@ fn symlink_planted_as_temp_file_is_never_followed() {
     let with_shim = |session: &str, zeros: &str| {
         let mut cmd = home.cmd(&["acquire", session, "--json"]);
         cmd.env("LD_PRELOAD", &so).env("HARDENING_ZERO_TEMP_NAMES", zeros);
-        run(&format!("acquire {session} with {zeros} colliding temp name(s)"), cmd)
+        Proc::run(&format!("acquire {session} with {zeros} colliding temp name(s)"), cmd)
     };
     let out = with_shim("T", "1");
     out.expect_exit(0);
@@ -1206,7 +941,7 @@ fn runtime_owned_by_another_user_is_not_written() {
     let as_nobody = |args: &[&str]| {
         let mut cmd = home.cmd(args);
         cmd.uid(65534).gid(65534);
-        run(&format!("{} as uid 65534", label(args)), cmd)
+        Proc::run(&format!("{} as uid 65534", label(args)), cmd)
     };
     let ls = as_nobody(&["ls", "--json"]);
     ls.expect_exit(0);
@@ -1283,7 +1018,7 @@ fn file_modes_are_never_wider_than_the_registry_or_umask_allows() {
 
     // A new registry under umask 077.
     let home = Home::new();
-    let out = run(&label(&args), leasectl_wrapped("umask 077", home.path(), &args));
+    let out = Proc::run(&label(&args), leasectl_wrapped("umask 077", home.path(), &args));
     out.expect_exit(0);
     assert_eq!(mode_of(&home.registry()), 0o600, "new registry");
     assert_eq!(mode_of(&home.lock_file()), 0o600, "new lock file");
@@ -1292,7 +1027,7 @@ fn file_modes_are_never_wider_than_the_registry_or_umask_allows() {
     let home = Home::new();
     let mut cmd = leasectl_wrapped("umask 077", home.path(), &args);
     cmd.env("LEASECTL_TEST_FAILPOINT", "before-temp-write");
-    let out = run("acquire crashing before the temp write", cmd);
+    let out = Proc::run("acquire crashing before the temp write", cmd);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{out:?}");
     let temps = home.temp_files();
     assert_eq!(temps.len(), 1, "{temps:?}");
@@ -1306,14 +1041,14 @@ fn file_modes_are_never_wider_than_the_registry_or_umask_allows() {
         for step in ["before-temp-write", "before-rename"] {
             let mut cmd = leasectl_wrapped("umask 000", home.path(), &args);
             cmd.env("LEASECTL_TEST_FAILPOINT", step);
-            let out = run(&format!("acquire crashing at {step}"), cmd);
+            let out = Proc::run(&format!("acquire crashing at {step}"), cmd);
             assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{out:?}");
             let temps = home.temp_files();
             assert_eq!(temps.len(), 1, "{temps:?}");
             assert_eq!(mode_of(&temps[0]), mode, "{mode:o}: temp file at {step}");
             fs::remove_file(&temps[0]).expect("remove the crashed writer's temp file");
         }
-        let out = run(&label(&args), leasectl_wrapped("umask 000", home.path(), &args));
+        let out = Proc::run(&label(&args), leasectl_wrapped("umask 000", home.path(), &args));
         out.expect_exit(0);
         assert_eq!(mode_of(&home.registry()), mode, "{mode:o}: registry mode kept on rewrite");
         assert!(has_session(&home.entries(), "S", owner.pid()));

@@ -4,21 +4,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
+
+mod common;
+use common::process::registry_of as registry;
 
 fn leasectl(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_leasectl"))
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .env_remove("HERMES_HOME")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run leasectl")
-}
-
-fn registry(home: &Path) -> PathBuf {
-    home.join("runtime").join("active_sessions.json")
+    common::process::leasectl(home, args).stdin(Stdio::null()).output().expect("run leasectl")
 }
 
 fn backups(home: &Path) -> Vec<PathBuf> {

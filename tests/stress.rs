@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 use leasectl::lease::{self, Liveness, Registry, store};
 
+mod common;
+use common::Reaped;
+
 const WORKERS: usize = 32;
 const SESSIONS: usize = 8;
 const CAP: usize = 3;
@@ -36,17 +39,6 @@ struct Tally {
 
 fn rand_u64() -> u64 {
     lease::ids::random_u64().expect("randomness")
-}
-
-struct Reaper(Option<Child>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn first_line(child: &mut Child, within: Duration) -> Option<String> {
@@ -76,10 +68,9 @@ fn worker(id: usize, home: std::path::PathBuf, until: Instant) -> Tally {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn();
-        let mut guard = Reaper(Some(child.expect("spawn leasectl hold")));
-        let child = guard.0.as_mut().expect("child");
+        let mut child = Reaped(child.expect("spawn leasectl hold"));
         let pid = child.id();
-        let Some(line) = first_line(child, Duration::from_secs(30)) else {
+        let Some(line) = first_line(&mut child, Duration::from_secs(30)) else {
             tally.other.push(format!("holder {pid} printed nothing in 30 s"));
             continue;
         };
@@ -99,14 +90,12 @@ fn worker(id: usize, home: std::path::PathBuf, until: Instant) -> Tally {
             // SAFETY: signalling our own child, not yet reaped.
             unsafe { libc::kill(pid as libc::pid_t, sig) };
             let status = child.wait().expect("wait");
-            guard.0 = None;
             if !killed && status.code() != Some(0) {
                 tally.other.push(format!("holder {pid} exited {status} after SIGTERM"));
             }
             tally.holds.push(Hold { session, start, end, killed, pid });
         } else {
             let status = child.wait().expect("wait");
-            guard.0 = None;
             match (v["reason"].as_str(), status.code()) {
                 (Some("SESSION_NOT_OWNED"), Some(3)) => tally.not_owned += 1,
                 (Some("MAX_CONCURRENT_SESSIONS"), Some(4)) => tally.capacity += 1,

@@ -222,3 +222,42 @@ pub fn benchmarking() -> bool {
 pub fn quick() -> bool {
     std::env::args().any(|a| a == "--quick")
 }
+
+static REQUESTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// An acquire of a fresh session (and live id) by `owner`, liveness tracked.
+pub fn request(owner: u64) -> leasectl::lease::AcquireRequest {
+    let k = REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("live_session_id".into(), serde_json::Value::String(format!("bench-live-{k}")));
+    leasectl::lease::AcquireRequest {
+        session_id: format!("bench-session-{k}"),
+        surface: Some("cli".into()),
+        metadata,
+        owner_pid: owner,
+        cap: None,
+        track_liveness: true,
+        lock_timeout: LOCK_TIMEOUT,
+    }
+}
+
+/// A thread that releases the leases it is sent, one registry's, and answers
+/// whether each release removed its lease.
+pub struct Releaser {
+    pub work: std::sync::mpsc::Sender<String>,
+    pub done: std::sync::mpsc::Receiver<bool>,
+}
+
+pub fn releaser(reg: Registry) -> Releaser {
+    let (work, work_rx) = std::sync::mpsc::channel::<String>();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for lease_id in work_rx {
+            let removed = leasectl::lease::release(&reg, &lease_id, LOCK_TIMEOUT).map(|r| r.removed).unwrap_or(false);
+            if done_tx.send(removed).is_err() {
+                break;
+            }
+        }
+    });
+    Releaser { work, done }
+}

@@ -1,7 +1,9 @@
-//! Fixtures for console tests: entries, rows and snapshots built in memory; and [`pty`], the real
+//! Shared test fixtures: entries, rows and snapshots built in memory; [`process`], real child
+//! processes and temp homes for tests of the built binary; and [`pty`], the real
 //! binary in a pseudo-terminal.
 #![allow(dead_code)]
 
+pub mod process;
 pub mod pty;
 
 use std::sync::Arc;
