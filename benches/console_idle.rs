@@ -1,5 +1,6 @@
 //! The idle console's cost: the real binary, `leasectl --home DIR tui`, in a
-//! pseudo-terminal (200x60) on a home of 1,000 and then 10,000 leases, all owned
+//! pseudo-terminal (200x60) on a home of 1,000 and then 10,000 leases, then on the
+//! root and 10 profiles of 100 leases each (a 30 s window), all owned
 //! by this bench process (its real start time, so every owner is alive). Once the
 //! header shows every lease alive, wait 3 s, then sample utime+stime from
 //! /proc/<pid>/stat over 10 s: CPU % of one core. VmRSS (and the peak, VmHWM)
@@ -123,6 +124,7 @@ impl Console {
 
 struct Idle {
     n: usize,
+    profiles: usize,
     first_draw: Duration,
     cpu_percent: f64,
     cpu_seconds: f64,
@@ -131,15 +133,22 @@ struct Idle {
     hwm_mb: f64,
 }
 
-fn measure(n: usize, settle: Duration, window: Duration) -> Idle {
+/// The root with `n` leases, and `profiles` profiles with `n` leases each.
+fn measure(n: usize, profiles: usize, settle: Duration, window: Duration) -> Idle {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-idle-").tempdir().expect("tempdir");
     let reg = Registry::new("root", dir.path());
     support::fill(&reg, n, &[Owner::me()]);
+    for p in 0..profiles {
+        let name = format!("p{p:02}");
+        let profile = Registry::new(name.clone(), dir.path().join("profiles").join(&name));
+        std::fs::create_dir_all(profile.runtime_dir()).expect("mkdir runtime");
+        support::fill(&profile, n, &[Owner::me()]);
+    }
     let mut console = Console::start(dir.path());
     let first_draw = console.wait_for(&format!("● {n} alive"), Duration::from_secs(30));
     thread::sleep(settle);
     let perf = std::env::var_os("CONSOLE_IDLE_PERF").map(|dir| {
-        let out = Path::new(&dir).join(format!("console_idle_{n}.data"));
+        let out = Path::new(&dir).join(format!("console_idle_{n}x{}.data", profiles + 1));
         std::process::Command::new("perf")
             .args(["record", "-g", "-o"])
             .arg(&out)
@@ -165,6 +174,7 @@ fn measure(n: usize, settle: Duration, window: Duration) -> Idle {
     drop(console);
     Idle {
         n,
+        profiles,
         first_draw,
         cpu_percent: (c1 - c0) / elapsed.as_secs_f64() * 100.0,
         cpu_seconds: c1 - c0,
@@ -179,24 +189,29 @@ fn main() {
         eprintln!("console_idle: {BIN} is missing; build it first with `cargo build --release`");
         std::process::exit(2);
     }
-    let (sizes, settle, window): (&[usize], u64, u64) = if !support::benchmarking() {
-        (&[100], 1, 1)
+    // (leases per registry, profiles, idle window in s): the root alone at two sizes,
+    // then a home shaped like Hermes' own, the root and 10 profiles of 100 leases.
+    let (cases, settle): (&[(usize, usize, u64)], u64) = if !support::benchmarking() {
+        (&[(100, 0, 1), (100, 2, 1)], 1)
     } else if support::quick() {
-        (&[1_000, 10_000], 1, 3)
+        (&[(1_000, 0, 3), (10_000, 0, 3), (100, 10, 3)], 1)
     } else {
-        (&[1_000, 10_000], 3, 10)
+        (&[(1_000, 0, 10), (10_000, 0, 10), (100, 10, 30)], 3)
     };
-    let results: Vec<Idle> =
-        sizes.iter().map(|n| measure(*n, Duration::from_secs(settle), Duration::from_secs(window))).collect();
-    println!("console idle: `leasectl tui` in a {COLS}x{ROWS} pty, {settle} s settle, then a {window} s window");
+    let results: Vec<Idle> = cases
+        .iter()
+        .map(|&(n, profiles, window)| measure(n, profiles, Duration::from_secs(settle), Duration::from_secs(window)))
+        .collect();
+    println!("console idle: `leasectl tui` in a {COLS}x{ROWS} pty, {settle} s settle, then an idle window");
     println!(
-        "{:>7} {:>14} {:>12} {:>10} {:>10} {:>10}",
-        "leases", "first draw s", "CPU s", "CPU %", "VmRSS MB", "VmHWM MB"
+        "{:>9} {:>7} {:>14} {:>12} {:>10} {:>10} {:>10}",
+        "profiles", "leases", "first draw s", "CPU s", "CPU %", "VmRSS MB", "VmHWM MB"
     );
     for r in &results {
         println!(
-            "{:>7} {:>14.2} {:>12.2} {:>9.2}% {:>10.1} {:>10.1}   (window {:.1} s)",
-            r.n,
+            "{:>9} {:>7} {:>14.2} {:>12.2} {:>9.2}% {:>10.1} {:>10.1}   (window {:.1} s)",
+            r.profiles,
+            r.n * (r.profiles + 1),
             r.first_draw.as_secs_f64(),
             r.cpu_seconds,
             r.cpu_percent,
@@ -205,5 +220,5 @@ fn main() {
             r.window.as_secs_f64()
         );
     }
-    println!("targets: < 1% of a core idle; < 40 MB RSS at 10,000 leases");
+    println!("targets: < 1% of a core idle (< 0.5% with 10 profiles, over 30 s); < 40 MB RSS at 10,000 leases");
 }

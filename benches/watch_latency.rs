@@ -8,6 +8,10 @@
 //! the new lease id. Here the worker runs on the measuring thread (in the console
 //! it has its own; the work is the same). 200 changes per registry size.
 //!
+//! Last, a home shaped like Hermes' own: the root and 10 profiles of 100 leases,
+//! watched as `leasectl tui` watches a home (profiles discovered); each change goes
+//! to the next registry in turn, and the clock stops when that registry's tab holds it.
+//!
 //! Also printed: `Worker::reload` alone, back to back with nothing changing
 //! (median of 30), the reload's share without notify or acquire.
 //!
@@ -66,8 +70,9 @@ impl Console {
         None
     }
 
-    fn holds(&self, lease_id: &str) -> bool {
-        self.app.registries[0].leases.iter().any(|l| l.entry.lease_id() == lease_id)
+    /// Whether registry `index` (tab order: the root, then profiles by name) holds the lease.
+    fn holds(&self, index: usize, lease_id: &str) -> bool {
+        self.app.registries.get(index).is_some_and(|r| r.leases.iter().any(|l| l.entry.lease_id() == lease_id))
     }
 
     /// Handle whatever is queued or arrives within `quiet`.
@@ -78,23 +83,39 @@ impl Console {
     }
 }
 
-fn run(n: usize, changes: usize) -> (Vec<Sample>, f64) {
+/// A home of the root and `profiles` profiles, `n` leases each. With profiles, the
+/// console is set up as `leasectl tui` sets it up for a home: the root's location,
+/// with `profiles/*` discovered (and watched) as they come.
+fn run(n: usize, profiles: usize, changes: usize) -> (Vec<Sample>, f64) {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-watch-").tempdir().expect("tempdir");
     let home = dir.path().to_path_buf();
     let reg = Registry::new("root", &home);
     support::fill(&reg, n, &[Owner::me()]);
+    let mut registries = vec![reg.clone()];
+    for p in 0..profiles {
+        let name = format!("p{p:02}");
+        let profile = Registry::new(name.clone(), home.join("profiles").join(&name));
+        std::fs::create_dir_all(profile.runtime_dir()).expect("mkdir runtime");
+        support::fill(&profile, n, &[Owner::me()]);
+        registries.push(profile);
+    }
+    let discover_root = (profiles > 0).then(|| home.clone());
 
     let (tx, rx) = channel();
     let location = leasectl::lease::Location::File(reg.clone());
-    let scope =
-        leasectl::lease::WatchScope { locations: vec![location.clone()], discover_root: None, debounce: DEBOUNCE };
+    let scope = leasectl::lease::WatchScope {
+        locations: vec![location.clone()],
+        discover_root: discover_root.clone(),
+        debounce: DEBOUNCE,
+    };
     spawn_watcher(&scope, tx).expect("start the watcher");
-    let worker = Worker::new(Scope { locations: vec![location], discover_root: None }, LOCK_TIMEOUT, None);
+    let worker = Worker::new(Scope { locations: vec![location], discover_root }, LOCK_TIMEOUT, None);
     let mut console =
         Console { worker, app: App::new(vec![reg.clone().into()], lease::now(), jiff::tz::TimeZone::UTC), rx };
     let first = console.worker.reload();
     update(&mut console.app, Event::Loaded(first));
-    assert_eq!(console.app.registries[0].leases.len(), n, "initial load");
+    assert_eq!(console.app.registries.len(), profiles + 1, "the root and every profile");
+    assert!(console.app.registries.iter().all(|r| r.leases.len() == n), "initial load");
     // Let the watcher thread arm its watches, and swallow anything from the start.
     console.settle(Duration::from_millis(300));
 
@@ -110,11 +131,14 @@ fn run(n: usize, changes: usize) -> (Vec<Sample>, f64) {
         // A small, varying pause, so changes do not beat in step with anything.
         console.settle(Duration::from_millis(5 + (k as u64 * 7) % 25));
         let t0 = Instant::now();
-        let grant = lease::acquire(&reg, &support::request(u64::from(std::process::id()))).expect("acquire");
+        // Each change in the next registry in turn (with profiles: mostly a profile's).
+        let index = k % registries.len();
+        let grant =
+            lease::acquire(&registries[index], &support::request(u64::from(std::process::id()))).expect("acquire");
         let acquired = t0.elapsed();
         let mut fs_changed = None;
         let (mut reloads, mut reload_ms, mut update_ms) = (0, 0.0, 0.0);
-        while !console.holds(&grant.lease_id) {
+        while !console.holds(index, &grant.lease_id) {
             let left = GIVE_UP.saturating_sub(t0.elapsed());
             let ev = match console.rx.recv_timeout(left) {
                 Ok(ev) => ev,
@@ -163,7 +187,8 @@ fn main() {
         DEBOUNCE.as_millis()
     );
     println!(
-        "{:>7} {:>8} {:>8} {:>8} | {:>11} {:>11} {:>11} {:>11} {:>8} {:>13}",
+        "{:>9} {:>7} {:>8} {:>8} {:>8} | {:>11} {:>11} {:>11} {:>11} {:>8} {:>13}",
+        "profiles",
         "entries",
         "p50 ms",
         "p99 ms",
@@ -175,13 +200,17 @@ fn main() {
         "reloads",
         "reload alone"
     );
-    for &n in sizes {
-        let (s, reload_alone) = run(n, changes);
+    // The root alone at each size, then the root and 10 profiles of 100 leases.
+    let homes: Vec<(usize, usize)> =
+        sizes.iter().map(|&n| (n, 0)).chain(std::iter::once((100, if benchmarking { 10 } else { 2 }))).collect();
+    for (n, profiles) in homes {
+        let (s, reload_alone) = run(n, profiles, changes);
         let col = |f: fn(&Sample) -> f64| s.iter().map(f).collect::<Vec<f64>>();
         let total = col(|x| x.total);
         let reloads: usize = s.iter().map(|x| x.reloads).sum();
         println!(
-            "{:>7} {:>8.1} {:>8.1} {:>8.1} | {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>8.2} {:>13.1}",
+            "{:>9} {:>7} {:>8.1} {:>8.1} {:>8.1} | {:>11.1} {:>11.1} {:>11.1} {:>11.1} {:>8.2} {:>13.1}",
+            profiles,
             n,
             quantile(&total, 0.5),
             quantile(&total, 0.99),

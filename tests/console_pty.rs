@@ -214,3 +214,50 @@ fn console_restores_the_terminal_on_panic() {
     assert!(!status.success(), "a panic must not look like success: {status:?}");
     pty.check_terminal_restored(Duration::from_secs(2));
 }
+
+/// `leasectl --home HOME [--profile P] acquire SESSION --owner-pid <this test>`, granted.
+fn acquire_as_me(home: &Path, profile: Option<&str>, session: &str) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--home").arg(home).env_remove("HERMES_HOME");
+    if let Some(p) = profile {
+        cmd.args(["--profile", p]);
+    }
+    let me = std::process::id().to_string();
+    let out = cmd.args(["acquire", session, "--owner-pid", &me]).stdin(Stdio::null()).output().expect("run acquire");
+    assert!(out.status.success(), "acquire {session}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn console_on_a_home_with_profiles_is_idle_when_nothing_changes_and_shows_a_profile_change() {
+    // The usual Hermes layout: the root and a few profiles, each with its registry.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    acquire_as_me(home, None, "S-root");
+    for p in ["work", "ops", "lab"] {
+        acquire_as_me(home, Some(p), &format!("S-{p}"));
+    }
+    let mut console = Pty::console(home, 40, 160);
+    console.wait_for("the root's lease", Duration::from_secs(5), |s| session_row(s, "S-root"));
+
+    // Idle: nothing changes, so the console should sleep. It once read profiles/ in a
+    // loop, woken by its own reads (70-120 % of a core).
+    thread::sleep(Duration::from_secs(1));
+    let before = common::pty::cpu_time(console.pid());
+    thread::sleep(Duration::from_secs(3));
+    let used = common::pty::cpu_time(console.pid()) - before;
+    assert!(used < Duration::from_millis(150), "the idle console used {used:?} of CPU in 3 s");
+
+    // A change in a profile reaches the screen promptly.
+    let mut tabs = 0;
+    while !session_row(&console.text(), "S-work") {
+        assert!(tabs < 4, "no tab shows profile work's lease:\n{}", console.text());
+        console.send(b"\t");
+        tabs += 1;
+        thread::sleep(Duration::from_millis(200));
+    }
+    acquire_as_me(home, Some("work"), "S-work-new");
+    let shown =
+        console.wait_for("the new lease in profile work", Duration::from_secs(2), |s| session_row(s, "S-work-new"));
+    eprintln!("a profile's new lease shown {shown:?} after the acquire returned");
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 mod common;
-use common::pty::{POLL, Pty};
+use common::pty::{POLL, Pty, cpu_time};
 
 const HELP_TEXT: &str = "force-release the selected lease";
 const HELP_END: &str = "Esc closes this help.";
@@ -59,20 +59,6 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status:\n{status}"))
-}
-
-/// The process's CPU time so far (utime + stime from `/proc/<pid>/stat`).
-fn cpu_time(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/<pid>/stat");
-    // The command name is in parentheses and may hold spaces: count fields after the last ')'.
-    // After it: state (field 3), ..., utime (field 14), stime (field 15).
-    let rest = &stat[stat.rfind(')').expect("a ')' in /proc/<pid>/stat") + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| -> u64 { fields[i].parse().unwrap_or_else(|_| panic!("field {i} of {stat:?}")) };
-    let total = ticks(11) + ticks(12);
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_millis(total * 1000 / hz)
 }
 
 // ---------------------------------------------------------------------------

@@ -131,11 +131,11 @@ pub fn spawn(
             };
             let failed = take(first, &mut paths);
             if paths.is_empty() && !failed {
-                // Irrelevant (a read, the lock file, a temp file), but a directory may
-                // have appeared or gone: re-arm without a reload.
-                if rearm(&mut watcher, &mut watched) && !report(vec![]) {
-                    break;
-                }
+                // Nothing changed: a read (the console's own included), the lock file, a
+                // temp file. No I/O here: looking at the directories (re-arming) opens
+                // them, and that open is an event too (notify's inotify mask includes
+                // IN_OPEN), which once made a loop that kept a core busy. Directories
+                // that come or go are Create/Remove/rename events, relevant ones.
                 continue;
             }
             // Gather until quiet for `debounce`, but never longer than MAX_GATHER: a

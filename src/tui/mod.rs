@@ -14,7 +14,7 @@ pub mod view;
 pub mod worker;
 
 use std::path::PathBuf;
-use std::sync::mpsc::channel;
+use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::Duration;
 
 use crate::lease::Location;
@@ -35,6 +35,8 @@ pub struct ConsoleOptions {
 /// How long filesystem events are gathered before a reload.
 pub const DEBOUNCE: Duration = Duration::from_millis(20);
 const TICK: Duration = Duration::from_secs(1);
+/// How long a tick's frame waits for the worker's re-judged owners.
+const TICK_ANSWER: Duration = Duration::from_millis(250);
 
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
@@ -75,14 +77,25 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
             if std::env::var_os("LEASECTL_TEST_FAILPOINT").is_some_and(|v| v == "console-panic") {
                 panic!("test failpoint: console-panic");
             }
-            let Ok(first) = rx.recv() else { return Ok(()) };
-            // Apply everything already queued before drawing again: keeps up under churn.
-            for ev in std::iter::once(first).chain(rx.try_iter()) {
-                for effect in update::update(&mut app, ev) {
-                    if effect == Effect::Quit {
-                        return Ok(());
+            let Ok(mut first) = rx.recv() else { return Ok(()) };
+            loop {
+                // Apply everything already queued before drawing again: keeps up under churn.
+                let mut only_ticks = true;
+                for ev in std::iter::once(first).chain(rx.try_iter()) {
+                    only_ticks &= matches!(ev, Event::Tick(_));
+                    for effect in update::update(&mut app, ev) {
+                        if effect == Effect::Quit {
+                            return Ok(());
+                        }
+                        let _ = effects_tx.send(effect);
                     }
-                    let _ = effects_tx.send(effect);
+                }
+                // A tick asks the worker to re-judge the owners, whose answer follows within
+                // milliseconds: one frame for both, not two (half the idle CPU).
+                match only_ticks.then(|| rx.recv_timeout(TICK_ANSWER)) {
+                    Some(Ok(next)) => first = next,
+                    Some(Err(RecvTimeoutError::Disconnected)) => return Ok(()),
+                    Some(Err(RecvTimeoutError::Timeout)) | None => break,
                 }
             }
         }

@@ -32,10 +32,23 @@ pub struct Worker {
     lock_checked: Option<Instant>,
     /// Last check's holder per lock file, and whether the check before saw it too.
     lock_seen: HashMap<PathBuf, (u32, bool)>,
+    /// Owner details last looked up, for which pids, and when.
+    owner_infos: HashMap<u64, Arc<lease::owner::OwnerInfo>>,
+    owner_pids: Vec<u64>,
+    owners_checked: Option<Instant>,
+    /// What the last snapshots said of each lease, to tell whether a re-judge changed anything.
+    last_verdicts: Vec<Verdicts>,
 }
+
+/// Per location: each lease's liveness and TTL left, and the lock holder; or the error.
+type Verdicts = (Result<Vec<(lease::Liveness, Option<i64>)>, String>, Option<u32>);
 
 /// How often a console looks at `/proc/locks`.
 const LOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// How often the owners' CPU and memory are looked up again (their pids: on every change).
+/// Each lookup reads several /proc files per owner: every tick would be most of an idle
+/// console's CPU.
+const OWNERS_EVERY: Duration = Duration::from_secs(5);
 
 impl Worker {
     pub fn new(scope: Scope, lock_timeout: Duration, runner: Option<Box<dyn Runner>>) -> Worker {
@@ -48,6 +61,10 @@ impl Worker {
             host: hostname(),
             lock_checked: None,
             lock_seen: HashMap::new(),
+            owner_infos: HashMap::new(),
+            owner_pids: Vec::new(),
+            owners_checked: None,
+            last_verdicts: Vec::new(),
         }
     }
 
@@ -116,20 +133,52 @@ impl Worker {
         self.snapshots(listings)
     }
 
+    /// [`Worker::relive`], or None when nothing it would show has changed since the last
+    /// snapshots (the usual tick of an idle console: no owner died, no TTL, no lock).
+    pub fn relive_if_changed(&mut self) -> Option<Loaded> {
+        let before = std::mem::take(&mut self.last_verdicts);
+        let owners_due = self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY);
+        let loaded = self.relive();
+        (owners_due || self.last_verdicts != before).then_some(loaded)
+    }
+
     fn snapshots(&mut self, listings: Vec<Listing>) -> Loaded {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
         let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
-        let pids: Vec<u64> = listings
+        let mut pids: Vec<u64> = listings
             .iter()
             .filter_map(|l| l.leases.as_ref().ok())
             .flatten()
-            .filter(|v| local(v))
+            // A dead owner has no process to describe: its death changes this set, so the
+            // details of a pid that is gone are never shown from before.
+            .filter(|v| local(v) && !matches!(v.liveness, lease::Liveness::Dead(_)))
             .map(|v| v.entry.pid())
             .collect();
-        let owners: HashMap<u64, Arc<lease::owner::OwnerInfo>> =
-            self.owners.infos(&pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let owners_due = self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY);
+        if owners_due || pids != self.owner_pids {
+            self.owner_infos = self.owners.infos(&pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect();
+            self.owner_pids = pids;
+            self.owners_checked = Some(Instant::now());
+        }
         let holders = self.stuck_locks();
+        let owners = &self.owner_infos;
+        self.last_verdicts = listings
+            .iter()
+            .zip(&holders)
+            .map(|(l, holder)| {
+                let leases = match &l.leases {
+                    Ok(views) => Ok(views
+                        .iter()
+                        .map(|v| (v.liveness.clone(), v.remote.as_ref().and_then(|r| r.ttl_left)))
+                        .collect()),
+                    Err(e) => Err(e.to_string()),
+                };
+                (leases, *holder)
+            })
+            .collect();
         let snapshots = listings
             .into_iter()
             .zip(holders)
@@ -143,7 +192,11 @@ impl Worker {
                     views
                         .into_iter()
                         .map(|v| LeaseRow {
-                            owner: if local(&v) { owners.get(&v.entry.pid()).cloned() } else { None },
+                            owner: if local(&v) && !matches!(v.liveness, lease::Liveness::Dead(_)) {
+                                owners.get(&v.entry.pid()).cloned()
+                            } else {
+                                None
+                            },
                             ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
                             liveness: v.liveness,
                             entry: Arc::new(v.entry),
@@ -277,7 +330,10 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
             let loaded = if reload {
                 worker.reload()
             } else if relive {
-                worker.relive()
+                match worker.relive_if_changed() {
+                    Some(loaded) => loaded,
+                    None => continue,
+                }
             } else {
                 continue;
             };
