@@ -306,3 +306,46 @@ fn repair_is_planned_confirmed_then_run() {
     assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Repair { location: registry("root") }]);
     assert!(app.dialog.is_none());
 }
+
+#[test]
+fn an_idle_console_draws_every_second_only_while_a_second_shows() {
+    // mixed_root's youngest lease is 90 s old: ages show minutes.
+    let mut app = app(vec![mixed_root()]);
+    assert!(app.ticks_visibly(), "the sparkline is still filling");
+    for k in 1..=25 {
+        update(&mut app, Event::Tick(NOW + f64::from(k)));
+    }
+    assert!(!app.ticks_visibly(), "old leases, a settled sparkline, no dialog: the minute is enough");
+    // A lease under a minute old counts seconds.
+    let young = alive(entry("feedfacefeedfacefeedfacefeedface", "chat-new", "cli", 4500, -20.0, None), "hermes");
+    let mut snapshot = mixed_root();
+    if let Ok(leases) = snapshot.leases.as_mut() {
+        leases.push(young);
+    }
+    update(&mut app, loaded(vec![snapshot]));
+    assert!(app.ticks_visibly(), "a lease 5 s old shows its seconds");
+    update(&mut app, loaded(vec![mixed_root()]));
+    key(&mut app, KeyCode::Char('p'));
+    assert!(app.dialog.is_some() && app.ticks_visibly(), "a dialog may count down");
+}
+
+#[test]
+fn the_rows_follow_every_new_snapshot_filter_sort_and_tab() {
+    let mut app = app(vec![mixed_root(), snap(&registry("work"), None, Ok(vec![]))]);
+    let sessions = |app: &leasectl::tui::state::App| -> Vec<String> {
+        app.lease_rows().iter().map(|(r, l)| app.registries[*r].leases[*l].entry.session_id().to_owned()).collect()
+    };
+    assert_eq!(sessions(&app), ["chat-11", "chat-42", "chat-7", "chat-9"]);
+    let mut snapshot = mixed_root();
+    if let Ok(leases) = snapshot.leases.as_mut() {
+        leases.remove(0);
+    }
+    update(&mut app, loaded(vec![snapshot, snap(&registry("work"), None, Ok(vec![]))]));
+    assert_eq!(sessions(&app), ["chat-11", "chat-7", "chat-9"], "a new snapshot");
+    app.sort = SortMode::Pid;
+    assert_eq!(sessions(&app), ["chat-7", "chat-9", "chat-11"], "another sort");
+    app.filter = "chat-9".into();
+    assert_eq!(sessions(&app), ["chat-9"], "a filter");
+    app.tab = 1;
+    assert!(sessions(&app).is_empty(), "another tab");
+}

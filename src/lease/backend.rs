@@ -12,7 +12,7 @@ use super::config::{CapSetting, read_cap};
 use super::entry::Entry;
 use super::error::Error;
 use super::fence::{self, AcquireRequest, Grant, Released};
-use super::liveness::Prober;
+use super::liveness::{Prober, ProcState};
 use super::location::Location;
 use super::paths::Registry;
 use super::refusal::{Reason, Refusal};
@@ -60,6 +60,11 @@ pub trait LeaseStore: Send {
     fn read(&mut self) -> Listing;
     /// Judge again what the last read found, cheaply (files: no read; etcd: fresh TTLs).
     fn rejudge(&mut self) -> Listing;
+    /// Whether [`LeaseStore::rejudge`] could find anything other than the last listing
+    /// did (files: whether an owner process started, ended or changed; etcd: always).
+    fn rejudge_needed(&mut self) -> bool {
+        true
+    }
     /// The fence. Every failure to coordinate is a refusal, never a grant.
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal>;
     /// The owner's release by lease id; a lease already gone is fine.
@@ -164,6 +169,8 @@ pub struct FileStore {
     lock_timeout: Duration,
     /// What the last read found (shared with every listing made from it), for `rejudge`.
     last: Option<FileRead>,
+    /// What /proc said of each owner (distinct pids) when the last listing was made.
+    owner_states: Vec<(u64, ProcState)>,
 }
 
 struct FileRead {
@@ -175,12 +182,34 @@ struct FileRead {
 
 impl FileStore {
     pub fn new(registry: Registry, lock_timeout: Duration) -> FileStore {
-        FileStore { location: Location::File(registry.clone()), registry, lock_timeout, last: None }
+        FileStore {
+            location: Location::File(registry.clone()),
+            registry,
+            lock_timeout,
+            last: None,
+            owner_states: Vec::new(),
+        }
     }
 
-    fn listing(&self, read: &FileRead) -> Listing {
+    /// The distinct owner pids of what the last read found.
+    fn owner_pids(&self) -> Vec<u64> {
+        let mut pids: Vec<u64> = match self.last.as_ref().map(|r| &r.entries) {
+            Some(Ok(entries)) => entries.iter().map(Entry::pid).collect(),
+            _ => Vec::new(),
+        };
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    fn states(pids: &[u64], prober: &mut Prober) -> Vec<(u64, ProcState)> {
+        pids.iter().map(|pid| (*pid, prober.state(*pid))).collect()
+    }
+
+    /// A listing of `read`, and what /proc said of each owner meanwhile.
+    fn listing(&mut self, read: FileRead) -> Listing {
         let mut prober = Prober::new();
-        Listing {
+        let listing = Listing {
             location: self.location.clone(),
             exists: read.exists,
             modified: read.modified,
@@ -191,7 +220,10 @@ impl FileStore {
                 .map_err(Clone::clone)
                 .map(|entries| entries.iter().map(|e| LeaseView::local(e.clone(), prober.judge(e))).collect()),
             remote: None,
-        }
+        };
+        self.last = Some(read);
+        self.owner_states = Self::states(&self.owner_pids(), &mut prober);
+        listing
     }
 }
 
@@ -218,16 +250,22 @@ impl LeaseStore for FileStore {
             cap: read_cap(&self.registry.config_path()),
             entries,
         };
-        let listing = self.listing(&read);
-        self.last = Some(read);
-        listing
+        self.listing(read)
     }
 
     fn rejudge(&mut self) -> Listing {
-        match &self.last {
+        match self.last.take() {
             Some(read) => self.listing(read),
             None => self.read(),
         }
+    }
+
+    fn rejudge_needed(&mut self) -> bool {
+        if self.last.is_none() {
+            return true;
+        }
+        // One look per owner process, not per lease: an idle console's tick.
+        Self::states(&self.owner_pids(), &mut Prober::new()) != self.owner_states
     }
 
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {

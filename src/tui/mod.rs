@@ -68,10 +68,16 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let mut terminal = ratatui::init();
     sources::spawn_input(tx);
     let result = (|| -> std::io::Result<()> {
+        // The minute last drawn: ages past a minute change only with it.
+        let mut drawn_minute = None;
+        let mut draw = true;
         loop {
-            if terminal.draw(|f| view::render(&app, f)).is_err() {
-                // The terminal is gone (hangup, closed pty): end as if asked to quit.
-                return Ok(());
+            if draw {
+                if terminal.draw(|f| view::render(&app, f)).is_err() {
+                    // The terminal is gone (hangup, closed pty): end as if asked to quit.
+                    return Ok(());
+                }
+                drawn_minute = Some((app.now / 60.0).floor());
             }
             // Test-only: prove the panic hook restores the terminal.
             if std::env::var_os("LEASECTL_TEST_FAILPOINT").is_some_and(|v| v == "console-panic") {
@@ -90,12 +96,20 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
                         let _ = effects_tx.send(effect);
                     }
                 }
-                // A tick asks the worker to re-judge the owners, whose answer follows within
-                // milliseconds: one frame for both, not two (half the idle CPU).
+                // A tick asks the worker to re-judge the owners; its answer (sent only when
+                // something changed) follows within milliseconds: one frame for both. A tick
+                // left unanswered draws only when the second or the minute shows.
                 match only_ticks.then(|| rx.recv_timeout(TICK_ANSWER)) {
                     Some(Ok(next)) => first = next,
                     Some(Err(RecvTimeoutError::Disconnected)) => return Ok(()),
-                    Some(Err(RecvTimeoutError::Timeout)) | None => break,
+                    Some(Err(RecvTimeoutError::Timeout)) => {
+                        draw = app.ticks_visibly() || drawn_minute != Some((app.now / 60.0).floor());
+                        break;
+                    }
+                    None => {
+                        draw = true;
+                        break;
+                    }
                 }
             }
         }

@@ -1,10 +1,13 @@
 //! The console's state: what is on screen is a pure function of this.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 
 use super::event::{LeaseRow, RegistrySnapshot};
 use super::extension::Extension;
 use crate::lease::{Liveness, Location, Target};
+use rustc_hash::FxBuildHasher;
 
 /// Samples of slots used kept for the sparkline (one per tick: five minutes).
 pub const HISTORY_LEN: usize = 300;
@@ -32,6 +35,8 @@ pub struct RegistryState {
     pub lock_seen: Option<(u32, f64)>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
+    /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
+    generation: u64,
 }
 
 impl RegistryState {
@@ -48,6 +53,7 @@ impl RegistryState {
             locked_by: None,
             lock_seen: None,
             loaded: false,
+            generation: 0,
         }
     }
 
@@ -80,6 +86,7 @@ impl RegistryState {
                 }
                 if *leases != self.leases {
                     self.leases = leases.clone();
+                    self.generation += 1;
                 }
                 self.error = None;
             }
@@ -202,6 +209,19 @@ pub struct App {
     pub quit: bool,
     /// A plug-in with a panel, keys and jobs of its own (the demo).
     pub extension: Option<Box<dyn Extension>>,
+    /// The rows last computed, and from what: grouping and sorting thousands of leases
+    /// is most of a frame, and most frames (a clock tick, a key) change none of it.
+    rows_cache: RefCell<Option<(RowsKey, Rc<Vec<Row>>)>>,
+}
+
+/// Everything [`App::rows`] depends on.
+#[derive(Debug, Clone, PartialEq)]
+struct RowsKey {
+    tab: usize,
+    filter: String,
+    sort: SortMode,
+    only_not_alive: bool,
+    generations: Vec<u64>,
 }
 
 impl App {
@@ -222,6 +242,7 @@ impl App {
             no_color: false,
             quit: false,
             extension: None,
+            rows_cache: RefCell::new(None),
         }
     }
 
@@ -248,55 +269,99 @@ impl App {
 
     /// The rows of the current tab, grouped by session, filtered and sorted.
     /// Linear in the leases (plus the sort of the groups).
-    pub fn rows(&self) -> Vec<Row> {
+    /// The table's rows: sessions and their leases, grouped, filtered and sorted.
+    pub fn rows(&self) -> Rc<Vec<Row>> {
+        let key = RowsKey {
+            tab: self.tab,
+            filter: self.filter.clone(),
+            sort: self.sort,
+            only_not_alive: self.only_not_alive,
+            generations: self.registries.iter().map(|r| r.generation).collect(),
+        };
+        if let Some((cached, rows)) = self.rows_cache.borrow().as_ref()
+            && *cached == key
+        {
+            return Rc::clone(rows);
+        }
+        let rows = Rc::new(self.compute_rows());
+        *self.rows_cache.borrow_mut() = Some((key, Rc::clone(&rows)));
+        rows
+    }
+
+    fn compute_rows(&self) -> Vec<Row> {
         let needle = self.filter.to_lowercase();
-        let mut groups: Vec<Group> = Vec::new();
+        let mut groups: Vec<Group<'_>> = Vec::new();
         for r in self.tab_registries() {
             // One pass: group the shown leases, and count every live owner per session
             // (a conflict is a conflict even when the filter hides one side of it).
-            let mut by_session: HashMap<&str, (Vec<usize>, usize)> = HashMap::new();
-            for (i, l) in self.registries[r].leases.iter().enumerate() {
-                let slot = by_session.entry(l.entry.session_id()).or_default();
+            let first_group = groups.len();
+            let mut by_session: HashMap<&str, usize, FxBuildHasher> = HashMap::default();
+            let leases = &self.registries[r].leases;
+            for (i, l) in leases.iter().enumerate() {
+                let session = l.entry.session_id();
+                let g = *by_session.entry(session).or_insert_with(|| {
+                    groups.push(Group { registry: r, session, leases: Vec::new(), live: 0, rank: 0 });
+                    groups.len() - 1
+                });
                 let is_alive = l.liveness == Liveness::Alive;
-                slot.1 += usize::from(is_alive);
+                groups[g].live += usize::from(is_alive);
                 if (self.only_not_alive && is_alive) || (!needle.is_empty() && !matches_filter(l, &needle)) {
                     continue;
                 }
-                slot.0.push(i);
+                groups[g].leases.push(i);
             }
-            groups.extend(
-                by_session
-                    .into_iter()
-                    .filter(|(_, (leases, _))| !leases.is_empty())
-                    .map(|(session, (leases, live))| Group { registry: r, session: session.to_owned(), leases, live }),
-            );
+            for g in &mut groups[first_group..] {
+                let first = |f: &dyn Fn(&LeaseRow) -> i64| g.leases.iter().map(|i| f(&leases[*i])).min().unwrap_or(0);
+                g.rank = match self.sort {
+                    SortMode::Session | SortMode::Surface => 0,
+                    SortMode::Age => first(&|l| l.entry.started_at().unwrap_or(f64::MAX) as i64),
+                    SortMode::Pid => first(&|l| l.entry.pid() as i64),
+                    SortMode::Liveness => first(&|l| liveness_rank(&l.liveness)),
+                };
+            }
         }
-        let key = |g: &Group| -> (i64, String) {
-            let ls = &self.registries[g.registry].leases;
-            let first = |f: &dyn Fn(&LeaseRow) -> i64| g.leases.iter().map(|i| f(&ls[*i])).min().unwrap_or(0);
-            match self.sort {
-                SortMode::Session => (0, g.session.clone()),
-                SortMode::Age => (first(&|l| l.entry.started_at().unwrap_or(f64::MAX) as i64), g.session.clone()),
-                SortMode::Pid => (first(&|l| l.entry.pid() as i64), g.session.clone()),
-                SortMode::Surface => {
-                    let s = g.leases.first().and_then(|i| ls[*i].entry.surface()).unwrap_or("").to_owned();
-                    (0, format!("{s}\u{0}{}", g.session))
-                }
-                SortMode::Liveness => (first(&|l| liveness_rank(&l.liveness)), g.session.clone()),
+        groups.retain(|g| !g.leases.is_empty());
+        let surface = |g: &Group<'_>| match self.sort {
+            SortMode::Surface => {
+                g.leases.first().and_then(|i| self.registries[g.registry].leases[*i].entry.surface()).unwrap_or("")
             }
+            _ => "",
         };
-        groups.sort_by_cached_key(|g| (key(g), g.registry));
+        // (registry, session) names one group: the order is total, so unstable sorting is exact.
+        groups.sort_unstable_by(|a, b| {
+            (a.rank, surface(a), a.session, a.registry).cmp(&(b.rank, surface(b), b.session, b.registry))
+        });
         let mut rows = Vec::with_capacity(groups.len() * 2);
         for g in groups {
             rows.push(Row::Session {
                 registry: g.registry,
                 count: g.leases.len(),
                 conflict: g.live > 1,
-                session: g.session,
+                session: g.session.to_owned(),
             });
             rows.extend(g.leases.into_iter().map(|lease| Row::Lease { registry: g.registry, lease }));
         }
         rows
+    }
+
+    /// Whether the screen may change from one second to the next with no new data:
+    /// ages under a minute count seconds, the lock banner counts how long, the header's
+    /// sparkline moves while its last samples differ, and dialogs, the filter line and an
+    /// extension (the demo) may animate. Otherwise only the minute changes what is shown
+    /// (`3m`, `2h05m`, `11-28 22:19`), and an idle console need not draw every second.
+    pub fn ticks_visibly(&self) -> bool {
+        // One more sample than the sparkline is wide: equal ones mean it does not move.
+        const SPARK: usize = 25;
+        if self.dialog.is_some() || self.filter_input.is_some() || self.extension.is_some() {
+            return true;
+        }
+        self.tab_registries().iter().map(|r| &self.registries[*r]).any(|r| {
+            let h = &r.history;
+            r.lock_seen.is_some()
+                || h.len() < SPARK
+                || h.iter().skip(h.len() - SPARK).any(|v| Some(v) != h.back())
+                || r.leases.iter().any(|l| l.entry.started_at().is_some_and(|t| self.now - t < 61.0))
+        })
     }
 
     /// The lease rows only, in display order (what the selection moves over).
@@ -336,12 +401,14 @@ fn leases_of(rows: &[Row]) -> Vec<(usize, usize)> {
         .collect()
 }
 
-struct Group {
+struct Group<'a> {
     registry: usize,
-    session: String,
+    session: &'a str,
     leases: Vec<usize>,
     /// Live owners of this session in its registry, shown or not.
     live: usize,
+    /// The sort's first key (0 when sorting by name).
+    rank: i64,
 }
 
 /// Filter on session, surface, pid or lease id (case-insensitive substring).

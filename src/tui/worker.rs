@@ -43,6 +43,25 @@ pub struct Worker {
 /// Per location: each lease's liveness and TTL left, and the lock holder; or the error.
 type Verdicts = (Result<Vec<(lease::Liveness, Option<i64>)>, String>, Option<u32>);
 
+/// Whether owner details differ enough to show again: another process, name, command or
+/// user, or CPU by a point or more, or memory by 5 % or more (an owner's CPU figure moves
+/// on every look; redrawing thousands of rows for 0.1 % would be most of an idle console's work).
+fn owners_differ(
+    a: &HashMap<u64, Arc<lease::owner::OwnerInfo>>,
+    b: &HashMap<u64, Arc<lease::owner::OwnerInfo>>,
+) -> bool {
+    a.len() != b.len()
+        || a.iter().any(|(pid, x)| {
+            b.get(pid).is_none_or(|y| {
+                x.name != y.name
+                    || x.cmdline != y.cmdline
+                    || x.user != y.user
+                    || (x.cpu_percent - y.cpu_percent).abs() >= 1.0
+                    || x.rss_bytes.abs_diff(y.rss_bytes) * 20 >= y.rss_bytes.max(1)
+            })
+        })
+}
+
 /// How often a console looks at `/proc/locks`.
 const LOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// How often the owners' CPU and memory are looked up again (their pids: on every change).
@@ -136,10 +155,31 @@ impl Worker {
     /// [`Worker::relive`], or None when nothing it would show has changed since the last
     /// snapshots (the usual tick of an idle console: no owner died, no TTL, no lock).
     pub fn relive_if_changed(&mut self) -> Option<Loaded> {
-        let before = std::mem::take(&mut self.last_verdicts);
-        let owners_due = self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY);
-        let loaded = self.relive();
-        (owners_due || self.last_verdicts != before).then_some(loaded)
+        // Every store is asked (a file store remembers what it found for the next tick).
+        let empty = self.stores.is_empty();
+        let needed = self.stores.iter_mut().fold(empty, |any, s| s.rejudge_needed() || any);
+        if !needed {
+            // No owner came or went: only their details or a stuck lock can have changed,
+            // each looked at on its own schedule, without judging every lease again.
+            let mut owners_changed = false;
+            if self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY) {
+                let fresh = self.lookup_owners(&self.owner_pids.clone());
+                self.owners_checked = Some(Instant::now());
+                if owners_differ(&fresh, &self.owner_infos) {
+                    self.owner_infos = fresh;
+                    owners_changed = true;
+                }
+            }
+            let holders: Vec<Option<u32>> = self.last_verdicts.iter().map(|v| v.1).collect();
+            if !owners_changed && self.stuck_locks() == holders {
+                return None;
+            }
+        }
+        Some(self.relive())
+    }
+
+    fn lookup_owners(&mut self, pids: &[u64]) -> HashMap<u64, Arc<lease::owner::OwnerInfo>> {
+        self.owners.infos(pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect()
     }
 
     fn snapshots(&mut self, listings: Vec<Listing>) -> Loaded {
@@ -159,7 +199,7 @@ impl Worker {
         pids.dedup();
         let owners_due = self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY);
         if owners_due || pids != self.owner_pids {
-            self.owner_infos = self.owners.infos(&pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect();
+            self.owner_infos = self.lookup_owners(&pids);
             self.owner_pids = pids;
             self.owners_checked = Some(Instant::now());
         }
