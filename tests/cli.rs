@@ -836,3 +836,24 @@ fn no_command_without_a_terminal_lists_the_root_and_every_profile() {
     assert!(out.stdout.contains("S-ROOT"), "{out:?}");
     assert!(out.stdout.contains("S-WORK"), "the work profile is listed too: {out:?}");
 }
+
+#[test]
+fn the_console_and_the_demo_without_a_terminal_say_so_and_exit_2() {
+    let home = Home::new();
+    let tmp = home.outside().join("tmp");
+    fs::create_dir_all(&tmp).expect("mkdir tmp");
+    let mut tui = home.cmd(&["tui"]);
+    tui.env("TMPDIR", &tmp);
+    // The demo makes its own sandbox (under TMPDIR) when given no --home.
+    let mut demo = Command::new(common::process::BIN);
+    demo.arg("demo").env("TMPDIR", &tmp).env_remove("HERMES_HOME");
+    for (what, cmd) in [("leasectl tui", tui), ("leasectl demo", demo)] {
+        let out = Proc::run(what, cmd);
+        out.expect_exit(2);
+        assert!(out.stderr.contains("needs a terminal") && out.stderr.contains("leasectl ls"), "{out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "one line, no backtrace: {out:?}");
+        assert!(!out.text().contains("panicked"), "{out:?}");
+    }
+    let left: Vec<_> = fs::read_dir(&tmp).expect("read tmp").flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "the demo left its sandbox behind: {left:?}");
+}

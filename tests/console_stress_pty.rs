@@ -41,7 +41,7 @@ fn help_round_trip(console: &mut Pty, deadline: Duration) -> Duration {
     console.send(b"?");
     let shown = console.wait_for("the help dialog", deadline, |s| s.contains(HELP_TEXT) && s.contains(HELP_END));
     // A lone Esc (its own write, nothing after it) reads as the Esc key. It closes the
-    // help; only sent once the help is up (without a dialog, Esc quits).
+    // help; only sent once the help is up.
     console.send(b"\x1b");
     console.wait_for("the help dialog to close", deadline, |s| !s.contains(HELP_END));
     shown

@@ -349,3 +349,16 @@ fn the_rows_follow_every_new_snapshot_filter_sort_and_tab() {
     app.tab = 1;
     assert!(sessions(&app).is_empty(), "another tab");
 }
+
+#[test]
+fn esc_closes_and_clears_but_never_quits() {
+    let mut app = app(vec![mixed_root()]);
+    key(&mut app, KeyCode::Enter);
+    assert!(app.show_details);
+    assert!(key(&mut app, KeyCode::Esc).is_empty() && !app.show_details, "Esc closes the details");
+    for _ in 0..3 {
+        let effects = key(&mut app, KeyCode::Esc);
+        assert!(!effects.contains(&Effect::Quit) && !app.quit, "Esc with nothing open does nothing: {effects:?}");
+    }
+    assert_eq!(key(&mut app, KeyCode::Char('q')), vec![Effect::Quit], "q quits");
+}

@@ -172,12 +172,22 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<
     Ok(registries.into_iter().map(Location::File).collect())
 }
 
+/// The console draws on standard output: without a terminal there, say so before
+/// anything is set up (a demo sandbox included) rather than fail half-way.
+fn needs_terminal(what: &str) -> Result<(), Failure> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Ok(());
+    }
+    Err(usage(format!("{what} needs a terminal; in scripts and pipes use `leasectl ls` (or `leasectl ls --json`)")))
+}
+
 fn console(
     home: &Option<std::path::PathBuf>,
     one_profile: bool,
     locations: Vec<Location>,
     timeout: Duration,
 ) -> Result<i32, Failure> {
+    needs_terminal("the console")?;
     // Open each location once now, so a console never starts on one it cannot read
     // (etcd in a build without it).
     for location in &locations {
@@ -203,6 +213,7 @@ fn console(
 
 /// The console on a sandbox: never `$HERMES_HOME` or `~/.hermes`, only a temp dir or `--home`.
 fn demo(home: Option<&std::path::Path>, tour: bool) -> Result<i32, Failure> {
+    needs_terminal("the demo")?;
     let fail = |what: &str, e: std::io::Error| Failure { code: EXIT_ERROR, message: format!("{what}: {e}") };
     let sandbox = match home {
         Some(h) => crate::demo::Sandbox::at(h).map_err(|e| fail("cannot use the demo home", e))?,

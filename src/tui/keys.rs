@@ -49,7 +49,7 @@ pub fn lookup<A: Copy>(table: &[Binding<A>], key: &KeyEvent) -> Option<A> {
 pub enum Action {
     Help,
     Quit,
-    /// Esc: clear the filter, else close the details, else quit.
+    /// Esc: clear the filter, else close the details; never quits.
     Back,
     Down,
     Up,
@@ -158,7 +158,7 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
     Binding {
         keys: &[(KeyCode::Char('q'), Action::Quit), (KeyCode::Esc, Action::Back)],
         shown: "q / Esc",
-        help: "quit (Esc first clears the filter or closes details)",
+        help: "quit; Esc clears the filter or closes details",
         footer: Footer::First("q", "quit"),
     },
 ];

@@ -152,10 +152,9 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                 app.filter.clear();
             } else if app.show_details {
                 app.show_details = false;
-            } else {
-                app.quit = true;
-                return vec![Effect::Quit];
             }
+            // Nothing open: nothing to do. Esc never quits (a stray Esc, or one pressed
+            // once too often, must not close the console); q and Ctrl-C do.
         }
         Action::Down => app.selected = app.selected.saturating_add(1),
         Action::Up => app.selected = app.selected.saturating_sub(1),
