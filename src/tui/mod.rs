@@ -120,7 +120,9 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     drop(effects_tx);
     let _ = worker.join();
     let _ = ratatui::try_restore();
-    // Its Drop would print to a possibly dead stderr when showing the cursor fails.
+    // ratatui's restore leaves the cursor as the last frame left it (hidden); the
+    // Terminal's Drop would show it but prints to a possibly dead stderr when that fails.
+    let _ = ratatui::crossterm::execute!(std::io::stdout(), ratatui::crossterm::cursor::Show);
     std::mem::forget(terminal);
     result
 }

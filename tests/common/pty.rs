@@ -272,7 +272,7 @@ impl Pty {
     }
 
     /// After the child exited: the alternate screen was left (the sequence is in the output
-    /// within `deadline`, after the last enter), and raw mode too.
+    /// within `deadline`, after the last enter), the cursor shown again, and raw mode left.
     pub fn check_terminal_restored(&self, deadline: Duration) {
         self.wait_raw("the sequence leaving the alternate screen", LEAVE_ALT_SCREEN, deadline);
         {
@@ -283,6 +283,15 @@ impl Pty {
             assert!(left > entered, "the alternate screen was entered again after it was left");
         }
         assert!(!self.alternate_screen(), "the terminal is still on the alternate screen");
+        {
+            // The cursor: shown again after it was last hidden (DECTCEM).
+            let raw = lock(&self.raw);
+            let rfind = |needle: &[u8]| raw.windows(needle.len()).rposition(|w| w == needle);
+            if let Some(hidden) = rfind(b"\x1b[?25l") {
+                let shown = rfind(b"\x1b[?25h");
+                assert!(shown.is_some_and(|s| s > hidden), "the {} left the cursor hidden", self.name);
+            }
+        }
         let lflag = self.local_flags();
         assert_eq!(
             lflag & (libc::ICANON | libc::ECHO),
