@@ -122,3 +122,23 @@ fn details_and_all_tab() {
     key(&mut app, KeyCode::Enter);
     insta::assert_snapshot!(screen(&app, 80, 30));
 }
+
+#[test]
+fn a_wrong_session_id_for_a_live_release_is_said_not_to_match() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-42".into();
+    key(&mut app, KeyCode::Char('x'));
+    for c in "chat-4".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    assert!(!screen(&app, 120, 40).contains("does not match"), "a prefix on its way is not yet wrong");
+    key(&mut app, KeyCode::Enter);
+    let shown = screen(&app, 120, 40);
+    assert!(shown.contains("does not match chat-42: nothing released"), "Enter on a prefix says so:\n{shown}");
+    key(&mut app, KeyCode::Char('2'));
+    assert!(!screen(&app, 120, 40).contains("does not match"), "typing again clears it");
+    key(&mut app, KeyCode::Char('x'));
+    key(&mut app, KeyCode::Enter);
+    assert!(screen(&app, 120, 40).contains("does not match chat-42: nothing released"));
+    assert!(app.dialog.is_some(), "the dialog stays open for another try");
+}

@@ -167,6 +167,8 @@ pub enum Dialog {
         live: bool,
         expected: String,
         typed: String,
+        /// Enter was pressed on text that is not the session id (cleared by typing).
+        mismatch: bool,
     },
 }
 

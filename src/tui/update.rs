@@ -277,6 +277,7 @@ fn ask_release(app: &mut App, whole_session: bool) {
         live,
         expected: chosen.entry.session_id().to_owned(),
         typed: String::new(),
+        mismatch: false,
     });
 }
 
@@ -314,7 +315,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();
             answer_yes_no(app, &key, yes)
         }
-        Dialog::ConfirmRelease { location, target, live, expected, typed, .. } => {
+        Dialog::ConfirmRelease { location, target, live, expected, typed, mismatch, .. } => {
             if !*live {
                 let yes = vec![Effect::ForceRelease {
                     location: location.clone(),
@@ -331,6 +332,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                 }
                 KeyCode::Backspace => {
                     typed.pop();
+                    *mismatch = false;
                     vec![]
                 }
                 KeyCode::Enter if typed == expected => {
@@ -339,8 +341,13 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                     app.dialog = None;
                     vec![effect]
                 }
+                KeyCode::Enter => {
+                    *mismatch = true;
+                    vec![]
+                }
                 KeyCode::Char(c) => {
                     typed.push(c);
+                    *mismatch = false;
                     vec![]
                 }
                 _ => vec![],

@@ -487,7 +487,7 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             lines.push(Line::from(Span::styled("y prune · n/Esc cancel", p.bold(Color::Cyan))));
             (" prune? ", lines)
         }
-        Dialog::ConfirmRelease { location, leases, live, expected, typed, .. } => {
+        Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
             let mut lines = vec![Line::from(Span::styled(
                 format!("Force-release {} lease(s) in {}:", leases.len(), location.name()),
                 bold,
@@ -509,11 +509,16 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                     Span::styled(expected.clone(), bold),
                     Span::raw(" and press Enter to release anyway:"),
                 ]));
-                let hint =
-                    if typed.is_empty() || expected.starts_with(typed.as_str()) { "" } else { "  (does not match)" };
+                let hint = if *mismatch {
+                    format!("  does not match {expected}: nothing released")
+                } else if typed.is_empty() || expected.starts_with(typed.as_str()) {
+                    String::new()
+                } else {
+                    "  (does not match)".to_owned()
+                };
                 lines.push(Line::from(vec![
                     Span::styled(format!("> {typed}▏"), p.bold(Color::Yellow)),
-                    Span::raw(hint),
+                    Span::styled(hint, p.alert()),
                 ]));
                 lines.push(Line::from(Span::styled("Esc cancel", p.fg(Color::DarkGray))));
             } else {
