@@ -261,3 +261,27 @@ fn console_on_a_home_with_profiles_is_idle_when_nothing_changes_and_shows_a_prof
     eprintln!("a profile's new lease shown {shown:?} after the acquire returned");
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
+
+#[test]
+fn a_profile_created_while_the_console_runs_is_shown_and_the_tab_stays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    acquire_as_me(home, None, "S-root");
+    acquire_as_me(home, Some("work"), "S-work");
+    let mut console = Pty::console(home, 40, 160);
+    console.wait_for("the root's lease", Duration::from_secs(5), |s| session_row(s, "S-root"));
+    // Tabs: root, work, all. Go to "all".
+    console.send(b"\t");
+    thread::sleep(Duration::from_millis(200));
+    console.send(b"\t");
+    console.wait_for("the all tab", Duration::from_secs(3), |s| {
+        session_row(s, "S-root") && session_row(s, "S-work") && s.contains("2 registries under")
+    });
+    // A new profile, its directories and its registry written at once by an acquire.
+    acquire_as_me(home, Some("lab"), "S-lab");
+    let shown = console.wait_for("the new profile's lease on the all tab", Duration::from_secs(3), |s| {
+        session_row(s, "S-lab") && session_row(s, "S-root") && s.contains("3 registries under")
+    });
+    eprintln!("a new profile's first lease shown {shown:?} after the acquire returned");
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}

@@ -55,6 +55,9 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
 
 fn on_loaded(app: &mut App, loaded: Loaded) {
     app.now = loaded.at;
+    // New profiles are added after the others, so every profile's tab keeps its place;
+    // only "all" (always last) moves, and the operator on it stays on it.
+    let on_all = app.has_all_tab() && app.tab >= app.registries.len();
     for snap in &loaded.snapshots {
         let index = match app.registries.iter().position(|r| r.location == snap.location) {
             Some(i) => i,
@@ -80,6 +83,9 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             app.log(&profile, c.level, c.text);
         }
         app.registries[index].apply(snap, loaded.at);
+    }
+    if on_all {
+        app.tab = app.registries.len();
     }
     app.clamp_selection();
 }
