@@ -857,3 +857,16 @@ fn the_console_and_the_demo_without_a_terminal_say_so_and_exit_2() {
     let left: Vec<_> = fs::read_dir(&tmp).expect("read tmp").flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "the demo left its sandbox behind: {left:?}");
 }
+
+#[test]
+fn ls_shows_ages_in_the_consoles_format() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    home.acquire_ok(&["S-fresh", "--owner-pid", &owner.pid().to_string()]);
+    let out = home.run(&["ls"]);
+    out.expect_exit(0);
+    let row = out.stdout.lines().find(|l| l.contains("S-fresh")).unwrap_or_else(|| panic!("no row: {out:?}"));
+    let age_ok =
+        row.split_whitespace().any(|w| w.strip_suffix('s').is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n < 30)));
+    assert!(age_ok && !row.contains(" 0m"), "a lease seconds old reads `Ns`, as in the console: {row:?}");
+}

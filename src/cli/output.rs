@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use crate::lease::human::duration;
 use crate::lease::owner::OwnerInfo;
-use crate::lease::refusal::format_age;
 use crate::lease::{
     AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Location, Refusal, RemoteListing, Removal,
     now, owner::hostname,
@@ -272,7 +272,7 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
                 e.pid().to_string(),
                 owners.get(&e.pid()).map(|o| o.name.clone()).unwrap_or_else(|| "-".into()),
                 liveness,
-                e.started_at().map(|t| format_age(at - t)).unwrap_or_else(|| "-".into()),
+                e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
             ]
         })
@@ -307,7 +307,7 @@ pub fn etcd_lease_rows(views: &[LeaseView]) -> Vec<Vec<String>> {
                 r.host.clone(),
                 e.pid().to_string(),
                 format!("{} ({})", v.liveness.name(), ttl_text(r.ttl_left)),
-                e.started_at().map(|t| format_age(at - t)).unwrap_or_else(|| "-".into()),
+                e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
                 r.fencing_token.to_string(),
             ])

@@ -72,10 +72,12 @@ impl Liveness {
             Liveness::Dead(DeadCause::ThreadId { tgid }) => format!("dead: a thread of pid {tgid}"),
             Liveness::Recycled { recorded, actual } => {
                 let diff = actual - recorded;
+                let by = super::human::duration(diff.abs());
                 if self.clock_step_suspected() {
-                    format!("recycled: start time differs by {diff:+.0}s exactly (clock step?)")
+                    format!("recycled: start time differs by exactly {by} (clock step?)")
                 } else {
-                    format!("recycled: pid now belongs to a process started {diff:+.3}s later")
+                    let when = if diff < 0.0 { "earlier" } else { "later" };
+                    format!("recycled: pid now belongs to a process started {by} {when}")
                 }
             }
             Liveness::Unknown(UnknownCause::ProbeFailed(why)) => format!("unknown: {why}"),
@@ -318,6 +320,17 @@ pub fn process_start_time(pid: u64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recycled_pid_says_how_much_later_in_words_people_read() {
+        let t = 1_795_990_758.0;
+        let later = Liveness::Recycled { recorded: t, actual: t + 96_048_293.46 };
+        assert_eq!(later.explain(), "recycled: pid now belongs to a process started 1111d16h later");
+        let earlier = Liveness::Recycled { recorded: t, actual: t - 90.5 };
+        assert_eq!(earlier.explain(), "recycled: pid now belongs to a process started 1m earlier");
+        let step = Liveness::Recycled { recorded: t, actual: t + 3.0 };
+        assert_eq!(step.explain(), "recycled: start time differs by exactly 3s (clock step?)");
+    }
 
     #[test]
     fn stat_parsing_takes_the_last_paren() {

@@ -10,6 +10,7 @@ pub mod error;
 pub mod etcd;
 pub mod fence;
 pub mod file_watch;
+pub mod human;
 pub mod ids;
 pub mod liveness;
 pub mod location;

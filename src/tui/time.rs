@@ -28,21 +28,9 @@ pub fn full(t: f64, tz: &TimeZone) -> String {
     zoned(t, tz).map_or_else(|| "-".into(), |z| z.strftime("%Y-%m-%d %H:%M:%S").to_string())
 }
 
-/// A compact age: `42s`, `5m`, `3h12m`, `2d4h`.
+/// A compact age, as the CLI writes it too: `42s`, `5m`, `3h12m`, `2d04h`.
 pub fn age(seconds: f64) -> String {
-    let s = if seconds.is_finite() && seconds > 0.0 { seconds as u64 } else { 0 };
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => {
-            let (h, m) = (s / 3600, s % 3600 / 60);
-            if m == 0 { format!("{h}h") } else { format!("{h}h{m}m") }
-        }
-        _ => {
-            let (d, h) = (s / 86_400, s % 86_400 / 3600);
-            if h == 0 { format!("{d}d") } else { format!("{d}d{h}h") }
-        }
-    }
+    crate::lease::human::duration(seconds)
 }
 
 #[cfg(test)]
@@ -60,7 +48,7 @@ mod tests {
         assert_eq!(clock(t - 86_400.0, t, &TimeZone::UTC), "11-28 22:19");
         assert_eq!(age(42.0), "42s");
         assert_eq!(age(3.0 * 3600.0 + 720.0), "3h12m");
-        assert_eq!(age(2.0 * 86_400.0 + 4.0 * 3600.0), "2d4h");
+        assert_eq!(age(2.0 * 86_400.0 + 4.0 * 3600.0), "2d04h");
     }
 
     /// Each timestamp gets the offset in force at its own instant: one offset taken at
