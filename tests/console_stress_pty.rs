@@ -522,3 +522,28 @@ fn console_names_the_lock_holder_as_soon_as_an_action_times_out() {
     drop(holder);
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
+
+#[test]
+fn the_lock_banner_names_the_holder_its_command_and_how_long() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let runtime = home.join("runtime");
+    std::fs::create_dir_all(&runtime).expect("mkdir runtime");
+    let holder = LockHolder::start(&runtime.join("active_sessions.lock"));
+    let mut console = Pty::console(home, 30, 160);
+    let needle = format!("locked by pid {} (flock) for ", holder.pid());
+    // The worker trusts a holder seen on two checks 5 s apart (a lock is normally held for
+    // milliseconds); the banner then counts from the first sighting.
+    console.wait_for("the banner naming flock", Duration::from_secs(15), |s| s.contains(&needle));
+    let held = |s: &str| -> Option<u64> {
+        let rest = &s[s.find(&needle)? + needle.len()..];
+        let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let unit = rest[n.len()..].chars().next()?;
+        n.parse::<u64>().ok().map(|n| if unit == 's' { n } else { n * 60 })
+    };
+    console.wait_for("the banner to count ten seconds or more", Duration::from_secs(20), |s| {
+        held(s).is_some_and(|n| n >= 10)
+    });
+    drop(holder);
+    console.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
+}

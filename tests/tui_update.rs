@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use leasectl::lease::liveness::DeadCause;
 use leasectl::lease::{Liveness, Target};
-use leasectl::tui::event::{ActionDone, Effect, Event};
+use leasectl::tui::event::{ActionDone, Effect, Event, LockHolder};
 use leasectl::tui::state::{Dialog, SortMode};
 use leasectl::tui::update::update;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -280,10 +280,11 @@ fn a_lock_held_across_checks_is_shown_with_its_pid() {
     let mut app = app(vec![mixed_root()]);
     assert_eq!(app.registries[0].stuck_lock(NOW), None);
     let mut held = mixed_root();
-    held.lock_holder = Some(4242);
+    let holder = LockHolder { pid: 4242, command: Some("flock".into()), since: NOW - 5.0 };
+    held.lock_holder = Some(holder.clone());
     update(&mut app, loaded(vec![held.clone()]));
     update(&mut app, Event::Tick(NOW + 7.0));
-    assert_eq!(app.registries[0].stuck_lock(app.now), Some((4242, 7.0)));
+    assert_eq!(app.registries[0].stuck_lock(app.now), Some((&holder, 12.0)), "held since the worker first saw it");
     update(&mut app, loaded(vec![mixed_root()]));
     assert_eq!(app.registries[0].stuck_lock(app.now), None, "released");
 }

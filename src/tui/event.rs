@@ -102,8 +102,18 @@ pub struct RegistrySnapshot {
     pub cap: CapSetting,
     /// The leases, or the exact reason the file could not be used.
     pub leases: Result<Vec<LeaseRow>, String>,
-    /// Who holds the registry lock right now (from /proc/locks), if anyone.
-    pub lock_holder: Option<u32>,
+    /// Who has held the registry lock for more than a moment (from /proc/locks), if anyone.
+    pub lock_holder: Option<LockHolder>,
+}
+
+/// A process holding a registry lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockHolder {
+    pub pid: u32,
+    /// Its command name (`/proc/<pid>/comm`), when readable.
+    pub command: Option<String>,
+    /// When the worker first saw it hold the lock (epoch seconds): held at least since.
+    pub since: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
 
-use super::event::{LeaseRow, RegistrySnapshot};
+use super::event::{LeaseRow, LockHolder, RegistrySnapshot};
 use super::extension::Extension;
 use crate::lease::{Liveness, Location, Target};
 use rustc_hash::FxBuildHasher;
@@ -31,8 +31,8 @@ pub struct RegistryState {
     /// Set when an action found the lock held: the holder's pid.
     pub locked_by: Option<u32>,
     /// A lock holder the worker saw on consecutive checks (a lock is normally held
-    /// for milliseconds), and since when it is shown.
-    pub lock_seen: Option<(u32, f64)>,
+    /// for milliseconds), with its command and since when it was first seen.
+    pub lock_seen: Option<LockHolder>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
@@ -64,11 +64,8 @@ impl RegistryState {
     /// Adopt a fresh snapshot; the caller logs the differences first.
     pub fn apply(&mut self, snap: &RegistrySnapshot, at: f64) {
         self.exists = snap.exists;
-        self.lock_seen = match (snap.lock_holder, self.lock_seen) {
-            (Some(pid), Some((seen, since))) if seen == pid => Some((pid, since)),
-            (Some(pid), _) => Some((pid, at)),
-            (None, _) => None,
-        };
+        // The worker says since when it has seen the holder: the banner counts from then.
+        self.lock_seen = snap.lock_holder.clone();
         if snap.lock_holder.is_none() {
             self.locked_by = None;
         }
@@ -100,10 +97,10 @@ impl RegistryState {
         self.loaded = true;
     }
 
-    /// The pid the worker saw holding the lock on two checks in a row, and for how long
-    /// this console has shown it.
-    pub fn stuck_lock(&self, now: f64) -> Option<(u32, f64)> {
-        self.lock_seen.map(|(pid, since)| (pid, now - since))
+    /// The process the worker saw holding the lock on two checks in a row, and for how
+    /// long it has held it at least (since the first of those checks).
+    pub fn stuck_lock(&self, now: f64) -> Option<(&LockHolder, f64)> {
+        self.lock_seen.as_ref().map(|h| (h, now - h.since))
     }
 
     pub fn sample(&mut self) {

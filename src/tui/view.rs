@@ -215,10 +215,14 @@ fn banner(app: &App) -> Vec<Line<'static>> {
                 reg.location.name()
             )));
         }
-        if let Some((pid, held)) = reg.stuck_lock(app.now) {
+        if let Some((holder, held)) = reg.stuck_lock(app.now) {
+            // A command name is whatever the process chose: no control characters on screen.
+            let clean = |c: &str| c.chars().filter(|ch| !ch.is_control()).collect::<String>();
+            let command = holder.command.as_deref().map(|c| format!(" ({})", clean(c))).unwrap_or_default();
             out.push(Line::from(format!(
-                " registry {} locked by pid {pid} for {} — actions wait for it, then give up",
+                " registry {} locked by pid {}{command} for {} — actions wait for it, then give up",
                 reg.location.name(),
+                holder.pid,
                 time::age(held)
             )));
         } else if let Some(pid) = reg.locked_by {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, RegistrySnapshot};
+use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, LockHolder, RegistrySnapshot};
 use super::extension::{Job, JobDone, Runner};
 use crate::lease::owner::{OwnerProbe, hostname};
 use crate::lease::{self, Error, LeaseStore, Listing, Location, StoreOptions, paths};
@@ -31,7 +31,7 @@ pub struct Worker {
     host: String,
     lock_checked: Option<Instant>,
     /// Last check's holder per lock file, and whether the check before saw it too.
-    lock_seen: HashMap<PathBuf, (u32, bool)>,
+    lock_seen: HashMap<PathBuf, (LockHolder, bool)>,
     /// Owner details last looked up, for which pids, and when.
     owner_infos: HashMap<u64, Arc<lease::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
@@ -62,6 +62,11 @@ fn owners_differ(
         })
 }
 
+/// A process's command name, from `/proc/<pid>/comm`.
+fn command_of(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
+}
+
 /// How often a console looks at `/proc/locks`.
 const LOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// How often the owners' CPU and memory are looked up again (their pids: on every change).
@@ -90,7 +95,7 @@ impl Worker {
     /// Lock holders seen on two checks in a row (a lock is normally held for
     /// milliseconds). `/proc/locks` is read at most every `LOCK_CHECK_EVERY`: reading it
     /// makes the kernel synchronize RCU, which slows every flock on the machine meanwhile.
-    fn stuck_locks(&mut self) -> Vec<Option<u32>> {
+    fn stuck_locks(&mut self) -> Vec<Option<LockHolder>> {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
         if due {
             self.lock_checked = Some(Instant::now());
@@ -99,8 +104,14 @@ impl Worker {
             let mut seen = HashMap::new();
             for (path, holder) in paths.into_iter().zip(holders) {
                 if let Some(pid) = holder {
-                    let confirmed = self.lock_seen.get(&path).is_some_and(|(p, _)| *p == pid);
-                    seen.insert(path, (pid, confirmed));
+                    let seen_before = self.lock_seen.remove(&path).map(|(h, _)| h).filter(|h| h.pid == pid);
+                    let confirmed = seen_before.is_some();
+                    let holder = seen_before.unwrap_or_else(|| LockHolder {
+                        pid,
+                        command: command_of(pid),
+                        since: lease::now(),
+                    });
+                    seen.insert(path, (holder, confirmed));
                 }
             }
             self.lock_seen = seen;
@@ -108,7 +119,7 @@ impl Worker {
         self.stores
             .iter()
             .map(|s| match s.location().lock_path().and_then(|p| self.lock_seen.get(&p)) {
-                Some((pid, true)) => Some(*pid),
+                Some((holder, true)) => Some(holder.clone()),
                 _ => None,
             })
             .collect()
@@ -171,7 +182,8 @@ impl Worker {
                 }
             }
             let holders: Vec<Option<u32>> = self.last_verdicts.iter().map(|v| v.1).collect();
-            if !owners_changed && self.stuck_locks() == holders {
+            let now: Vec<Option<u32>> = self.stuck_locks().iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
+            if !owners_changed && now == holders {
                 return None;
             }
         }
@@ -216,7 +228,7 @@ impl Worker {
                         .collect()),
                     Err(e) => Err(e.to_string()),
                 };
-                (leases, *holder)
+                (leases, holder.as_ref().map(|h| h.pid))
             })
             .collect();
         let snapshots = listings
@@ -307,7 +319,15 @@ impl Worker {
         if let Some(lock_path) = location.lock_path() {
             match (lock_holder, &result) {
                 (Some(pid), _) => {
-                    self.lock_seen.insert(lock_path, (pid, true));
+                    // It held the lock at least for as long as the action waited.
+                    let known = self.lock_seen.get(&lock_path).map(|(h, _)| h.clone()).filter(|h| h.pid == pid);
+                    let waited = self.options.lock_timeout.as_secs_f64();
+                    let holder = known.unwrap_or_else(|| LockHolder {
+                        pid,
+                        command: command_of(pid),
+                        since: lease::now() - waited,
+                    });
+                    self.lock_seen.insert(lock_path, (holder, true));
                 }
                 (None, Ok(_)) => {
                     self.lock_seen.remove(&lock_path);
