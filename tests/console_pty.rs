@@ -19,7 +19,7 @@ use serde_json::Value;
 mod common;
 use common::pty::{BIN, Pty};
 
-const PRUNE_DIALOG: &str = "Prune removes these dead or recycled owners' leases:";
+const PRUNE_DIALOG: &str = "Prune removes these 1 dead or recycled owners' leases:";
 /// How long `q` may take to end the console, and then the terminal's restoring to show.
 const QUIT_WITHIN: Duration = Duration::from_secs(3);
 const RESTORED_WITHIN: Duration = Duration::from_secs(2);

@@ -142,3 +142,31 @@ fn a_wrong_session_id_for_a_live_release_is_said_not_to_match() {
     assert!(screen(&app, 120, 40).contains("does not match chat-42: nothing released"));
     assert!(app.dialog.is_some(), "the dialog stays open for another try");
 }
+
+#[test]
+fn a_prune_of_a_thousand_shows_the_total_scrolls_and_keeps_its_confirm_line() {
+    let leases: Vec<_> = (0..1000)
+        .map(|i| {
+            dead(entry(&format!("{i:08x}{}", "0".repeat(24)), &format!("chat-{i:04}"), "cli", 5000 + i, 600.0, None))
+        })
+        .collect();
+    let mut app = app(vec![snap(&registry("root"), None, Ok(leases))]);
+    key(&mut app, KeyCode::Char('p'));
+    let first = screen(&app, 80, 24);
+    assert!(first.contains("1000"), "the total is shown:\n{first}");
+    assert!(first.contains("y prune"), "the confirm line is shown:\n{first}");
+    assert!(first.contains("chat-0000") && !first.contains("chat-0999"));
+    key(&mut app, KeyCode::End);
+    let last = screen(&app, 80, 24);
+    assert!(last.contains("chat-0999") && last.contains("y prune"), "End scrolls to the last lease:\n{last}");
+    key(&mut app, KeyCode::PageUp);
+    key(&mut app, KeyCode::Home);
+    assert_eq!(screen(&app, 80, 24), first, "Home scrolls back");
+    // The help scrolls too, at the smallest size, and keeps its closing line.
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Char('?'));
+    let help = screen(&app, 60, 15);
+    assert!(help.contains("Esc closes this help."), "{help}");
+    key(&mut app, KeyCode::End);
+    assert!(screen(&app, 60, 15).contains("Badges"), "the help's end is reachable");
+}

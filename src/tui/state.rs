@@ -169,6 +169,18 @@ pub enum Dialog {
     },
 }
 
+impl Dialog {
+    /// How many lines the dialog's scrollable list has, about (help: one per key).
+    pub fn list_len(&self) -> usize {
+        match self {
+            Dialog::Help => 64,
+            Dialog::ConfirmRepair { lines, .. } => lines.len() + 1,
+            Dialog::ConfirmPrune { targets } => targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1,
+            Dialog::ConfirmRelease { leases, .. } => leases.len() + 1,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
     pub at: f64,
@@ -199,6 +211,8 @@ pub struct App {
     pub only_not_alive: bool,
     pub show_details: bool,
     pub dialog: Option<Dialog>,
+    /// How far the open dialog's list is scrolled (rows; the view clamps it to the end).
+    pub dialog_scroll: usize,
     pub log: VecDeque<LogLine>,
     /// The time the screen is rendered for (set from events, never read in view).
     pub now: f64,
@@ -235,6 +249,7 @@ impl App {
             only_not_alive: false,
             show_details: false,
             dialog: None,
+            dialog_scroll: 0,
             log: VecDeque::new(),
             now,
             tz,

@@ -121,7 +121,11 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         return vec![Effect::Quit];
     }
     if app.dialog.is_some() {
-        return on_dialog_key(app, key);
+        let effects = on_dialog_key(app, key);
+        if app.dialog.is_none() {
+            app.dialog_scroll = 0;
+        }
+        return effects;
     }
     if app.filter_input.is_none()
         && let Some(effects) = extension_key(app, &key)
@@ -303,6 +307,24 @@ fn answer_yes_no(app: &mut App, key: &KeyEvent, yes: Vec<Effect>) -> Vec<Effect>
 }
 
 fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
+    // Arrows, pages, Home and End scroll a dialog's list (a prune of thousands), whatever
+    // the dialog: none of them types text with these keys.
+    let page = 10;
+    let scroll = app.dialog_scroll;
+    let moved = match key.code {
+        KeyCode::Down => Some(scroll.saturating_add(1)),
+        KeyCode::Up => Some(scroll.saturating_sub(1)),
+        KeyCode::PageDown => Some(scroll.saturating_add(page)),
+        KeyCode::PageUp => Some(scroll.saturating_sub(page)),
+        KeyCode::Home => Some(0),
+        KeyCode::End => Some(usize::MAX),
+        _ => None,
+    };
+    if let Some(to) = moved {
+        // Bounded by a generous row count (wrapped lines included); the view stops at the end.
+        app.dialog_scroll = to.min(app.dialog.as_ref().map_or(0, |d| 3 * d.list_len()));
+        return vec![];
+    }
     let Some(dialog) = app.dialog.as_mut() else {
         return vec![];
     };

@@ -457,7 +457,8 @@ fn lease_summary(l: &LeaseRow) -> String {
 
 fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
-    let (title, lines): (&str, Vec<Line>) = match d {
+    // (title, the list that scrolls, the lines always shown below it)
+    let (title, lines, footer): (&str, Vec<Line>, Vec<Line>) = match d {
         Dialog::Help => {
             let help_line =
                 |r: KeyRow| Line::from(vec![Span::styled(format!("{:<16}", r.shown), bold), Span::raw(r.help)]);
@@ -468,28 +469,34 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             }
             lines.push(Line::from(""));
             lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
-            lines.push(Line::from("Esc closes this help."));
-            (" help ", lines)
+            (" help ", lines, vec![Line::from("Esc closes this help.")])
         }
         Dialog::ConfirmRepair { location, lines: plan } => {
             let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", location.describe()), bold))];
             lines.extend(plan.iter().map(|l| Line::from(format!("  {l}"))));
-            lines.push(Line::from(""));
-            lines.push(Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600)."));
-            lines.push(Line::from("A live owner's lease is never dropped."));
-            lines.push(Line::from(Span::styled("y repair · n/Esc cancel", p.bold(Color::Cyan))));
-            (" repair? ", lines)
+            let footer = vec![
+                Line::from(""),
+                Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600)."),
+                Line::from("A live owner's lease is never dropped."),
+                Line::from(Span::styled("y repair · n/Esc cancel", p.bold(Color::Cyan))),
+            ];
+            (" repair? ", lines, footer)
         }
         Dialog::ConfirmPrune { targets } => {
-            let mut lines =
-                vec![Line::from(Span::styled("Prune removes these dead or recycled owners' leases:", bold))];
+            let total: usize = targets.iter().map(|(_, l)| l.len()).sum();
+            let mut lines = vec![Line::from(Span::styled(
+                format!("Prune removes these {total} dead or recycled owners' leases:"),
+                bold,
+            ))];
             for (reg, leases) in targets {
                 lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
                 lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             }
-            lines.push(Line::from(""));
-            lines.push(Line::from(Span::styled("y prune · n/Esc cancel", p.bold(Color::Cyan))));
-            (" prune? ", lines)
+            let footer = vec![
+                Line::from(""),
+                Line::from(Span::styled(format!("y prune {total} · n/Esc cancel"), p.bold(Color::Cyan))),
+            ];
+            (" prune? ", lines, footer)
         }
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
             let mut lines = vec![Line::from(Span::styled(
@@ -497,18 +504,18 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                 bold,
             ))];
             lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
-            lines.push(Line::from(""));
+            let mut footer = vec![Line::from("")];
             if *live {
-                lines.push(Line::from(Span::styled(
+                footer.push(Line::from(Span::styled(
                     " DANGER: the owner is ALIVE (or cannot be proven dead). ",
                     p.alert(),
                 )));
-                lines.push(Line::from(
+                footer.push(Line::from(
                     "A live owner keeps writing to the session: releasing its lease lets a second owner in, \
                      and two replies that never saw each other end up in one transcript.",
                 ));
-                lines.push(Line::from(""));
-                lines.push(Line::from(vec![
+                footer.push(Line::from(""));
+                footer.push(Line::from(vec![
                     Span::raw("Type the session id "),
                     Span::styled(expected.clone(), bold),
                     Span::raw(" and press Enter to release anyway:"),
@@ -520,23 +527,49 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                 } else {
                     "  (does not match)".to_owned()
                 };
-                lines.push(Line::from(vec![
+                footer.push(Line::from(vec![
                     Span::styled(format!("> {typed}▏"), p.bold(Color::Yellow)),
                     Span::styled(hint, p.alert()),
                 ]));
-                lines.push(Line::from(Span::styled("Esc cancel", p.fg(Color::DarkGray))));
+                footer.push(Line::from(Span::styled("Esc cancel", p.fg(Color::DarkGray))));
             } else {
-                lines.push(Line::from("The owner is gone: releasing frees the session and its slot."));
-                lines.push(Line::from(Span::styled("y release · n/Esc cancel", p.bold(Color::Cyan))));
+                footer.push(Line::from("The owner is gone: releasing frees the session and its slot."));
+                footer.push(Line::from(Span::styled("y release · n/Esc cancel", p.bold(Color::Cyan))));
             }
-            (" force-release? ", lines)
+            (" force-release? ", lines, footer)
         }
     };
     let width = area.width.saturating_sub(4).min(100);
     let inner_width = width.saturating_sub(2).max(1) as usize;
-    let height: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum::<usize>() + 2;
+    let rows = |ls: &[Line]| -> usize { ls.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum() };
+    let (list_rows, footer_rows) = (rows(&lines), rows(&footer));
+    // The footer (what to press) always shows; the list gets what is left, and scrolls.
+    let room = usize::from(area.height.saturating_sub(2));
+    let overflow = list_rows + footer_rows > room;
+    let list_room = room.saturating_sub(footer_rows + usize::from(overflow)).max(1);
+    let shown = list_rows.min(list_room);
+    let offset = app.dialog_scroll.min(list_rows.saturating_sub(shown));
+    let height = (shown + footer_rows + usize::from(overflow) + 2).min(usize::from(area.height));
     let rect = centered(area, width, height as u16);
     frame.render_widget(Clear, rect);
     let block = Block::default().borders(Borders::ALL).title(title).border_style(p.bold(Color::Cyan));
-    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), rect);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let parts = Layout::vertical([
+        Constraint::Length(shown as u16),
+        Constraint::Length(u16::from(overflow)),
+        Constraint::Min(0),
+    ])
+    .split(inner);
+    let scroll = u16::try_from(offset).unwrap_or(u16::MAX);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((scroll, 0)), parts[0]);
+    if overflow {
+        let at = format!(
+            "rows {}–{} of {list_rows} · ↑↓ PgUp PgDn Home End scroll",
+            offset + 1,
+            (offset + shown).min(list_rows)
+        );
+        frame.render_widget(Paragraph::new(Line::from(Span::styled(at, p.fg(Color::DarkGray)))), parts[1]);
+    }
+    frame.render_widget(Paragraph::new(footer).wrap(Wrap { trim: false }), parts[2]);
 }
