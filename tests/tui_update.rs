@@ -363,3 +363,43 @@ fn esc_closes_and_clears_but_never_quits() {
     }
     assert_eq!(key(&mut app, KeyCode::Char('q')), vec![Effect::Quit], "q quits");
 }
+
+#[test]
+fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
+    use leasectl::lease::{LeaseView, Removal};
+    use leasectl::tui::event::ActionOutcome;
+    let mut app = app(vec![mixed_root()]);
+    let gone = mixed_root().leases.expect("leases")[1].clone();
+    assert_eq!(gone.entry.session_id(), "chat-7");
+    let removed = LeaseView::local((*gone.entry).clone(), gone.liveness.clone());
+    update(
+        &mut app,
+        Event::ActionDone(ActionDone {
+            location: registry("root"),
+            what: "force-release lease 0f1e2d3c".into(),
+            result: Ok(ActionOutcome::Removed(Removal { removed: vec![removed], dry_run: false, live_owner: false })),
+            lock_holder: None,
+        }),
+    );
+    let mut after = mixed_root();
+    if let Ok(leases) = after.leases.as_mut() {
+        leases.remove(1);
+    }
+    update(&mut app, loaded(vec![after]));
+    let mentions: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).filter(|t| t.contains("0f1e2d3c")).collect();
+    assert_eq!(mentions.len(), 1, "the force-release, not again as a prune: {mentions:?}");
+    assert!(mentions[0].starts_with("force-release lease 0f1e2d3c: removed 1"), "{mentions:?}");
+    // Another writer's removal is still logged.
+    let mut later = mixed_root();
+    if let Ok(leases) = later.leases.as_mut() {
+        leases.truncate(1);
+    }
+    update(&mut app, loaded(vec![later]));
+    assert!(app.log.iter().any(|l| l.text.starts_with("pruned: session chat-9")), "{:?}", app.log);
+
+    for i in 0..10_050 {
+        app.log("root", leasectl::tui::state::LogLevel::Info, format!("event {i}"));
+    }
+    assert_eq!(app.log.len(), 10_000);
+    assert_eq!(app.log.back().map(|l| l.text.as_str()), Some("event 10049"));
+}

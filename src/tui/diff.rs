@@ -12,10 +12,12 @@ use crate::lease::Liveness;
 pub struct Change {
     pub level: LogLevel,
     pub text: String,
+    /// The lease id, when the change is a lease gone (released or pruned).
+    pub gone: Option<String>,
 }
 
 fn change(level: LogLevel, text: String) -> Change {
-    Change { level, text }
+    Change { level, text, gone: None }
 }
 
 fn who(l: &LeaseRow) -> String {
@@ -85,7 +87,9 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     for l in &old.leases {
         if !after.contains_key(l.entry.lease_id()) {
             let verb = if l.liveness == Liveness::Alive { "released" } else { "pruned" };
-            out.push(change(LogLevel::Change, format!("{verb}: {}", who(l))));
+            let mut c = change(LogLevel::Change, format!("{verb}: {}", who(l)));
+            c.gone = Some(l.entry.lease_id().to_owned());
+            out.push(c);
         }
     }
     out

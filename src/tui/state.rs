@@ -1,7 +1,7 @@
 //! The console's state: what is on screen is a pure function of this.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use super::event::{LeaseRow, LockHolder, RegistrySnapshot};
@@ -12,7 +12,7 @@ use rustc_hash::FxBuildHasher;
 /// Samples of slots used kept for the sparkline (one per tick: five minutes).
 pub const HISTORY_LEN: usize = 300;
 /// Lines kept in the event log.
-pub const LOG_LEN: usize = 500;
+pub const LOG_LEN: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistryState {
@@ -225,6 +225,9 @@ pub struct App {
     /// The rows last computed, and from what: grouping and sorting thousands of leases
     /// is most of a frame, and most frames (a clock tick, a key) change none of it.
     rows_cache: RefCell<Option<(RowsKey, Rc<Vec<Row>>)>>,
+    /// Leases this console's own actions removed, logged then: the next snapshot's
+    /// diff does not log them again as released or pruned.
+    removed_here: HashSet<String>,
 }
 
 /// Everything [`App::rows`] depends on.
@@ -257,6 +260,7 @@ impl App {
             quit: false,
             extension: None,
             rows_cache: RefCell::new(None),
+            removed_here: HashSet::new(),
         }
     }
 
@@ -376,6 +380,17 @@ impl App {
                 || h.iter().skip(h.len() - SPARK).any(|v| Some(v) != h.back())
                 || r.leases.iter().any(|l| l.entry.started_at().is_some_and(|t| self.now - t < 61.0))
         })
+    }
+
+    /// Note a lease this console's action removed (and logged).
+    pub fn removed_here(&mut self, lease_id: &str) {
+        self.removed_here.insert(lease_id.to_owned());
+    }
+
+    /// Whether a lease gone from a snapshot was removed (and logged) by this console;
+    /// each removal is answered once.
+    pub fn was_removed_here(&mut self, lease_id: &str) -> bool {
+        self.removed_here.remove(lease_id)
     }
 
     /// The lease rows only, in display order (what the selection moves over).

@@ -80,6 +80,9 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
         let changes = diff(&app.registries[index], snap);
         let profile = app.registries[index].location.name().to_owned();
         for c in changes {
+            if c.gone.as_deref().is_some_and(|id| app.was_removed_here(id)) {
+                continue;
+            }
             app.log(&profile, c.level, c.text);
         }
         app.registries[index].apply(snap, loaded.at);
@@ -98,6 +101,11 @@ fn on_action_done(app: &mut App, done: ActionDone) {
     match done.result {
         Ok(ActionOutcome::Repaired(summary)) => app.log(&profile, LogLevel::Change, format!("repair: {summary}")),
         Ok(ActionOutcome::Removed(removal)) => {
+            if !removal.dry_run {
+                for v in &removal.removed {
+                    app.removed_here(v.entry.lease_id());
+                }
+            }
             let ids: Vec<String> =
                 removal.removed.iter().map(|v| v.entry.lease_id().chars().take(8).collect()).collect();
             let warn = if removal.live_owner { " (a LIVE owner's lease: it may keep writing)" } else { "" };
