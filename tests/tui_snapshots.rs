@@ -170,3 +170,33 @@ fn a_prune_of_a_thousand_shows_the_total_scrolls_and_keeps_its_confirm_line() {
     key(&mut app, KeyCode::End);
     assert!(screen(&app, 60, 15).contains("Badges"), "the help's end is reachable");
 }
+
+#[test]
+fn the_liveness_badge_is_never_cut_and_a_tiny_terminal_is_told_so() {
+    let mut app = app(vec![mixed_root()]);
+    for t in 1..=30 {
+        update(&mut app, Event::Tick(NOW + f64::from(t)));
+    }
+    let badges = ["● alive", "✖ dead", "♻ recycled", "♻ recycled clock step?"];
+    for (w, h) in [(80, 24), (200, 60)] {
+        let shown = screen(&app, w, h);
+        for badge in badges {
+            assert!(shown.contains(badge), "{w}x{h}: the badge {badge:?} is cut:\n{shown}");
+        }
+        assert!(shown.contains("4101"), "{w}x{h}: the pid stays:\n{shown}");
+    }
+    // At the smallest size the table keeps the room (the event log gives way), and every
+    // lease row shown ends with its whole badge.
+    let small = screen(&app, 60, 15);
+    let rows: Vec<&str> = small.lines().filter(|l| l.contains("│  ") && l.contains(" 4")).collect();
+    assert!(rows.len() >= 2, "leases fit at 60x15:\n{small}");
+    for row in rows {
+        let end = row.trim_end_matches(['│', ' ', '"']);
+        assert!(badges.iter().any(|b| end.ends_with(b)) || end.ends_with("alive"), "cut: {row:?}\n{small}");
+    }
+    let wide = screen(&app, 200, 60);
+    assert!(wide.contains("LIVE ID") && wide.contains("tab-1"), "wide: every column:\n{wide}");
+    let tiny = screen(&app, 59, 15);
+    assert!(tiny.contains("terminal too small (need 60x15)"), "{tiny}");
+    assert!(screen(&app, 60, 14).contains("terminal too small (need 60x15)"));
+}

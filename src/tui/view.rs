@@ -47,6 +47,13 @@ pub fn badge(l: &Liveness) -> (String, Color) {
 pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
     let area = frame.area();
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+        let note = format!("terminal too small (need {}x{})", MIN_SIZE.0, MIN_SIZE.1);
+        let y = area.y + area.height / 2;
+        let line = Rect { y, height: area.height.min(1), ..area };
+        frame.render_widget(Paragraph::new(note).alignment(ratatui::layout::Alignment::Center), line);
+        return;
+    }
     let banner_lines = banner(app);
     // The banner wraps: the validation error is quoted whole.
     let width = usize::from(area.width.max(1));
@@ -55,6 +62,8 @@ pub fn render(app: &App, frame: &mut Frame) {
     let log_height = match (panel_height, app.show_details && area.width < 120) {
         (_, true) => 12,
         (1.., false) if area.height < 36 => 0,
+        // A small terminal keeps its rows for the leases.
+        _ if area.height < 20 => 0,
         _ => 6,
     };
     let chunks = Layout::vertical([
@@ -235,6 +244,26 @@ fn banner(app: &App) -> Vec<Line<'static>> {
 /// Column widths of the lease table (the last column takes the rest).
 const COLUMNS: [usize; 7] = [11, 9, 8, 12, 10, 6, 11];
 const HEADERS: [&str; 8] = ["  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS"];
+/// Room kept for the widest badge, `♻ recycled clock step?`.
+const BADGE_ROOM: usize = 22;
+/// The order columns give way on a narrow terminal: live id, started, owner, surface,
+/// age. The lease id, the pid and the badge always stay.
+const GIVE_WAY: [usize; 5] = [6, 4, 3, 1, 5];
+/// Below this the console shows only a note asking for more room.
+pub const MIN_SIZE: (u16, u16) = (60, 15);
+
+/// Which columns fit in `width` with the badge after them.
+fn columns_shown(width: usize) -> [bool; 7] {
+    let mut shown = [true; 7];
+    let used = |shown: &[bool; 7]| COLUMNS.iter().zip(shown).filter(|(_, s)| **s).map(|(w, _)| w).sum::<usize>();
+    for i in GIVE_WAY {
+        if used(&shown) + BADGE_ROOM <= width {
+            break;
+        }
+        shown[i] = false;
+    }
+    shown
+}
 
 /// `text` cut or padded to exactly `width` columns, one space kept before the next column.
 fn fit(text: &str, width: usize) -> String {
@@ -248,7 +277,7 @@ fn fit(text: &str, width: usize) -> String {
     }
 }
 
-fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
+fn lease_line(app: &App, p: &Palette, l: &LeaseRow, shown: &[bool; 7]) -> Line<'static> {
     let e = &l.entry;
     let (badge_text, color) = badge(&l.liveness);
     let started = e.process_start_time().map(|t| time::clock(t, app.now, &app.tz)).unwrap_or_else(|| "-".into());
@@ -266,7 +295,7 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow) -> Line<'static> {
         live_id,
     ];
     let mut text = String::new();
-    for (cell, width) in cells.iter().zip(COLUMNS) {
+    for ((cell, width), _) in cells.iter().zip(COLUMNS).zip(shown).filter(|(_, s)| **s) {
         text.push_str(&fit(cell, width));
     }
     let mut spans = vec![Span::raw(text), Span::styled(badge_text, p.bold(color))];
@@ -303,8 +332,9 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let offset = offset.min(rows.len().saturating_sub(height));
     let many = app.tab_registries().len() > 1;
     let marked = app.extension.as_ref().and_then(|x| x.marked_lease());
+    let shown = columns_shown(usize::from(block.inner(area).width));
     let mut header = String::new();
-    for (h, w) in HEADERS.iter().zip(COLUMNS) {
+    for ((h, w), _) in HEADERS.iter().zip(COLUMNS).zip(&shown).filter(|(_, s)| **s) {
         header.push_str(&fit(h, w));
     }
     header.push_str(HEADERS[7]);
@@ -325,7 +355,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             }
             Row::Lease { registry, lease } => {
                 let row = &app.registries[*registry].leases[*lease];
-                let mut line = lease_line(app, p, row);
+                let mut line = lease_line(app, p, row, &shown);
                 if let Some((id, mark)) = marked
                     && id == row.entry.lease_id()
                 {
