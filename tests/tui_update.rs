@@ -68,7 +68,7 @@ fn filter_matches_session_surface_pid_and_lease_id() {
     let mut app = app(vec![mixed_root()]);
     key(&mut app, KeyCode::Char('/'));
     chars(&mut app, "gate");
-    assert_eq!(app.lease_rows().len(), 4, "not applied while typing");
+    assert_eq!(app.lease_rows().len(), 1, "applied live, as it is typed");
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.filter, "gate");
     assert_eq!(app.lease_rows().len(), 1);
@@ -402,4 +402,31 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
     }
     assert_eq!(app.log.len(), 10_000);
     assert_eq!(app.log.back().map(|l| l.text.as_str()), Some("event 10049"));
+}
+
+#[test]
+fn the_filter_covers_every_column_and_a_leading_bang_inverts_it() {
+    let mut app = app(vec![mixed_root()]);
+    let sessions = |app: &leasectl::tui::state::App| -> Vec<String> {
+        app.lease_rows().iter().map(|(r, l)| app.registries[*r].leases[*l].entry.session_id().to_owned()).collect()
+    };
+    for (needle, expect) in [
+        ("HERMES-DESK", vec!["chat-42"]),
+        ("tab-1", vec!["chat-42"]),
+        ("t-9", vec!["chat-9"]),
+        ("dead", vec!["chat-7"]),
+        ("recycled", vec!["chat-11", "chat-9"]),
+        ("!recycled", vec!["chat-42", "chat-7"]),
+        ("!", vec!["chat-11", "chat-42", "chat-7", "chat-9"]),
+    ] {
+        app.filter = needle.into();
+        assert_eq!(sessions(&app), expect, "{needle}");
+    }
+    // Esc while typing puts the last applied filter back.
+    app.filter = "dead".into();
+    key(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "zzz");
+    assert!(sessions(&app).is_empty());
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(sessions(&app), ["chat-7"]);
 }

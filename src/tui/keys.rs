@@ -104,7 +104,7 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
     Binding {
         keys: &[(KeyCode::Char('/'), Action::Filter)],
         shown: "/",
-        help: "filter by session, surface, pid or lease id (Enter apply, Esc cancel)",
+        help: "filter any column as you type; !text hides matches (Enter keep, Esc cancel)",
         footer: Footer::Plain("/", "filter"),
     },
     Binding {

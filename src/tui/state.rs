@@ -291,7 +291,7 @@ impl App {
     pub fn rows(&self) -> Rc<Vec<Row>> {
         let key = RowsKey {
             tab: self.tab,
-            filter: self.filter.clone(),
+            filter: self.effective_filter().to_owned(),
             sort: self.sort,
             only_not_alive: self.only_not_alive,
             generations: self.registries.iter().map(|r| r.generation).collect(),
@@ -306,8 +306,13 @@ impl App {
         rows
     }
 
+    /// The filter in force: the one being typed (it applies live), else the applied one.
+    pub fn effective_filter(&self) -> &str {
+        self.filter_input.as_deref().unwrap_or(&self.filter)
+    }
+
     fn compute_rows(&self) -> Vec<Row> {
-        let needle = self.filter.to_lowercase();
+        let (needle, inverted) = parse_filter(self.effective_filter());
         let mut groups: Vec<Group<'_>> = Vec::new();
         for r in self.tab_registries() {
             // One pass: group the shown leases, and count every live owner per session
@@ -323,7 +328,7 @@ impl App {
                 });
                 let is_alive = l.liveness == Liveness::Alive;
                 groups[g].live += usize::from(is_alive);
-                if (self.only_not_alive && is_alive) || (!needle.is_empty() && !matches_filter(l, &needle)) {
+                if (self.only_not_alive && is_alive) || (!needle.is_empty() && matches_filter(l, &needle) == inverted) {
                     continue;
                 }
                 groups[g].leases.push(i);
@@ -441,11 +446,25 @@ struct Group<'a> {
 }
 
 /// Filter on session, surface, pid or lease id (case-insensitive substring).
+/// Whether any column shown for the lease contains `needle` (already lowercase):
+/// session, surface, pid, owner name, live id, lease id, liveness.
 fn matches_filter(l: &LeaseRow, needle: &str) -> bool {
-    l.entry.session_id().to_lowercase().contains(needle)
-        || l.entry.surface().unwrap_or("").to_lowercase().contains(needle)
+    let has = |s: &str| s.to_lowercase().contains(needle);
+    has(l.entry.session_id())
+        || has(l.entry.surface().unwrap_or(""))
         || l.entry.pid().to_string().contains(needle)
-        || l.entry.lease_id().to_lowercase().contains(needle)
+        || l.owner.as_ref().is_some_and(|o| has(&o.name))
+        || has(&l.entry.live_session_id())
+        || has(l.entry.lease_id())
+        || has(l.liveness.name())
+}
+
+/// A filter as typed: the lowercase needle, and whether a leading `!` inverts it.
+fn parse_filter(text: &str) -> (String, bool) {
+    match text.strip_prefix('!') {
+        Some(rest) => (rest.to_lowercase(), true),
+        None => (text.to_lowercase(), false),
+    }
 }
 
 fn liveness_rank(l: &Liveness) -> i64 {
