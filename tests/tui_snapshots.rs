@@ -200,3 +200,24 @@ fn the_liveness_badge_is_never_cut_and_a_tiny_terminal_is_told_so() {
     assert!(tiny.contains("terminal too small (need 60x15)"), "{tiny}");
     assert!(screen(&app, 60, 14).contains("terminal too small (need 60x15)"));
 }
+
+#[test]
+fn each_column_sorts_with_its_own_key_again_to_reverse_and_the_header_marks_it() {
+    let mut app = app(vec![mixed_root()]);
+    let sessions = |app: &App| -> Vec<String> {
+        app.lease_rows().iter().map(|(r, l)| app.registries[*r].leases[*l].entry.session_id().to_owned()).collect()
+    };
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(sessions(&app), ["chat-42", "chat-7", "chat-9", "chat-11"], "by pid");
+    assert!(screen(&app, 120, 30).contains("PID ▲"), "{}", screen(&app, 120, 30));
+    key(&mut app, KeyCode::Char('3'));
+    assert_eq!(sessions(&app), ["chat-11", "chat-9", "chat-7", "chat-42"], "by pid, reversed");
+    assert!(screen(&app, 120, 30).contains("PID ▼"));
+    key(&mut app, KeyCode::Char('4'));
+    assert_eq!(sessions(&app), ["chat-7", "chat-11", "chat-9", "chat-42"], "by owner name (none first)");
+    key(&mut app, KeyCode::Char('8'));
+    assert_eq!(sessions(&app)[0], "chat-7", "by liveness: not alive first");
+    assert!(screen(&app, 120, 30).contains("LIVENESS ▲"));
+    key(&mut app, KeyCode::Char('0'));
+    assert_eq!(sessions(&app), ["chat-11", "chat-42", "chat-7", "chat-9"], "0: back to by session");
+}

@@ -3,6 +3,8 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
+use super::state::SortMode;
+
 /// What to show at the bottom of the screen for a binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Footer {
@@ -62,6 +64,8 @@ pub enum Action {
     ToggleDetails,
     Filter,
     Sort,
+    /// Sort by this column; again to reverse.
+    SortBy(SortMode),
     OnlyNotAlive,
     Prune,
     ReleaseLease,
@@ -111,6 +115,22 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         keys: &[(KeyCode::Char('s'), Action::Sort)],
         shown: "s",
         help: "cycle the sort: session, age, pid, surface, liveness",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[
+            (KeyCode::Char('0'), Action::SortBy(SortMode::Session)),
+            (KeyCode::Char('1'), Action::SortBy(SortMode::Lease)),
+            (KeyCode::Char('2'), Action::SortBy(SortMode::Surface)),
+            (KeyCode::Char('3'), Action::SortBy(SortMode::Pid)),
+            (KeyCode::Char('4'), Action::SortBy(SortMode::Owner)),
+            (KeyCode::Char('5'), Action::SortBy(SortMode::Started)),
+            (KeyCode::Char('6'), Action::SortBy(SortMode::Age)),
+            (KeyCode::Char('7'), Action::SortBy(SortMode::LiveId)),
+            (KeyCode::Char('8'), Action::SortBy(SortMode::Liveness)),
+        ],
+        shown: "0-8",
+        help: "sort by session (0) or column 1-8 in header order; again reverses",
         footer: Footer::None,
     },
     Binding {

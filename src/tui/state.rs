@@ -116,29 +116,54 @@ impl RegistryState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortMode {
     Session,
-    Age,
-    Pid,
+    Lease,
     Surface,
+    Pid,
+    Owner,
+    /// The owner process's start time.
+    Started,
+    /// The lease's age (oldest first).
+    Age,
+    LiveId,
     Liveness,
 }
 
 impl SortMode {
+    /// `s` cycles through the usual few.
     pub fn next(self) -> SortMode {
         match self {
             SortMode::Session => SortMode::Age,
             SortMode::Age => SortMode::Pid,
             SortMode::Pid => SortMode::Surface,
             SortMode::Surface => SortMode::Liveness,
-            SortMode::Liveness => SortMode::Session,
+            _ => SortMode::Session,
         }
     }
     pub fn label(self) -> &'static str {
         match self {
             SortMode::Session => "session",
-            SortMode::Age => "age (oldest first)",
-            SortMode::Pid => "pid",
+            SortMode::Lease => "lease id",
             SortMode::Surface => "surface",
+            SortMode::Pid => "pid",
+            SortMode::Owner => "owner",
+            SortMode::Started => "owner start (earliest first)",
+            SortMode::Age => "age (oldest first)",
+            SortMode::LiveId => "live id",
             SortMode::Liveness => "liveness (not alive first)",
+        }
+    }
+    /// The table column this sort follows (its place in the header), if any.
+    pub fn column(self) -> Option<usize> {
+        match self {
+            SortMode::Session => None,
+            SortMode::Lease => Some(0),
+            SortMode::Surface => Some(1),
+            SortMode::Pid => Some(2),
+            SortMode::Owner => Some(3),
+            SortMode::Started => Some(4),
+            SortMode::Age => Some(5),
+            SortMode::LiveId => Some(6),
+            SortMode::Liveness => Some(7),
         }
     }
 }
@@ -208,6 +233,8 @@ pub struct App {
     /// Some while the filter is being typed.
     pub filter_input: Option<String>,
     pub sort: SortMode,
+    /// The sort turned around (its key pressed again).
+    pub sort_reverse: bool,
     pub only_not_alive: bool,
     pub show_details: bool,
     pub dialog: Option<Dialog>,
@@ -236,6 +263,7 @@ struct RowsKey {
     tab: usize,
     filter: String,
     sort: SortMode,
+    sort_reverse: bool,
     only_not_alive: bool,
     generations: Vec<u64>,
 }
@@ -249,6 +277,7 @@ impl App {
             filter: String::new(),
             filter_input: None,
             sort: SortMode::Session,
+            sort_reverse: false,
             only_not_alive: false,
             show_details: false,
             dialog: None,
@@ -293,6 +322,7 @@ impl App {
             tab: self.tab,
             filter: self.effective_filter().to_owned(),
             sort: self.sort,
+            sort_reverse: self.sort_reverse,
             only_not_alive: self.only_not_alive,
             generations: self.registries.iter().map(|r| r.generation).collect(),
         };
@@ -323,7 +353,14 @@ impl App {
             for (i, l) in leases.iter().enumerate() {
                 let session = l.entry.session_id();
                 let g = *by_session.entry(session).or_insert_with(|| {
-                    groups.push(Group { registry: r, session, leases: Vec::new(), live: 0, rank: 0 });
+                    groups.push(Group {
+                        registry: r,
+                        session,
+                        leases: Vec::new(),
+                        live: 0,
+                        rank: 0,
+                        text: String::new(),
+                    });
                     groups.len() - 1
                 });
                 let is_alive = l.liveness == Liveness::Alive;
@@ -335,24 +372,30 @@ impl App {
             }
             for g in &mut groups[first_group..] {
                 let first = |f: &dyn Fn(&LeaseRow) -> i64| g.leases.iter().map(|i| f(&leases[*i])).min().unwrap_or(0);
+                // The smallest text of the group's leases (a column of words).
+                let least = |f: &dyn Fn(&LeaseRow) -> String| g.leases.iter().map(|i| f(&leases[*i])).min();
                 g.rank = match self.sort {
-                    SortMode::Session | SortMode::Surface => 0,
                     SortMode::Age => first(&|l| l.entry.started_at().unwrap_or(f64::MAX) as i64),
+                    SortMode::Started => first(&|l| l.entry.process_start_time().unwrap_or(f64::MAX) as i64),
                     SortMode::Pid => first(&|l| l.entry.pid() as i64),
                     SortMode::Liveness => first(&|l| liveness_rank(&l.liveness)),
+                    _ => 0,
                 };
+                g.text = match self.sort {
+                    SortMode::Lease => least(&|l| l.entry.lease_id().to_owned()),
+                    SortMode::Surface => least(&|l| l.entry.surface().unwrap_or("").to_owned()),
+                    SortMode::Owner => least(&|l| l.owner.as_ref().map(|o| o.name.clone()).unwrap_or_default()),
+                    SortMode::LiveId => least(&|l| l.entry.live_session_id()),
+                    _ => None,
+                }
+                .unwrap_or_default();
             }
         }
         groups.retain(|g| !g.leases.is_empty());
-        let surface = |g: &Group<'_>| match self.sort {
-            SortMode::Surface => {
-                g.leases.first().and_then(|i| self.registries[g.registry].leases[*i].entry.surface()).unwrap_or("")
-            }
-            _ => "",
-        };
         // (registry, session) names one group: the order is total, so unstable sorting is exact.
         groups.sort_unstable_by(|a, b| {
-            (a.rank, surface(a), a.session, a.registry).cmp(&(b.rank, surface(b), b.session, b.registry))
+            let order = (a.rank, &a.text, a.session, a.registry).cmp(&(b.rank, &b.text, b.session, b.registry));
+            if self.sort_reverse { order.reverse() } else { order }
         });
         let mut rows = Vec::with_capacity(groups.len() * 2);
         for g in groups {
@@ -443,6 +486,8 @@ struct Group<'a> {
     live: usize,
     /// The sort's first key (0 when sorting by name).
     rank: i64,
+    /// The sort's key when it is text (empty otherwise).
+    text: String,
 }
 
 /// Filter on session, surface, pid or lease id (case-insensitive substring).

@@ -191,7 +191,14 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         }
         Action::ToggleDetails => app.show_details = !app.show_details,
         Action::Filter => app.filter_input = Some(app.filter.clone()),
-        Action::Sort => app.sort = app.sort.next(),
+        Action::Sort => {
+            app.sort = app.sort.next();
+            app.sort_reverse = false;
+        }
+        Action::SortBy(mode) => {
+            app.sort_reverse = app.sort == mode && !app.sort_reverse;
+            app.sort = mode;
+        }
         Action::OnlyNotAlive => {
             app.only_not_alive = !app.only_not_alive;
             app.selected = 0;

@@ -310,7 +310,8 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let rows = app.rows();
     let selected = app.selection_in(&rows);
     let stale = app.tab_registries().iter().any(|r| app.registries[*r].error.is_some());
-    let mut title = format!(" leases — sort: {} ", app.sort.label());
+    let reversed = if app.sort_reverse { ", reversed" } else { "" };
+    let mut title = format!(" leases — sort: {}{reversed} ", app.sort.label());
     if !app.filter.is_empty() {
         title.push_str(&format!("— filter: {} ", app.filter));
     }
@@ -333,11 +334,17 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let many = app.tab_registries().len() > 1;
     let marked = app.extension.as_ref().and_then(|x| x.marked_lease());
     let shown = columns_shown(usize::from(block.inner(area).width));
+    // The sort column is marked: ▲ as labelled, ▼ reversed.
+    let arrow = if app.sort_reverse { " ▼" } else { " ▲" };
+    let head = |i: usize| match app.sort.column() {
+        Some(c) if c == i => format!("{}{arrow}", HEADERS[i]),
+        _ => HEADERS[i].to_owned(),
+    };
     let mut header = String::new();
-    for ((h, w), _) in HEADERS.iter().zip(COLUMNS).zip(&shown).filter(|(_, s)| **s) {
-        header.push_str(&fit(h, w));
+    for (i, (w, _)) in COLUMNS.iter().zip(&shown).enumerate().filter(|(_, (_, s))| **s) {
+        header.push_str(&fit(&head(i), *w));
     }
-    header.push_str(HEADERS[7]);
+    header.push_str(&head(7));
     let mut lines = vec![Line::from(Span::styled(header, Style::default().add_modifier(Modifier::BOLD)))];
     for (i, row) in rows.iter().enumerate().skip(offset).take(height) {
         lines.push(match row {
