@@ -221,3 +221,32 @@ fn each_column_sorts_with_its_own_key_again_to_reverse_and_the_header_marks_it()
     key(&mut app, KeyCode::Char('0'));
     assert_eq!(sessions(&app), ["chat-11", "chat-42", "chat-7", "chat-9"], "0: back to by session");
 }
+
+#[test]
+fn the_event_log_can_be_focused_and_scrolled() {
+    let mut app = app(vec![mixed_root()]);
+    for i in 0..100 {
+        app.log("root", leasectl::tui::state::LogLevel::Info, format!("event number {i:03}"));
+    }
+    let shown = screen(&app, 100, 30);
+    assert!(shown.contains("event number 099") && !shown.contains("event number 050"), "{shown}");
+    key(&mut app, KeyCode::Char('e'));
+    assert!(screen(&app, 100, 30).contains("events (focused"), "the log says it has the keys");
+    let selected = app.selected;
+    key(&mut app, KeyCode::PageUp);
+    key(&mut app, KeyCode::Up);
+    let older = screen(&app, 100, 30);
+    assert!(!older.contains("event number 099") && older.contains("event number 085"), "{older}");
+    assert_eq!(app.selected, selected, "the table's selection did not move");
+    key(&mut app, KeyCode::Home);
+    assert!(screen(&app, 100, 30).contains("event number 000"));
+    // New events do not move what the operator is reading.
+    app.log("root", leasectl::tui::state::LogLevel::Info, "event number 100");
+    assert!(screen(&app, 100, 30).contains("event number 000"));
+    key(&mut app, KeyCode::End);
+    assert!(screen(&app, 100, 30).contains("event number 100"));
+    key(&mut app, KeyCode::Esc);
+    assert!(!screen(&app, 100, 30).contains("events (focused"));
+    key(&mut app, KeyCode::Down);
+    assert_eq!(app.selected, selected + 1, "the arrows move the table again");
+}

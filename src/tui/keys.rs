@@ -66,6 +66,8 @@ pub enum Action {
     Sort,
     /// Sort by this column; again to reverse.
     SortBy(SortMode),
+    /// Give the arrow keys to the event log, or back to the table.
+    FocusLog,
     OnlyNotAlive,
     Prune,
     ReleaseLease,
@@ -131,6 +133,12 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         ],
         shown: "0-8",
         help: "sort by session (0) or column 1-8 in header order; again reverses",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('e'), Action::FocusLog)],
+        shown: "e",
+        help: "scroll the event log: arrows, pages, Home, End; Esc back",
         footer: Footer::None,
     },
     Binding {

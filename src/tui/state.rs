@@ -238,6 +238,9 @@ pub struct App {
     pub only_not_alive: bool,
     pub show_details: bool,
     pub dialog: Option<Dialog>,
+    /// The event log has the arrow keys (`e`), and how many lines up from the newest it shows.
+    pub log_focus: bool,
+    pub log_scroll: usize,
     /// How far the open dialog's list is scrolled (rows; the view clamps it to the end).
     pub dialog_scroll: usize,
     pub log: VecDeque<LogLine>,
@@ -281,6 +284,8 @@ impl App {
             only_not_alive: false,
             show_details: false,
             dialog: None,
+            log_focus: false,
+            log_scroll: 0,
             dialog_scroll: 0,
             log: VecDeque::new(),
             now,
@@ -312,11 +317,14 @@ impl App {
             self.log.pop_front();
         }
         self.log.push_back(LogLine { at: self.now, profile: profile.to_owned(), text: text.into(), level });
+        // Scrolled back: the lines read stay put as new ones arrive.
+        if self.log_scroll > 0 {
+            self.log_scroll = (self.log_scroll + 1).min(self.log.len().saturating_sub(1));
+        }
     }
 
-    /// The rows of the current tab, grouped by session, filtered and sorted.
-    /// Linear in the leases (plus the sort of the groups).
-    /// The table's rows: sessions and their leases, grouped, filtered and sorted.
+    /// The table's rows: the current tab's sessions and their leases, grouped, filtered
+    /// and sorted (computed again only when one of those inputs changed).
     pub fn rows(&self) -> Rc<Vec<Row>> {
         let key = RowsKey {
             tab: self.tab,

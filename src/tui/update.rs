@@ -160,13 +160,38 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.clamp_selection();
         return vec![];
     };
+    if app.log_focus {
+        // The log has the moving keys; log_scroll counts lines up from the newest.
+        let newest_up = app.log.len().saturating_sub(1);
+        let scroll = app.log_scroll;
+        let moved = match action {
+            Action::Up => Some(scroll.saturating_add(1)),
+            Action::Down => Some(scroll.saturating_sub(1)),
+            Action::PageUp => Some(scroll.saturating_add(page)),
+            Action::PageDown => Some(scroll.saturating_sub(page)),
+            Action::First => Some(newest_up),
+            Action::Last => Some(0),
+            _ => None,
+        };
+        if let Some(to) = moved {
+            app.log_scroll = to.min(newest_up);
+            return vec![];
+        }
+    }
     match action {
         Action::Quit => {
             app.quit = true;
             return vec![Effect::Quit];
         }
+        Action::FocusLog => {
+            app.log_focus = !app.log_focus;
+            app.log_scroll = 0;
+        }
         Action::Back => {
-            if !app.filter.is_empty() {
+            if app.log_focus {
+                app.log_focus = false;
+                app.log_scroll = 0;
+            } else if !app.filter.is_empty() {
                 app.filter.clear();
             } else if app.show_details {
                 app.show_details = false;

@@ -428,12 +428,21 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
 }
 
 fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
-    let block = Block::default().borders(Borders::ALL).title(" events ");
-    let height = block.inner(area).height as usize;
+    let total = app.log.len();
+    let height = usize::from(area.height.saturating_sub(2));
+    // Scrolled to the top, the window still shows a full page.
+    let end = total.saturating_sub(app.log_scroll).max(height.min(total));
+    let block = if app.log_focus {
+        let title = format!(" events (focused: ↑↓ PgUp PgDn Home End; e/Esc back) — up to {end} of {total} ");
+        Block::default().borders(Borders::ALL).title(title).border_style(p.bold(Color::Cyan))
+    } else {
+        Block::default().borders(Borders::ALL).title(" events ")
+    };
     let lines: Vec<Line> = app
         .log
         .iter()
-        .skip(app.log.len().saturating_sub(height))
+        .take(end)
+        .skip(end.saturating_sub(height))
         .map(|l| {
             let style = match l.level {
                 LogLevel::Info => Style::default(),
