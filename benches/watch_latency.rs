@@ -59,9 +59,18 @@ impl Console {
     /// reloaded: the time of the reload and of the update, in ms.
     fn handle(&mut self, ev: Event) -> Option<(f64, f64)> {
         let effects = update(&mut self.app, ev);
-        if effects.contains(&Effect::Reload) {
+        let changed: Vec<_> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::ReloadChanged(paths) => Some(paths.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let everything = effects.contains(&Effect::Reload);
+        if everything || !changed.is_empty() {
             let t = Instant::now();
-            let loaded = self.worker.reload();
+            let loaded = if everything { self.worker.reload() } else { self.worker.reload_changed(&changed) };
             let reload = t.elapsed();
             update(&mut self.app, Event::Loaded(loaded));
             let both = t.elapsed();

@@ -48,6 +48,9 @@ pub enum ActionOutcome {
 pub enum Effect {
     /// Re-read every registry (and discover new profiles).
     Reload,
+    /// Re-read the registries these changed paths belong to, re-judge the others, and
+    /// discover new profiles: a burst of changes in one profile reads that profile only.
+    ReloadChanged(Vec<std::path::PathBuf>),
     /// Re-judge only the pids already known (no file read).
     Relive,
     Prune {

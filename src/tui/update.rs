@@ -14,6 +14,8 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
     match event {
         Event::Key(key) => on_key(app, key),
         Event::Resize => vec![],
+        // No paths: directories came or went, or the watcher lost track; read everything.
+        Event::FsChanged(paths) if !paths.is_empty() => vec![Effect::ReloadChanged(paths)],
         Event::FsChanged(_) | Event::RemoteChanged => vec![Effect::Reload],
         Event::Tick(at) => {
             app.now = at;

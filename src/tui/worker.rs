@@ -154,6 +154,25 @@ impl Worker {
         self.snapshots(listings)
     }
 
+    /// Re-read the registries `changed` paths belong to (a registry, its runtime
+    /// directory, its home or config.yaml), re-judge the others, open new profiles.
+    pub fn reload_changed(&mut self, changed: &[PathBuf]) -> Loaded {
+        self.open_new();
+        let touched = |location: &Location| match location {
+            Location::File(reg) => {
+                let runtime = reg.runtime_dir();
+                changed.iter().any(|p| {
+                    p.parent() == Some(runtime.as_path()) || *p == runtime || *p == reg.home || *p == reg.config_path()
+                })
+            }
+            // Remote locations have their own feed: a file change says nothing of them.
+            _ => false,
+        };
+        let listings: Vec<Listing> =
+            self.stores.iter_mut().map(|s| if touched(s.location()) { s.read() } else { s.rejudge() }).collect();
+        self.snapshots(listings)
+    }
+
     /// Re-judge the owners already known (files: no read; etcd: fresh TTLs).
     pub fn relive(&mut self) -> Loaded {
         if self.stores.is_empty() {
@@ -364,9 +383,11 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
             batch.extend(effects.try_iter());
             let mut reload = false;
             let mut relive = false;
+            let mut changed: Vec<PathBuf> = Vec::new();
             for effect in &batch {
                 match effect {
                     Effect::Reload => reload = true,
+                    Effect::ReloadChanged(paths) => changed.extend(paths.iter().cloned()),
                     Effect::Relive => relive = true,
                     Effect::Quit => return,
                     Effect::Extension(job) => {
@@ -389,6 +410,8 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
             }
             let loaded = if reload {
                 worker.reload()
+            } else if !changed.is_empty() {
+                worker.reload_changed(&changed)
             } else if relive {
                 match worker.relive_if_changed() {
                     Some(loaded) => loaded,

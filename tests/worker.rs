@@ -1,0 +1,60 @@
+//! The console's worker on real files: what a change makes it read.
+
+use std::time::Duration;
+
+use leasectl::lease::{self, AcquireRequest, Location, Registry};
+use leasectl::tui::worker::{Scope, Worker};
+use serde_json::Map;
+
+fn acquire(reg: &Registry, session: &str) -> String {
+    let req = AcquireRequest {
+        session_id: session.into(),
+        surface: Some("cli".into()),
+        metadata: Map::new(),
+        owner_pid: u64::from(std::process::id()),
+        cap: None,
+        track_liveness: true,
+        lock_timeout: Duration::from_secs(5),
+    };
+    lease::acquire(reg, &req).expect("granted").lease_id
+}
+
+fn sessions(loaded: &leasectl::tui::event::Loaded, index: usize) -> Result<Vec<String>, String> {
+    loaded.snapshots[index]
+        .leases
+        .as_ref()
+        .map(|ls| ls.iter().map(|l| l.entry.session_id().to_owned()).collect())
+        .map_err(Clone::clone)
+}
+
+#[test]
+fn a_change_rereads_only_the_registry_it_belongs_to() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    let work = Registry::new("work", dir.path().join("profiles").join("work"));
+    acquire(&root, "S-root");
+    acquire(&work, "S-work");
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: Some(dir.path().into()) };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    let first = worker.reload();
+    assert_eq!(first.snapshots.len(), 2);
+    let (r, w) = if first.snapshots[0].location == Location::File(root.clone()) { (0, 1) } else { (1, 0) };
+
+    // The root changes (and the watcher says so); the work profile is broken behind the
+    // worker's back, with no event: it is not read again, so its last listing stands.
+    acquire(&root, "S-root-2");
+    std::fs::write(work.path(), b"{ not json").expect("break work's registry");
+    let loaded = worker.reload_changed(&[root.path()]);
+    assert_eq!(
+        sessions(&loaded, r).map(|mut s| {
+            s.sort();
+            s
+        }),
+        Ok(vec!["S-root".to_owned(), "S-root-2".to_owned()])
+    );
+    assert_eq!(sessions(&loaded, w), Ok(vec!["S-work".to_owned()]), "work was not read again");
+
+    // Its own change is read, and shows what is there.
+    let loaded = worker.reload_changed(&[work.path()]);
+    assert!(sessions(&loaded, w).is_err(), "work's registry is invalid now");
+}
