@@ -285,3 +285,22 @@ fn a_profile_created_while_the_console_runs_is_shown_and_the_tab_stays() {
     eprintln!("a new profile's first lease shown {shown:?} after the acquire returned");
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
+
+#[test]
+fn ctrl_c_and_sigterm_end_the_console_and_restore_the_terminal() {
+    for how in ["ctrl-c", "sigterm"] {
+        let home = tempfile::tempdir().expect("tempdir");
+        let mut console = Pty::console(home.path(), 24, 80);
+        console.wait_for("the first drawing", Duration::from_secs(5), |s| s.contains("no leases held"));
+        if how == "ctrl-c" {
+            console.send(b"\x03");
+        } else {
+            // SAFETY: kill has no memory-safety preconditions; the console is our child, not reaped.
+            let rc = unsafe { libc::kill(console.pid() as libc::pid_t, libc::SIGTERM) };
+            assert_eq!(rc, 0, "kill -TERM: {}", std::io::Error::last_os_error());
+        }
+        let (status, _) = console.wait_exit(QUIT_WITHIN);
+        assert!(status.success(), "{how}: the console exited with {status:?}");
+        console.check_terminal_restored(RESTORED_WITHIN);
+    }
+}
