@@ -126,6 +126,7 @@ impl Console {
 struct Idle {
     n: usize,
     profiles: usize,
+    aged: bool,
     first_draw: Duration,
     cpu_percent: f64,
     cpu_seconds: f64,
@@ -134,16 +135,18 @@ struct Idle {
     hwm_mb: f64,
 }
 
-/// The root with `n` leases, and `profiles` profiles with `n` leases each.
-fn measure(n: usize, profiles: usize, settle: Duration, window: Duration) -> Idle {
+/// The root with `n` leases, and `profiles` profiles with `n` leases each; with `aged`,
+/// the newest lease is 5 minutes old (nothing on screen changes by the second).
+fn measure(n: usize, profiles: usize, aged: bool, settle: Duration, window: Duration) -> Idle {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-idle-").tempdir().expect("tempdir");
     let reg = Registry::new("root", dir.path());
-    support::fill(&reg, n, &[Owner::me()]);
+    let newest = leasectl::lease::now() - if aged { 300.0 } else { 0.0 };
+    support::fill_at(&reg, n, &[Owner::me()], newest);
     for p in 0..profiles {
         let name = format!("p{p:02}");
         let profile = Registry::new(name.clone(), dir.path().join("profiles").join(&name));
         std::fs::create_dir_all(profile.runtime_dir()).expect("mkdir runtime");
-        support::fill(&profile, n, &[Owner::me()]);
+        support::fill_at(&profile, n, &[Owner::me()], newest);
     }
     let mut console = Console::start(dir.path());
     let first_draw = console.wait_for(&format!("● {n} alive"), Duration::from_secs(30));
@@ -176,6 +179,7 @@ fn measure(n: usize, profiles: usize, settle: Duration, window: Duration) -> Idl
     Idle {
         n,
         profiles,
+        aged,
         first_draw,
         cpu_percent: (c1 - c0) / elapsed.as_secs_f64() * 100.0,
         cpu_seconds: c1 - c0,
@@ -190,30 +194,34 @@ fn main() {
         eprintln!("console_idle: {BIN} is missing; build it first with `cargo build --release`");
         std::process::exit(2);
     }
-    // (leases per registry, profiles, idle window in s): the root alone at two sizes,
-    // then a home shaped like Hermes' own, the root and 10 profiles of 100 leases.
-    let (cases, settle): (&[(usize, usize, u64)], u64) = if !support::benchmarking() {
-        (&[(100, 0, 1), (100, 2, 1)], 1)
+    // (leases per registry, profiles, idle window in s, newest lease 5 min old): the root
+    // alone at two sizes with leases just taken (ages count seconds: a frame a second), then
+    // a home shaped like Hermes' own, the root and 10 profiles of 100 leases, both ways.
+    let (cases, settle): (&[(usize, usize, u64, bool)], u64) = if !support::benchmarking() {
+        (&[(100, 0, 1, false), (100, 2, 1, true)], 1)
     } else if support::quick() {
-        (&[(1_000, 0, 3), (10_000, 0, 3), (100, 10, 3)], 1)
+        (&[(1_000, 0, 3, false), (10_000, 0, 3, false), (100, 10, 3, true), (100, 10, 3, false)], 1)
     } else {
         // 27 s settle: for its first 25 s the header's sparkline fills, a frame a second.
-        (&[(1_000, 0, 10), (10_000, 0, 10), (100, 10, 30)], 27)
+        (&[(1_000, 0, 10, false), (10_000, 0, 10, false), (100, 10, 30, true), (100, 10, 30, false)], 27)
     };
     let results: Vec<Idle> = cases
         .iter()
-        .map(|&(n, profiles, window)| measure(n, profiles, Duration::from_secs(settle), Duration::from_secs(window)))
+        .map(|&(n, profiles, window, aged)| {
+            measure(n, profiles, aged, Duration::from_secs(settle), Duration::from_secs(window))
+        })
         .collect();
     println!("console idle: `leasectl tui` in a {COLS}x{ROWS} pty, {settle} s settle, then an idle window");
     println!(
-        "{:>9} {:>7} {:>14} {:>12} {:>10} {:>10} {:>10}",
-        "profiles", "leases", "first draw s", "CPU s", "CPU %", "VmRSS MB", "VmHWM MB"
+        "{:>9} {:>7} {:>8} {:>14} {:>12} {:>10} {:>10} {:>10}",
+        "profiles", "leases", "newest", "first draw s", "CPU s", "CPU %", "VmRSS MB", "VmHWM MB"
     );
     for r in &results {
         println!(
-            "{:>9} {:>7} {:>14.2} {:>12.2} {:>9.2}% {:>10.1} {:>10.1}   (window {:.1} s)",
+            "{:>9} {:>7} {:>8} {:>14.2} {:>12.2} {:>9.2}% {:>10.1} {:>10.1}   (window {:.1} s)",
             r.profiles,
             r.n * (r.profiles + 1),
+            if r.aged { "5 min" } else { "now" },
             r.first_draw.as_secs_f64(),
             r.cpu_seconds,
             r.cpu_percent,

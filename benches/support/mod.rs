@@ -75,7 +75,12 @@ pub fn registry_file(n: usize, owners: &[Owner], now: f64) -> store::RegistryFil
 
 /// Write `n` entries to `reg` under the registry lock, the way leasectl writes.
 pub fn fill(reg: &Registry, n: usize, owners: &[Owner]) {
-    let file = registry_file(n, owners, leasectl::lease::now());
+    fill_at(reg, n, owners, leasectl::lease::now());
+}
+
+/// [`fill`] with the newest lease started at `now` (the others 1.5 s apart before it).
+pub fn fill_at(reg: &Registry, n: usize, owners: &[Owner], now: f64) {
+    let file = registry_file(n, owners, now);
     let guard = lock::lock(&reg.lock_path(), LOCK_TIMEOUT).expect("lock the fresh registry");
     store::write(&guard, &reg.path(), &file).expect("write the registry");
 }
