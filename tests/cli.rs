@@ -870,3 +870,33 @@ fn ls_shows_ages_in_the_consoles_format() {
         row.split_whitespace().any(|w| w.strip_suffix('s').is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n < 30)));
     assert!(age_ok && !row.contains(" 0m"), "a lease seconds old reads `Ns`, as in the console: {row:?}");
 }
+
+#[test]
+fn a_blank_session_id_is_granted_unrecorded_and_never_takes_the_registry_down() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    let pid = owner.pid().to_string();
+    home.acquire_ok(&["S-real", "--owner-pid", &pid]);
+    // Whatever Python's str.strip() strips: space, tab, U+3000, U+00A0, U+001C.
+    for blank in [" ", "\t", "\u{3000}", "\u{a0}", "\u{1c}", " \u{2003} "] {
+        let out = home.run(&["acquire", blank, "--owner-pid", &pid, "--json"]);
+        out.expect_exit(0);
+        let v = out.json();
+        assert_eq!(v["granted"], true, "{out:?}");
+        assert_eq!(v["recorded"], false, "a blank id is like an empty one: {out:?}");
+    }
+    assert_eq!(home.entries().len(), 1, "nothing blank recorded");
+    home.acquire_ok(&["S-next", "--owner-pid", &pid]);
+    // A blank entry another writer left is removed by doctor --repair.
+    let mut doc: Value = serde_json::from_slice(&home.registry_bytes()).expect("json");
+    let mut blank = doc["entries"][0].clone();
+    blank["session_id"] = Value::String(" ".into());
+    blank["lease_id"] = Value::String("b1a4cb1a4cb1a4cb1a4cb1a4cb1a4cb1".into());
+    doc["entries"].as_array_mut().expect("entries").push(blank);
+    home.write_registry(doc.to_string());
+    home.run(&["acquire", "S-after", "--owner-pid", &pid]).expect_exit(5);
+    home.run(&["doctor", "--repair", "--yes"]).expect_exit(0);
+    let sessions: Vec<String> = home.entries().iter().map(|e| str_of(e, "session_id").to_owned()).collect();
+    assert_eq!(sessions, ["S-real", "S-next"], "the blank entry is gone, the others kept");
+    home.acquire_ok(&["S-after", "--owner-pid", &pid]);
+}

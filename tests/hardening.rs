@@ -187,6 +187,7 @@ const CORPUS: &[(&str, &str, Option<usize>, &str)] = &[
     ("session_id_blank.json", "invalid_session_id", Some(0), "session_id is blank"),
     ("session_id_empty.json", "invalid_session_id", Some(0), "session_id is blank"),
     ("session_id_unicode_blank.json", "invalid_session_id", Some(0), "session_id is blank"),
+    ("session_id_separator_blank.json", "invalid_session_id", Some(0), "session_id is blank"),
     ("session_id_number.json", "invalid_session_id", Some(0), "session_id is a number"),
     ("session_id_null.json", "invalid_session_id", Some(0), "session_id is null"),
     ("session_id_list.json", "invalid_session_id", Some(0), "session_id is a list"),

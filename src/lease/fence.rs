@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::entry::{Entry, NewLease};
+use super::entry::{Entry, NewLease, py_is_blank};
 use super::error::Error;
 use super::liveness::{Liveness, Prober, UnknownCause};
 use super::paths::Registry;
@@ -114,7 +114,9 @@ fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
 /// `SESSION_COORDINATION_UNAVAILABLE`, and leaves the file exactly as it was.
 pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
     let lease_id = ids::lease_id();
-    if req.session_id.is_empty() {
+    // Blank is what Hermes' validator calls empty (after Python's strip()): recording it
+    // would make every reader, Hermes included, refuse the whole registry.
+    if py_is_blank(&req.session_id) {
         return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![], remote: None });
     }
     let path = reg.path();
@@ -228,8 +230,8 @@ pub fn transfer(
     metadata: Option<Map<String, Value>>,
     lock_timeout: Duration,
 ) -> Result<Result<Entry, Refusal>, Error> {
-    if new_session_id.is_empty() {
-        return Err(Error::Refused("cannot transfer a lease to an empty session id".into()));
+    if py_is_blank(new_session_id) {
+        return Err(Error::Refused("cannot transfer a lease to an empty or blank session id".into()));
     }
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;

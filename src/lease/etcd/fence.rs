@@ -38,7 +38,7 @@ pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
     let lease_id = ids::lease_id();
     let session_key = etcd.config.session_key(&req.session_id);
     let granted_at = Instant::now();
-    if req.session_id.is_empty() {
+    if crate::lease::entry::py_is_blank(&req.session_id) {
         return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![], remote: None });
     }
     let ttl_secs = etcd.config.ttl.as_secs() as i64;
