@@ -900,3 +900,32 @@ fn a_blank_session_id_is_granted_unrecorded_and_never_takes_the_registry_down() 
     assert_eq!(sessions, ["S-real", "S-next"], "the blank entry is gone, the others kept");
     home.acquire_ok(&["S-after", "--owner-pid", &pid]);
 }
+
+#[test]
+fn a_mistyped_profile_or_home_is_an_error_and_nothing_is_created() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    let pid = owner.pid().to_string();
+    for p in ["work", "ops"] {
+        home.acquire_ok(&["S", "--profile", p, "--owner-pid", &pid]);
+    }
+    for cmd in [&["ls"][..], &["doctor"], &["prune"], &["force-release", "--session", "S"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["--profile", "wrk"]);
+        let out = home.run(&args);
+        out.expect_exit(1);
+        assert!(out.stderr.contains("no profile 'wrk'") && out.stderr.contains("profiles: ops, work"), "{out:?}");
+        assert!(!home.path().join("profiles").join("wrk").exists(), "{args:?} created the mistyped profile");
+    }
+    let missing = home.outside().join("no-such-home");
+    for cmd in [&["ls"][..], &["prune"], &["doctor"]] {
+        let mut c = Command::new(common::process::BIN);
+        c.arg("--home").arg(&missing).args(cmd).env_remove("HERMES_HOME");
+        let out = Proc::run("leasectl --home missing", c);
+        out.expect_exit(1);
+        assert!(out.stderr.contains("does not exist"), "{out:?}");
+        assert!(!missing.exists(), "{cmd:?} created the mistyped home");
+    }
+    // The fence creates what Hermes would: acquire in a new profile works.
+    home.acquire_ok(&["S", "--profile", "lab", "--owner-pid", &pid]);
+}

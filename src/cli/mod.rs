@@ -162,10 +162,27 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<
     let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m.0 })?;
     let root = paths::root_of(&home);
     let console = implicit || matches!(command, Command::Tui);
+    // Only the fence creates a home's runtime/, as Hermes does (the demo makes its own
+    // sandbox); anything else on a home or profile that is not there was mistyped, and
+    // must not bring it into being.
+    let fence = matches!(command, Command::Acquire(_) | Command::Hold(_) | Command::Run(_) | Command::Demo(_));
+    let missing = |message: String| Failure { code: EXIT_ERROR, message };
+    if !fence && !home.is_dir() {
+        return Err(missing(format!(
+            "the Hermes home {} does not exist (check --home or HERMES_HOME)",
+            home.display()
+        )));
+    }
     let registries = if cli.all_profiles || (console && cli.profile.is_none()) {
         paths::all_registries(&root)
     } else if let Some(name) = &cli.profile {
-        vec![paths::profile_registry(&root, name).map_err(usage)?]
+        let reg = paths::profile_registry(&root, name).map_err(usage)?;
+        if !fence && !reg.home.is_dir() {
+            let known: Vec<String> = paths::all_registries(&root).into_iter().skip(1).map(|r| r.profile).collect();
+            let listed = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
+            return Err(missing(format!("no profile '{name}' in {}; profiles: {listed}", root.display())));
+        }
+        vec![reg]
     } else {
         vec![paths::registry_for_home(&home)]
     };
