@@ -929,3 +929,30 @@ fn a_mistyped_profile_or_home_is_an_error_and_nothing_is_created() {
     // The fence creates what Hermes would: acquire in a new profile works.
     home.acquire_ok(&["S", "--profile", "lab", "--owner-pid", &pid]);
 }
+
+#[test]
+fn names_from_the_registry_are_shown_escaped_for_people_and_exact_in_json() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    let pid = owner.pid().to_string();
+    let hostile = "S\u{1b}[2J\u{202e}x\ny";
+    home.acquire_ok(&[hostile, "--surface", "cli\u{7}", "--live-id", "t\u{9b}1", "--owner-pid", &pid]);
+    let raw = ['\u{1b}', '\u{202e}', '\u{7}', '\u{9b}'];
+    let clean = |what: &str, text: &str| {
+        assert!(!text.chars().any(|c| raw.contains(&c)), "{what} printed a raw control character: {text:?}");
+    };
+    let ls = home.run(&["ls"]);
+    ls.expect_exit(0);
+    clean("ls", &ls.stdout);
+    assert!(ls.stdout.contains("S\\u{1b}[2J\\u{202e}x\\u{a}y"), "{ls:?}");
+    let json = home.run(&["ls", "--json"]);
+    assert!(json.stdout.contains(&serde_json::to_string(hostile).expect("json")), "JSON stays exact: {json:?}");
+    let other = sleeper("30");
+    let refused = home.run(&["acquire", hostile, "--owner-pid", &other.pid().to_string()]);
+    refused.expect_exit(3);
+    clean("a refusal", &refused.text());
+    let doctor = home.run(&["doctor"]);
+    clean("doctor", &doctor.text());
+    let dry = home.run(&["force-release", "--session", hostile, "--live", "--dry-run"]);
+    clean("force-release", &dry.text());
+}

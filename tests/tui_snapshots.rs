@@ -250,3 +250,21 @@ fn the_event_log_can_be_focused_and_scrolled() {
     key(&mut app, KeyCode::Down);
     assert_eq!(app.selected, selected + 1, "the arrows move the table again");
 }
+
+#[test]
+fn names_from_the_registry_are_shown_escaped_on_the_console() {
+    // JSON escapes inside the fixture's text: the parsed entry holds the raw characters.
+    let hostile =
+        entry("e5ca1ee5e5ca1ee5e5ca1ee5e5ca1ee5", "S\\u001b[2J\\u202ex", "cli\\u0007", 4101, 30.0, Some("t\\u009b1"));
+    assert_eq!(hostile.session_id(), "S\u{1b}[2J\u{202e}x");
+    let mut app = app(vec![snap(&registry("root"), None, Ok(vec![alive(hostile, "evil\u{1b}]0;pwned\u{7}")]))]);
+    key(&mut app, KeyCode::Enter);
+    let shown = screen(&app, 200, 40);
+    let raw = ['\u{1b}', '\u{202e}', '\u{7}', '\u{9b}'];
+    assert!(!shown.chars().any(|c| raw.contains(&c)), "a raw control character reached the screen:\n{shown}");
+    assert!(shown.contains("S\\u{1b}[2J\\u{202e}x"), "the session id is shown escaped:\n{shown}");
+    key(&mut app, KeyCode::Enter);
+    key(&mut app, KeyCode::Char('x'));
+    let dialog = screen(&app, 200, 40);
+    assert!(!dialog.chars().any(|c| raw.contains(&c)), "the release dialog:\n{dialog}");
+}

@@ -49,7 +49,8 @@ pub fn run(cli: Cli) -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
-            say_err!("leasectl: {message}");
+            // Messages quote ids from files: shown, never obeyed by the terminal.
+            say_err!("leasectl: {}", crate::lease::human::escape(&message));
             code
         }
     }
@@ -395,7 +396,11 @@ fn acquire_reported(
             if as_json {
                 show(&output::refusal_json(&r, &advice));
             } else {
-                say_err!("{}\nwhat to do: {advice}", refusal_stderr(&r));
+                let shown = crate::lease::Refusal {
+                    message: crate::lease::human::escape(&r.message).into_owned(),
+                    ..r.clone()
+                };
+                say_err!("{}\nwhat to do: {advice}", refusal_stderr(&shown));
             }
             Err(r.reason.exit_code())
         }

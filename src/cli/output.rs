@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::lease::human::duration;
+use crate::lease::human::{duration, escape};
 use crate::lease::owner::OwnerInfo;
 use crate::lease::{
     AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Location, Refusal, RemoteListing, Removal,
@@ -151,7 +151,7 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
         let verb = if r.dry_run { "would revoke" } else { "revoked" };
         say!("{}: {what} {verb} {} lease(s)", location.describe(), r.removed.len());
         for v in &r.removed {
-            say!("  {}  session {}  pid {}", v.entry.lease_id(), v.entry.session_id(), v.entry.pid());
+            say!("  {}  session {}  pid {}", escape(v.entry.lease_id()), escape(v.entry.session_id()), v.entry.pid());
         }
         return;
     }
@@ -215,7 +215,8 @@ pub fn live_owners_text(r: &Removal) -> String {
         .iter()
         .filter(|v| crate::lease::admin::owner_may_be_alive(v))
         .map(|v| {
-            format!("pid {} ({}, session {})", v.entry.pid(), v.entry.surface().unwrap_or("-"), v.entry.session_id())
+            let surface = escape(v.entry.surface().unwrap_or("-"));
+            format!("pid {} ({surface}, session {})", v.entry.pid(), escape(v.entry.session_id()))
         })
         .collect();
     who.join("; ")
@@ -227,6 +228,9 @@ pub fn short_id(id: &str) -> String {
 
 /// Columns padded to the widest cell; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    // Cells come from files other programs write: shown, never obeyed by the terminal.
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| escape(c).into_owned()).collect()).collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -371,7 +375,7 @@ pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan)
     let _ = writeln!(s, "  keep {} valid lease(s)", plan.kept.len());
     for d in &plan.dropped {
         let id = d.lease_id.as_deref().unwrap_or("-");
-        let _ = writeln!(s, "  drop entry {} (lease {id}): {}", d.index, d.why);
+        let _ = writeln!(s, "  drop entry {} (lease {}): {}", d.index, escape(id), escape(&d.why));
     }
     for (from, to) in &plan.rekeyed {
         let _ = writeln!(s, "  duplicate lease id {from} held by a live owner: kept under the new id {to}");
@@ -399,7 +403,7 @@ pub fn doctor_text(d: &DoctorReport) -> String {
         let _ = writeln!(s, "  warning: {w}");
     }
     for p in &d.problems {
-        let _ = writeln!(s, "  INVALID [{}] {p}", p.rule.code());
+        let _ = writeln!(s, "  INVALID [{}] {}", p.rule.code(), escape(&p.to_string()));
     }
     for i in &d.empty_session_ids {
         let _ = writeln!(
@@ -409,15 +413,20 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     }
     for (session, leases) in &d.conflicts {
         let pids: Vec<String> = leases.iter().map(|l| l.entry.pid().to_string()).collect();
-        let _ =
-            writeln!(s, "  CONFLICT: session {session} has {} live owners (pids {})", leases.len(), pids.join(", "));
+        let _ = writeln!(
+            s,
+            "  CONFLICT: session {} has {} live owners (pids {})",
+            escape(session),
+            leases.len(),
+            pids.join(", ")
+        );
     }
     for v in &d.stale {
         let _ = writeln!(
             s,
             "  stale: lease {} (session {}, pid {}): {} — `leasectl prune` removes it",
-            short_id(v.entry.lease_id()),
-            v.entry.session_id(),
+            escape(&short_id(v.entry.lease_id())),
+            escape(v.entry.session_id()),
             v.entry.pid(),
             v.liveness.explain()
         );

@@ -1,4 +1,7 @@
-//! Text for people, the same in the CLI and the console: durations.
+//! Text for people, the same in the CLI and the console: durations, and names from
+//! files shown without the control characters that would act on the terminal.
+
+use std::borrow::Cow;
 
 /// A compact duration: `41s`, `3m`, `2h05m`, `3d11h` (the two largest units, the
 /// second zero-padded so columns line up). Negative, NaN and infinite read `0s`.
@@ -12,9 +15,45 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
+/// Characters that act on a terminal or reorder text instead of showing: C0 (tab and
+/// newline included: they forge table lines), DEL, C1, and the bidi embeddings,
+/// overrides and isolates.
+fn acts_on_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` as people may see it: every character that would act on the terminal
+/// written visibly as `\u{1b}`. JSON output never goes through this (it stays exact).
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acts_on_terminal) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts_on_terminal(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_acts_on_a_terminal_is_shown_not_obeyed() {
+        assert_eq!(escape("chat-42"), "chat-42");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(escape("x\ny\tz\u{7f}"), "x\\u{a}y\\u{9}z\\u{7f}");
+        assert_eq!(escape("\u{9b}31m"), "\\u{9b}31m", "C1 CSI");
+        assert_eq!(escape("abc\u{202e}fed"), "abc\\u{202e}fed", "right-to-left override");
+        assert_eq!(escape("\u{2066}x\u{2069}"), "\\u{2066}x\\u{2069}");
+        assert_eq!(escape("会話 é"), "会話 é", "other text is kept");
+    }
 
     #[test]
     fn durations_read_the_same_everywhere() {

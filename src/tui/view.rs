@@ -114,7 +114,7 @@ fn render_tabs(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         .iter()
         .map(|r| {
             let mark = if r.error.is_some() { " !" } else { "" };
-            Line::from(format!("{}{mark}", r.location.name()))
+            Line::from(format!("{}{mark}", shown_text(r.location.name())))
         })
         .collect();
     if app.has_all_tab() {
@@ -147,7 +147,7 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let where_line = if regs.len() == 1 {
         let r = &app.registries[regs[0]];
         let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
-        format!("{}{missing}", r.location.describe())
+        format!("{}{missing}", shown_text(&r.location.describe()))
     } else {
         format!("{} registries under {}", regs.len(), home_of(&app.registries[0].location))
     };
@@ -220,8 +220,9 @@ fn banner(app: &App) -> Vec<Line<'static>> {
         if let Some(e) = &reg.error {
             let what = if reg.location.is_remote() { "ETCD UNAVAILABLE" } else { "INVALID REGISTRY" };
             out.push(Line::from(format!(
-                " {what} ({}): {e} — showing the last good snapshot (STALE); nothing is rewritten",
-                reg.location.name()
+                " {what} ({}): {} — showing the last good snapshot (STALE); nothing is rewritten",
+                shown_text(reg.location.name()),
+                shown_text(e)
             )));
         }
         if let Some((holder, held)) = reg.stuck_lock(app.now) {
@@ -265,6 +266,12 @@ fn columns_shown(width: usize) -> [bool; 7] {
     shown
 }
 
+/// Text from files and other processes as the screen may show it (one function with
+/// the CLI: control characters and bidi overrides written visibly).
+fn shown_text(text: &str) -> String {
+    crate::lease::human::escape(text).into_owned()
+}
+
 /// `text` cut or padded to exactly `width` columns, one space kept before the next column.
 fn fit(text: &str, width: usize) -> String {
     let n = text.chars().count();
@@ -286,13 +293,13 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, shown: &[bool; 7]) -> Line<'
     let live_id = Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
     let short: String = e.lease_id().chars().take(8).collect();
     let cells = [
-        format!("  {short}"),
-        e.surface().unwrap_or("-").to_owned(),
+        format!("  {}", shown_text(&short)),
+        shown_text(e.surface().unwrap_or("-")),
         e.pid().to_string(),
-        owner,
+        shown_text(&owner),
         started,
         age,
-        live_id,
+        shown_text(&live_id),
     ];
     let mut text = String::new();
     for ((cell, width), _) in cells.iter().zip(COLUMNS).zip(shown).filter(|(_, s)| **s) {
@@ -349,7 +356,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     for (i, row) in rows.iter().enumerate().skip(offset).take(height) {
         lines.push(match row {
             Row::Session { registry, session, count, conflict } => {
-                let mut spans = vec![Span::styled(format!("▸ {session}"), p.bold(Color::Cyan))];
+                let mut spans = vec![Span::styled(format!("▸ {}", shown_text(session)), p.bold(Color::Cyan))];
                 if many {
                     spans.push(Span::raw(format!("  [{}]", app.registries[*registry].location.name())));
                 }
@@ -407,20 +414,21 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             _ => pyjson::to_string(v),
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{k}: "), Style::default().add_modifier(Modifier::BOLD)),
-            Span::raw(shown),
+            Span::styled(format!("{}: ", shown_text(k)), Style::default().add_modifier(Modifier::BOLD)),
+            Span::raw(shown_text(&shown)),
         ]));
     }
     match &l.owner {
         Some(o) => {
             lines.push(Line::from(Span::styled("owner process", Style::default().add_modifier(Modifier::BOLD))));
-            lines.push(Line::from(format!("  name: {}  user: {}", o.name, o.user.as_deref().unwrap_or("-"))));
+            let user = o.user.as_deref().unwrap_or("-");
+            lines.push(Line::from(format!("  name: {}  user: {}", shown_text(&o.name), shown_text(user))));
             lines.push(Line::from(format!(
                 "  cpu: {:.1}%  rss: {:.1} MiB",
                 o.cpu_percent,
                 o.rss_bytes as f64 / (1024.0 * 1024.0)
             )));
-            lines.push(Line::from(format!("  cmd: {}", o.cmdline.join(" "))));
+            lines.push(Line::from(format!("  cmd: {}", shown_text(&o.cmdline.join(" ")))));
         }
         None => lines.push(Line::from("owner process: not running")),
     }
@@ -450,8 +458,8 @@ fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 LogLevel::Warn => p.bold(Color::Yellow),
             };
             Line::from(vec![
-                Span::raw(format!("{} {:<6} ", time::clock(l.at, app.now, &app.tz), l.profile)),
-                Span::styled(l.text.clone(), style),
+                Span::raw(format!("{} {:<6} ", time::clock(l.at, app.now, &app.tz), shown_text(&l.profile))),
+                Span::styled(shown_text(&l.text), style),
             ])
         })
         .collect();
@@ -493,9 +501,9 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 fn lease_summary(l: &LeaseRow) -> String {
     format!(
         "{}  session {}  {}  pid {}  {}",
-        l.entry.lease_id().chars().take(8).collect::<String>(),
-        l.entry.session_id(),
-        l.entry.surface().unwrap_or("-"),
+        shown_text(&l.entry.lease_id().chars().take(8).collect::<String>()),
+        shown_text(l.entry.session_id()),
+        shown_text(l.entry.surface().unwrap_or("-")),
         l.entry.pid(),
         badge(&l.liveness).0
     )
@@ -563,18 +571,18 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                 footer.push(Line::from(""));
                 footer.push(Line::from(vec![
                     Span::raw("Type the session id "),
-                    Span::styled(expected.clone(), bold),
+                    Span::styled(shown_text(expected), bold),
                     Span::raw(" and press Enter to release anyway:"),
                 ]));
                 let hint = if *mismatch {
-                    format!("  does not match {expected}: nothing released")
+                    format!("  does not match {}: nothing released", shown_text(expected))
                 } else if typed.is_empty() || expected.starts_with(typed.as_str()) {
                     String::new()
                 } else {
                     "  (does not match)".to_owned()
                 };
                 footer.push(Line::from(vec![
-                    Span::styled(format!("> {typed}▏"), p.bold(Color::Yellow)),
+                    Span::styled(format!("> {}▏", shown_text(typed)), p.bold(Color::Yellow)),
                     Span::styled(hint, p.alert()),
                 ]));
                 footer.push(Line::from(Span::styled("Esc cancel", p.fg(Color::DarkGray))));
