@@ -956,3 +956,27 @@ fn names_from_the_registry_are_shown_escaped_for_people_and_exact_in_json() {
     let dry = home.run(&["force-release", "--session", hostile, "--live", "--dry-run"]);
     clean("force-release", &dry.text());
 }
+
+#[test]
+fn prune_keeps_a_clock_step_suspect_unless_asked() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    let pid = u64::from(owner.pid());
+    let start = leasectl::lease::liveness::process_start_time(pid).expect("start time");
+    let at = leasectl::lease::now() - 60.0;
+    let entry = |lease: &str, session: &str, pid: u64, pst: f64| {
+        serde_json::json!({"lease_id": lease, "session_id": session, "pid": pid, "surface": "cli",
+            "process_start_time": pst, "started_at": at, "updated_at": at})
+    };
+    // A wall-clock step of exactly 3 s makes a live owner look recycled.
+    let stepped = entry("5737ed005737ed005737ed005737ed00", "S-step", pid, start + 3.0);
+    let dead = entry("dead0000dead0000dead0000dead0000", "S-dead", 2_147_483_646, start);
+    home.write_registry(serde_json::json!({"entries": [stepped, dead]}).to_string());
+    let out = home.run(&["prune"]);
+    out.expect_exit(0);
+    assert!(out.text().contains("clock step") && out.text().contains("--include-clock-step"), "says why: {out:?}");
+    let sessions: Vec<String> = home.entries().iter().map(|e| str_of(e, "session_id").to_owned()).collect();
+    assert_eq!(sessions, ["S-step"], "the dead owner's lease goes, the clock-step suspect stays");
+    home.run(&["prune", "--include-clock-step"]).expect_exit(0);
+    assert!(home.entries().is_empty(), "asked for, it goes too");
+}

@@ -112,10 +112,12 @@ fn prune_asks_first_and_lists_only_dead_and_recycled() {
     let mut app = app(vec![mixed_root()]);
     assert!(key(&mut app, KeyCode::Char('p')).is_empty());
     match &app.dialog {
-        Some(Dialog::ConfirmPrune { targets }) => {
+        Some(Dialog::ConfirmPrune { targets, kept_clock_step }) => {
             assert_eq!(targets.len(), 1);
             let ids: Vec<&str> = targets[0].1.iter().map(|l| l.entry.session_id()).collect();
-            assert_eq!(ids, ["chat-7", "chat-9", "chat-11"]);
+            // chat-11 reads as recycled by exactly 3 s: a clock step, kept by the operator's prune.
+            assert_eq!(ids, ["chat-7", "chat-9"]);
+            assert_eq!(*kept_clock_step, 1);
         }
         other => panic!("expected the prune dialog, got {other:?}"),
     }
@@ -377,7 +379,12 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
         Event::ActionDone(ActionDone {
             location: registry("root"),
             what: "force-release lease 0f1e2d3c".into(),
-            result: Ok(ActionOutcome::Removed(Removal { removed: vec![removed], dry_run: false, live_owner: false })),
+            result: Ok(ActionOutcome::Removed(Removal {
+                removed: vec![removed],
+                dry_run: false,
+                live_owner: false,
+                kept_clock_step: vec![],
+            })),
             lock_holder: None,
         }),
     );

@@ -210,6 +210,10 @@ pub struct PruneArgs {
     /// Say what would be removed; change nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Also remove owners that read as recycled only because their start time is off by
+    /// whole seconds (a wall-clock step: most likely the same, live process)
+    #[arg(long)]
+    pub include_clock_step: bool,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,

@@ -113,7 +113,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
         Command::Release(a) => release(&mut *single()?, &a.lease_id, a.json),
         Command::ForceRelease(a) => force_release(&mut *single()?, &a),
-        Command::Prune(a) => prune(&mut all()?, a.dry_run, a.json),
+        Command::Prune(a) => prune(&mut all()?, a.dry_run, a.include_clock_step, a.json),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json),
         Command::Run(a) => run_cmd(&mut *single()?, &a.opts, &a.cmd, timeout),
@@ -460,12 +460,17 @@ fn force_release(store: &mut dyn LeaseStore, a: &ForceReleaseArgs) -> Result<i32
     Ok(EXIT_OK)
 }
 
-fn prune(stores: &mut [Box<dyn LeaseStore>], dry_run: bool, as_json: bool) -> Result<i32, Failure> {
+fn prune(
+    stores: &mut [Box<dyn LeaseStore>],
+    dry_run: bool,
+    include_clock_step: bool,
+    as_json: bool,
+) -> Result<i32, Failure> {
     let mut results = Vec::new();
     let mut failed = None;
     for store in stores {
         let location = store.location().clone();
-        match store.prune(dry_run) {
+        match store.prune(dry_run, include_clock_step) {
             Ok(r) => {
                 if !as_json {
                     output::print_removal(&location, &r, "prune");

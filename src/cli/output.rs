@@ -141,6 +141,7 @@ pub fn removal_json(location: &Location, r: &Removal) -> Value {
             "dry_run": r.dry_run,
             "live_owner": r.live_owner,
             "removed": removed,
+            "kept_clock_step": r.kept_clock_step.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
         }),
     }
 }
@@ -159,6 +160,14 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
     say!("{} ({}): {what} {verb} {} lease(s)", location.name(), location.describe(), r.removed.len());
     if !r.removed.is_empty() {
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
+    }
+    if !r.kept_clock_step.is_empty() {
+        say!(
+            "  kept {} lease(s) flagged clock step?: the owner runs and its start time is off by whole seconds, \
+             most likely the same process across a wall-clock step (--include-clock-step removes them too)",
+            r.kept_clock_step.len()
+        );
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.kept_clock_step, &HashMap::new())));
     }
 }
 

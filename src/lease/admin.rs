@@ -63,13 +63,36 @@ pub struct Removal {
     pub dry_run: bool,
     /// True when at least one removed lease's owner was alive (or could not be proven dead).
     pub live_owner: bool,
+    /// Leases a prune kept although they read as recycled: the owner runs and its start
+    /// time is off by whole seconds, which a wall-clock step causes (see `--include-clock-step`).
+    pub kept_clock_step: Vec<LeaseView>,
 }
 
-/// Remove dead and recycled owners only (an unknown verdict is kept).
-pub fn prune(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<Removal, Error> {
-    edit(reg, dry_run, lock_timeout, |views| {
-        Ok(views.iter().map(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect())
-    })
+/// Remove dead and recycled owners only (an unknown verdict is kept). A "recycled" owner
+/// whose start time is off by whole seconds is most likely the same process seen across a
+/// wall-clock step: kept, and named, unless `include_clock_step`. (The fence keeps Hermes'
+/// rule and prunes it: both must agree on who owns a session.)
+pub fn prune(
+    reg: &Registry,
+    dry_run: bool,
+    include_clock_step: bool,
+    lock_timeout: Duration,
+) -> Result<Removal, Error> {
+    let mut suspects = Vec::new();
+    let mut removal = edit(reg, dry_run, lock_timeout, |views| {
+        Ok(views
+            .iter()
+            .map(|v| {
+                let suspect = v.liveness.clock_step_suspected() && !include_clock_step;
+                if suspect {
+                    suspects.push(v.clone());
+                }
+                matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }) && !suspect
+            })
+            .collect())
+    })?;
+    removal.kept_clock_step = suspects;
+    Ok(removal)
 }
 
 /// Which leases an operator names for force-release.
@@ -158,7 +181,7 @@ fn edit(
     if !dry_run && !removed.is_empty() {
         store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
     }
-    Ok(Removal { removed, dry_run, live_owner })
+    Ok(Removal { removed, dry_run, live_owner, kept_clock_step: vec![] })
 }
 
 /// Everything `doctor` checks in one registry.

@@ -74,7 +74,7 @@ pub trait LeaseStore: Send {
     /// The operator's release. A live owner's lease only with `allow_live`.
     fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error>;
     /// Remove dead and recycled owners' leases (etcd: those of owners on this host).
-    fn prune(&mut self, dry_run: bool) -> Result<Removal, Error>;
+    fn prune(&mut self, dry_run: bool, include_clock_step: bool) -> Result<Removal, Error>;
     /// Everything `doctor` checks; only a registry file has a doctor.
     fn doctor(&mut self) -> Result<DoctorReport, Error>;
     /// `doctor --repair`; only a registry file can be repaired.
@@ -287,8 +287,8 @@ impl LeaseStore for FileStore {
         admin::force_release(&self.registry, target, allow_live, dry_run, self.lock_timeout)
     }
 
-    fn prune(&mut self, dry_run: bool) -> Result<Removal, Error> {
-        admin::prune(&self.registry, dry_run, self.lock_timeout)
+    fn prune(&mut self, dry_run: bool, include_clock_step: bool) -> Result<Removal, Error> {
+        admin::prune(&self.registry, dry_run, include_clock_step, self.lock_timeout)
     }
 
     fn doctor(&mut self) -> Result<DoctorReport, Error> {

@@ -180,6 +180,8 @@ pub enum Dialog {
     /// Prune: the leases that will go, per registry.
     ConfirmPrune {
         targets: Vec<(Location, Vec<LeaseRow>)>,
+        /// Owners flagged "clock step?" that the prune keeps.
+        kept_clock_step: usize,
     },
     /// Force-release. With a live owner among `leases`, the operator must type `expected`.
     ConfirmRelease {
@@ -200,7 +202,7 @@ impl Dialog {
         match self {
             Dialog::Help => 64,
             Dialog::ConfirmRepair { lines, .. } => lines.len() + 1,
-            Dialog::ConfirmPrune { targets } => targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1,
+            Dialog::ConfirmPrune { targets, .. } => targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1,
             Dialog::ConfirmRelease { leases, .. } => leases.len() + 1,
         }
     }

@@ -270,6 +270,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
 
 fn ask_prune(app: &mut App) {
     let mut targets = Vec::new();
+    let mut kept_clock_step = 0;
     for r in app.tab_registries() {
         if refuse_if_invalid(app, r, "prune") {
             return;
@@ -280,16 +281,29 @@ fn ask_prune(app: &mut App) {
             .filter(|l| matches!(l.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))
             .cloned()
             .collect();
+        // The operator's prune keeps an owner flagged "clock step?" (the CLI removes one
+        // only with --include-clock-step); the worker's prune does the same.
+        let (suspects, dead): (Vec<LeaseRow>, Vec<LeaseRow>) =
+            dead.into_iter().partition(|l| l.liveness.clock_step_suspected());
+        kept_clock_step += suspects.len();
         if !dead.is_empty() {
             targets.push((app.registries[r].location.clone(), dead));
         }
     }
     if targets.is_empty() {
         let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
-        app.log(&profile.unwrap_or_default(), LogLevel::Info, "prune: no dead or recycled owners; nothing to do");
+        let text = if kept_clock_step > 0 {
+            format!(
+                "prune: nothing to do; {kept_clock_step} owner(s) flagged clock step? kept (alive, start time off by \
+                 whole seconds; `leasectl prune --include-clock-step` removes them)"
+            )
+        } else {
+            "prune: no dead or recycled owners; nothing to do".to_owned()
+        };
+        app.log(&profile.unwrap_or_default(), LogLevel::Info, text);
         return;
     }
-    app.dialog = Some(Dialog::ConfirmPrune { targets });
+    app.dialog = Some(Dialog::ConfirmPrune { targets, kept_clock_step });
 }
 
 /// `F`: repair the current tab's invalid registry (the worker plans it first).
@@ -381,7 +395,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             let yes = vec![Effect::Repair { location: location.clone() }];
             answer_yes_no(app, &key, yes)
         }
-        Dialog::ConfirmPrune { targets } => {
+        Dialog::ConfirmPrune { targets, .. } => {
             let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();
             answer_yes_no(app, &key, yes)
         }

@@ -536,7 +536,7 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             ];
             (" repair? ", lines, footer)
         }
-        Dialog::ConfirmPrune { targets } => {
+        Dialog::ConfirmPrune { targets, kept_clock_step } => {
             let total: usize = targets.iter().map(|(_, l)| l.len()).sum();
             let mut lines = vec![Line::from(Span::styled(
                 format!("Prune removes these {total} dead or recycled owners' leases:"),
@@ -546,10 +546,13 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                 lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
                 lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
             }
-            let footer = vec![
-                Line::from(""),
-                Line::from(Span::styled(format!("y prune {total} · n/Esc cancel"), p.bold(Color::Cyan))),
-            ];
+            let mut footer = vec![Line::from("")];
+            if *kept_clock_step > 0 {
+                footer.push(Line::from(format!(
+                    "Kept: {kept_clock_step} owner(s) flagged clock step? (alive; start time off by whole seconds)."
+                )));
+            }
+            footer.push(Line::from(Span::styled(format!("y prune {total} · n/Esc cancel"), p.bold(Color::Cyan))));
             (" prune? ", lines, footer)
         }
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {

@@ -418,7 +418,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         }
     }
     let live_owner = !live.is_empty();
-    Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner })
+    Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner, kept_clock_step: vec![] })
 }
 
 /// Revoke the leases of owners on this host whose pid is dead or recycled (the
@@ -437,5 +437,5 @@ pub fn prune_local(etcd: &Etcd, dry_run: bool) -> Result<Removal, EtcdError> {
             removed.push(h.view(liveness, None));
         }
     }
-    Ok(Removal { removed, dry_run, live_owner: false })
+    Ok(Removal { removed, dry_run, live_owner: false, kept_clock_step: vec![] })
 }

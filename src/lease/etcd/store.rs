@@ -164,7 +164,8 @@ impl LeaseStore for EtcdStore {
         fence::force_release(etcd, target, allow_live, dry_run)
     }
 
-    fn prune(&mut self, dry_run: bool) -> Result<Removal, Error> {
+    // On etcd a lease ends with its TTL; there is no start time to step.
+    fn prune(&mut self, dry_run: bool, _include_clock_step: bool) -> Result<Removal, Error> {
         match self.etcd().and_then(|e| fence::prune_local(e, dry_run)) {
             Ok(r) => Ok(r),
             Err(e) => self.failed(e),
