@@ -980,3 +980,22 @@ fn prune_keeps_a_clock_step_suspect_unless_asked() {
     home.run(&["prune", "--include-clock-step"]).expect_exit(0);
     assert!(home.entries().is_empty(), "asked for, it goes too");
 }
+
+#[test]
+fn doctor_reports_a_symlinked_registry_with_the_fix() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    home.acquire_ok(&["S", "--owner-pid", &owner.pid().to_string()]);
+    let elsewhere = home.outside().join("real_sessions.json");
+    fs::rename(home.registry(), &elsewhere).expect("move the registry");
+    std::os::unix::fs::symlink(&elsewhere, home.registry()).expect("symlink");
+    let out = home.run(&["doctor"]);
+    out.expect_exit(1);
+    assert!(out.stdout.contains("symlink") && out.stdout.contains("cp --remove-destination"), "{out:?}");
+    let json = home.run(&["doctor", "--json"]);
+    json.expect_exit(1);
+    assert!(
+        json.json()["registries"][0]["symlink_to"].as_str().is_some_and(|t| t.ends_with("real_sessions.json")),
+        "{json:?}"
+    );
+}

@@ -213,6 +213,7 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
         "leftover_temp_files": d.leftover_temp_files,
         "lock_holder": d.lock_holder,
         "lock_problem": d.lock_problem,
+        "symlink_to": d.symlink_to,
     })
 }
 
@@ -442,6 +443,17 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     }
     for t in &d.leftover_temp_files {
         let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
+    }
+    if let Some(target) = &d.symlink_to {
+        let path = d.registry.path();
+        let _ = writeln!(
+            s,
+            "  SYMLINK: the registry is a symlink to {}: every write refuses to go through it, so every acquire \
+             fails; make it a regular file: cp --remove-destination {} {}",
+            escape(&target.display().to_string()),
+            escape(&target.display().to_string()),
+            escape(&path.display().to_string())
+        );
     }
     if let Some(problem) = &d.lock_problem {
         let _ = writeln!(s, "  LOCK: {problem}: {}", d.registry.lock_path().display());

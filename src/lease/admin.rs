@@ -204,6 +204,8 @@ pub struct DoctorReport {
     pub lock_holder: Option<u32>,
     /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.
     pub lock_problem: Option<String>,
+    /// The registry is a symlink (to this target): every write refuses to go through it.
+    pub symlink_to: Option<PathBuf>,
 }
 
 impl DoctorReport {
@@ -213,6 +215,7 @@ impl DoctorReport {
             || !self.conflicts.is_empty()
             || !self.leftover_temp_files.is_empty()
             || self.lock_problem.is_some()
+            || self.symlink_to.is_some()
     }
 }
 
@@ -238,6 +241,11 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
             Ok(_) => Some("the lock file is not a regular file (a FIFO, socket, device or directory)".into()),
             Err(_) => None,
         },
+        symlink_to: std::fs::symlink_metadata(&path)
+            .ok()
+            .filter(|m| m.file_type().is_symlink())
+            // Resolved, so the fix can be pasted from anywhere; a dangling link as written.
+            .map(|_| std::fs::canonicalize(&path).or_else(|_| std::fs::read_link(&path)).unwrap_or_default()),
     };
     match store::read_bytes(&path) {
         Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
