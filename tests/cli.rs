@@ -999,3 +999,25 @@ fn doctor_reports_a_symlinked_registry_with_the_fix() {
         "{json:?}"
     );
 }
+
+#[test]
+fn release_is_the_owners_a_live_stranger_is_refused() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    let pid = owner.pid().to_string();
+    let id = home.acquire_ok(&["S", "--owner-pid", &pid]);
+    let out = home.run(&["release", &id]);
+    out.expect_exit(1);
+    assert!(out.stderr.contains("force-release") && out.stderr.contains(&pid), "{out:?}");
+    assert_eq!(home.lease_ids(), std::slice::from_ref(&id), "the live owner's lease stays");
+    home.run(&["release", &id, "--owner-pid", &pid]).expect_exit(0);
+    assert!(home.entries().is_empty());
+    // The caller's own lease (leasectl's parent owns it by default) and a dead owner's go.
+    let mine = home.acquire_ok(&["S-mine"]);
+    home.run(&["release", &mine]).expect_exit(0);
+    let mut later_dead = sleeper("30");
+    let gone = home.acquire_ok(&["S-gone", "--owner-pid", &later_dead.pid().to_string()]);
+    later_dead.kill_and_reap();
+    home.run(&["release", &gone]).expect_exit(0);
+    assert!(home.entries().is_empty());
+}

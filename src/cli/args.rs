@@ -181,6 +181,10 @@ pub struct AcquireArgs {
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     pub lease_id: String,
+    /// The owner this release is for, when it is not the caller or one of its ancestors
+    /// (a live owner's lease is otherwise refused: that is force-release's job)
+    #[arg(long, value_name = "PID")]
+    pub owner_pid: Option<u64>,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
