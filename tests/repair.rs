@@ -115,3 +115,33 @@ fn run_execs_its_command_directly_never_through_a_shell() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().last(), Some("$(id)|a;b"), "arguments passed literally");
 }
+
+#[test]
+fn repair_writes_exactly_the_lease_ids_it_shows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let me = std::process::id();
+    // Two live entries share a lease id: the second is kept under a new id.
+    let text = format!(
+        r#"{{"entries": [{{"lease_id": "dup-1", "session_id": "S", "pid": {me}}},
+            {{"lease_id": "dup-1", "session_id": "T", "pid": {me}}},
+            {{"lease_id": "bad-2", "session_id": "V", "pid": true}}]}}"#
+    );
+    std::fs::create_dir_all(home.join("runtime")).expect("mkdir");
+    std::fs::write(registry(home), &text).expect("write");
+    let preview = leasectl(home, &["doctor", "--repair"]);
+    let shown = String::from_utf8_lossy(&preview.stdout).into_owned();
+    let new_id = |out: &str| -> String {
+        let at = out.find("kept under the new id ").unwrap_or_else(|| panic!("no new id in:\n{out}"));
+        out[at + "kept under the new id ".len()..].split_whitespace().next().unwrap_or_default().to_owned()
+    };
+    let previewed = new_id(&shown);
+    let done = leasectl(home, &["doctor", "--repair", "--yes"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let applied = new_id(&String::from_utf8_lossy(&done.stdout));
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(registry(home)).expect("read")).expect("json");
+    let ids: Vec<&str> =
+        file["entries"].as_array().expect("entries").iter().filter_map(|e| e["lease_id"].as_str()).collect();
+    assert_eq!(ids, ["dup-1", previewed.as_str()], "the preview named the id the file got");
+    assert_eq!(applied, previewed);
+}

@@ -14,7 +14,7 @@ use super::entry::{Entry, Problem};
 use super::error::Error;
 use super::liveness::{Liveness, Prober};
 use super::paths::Registry;
-use super::{ids, lock, store};
+use super::{lock, store};
 
 /// One entry repair leaves out, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +85,7 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                     out.dropped.push(Dropped { index, lease_id, why: "an exact copy of an earlier entry".into() });
                 } else if prober.judge(&entry) == Liveness::Alive {
                     // Its owner is alive: dropping it would free its session to a second writer.
-                    let fresh = ids::lease_id();
+                    let fresh = rekeyed_id(&id, index, &item, &seen);
                     let mut raw = entry.fields();
                     raw.insert("lease_id".into(), Value::String(fresh.clone()));
                     if let Ok(e) = Entry::from_value(index, Value::Object(raw.clone()), &HashSet::<String>::new()) {
@@ -105,6 +105,21 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
         }
     }
     out
+}
+
+/// The new id for a live duplicate: a function of the entry (its old id, place and
+/// text), so the preview and the repair that follows it under the lock name the same id.
+/// 128 bits of two differently seeded hashes, written as 32 hex digits like Hermes' ids.
+fn rekeyed_id(old: &str, index: usize, item: &Value, taken: &HashSet<String>) -> String {
+    use std::hash::BuildHasher;
+    let text = item.to_string();
+    (0u64..)
+        .map(|salt| {
+            let h = |seed: u64| rustc_hash::FxBuildHasher.hash_one((seed, salt, old, index, text.as_str()));
+            format!("{:016x}{:016x}", h(0x5eed_0001), h(0x5eed_0002))
+        })
+        .find(|id| !taken.contains(id))
+        .unwrap_or_default()
 }
 
 fn join(problems: &[Problem]) -> String {
