@@ -145,3 +145,30 @@ fn repair_writes_exactly_the_lease_ids_it_shows() {
     assert_eq!(ids, ["dup-1", previewed.as_str()], "the preview named the id the file got");
     assert_eq!(applied, previewed);
 }
+
+#[test]
+fn repair_removes_temp_files_crashed_writers_left() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let me = std::process::id();
+    std::fs::create_dir_all(home.join("runtime")).expect("mkdir");
+    std::fs::write(
+        registry(home),
+        format!(r#"{{"entries": [{{"lease_id": "a-1", "session_id": "S", "pid": {me}}}]}}"#),
+    )
+    .expect("write");
+    let temp = home.join("runtime").join(".active_sessions_deadbeef.tmp");
+    std::fs::write(&temp, b"{\"entries\": [").expect("a crashed writer's temp file");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options().write(true).open(&temp).and_then(|f| f.set_modified(old)).expect("age it");
+    assert_eq!(leasectl(home, &["doctor"]).status.code(), Some(1), "doctor flags it");
+    let preview = leasectl(home, &["doctor", "--repair"]);
+    assert!(String::from_utf8_lossy(&preview.stdout).contains(".active_sessions_deadbeef.tmp"), "the preview names it");
+    assert!(temp.exists(), "nothing removed without --yes");
+    let done = leasectl(home, &["doctor", "--repair", "--yes"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(!temp.exists(), "removed under the lock");
+    assert_eq!(leasectl(home, &["doctor"]).status.code(), Some(0));
+    let file = std::fs::read_to_string(registry(home)).expect("read");
+    assert!(file.contains("\"a-1\""), "the registry is untouched: {file}");
+}

@@ -567,7 +567,14 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
             continue;
         }
         if !as_json {
-            say_raw!("{}", output::repair_text(store.location(), &plan.plan));
+            if plan.invalid {
+                say_raw!("{}", output::repair_text(store.location(), &plan.plan));
+            } else {
+                say!("{name} ({place}): valid");
+            }
+            for t in &plan.temp_files {
+                say!("  remove a crashed writer's temp file: {}", lease::human::escape(&t.display().to_string()));
+            }
         }
         if !yes {
             if !std::io::stdin().is_terminal() {
@@ -589,11 +596,16 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
         let done = store.repair(false)?;
         let backup = done.backup.as_ref().map(|b| b.display().to_string());
         if !as_json {
-            say!(
-                "repaired: kept {} lease(s); old bytes saved as {}",
-                done.plan.kept.len(),
-                backup.clone().unwrap_or_default()
-            );
+            if done.invalid {
+                say!(
+                    "repaired: kept {} lease(s); old bytes saved as {}",
+                    done.plan.kept.len(),
+                    backup.clone().unwrap_or_default()
+                );
+            }
+            if !done.temp_files.is_empty() {
+                say!("removed {} leftover temp file(s)", done.temp_files.len());
+            }
         }
         results.push(json!({
             "profile": name,
@@ -603,6 +615,7 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
             "kept": done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
             "dropped": done.plan.dropped.iter().map(|d| json!({"entry": d.index, "lease_id": d.lease_id, "why": d.why})).collect::<Vec<_>>(),
             "rekeyed": done.plan.rekeyed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
+            "removed_temp_files": done.temp_files.iter().map(|t| t.display().to_string()).collect::<Vec<_>>(),
         }));
     }
     if as_json {

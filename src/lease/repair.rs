@@ -41,8 +41,13 @@ pub struct RepairPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepairReport {
     pub plan: RepairPlan,
+    /// Temp files of crashed writers in `runtime/`, removed (or, on a dry run, to remove).
+    /// Under the lock none can be a live write's: a writer holds it while its file exists.
+    pub temp_files: Vec<PathBuf>,
     /// None on a dry run or when there was nothing to repair.
     pub backup: Option<PathBuf>,
+    /// The registry itself was invalid (else only temp files, if anything, needed doing).
+    pub invalid: bool,
     pub needed: bool,
 }
 
@@ -158,13 +163,27 @@ fn salvage(text: &str) -> Vec<Value> {
 pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<RepairReport, Error> {
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    let temp_files = store::leftover_temp_files(&reg.runtime_dir());
+    if !dry_run {
+        for t in &temp_files {
+            // Removing a name, never following it (a symlink planted there goes, not its target).
+            std::fs::remove_file(t).map_err(|e| Error::io("remove a leftover temp file", t, e))?;
+        }
+    }
+    let only_temps = |temp_files: Vec<PathBuf>| RepairReport {
+        plan: RepairPlan::default(),
+        backup: None,
+        invalid: false,
+        needed: !temp_files.is_empty(),
+        temp_files,
+    };
     let bytes = match store::read_bytes(&path) {
         Ok(Some(b)) => b,
-        Ok(None) => return Ok(RepairReport { plan: RepairPlan::default(), backup: None, needed: false }),
+        Ok(None) => return Ok(only_temps(temp_files)),
         Err(e) => return Err(e),
     };
     if store::parse(&bytes).is_ok() {
-        return Ok(RepairReport { plan: RepairPlan::default(), backup: None, needed: false });
+        return Ok(only_temps(temp_files));
     }
     if store::too_many_values(&bytes) {
         return Err(Error::Refused(format!(
@@ -175,12 +194,12 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
     }
     let plan = plan(&bytes, &mut Prober::new());
     if dry_run {
-        return Ok(RepairReport { plan, backup: None, needed: true });
+        return Ok(RepairReport { plan, backup: None, invalid: true, needed: true, temp_files });
     }
     let backup = write_backup(&path, &bytes)?;
     let file = store::RegistryFile { entries: plan.kept.clone(), extra: plan.extra.clone() };
     store::write(&guard, &path, &file)?;
-    Ok(RepairReport { plan, backup: Some(backup), needed: true })
+    Ok(RepairReport { plan, backup: Some(backup), invalid: true, needed: true, temp_files })
 }
 
 fn write_backup(path: &std::path::Path, bytes: &[u8]) -> Result<PathBuf, Error> {
