@@ -1021,3 +1021,23 @@ fn release_is_the_owners_a_live_stranger_is_refused() {
     home.run(&["release", &gone]).expect_exit(0);
     assert!(home.entries().is_empty());
 }
+
+#[test]
+fn output_that_cannot_be_written_fails_and_an_unreported_grant_is_released() {
+    let home = Home::new();
+    let full = || File::options().write(true).open("/dev/full").expect("/dev/full");
+    for args in [&["acquire", "S-full", "--json"][..], &["acquire", "S-full"]] {
+        let mut cmd = home.cmd(args);
+        cmd.stdout(full());
+        let (_, no_lines) = mpsc::channel();
+        let out = Proc::spawn_with_stdout(&format!("{args:?} > /dev/full"), cmd, Some(no_lines)).finish();
+        assert_ne!(out.status.code(), Some(0), "a grant nobody saw is not a success: {out:?}");
+        assert!(out.stderr.contains("released"), "{out:?}");
+        assert!(home.try_entries().unwrap_or_default().is_empty(), "the unreported lease was released");
+    }
+    let mut ls = home.cmd(&["ls"]);
+    ls.stdout(full());
+    let (_, no_lines) = mpsc::channel();
+    let out = Proc::spawn_with_stdout("ls > /dev/full", ls, Some(no_lines)).finish();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}

@@ -2,17 +2,18 @@
 //! 0 ok, 1 error, 2 usage, 3/4/5 the refusal reasons.
 
 /// Output that never panics: a closed pipe (`leasectl ls | head`) or a dead
-/// terminal must not turn into a crash after the work is done.
+/// terminal must not turn into a crash after the work is done. A failed write is
+/// remembered: the command then exits non-zero (see [`stdout_failure`]).
 macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        $crate::cli::note_stdout(writeln!(std::io::stdout(), $($t)*));
     }};
 }
 macro_rules! say_raw {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($t)*);
+        $crate::cli::note_stdout(write!(std::io::stdout(), $($t)*));
     }};
 }
 macro_rules! say_err {
@@ -44,15 +45,49 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
+/// The first error writing standard output, if any.
+static STDOUT_ERROR: Mutex<Option<std::io::Error>> = Mutex::new(None);
+
+/// Remember a failed write to standard output (the first one).
+pub fn note_stdout(result: std::io::Result<()>) {
+    if let Err(e) = result
+        && let Ok(mut first) = STDOUT_ERROR.lock()
+    {
+        first.get_or_insert(e);
+    }
+}
+
+/// Flush standard output, and say whether anything written to it was lost.
+fn stdout_failure() -> Option<String> {
+    use std::io::Write as _;
+    note_stdout(std::io::stdout().flush());
+    STDOUT_ERROR.lock().ok()?.as_ref().map(|e| e.to_string())
+}
+
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    match dispatch(cli) {
+    // The console draws on the terminal itself; a terminal that hangs up is its exit
+    // path (handled there), not lost output.
+    let console = match &cli.command {
+        Some(Command::Tui) | Some(Command::Demo(_)) => true,
+        None => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        _ => false,
+    };
+    let code = match dispatch(cli) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
             // Messages quote ids from files: shown, never obeyed by the terminal.
             say_err!("leasectl: {}", crate::lease::human::escape(&message));
             code
         }
+    };
+    // Output nobody could read (a full disk, a closed pipe) is not a success.
+    match stdout_failure().filter(|_| !console) {
+        Some(e) if code == EXIT_OK => {
+            say_err!("leasectl: cannot write the output: {e}");
+            EXIT_ERROR
+        }
+        _ => code,
     }
 }
 
@@ -388,6 +423,15 @@ fn acquire_reported(
                 say!("granted (not recorded: an empty session id has nothing to fence)");
             } else {
                 say_raw!("{}", output::grant_text(&g, store.location(), req, held));
+            }
+            // A grant whose lease id nobody could read would be held by no one who knows it.
+            if let Some(e) = stdout_failure() {
+                let undone = match store.release_grant(&g) {
+                    Ok(_) => "released it".to_owned(),
+                    Err(r) => format!("and releasing it failed too: {r}"),
+                };
+                say_err!("leasectl: the grant could not be reported ({e}); {undone}");
+                return Err(EXIT_ERROR);
             }
             Ok(g)
         }
