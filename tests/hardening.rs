@@ -1056,3 +1056,43 @@ fn file_modes_are_never_wider_than_the_registry_or_umask_allows() {
         assert_eq!(home.temp_files(), Vec::<PathBuf>::new());
     }
 }
+
+/// Root acting on another user's home keeps what it finds: a rewritten registry keeps
+/// its owner, group and mode, and a runtime/ and lock file root creates there belong to
+/// the home's owner, so the user's own Hermes and leasectl go on working.
+#[test]
+fn root_does_not_lock_the_owner_out() {
+    use std::os::unix::fs::{MetadataExt, chown};
+    assert_eq!(rustix::process::geteuid().as_raw(), 0, "this test needs root (CI runs as root)");
+    let home = Home::new();
+    fs::set_permissions(home.outside(), fs::Permissions::from_mode(0o755)).expect("chmod tmp");
+    let user = 65534;
+    let dead = entry(&lease_id(0xdead), "D", DEAD_PID, None);
+    home.write_registry(registry_text(&[dead]));
+    for p in [home.path().to_path_buf(), home.runtime(), home.registry()] {
+        chown(&p, Some(user), Some(user)).expect("chown to the user");
+    }
+    fs::set_permissions(home.registry(), fs::Permissions::from_mode(0o640)).expect("chmod registry");
+    home.run(&["prune"]).expect_exit(0);
+    let meta = fs::metadata(home.registry()).expect("registry");
+    assert_eq!((meta.uid(), meta.gid(), meta.mode() & 0o7777), (user, user, 0o640), "rewritten as it was");
+    let lock = fs::metadata(home.lock_file()).expect("the lock file");
+    assert_eq!((lock.uid(), lock.gid()), (user, user), "a lock file root creates belongs to the home's owner");
+
+    // A profile home of the user's with no runtime/ yet: root's acquire creates it for the user.
+    let profile = home.path().join("profiles").join("work");
+    fs::create_dir_all(&profile).expect("mkdir profile");
+    for p in [home.path().join("profiles"), profile.clone()] {
+        chown(&p, Some(user), Some(user)).expect("chown");
+    }
+    let owner = Sleeper::new();
+    home.run(&["acquire", "S", "--profile", "work", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    for p in [profile.join("runtime"), registry_of(&profile), profile.join("runtime").join("active_sessions.lock")] {
+        let m = fs::metadata(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!((m.uid(), m.gid()), (user, user), "{} belongs to the home's owner", p.display());
+    }
+    // And the user can go on: as uid 65534, acquire in both.
+    let mut cmd = home.cmd(&["acquire", "S2", "--owner-pid", &owner.pid_arg(), "--json"]);
+    cmd.uid(user).gid(user);
+    Proc::run("acquire as the user", cmd).expect_exit(0);
+}

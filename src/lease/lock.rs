@@ -17,7 +17,7 @@ pub struct RegistryLock {
 /// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does.
 pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
     if let Some(dir) = lock_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
+        super::ownership::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
     }
     // O_NOFOLLOW: a symlink planted as the lock file must not make us create or
     // lock a file outside runtime/.
@@ -40,7 +40,17 @@ pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> 
         })?;
     // A FIFO or device planted as the lock file is not a lock: refuse it.
     match file.metadata() {
-        Ok(m) if m.is_file() => {}
+        Ok(m) if m.is_file() => {
+            // Root's lock file in a user's runtime/ must not lock the user out.
+            use std::os::unix::fs::MetadataExt;
+            if let Some(dir) = lock_path.parent()
+                && let Ok(owner) = super::ownership::owner_of(dir)
+                && (m.uid(), m.gid()) != owner
+                && m.uid() == 0
+            {
+                super::ownership::give(&file, owner).map_err(|e| Error::io("give the lock file to", dir, e))?;
+            }
+        }
         Ok(_) => {
             return Err(Error::Refused(format!(
                 "{} is not a regular file: refusing to use it as the lock (remove it; leasectl recreates it)",

@@ -16,6 +16,7 @@ pub mod liveness;
 pub mod location;
 pub mod lock;
 pub mod owner;
+pub mod ownership;
 pub mod paths;
 pub mod pidfds;
 pub mod pyjson;

@@ -414,8 +414,17 @@ pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), 
 /// On any error the temp file is removed and the old registry is untouched.
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
+    super::ownership::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
     check_owner(dir)?;
+    // Who the registry belongs to after the rename: whoever it belonged to, else the
+    // directory's owner (root rewriting a user's registry must not take it over).
+    let owner = {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => (m.uid(), m.gid()),
+            Err(_) => super::ownership::owner_of(dir).map_err(|e| Error::io("inspect", dir, e))?,
+        }
+    };
     let existing_mode = match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => {
             return Err(Error::Refused(format!(
@@ -429,6 +438,7 @@ fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     };
     let (tmp_path, mut tmp) = create_temp(dir, existing_mode.unwrap_or(0o666) & 0o666)?;
     let result = (|| {
+        super::ownership::give(&tmp, owner).map_err(|e| Error::io("set the owner of", &tmp_path, e))?;
         if let Some(mode) = existing_mode {
             // The umask may have narrowed the temp file: give it exactly the registry's mode.
             tmp.set_permissions(std::fs::Permissions::from_mode(mode))
