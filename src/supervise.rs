@@ -13,16 +13,24 @@ use std::time::Duration;
 
 use rustix::process::{self, Signal};
 use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithRawSiginfo;
 
 /// SIGINT and SIGTERM, caught from now on (their default action no longer runs).
 pub struct StopSignals {
-    signals: Signals,
+    /// With each signal's siginfo: a SIGINT the terminal sent (Ctrl-C) reached CMD too.
+    signals: SignalsInfo<WithRawSiginfo>,
+}
+
+/// A Ctrl-C at the terminal: the kernel sends SIGINT to the whole foreground process
+/// group, CMD included (`kill` sets SI_USER instead).
+fn from_terminal(info: &libc::siginfo_t) -> bool {
+    info.si_signo == SIGINT && info.si_code == libc::SI_KERNEL
 }
 
 impl StopSignals {
     pub fn install() -> std::io::Result<StopSignals> {
-        Ok(StopSignals { signals: Signals::new([SIGINT, SIGTERM])? })
+        Ok(StopSignals { signals: SignalsInfo::new([SIGINT, SIGTERM])? })
     }
 
     /// True when a stop signal already arrived (e.g. while acquiring).
@@ -33,7 +41,7 @@ impl StopSignals {
     /// Block until SIGINT or SIGTERM arrives; return which. None when woken through
     /// [`StopSignals::waker`] instead (e.g. the lease was lost).
     pub fn wait(mut self) -> Option<i32> {
-        self.signals.forever().next()
+        self.signals.forever().next().map(|info| info.si_signo)
     }
 
     /// Something another thread can call to end [`StopSignals::wait`] without a signal.
@@ -60,7 +68,8 @@ impl StopSignals {
         let Some((program, args)) = cmd.split_first() else {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"));
         };
-        let early: Vec<i32> = self.signals.pending().collect();
+        // Signals before the spawn never reached CMD: all are passed on.
+        let early: Vec<i32> = self.signals.pending().map(|info| info.si_signo).collect();
         let handle = self.signals.handle();
         let mut cmd = Command::new(program);
         cmd.args(args).envs(env.iter().copied());
@@ -87,8 +96,12 @@ impl StopSignals {
         let mut signals = self.signals;
         let forward_to = Arc::clone(&pidfd);
         let forwarder = std::thread::spawn(move || {
-            for sig in signals.forever() {
-                send(&forward_to, sig);
+            for info in signals.forever() {
+                // CMD is in leasectl's process group: the terminal's SIGINT reached it
+                // already, and passing it on would make it two.
+                if !from_terminal(&info) {
+                    send(&forward_to, info.si_signo);
+                }
             }
         });
         // Why the lease was lost, set before CMD is signalled, so the end reports it

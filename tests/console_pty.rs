@@ -304,3 +304,32 @@ fn ctrl_c_and_sigterm_end_the_console_and_restore_the_terminal() {
         console.check_terminal_restored(RESTORED_WITHIN);
     }
 }
+
+#[test]
+fn ctrl_c_at_a_terminal_reaches_run_s_command_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let count = home.join("sigints");
+    // CMD counts the SIGINTs it gets, then ends by itself after about 2 s.
+    let script = format!(
+        "trap 'echo int >> {f}' INT; echo ready; i=0; while [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done",
+        f = count.display()
+    );
+    let args = [
+        OsStr::new("--home"),
+        home.as_os_str(),
+        OsStr::new("run"),
+        OsStr::new("S"),
+        OsStr::new("--"),
+        OsStr::new("sh"),
+        OsStr::new("-c"),
+        OsStr::new(&script),
+    ];
+    let mut run = Pty::spawn("run", &args, &[], home, 24, 80);
+    run.wait_for("CMD ready", Duration::from_secs(5), |s| s.contains("ready"));
+    thread::sleep(Duration::from_millis(200));
+    run.send(b"\x03");
+    let _ = run.wait_exit(Duration::from_secs(10));
+    let got = std::fs::read_to_string(&count).unwrap_or_default();
+    assert_eq!(got.lines().count(), 1, "CMD got SIGINT {} time(s): {got:?}", got.lines().count());
+}
