@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustix::process::{self, Signal};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithRawSiginfo;
 
-/// SIGINT and SIGTERM, caught from now on (their default action no longer runs).
+/// SIGINT, SIGTERM and SIGHUP, caught from now on (their default action no longer runs).
 pub struct StopSignals {
     /// With each signal's siginfo: a SIGINT the terminal sent (Ctrl-C) reached CMD too.
     signals: SignalsInfo<WithRawSiginfo>,
@@ -30,7 +30,9 @@ fn from_terminal(info: &libc::siginfo_t) -> bool {
 
 impl StopSignals {
     pub fn install() -> std::io::Result<StopSignals> {
-        Ok(StopSignals { signals: SignalsInfo::new([SIGINT, SIGTERM])? })
+        // SIGHUP: the terminal closed. It ends `hold` and `run` like SIGTERM (CMD first,
+        // then the release) instead of killing leasectl with its lease still recorded.
+        Ok(StopSignals { signals: SignalsInfo::new([SIGINT, SIGTERM, SIGHUP])? })
     }
 
     /// True when a stop signal already arrived (e.g. while acquiring).

@@ -333,3 +333,24 @@ fn ctrl_c_at_a_terminal_reaches_run_s_command_once() {
     let got = std::fs::read_to_string(&count).unwrap_or_default();
     assert_eq!(got.lines().count(), 1, "CMD got SIGINT {} time(s): {got:?}", got.lines().count());
 }
+
+#[test]
+fn a_terminal_hangup_releases_hold_and_run_like_sigterm() {
+    for (what, tail) in [("hold", &[][..]), ("run", &["--", "sleep", "30"][..])] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path();
+        let mut args = vec![OsStr::new("--home"), home.as_os_str(), OsStr::new(what), OsStr::new("S-hup")];
+        args.extend(tail.iter().map(OsStr::new));
+        let mut pty = Pty::spawn("hold", &args, &[], home, 24, 80);
+        let registry = home.join("runtime").join("active_sessions.json");
+        assert!(
+            common::pty::eventually(Duration::from_secs(5), || registry_entries(&registry)
+                .is_some_and(|e| e.len() == 1)),
+            "{what}: the lease is taken"
+        );
+        pty.hang_up();
+        let (status, _) = pty.wait_exit(Duration::from_secs(5));
+        let left = registry_entries(&registry).unwrap_or_default();
+        assert!(left.is_empty(), "{what}: a hangup releases the lease (exit {status:?}); left: {left:?}");
+    }
+}

@@ -697,7 +697,7 @@ fn lost_message(session: &str, why: &str) -> String {
 
 fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
-    // Catch SIGINT/SIGTERM before the lease exists, so no signal can leave it behind.
+    // Catch SIGINT/SIGTERM/SIGHUP before the lease exists, so no signal can leave it behind.
     let signals = stop_signals()?;
     let grant = match acquire_reported(store, &req, opts.json, true) {
         Ok(g) => g,
