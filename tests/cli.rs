@@ -1041,3 +1041,30 @@ fn output_that_cannot_be_written_fails_and_an_unreported_grant_is_released() {
     let out = Proc::spawn_with_stdout("ls > /dev/full", ls, Some(no_lines)).finish();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
+
+#[test]
+fn a_lease_removed_under_hold_or_run_is_noticed_and_exits_6() {
+    let home = Home::new();
+    // hold: force-release its lease; hold notices and exits 6.
+    let mut hold = home.spawn("hold", &["hold", "S-hold", "--json"]);
+    let grant = hold.json_line();
+    let id = str_of(&grant, "lease_id").to_owned();
+    home.run(&["force-release", &id, "--live"]).expect_exit(0);
+    let out = hold.finish();
+    out.expect_exit(6);
+    assert!(out.stderr.contains("lost the lease"), "{out:?}");
+    // run: its CMD is stopped, then it exits 6.
+    let mut run = home.spawn("run", &["run", "S-run", "--json", "--", "sleep", "30"]);
+    let grant = run.json_line();
+    let id = str_of(&grant, "lease_id").to_owned();
+    let sleep = wait_child_named(run.pid(), "sleep");
+    home.run(&["force-release", &id, "--live"]).expect_exit(0);
+    let out = run.finish();
+    out.expect_exit(6);
+    assert!(out.stderr.contains("lost the lease") && out.stderr.contains("CMD was stopped"), "{out:?}");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{sleep}")).exists()
+            || fs::read_to_string(format!("/proc/{sleep}/stat")).is_ok_and(|s| s.contains(") Z")),
+        "CMD was stopped"
+    );
+}

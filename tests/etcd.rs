@@ -470,7 +470,7 @@ fn an_owner_that_stops_renewing_loses_the_session_after_the_ttl() {
     // Woken up, the old owner learns it lost the lease and exits non-zero.
     holder.signal(libc::SIGCONT);
     let (code, err, _) = holder.wait_exit(Duration::from_secs(5));
-    assert_eq!(code, Some(5), "stderr: {err}");
+    assert_eq!(code, Some(6), "a lost lease exits 6, as on a registry file; stderr: {err}");
     assert!(err.contains("lost the lease on session TTL-S"), "{err}");
 }
 
@@ -491,7 +491,7 @@ fn a_force_release_revokes_the_lease_and_the_holder_is_told() {
     assert!(listed(&endpoint, &prefix).is_empty(), "revoking the lease removed its keys");
     // The holder's next renewal (every TTL/3) finds the lease gone.
     let (code, err, took) = holder.wait_exit(Duration::from_secs(4));
-    assert_eq!(code, Some(5), "stderr: {err}");
+    assert_eq!(code, Some(6), "a lost lease exits 6; stderr: {err}");
     assert!(err.contains("no longer exists"), "{err}");
     assert!(took < Duration::from_secs(3), "told within a TTL: {took:?}");
 }
@@ -519,18 +519,18 @@ fn etcd_stopped_mid_run_gives_coordination_unavailable_never_a_grant() {
     let acquirer =
         thread::spawn(move || run(&endpoint2, &prefix2, &["acquire", "OUT-T", "--owner-pid", &me2, "--json"]));
 
-    // Meanwhile the running owner stops CMD and exits 5, within 2/3 of its TTL (3 s) after its
+    // Meanwhile the running owner stops CMD and exits 6 (lease lost), within 2/3 of its TTL (3 s) after its
     // last renewal, which came before etcd stopped: before the lease can end on the server.
     let (code, err, _) = runner.wait_exit(Duration::from_secs(10));
     let lost_after = stopped.elapsed();
-    assert_eq!(code, Some(5), "stderr: {err}");
+    assert_eq!(code, Some(6), "stderr: {err}");
     assert!(err.contains("lost the lease on session OUT-S"), "{err}");
     assert!(lost_after < Duration::from_millis(2500), "CMD was stopped {lost_after:?} after etcd stopped (TTL 3s)");
     assert_eq!(std::fs::read_to_string(&marker).map(|s| s.trim().to_owned()).ok().as_deref(), Some("TERM"));
-    // `hold` is told by the same bound, and exits 5.
+    // `hold` is told by the same bound, and exits 6.
     let (code, err, _) = holder.wait_exit(Duration::from_secs(5));
     let held_until = stopped.elapsed();
-    assert_eq!(code, Some(5), "stderr: {err}");
+    assert_eq!(code, Some(6), "stderr: {err}");
     assert!(err.contains("lost the lease on session OUT-H") && err.contains("could not renew"), "{err}");
     assert!(held_until < Duration::from_millis(2500), "hold exited {held_until:?} after etcd stopped (TTL 3s)");
 

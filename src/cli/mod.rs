@@ -44,6 +44,8 @@ use crate::supervise::LeaseLost;
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
+/// `hold` or `run` lost its lease while holding it (force-released, removed, not renewed).
+pub const EXIT_LEASE_LOST: i32 = 6;
 
 /// The first error writing standard output, if any.
 static STDOUT_ERROR: Mutex<Option<std::io::Error>> = Mutex::new(None);
@@ -725,10 +727,7 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
     if let Some(why) = why {
         // No release: the lease is gone, or etcd does not answer (a release would only
         // delay this exit past the TTL). Nobody renews it now, so it ends by itself.
-        return Err(Failure {
-            code: Reason::SessionCoordinationUnavailable.exit_code(),
-            message: lost_message(&opts.session, &why),
-        });
+        return Err(Failure { code: EXIT_LEASE_LOST, message: lost_message(&opts.session, &why) });
     }
     store.release_grant(&grant)?;
     Ok(EXIT_OK)
@@ -755,7 +754,9 @@ fn run_cmd(store: &mut dyn LeaseStore, opts: &AcquireOpts, cmd: &[String], timeo
         }),
     )?;
     // CMD gets a sixth of the TTL to stop after SIGTERM: the keep-alive reports a third before the end.
-    let grace = grant.remote.as_ref().map(|r| (r.ttl / 6).max(Duration::from_millis(300))).unwrap_or_default();
+    // A file lease has no TTL: CMD gets a few seconds.
+    let grace =
+        grant.remote.as_ref().map(|r| (r.ttl / 6).max(Duration::from_millis(300))).unwrap_or(Duration::from_secs(3));
     let lost = renewal.is_some().then_some(LeaseLost { messages: rx, grace });
     let outcome = signals.run_supervised(cmd, &env, lost);
     if let Some(r) = renewal {
@@ -765,7 +766,7 @@ fn run_cmd(store: &mut dyn LeaseStore, opts: &AcquireOpts, cmd: &[String], timeo
         Ok(end) => match end.lost {
             // No release, as in hold: the lease is gone or etcd does not answer.
             Some(why) => Err(Failure {
-                code: Reason::SessionCoordinationUnavailable.exit_code(),
+                code: EXIT_LEASE_LOST,
                 message: format!(
                     "{} CMD was stopped (SIGTERM, then SIGKILL after {:.1}s); its status was {}.",
                     lost_message(&opts.session, &why),

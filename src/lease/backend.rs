@@ -180,6 +180,52 @@ struct FileRead {
     entries: Result<Arc<Vec<Entry>>, Error>,
 }
 
+/// Watches a registry file for one lease; reports once when it is gone.
+struct LeaseWatch {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often a held lease is looked for. A read takes no lock and costs a stat when the
+/// file did not change (the parse is remembered).
+const LEASE_WATCH_EVERY: Duration = Duration::from_millis(250);
+
+impl LeaseWatch {
+    fn start(path: PathBuf, lease_id: String, on_lost: OnLost) -> LeaseWatch {
+        use std::sync::atomic::Ordering;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                std::thread::sleep(LEASE_WATCH_EVERY);
+                // An unreadable or invalid file says nothing either way: look again later.
+                let gone = match store::read(&path) {
+                    Ok(file) => !file.entries.iter().any(|e| e.lease_id() == lease_id),
+                    Err(_) => false,
+                };
+                if gone && !stopping.load(Ordering::Relaxed) {
+                    let at = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
+                    on_lost(format!(
+                        "lease {lease_id} is no longer in {} (force-released or removed by hand, seen at {at})",
+                        path.display()
+                    ));
+                    return;
+                }
+            }
+        });
+        LeaseWatch { stop, thread: Some(thread) }
+    }
+}
+
+impl Renewal for LeaseWatch {
+    fn stop(mut self: Box<Self>) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 impl FileStore {
     pub fn new(registry: Registry, lock_timeout: Duration) -> FileStore {
         FileStore {
@@ -299,7 +345,12 @@ impl LeaseStore for FileStore {
         repair::repair(&self.registry, dry_run, self.lock_timeout)
     }
 
-    fn keep_alive(&self, _grant: &Grant, _on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
-        Ok(None)
+    /// A registry file lease lasts as long as its owner, so nothing renews it; but it can
+    /// be taken away (force-release, a hand edit). A thread looks for it in the file.
+    fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
+        if !grant.recorded {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(LeaseWatch::start(self.registry.path(), grant.lease_id.clone(), on_lost))))
     }
 }
