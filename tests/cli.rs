@@ -1068,3 +1068,25 @@ fn a_lease_removed_under_hold_or_run_is_noticed_and_exits_6() {
         "CMD was stopped"
     );
 }
+
+#[test]
+fn the_value_bound_counts_values_not_commas_in_strings_and_depth_is_named() {
+    let home = Home::new();
+    let me = std::process::id();
+    // 1.1 million commas inside one string: one value, readable by Hermes (Python's json).
+    let commas = ",".repeat(1_100_000);
+    home.write_registry(format!(
+        r#"{{"entries": [{{"lease_id": "c0mma000c0mma000c0mma000c0mma000", "session_id": "S", "pid": {me}, "metadata": {{"note": "{commas}"}}}}]}}"#
+    ));
+    let out = home.run(&["ls", "--json"]);
+    out.expect_exit(0);
+    assert!(out.stdout.contains("c0mma000c0mma000c0mma000c0mma000"), "the registry is read");
+    // Nesting deeper than leasectl reads is refused naming the depth.
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    home.write_registry(format!(
+        r#"{{"entries": [{{"lease_id": "deep0000deep0000deep0000deep0000", "session_id": "S", "pid": {me}, "metadata": {{"x": {deep}}}}}]}}"#
+    ));
+    let out = home.run(&["ls"]);
+    out.expect_exit(1);
+    assert!(out.text().contains("202 levels deep"), "the entry, its metadata and 200 lists: {out:?}");
+}

@@ -154,7 +154,7 @@ impl Entry {
                 rule: Rule::NotJson,
                 entry_index: Some(index),
                 lease_id: None,
-                detail: format!("not JSON: {e}"),
+                detail: super::store::not_json_detail(&e, text.as_bytes()),
             }]),
         }
     }

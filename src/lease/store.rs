@@ -114,7 +114,46 @@ pub fn too_many_values(text: &[u8]) -> bool {
         }
         total += usize::from(count);
     }
-    total >= MAX_JSON_VALUES
+    // The over-count includes separators inside strings; only when it is over the bound
+    // are they told apart, so a long string of commas Hermes reads is not refused.
+    total >= MAX_JSON_VALUES && structure(text).values >= MAX_JSON_VALUES
+}
+
+/// What a scan of JSON text outside its strings finds.
+pub struct Structure {
+    /// Separators and openers: an upper bound on the values.
+    pub values: usize,
+    /// The deepest nesting of arrays and objects.
+    pub depth: usize,
+}
+
+/// Scan JSON text, skipping strings (and the escapes in them).
+pub fn structure(text: &[u8]) -> Structure {
+    let (mut values, mut depth, mut deepest) = (0usize, 0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                values += 1;
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' | b':' => values += 1,
+            _ => {}
+        }
+    }
+    Structure { values, depth: deepest }
 }
 
 fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
@@ -204,8 +243,19 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for ListOrValue<'a> {
     }
 }
 
-fn not_json(e: &serde_json::Error) -> Vec<Problem> {
-    file_problem(Rule::NotJson, format!("not JSON: {e}"))
+/// A file that is not JSON to us, the depth named when nesting was the trouble
+/// (serde_json reads 128 levels; Python's json about 1,000).
+fn not_json_in(e: &serde_json::Error, text: &[u8]) -> Vec<Problem> {
+    file_problem(Rule::NotJson, not_json_detail(e, text))
+}
+
+/// Why `text` is not JSON to us, the depth named when nesting was the trouble.
+pub fn not_json_detail(e: &serde_json::Error, text: &[u8]) -> String {
+    if !e.to_string().contains("recursion limit exceeded") {
+        return format!("not JSON: {e}");
+    }
+    let depth = structure(text).depth;
+    format!("nested {depth} levels deep: leasectl reads JSON nested up to 128 levels (Python's json, about 1,000)")
 }
 
 fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
@@ -244,9 +294,9 @@ fn parse_text(bytes: &[u8]) -> Result<(RegistryFile, bool), Vec<Problem>> {
     // top-level keys other than "entries" are parsed into values.
     let trimmed = text.trim_start();
     let (list, extra): (Vec<&RawValue>, Map<String, Value>) = if trimmed.starts_with('[') {
-        (serde_json::from_str(text).map_err(|e| not_json(&e))?, Map::new())
+        (serde_json::from_str(text).map_err(|e| not_json_in(&e, bytes))?, Map::new())
     } else if trimmed.starts_with('{') {
-        let top: TopLevel = serde_json::from_str(text).map_err(|e| not_json(&e))?;
+        let top: TopLevel = serde_json::from_str(text).map_err(|e| not_json_in(&e, bytes))?;
         match top.entries {
             Some(ListOrValue::List(list)) => {
                 if let Some(n) = pyjson::find_out_of_range(&Value::Object(top.extra.clone())) {
@@ -260,7 +310,7 @@ fn parse_text(bytes: &[u8]) -> Result<(RegistryFile, bool), Vec<Problem>> {
             None => return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),
         }
     } else {
-        let v: Value = serde_json::from_str(text).map_err(|e| not_json(&e))?;
+        let v: Value = serde_json::from_str(text).map_err(|e| not_json_in(&e, bytes))?;
         return Err(file_problem(
             Rule::WrongShape,
             format!("top level is {}, not an object with \"entries\" or a list", short_kind(&v)),
