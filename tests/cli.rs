@@ -1090,3 +1090,42 @@ fn the_value_bound_counts_values_not_commas_in_strings_and_depth_is_named() {
     out.expect_exit(1);
     assert!(out.text().contains("202 levels deep"), "the entry, its metadata and 200 lists: {out:?}");
 }
+
+#[test]
+fn ls_json_on_fifty_thousand_leases_stays_within_three_times_the_file() {
+    let home = Home::new();
+    let at = 1_795_990_758.0;
+    // As Hermes writes it (json.dumps, sorted keys), 50,000 leases of owners long gone.
+    let entries: Vec<String> = (0..50_000)
+        .map(|i| {
+            let t = at - f64::from(i) - 0.5;
+            format!(
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"metadata\": {{\"live_session_id\": \"tab-{i}\"}}, \
+                 \"pid\": 1, \"process_start_time\": null, \"session_id\": \"chat-{i}\", \"started_at\": {t:?}, \
+                 \"surface\": \"cli\", \"updated_at\": {t:?}}}"
+            )
+        })
+        .collect();
+    home.write_registry(format!("{{\"entries\": [{}]}}", entries.join(", ")));
+    let size_kb = fs::metadata(home.registry()).expect("registry").len() / 1024;
+    let peak_kb = |args: &[&str]| -> u64 {
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.args(["-f", "%M"]).arg(common::process::BIN).arg("--home").arg(home.path()).args(args);
+        cmd.stdout(Stdio::null()).env_remove("HERMES_HOME");
+        let (_, no_lines) = mpsc::channel();
+        let out = Proc::spawn_with_stdout("time leasectl", cmd, Some(no_lines)).finish();
+        out.stderr.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or_else(|| panic!("{out:?}"))
+    };
+    let empty = Home::new();
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.args(["-f", "%M"]).arg(common::process::BIN).arg("--home").arg(empty.path()).args(["ls", "--json"]);
+    cmd.stdout(Stdio::null());
+    let (_, no_lines) = mpsc::channel();
+    let base = Proc::spawn_with_stdout("time leasectl (empty)", cmd, Some(no_lines)).finish();
+    let base_kb: u64 = base.stderr.lines().last().and_then(|l| l.trim().parse().ok()).expect("baseline");
+    let used = peak_kb(&["ls", "--json"]);
+    eprintln!("ls --json: {used} KB peak for a {size_kb} KB registry (an empty home: {base_kb} KB)");
+    // The constant: what the binary takes on an empty home, and a megabyte of allocator slack.
+    let limit = 3 * size_kb + base_kb + 1024;
+    assert!(used < limit, "{used} KB is over 3 x {size_kb} KB + {base_kb} KB + 1 MB");
+}

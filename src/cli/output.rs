@@ -464,6 +464,64 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     s
 }
 
+/// `ls --json`, serialized as it is written: `{"registries": [{cap, cap_warnings, error,
+/// leases, path, profile}, …]}` with keys in the order a JSON map sorts them, each lease
+/// built as a value only while it is written.
+pub struct LsJson<'a> {
+    pub listings: &'a [crate::lease::Listing],
+    pub owners: &'a HashMap<u64, OwnerInfo>,
+}
+
+struct Registries<'a>(&'a LsJson<'a>);
+struct OneRegistry<'a>(&'a crate::lease::Listing, &'a HashMap<u64, OwnerInfo>);
+struct Leases<'a>(&'a [LeaseView], &'a HashMap<u64, OwnerInfo>);
+
+impl serde::Serialize for LsJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("registries", &Registries(self))?;
+        m.end()
+    }
+}
+
+impl serde::Serialize for Registries<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.listings.len()))?;
+        for l in self.0.listings {
+            seq.serialize_element(&OneRegistry(l, self.0.owners))?;
+        }
+        seq.end()
+    }
+}
+
+impl serde::Serialize for OneRegistry<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let l = self.0;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("cap", &l.cap.cap)?;
+        m.serialize_entry("cap_warnings", &l.cap.warnings)?;
+        m.serialize_entry("error", &l.leases.as_ref().err().map(|e| e.to_string()))?;
+        m.serialize_entry("leases", &Leases(l.leases.as_deref().unwrap_or_default(), self.1))?;
+        m.serialize_entry("path", &l.location.describe())?;
+        m.serialize_entry("profile", l.location.name())?;
+        m.end()
+    }
+}
+
+impl serde::Serialize for Leases<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for v in self.0 {
+            seq.serialize_element(&lease_json(v, self.1.get(&v.entry.pid())))?;
+        }
+        seq.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

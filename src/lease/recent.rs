@@ -18,6 +18,9 @@ use super::store::RegistryFile;
 /// either bound the least recently used are forgotten.
 const MAX_PATHS: usize = 1024;
 const MAX_BYTES: usize = 512 * 1024 * 1024;
+/// Larger registries are not remembered: their copy would double a one-shot `ls`'s memory
+/// (about 30,000 leases and up; a console on one parses each change in full).
+const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 
 struct Recent {
     bytes: Vec<u8>,
@@ -98,7 +101,7 @@ pub fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout:
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
         recent.remove(path);
-        if bytes.len() > MAX_BYTES {
+        if bytes.len() > MAX_FILE_BYTES.min(MAX_BYTES) {
             return;
         }
         recent.make_room(bytes.len());
