@@ -268,3 +268,14 @@ fn names_from_the_registry_are_shown_escaped_on_the_console() {
     let dialog = screen(&app, 200, 40);
     assert!(!dialog.chars().any(|c| raw.contains(&c)), "the release dialog:\n{dialog}");
 }
+
+#[test]
+fn the_longest_age_fits_its_column() {
+    // 18h21m: six characters, the widest the duration format writes below 100 days.
+    let old = entry("a9e0a9e0a9e0a9e0a9e0a9e0a9e0a9e0", "chat-age", "cli", 4101, 18.0 * 3600.0 + 21.0 * 60.0, None);
+    let app = app(vec![snap(&registry("root"), None, Ok(vec![alive(old, "hermes")]))]);
+    for w in [80, 200] {
+        let shown = screen(&app, w, 24);
+        assert!(shown.contains(" 18h21m "), "{w} columns:\n{shown}");
+    }
+}

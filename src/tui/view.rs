@@ -243,7 +243,8 @@ fn banner(app: &App) -> Vec<Line<'static>> {
 }
 
 /// Column widths of the lease table (the last column takes the rest).
-const COLUMNS: [usize; 7] = [11, 9, 8, 12, 10, 6, 11];
+// AGE fits the longest duration, `18h21m`, and a space; OWNER gives a column back for it.
+const COLUMNS: [usize; 7] = [11, 9, 8, 11, 10, 7, 11];
 const HEADERS: [&str; 8] = ["  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS"];
 /// Room kept for the widest badge, `♻ recycled clock step?`.
 const BADGE_ROOM: usize = 22;
