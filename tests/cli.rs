@@ -1129,3 +1129,16 @@ fn ls_json_on_fifty_thousand_leases_stays_within_three_times_the_file() {
     let limit = 3 * size_kb + base_kb + 1024;
     assert!(used < limit, "{used} KB is over 3 x {size_kb} KB + {base_kb} KB + 1 MB");
 }
+
+#[test]
+fn run_keeps_stdout_for_cmd_its_banner_on_stderr_and_q_silences_it() {
+    let home = Home::new();
+    let out = home.run(&["run", "S-out", "--", "echo", "from-cmd"]);
+    out.expect_exit(0);
+    assert_eq!(out.stdout, "from-cmd\n", "stdout is CMD's alone: {out:?}");
+    assert!(out.stderr.contains("granted lease"), "the banner is on stderr: {out:?}");
+    let quiet = home.run(&["run", "S-out", "-q", "--", "echo", "from-cmd"]);
+    quiet.expect_exit(0);
+    assert_eq!(quiet.stdout, "from-cmd\n");
+    assert!(!quiet.stderr.contains("granted lease"), "-q silences the banner: {quiet:?}");
+}

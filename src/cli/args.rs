@@ -234,6 +234,9 @@ pub struct DemoArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub opts: AcquireOpts,
+    /// No banner (the grant line on stderr); a refusal is still reported
+    #[arg(short, long)]
+    pub quiet: bool,
     /// The command to run while holding the lease
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,

@@ -153,7 +153,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Prune(a) => prune(&mut all()?, a.dry_run, a.include_clock_step, a.json),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json),
-        Command::Run(a) => run_cmd(&mut *single()?, &a.opts, &a.cmd, timeout),
+        Command::Run(a) => run_cmd(&mut *single()?, &a.opts, a.quiet, &a.cmd, timeout),
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
@@ -396,11 +396,30 @@ fn request(
 
 /// Acquire and report; Ok(lease) when granted, Err(exit code) when refused (already reported).
 /// `held`: hold/run, which print JSON on one line (a line a reader can wait for) and renew.
+/// Where a grant's human banner goes: stdout (acquire, hold), stderr (run: stdout is
+/// CMD's, as with flock(1)), or nowhere (run -q).
+#[derive(Clone, Copy, PartialEq)]
+enum Banner {
+    Stdout,
+    Stderr,
+    Quiet,
+}
+
 fn acquire_reported(
     store: &mut dyn LeaseStore,
     req: &AcquireRequest,
     as_json: bool,
     held: bool,
+) -> Result<lease::Grant, i32> {
+    acquire_reported_to(store, req, as_json, held, Banner::Stdout)
+}
+
+fn acquire_reported_to(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    as_json: bool,
+    held: bool,
+    banner: Banner,
 ) -> Result<lease::Grant, i32> {
     let show = |v: &Value| {
         if held { say!("{v}") } else { print_json(v) }
@@ -409,10 +428,20 @@ fn acquire_reported(
         Ok(g) => {
             if as_json {
                 show(&output::grant_json(&g, store.location(), req, held));
-            } else if !g.recorded {
-                say!("granted (not recorded: an empty session id has nothing to fence)");
             } else {
-                say_raw!("{}", output::grant_text(&g, store.location(), req, held));
+                let text = if g.recorded {
+                    output::grant_text(&g, store.location(), req, held)
+                } else {
+                    "granted (not recorded: an empty session id has nothing to fence)\n".to_owned()
+                };
+                match banner {
+                    Banner::Stdout => say_raw!("{text}"),
+                    Banner::Stderr => {
+                        use std::io::Write as _;
+                        let _ = write!(std::io::stderr(), "{text}");
+                    }
+                    Banner::Quiet => {}
+                }
             }
             // A grant whose lease id nobody could read would be held by no one who knows it.
             if let Some(e) = stdout_failure() {
@@ -721,10 +750,17 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
     Ok(EXIT_OK)
 }
 
-fn run_cmd(store: &mut dyn LeaseStore, opts: &AcquireOpts, cmd: &[String], timeout: Duration) -> Result<i32, Failure> {
+fn run_cmd(
+    store: &mut dyn LeaseStore,
+    opts: &AcquireOpts,
+    quiet: bool,
+    cmd: &[String],
+    timeout: Duration,
+) -> Result<i32, Failure> {
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     let signals = stop_signals()?;
-    let grant = match acquire_reported(store, &req, opts.json, true) {
+    let banner = if quiet { Banner::Quiet } else { Banner::Stderr };
+    let grant = match acquire_reported_to(store, &req, opts.json, true, banner) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
