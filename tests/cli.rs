@@ -811,13 +811,14 @@ fn lock_timeout_refuses_with_5_and_names_the_flock_process_as_holder() {
     let message = str_of(&r, "message");
     // The kernel records the process that called flock(2) (the `flock` tool), not the
     // `sleep` it forked, even though sleep shares the locked open file description.
-    assert!(message.contains(&format!("(held by pid {})", flock.pid())), "flock pid {}: {message}", flock.pid());
+    // The holder is named with its command, as lslocks does.
+    assert!(message.contains(&format!("held by pid {} (flock)", flock.pid())), "flock pid {}: {message}", flock.pid());
     assert!(!message.contains(&format!("held by pid {sleep_pid}")), "{message}");
     assert!(!home.registry().exists(), "nothing written");
 
     let out = home.run(&["release", &"0".repeat(32), "--lock-timeout", "0.3"]);
     out.expect_exit(5);
-    assert!(out.stderr.contains(&format!("(held by pid {})", flock.pid())), "{out:?}");
+    assert!(out.stderr.contains(&format!("held by pid {} (flock)", flock.pid())), "{out:?}");
 
     let out = home.run(&["doctor", "--json"]);
     out.expect_exit(0);

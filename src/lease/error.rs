@@ -28,8 +28,8 @@ fn more_problems(problems: &[Problem]) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The lock was not free within the bound.
-    #[error("registry lock {} still held after {:.1}s{}", lock_path.display(), waited.as_secs_f64(), holder_text(*holder_pid))]
-    LockTimeout { lock_path: PathBuf, waited: Duration, holder_pid: Option<u32> },
+    #[error("registry lock {} still held after {:.1}s{}", lock_path.display(), waited.as_secs_f64(), holder_text(*holder_pid, holder_command.as_deref()))]
+    LockTimeout { lock_path: PathBuf, waited: Duration, holder_pid: Option<u32>, holder_command: Option<String> },
     #[error("cannot {action} {}: {source}", path.display())]
     Io { action: String, path: PathBuf, source: std::io::Error },
     #[error("{0}")]
@@ -55,10 +55,11 @@ pub enum Error {
     Unsupported(String),
 }
 
-fn holder_text(holder_pid: Option<u32>) -> String {
-    match holder_pid {
-        Some(pid) => format!(" (held by pid {pid})"),
-        None => " (holder pid not found in /proc/locks)".into(),
+fn holder_text(holder_pid: Option<u32>, command: Option<&str>) -> String {
+    match (holder_pid, command) {
+        (Some(pid), Some(command)) => format!(" (held by pid {pid} ({command}))"),
+        (Some(pid), None) => format!(" (held by pid {pid})"),
+        (None, _) => " (holder pid not found in /proc/locks)".into(),
     }
 }
 
@@ -72,9 +73,12 @@ impl Error {
 impl Clone for Error {
     fn clone(&self) -> Error {
         match self {
-            Error::LockTimeout { lock_path, waited, holder_pid } => {
-                Error::LockTimeout { lock_path: lock_path.clone(), waited: *waited, holder_pid: *holder_pid }
-            }
+            Error::LockTimeout { lock_path, waited, holder_pid, holder_command } => Error::LockTimeout {
+                lock_path: lock_path.clone(),
+                waited: *waited,
+                holder_pid: *holder_pid,
+                holder_command: holder_command.clone(),
+            },
             Error::Io { action, path, source } => Error::Io {
                 action: action.clone(),
                 path: path.clone(),
