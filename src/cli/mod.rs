@@ -488,47 +488,19 @@ fn acquire(
     })
 }
 
-/// This process and its ancestors, up to init: the owners a plain `release` speaks for.
-fn self_and_ancestors() -> Vec<u64> {
-    let mut chain = vec![u64::from(std::process::id())];
-    while let Some(&pid) = chain.last() {
-        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
-            // The ppid is the second field after the command name's closing parenthesis.
-            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u64>().ok())
-        });
-        match parent {
-            Some(p) if p > 1 && !chain.contains(&p) && chain.len() < 256 => chain.push(p),
-            _ => break,
-        }
-    }
-    chain
-}
-
 fn release(store: &mut dyn LeaseStore, lease_id: &str, owner_pid: Option<u64>, as_json: bool) -> Result<i32, Failure> {
-    // The owner's release: a live owner on this host that is not the caller, an ancestor
-    // of it or the --owner-pid named is someone else, and taking its lease is an
-    // operator's decision (force-release, with its warning).
-    let host = crate::lease::owner::hostname();
-    if let Ok(views) = store.read().leases {
-        let stranger = views.iter().find(|v| {
-            v.entry.lease_id() == lease_id
-                && v.remote.as_ref().is_none_or(|r| r.host == host)
-                && lease::admin::owner_may_be_alive(v)
-                && Some(v.entry.pid()) != owner_pid
-                && !self_and_ancestors().contains(&v.entry.pid())
+    if let Ok(views) = store.read().leases
+        && let Some(v) = lease::admin::foreign_live_owner(&views, lease_id, owner_pid)
+    {
+        let pid = v.entry.pid();
+        return Err(Failure {
+            code: EXIT_ERROR,
+            message: format!(
+                "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
+                 ancestors: release is the owner's (pass --owner-pid {pid} if you act for it); to take a live \
+                 owner's lease use `leasectl force-release {lease_id} --live`"
+            ),
         });
-        if let Some(v) = stranger {
-            return Err(Failure {
-                code: EXIT_ERROR,
-                message: format!(
-                    "lease {lease_id} belongs to pid {}, which is alive and is neither this process nor one of its \
-                     ancestors: release is the owner's (pass --owner-pid {} if you act for it); to take a live \
-                     owner's lease use `leasectl force-release {lease_id} --live`",
-                    v.entry.pid(),
-                    v.entry.pid()
-                ),
-            });
-        }
     }
     let r = store.release(lease_id)?;
     if as_json {

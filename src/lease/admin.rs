@@ -68,6 +68,20 @@ pub struct Removal {
     pub kept_clock_step: Vec<LeaseView>,
 }
 
+/// The lease `lease_id` when a plain release must not take it: its owner runs on this
+/// host and is neither the caller, one of its ancestors nor `owner_pid` (the one the
+/// caller says it acts for). Taking a live stranger's lease is force-release's job.
+pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid: Option<u64>) -> Option<&'a LeaseView> {
+    let view = views.iter().find(|v| v.entry.lease_id() == lease_id)?;
+    let pid = view.entry.pid();
+    let here = view.remote.as_ref().is_none_or(|r| r.host == super::owner::hostname());
+    let foreign = here
+        && owner_may_be_alive(view)
+        && Some(pid) != owner_pid
+        && !super::owner::self_and_ancestors().contains(&pid);
+    foreign.then_some(view)
+}
+
 /// Remove dead and recycled owners only (an unknown verdict is kept). A "recycled" owner
 /// whose start time is off by whole seconds is most likely the same process seen across a
 /// wall-clock step: kept, and named, unless `include_clock_step`. (The fence keeps Hermes'

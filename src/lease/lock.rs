@@ -71,10 +71,9 @@ pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> 
         if waited >= timeout {
             let holder_pid = lock_holder(lock_path);
             // Named as lslocks names it: a pid alone says little to an operator.
-            let holder_command = holder_pid.and_then(|pid| {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-                Some(super::human::escape(comm.trim_end()).into_owned())
-            });
+            let holder_command = holder_pid
+                .and_then(|pid| super::owner::command_name(u64::from(pid)))
+                .map(|c| super::human::escape(&c).into_owned());
             return Err(Error::LockTimeout { lock_path: lock_path.to_path_buf(), waited, holder_pid, holder_command });
         }
         std::thread::sleep(pause.min(timeout.saturating_sub(waited)));

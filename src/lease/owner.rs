@@ -80,3 +80,24 @@ pub fn hostname() -> String {
     let name = rustix::system::uname().nodename().to_string_lossy().into_owned();
     if name.is_empty() { "unknown-host".into() } else { name }
 }
+
+/// A process's command name (`/proc/<pid>/comm`), as ps and lslocks show it.
+pub fn command_name(pid: u64) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
+}
+
+/// This process and its ancestors, up to init: the owners a plain `release` speaks for.
+pub fn self_and_ancestors() -> Vec<u64> {
+    let mut chain = vec![u64::from(std::process::id())];
+    while let Some(&pid) = chain.last() {
+        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+            // The ppid is the second field after the command name's closing parenthesis.
+            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u64>().ok())
+        });
+        match parent {
+            Some(p) if p > 1 && !chain.contains(&p) && chain.len() < 256 => chain.push(p),
+            _ => break,
+        }
+    }
+    chain
+}

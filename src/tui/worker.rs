@@ -62,11 +62,6 @@ fn owners_differ(
         })
 }
 
-/// A process's command name, from `/proc/<pid>/comm`.
-fn command_of(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
-}
-
 /// How often a console looks at `/proc/locks`.
 const LOCK_CHECK_EVERY: Duration = Duration::from_secs(5);
 /// How often the owners' CPU and memory are looked up again (their pids: on every change).
@@ -108,7 +103,7 @@ impl Worker {
                     let confirmed = seen_before.is_some();
                     let holder = seen_before.unwrap_or_else(|| LockHolder {
                         pid,
-                        command: command_of(pid),
+                        command: lease::owner::command_name(u64::from(pid)),
                         since: lease::now(),
                     });
                     seen.insert(path, (holder, confirmed));
@@ -343,7 +338,7 @@ impl Worker {
                     let waited = self.options.lock_timeout.as_secs_f64();
                     let holder = known.unwrap_or_else(|| LockHolder {
                         pid,
-                        command: command_of(pid),
+                        command: lease::owner::command_name(u64::from(pid)),
                         since: lease::now() - waited,
                     });
                     self.lock_seen.insert(lock_path, (holder, true));
