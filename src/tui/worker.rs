@@ -36,12 +36,9 @@ pub struct Worker {
     owner_infos: HashMap<u64, Arc<lease::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
     owners_checked: Option<Instant>,
-    /// What the last snapshots said of each lease, to tell whether a re-judge changed anything.
-    last_verdicts: Vec<Verdicts>,
+    /// The stuck-lock holder per location in the last snapshots, to tell whether it changed.
+    last_holders: Vec<Option<u32>>,
 }
-
-/// Per location: each lease's liveness and TTL left, and the lock holder; or the error.
-type Verdicts = (Result<Vec<(lease::Liveness, Option<i64>)>, String>, Option<u32>);
 
 /// Whether owner details differ enough to show again: another process, name, command or
 /// user, or CPU by a point or more, or memory by 5 % or more (an owner's CPU figure moves
@@ -83,7 +80,7 @@ impl Worker {
             owner_infos: HashMap::new(),
             owner_pids: Vec::new(),
             owners_checked: None,
-            last_verdicts: Vec::new(),
+            last_holders: Vec::new(),
         }
     }
 
@@ -195,9 +192,8 @@ impl Worker {
                     owners_changed = true;
                 }
             }
-            let holders: Vec<Option<u32>> = self.last_verdicts.iter().map(|v| v.1).collect();
             let now: Vec<Option<u32>> = self.stuck_locks().iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
-            if !owners_changed && now == holders {
+            if !owners_changed && now == self.last_holders {
                 return None;
             }
         }
@@ -231,20 +227,7 @@ impl Worker {
         }
         let holders = self.stuck_locks();
         let owners = &self.owner_infos;
-        self.last_verdicts = listings
-            .iter()
-            .zip(&holders)
-            .map(|(l, holder)| {
-                let leases = match &l.leases {
-                    Ok(views) => Ok(views
-                        .iter()
-                        .map(|v| (v.liveness.clone(), v.remote.as_ref().and_then(|r| r.ttl_left)))
-                        .collect()),
-                    Err(e) => Err(e.to_string()),
-                };
-                (leases, holder.as_ref().map(|h| h.pid))
-            })
-            .collect();
+        self.last_holders = holders.iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
         let snapshots = listings
             .into_iter()
             .zip(holders)
