@@ -277,9 +277,10 @@ fn run_forwards_sigterm_to_cmd_exits_143_and_releases() {
     let home = Home::new();
     let mut run = home.spawn("run S -- sleep 30", &["run", "S", "--", "sleep", "30"]);
     let entry = home.wait_entry_for("S");
-    assert_eq!(entry["pid"], u64::from(run.pid()), "run's lease is owned by leasectl itself");
+    let keeper = wait_child_named(run.pid(), "leasectl");
+    assert_eq!(entry["pid"], u64::from(keeper), "run's lease is owned by its keeper, leasectl's child");
     // CMD started (which run does after installing its forwarder), so SIGTERM goes to it.
-    let sleep_pid = wait_child_named(run.pid(), "sleep");
+    let sleep_pid = wait_child_named(keeper, "sleep");
     assert!(catches_sigterm(run.pid()), "run forwards SIGTERM, so it catches it");
     let started = Instant::now();
     run.signal(libc::SIGTERM);
@@ -305,8 +306,10 @@ fn sigterm_right_after_the_lease_is_written(args: &[&str], expected_exit: i32) {
     let label = format!("{} (stdout full)", args.join(" "));
     let mut owner = Proc::spawn_with_stdout(&label, cmd, Some(pump_after(wait_go, read_end)));
     let entry = home.wait_entry_for("S");
-    assert_eq!(entry["pid"], u64::from(owner.pid()));
-    let handler_installed = catches_sigterm(owner.pid());
+    // hold owns its lease; run's keeper (its child) owns run's.
+    let owner_pid = if args[0] == "run" { wait_child_named(owner.pid(), "leasectl") } else { owner.pid() };
+    assert_eq!(entry["pid"], u64::from(owner_pid));
+    let handler_installed = catches_sigterm(owner_pid);
     owner.signal(libc::SIGTERM);
     let _ = go.send(()); // drain the pipe now, so a correct leasectl can finish its write
     let out = owner.finish();
@@ -1058,7 +1061,7 @@ fn a_lease_removed_under_hold_or_run_is_noticed_and_exits_6() {
     let mut run = home.spawn("run", &["run", "S-run", "--json", "--", "sleep", "30"]);
     let grant = run.json_line();
     let id = str_of(&grant, "lease_id").to_owned();
-    let sleep = wait_child_named(run.pid(), "sleep");
+    let sleep = wait_child_named(wait_child_named(run.pid(), "leasectl"), "sleep");
     home.run(&["force-release", &id, "--live"]).expect_exit(0);
     let out = run.finish();
     out.expect_exit(6);

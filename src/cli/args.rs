@@ -84,13 +84,16 @@ pub enum Command {
                             bytes are kept beside it as active_sessions.json.bak-YYYYMMDD-HHMMSS (mode 0600).\n\n\
                             Example:\n  leasectl doctor --all-profiles\n  leasectl doctor --repair --yes")]
     Doctor(DoctorArgs),
-    /// Hold a lease (leasectl is the owner) while CMD runs; CMD does not run on refusal
-    #[command(after_help = "SIGINT and SIGTERM are forwarded to CMD; the lease is released when CMD exits, \
-                            and leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
+    /// Hold a lease while CMD and every process it starts run; CMD does not run on refusal
+    #[command(after_help = "The lease is owned by leasectl's keeper, a child process that is CMD's parent and \
+                            a child subreaper: it releases only once every process CMD started has ended, \
+                            even if this leasectl is killed (it then stops them: SIGTERM, then SIGKILL after \
+                            3s). SIGINT, SIGTERM and SIGHUP reach all of CMD's processes (a Ctrl-C reaches \
+                            CMD once); leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
                             LEASECTL_SESSION_ID (with --backend etcd also LEASECTL_FENCING_TOKEN).\n\n\
-                            With --backend etcd the lease is renewed every TTL/3; when it cannot be renewed \
-                            (etcd unreachable for 2/3 of the TTL, or the lease revoked), CMD gets SIGTERM, then \
-                            SIGKILL, before the TTL runs out, and leasectl exits 5.\n\n\
+                            A lease removed while CMD runs (force-release; with --backend etcd, not renewed \
+                            within 2/3 of the TTL) stops CMD's processes the same way (TTL/6 on etcd) and \
+                            leasectl exits 6.\n\n\
                             Example:\n  leasectl run S1 --surface cli -- python agent.py")]
     Run(RunArgs),
     /// The live console: every registry, every owner, safe clean-up (default on a terminal)
@@ -104,10 +107,11 @@ pub enum Command {
                             ($HERMES_HOME, ~/.hermes) is never touched.\n\n\
                             Example:\n  leasectl demo --tour")]
     Demo(DemoArgs),
-    /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM
-    #[command(after_help = "With --backend etcd the lease is renewed every TTL/3; when it cannot be renewed \
-                            (etcd unreachable for 2/3 of the TTL, or the lease revoked), hold says so on stderr \
-                            and exits 5 before the TTL runs out.\n\n\
+    /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP
+    #[command(after_help = "A lease removed while held (force-release, an edit) is noticed: hold says so on \
+                            stderr and exits 6. With --backend etcd the lease is renewed every TTL/3; when it \
+                            cannot be renewed (etcd unreachable for 2/3 of the TTL, or the lease revoked), hold \
+                            exits 6 the same way, before the TTL runs out.\n\n\
                             Example:\n  leasectl hold S1 --surface gateway --live-id tab-1\n  \
                             leasectl --backend etcd --endpoints http://10.0.0.5:2379 hold S1 --max 8")]
     Hold(AcquireOpts),

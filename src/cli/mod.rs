@@ -39,7 +39,8 @@ use crate::lease::{
     self, AcquireRequest, Error, EtcdLocation, LeaseStore, Liveness, Location, Reason, StoreOptions, Target,
     liveness::Prober, location::lease_ttl, owner::owner_infos, paths, refusal::refusal_stderr,
 };
-use crate::supervise::LeaseLost;
+use crate::supervise::Supervision;
+use crate::supervise::keeper::{self, Role};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
@@ -153,7 +154,15 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Prune(a) => prune(&mut all()?, a.dry_run, a.include_clock_step, a.json),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json),
-        Command::Run(a) => run_cmd(&mut *single()?, &a.opts, a.quiet, &a.cmd, timeout),
+        Command::Run(a) => match keeper::role() {
+            // The process a script started: the work runs under a keeper it starts.
+            Role::Relay => keeper::relay(stop_signals()?)
+                .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot start the lease keeper: {e}") }),
+            Role::Keeper => run_cmd(&mut *single()?, &a.opts, a.quiet, &a.cmd, timeout),
+            Role::Orphaned(relay) => {
+                Err(Failure { code: EXIT_ERROR, message: format!("leasectl (pid {relay}) ended before CMD started") })
+            }
+        },
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
@@ -731,6 +740,11 @@ fn run_cmd(
 ) -> Result<i32, Failure> {
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     let signals = stop_signals()?;
+    let relay =
+        keeper::relay_pid().ok_or_else(|| Failure { code: EXIT_ERROR, message: "run without its relay".into() })?;
+    // Processes CMD leaves behind become this keeper's children: the lease waits for them.
+    keeper::become_subreaper()
+        .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot keep CMD's processes: {e}") })?;
     let banner = if quiet { Banner::Quiet } else { Banner::Stderr };
     let grant = match acquire_reported_to(store, &req, opts.json, true, banner) {
         Ok(g) => g,
@@ -753,8 +767,8 @@ fn run_cmd(
     // A file lease has no TTL: CMD gets a few seconds.
     let grace =
         grant.remote.as_ref().map(|r| (r.ttl / 6).max(Duration::from_millis(300))).unwrap_or(Duration::from_secs(3));
-    let lost = renewal.is_some().then_some(LeaseLost { messages: rx, grace });
-    let outcome = signals.run_supervised(cmd, &env, lost);
+    let lost = renewal.is_some().then_some(rx);
+    let outcome = signals.run_supervised(cmd, &env, lost, grace, Supervision::Keeper { relay });
     if let Some(r) = renewal {
         r.stop();
     }

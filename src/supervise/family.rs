@@ -1,0 +1,115 @@
+//! CMD's processes, found in /proc by parentage and signalled through pidfds.
+//!
+//! The keeper is a child subreaper, so a process CMD leaves behind (a `&` job, a
+//! double fork, a `setsid`) is re-parented to it and stays in its family: parentage,
+//! unlike a process group, cannot be left.
+
+use std::collections::{HashMap, HashSet};
+
+use rustix::process::{self, Pid, PidfdFlags, Signal};
+
+/// Who belongs to the work: the running descendants of `root` (the keeper, or CMD
+/// when run in-process), not `root` itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub root: u32,
+}
+
+/// The fields of `/proc/<pid>/stat` a family needs.
+struct Stat {
+    ppid: u32,
+    pgrp: u32,
+    ended: bool,
+}
+
+fn stat_of(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(Stat { ppid, pgrp, ended: matches!(state, "Z" | "X") })
+}
+
+impl Family {
+    /// The members still running, with their process groups.
+    pub fn members(&self) -> Vec<(u32, u32)> {
+        let mut children: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Some(stat) = stat_of(pid) else { continue };
+            // An ended process's children were re-parented already; it has none to walk.
+            if !stat.ended {
+                children.entry(stat.ppid).or_default().push((pid, stat.pgrp));
+            }
+        }
+        let mut found = Vec::new();
+        let mut queue = vec![self.root];
+        let mut seen = HashSet::from([self.root]);
+        while let Some(parent) = queue.pop() {
+            for &(pid, pgrp) in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
+                if seen.insert(pid) {
+                    found.push((pid, pgrp));
+                    queue.push(pid);
+                }
+            }
+        }
+        found
+    }
+
+    /// Send `sig` to every member, except those in process group `skip_pgrp` (they got
+    /// it already, from the terminal). Returns how many were signalled.
+    pub fn signal(&self, sig: Signal, skip_pgrp: Option<u32>) -> usize {
+        let members = self.members();
+        let mut family: HashSet<u32> = members.iter().map(|(pid, _)| *pid).collect();
+        family.insert(self.root);
+        let mut sent = 0;
+        for (pid, pgrp) in members {
+            if Some(pgrp) == skip_pgrp {
+                continue;
+            }
+            let Some(p) = Pid::from_raw(pid as i32) else { continue };
+            let Ok(fd) = process::pidfd_open(p, PidfdFlags::empty()) else { continue };
+            // The pidfd pins one process; it is still ours if its parent is (a pid reused
+            // between the /proc walk and the open has another parent).
+            let ours = stat_of(pid).is_some_and(|s| family.contains(&s.ppid));
+            if ours && process::pidfd_send_signal(&fd, sig).is_ok() {
+                sent += 1;
+            }
+        }
+        sent
+    }
+}
+
+/// This process's group: a terminal signal (Ctrl-C) reached every member in it.
+pub fn own_process_group() -> u32 {
+    process::getpgrp().as_raw_nonzero().get() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// A grandchild in its own session is still family; a process that is not a
+    /// descendant is not.
+    #[test]
+    fn descendants_are_found_across_sessions_and_strangers_are_not() {
+        let mut stranger = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let mut cmd = Command::new("sh").args(["-c", "setsid sleep 30 & sleep 30 & wait"]).spawn().expect("sh");
+        let family = Family { root: cmd.id() };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while family.members().len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let pids: Vec<u32> = family.members().iter().map(|(p, _)| *p).collect();
+        assert_eq!(pids.len(), 2, "sh's two sleeps: {pids:?}");
+        assert!(!pids.contains(&cmd.id()) && !pids.contains(&stranger.id()));
+        assert_eq!(family.signal(Signal::KILL, None), 2);
+        let _ = cmd.wait();
+        let _ = stranger.kill();
+        let _ = stranger.wait();
+    }
+}

@@ -1,0 +1,289 @@
+//! Holding a lease while something runs: wait for SIGINT/SIGTERM/SIGHUP (`hold`), or
+//! run a child and pass those signals on to its processes (`run`).
+//!
+//! The handlers are installed BEFORE the lease is acquired: a stop signal that
+//! arrives between the registry write and the wait must still release the lease.
+
+pub mod family;
+pub mod keeper;
+
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustix::process::{self, Signal, WaitOptions};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::iterator::SignalsInfo;
+use signal_hook::iterator::exfiltrator::WithRawSiginfo;
+
+use family::Family;
+
+/// SIGINT, SIGTERM and SIGHUP, caught from now on (their default action no longer runs).
+pub struct StopSignals {
+    /// With each signal's siginfo: a SIGINT the terminal sent (Ctrl-C) reached CMD too.
+    signals: SignalsInfo<WithRawSiginfo>,
+}
+
+/// A Ctrl-C at the terminal: the kernel sends SIGINT to the whole foreground process
+/// group, CMD included (`kill` sets SI_USER instead). Not so a hangup: the kernel's
+/// SIGHUP goes to the session leader alone.
+fn from_terminal(info: &libc::siginfo_t) -> bool {
+    info.si_signo == SIGINT && info.si_code == libc::SI_KERNEL
+}
+
+/// How `run` stands: as the keeper (the lease's owner, CMD's parent, a subreaper whose
+/// whole family is CMD's work), or in-process (tests: only CMD's descendants are its work).
+#[derive(Debug, Clone, Copy)]
+pub enum Supervision {
+    Keeper { relay: u32 },
+    InProcess,
+}
+
+/// True when `sig` is ignored in this process (inherited across exec, as `nohup` sets it).
+fn ignored(sig: i32) -> bool {
+    // SAFETY: a null new action only reads the current disposition into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Why the stopper stops CMD's work.
+enum StopWhy {
+    Lost(String),
+    RelayGone,
+}
+
+enum Stopper {
+    Stop(StopWhy),
+    /// CMD and every process it left have ended.
+    Reaped,
+}
+
+impl StopSignals {
+    pub fn install() -> std::io::Result<StopSignals> {
+        // SIGHUP: the terminal closed. It ends `hold` and `run` like SIGTERM (CMD first,
+        // then the release) instead of killing leasectl with its lease still recorded.
+        // Unless started ignoring it (`nohup`): then a hangup must not end the work.
+        let stops: &[i32] = if ignored(SIGHUP) { &[SIGINT, SIGTERM] } else { &[SIGINT, SIGTERM, SIGHUP] };
+        Ok(StopSignals { signals: SignalsInfo::new(stops)? })
+    }
+
+    /// True when a stop signal already arrived (e.g. while acquiring).
+    pub fn pending(&mut self) -> bool {
+        self.signals.pending().next().is_some()
+    }
+
+    /// Block until SIGINT or SIGTERM arrives; return which. None when woken through
+    /// [`StopSignals::waker`] instead (e.g. the lease was lost).
+    pub fn wait(mut self) -> Option<i32> {
+        self.signals.forever().next().map(|info| info.si_signo)
+    }
+
+    /// Something another thread can call to end [`StopSignals::wait`] without a signal.
+    pub fn waker(&self) -> impl FnOnce() + Send + 'static {
+        let handle = self.signals.handle();
+        move || handle.close()
+    }
+
+    /// Run CMD (exec'd directly, never through a shell) and return once its work has
+    /// ended: CMD and, for a keeper, every process it left behind. Stop signals go to all
+    /// of them; one that arrived before the spawn stops CMD as soon as it starts. When
+    /// `lost` reports the lease gone (why), or the relay dies, the work is stopped:
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub fn run_supervised(
+        mut self,
+        cmd: &[String],
+        env: &[(&str, &str)],
+        lost: Option<Receiver<String>>,
+        grace: Duration,
+        how: Supervision,
+    ) -> std::io::Result<RunEnd> {
+        let Some((program, args)) = cmd.split_first() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command given"));
+        };
+        // Signals before the spawn never reached CMD: all are passed on.
+        let early: Vec<i32> = self.signals.pending().map(|info| info.si_signo).collect();
+        let handle = self.signals.handle();
+        let mut command = Command::new(program);
+        command.args(args).envs(env.iter().copied()).env_remove(keeper::KEEPER_ENV);
+        // If the keeper dies (even by SIGKILL), CMD dies with it rather than run unfenced.
+        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| Ok(process::set_parent_process_death_signal(Some(Signal::KILL))?));
+        }
+        let child = command.spawn()?;
+        let cmd_pid = process::Pid::from_child(&child);
+        // CMD is signalled through a pidfd (never a process that reused its pid), the rest
+        // of the family through pidfds opened as they are found.
+        let pidfd = match process::pidfd_open(cmd_pid, process::PidfdFlags::empty()) {
+            Ok(fd) => Arc::new(fd),
+            Err(e) => {
+                let mut child = child;
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e.into());
+            }
+        };
+        let family = match how {
+            Supervision::Keeper { .. } => Family { root: std::process::id() },
+            // CMD itself is signalled through its pidfd, never by a pid that may be reused.
+            Supervision::InProcess => Family { root: child.id() },
+        };
+        let signal_work = {
+            let pidfd = Arc::clone(&pidfd);
+            move |sig: i32, skip_pgrp: Option<u32>| {
+                if skip_pgrp.is_none() {
+                    send(&pidfd, sig);
+                }
+                if let Some(sig) = Signal::from_named_raw(sig) {
+                    family.signal(sig, skip_pgrp);
+                }
+            }
+        };
+        for sig in early {
+            signal_work(sig, None);
+        }
+        // The stopper hears why to stop the work, and when it has all been reaped.
+        let (stop_tx, stop_rx) = channel::<Stopper>();
+        // Why the lease was lost, set before CMD is signalled, so the end reports it
+        // whenever CMD stops because of it.
+        let lost_why: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+        let stopper = {
+            let (why_slot, signal_work) = (Arc::clone(&lost_why), signal_work.clone());
+            std::thread::spawn(move || {
+                let Ok(Stopper::Stop(why)) = stop_rx.recv() else { return };
+                if let (StopWhy::Lost(why), Ok(mut slot)) = (why, why_slot.lock()) {
+                    *slot = Some(why);
+                }
+                signal_work(SIGTERM, None);
+                let mut wait = grace;
+                // SIGKILL again until all are gone: one may have forked between two looks.
+                while let Ok(Stopper::Stop(_)) | Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(wait) {
+                    signal_work(signal_hook::consts::SIGKILL, None);
+                    wait = Duration::from_millis(20);
+                }
+            })
+        };
+        let forwarder = {
+            let stop_tx = stop_tx.clone();
+            let own_group = family::own_process_group();
+            let mut signals = self.signals;
+            std::thread::spawn(move || {
+                for info in signals.forever() {
+                    // A terminal's signal reached CMD's foreground group already: passing it
+                    // on would make it two. Members that left the group still need it.
+                    let skip = from_terminal(&info).then_some(own_group);
+                    signal_work(info.si_signo, skip);
+                    if let Supervision::Keeper { relay } = how
+                        && keeper::relay_gone(relay)
+                    {
+                        let _ = stop_tx.send(Stopper::Stop(StopWhy::RelayGone));
+                    }
+                }
+            })
+        };
+        if let Some(lost) = lost {
+            let stop_tx = stop_tx.clone();
+            std::thread::spawn(move || {
+                if let Ok(why) = lost.recv() {
+                    let _ = stop_tx.send(Stopper::Stop(StopWhy::Lost(why)));
+                }
+            });
+        }
+        let status = reap(cmd_pid, how);
+        let _ = stop_tx.send(Stopper::Reaped);
+        handle.close();
+        let _ = forwarder.join();
+        let _ = stopper.join();
+        drop(child);
+        let code = status?;
+        let lost = lost_why.lock().ok().and_then(|w| w.clone());
+        Ok(RunEnd { code, lost })
+    }
+}
+
+/// Wait for CMD, then (as the keeper) for every process re-parented to this one; return
+/// CMD's status as a shell reports it.
+fn reap(cmd: process::Pid, how: Supervision) -> std::io::Result<i32> {
+    let status = loop {
+        match process::waitpid(Some(cmd), WaitOptions::empty()) {
+            Ok(Some((_, status))) => break status,
+            Ok(None) | Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let code = match (status.exit_status(), status.terminating_signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    };
+    if let Supervision::Keeper { .. } = how {
+        // Every child left is CMD's work (the keeper starts no other): ECHILD means done.
+        while let Ok(_) | Err(rustix::io::Errno::INTR) = process::wait(WaitOptions::empty()) {}
+    }
+    Ok(code)
+}
+
+/// Send `sig` to the process behind `pidfd`; a process already gone is not an error.
+fn send(pidfd: &OwnedFd, sig: i32) {
+    if let Some(sig) = Signal::from_named_raw(sig) {
+        let _ = process::pidfd_send_signal(pidfd, sig);
+    }
+}
+
+/// How `run`'s CMD ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunEnd {
+    /// CMD's status as a shell reports it.
+    pub code: i32,
+    /// Set when CMD was stopped because the lease was lost: why.
+    pub lost: Option<String>,
+}
+
+/// How a child ended, as a shell would report it in `$?`.
+pub fn exit_code_of(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lost lease that stops CMD is always reported as the reason it ended (the report
+    /// once raced the stopper thread and was sometimes missing).
+    #[test]
+    fn a_lost_lease_is_reported_every_time_it_stops_cmd() {
+        for round in 0..40 {
+            let (tx, rx) = channel();
+            let signals = StopSignals::install().expect("signal handlers");
+            let script = "trap 'exit 143' TERM; while :; do sleep 0.01; done".to_owned();
+            let cmd = ["sh".to_owned(), "-c".to_owned(), script];
+            tx.send("the lease is gone".to_owned()).expect("send");
+            let end = signals
+                .run_supervised(&cmd, &[], Some(rx), Duration::from_secs(2), Supervision::InProcess)
+                .expect("run");
+            assert_eq!(end.code, 143, "round {round}");
+            assert_eq!(end.lost.as_deref(), Some("the lease is gone"), "round {round}");
+        }
+    }
+
+    /// Signals go through a pidfd: once CMD is reaped, a late signal reaches nobody,
+    /// not a process that reused its pid.
+    #[test]
+    fn a_signal_after_the_child_is_reaped_reaches_nobody() {
+        let mut child = Command::new("true").spawn().expect("spawn");
+        let pidfd = process::pidfd_open(process::Pid::from_child(&child), process::PidfdFlags::empty()).expect("pidfd");
+        child.wait().expect("wait");
+        let err = process::pidfd_send_signal(&pidfd, Signal::TERM).expect_err("the child is gone");
+        assert_eq!(err, rustix::io::Errno::SRCH);
+    }
+}
