@@ -690,7 +690,7 @@ fn ls_reports_liveness_and_owner_and_never_touches_the_file() {
 }
 
 #[test]
-fn profiles_have_their_own_registry_and_all_profiles_is_for_ls_prune_doctor_only() {
+fn profiles_have_their_own_registry_and_all_profiles_is_for_ls_prune_doctor_force_release_only() {
     let home = Home::new();
     let work_registry = home.path().join("profiles/work/runtime/active_sessions.json");
     let out = home.run(&["--profile", "work", "acquire", "S", "--json"]);
@@ -730,13 +730,15 @@ fn profiles_have_their_own_registry_and_all_profiles_is_for_ls_prune_doctor_only
     for args in [
         &["--all-profiles", "acquire", "S2"][..],
         &["--all-profiles", "release", &work_lease],
-        &["--all-profiles", "force-release", &work_lease, "--live"],
         &["--all-profiles", "hold", "S3"],
         &["--all-profiles", "run", "S4", "--", "true"],
     ] {
         let out = home.run(args);
         out.expect_exit(2);
-        assert!(out.stderr.contains("--all-profiles works with ls, prune and doctor only"), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("--all-profiles works with ls, prune, doctor and force-release only"),
+            "{args:?}: {out:?}"
+        );
     }
     assert_eq!(fs::read(&work_registry).expect("read the work registry"), snapshot);
     assert_eq!(home.lease_ids(), vec![root_lease]);
@@ -854,7 +856,8 @@ fn the_console_and_the_demo_without_a_terminal_say_so_and_exit_2() {
     for (what, cmd) in [("leasectl tui", tui), ("leasectl demo", demo)] {
         let out = Proc::run(what, cmd);
         out.expect_exit(2);
-        assert!(out.stderr.contains("needs a terminal") && out.stderr.contains("leasectl ls"), "{out:?}");
+        // The hint names the same home, as the operator gave it.
+        assert!(out.stderr.contains("needs a terminal") && out.stderr.contains(" ls`"), "{out:?}");
         assert_eq!(out.stderr.lines().count(), 1, "one line, no backtrace: {out:?}");
         assert!(!out.text().contains("panicked"), "{out:?}");
     }

@@ -4,26 +4,35 @@
 /// Output that never panics: a closed pipe (`leasectl ls | head`) or a dead
 /// terminal must not turn into a crash after the work is done. A failed write is
 /// remembered: the command then exits non-zero (see [`stdout_failure`]).
+/// Human text carries this command line's registry options in its hints ([`hints`]).
 macro_rules! say {
+    () => {{
+        use std::io::Write as _;
+        $crate::cli::note_stdout(writeln!(std::io::stdout()));
+    }};
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        $crate::cli::note_stdout(writeln!(std::io::stdout(), $($t)*));
+        let text = $crate::cli::hints::hinted(&format!($($t)*));
+        $crate::cli::note_stdout(writeln!(std::io::stdout(), "{text}"));
     }};
 }
 macro_rules! say_raw {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        $crate::cli::note_stdout(write!(std::io::stdout(), $($t)*));
+        let text = $crate::cli::hints::hinted(&format!($($t)*));
+        $crate::cli::note_stdout(write!(std::io::stdout(), "{text}"));
     }};
 }
 macro_rules! say_err {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = $crate::cli::hints::hinted(&format!($($t)*));
+        let _ = writeln!(std::io::stderr(), "{text}");
     }};
 }
 
 pub mod args;
+pub mod hints;
 pub mod output;
 
 use std::sync::{Arc, Mutex};
@@ -117,6 +126,7 @@ impl From<Error> for Failure {
 }
 
 fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
+    hints::set(&cli);
     let timeout = lock_timeout(cli.lock_timeout)?;
     // No command: the console on a terminal, the listing otherwise (pipes, scripts);
     // either way over the console's scope, the root and every profile.
@@ -138,7 +148,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     let options = StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)? };
     let single = || -> Result<Box<dyn LeaseStore>, Failure> {
         if cli.all_profiles {
-            return Err(usage("--all-profiles works with ls, prune and doctor only"));
+            return Err(usage("--all-profiles works with ls, prune, doctor and force-release only"));
         }
         let location = locations.first().ok_or_else(|| usage("no registry selected"))?;
         Ok(lease::open(location, options)?)
@@ -149,8 +159,15 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     match command {
         Command::Ls(a) => ls(&mut all()?, a.json),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
-        Command::Release(a) => release(&mut *single()?, &a.lease_id, a.owner_pid, a.json),
-        Command::ForceRelease(a) => force_release(&mut *single()?, &a),
+        Command::Release(a) => {
+            let elsewhere = other_registries(&cli, &locations)?;
+            release(&mut *single()?, &a.lease_id, a.owner_pid, a.json, &elsewhere)
+        }
+        Command::ForceRelease(a) if cli.all_profiles => force_release_everywhere(&mut all()?, &a),
+        Command::ForceRelease(a) => {
+            let elsewhere = other_registries(&cli, &locations)?;
+            force_release(&mut *single()?, &a, &elsewhere)
+        }
         Command::Prune(a) => prune(&mut all()?, a.dry_run, a.include_clock_step, a.json),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json),
@@ -302,8 +319,11 @@ fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// JSON is exact: written as is, never hinted (an `advice` field is hinted where it is made).
 fn print_json(v: &Value) {
-    say!("{}", serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+    use std::io::Write as _;
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    note_stdout(writeln!(std::io::stdout(), "{text}"));
 }
 
 fn ls(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
@@ -431,7 +451,12 @@ fn acquire_reported_to(
     banner: Banner,
 ) -> Result<lease::Grant, i32> {
     let show = |v: &Value| {
-        if held { say!("{v}") } else { print_json(v) }
+        if held {
+            use std::io::Write as _;
+            note_stdout(writeln!(std::io::stdout(), "{v}"));
+        } else {
+            print_json(v)
+        }
     };
     match store.acquire(req) {
         Ok(g) => {
@@ -497,7 +522,107 @@ fn acquire(
     })
 }
 
-fn release(store: &mut dyn LeaseStore, lease_id: &str, owner_pid: Option<u64>, as_json: bool) -> Result<i32, Failure> {
+/// The other registries of the selected one's home (the root and every profile): where a
+/// lease id not found in the selected one is looked for. None on etcd.
+fn other_registries(cli: &Cli, selected: &[Location]) -> Result<Vec<Location>, Failure> {
+    if cli.backend == Backend::Etcd {
+        return Ok(vec![]);
+    }
+    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m.0 })?;
+    let root = paths::root_of(&home);
+    Ok(paths::all_registries(&root)
+        .into_iter()
+        .map(Location::File)
+        .filter(|l| !selected.iter().any(|s| s.describe() == l.describe()))
+        .collect())
+}
+
+/// What a typed lease id names.
+enum Named {
+    /// One lease of the selected registry: its whole id.
+    Id(String),
+    /// No lease, here or in any other registry.
+    Nowhere,
+}
+
+/// Resolve a typed lease id (whole, or a unique prefix of 4+ characters) in `store`; if
+/// it is not there, say which other registry has it, with the command to use there.
+fn name_lease(store: &mut dyn LeaseStore, typed: &str, elsewhere: &[Location], action: &str) -> Result<Named, Failure> {
+    use lease::lookup::{Lookup, lookup};
+    let Ok(views) = store.read().leases else {
+        // An unreadable registry: the action itself reports why.
+        return Ok(Named::Id(typed.to_owned()));
+    };
+    match lookup(&views, typed) {
+        Lookup::Found(id) => return Ok(Named::Id(id)),
+        Lookup::Ambiguous(candidates) => return Err(ambiguous(typed, store.location(), &candidates)),
+        Lookup::Missing => {}
+    }
+    if typed.chars().count() < lease::lookup::MIN_PREFIX && views.iter().any(|v| v.entry.lease_id().starts_with(typed))
+    {
+        return Err(usage(format!(
+            "lease id {typed} is too short: a prefix needs at least {} characters",
+            lease::lookup::MIN_PREFIX
+        )));
+    }
+    let mut found = Vec::new();
+    for location in elsewhere {
+        let Ok(mut other) = lease::open(location, StoreOptions::default()) else { continue };
+        let Ok(views) = other.read().leases else { continue };
+        let id = match lookup(&views, typed) {
+            Lookup::Found(id) => id,
+            Lookup::Ambiguous(_) => typed.to_owned(),
+            Lookup::Missing => continue,
+        };
+        let profile = location.registry().filter(|r| r.home != paths::root_of(&r.home)).map(|r| r.profile.as_str());
+        let place = profile.map(|p| format!("profile {p}")).unwrap_or_else(|| "the root".into());
+        found.push(format!("found in {place}: `{} {action} {id}`", hints::leasectl_in_profile(profile)));
+    }
+    if found.is_empty() {
+        return Ok(Named::Nowhere);
+    }
+    let here = store.location();
+    Err(Failure {
+        code: EXIT_ERROR,
+        message: format!("no lease {typed} in {} ({}); {}", here.name(), here.describe(), found.join("; ")),
+    })
+}
+
+/// A prefix that names several leases: list them, exit 2 (the operator must type more).
+fn ambiguous(typed: &str, location: &Location, candidates: &[lease::LeaseView]) -> Failure {
+    let listed: Vec<String> = candidates
+        .iter()
+        .map(|v| {
+            format!(
+                "  {}  session {}  pid {}  {}",
+                v.entry.lease_id(),
+                v.entry.session_id(),
+                v.entry.pid(),
+                v.liveness.name()
+            )
+        })
+        .collect();
+    usage(format!(
+        "lease id {typed} is ambiguous in {} ({}): {} leases start with it; type more of it:\n{}",
+        location.name(),
+        location.describe(),
+        candidates.len(),
+        listed.join("\n")
+    ))
+}
+
+fn release(
+    store: &mut dyn LeaseStore,
+    typed: &str,
+    owner_pid: Option<u64>,
+    as_json: bool,
+    elsewhere: &[Location],
+) -> Result<i32, Failure> {
+    let lease_id = &match name_lease(store, typed, elsewhere, "release")? {
+        Named::Id(id) => id,
+        // Gone everywhere: the owner's release is idempotent.
+        Named::Nowhere => typed.to_owned(),
+    };
     if let Ok(views) = store.read().leases
         && let Some(v) = lease::admin::foreign_live_owner(&views, lease_id, owner_pid)
     {
@@ -527,20 +652,102 @@ fn release(store: &mut dyn LeaseStore, lease_id: &str, owner_pid: Option<u64>, a
     Ok(EXIT_OK)
 }
 
-fn force_release(store: &mut dyn LeaseStore, a: &ForceReleaseArgs) -> Result<i32, Failure> {
+fn force_release(store: &mut dyn LeaseStore, a: &ForceReleaseArgs, elsewhere: &[Location]) -> Result<i32, Failure> {
     let target = match (&a.lease_id, &a.session) {
-        (Some(id), None) => Target::Lease(id.clone()),
+        (Some(typed), None) => match name_lease(store, typed, elsewhere, "force-release")? {
+            Named::Id(id) => Target::Lease(id),
+            Named::Nowhere => Target::Lease(typed.clone()),
+        },
         (None, Some(s)) => Target::Session(s.clone()),
         _ => return Err(usage("give either LEASE_ID or --session S")),
     };
     let r = store.force_release(&target, a.live, a.dry_run)?;
+    report_force_release(store.location(), &r, a.json);
+    Ok(EXIT_OK)
+}
+
+fn report_force_release(location: &Location, r: &lease::Removal, as_json: bool) {
     if r.live_owner {
-        say_err!("{}", output::live_owner_warning(store.location(), &r));
+        say_err!("{}", output::live_owner_warning(location, r));
+    }
+    if as_json {
+        print_json(&output::removal_json(location, r));
+    } else {
+        output::print_removal(location, r, "force-release");
+    }
+}
+
+/// `force-release --all-profiles`: a lease id is looked for in every registry and acted
+/// on where it is; a session's leases are released in every registry that has them.
+fn force_release_everywhere(stores: &mut [Box<dyn LeaseStore>], a: &ForceReleaseArgs) -> Result<i32, Failure> {
+    use lease::lookup::{Lookup, lookup};
+    if let Some(typed) = &a.lease_id {
+        let mut hits = Vec::new();
+        for (i, store) in stores.iter_mut().enumerate() {
+            let Ok(views) = store.read().leases else { continue };
+            match lookup(&views, typed) {
+                Lookup::Found(id) => hits.push((i, id)),
+                Lookup::Ambiguous(c) => return Err(ambiguous(typed, store.location(), &c)),
+                Lookup::Missing => {}
+            }
+        }
+        return match hits.as_slice() {
+            [] => Err(Failure {
+                code: EXIT_ERROR,
+                message: format!("no lease {typed} in any of {} registries (the root and every profile)", stores.len()),
+            }),
+            [(i, id)] => {
+                let store = &mut stores[*i];
+                let r = store.force_release(&Target::Lease(id.clone()), a.live, a.dry_run)?;
+                report_force_release(store.location(), &r, a.json);
+                Ok(EXIT_OK)
+            }
+            many => {
+                let places: Vec<&str> = many.iter().map(|(i, _)| stores[*i].location().name()).collect();
+                Err(usage(format!(
+                    "lease id {typed} is in several registries ({}): name one with --profile",
+                    places.join(", ")
+                )))
+            }
+        };
+    }
+    let Some(session) = &a.session else { return Err(usage("give either LEASE_ID or --session S")) };
+    let target = Target::Session(session.clone());
+    // All or nothing: a live owner in one registry stops the release in every one.
+    if !a.live && !a.dry_run {
+        for store in stores.iter_mut() {
+            match store.force_release(&target, false, true) {
+                Ok(plan) if !plan.needs_live.is_empty() => {
+                    store.force_release(&target, false, false)?;
+                }
+                Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    let mut results = Vec::new();
+    for store in stores.iter_mut() {
+        match store.force_release(&target, a.live, a.dry_run) {
+            Ok(r) => {
+                if !a.json {
+                    report_force_release(store.location(), &r, false);
+                } else if r.live_owner {
+                    say_err!("{}", output::live_owner_warning(store.location(), &r));
+                }
+                results.push(output::removal_json(store.location(), &r));
+            }
+            Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if results.is_empty() {
+        return Err(Failure {
+            code: EXIT_ERROR,
+            message: format!("no lease holds session {session} in any of {} registries", stores.len()),
+        });
     }
     if a.json {
-        print_json(&output::removal_json(store.location(), &r));
-    } else {
-        output::print_removal(store.location(), &r, "force-release");
+        print_json(&json!({ "registries": results }));
     }
     Ok(EXIT_OK)
 }

@@ -119,13 +119,23 @@ pub fn refusal_json(r: &Refusal, advice: &str) -> Value {
         "granted": false,
         "reason": r.reason.code(),
         "message": r.message,
-        "advice": advice,
+        "advice": super::hints::hinted(advice),
         "holder": r.holder.as_deref().map(Entry::to_value),
     })
 }
 
 pub fn removal_json(location: &Location, r: &Removal) -> Value {
     let removed = r.removed.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>();
+    let mut v = removal_json_of(location, r, removed);
+    if !r.needs_live.is_empty()
+        && let Some(map) = v.as_object_mut()
+    {
+        map.insert("needs_live".into(), r.needs_live.iter().map(|v| lease_json(v, None)).collect());
+    }
+    v
+}
+
+fn removal_json_of(location: &Location, r: &Removal, removed: Vec<Value>) -> Value {
     match location {
         Location::Etcd(at) => json!({
             "backend": "etcd",
@@ -154,12 +164,27 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
         for v in &r.removed {
             say!("  {}  session {}  pid {}", escape(v.entry.lease_id()), escape(v.entry.session_id()), v.entry.pid());
         }
+        for v in &r.needs_live {
+            say!(
+                "  would need --live (a LIVE owner): {}  session {}  pid {}",
+                escape(v.entry.lease_id()),
+                escape(v.entry.session_id()),
+                v.entry.pid()
+            );
+        }
         return;
     }
     let verb = if r.dry_run { "would remove" } else { "removed" };
     say!("{} ({}): {what} {verb} {} lease(s)", location.name(), location.describe(), r.removed.len());
     if !r.removed.is_empty() {
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
+    }
+    if !r.needs_live.is_empty() {
+        say!(
+            "  and {} lease(s) of LIVE owners would need --live (a run without it removes nothing and refuses):",
+            r.needs_live.len()
+        );
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.needs_live, &HashMap::new())));
     }
     if !r.kept_clock_step.is_empty() {
         say!(
@@ -357,7 +382,7 @@ pub fn etcd_listing(at: &EtcdLocation, views: &[LeaseView], remote: &RemoteListi
             "leases": views.iter().map(etcd_lease_json).collect::<Vec<_>>(),
             "bad_keys": remote.bad,
         });
-        say!("{}", serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()));
+        super::print_json(&v);
         return;
     }
     say!(

@@ -66,6 +66,9 @@ pub struct Removal {
     /// Leases a prune kept although they read as recycled: the owner runs and its start
     /// time is off by whole seconds, which a wall-clock step causes (see `--include-clock-step`).
     pub kept_clock_step: Vec<LeaseView>,
+    /// A force-release dry run without `--live`: the live owners' leases it names, which
+    /// would need `--live` (a real run refuses them all).
+    pub needs_live: Vec<LeaseView>,
 }
 
 /// The lease `lease_id` when a plain release must not take it: its owner runs on this
@@ -126,8 +129,9 @@ pub fn force_release(
     lock_timeout: Duration,
 ) -> Result<Removal, Error> {
     let path = reg.path();
-    edit(reg, dry_run, lock_timeout, |views| {
-        let chosen: Vec<bool> = views
+    let mut needs_live = Vec::new();
+    let mut removal = edit(reg, dry_run, lock_timeout, |views| {
+        let mut chosen: Vec<bool> = views
             .iter()
             .map(|v| match target {
                 Target::Lease(id) => v.entry.lease_id() == id,
@@ -142,6 +146,14 @@ pub fn force_release(
         }
         let live: Vec<&LeaseView> =
             views.iter().zip(&chosen).filter(|(v, c)| **c && owner_may_be_alive(v)).map(|(v, _)| v).collect();
+        // A dry run shows the plan: what goes, and what would need --live.
+        if !live.is_empty() && !allow_live && dry_run {
+            needs_live = live.into_iter().cloned().collect();
+            for (c, v) in chosen.iter_mut().zip(views) {
+                *c = *c && !owner_may_be_alive(v);
+            }
+            return Ok(chosen);
+        }
         if !live.is_empty() && !allow_live {
             let who: Vec<String> = live
                 .iter()
@@ -162,7 +174,9 @@ pub fn force_release(
             )));
         }
         Ok(chosen)
-    })
+    })?;
+    removal.needs_live = needs_live;
+    Ok(removal)
 }
 
 /// Alive, or not provably dead: removing its lease could let a second writer in.
@@ -195,7 +209,7 @@ fn edit(
     if !dry_run && !removed.is_empty() {
         store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
     }
-    Ok(Removal { removed, dry_run, live_owner, kept_clock_step: vec![] })
+    Ok(Removal { removed, dry_run, live_owner, kept_clock_step: vec![], needs_live: vec![] })
 }
 
 /// Everything `doctor` checks in one registry.

@@ -15,6 +15,7 @@ pub mod ids;
 pub mod liveness;
 pub mod location;
 pub mod lock;
+pub mod lookup;
 pub mod owner;
 pub mod ownership;
 pub mod paths;

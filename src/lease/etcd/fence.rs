@@ -404,6 +404,12 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         .filter(|(v, _)| may_be_alive(&v.liveness))
         .map(|(v, _)| format!("lease {} (session {}, pid {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid()))
         .collect();
+    if !live.is_empty() && !allow_live && dry_run {
+        // The plan: what would go, and what would need --live.
+        let (needs_live, removed): (Vec<LeaseView>, Vec<LeaseView>) =
+            views.into_iter().map(|(v, _)| v).partition(|v| may_be_alive(&v.liveness));
+        return Ok(Removal { removed, dry_run, live_owner: false, kept_clock_step: vec![], needs_live });
+    }
     if !live.is_empty() && !allow_live {
         return Err(Error::LiveOwner(format!(
             "refusing to release a live owner's lease: {}. Its etcd lease is being renewed (or its TTL has not run \
@@ -418,7 +424,13 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         }
     }
     let live_owner = !live.is_empty();
-    Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner, kept_clock_step: vec![] })
+    Ok(Removal {
+        removed: views.into_iter().map(|(v, _)| v).collect(),
+        dry_run,
+        live_owner,
+        kept_clock_step: vec![],
+        needs_live: vec![],
+    })
 }
 
 /// Revoke the leases of owners on this host whose pid is dead or recycled (the
@@ -437,5 +449,5 @@ pub fn prune_local(etcd: &Etcd, dry_run: bool) -> Result<Removal, EtcdError> {
             removed.push(h.view(liveness, None));
         }
     }
-    Ok(Removal { removed, dry_run, live_owner: false, kept_clock_step: vec![] })
+    Ok(Removal { removed, dry_run, live_owner: false, kept_clock_step: vec![], needs_live: vec![] })
 }

@@ -1,0 +1,102 @@
+//! Hints a message gives (`leasectl prune` removes it) name the registry the operator
+//! chose: copied as printed, they act on the same home and profile, not on ~/.hermes.
+
+use std::sync::OnceLock;
+
+use super::args::{Backend, Cli};
+
+/// `leasectl` and the options that chose the registry, as typed on this command line.
+static PREFIX: OnceLock<String> = OnceLock::new();
+
+/// Remember the options that select a registry (or an etcd prefix).
+pub fn set(cli: &Cli) {
+    let mut p = String::from("leasectl");
+    if cli.backend == Backend::Etcd {
+        p.push_str(" --backend etcd");
+        if let Some(e) = &cli.endpoints {
+            p.push_str(&format!(" --endpoints {}", quote(e)));
+        }
+        if let Some(x) = &cli.prefix {
+            p.push_str(&format!(" --prefix {}", quote(x)));
+        }
+    }
+    if let Some(h) = &cli.home {
+        p.push_str(&format!(" --home {}", quote(&h.to_string_lossy())));
+    }
+    if let Some(name) = &cli.profile {
+        p.push_str(&format!(" --profile {}", quote(name)));
+    }
+    let _ = PREFIX.set(p);
+}
+
+/// `leasectl` with the registry options of this command line.
+pub fn leasectl() -> &'static str {
+    PREFIX.get().map(String::as_str).unwrap_or("leasectl")
+}
+
+/// `leasectl` with this command line's home (and backend) but another profile (None:
+/// the root).
+pub fn leasectl_in_profile(profile: Option<&str>) -> String {
+    let base = leasectl();
+    // The profile option is always last in the prefix: cut it, then add the wanted one.
+    let base = base.find(" --profile ").map(|at| &base[..at]).unwrap_or(base);
+    match profile {
+        Some(name) => format!("{base} --profile {}", quote(name)),
+        None => base.to_owned(),
+    }
+}
+
+/// `text` with every quoted command hint (`` `leasectl CMD...` ``) given this command
+/// line's registry options; a hint that names its own options (`` `leasectl --profile
+/// work ...` ``) is left as it is.
+pub fn hinted(text: &str) -> String {
+    const HINT: &str = "`leasectl ";
+    let prefix = leasectl();
+    if prefix == "leasectl" || !text.contains(HINT) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut rest = text;
+    while let Some(at) = rest.find(HINT) {
+        let after = &rest[at + HINT.len()..];
+        out.push_str(&rest[..at]);
+        out.push('`');
+        out.push_str(if after.starts_with("--") { "leasectl" } else { prefix });
+        out.push(' ');
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A word as a POSIX shell reads it back: bare when it is plainly safe, else in single quotes.
+pub fn quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=~".contains(&b))
+        && !word.starts_with('~');
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_get_the_registry_options_unless_they_name_their_own() {
+        let _ = PREFIX.set("leasectl --home /h --profile work".into());
+        assert_eq!(hinted("run `leasectl prune` now"), "run `leasectl --home /h --profile work prune` now");
+        assert_eq!(hinted("`leasectl --profile ops ls`"), "`leasectl --profile ops ls`");
+        assert_eq!(hinted("no hint here"), "no hint here");
+        assert_eq!(leasectl_in_profile(Some("ops")), "leasectl --home /h --profile ops");
+        assert_eq!(leasectl_in_profile(None), "leasectl --home /h");
+    }
+
+    #[test]
+    fn words_are_quoted_only_when_a_shell_would_change_them() {
+        assert_eq!(quote("/tmp/h"), "/tmp/h");
+        assert_eq!(quote("my home"), "'my home'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote("~x"), "'~x'");
+        assert_eq!(quote(""), "''");
+    }
+}
