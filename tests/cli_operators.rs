@@ -167,3 +167,134 @@ fn hints_carry_the_home_and_profile_the_operator_used() {
         "{out:?}"
     );
 }
+
+/// An entry with a surface and start time of its own.
+fn entry_at(id: &str, session: &str, pid: u64, surface: &str, started: f64) -> String {
+    format!(
+        "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
+         \"session_id\": \"{session}\", \"started_at\": {started:?}, \"surface\": \"{surface}\", \"updated_at\": {started:?}}}"
+    )
+}
+
+/// A home with a cap of 2 and three live owners, two of them on one session, and a dead one.
+fn crowded_home(a: &Sleeper, b: &Sleeper, c: &Sleeper) -> Home {
+    let home = Home::new();
+    fs::write(home.path().join("config.yaml"), "max_concurrent_sessions: 2\n").expect("config");
+    write_registry(
+        home.path(),
+        &[
+            entry_at("aaaa0000000000000000000000000001", "S1", a.pid(), "cli", 1_795_990_300.5),
+            entry_at("bbbb0000000000000000000000000002", "S1", b.pid(), "tui", 1_795_990_100.5),
+            entry_at("cccc0000000000000000000000000003", "S2", c.pid(), "telegram", 1_795_990_200.5),
+            entry_at("dddd0000000000000000000000000004", "S3", DEAD, "cli", 1_795_990_000.5),
+        ],
+    );
+    home
+}
+
+fn tsv_rows(out: &common::process::Out) -> Vec<Vec<String>> {
+    out.stdout.lines().map(|l| l.split('\t').map(str::to_owned).collect()).collect()
+}
+
+#[test]
+fn ls_filters_sorts_and_marks_conflicts_and_an_over_full_cap() {
+    let (a, b, c) = (Sleeper::new(), Sleeper::new(), Sleeper::new());
+    let home = crowded_home(&a, &b, &c);
+    let out = home.run(&["ls"]);
+    out.expect_exit(0);
+    assert!(out.stdout.contains("3/2 slots  OVER CAP  1 CONFLICT(S)"), "{out:?}");
+    let s1_lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(" S1 ")).collect();
+    assert!(s1_lines.len() == 2 && s1_lines.iter().all(|l| l.contains("CONFLICT")), "{out:?}");
+    // Filters: by session, surface and liveness; TSV has one line per lease, profile first.
+    let out = home.run(&["ls", "-o", "tsv", "--no-headers", "--session", "S1", "--surface", "tui"]);
+    out.expect_exit(0);
+    let rows = tsv_rows(&out);
+    assert_eq!(rows.len(), 1, "{out:?}");
+    assert_eq!(rows[0][..3], ["root", "bbbb0000000000000000000000000002", "S1"]);
+    assert_eq!(rows[0][9], "CONFLICT,OVER_CAP");
+    let out = home.run(&["ls", "-o", "tsv", "--liveness", "dead,recycled"]);
+    let rows = tsv_rows(&out);
+    assert_eq!(rows[0][0], "PROFILE", "a header line unless --no-headers");
+    assert_eq!(rows.len(), 2, "{out:?}");
+    assert_eq!(rows[1][1], "dddd0000000000000000000000000004");
+    // Sort: age puts the oldest first; pid by number.
+    let out = home.run(&["ls", "-o", "tsv", "--no-headers", "--sort", "age"]);
+    let ids: Vec<String> = tsv_rows(&out).iter().map(|r| r[1][..4].to_owned()).collect();
+    assert_eq!(ids, ["dddd", "bbbb", "cccc", "aaaa"], "{out:?}");
+    let out = home.run(&["ls", "-o", "tsv", "--no-headers", "--sort", "session"]);
+    let sessions: Vec<String> = tsv_rows(&out).iter().map(|r| r[2].clone()).collect();
+    assert_eq!(sessions, ["S1", "S1", "S2", "S3"]);
+    // JSON: --json and -o json agree; marks are there.
+    let (j1, j2) = (home.run(&["ls", "--json"]), home.run(&["ls", "-o", "json"]));
+    assert_eq!(j1.json()["registries"][0]["over_cap"], true);
+    assert_eq!(j1.json()["registries"][0]["live"], 3);
+    assert_eq!(j1.json()["registries"][0]["leases"][0]["conflict"], true);
+    assert_eq!(j1.json()["registries"][0]["leases"][2]["conflict"], false);
+    assert_eq!(
+        j1.json()["registries"][0]["leases"].as_array().map(Vec::len),
+        j2.json()["registries"][0]["leases"].as_array().map(Vec::len)
+    );
+    // wide: whole ids and the owner's command line.
+    let out = home.run(&["ls", "-o", "wide"]);
+    assert!(out.stdout.contains("aaaa0000000000000000000000000001") && out.stdout.contains("sleep 30"), "{out:?}");
+    assert!(out.stdout.contains("COMMAND"), "{out:?}");
+    let out = home.run(&["ls", "-o", "wide", "--no-headers"]);
+    assert!(!out.stdout.contains("COMMAND"), "{out:?}");
+}
+
+#[test]
+fn tsv_fields_never_split_on_hostile_text() {
+    let home = Home::new();
+    write_registry(home.path(), &[entry_at("eeee0000000000000000000000000005", "a\\tb\\nc", DEAD, "x\\ty", 1.5)]);
+    let out = home.run(&["ls", "-o", "tsv", "--no-headers"]);
+    out.expect_exit(0);
+    let rows = tsv_rows(&out);
+    assert_eq!(rows.len(), 1, "one line: {out:?}");
+    assert_eq!(rows[0].len(), 10, "ten fields: {out:?}");
+    assert_eq!(rows[0][2], "a\\u{9}b\\u{a}c");
+}
+
+#[test]
+fn doctor_flags_an_over_full_cap_and_ends_with_a_summary() {
+    let (a, b, c) = (Sleeper::new(), Sleeper::new(), Sleeper::new());
+    let home = crowded_home(&a, &b, &c);
+    fs::create_dir_all(home.path().join("profiles/work")).expect("profile");
+    let out = home.run(&["--all-profiles", "doctor"]);
+    out.expect_exit(1);
+    assert!(out.stdout.contains("OVER CAP: 3 live leases, cap 2"), "{out:?}");
+    let last = out.stdout.lines().last().unwrap_or_default();
+    assert_eq!(
+        last, "2 registries, 1 with problems: 0 invalid, 1 conflict(s), 1 over cap, 1 stale owner(s), 0 temp file(s)",
+        "{out:?}"
+    );
+    let out = home.run(&["--all-profiles", "doctor", "--json"]);
+    let summary = &out.json()["summary"];
+    assert_eq!(
+        (summary["registries"].as_u64(), summary["over_cap"].as_u64(), summary["stale"].as_u64()),
+        (Some(2), Some(1), Some(1))
+    );
+}
+
+#[test]
+fn ls_watch_prints_each_change_as_a_line() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    write_registry(home.path(), &[entry("f00d0000000000000000000000000001", "OLD", owner.pid())]);
+    let mut watch = home.spawn("ls --watch", &["ls", "--watch", "-o", "json"]);
+    let event = |watch: &Proc| -> (String, String) {
+        let v = watch.json_line();
+        (str_of(&v, "event").to_owned(), v["lease"]["entry"]["session_id"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(event(&watch), ("present".into(), "OLD".into()));
+    let mut dying = Sleeper::new();
+    home.run(&["acquire", "NEW", "--owner-pid", &dying.pid_arg()]).expect_exit(0);
+    assert_eq!(event(&watch), ("acquired".into(), "NEW".into()));
+    dying.kill();
+    assert_eq!(event(&watch), ("owner-died".into(), "NEW".into()));
+    home.run(&["prune"]).expect_exit(0);
+    assert_eq!(event(&watch), ("pruned".into(), "NEW".into()));
+    home.run(&["release", "f00d", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    assert_eq!(event(&watch), ("released".into(), "OLD".into()));
+    watch.signal(libc::SIGINT);
+    let _ = watch.wait();
+}

@@ -137,11 +137,78 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct LsArgs {
-    /// Machine-readable output
+    /// Only leases of this session (repeatable)
+    #[arg(long, value_name = "S")]
+    pub session: Vec<String>,
+    /// Only leases held from this surface: cli, tui, a gateway platform… (repeatable)
+    #[arg(long, value_name = "X")]
+    pub surface: Vec<String>,
+    /// Only owners in these states (comma-separated)
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "STATE[,STATE]")]
+    pub liveness: Vec<LivenessArg>,
+    /// Order within each registry (default: as stored; age: oldest first)
+    #[arg(long, value_enum, value_name = "KEY")]
+    pub sort: Option<SortKey>,
+    /// Keep watching: print each change as a line as it happens (acquired, released,
+    /// owner died, pruned…) until interrupted; with -o json one JSON object per line
+    #[arg(short, long)]
+    pub watch: bool,
+    #[command(flatten)]
+    pub format: FormatArgs,
+}
+
+/// An owner state `ls --liveness` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LivenessArg {
+    Alive,
+    Dead,
+    Recycled,
+    Unknown,
+}
+
+/// What `ls --sort` orders by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    Session,
+    Age,
+    Pid,
+    Surface,
+    Liveness,
+}
+
+/// How a listing is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns, one table per registry
+    #[default]
+    Table,
+    /// The table plus the owner's user, memory and command line, and whole lease ids
+    Wide,
+    /// One JSON document (with --watch: one object per line)
+    Json,
+    /// Tab-separated, unpadded, one line per lease with its profile first: for awk and cut
+    Tsv,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct FormatArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t, value_name = "FORMAT")]
+    pub output: Format,
+    /// Machine-readable output (the same as -o json)
     #[arg(long)]
     pub json: bool,
+    /// Leave out the column header line (table, wide, tsv)
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+impl FormatArgs {
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.output }
+    }
 }
 
 /// Options shared by acquire, run and hold.

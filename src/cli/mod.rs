@@ -33,7 +33,9 @@ macro_rules! say_err {
 
 pub mod args;
 pub mod hints;
+mod ls;
 pub mod output;
+mod watch;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,11 +44,10 @@ use serde_json::{Map, Value, json};
 
 use args::{AcquireOpts, Backend, ForceReleaseArgs};
 pub use args::{Cli, Command};
-use output::{LEASE_HEADER, lease_rows, table};
 
 use crate::lease::{
-    self, AcquireRequest, Error, EtcdLocation, LeaseStore, Liveness, Location, Reason, StoreOptions, Target,
-    liveness::Prober, location::lease_ttl, owner::owner_infos, paths, refusal::refusal_stderr,
+    self, AcquireRequest, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, Target, liveness::Prober,
+    location::lease_ttl, paths, refusal::refusal_stderr,
 };
 use crate::supervise::Supervision;
 use crate::supervise::keeper::{self, Role};
@@ -135,7 +136,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             Command::Tui
         } else {
-            Command::Ls(args::LsArgs { json: false })
+            Command::Ls(args::LsArgs::default())
         }
     });
     let locations = select_locations(&cli, &command, implicit)?;
@@ -157,7 +158,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         locations.iter().map(|l| lease::open(l, options).map_err(Failure::from)).collect()
     };
     match command {
-        Command::Ls(a) => ls(&mut all()?, a.json),
+        Command::Ls(a) => ls::ls(&mut all()?, &a),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
         Command::Release(a) => {
             let elsewhere = other_registries(&cli, &locations)?;
@@ -324,58 +325,6 @@ fn print_json(v: &Value) {
     use std::io::Write as _;
     let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
     note_stdout(writeln!(std::io::stdout(), "{text}"));
-}
-
-fn ls(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
-    let listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
-    if let [listing] = listings.as_slice()
-        && let Location::Etcd(at) = &listing.location
-    {
-        return ls_etcd(at, listing, as_json);
-    }
-    let pids: Vec<u64> =
-        listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
-    let owners = owner_infos(&pids);
-    let any_error = listings.iter().any(|s| s.leases.is_err());
-    if as_json {
-        // Streamed, one lease's JSON at a time: a tree of 50,000 leases would take 40 times
-        // the registry's size in memory. The bytes are those of the tree, pretty-printed.
-        use std::io::Write as _;
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let written = serde_json::to_writer_pretty(&mut out, &output::LsJson { listings: &listings, owners: &owners })
-            .map_err(std::io::Error::from);
-        note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
-    } else {
-        for (i, s) in listings.iter().enumerate() {
-            if i > 0 {
-                say!();
-            }
-            let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
-            let (name, place) = (s.location.name(), s.location.describe());
-            match &s.leases {
-                Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {e}"),
-                Ok(views) => {
-                    let alive = views.iter().filter(|v| v.liveness == Liveness::Alive).count();
-                    let slots = s.cap.cap.map(|c| format!("{alive}/{c} slots")).unwrap_or(format!("{alive} live"));
-                    say!("{name}  {place}  {cap}  {} lease(s), {slots}", views.len());
-                    if !views.is_empty() {
-                        say!("{}", table(&LEASE_HEADER, &lease_rows(views, &owners)));
-                    }
-                }
-            }
-            for w in &s.cap.warnings {
-                say!("  warning: {w}");
-            }
-        }
-    }
-    Ok(if any_error { EXIT_ERROR } else { EXIT_OK })
-}
-
-/// `ls` on etcd: hosts, TTLs and fencing tokens instead of owner processes.
-fn ls_etcd(at: &EtcdLocation, listing: &lease::Listing, as_json: bool) -> Result<i32, Failure> {
-    let views = listing.leases.as_ref().map_err(|e| Failure::from(e.clone()))?;
-    output::etcd_listing(at, views, &listing.remote.clone().unwrap_or_default(), as_json);
-    Ok(EXIT_OK)
 }
 
 fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
@@ -788,10 +737,12 @@ fn prune(
 fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
     let reports = stores.iter_mut().map(|s| s.doctor()).collect::<Result<Vec<lease::DoctorReport>, Error>>()?;
     let bad = reports.iter().any(lease::DoctorReport::has_problems);
+    let summary = output::DoctorSummary::of(&reports);
     if as_json {
         print_json(&json!({
             "ok": !bad,
             "registries": reports.iter().map(output::doctor_json).collect::<Vec<_>>(),
+            "summary": summary.json(),
         }));
     } else {
         for (i, d) in reports.iter().enumerate() {
@@ -800,6 +751,7 @@ fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Fail
             }
             say_raw!("{}", output::doctor_text(d));
         }
+        say!("\n{}", summary.line());
     }
     Ok(if bad { EXIT_ERROR } else { EXIT_OK })
 }

@@ -239,7 +239,61 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
         "lock_holder": d.lock_holder,
         "lock_problem": d.lock_problem,
         "symlink_to": d.symlink_to,
+        "live": d.live,
+        "over_cap": d.over_cap,
     })
+}
+
+/// Counts over every registry doctor looked at: its last line, and `summary` in JSON.
+pub struct DoctorSummary {
+    pub registries: usize,
+    pub with_problems: usize,
+    pub invalid_entries: usize,
+    pub conflicts: usize,
+    pub stale: usize,
+    pub temp_files: usize,
+    pub over_cap: usize,
+}
+
+impl DoctorSummary {
+    pub fn of(reports: &[DoctorReport]) -> DoctorSummary {
+        let count = |f: fn(&DoctorReport) -> usize| reports.iter().map(f).sum();
+        DoctorSummary {
+            registries: reports.len(),
+            with_problems: reports.iter().filter(|d| d.has_problems()).count(),
+            invalid_entries: count(|d| d.problems.len()),
+            conflicts: count(|d| d.conflicts.len()),
+            stale: count(|d| d.stale.len()),
+            temp_files: count(|d| d.leftover_temp_files.len()),
+            over_cap: reports.iter().filter(|d| d.over_cap).count(),
+        }
+    }
+
+    pub fn line(&self) -> String {
+        format!(
+            "{} registr{}, {} with problems: {} invalid, {} conflict(s), {} over cap, {} stale owner(s), {} temp file(s)",
+            self.registries,
+            if self.registries == 1 { "y" } else { "ies" },
+            self.with_problems,
+            self.invalid_entries,
+            self.conflicts,
+            self.over_cap,
+            self.stale,
+            self.temp_files
+        )
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "registries": self.registries,
+            "with_problems": self.with_problems,
+            "invalid_entries": self.invalid_entries,
+            "conflicts": self.conflicts,
+            "over_cap": self.over_cap,
+            "stale": self.stale,
+            "temp_files": self.temp_files,
+        })
+    }
 }
 
 /// First 8 characters of a lease id: enough to tell leases apart on screen.
@@ -446,6 +500,15 @@ pub fn doctor_text(d: &DoctorReport) -> String {
             "  entry {i} has an empty session id (Hermes writes these for tracked drafts); every acquire is refused until it is repaired"
         );
     }
+    if d.over_cap {
+        let _ = writeln!(
+            s,
+            "  OVER CAP: {} live leases, cap {}: no new session is granted until {} end(s)",
+            d.live,
+            d.cap.cap.unwrap_or_default(),
+            d.live as u64 - d.cap.cap.unwrap_or_default() + 1
+        );
+    }
     for (session, leases) in &d.conflicts {
         let pids: Vec<String> = leases.iter().map(|l| l.entry.pid().to_string()).collect();
         let _ = writeln!(
@@ -456,10 +519,13 @@ pub fn doctor_text(d: &DoctorReport) -> String {
             pids.join(", ")
         );
     }
+    // Named by profile: with --all-profiles a bare `leasectl prune` would act on the root only.
+    let is_profile = d.registry.home != crate::lease::paths::root_of(&d.registry.home);
+    let here = super::hints::leasectl_in_profile(is_profile.then_some(d.registry.profile.as_str()));
     for v in &d.stale {
         let _ = writeln!(
             s,
-            "  stale: lease {} (session {}, pid {}): {} — `leasectl prune` removes it",
+            "  stale: lease {} (session {}, pid {}): {} — `{here} prune` removes it",
             escape(&short_id(v.entry.lease_id())),
             escape(v.entry.session_id()),
             v.entry.pid(),
@@ -495,11 +561,13 @@ pub fn doctor_text(d: &DoctorReport) -> String {
 pub struct LsJson<'a> {
     pub listings: &'a [crate::lease::Listing],
     pub owners: &'a HashMap<u64, OwnerInfo>,
+    /// Per listing: its conflicts and whether it is over its cap.
+    pub marks: &'a [super::ls::Marks],
 }
 
 struct Registries<'a>(&'a LsJson<'a>);
-struct OneRegistry<'a>(&'a crate::lease::Listing, &'a HashMap<u64, OwnerInfo>);
-struct Leases<'a>(&'a [LeaseView], &'a HashMap<u64, OwnerInfo>);
+struct OneRegistry<'a>(&'a crate::lease::Listing, &'a HashMap<u64, OwnerInfo>, &'a super::ls::Marks);
+struct Leases<'a>(&'a [LeaseView], &'a HashMap<u64, OwnerInfo>, &'a super::ls::Marks);
 
 impl serde::Serialize for LsJson<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -514,8 +582,9 @@ impl serde::Serialize for Registries<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.listings.len()))?;
-        for l in self.0.listings {
-            seq.serialize_element(&OneRegistry(l, self.0.owners))?;
+        let none = super::ls::Marks::default();
+        for (i, l) in self.0.listings.iter().enumerate() {
+            seq.serialize_element(&OneRegistry(l, self.0.owners, self.0.marks.get(i).unwrap_or(&none)))?;
         }
         seq.end()
     }
@@ -525,11 +594,14 @@ impl serde::Serialize for OneRegistry<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let l = self.0;
-        let mut m = s.serialize_map(Some(6))?;
+        let mut m = s.serialize_map(Some(8))?;
         m.serialize_entry("cap", &l.cap.cap)?;
         m.serialize_entry("cap_warnings", &l.cap.warnings)?;
         m.serialize_entry("error", &l.leases.as_ref().err().map(|e| e.to_string()))?;
-        m.serialize_entry("leases", &Leases(l.leases.as_deref().unwrap_or_default(), self.1))?;
+        m.serialize_entry("leases", &Leases(l.leases.as_deref().unwrap_or_default(), self.1, self.2))?;
+        // Counted over every lease, before any filter.
+        m.serialize_entry("live", &self.2.live)?;
+        m.serialize_entry("over_cap", &self.2.over_cap)?;
         m.serialize_entry("path", &l.location.describe())?;
         m.serialize_entry("profile", l.location.name())?;
         m.end()
@@ -541,7 +613,11 @@ impl serde::Serialize for Leases<'_> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for v in self.0 {
-            seq.serialize_element(&lease_json(v, self.1.get(&v.entry.pid())))?;
+            let mut lease = lease_json(v, self.1.get(&v.entry.pid()));
+            if let Some(map) = lease.as_object_mut() {
+                map.insert("conflict".into(), self.2.of_lease(v).contains(&"CONFLICT").into());
+            }
+            seq.serialize_element(&lease)?;
         }
         seq.end()
     }

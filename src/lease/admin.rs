@@ -234,6 +234,10 @@ pub struct DoctorReport {
     pub lock_problem: Option<String>,
     /// The registry is a symlink (to this target): every write refuses to go through it.
     pub symlink_to: Option<PathBuf>,
+    /// Leases whose owner is alive.
+    pub live: usize,
+    /// More live leases than the cap allows (the cap was lowered, or a writer ignored it).
+    pub over_cap: bool,
 }
 
 impl DoctorReport {
@@ -244,6 +248,7 @@ impl DoctorReport {
             || !self.leftover_temp_files.is_empty()
             || self.lock_problem.is_some()
             || self.symlink_to.is_some()
+            || self.over_cap
     }
 }
 
@@ -274,6 +279,8 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
             .filter(|m| m.file_type().is_symlink())
             // Resolved, so the fix can be pasted from anywhere; a dangling link as written.
             .map(|_| std::fs::canonicalize(&path).or_else(|_| std::fs::read_link(&path)).unwrap_or_default()),
+        live: 0,
+        over_cap: false,
     };
     match store::read_bytes(&path) {
         Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
@@ -297,6 +304,8 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
                         by_session.entry(v.entry.session_id().to_owned()).or_default().push(v.clone());
                     }
                 }
+                report.live = by_session.values().map(Vec::len).sum();
+                report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
                 report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
                 report.stale = views
                     .into_iter()

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod changes;
 pub mod config;
 pub mod entry;
 pub mod error;

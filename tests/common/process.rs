@@ -288,6 +288,12 @@ impl Sleeper {
     pub fn pid_arg(&self) -> String {
         self.pid().to_string()
     }
+
+    /// End it now (SIGKILL, reaped): its leases' owner is dead.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `leasectl --home HOME ARGS...`, without `HERMES_HOME`.

@@ -1,0 +1,261 @@
+//! `ls`: which leases to show (filters, order), what to mark (conflicts, an over-full
+//! cap), and the formats (table, wide, json, tsv).
+
+use std::collections::{HashMap, HashSet};
+
+use super::args::{Format, LivenessArg, LsArgs, SortKey};
+use super::output::{self, LEASE_HEADER, lease_rows, table};
+use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
+use crate::lease::human::escape;
+use crate::lease::owner::{OwnerInfo, owner_infos};
+use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
+
+/// What stands out in one registry: sessions with two live owners, and live leases
+/// over the cap. Judged on every lease, before filters hide any.
+#[derive(Debug, Default, Clone)]
+pub struct Marks {
+    pub conflicts: HashSet<String>,
+    pub live: usize,
+    pub over_cap: bool,
+}
+
+impl Marks {
+    pub fn of(views: &[LeaseView], cap: Option<u64>) -> Marks {
+        use std::hash::BuildHasher;
+        // Sessions by hash first (8 bytes a lease: `ls` on 50,000 leases stays lean),
+        // then the few candidates counted by their real ids, so a collision marks nothing.
+        let hasher = rustc_hash::FxBuildHasher;
+        let live_views = || views.iter().filter(|v| v.liveness == Liveness::Alive);
+        let mut hashes: Vec<u64> = live_views().map(|v| hasher.hash_one(v.entry.session_id())).collect();
+        let live = hashes.len();
+        hashes.sort_unstable();
+        let repeated: HashSet<u64> = hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        drop(hashes);
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for v in live_views().filter(|v| repeated.contains(&hasher.hash_one(v.entry.session_id()))) {
+            *counts.entry(v.entry.session_id()).or_default() += 1;
+        }
+        Marks {
+            conflicts: counts.into_iter().filter(|(_, n)| *n > 1).map(|(s, _)| s.to_owned()).collect(),
+            live,
+            over_cap: cap.is_some_and(|c| live as u64 > c),
+        }
+    }
+
+    /// The marks one lease carries, for people.
+    pub fn of_lease(&self, v: &LeaseView) -> Vec<&'static str> {
+        let mut m = Vec::new();
+        if v.liveness == Liveness::Alive && self.conflicts.contains(v.entry.session_id()) {
+            m.push("CONFLICT");
+        }
+        if v.liveness == Liveness::Alive && self.over_cap {
+            m.push("OVER CAP");
+        }
+        m
+    }
+}
+
+/// True when the filters select this lease.
+pub(super) fn selected(v: &LeaseView, a: &LsArgs) -> bool {
+    (a.session.is_empty() || a.session.iter().any(|s| s == v.entry.session_id()))
+        && (a.surface.is_empty() || a.surface.iter().any(|s| Some(s.as_str()) == v.entry.surface()))
+        && (a.liveness.is_empty() || a.liveness.contains(&state_of(&v.liveness)))
+}
+
+/// Keep only the leases the filters select, in the order asked for.
+fn select(views: &mut Vec<LeaseView>, a: &LsArgs) {
+    views.retain(|v| selected(v, a));
+    let Some(key) = a.sort else { return };
+    // Stable: ties keep the stored order.
+    match key {
+        SortKey::Session => views.sort_by(|x, y| x.entry.session_id().cmp(y.entry.session_id())),
+        SortKey::Age => views.sort_by(|x, y| {
+            let at = |v: &LeaseView| v.entry.started_at().unwrap_or(f64::INFINITY);
+            at(x).total_cmp(&at(y))
+        }),
+        SortKey::Pid => views.sort_by_key(|v| v.entry.pid()),
+        SortKey::Surface => views.sort_by(|x, y| x.entry.surface().cmp(&y.entry.surface())),
+        SortKey::Liveness => views.sort_by_key(|v| state_of(&v.liveness) as u8),
+    }
+}
+
+pub(super) fn state_of(l: &Liveness) -> LivenessArg {
+    match l {
+        Liveness::Alive => LivenessArg::Alive,
+        Liveness::Dead(_) => LivenessArg::Dead,
+        Liveness::Recycled { .. } => LivenessArg::Recycled,
+        Liveness::Unknown(_) => LivenessArg::Unknown,
+    }
+}
+
+pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs) -> Result<i32, Failure> {
+    if a.watch {
+        return super::watch::watch(stores, a);
+    }
+    let mut listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
+    let marks: Vec<Marks> =
+        listings.iter().map(|l| l.leases.as_ref().map(|v| Marks::of(v, l.cap.cap)).unwrap_or_default()).collect();
+    for l in &mut listings {
+        if let Ok(views) = &mut l.leases {
+            select(views, a);
+        }
+    }
+    let format = a.format.format();
+    if let [listing] = listings.as_slice()
+        && let Location::Etcd(at) = &listing.location
+    {
+        let views = listing.leases.as_ref().map_err(|e| Failure::from(e.clone()))?;
+        let remote = listing.remote.clone().unwrap_or_default();
+        match format {
+            Format::Tsv => tsv(&[("etcd", views.as_slice(), &marks[0])], &HashMap::new(), a.format.no_headers),
+            _ => output::etcd_listing(at, views, &remote, format == Format::Json),
+        }
+        return Ok(EXIT_OK);
+    }
+    let pids: Vec<u64> =
+        listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
+    let owners = owner_infos(&pids);
+    let any_error = listings.iter().any(|s| s.leases.is_err());
+    match format {
+        Format::Json => {
+            // Streamed, one lease's JSON at a time: a tree of 50,000 leases would take 40
+            // times the registry's size in memory. The bytes are those of the tree, pretty-printed.
+            use std::io::Write as _;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let json = output::LsJson { listings: &listings, owners: &owners, marks: &marks };
+            let written = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from);
+            note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
+        }
+        Format::Tsv => {
+            let rows: Vec<(&str, &[LeaseView], &Marks)> = listings
+                .iter()
+                .zip(&marks)
+                .filter_map(|(l, m)| Some((l.location.name(), l.leases.as_deref().ok()?, m)))
+                .collect();
+            tsv(&rows, &owners, a.format.no_headers);
+            for l in &listings {
+                if let Err(e) = &l.leases {
+                    say_err!("leasectl: {} ({}): {e}", l.location.name(), l.location.describe());
+                }
+            }
+        }
+        Format::Table | Format::Wide => tables(&listings, &marks, &owners, format == Format::Wide, a.format.no_headers),
+    }
+    Ok(if any_error { EXIT_ERROR } else { EXIT_OK })
+}
+
+fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, OwnerInfo>, wide: bool, bare: bool) {
+    for (i, (s, m)) in listings.iter().zip(marks).enumerate() {
+        if i > 0 {
+            say!();
+        }
+        let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
+        let (name, place) = (s.location.name(), s.location.describe());
+        match &s.leases {
+            Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {e}"),
+            Ok(views) => {
+                let slots = s.cap.cap.map(|c| format!("{}/{c} slots", m.live)).unwrap_or(format!("{} live", m.live));
+                let over = if m.over_cap { "  OVER CAP" } else { "" };
+                let conflicts = match m.conflicts.len() {
+                    0 => String::new(),
+                    n => format!("  {n} CONFLICT(S)"),
+                };
+                say!("{name}  {place}  {cap}  {} lease(s), {slots}{over}{conflicts}", views.len());
+                if !views.is_empty() {
+                    let text = if wide {
+                        table(&WIDE_HEADER, &wide_rows(views, owners, m))
+                    } else {
+                        let mut rows = lease_rows(views, owners);
+                        for (row, v) in rows.iter_mut().zip(views) {
+                            mark_liveness(&mut row[5], &m.of_lease(v));
+                        }
+                        table(&LEASE_HEADER, &rows)
+                    };
+                    let text = if bare { text.split_once('\n').map(|(_, r)| r).unwrap_or("") } else { &text };
+                    if !text.is_empty() {
+                        say!("{text}");
+                    }
+                }
+            }
+        }
+        for w in &s.cap.warnings {
+            say!("  warning: {w}");
+        }
+    }
+}
+
+fn mark_liveness(cell: &mut String, marks: &[&str]) {
+    for m in marks {
+        cell.push(' ');
+        cell.push_str(m);
+    }
+}
+
+const WIDE_HEADER: [&str; 11] =
+    ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "USER", "RSS", "LIVENESS", "AGE", "LIVE ID", "COMMAND"];
+
+fn wide_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, m: &Marks) -> Vec<Vec<String>> {
+    let short = lease_rows(views, owners);
+    views
+        .iter()
+        .zip(short)
+        .map(|(v, s)| {
+            let o = owners.get(&v.entry.pid());
+            let mut liveness = s[5].clone();
+            mark_liveness(&mut liveness, &m.of_lease(v));
+            vec![
+                v.entry.lease_id().to_owned(),
+                s[1].clone(),
+                s[2].clone(),
+                s[3].clone(),
+                s[4].clone(),
+                o.and_then(|o| o.user.clone()).unwrap_or_else(|| "-".into()),
+                o.map(|o| format!("{:.1}M", o.rss_bytes as f64 / (1024.0 * 1024.0))).unwrap_or_else(|| "-".into()),
+                liveness,
+                s[6].clone(),
+                s[7].clone(),
+                o.map(|o| o.cmdline.join(" ")).filter(|c| !c.is_empty()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect()
+}
+
+const TSV_HEADER: [&str; 10] =
+    ["PROFILE", "LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE_SECS", "LIVE_ID", "MARKS"];
+
+/// One line per lease, fields joined by tabs; text from files escaped, so a tab or a
+/// newline inside a field can never split it.
+fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerInfo>, bare: bool) {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut written = Ok(());
+    if !bare {
+        written = writeln!(out, "{}", TSV_HEADER.join("\t"));
+    }
+    let at = now();
+    for (profile, views, marks) in registries {
+        for v in *views {
+            let e = &v.entry;
+            let m = marks.of_lease(v);
+            let fields = [
+                escape(profile).into_owned(),
+                escape(e.lease_id()).into_owned(),
+                escape(e.session_id()).into_owned(),
+                escape(e.surface().unwrap_or("-")).into_owned(),
+                e.pid().to_string(),
+                owners.get(&e.pid()).map(|o| escape(&o.name).into_owned()).unwrap_or_else(|| "-".into()),
+                v.liveness.name().to_owned(),
+                e.started_at().map(|t| format!("{:.0}", (at - t).max(0.0))).unwrap_or_else(|| "-".into()),
+                Some(e.live_session_id())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| escape(&s).into_owned())
+                    .unwrap_or("-".into()),
+                if m.is_empty() { "-".into() } else { m.join(",").replace(' ', "_") },
+            ];
+            if written.is_ok() {
+                written = writeln!(out, "{}", fields.join("\t"));
+            }
+        }
+    }
+    note_stdout(written.and_then(|()| out.flush()));
+}

@@ -1,0 +1,120 @@
+//! What happened between two readings of one registry, as events a person or a script
+//! can follow: leases acquired, released, pruned, owners dying. The registry records
+//! no history, so a lease gone is named by what its owner was last seen as: a dead
+//! owner's lease was pruned, a live one's released.
+
+use std::collections::HashMap;
+
+use super::admin::LeaseView;
+use super::liveness::Liveness;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Held when the watch began.
+    Present,
+    Acquired,
+    /// Gone while its owner was alive (or unknown): the owner's release, or a force-release.
+    Released,
+    /// Gone after its owner had died or its pid was reused.
+    Pruned,
+    OwnerDied,
+    OwnerRecycled,
+    /// The owner reads alive again (a clock step undone, a /proc hiccup).
+    OwnerAlive,
+    /// The same lease id rewritten (its writer re-acquired: surface, metadata, times).
+    Updated,
+}
+
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Present => "present",
+            EventKind::Acquired => "acquired",
+            EventKind::Released => "released",
+            EventKind::Pruned => "pruned",
+            EventKind::OwnerDied => "owner-died",
+            EventKind::OwnerRecycled => "owner-recycled",
+            EventKind::OwnerAlive => "owner-alive",
+            EventKind::Updated => "updated",
+        }
+    }
+}
+
+/// One change to one lease; `view` is the lease as last seen (before it went, for
+/// released and pruned).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseEvent {
+    pub kind: EventKind,
+    pub view: LeaseView,
+}
+
+/// Every lease of a first reading, as present.
+pub fn present(views: &[LeaseView]) -> Vec<LeaseEvent> {
+    views.iter().map(|v| LeaseEvent { kind: EventKind::Present, view: v.clone() }).collect()
+}
+
+/// The changes from `old` to `new`: gone leases first (in old order), then new and
+/// changed ones (in new order). Linear: one map by lease id.
+pub fn between(old: &[LeaseView], new: &[LeaseView]) -> Vec<LeaseEvent> {
+    let before: HashMap<&str, &LeaseView> = old.iter().map(|v| (v.entry.lease_id(), v)).collect();
+    let after: HashMap<&str, &LeaseView> = new.iter().map(|v| (v.entry.lease_id(), v)).collect();
+    let mut events = Vec::new();
+    for v in old.iter().filter(|v| !after.contains_key(v.entry.lease_id())) {
+        let kind = match v.liveness {
+            Liveness::Dead(_) | Liveness::Recycled { .. } => EventKind::Pruned,
+            Liveness::Alive | Liveness::Unknown(_) => EventKind::Released,
+        };
+        events.push(LeaseEvent { kind, view: v.clone() });
+    }
+    for v in new {
+        let Some(was) = before.get(v.entry.lease_id()) else {
+            events.push(LeaseEvent { kind: EventKind::Acquired, view: v.clone() });
+            continue;
+        };
+        let kind = match (&was.liveness, &v.liveness) {
+            (Liveness::Alive, Liveness::Dead(_)) => Some(EventKind::OwnerDied),
+            (Liveness::Alive, Liveness::Recycled { .. }) => Some(EventKind::OwnerRecycled),
+            (Liveness::Dead(_) | Liveness::Recycled { .. }, Liveness::Alive) => Some(EventKind::OwnerAlive),
+            _ if was.entry != v.entry => Some(EventKind::Updated),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            events.push(LeaseEvent { kind, view: v.clone() });
+        }
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::Entry;
+    use crate::lease::liveness::DeadCause;
+
+    fn view(id: &str, liveness: Liveness) -> LeaseView {
+        let value = serde_json::json!({"lease_id": id, "session_id": "S", "pid": 7});
+        let entry = Entry::from_value(0, value, &std::collections::HashSet::<String>::new()).expect("an entry");
+        LeaseView { entry, liveness, remote: None }
+    }
+
+    fn kinds(events: &[LeaseEvent]) -> Vec<(&str, EventKind)> {
+        events.iter().map(|e| (e.view.entry.lease_id(), e.kind)).collect()
+    }
+
+    #[test]
+    fn gone_leases_are_released_or_pruned_by_their_owners_last_state() {
+        let dead = || Liveness::Dead(DeadCause::PidGone);
+        let old = [view("a", Liveness::Alive), view("b", dead()), view("c", Liveness::Alive)];
+        let new = [view("c", dead()), view("d", Liveness::Alive)];
+        assert_eq!(
+            kinds(&between(&old, &new)),
+            [
+                ("a", EventKind::Released),
+                ("b", EventKind::Pruned),
+                ("c", EventKind::OwnerDied),
+                ("d", EventKind::Acquired)
+            ]
+        );
+        assert!(between(&new, &new).is_empty(), "no change, no event");
+    }
+}
