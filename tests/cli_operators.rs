@@ -298,3 +298,42 @@ fn ls_watch_prints_each_change_as_a_line() {
     watch.signal(libc::SIGINT);
     let _ = watch.wait();
 }
+
+#[test]
+fn run_wait_retries_until_the_holder_ends_and_names_it_once() {
+    let home = Home::new();
+    let mut holder = home.spawn("hold S", &["hold", "S", "--json"]);
+    let grant = holder.json_line();
+    assert_eq!(grant["granted"], true);
+    let marker = home.outside().join("ran");
+    let script = format!("touch {}", marker.display());
+    let mut waiter = home.spawn("run --wait", &["run", "S", "--wait", "20", "--", "sh", "-c", &script]);
+    // The waiter keeps trying (and says once who holds the session) while the holder runs.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert!(!marker.exists(), "CMD must not run while the session is held");
+    holder.signal(libc::SIGTERM);
+    holder.finish().expect_exit(0);
+    let out = waiter.finish();
+    out.expect_exit(0);
+    assert!(marker.exists(), "CMD ran once the holder released");
+    let named = out.stderr.matches("is held by pid").count();
+    assert_eq!(named, 1, "the holder is named once: {out:?}");
+    assert!(out.stderr.contains(&format!("held by pid {}", grant["pid"])), "{out:?}");
+}
+
+#[test]
+fn run_wait_gives_up_in_time_and_conflict_exit_code_replaces_3_and_4() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    home.run(&["acquire", "S", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    let started = std::time::Instant::now();
+    let out = home.run(&["run", "S", "--wait", "0.5", "--", "true"]);
+    out.expect_exit(3);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(500), "it waited: {:?}", started.elapsed());
+    home.run(&["run", "S", "--conflict-exit-code", "75", "--", "true"]).expect_exit(75);
+    // The cap full: 4 becomes N too.
+    home.run(&["run", "T", "--max", "1", "--conflict-exit-code", "75", "--", "true"]).expect_exit(75);
+    // Not a conflict (an unreadable registry): the usual 5.
+    fs::write(home.registry(), "{not json").expect("break the registry");
+    home.run(&["run", "S", "--conflict-exit-code", "75", "--", "true"]).expect_exit(5);
+}

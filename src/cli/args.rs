@@ -235,6 +235,10 @@ pub struct AcquireOpts {
     /// TTL/3; a one-shot acquire does not, so its lease ends after TTL unless renewed
     #[arg(long, value_name = "SECS")]
     pub ttl: Option<u64>,
+    /// When refused because the session is held or every slot is taken, try again (backoff
+    /// up to 1s) until granted or SECS have passed, naming the holder once
+    #[arg(long, value_name = "SECS")]
+    pub wait: Option<f64>,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
@@ -308,6 +312,10 @@ pub struct RunArgs {
     /// No banner (the grant line on stderr); a refusal is still reported
     #[arg(short, long)]
     pub quiet: bool,
+    /// Exit N (instead of 3 or 4) when the session is held or every slot is taken, as
+    /// flock -E; CMD does not run
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=255))]
+    pub conflict_exit_code: Option<i32>,
     /// The command to run while holding the lease
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,

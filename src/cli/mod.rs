@@ -176,7 +176,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             // The process a script started: the work runs under a keeper it starts.
             Role::Relay => keeper::relay(stop_signals()?)
                 .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot start the lease keeper: {e}") }),
-            Role::Keeper => run_cmd(&mut *single()?, &a.opts, a.quiet, &a.cmd, timeout),
+            Role::Keeper => run_cmd(&mut *single()?, &a, timeout),
             Role::Orphaned(relay) => {
                 Err(Failure { code: EXIT_ERROR, message: format!("leasectl (pid {relay}) ended before CMD started") })
             }
@@ -383,13 +383,76 @@ enum Banner {
     Quiet,
 }
 
+/// How long `--wait` keeps asking, and what ends the wait early (a stop signal).
+struct Waiting<'a> {
+    until: Option<std::time::Instant>,
+    stopped: &'a mut dyn FnMut() -> bool,
+}
+
+impl Waiting<'_> {
+    fn of(wait: Option<f64>, stopped: &mut dyn FnMut() -> bool) -> Result<Waiting<'_>, Failure> {
+        let until = match wait {
+            None => None,
+            Some(secs) if (0.0..=86_400.0 * 365.0).contains(&secs) => {
+                Some(std::time::Instant::now() + Duration::from_secs_f64(secs))
+            }
+            Some(secs) => return Err(usage(format!("--wait takes 0 to 31536000 seconds, not {secs}"))),
+        };
+        Ok(Waiting { until, stopped })
+    }
+}
+
+/// Ask the fence; with --wait, ask again while the refusal is a conflict (the session
+/// held, every slot taken) and time is left: 50 ms, doubling up to 1 s. The holder is
+/// named once, on stderr.
+fn acquire_waiting(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    waiting: &mut Waiting,
+) -> Result<lease::Grant, lease::Refusal> {
+    let mut pause = Duration::from_millis(50);
+    let mut named = false;
+    loop {
+        let refusal = match store.acquire(req) {
+            Ok(g) => return Ok(g),
+            Err(r) => r,
+        };
+        let conflict = matches!(refusal.reason, Reason::SessionNotOwned | Reason::MaxConcurrentSessions);
+        let left = waiting.until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+        let Some(left) = left.filter(|l| conflict && !l.is_zero()) else { return Err(refusal) };
+        if (waiting.stopped)() {
+            return Err(refusal);
+        }
+        if !named {
+            named = true;
+            let who = match &refusal.holder {
+                Some(h) => format!(
+                    "held by pid {} ({}, {})",
+                    h.pid(),
+                    crate::lease::human::escape(h.surface().unwrap_or("-")),
+                    lease::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
+                ),
+                None => "every slot is taken".into(),
+            };
+            say_err!(
+                "leasectl: session {} is {who}; waiting up to {}",
+                crate::lease::human::escape(&req.session_id),
+                crate::lease::human::duration(left.as_secs_f64())
+            );
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
 fn acquire_reported(
     store: &mut dyn LeaseStore,
     req: &AcquireRequest,
     as_json: bool,
     held: bool,
+    waiting: &mut Waiting,
 ) -> Result<lease::Grant, i32> {
-    acquire_reported_to(store, req, as_json, held, Banner::Stdout)
+    acquire_reported_to(store, req, as_json, held, Banner::Stdout, waiting)
 }
 
 fn acquire_reported_to(
@@ -398,6 +461,7 @@ fn acquire_reported_to(
     as_json: bool,
     held: bool,
     banner: Banner,
+    waiting: &mut Waiting,
 ) -> Result<lease::Grant, i32> {
     let show = |v: &Value| {
         if held {
@@ -407,7 +471,7 @@ fn acquire_reported_to(
             print_json(v)
         }
     };
-    match store.acquire(req) {
+    match acquire_waiting(store, req, waiting) {
         Ok(g) => {
             if as_json {
                 show(&output::grant_json(&g, store.location(), req, held));
@@ -465,7 +529,9 @@ fn acquire(
         return Err(Failure { code: EXIT_ERROR, message: format!("owner pid {owner_pid} is not a running process") });
     }
     let req = request(store, opts, owner_pid, timeout)?;
-    Ok(match acquire_reported(store, &req, opts.json, false) {
+    let mut never = || false;
+    let mut waiting = Waiting::of(opts.wait, &mut never)?;
+    Ok(match acquire_reported(store, &req, opts.json, false, &mut waiting) {
         Ok(_) => EXIT_OK,
         Err(code) => code,
     })
@@ -857,8 +923,10 @@ fn lost_message(session: &str, why: &str) -> String {
 fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     // Catch SIGINT/SIGTERM/SIGHUP before the lease exists, so no signal can leave it behind.
-    let signals = stop_signals()?;
-    let grant = match acquire_reported(store, &req, opts.json, true) {
+    let mut signals = stop_signals()?;
+    let mut stopped = || signals.pending();
+    let mut waiting = Waiting::of(opts.wait, &mut stopped)?;
+    let grant = match acquire_reported(store, &req, opts.json, true, &mut waiting) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };
@@ -890,13 +958,8 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
     Ok(EXIT_OK)
 }
 
-fn run_cmd(
-    store: &mut dyn LeaseStore,
-    opts: &AcquireOpts,
-    quiet: bool,
-    cmd: &[String],
-    timeout: Duration,
-) -> Result<i32, Failure> {
+fn run_cmd(store: &mut dyn LeaseStore, a: &args::RunArgs, timeout: Duration) -> Result<i32, Failure> {
+    let (opts, quiet, cmd, conflict_exit_code) = (&a.opts, a.quiet, &a.cmd, a.conflict_exit_code);
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     let signals = stop_signals()?;
     let relay =
@@ -905,8 +968,15 @@ fn run_cmd(
     keeper::become_subreaper()
         .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot keep CMD's processes: {e}") })?;
     let banner = if quiet { Banner::Quiet } else { Banner::Stderr };
-    let grant = match acquire_reported_to(store, &req, opts.json, true, banner) {
+    let mut signals = signals;
+    let mut stopped = || signals.pending();
+    let mut waiting = Waiting::of(opts.wait, &mut stopped)?;
+    let grant = match acquire_reported_to(store, &req, opts.json, true, banner, &mut waiting) {
         Ok(g) => g,
+        // flock -E: a conflict can have an exit code of its own.
+        Err(code) if [Reason::SessionNotOwned, Reason::MaxConcurrentSessions].iter().any(|r| r.exit_code() == code) => {
+            return Ok(conflict_exit_code.unwrap_or(code));
+        }
         Err(code) => return Ok(code),
     };
     let token = grant.fencing_token().map(|t| t.to_string());
