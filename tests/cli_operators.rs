@@ -337,3 +337,70 @@ fn run_wait_gives_up_in_time_and_conflict_exit_code_replaces_3_and_4() {
     fs::write(home.registry(), "{not json").expect("break the registry");
     home.run(&["run", "S", "--conflict-exit-code", "75", "--", "true"]).expect_exit(5);
 }
+
+fn leasectl_bare(args: &[&str]) -> common::process::Out {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("HERMES_HOME").env("HOME", "/nonexistent-home-for-this-test");
+    Proc::run(&args.join(" "), cmd)
+}
+
+#[test]
+fn completions_load_in_bash_and_name_every_command() {
+    let out = leasectl_bare(&["completions", "bash"]);
+    out.expect_exit(0);
+    for sub in ["ls", "force-release", "doctor", "run", "completions", "man"] {
+        assert!(out.stdout.contains(sub), "{sub} completes: {}", &out.stdout[..200.min(out.stdout.len())]);
+    }
+    // bash loads the script and registers it for leasectl (no home needed to print it).
+    let script = format!("{}\ncomplete -p leasectl", out.stdout);
+    let loaded = Proc::run("bash", {
+        let mut cmd = Command::new("bash");
+        cmd.args(["--norc", "-c", &script]);
+        cmd
+    });
+    loaded.expect_exit(0);
+    assert!(loaded.stdout.contains("leasectl"), "{loaded:?}");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = leasectl_bare(&["completions", shell]);
+        out.expect_exit(0);
+        assert!(out.stdout.contains("force-release"), "{shell}: {out:?}");
+    }
+    leasectl_bare(&["completions", "tcsh"]).expect_exit(2);
+}
+
+#[test]
+fn the_manual_page_renders_with_man() {
+    let out = leasectl_bare(&["man"]);
+    out.expect_exit(0);
+    assert!(out.stdout.starts_with(".ie") || out.stdout.contains(".TH leasectl"), "roff: {out:?}");
+    let page = std::env::temp_dir().join(format!("leasectl-{}.1", std::process::id()));
+    fs::write(&page, &out.stdout).expect("write the page");
+    let rendered = Proc::run("man -l", {
+        let mut cmd = Command::new("man");
+        cmd.arg("-l").arg(&page).env("MANPAGER", "cat").env("PAGER", "cat").env("COLUMNS", "100");
+        cmd
+    });
+    let _ = fs::remove_file(&page);
+    rendered.expect_exit(0);
+    for text in ["NAME", "leasectl", "--home", "SUBCOMMANDS", "force-release"] {
+        assert!(rendered.stdout.contains(text), "{text} in the page: {rendered:?}");
+    }
+}
+
+#[test]
+fn help_keeps_global_options_apart_and_shows_etcd_only_in_an_etcd_build() {
+    let out = leasectl_bare(&["ls", "--help"]);
+    out.expect_exit(0);
+    let (own, global) = out.stdout.split_once("Global options:").unwrap_or_else(|| panic!("a heading: {out:?}"));
+    assert!(own.contains("--session") && !own.contains("--home"), "{out:?}");
+    assert!(global.contains("--home") && global.contains("--lock-timeout") && !global.contains("--sort"), "{out:?}");
+    let top = leasectl_bare(&["--help"]).stdout;
+    let acquire = leasectl_bare(&["acquire", "--help"]).stdout;
+    for (text, option) in [(&top, "--endpoints"), (&top, "--backend"), (&acquire, "--ttl")] {
+        assert_eq!(text.contains(option), cfg!(feature = "etcd"), "{option} shown only with etcd: {text}");
+    }
+    for command in ["acquire", "hold", "run"] {
+        let help = leasectl_bare(&[command, "--help"]).stdout;
+        assert_eq!(help.contains("etcd"), cfg!(feature = "etcd"), "{command} --help: {help}");
+    }
+}

@@ -4,6 +4,60 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The heading that keeps options every command takes apart from each command's own.
+const GLOBAL: &str = "Global options";
+
+/// A build without the etcd backend does not offer its options (they would only fail).
+const NO_ETCD: bool = cfg!(not(feature = "etcd"));
+
+/// A command's closing help: what holds on the registry file, then (in a build with
+/// the etcd backend only) what differs on etcd, then examples.
+macro_rules! etcd_aware_help {
+    ($name:ident, $base:literal, $etcd:literal, $examples:literal, $etcd_examples:literal) => {
+        #[cfg(feature = "etcd")]
+        const $name: &str = concat!($base, "\n\n", $etcd, "\n\nExample:\n", $examples, "\n", $etcd_examples);
+        #[cfg(not(feature = "etcd"))]
+        const $name: &str = concat!($base, "\n\nExample:\n", $examples);
+    };
+}
+
+etcd_aware_help!(
+    ACQUIRE_HELP,
+    "The owner is --owner-pid, else the calling (parent) process. Writer identity is (owner pid, live id): the \
+     same writer re-acquiring replaces its own entry. --wait SECS keeps trying while the session is held or \
+     every slot is taken.",
+    "With --backend etcd the grant is an etcd lease of --ttl seconds that nobody renews once acquire exits: it \
+     ends after the TTL unless the owner renews it (etcdctl lease keep-alive ID, or its own etcd client; the JSON \
+     names etcd_lease_id). To hold a session for as long as a process runs, use hold or run, which renew it.",
+    "  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4",
+    "  leasectl --backend etcd --endpoints http://10.0.0.5:2379 acquire S1 --ttl 60 --json"
+);
+
+etcd_aware_help!(
+    RUN_HELP,
+    "The lease is owned by leasectl's keeper, a child process that is CMD's parent and a child subreaper: it \
+     releases only once every process CMD started has ended, even if this leasectl is killed (it then stops \
+     them: SIGTERM, then SIGKILL after 3s). SIGINT, SIGTERM and SIGHUP reach all of CMD's processes (a Ctrl-C \
+     reaches CMD once); leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and LEASECTL_SESSION_ID.\n\n\
+     A lease removed while CMD runs (force-release, an edit) stops CMD's processes the same way and leasectl \
+     exits 6. As a drop-in for flock(1): the banner is on stderr (-q: none), --wait SECS waits for the session, \
+     --conflict-exit-code N is flock -E.",
+    "With --backend etcd the lease is renewed every TTL/3; when it cannot be renewed within 2/3 of the TTL (etcd \
+     unreachable, or the lease revoked), CMD's processes are stopped (SIGKILL after TTL/6) and leasectl exits 6, \
+     before the TTL runs out. CMD also sees LEASECTL_FENCING_TOKEN.",
+    "  leasectl run S1 --surface cli -- python agent.py\n  leasectl run S1 --wait 60 -q -- ./nightly.sh",
+    "  leasectl --backend etcd --endpoints http://10.0.0.5:2379 run S1 -- python gateway.py"
+);
+
+etcd_aware_help!(
+    HOLD_HELP,
+    "A lease removed while held (force-release, an edit) is noticed: hold says so on stderr and exits 6.",
+    "With --backend etcd the lease is renewed every TTL/3; when it cannot be renewed (etcd unreachable for 2/3 of \
+     the TTL, or the lease revoked), hold exits 6 the same way, before the TTL runs out.",
+    "  leasectl hold S1 --surface gateway --live-id tab-1",
+    "  leasectl --backend etcd --endpoints http://10.0.0.5:2379 hold S1 --max 8"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "leasectl",
@@ -14,31 +68,31 @@ use clap::{Args, Parser, Subcommand};
                   acquire and hold leases through the same fence Hermes uses, and clean up \
                   dead or leaked owners safely.",
     after_help = "Exit codes: 0 ok/granted, 1 error, 2 usage, 3 SESSION_NOT_OWNED, \
-                  4 MAX_CONCURRENT_SESSIONS, 5 SESSION_COORDINATION_UNAVAILABLE.\n\n\
+                  4 MAX_CONCURRENT_SESSIONS, 5 SESSION_COORDINATION_UNAVAILABLE, 6 lease lost while held \
+                  (hold, run).\n\n\
                   Example:\n  leasectl --home /tmp/h acquire S1 --surface cli --live-id tab-1 --json"
 )]
 pub struct Cli {
     /// Hermes home (default: $HERMES_HOME, else ~/.hermes)
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
     /// Use the profile <root>/profiles/NAME instead of the home itself
-    #[arg(long, global = true, value_name = "NAME", conflicts_with = "all_profiles")]
+    #[arg(long, global = true, value_name = "NAME", conflicts_with = "all_profiles", help_heading = GLOBAL)]
     pub profile: Option<String>,
-    /// The root and every profile (ls, prune, doctor)
-    #[arg(long, global = true)]
+    /// The root and every profile (ls, prune, doctor, force-release)
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub all_profiles: bool,
     /// Give up waiting for the registry lock after SECS and name its holder
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0)]
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, help_heading = GLOBAL)]
     pub lock_timeout: f64,
-    /// Where leases live: the Hermes registry file (one host) or etcd (across hosts; needs a
-    /// build with `--features etcd`)
-    #[arg(long, global = true, value_enum, default_value_t = Backend::File)]
+    /// Where leases live: the Hermes registry file (one host) or etcd (across hosts)
+    #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL, hide = NO_ETCD)]
     pub backend: Backend,
     /// With --backend etcd: the etcd client URLs, comma-separated (http://host:port)
-    #[arg(long, global = true, value_name = "URL[,URL]")]
+    #[arg(long, global = true, value_name = "URL[,URL]", help_heading = GLOBAL, hide = NO_ETCD)]
     pub endpoints: Option<String>,
     /// With --backend etcd: the key prefix (default /leasectl/)
-    #[arg(long, global = true, value_name = "P")]
+    #[arg(long, global = true, value_name = "P", help_heading = GLOBAL, hide = NO_ETCD)]
     pub prefix: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -59,14 +113,7 @@ pub enum Command {
     #[command(after_help = "Example:\n  leasectl ls --all-profiles\n  leasectl --home /tmp/h ls --json")]
     Ls(LsArgs),
     /// Acquire a lease for an owner process through the fence
-    #[command(after_help = "The owner is --owner-pid, else the calling (parent) process. Writer identity is \
-                            (owner pid, live id): the same writer re-acquiring replaces its own entry.\n\n\
-                            With --backend etcd the grant is an etcd lease of --ttl seconds that nobody renews \
-                            once acquire exits: it ends after the TTL unless the owner renews it (etcdctl lease \
-                            keep-alive ID, or its own etcd client; the JSON names etcd_lease_id). To hold a \
-                            session for as long as a process runs, use hold or run, which renew it.\n\n\
-                            Example:\n  leasectl acquire S1 --surface cli --live-id tab-1 --owner-pid $$ --max 4\n  \
-                            leasectl --backend etcd --endpoints http://10.0.0.5:2379 acquire S1 --ttl 60 --json")]
+    #[command(after_help = ACQUIRE_HELP)]
     Acquire(AcquireArgs),
     /// Release a lease (the owner's release; a lease already gone is fine)
     #[command(after_help = "Example:\n  leasectl release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13")]
@@ -85,16 +132,7 @@ pub enum Command {
                             Example:\n  leasectl doctor --all-profiles\n  leasectl doctor --repair --yes")]
     Doctor(DoctorArgs),
     /// Hold a lease while CMD and every process it starts run; CMD does not run on refusal
-    #[command(after_help = "The lease is owned by leasectl's keeper, a child process that is CMD's parent and \
-                            a child subreaper: it releases only once every process CMD started has ended, \
-                            even if this leasectl is killed (it then stops them: SIGTERM, then SIGKILL after \
-                            3s). SIGINT, SIGTERM and SIGHUP reach all of CMD's processes (a Ctrl-C reaches \
-                            CMD once); leasectl exits with CMD's status. CMD sees LEASECTL_LEASE_ID and \
-                            LEASECTL_SESSION_ID (with --backend etcd also LEASECTL_FENCING_TOKEN).\n\n\
-                            A lease removed while CMD runs (force-release; with --backend etcd, not renewed \
-                            within 2/3 of the TTL) stops CMD's processes the same way (TTL/6 on etcd) and \
-                            leasectl exits 6.\n\n\
-                            Example:\n  leasectl run S1 --surface cli -- python agent.py")]
+    #[command(after_help = RUN_HELP)]
     Run(RunArgs),
     /// The live console: every registry, every owner, safe clean-up (default on a terminal)
     #[command(after_help = "Default: the root and every profile, one tab each, plus an \"all\" tab; \
@@ -108,13 +146,27 @@ pub enum Command {
                             Example:\n  leasectl demo --tour")]
     Demo(DemoArgs),
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP
-    #[command(after_help = "A lease removed while held (force-release, an edit) is noticed: hold says so on \
-                            stderr and exits 6. With --backend etcd the lease is renewed every TTL/3; when it \
-                            cannot be renewed (etcd unreachable for 2/3 of the TTL, or the lease revoked), hold \
-                            exits 6 the same way, before the TTL runs out.\n\n\
-                            Example:\n  leasectl hold S1 --surface gateway --live-id tab-1\n  \
-                            leasectl --backend etcd --endpoints http://10.0.0.5:2379 hold S1 --max 8")]
+    #[command(after_help = HOLD_HELP)]
     Hold(AcquireOpts),
+    /// Print a shell completion script (from the same definitions as this help)
+    #[command(
+        after_help = "Example:\n  leasectl completions bash > ~/.local/share/bash-completion/completions/leasectl\n  \
+                            leasectl completions zsh > ~/.zfunc/_leasectl\n  \
+                            leasectl completions fish > ~/.config/fish/completions/leasectl.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff, from the same definitions as this help)
+    #[command(
+        after_help = "Example:\n  leasectl man > /usr/local/share/man/man1/leasectl.1\n  leasectl man | man -l -"
+    )]
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -233,7 +285,7 @@ pub struct AcquireOpts {
     pub meta: Vec<String>,
     /// With --backend etcd: the etcd lease TTL in seconds (default 10). hold/run renew it every
     /// TTL/3; a one-shot acquire does not, so its lease ends after TTL unless renewed
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", hide = NO_ETCD)]
     pub ttl: Option<u64>,
     /// When refused because the session is held or every slot is taken, try again (backoff
     /// up to 1s) until granted or SECS have passed, naming the holder once

@@ -139,6 +139,12 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             Command::Ls(args::LsArgs::default())
         }
     });
+    // Generated from the argument definitions; they need no registry.
+    match &command {
+        Command::Completions(a) => return Ok(print_completions(a.shell)),
+        Command::Man => return print_man(),
+        _ => {}
+    }
     let locations = select_locations(&cli, &command, implicit)?;
     let ttl = match &command {
         Command::Acquire(a) => a.opts.ttl,
@@ -184,7 +190,28 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
+        Command::Completions(_) | Command::Man => Ok(EXIT_OK),
     }
+}
+
+fn print_completions(shell: clap_complete::Shell) -> i32 {
+    use clap::CommandFactory as _;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "leasectl", &mut out);
+    use std::io::Write as _;
+    note_stdout(std::io::stdout().write_all(&out));
+    EXIT_OK
+}
+
+fn print_man() -> Result<i32, Failure> {
+    use clap::CommandFactory as _;
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot render the manual: {e}") })?;
+    use std::io::Write as _;
+    note_stdout(std::io::stdout().write_all(&out));
+    Ok(EXIT_OK)
 }
 
 /// The locations a command acts on: registry files (the home, a profile, or the root and
