@@ -250,7 +250,7 @@ fn tsv_fields_never_split_on_hostile_text() {
     out.expect_exit(0);
     let rows = tsv_rows(&out);
     assert_eq!(rows.len(), 1, "one line: {out:?}");
-    assert_eq!(rows[0].len(), 10, "ten fields: {out:?}");
+    assert_eq!(rows[0].len(), 12, "twelve fields: {out:?}");
     assert_eq!(rows[0][2], "a\\u{9}b\\u{a}c");
 }
 
@@ -264,7 +264,9 @@ fn doctor_flags_an_over_full_cap_and_ends_with_a_summary() {
     assert!(out.stdout.contains("OVER CAP: 3 live leases, cap 2"), "{out:?}");
     let last = out.stdout.lines().last().unwrap_or_default();
     assert_eq!(
-        last, "2 registries, 1 with problems: 0 invalid, 1 conflict(s), 1 over cap, 1 stale owner(s), 0 temp file(s)",
+        last,
+        "2 registries, 1 with problems: 0 invalid, 1 conflict(s), 1 over cap, 1 stale owner(s), 0 temp file(s); 0 leak \
+         suspect(s)",
         "{out:?}"
     );
     let out = home.run(&["--all-profiles", "doctor", "--json"]);

@@ -85,6 +85,10 @@ pub struct Cli {
     /// Give up waiting for the registry lock after SECS and name its holder
     #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, help_heading = GLOBAL)]
     pub lock_timeout: f64,
+    /// A live owner's session idle this long (state.db) makes its lease a leak suspect
+    /// (LEAK?): 2h, 90m, 3600... (default: config.yaml's leasectl.idle_threshold, else 2h)
+    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::context::parse_idle, help_heading = GLOBAL)]
+    pub idle_threshold: Option<std::time::Duration>,
     /// Where leases live: the Hermes registry file (one host) or etcd (across hosts)
     #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL, hide = NO_ETCD)]
     pub backend: Backend,

@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 use super::args::{Format, LivenessArg, LsArgs, SortKey};
 use super::output::{self, LEASE_HEADER, lease_rows, table};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
-use crate::lease::human::escape;
+use crate::lease::context::{self, Contexts, SessionContext};
+use crate::lease::human::{duration, escape};
 use crate::lease::owner::{OwnerInfo, owner_infos};
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
@@ -17,6 +18,10 @@ pub struct Marks {
     pub conflicts: HashSet<String>,
     pub live: usize,
     pub over_cap: bool,
+    /// What state.db says of the leased sessions (None: not a registry file).
+    pub context: Option<Contexts>,
+    /// Leak suspects by lease id, with the reason in words.
+    pub leaks: HashMap<String, String>,
 }
 
 impl Marks {
@@ -39,7 +44,41 @@ impl Marks {
             conflicts: counts.into_iter().filter(|(_, n)| *n > 1).map(|(s, _)| s.to_owned()).collect(),
             live,
             over_cap: cap.is_some_and(|c| live as u64 > c),
+            context: None,
+            leaks: HashMap::new(),
         }
+    }
+
+    /// Read the leased sessions' context from the home's state.db (one query), and
+    /// judge which live owners hold a session nobody uses.
+    fn add_context(
+        &mut self,
+        home: &std::path::Path,
+        views: &[LeaseView],
+        owners: &HashMap<u64, OwnerInfo>,
+        idle: Option<std::time::Duration>,
+    ) {
+        let (threshold, warning) = context::idle_threshold(home, idle);
+        if let Some(w) = warning {
+            say_err!("leasectl: warning: {w}");
+        }
+        let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let contexts = context::read(home, &ids);
+        let at = now();
+        for v in views {
+            let owner = owners.get(&v.entry.pid()).map(|o| o.name.as_str()).unwrap_or("-");
+            if let Some(why) = context::leak_reason(v, contexts.get(v.entry.session_id()), threshold, at, owner) {
+                self.leaks.insert(v.entry.lease_id().to_owned(), why);
+            }
+        }
+        self.context = Some(contexts);
+    }
+
+    /// The session's context, when state.db has it.
+    pub fn context_of(&self, v: &LeaseView) -> Option<&SessionContext> {
+        self.context.as_ref()?.get(v.entry.session_id())
     }
 
     /// The marks one lease carries, for people.
@@ -50,6 +89,9 @@ impl Marks {
         }
         if v.liveness == Liveness::Alive && self.over_cap {
             m.push("OVER CAP");
+        }
+        if self.leaks.contains_key(v.entry.lease_id()) {
+            m.push("LEAK?");
         }
         m
     }
@@ -88,13 +130,25 @@ pub(super) fn state_of(l: &Liveness) -> LivenessArg {
     }
 }
 
-pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs) -> Result<i32, Failure> {
+pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs, idle: Option<std::time::Duration>) -> Result<i32, Failure> {
     if a.watch {
         return super::watch::watch(stores, a);
     }
     let mut listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
-    let marks: Vec<Marks> =
-        listings.iter().map(|l| l.leases.as_ref().map(|v| Marks::of(v, l.cap.cap)).unwrap_or_default()).collect();
+    let pids: Vec<u64> =
+        listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
+    let owners = owner_infos(&pids);
+    let marks: Vec<Marks> = listings
+        .iter()
+        .map(|l| {
+            let Ok(views) = &l.leases else { return Marks::default() };
+            let mut m = Marks::of(views, l.cap.cap);
+            if let Some(reg) = l.location.registry() {
+                m.add_context(&reg.home, views, &owners, idle);
+            }
+            m
+        })
+        .collect();
     for l in &mut listings {
         if let Ok(views) = &mut l.leases {
             select(views, a);
@@ -112,9 +166,6 @@ pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs) -> Result<i32, Failure
         }
         return Ok(EXIT_OK);
     }
-    let pids: Vec<u64> =
-        listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
-    let owners = owner_infos(&pids);
     let any_error = listings.iter().any(|s| s.leases.is_err());
     match format {
         Format::Json => {
@@ -191,8 +242,20 @@ fn mark_liveness(cell: &mut String, marks: &[&str]) {
     }
 }
 
-const WIDE_HEADER: [&str; 11] =
-    ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "USER", "RSS", "LIVENESS", "AGE", "LIVE ID", "COMMAND"];
+const WIDE_HEADER: [&str; 13] = [
+    "LEASE", "SESSION", "SURFACE", "PID", "OWNER", "USER", "RSS", "LIVENESS", "AGE", "LIVE ID", "TITLE", "ACTIVE",
+    "COMMAND",
+];
+
+/// A session's last activity for people: `5m ago`, `ended 3h ago`, or `-` (no context).
+pub fn activity_text(ctx: Option<&SessionContext>) -> String {
+    let at = now();
+    match ctx {
+        Some(c) if c.ended_at.is_some() => format!("ended {} ago", duration(at - c.ended_at.unwrap_or(at))),
+        Some(c) => c.last_activity.map(|t| format!("{} ago", duration(at - t))).unwrap_or_else(|| "-".into()),
+        None => "-".into(),
+    }
+}
 
 fn wide_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, m: &Marks) -> Vec<Vec<String>> {
     let short = lease_rows(views, owners);
@@ -214,14 +277,28 @@ fn wide_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, m: &Marks) -
                 liveness,
                 s[6].clone(),
                 s[7].clone(),
+                m.context_of(v).and_then(|c| c.title.clone()).unwrap_or_else(|| "-".into()),
+                activity_text(m.context_of(v)),
                 o.map(|o| o.cmdline.join(" ")).filter(|c| !c.is_empty()).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect()
 }
 
-const TSV_HEADER: [&str; 10] =
-    ["PROFILE", "LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE_SECS", "LIVE_ID", "MARKS"];
+const TSV_HEADER: [&str; 12] = [
+    "PROFILE",
+    "LEASE",
+    "SESSION",
+    "SURFACE",
+    "PID",
+    "OWNER",
+    "LIVENESS",
+    "AGE_SECS",
+    "LIVE_ID",
+    "MARKS",
+    "TITLE",
+    "IDLE_SECS",
+];
 
 /// One line per lease, fields joined by tabs; text from files escaped, so a tab or a
 /// newline inside a field can never split it.
@@ -251,6 +328,16 @@ fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerI
                     .map(|s| escape(&s).into_owned())
                     .unwrap_or("-".into()),
                 if m.is_empty() { "-".into() } else { m.join(",").replace(' ', "_") },
+                marks
+                    .context_of(v)
+                    .and_then(|c| c.title.as_deref())
+                    .map(|t| escape(t).into_owned())
+                    .unwrap_or("-".into()),
+                marks
+                    .context_of(v)
+                    .and_then(|c| c.last_activity)
+                    .map(|t| format!("{:.0}", (at - t).max(0.0)))
+                    .unwrap_or_else(|| "-".into()),
             ];
             if written.is_ok() {
                 written = writeln!(out, "{}", fields.join("\t"));

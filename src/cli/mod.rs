@@ -152,7 +152,8 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Run(a) => a.opts.ttl,
         _ => None,
     };
-    let options = StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)? };
+    let options =
+        StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)?, idle_threshold: cli.idle_threshold };
     let single = || -> Result<Box<dyn LeaseStore>, Failure> {
         if cli.all_profiles {
             return Err(usage("--all-profiles works with ls, prune, doctor and force-release only"));
@@ -164,7 +165,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         locations.iter().map(|l| lease::open(l, options).map_err(Failure::from)).collect()
     };
     match command {
-        Command::Ls(a) => ls::ls(&mut all()?, &a),
+        Command::Ls(a) => ls::ls(&mut all()?, &a, cli.idle_threshold),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
         Command::Release(a) => {
             let elsewhere = other_registries(&cli, &locations)?;

@@ -241,6 +241,25 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
         "symlink_to": d.symlink_to,
         "live": d.live,
         "over_cap": d.over_cap,
+        "leak_suspects": d.leak_suspects.iter().map(|(v, why)| json!({
+            "lease": lease_json(v, None),
+            "reason": why,
+        })).collect::<Vec<_>>(),
+        "session_context_unknown": d.context_unknown,
+    })
+}
+
+/// A session's context from state.db, as `ls --json` shows it.
+pub fn context_json(c: &crate::lease::context::SessionContext) -> Value {
+    json!({
+        "id": c.session_id,
+        "title": c.title,
+        "source": c.source,
+        "started_at": c.started_at,
+        "ended_at": c.ended_at,
+        "end_reason": c.end_reason,
+        "last_activity": c.last_activity,
+        "messages": c.messages,
     })
 }
 
@@ -253,6 +272,7 @@ pub struct DoctorSummary {
     pub stale: usize,
     pub temp_files: usize,
     pub over_cap: usize,
+    pub leak_suspects: usize,
 }
 
 impl DoctorSummary {
@@ -266,12 +286,14 @@ impl DoctorSummary {
             stale: count(|d| d.stale.len()),
             temp_files: count(|d| d.leftover_temp_files.len()),
             over_cap: reports.iter().filter(|d| d.over_cap).count(),
+            leak_suspects: count(|d| d.leak_suspects.len()),
         }
     }
 
     pub fn line(&self) -> String {
         format!(
-            "{} registr{}, {} with problems: {} invalid, {} conflict(s), {} over cap, {} stale owner(s), {} temp file(s)",
+            "{} registr{}, {} with problems: {} invalid, {} conflict(s), {} over cap, {} stale owner(s), {} temp \
+             file(s); {} leak suspect(s)",
             self.registries,
             if self.registries == 1 { "y" } else { "ies" },
             self.with_problems,
@@ -279,7 +301,8 @@ impl DoctorSummary {
             self.conflicts,
             self.over_cap,
             self.stale,
-            self.temp_files
+            self.temp_files,
+            self.leak_suspects
         )
     }
 
@@ -292,6 +315,7 @@ impl DoctorSummary {
             "over_cap": self.over_cap,
             "stale": self.stale,
             "temp_files": self.temp_files,
+            "leak_suspects": self.leak_suspects,
         })
     }
 }
@@ -532,6 +556,19 @@ pub fn doctor_text(d: &DoctorReport) -> String {
             v.liveness.explain()
         );
     }
+    for (v, why) in &d.leak_suspects {
+        let _ = writeln!(
+            s,
+            "  LEAK?: lease {} (session {}): {} — if nobody uses it, `{here} force-release {} --live`",
+            escape(&short_id(v.entry.lease_id())),
+            escape(v.entry.session_id()),
+            escape(why),
+            escape(&short_id(v.entry.lease_id()))
+        );
+    }
+    if let Some(w) = &d.idle_warning {
+        let _ = writeln!(s, "  warning: {w}");
+    }
     for t in &d.leftover_temp_files {
         let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
     }
@@ -604,6 +641,11 @@ impl serde::Serialize for OneRegistry<'_> {
         m.serialize_entry("over_cap", &self.2.over_cap)?;
         m.serialize_entry("path", &l.location.describe())?;
         m.serialize_entry("profile", l.location.name())?;
+        let unknown = match &self.2.context {
+            Some(crate::lease::context::Contexts::Unknown(why)) => Some(why.as_str()),
+            _ => None,
+        };
+        m.serialize_entry("session_context_unknown", &unknown)?;
         m.end()
     }
 }
@@ -616,6 +658,8 @@ impl serde::Serialize for Leases<'_> {
             let mut lease = lease_json(v, self.1.get(&v.entry.pid()));
             if let Some(map) = lease.as_object_mut() {
                 map.insert("conflict".into(), self.2.of_lease(v).contains(&"CONFLICT").into());
+                map.insert("leak_suspect".into(), self.2.leaks.get(v.entry.lease_id()).cloned().into());
+                map.insert("session".into(), self.2.context_of(v).map(context_json).unwrap_or(Value::Null));
             }
             seq.serialize_element(&lease)?;
         }

@@ -238,6 +238,13 @@ pub struct DoctorReport {
     pub live: usize,
     /// More live leases than the cap allows (the cap was lowered, or a writer ignored it).
     pub over_cap: bool,
+    /// Live owners whose session has ended or gone idle (state.db), each with the reason.
+    /// Worth a look, not a problem: a suspect is still a live owner.
+    pub leak_suspects: Vec<(LeaseView, String)>,
+    /// Why state.db could not tell (no file, locked...), when it could not.
+    pub context_unknown: Option<String>,
+    /// A bad `leasectl.idle_threshold` in config.yaml, ignored.
+    pub idle_warning: Option<String>,
 }
 
 impl DoctorReport {
@@ -257,6 +264,11 @@ const TEMP_GRACE: Duration = Duration::from_secs(10);
 
 /// Inspect a registry without locking or writing.
 pub fn doctor(reg: &Registry) -> DoctorReport {
+    doctor_with(reg, None)
+}
+
+/// [`doctor`], with leak suspects judged against `idle` (else the home's config).
+pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
     let path = reg.path();
     let mut report = DoctorReport {
         registry: reg.clone(),
@@ -281,6 +293,9 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
             .map(|_| std::fs::canonicalize(&path).or_else(|_| std::fs::read_link(&path)).unwrap_or_default()),
         live: 0,
         over_cap: false,
+        leak_suspects: vec![],
+        context_unknown: None,
+        idle_warning: None,
     };
     match store::read_bytes(&path) {
         Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
@@ -307,6 +322,28 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
                 report.live = by_session.values().map(Vec::len).sum();
                 report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
                 report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
+                let (threshold, warning) = super::context::idle_threshold(&reg.home, idle);
+                report.idle_warning = warning;
+                let live: Vec<&LeaseView> = views.iter().filter(|v| v.liveness == Liveness::Alive).collect();
+                let ids: Vec<&str> = live.iter().map(|v| v.entry.session_id()).collect();
+                match super::context::read(&reg.home, &ids) {
+                    super::context::Contexts::Unknown(why) => report.context_unknown = Some(why),
+                    contexts => {
+                        let at = super::now();
+                        for v in live {
+                            let owner = super::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
+                            if let Some(reason) = super::context::leak_reason(
+                                v,
+                                contexts.get(v.entry.session_id()),
+                                threshold,
+                                at,
+                                &owner,
+                            ) {
+                                report.leak_suspects.push((v.clone(), reason));
+                            }
+                        }
+                    }
+                }
                 report.stale = views
                     .into_iter()
                     .filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))

@@ -93,18 +93,29 @@ pub trait LeaseStore: Send {
 pub struct StoreOptions {
     pub lock_timeout: Duration,
     pub ttl: Duration,
+    /// The idle threshold for leak suspects, when given on the command line (else each
+    /// home's config, else the default).
+    pub idle_threshold: Option<Duration>,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions { lock_timeout: super::DEFAULT_LOCK_TIMEOUT, ttl: super::location::DEFAULT_TTL }
+        StoreOptions {
+            lock_timeout: super::DEFAULT_LOCK_TIMEOUT,
+            ttl: super::location::DEFAULT_TTL,
+            idle_threshold: None,
+        }
     }
 }
 
 /// The store for a location. Opening never does I/O: an unreachable etcd shows on first use.
 pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseStore>, Error> {
     match location {
-        Location::File(registry) => Ok(Box::new(FileStore::new(registry.clone(), options.lock_timeout))),
+        Location::File(registry) => {
+            let mut store = FileStore::new(registry.clone(), options.lock_timeout);
+            store.idle_threshold = options.idle_threshold;
+            Ok(Box::new(store))
+        }
         #[cfg(feature = "etcd")]
         Location::Etcd(at) => Ok(Box::new(super::etcd::store::EtcdStore::new(at, options.ttl))),
         #[cfg(not(feature = "etcd"))]
@@ -167,6 +178,8 @@ pub struct FileStore {
     location: Location,
     registry: Registry,
     lock_timeout: Duration,
+    /// For doctor's leak suspects: see [`StoreOptions::idle_threshold`].
+    pub idle_threshold: Option<Duration>,
     /// What the last read found (shared with every listing made from it), for `rejudge`.
     last: Option<FileRead>,
     /// What /proc said of each owner (distinct pids) when the last listing was made.
@@ -232,6 +245,7 @@ impl FileStore {
             location: Location::File(registry.clone()),
             registry,
             lock_timeout,
+            idle_threshold: None,
             last: None,
             owner_states: Vec::new(),
         }
@@ -338,7 +352,7 @@ impl LeaseStore for FileStore {
     }
 
     fn doctor(&mut self) -> Result<DoctorReport, Error> {
-        Ok(admin::doctor(&self.registry))
+        Ok(admin::doctor_with(&self.registry, self.idle_threshold))
     }
 
     fn repair(&mut self, dry_run: bool) -> Result<RepairReport, Error> {

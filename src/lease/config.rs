@@ -38,6 +38,26 @@ pub fn read_cap(config_path: &Path) -> CapSetting {
     }
 }
 
+/// leasectl's own key in a home's `config.yaml`, `leasectl: {idle_threshold: 2h}`: how
+/// long a live owner's session may see no activity before its lease is a leak suspect.
+/// Ok(None) when not set; Err names what is wrong with it.
+pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Duration>, String> {
+    let Ok(text) = std::fs::read_to_string(config_path) else { return Ok(None) };
+    let Ok(docs) = YamlLoader::load_from_str(&text) else { return Ok(None) };
+    let Some(Yaml::Hash(top)) = docs.first() else { return Ok(None) };
+    let Some(Yaml::Hash(ours)) = top.get(&Yaml::String("leasectl".into())) else { return Ok(None) };
+    let raw = match ours.get(&Yaml::String("idle_threshold".into())) {
+        None | Some(Yaml::Null) => return Ok(None),
+        Some(Yaml::String(s)) => s.clone(),
+        Some(Yaml::Integer(i)) => i.to_string(),
+        Some(Yaml::Real(r)) => r.clone(),
+        Some(other) => return Err(format!("leasectl.idle_threshold in {}: {other:?}", config_path.display())),
+    };
+    super::context::parse_idle(&raw)
+        .map(Some)
+        .map_err(|e| format!("leasectl.idle_threshold in {}: {e}", config_path.display()))
+}
+
 /// Hermes' `resolve_max_concurrent_sessions` on a parsed document.
 pub fn resolve(doc: &Yaml) -> CapSetting {
     let key_top = Yaml::String("max_concurrent_sessions".into());
@@ -143,6 +163,19 @@ mod tests {
             assert_eq!(c.cap, None, "{bad}");
             assert_eq!(c.warnings.len(), 1, "{bad} must warn");
         }
+    }
+
+    #[test]
+    fn the_idle_threshold_is_leasectls_own_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        assert_eq!(read_idle_threshold(&path), Ok(None));
+        std::fs::write(&path, "max_concurrent_sessions: 3\nleasectl:\n  idle_threshold: 90m\n").expect("write");
+        assert_eq!(read_idle_threshold(&path), Ok(Some(std::time::Duration::from_secs(5400))));
+        std::fs::write(&path, "leasectl:\n  idle_threshold: 600\n").expect("write");
+        assert_eq!(read_idle_threshold(&path), Ok(Some(std::time::Duration::from_secs(600))));
+        std::fs::write(&path, "leasectl:\n  idle_threshold: soon\n").expect("write");
+        assert!(read_idle_threshold(&path).is_err_and(|e| e.contains("soon")));
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod backend;
 pub mod changes;
 pub mod config;
+pub mod context;
 pub mod entry;
 pub mod error;
 #[cfg(feature = "etcd")]

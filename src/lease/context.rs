@@ -1,0 +1,306 @@
+//! Session context from Hermes' `state.db`: is anybody really using a held session?
+//!
+//! Read-only and brief: the database is opened read-only (immutable when no WAL files
+//! exist, so nothing is ever created beside it), never waited on (busy means "unknown
+//! for now"), and read with one statement for all leased ids. Whatever goes wrong
+//! (no file, an old schema, corruption, a lock) leaves the leases as they are and says
+//! why the context is missing.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OpenFlags};
+
+use super::admin::LeaseView;
+use super::human::duration;
+use super::liveness::Liveness;
+
+/// The default idle threshold: a session with no activity for this long, held by a live
+/// owner, is a leak suspect.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(2 * 3600);
+
+/// Timestamps outside this window are damaged rows, not times (2000-01-01 to a day ahead).
+const SANE_FROM: f64 = 946_684_800.0;
+
+/// What `state.db` says about one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionContext {
+    pub session_id: String,
+    pub title: Option<String>,
+    pub source: Option<String>,
+    pub started_at: Option<f64>,
+    pub ended_at: Option<f64>,
+    pub end_reason: Option<String>,
+    /// The freshest of `last_activity_at` and the newest message, else `started_at`.
+    pub last_activity: Option<f64>,
+    pub messages: u64,
+}
+
+/// One home's contexts, or why there are none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Contexts {
+    /// By session id; a leased id absent here has no row in `sessions`.
+    Read(HashMap<String, SessionContext>),
+    /// Why the context is unknown (no state.db, locked, corrupt, an old schema...).
+    Unknown(String),
+}
+
+impl Contexts {
+    pub fn get(&self, session_id: &str) -> Option<&SessionContext> {
+        match self {
+            Contexts::Read(m) => m.get(session_id),
+            Contexts::Unknown(_) => None,
+        }
+    }
+}
+
+/// The database of a home: `<home>/state.db`.
+pub fn state_db(home: &Path) -> PathBuf {
+    home.join("state.db")
+}
+
+/// Read the context of `session_ids` from `<home>/state.db`.
+pub fn read(home: &Path, session_ids: &[&str]) -> Contexts {
+    read_at(&state_db(home), session_ids, super::now())
+}
+
+pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
+    match std::fs::metadata(db) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return Contexts::Unknown(format!("{} is not a regular file", db.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Contexts::Unknown("no state.db".into()),
+        Err(e) => return Contexts::Unknown(format!("cannot read {}: {e}", db.display())),
+    }
+    if session_ids.is_empty() {
+        return Contexts::Read(HashMap::new());
+    }
+    match query(db, session_ids, now) {
+        Ok(found) => Contexts::Read(found),
+        Err(why) => Contexts::Unknown(why),
+    }
+}
+
+fn open(db: &Path) -> Result<Connection, String> {
+    let side = |suffix: &str| {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p).exists()
+    };
+    // A rollback journal beside it: a writer is in a transaction (or crashed in one,
+    // which only a writer may roll back). Unknown for now, not a wait.
+    if side("-journal") {
+        return Err("state.db is locked by a writer right now".into());
+    }
+    // A WAL database with its -wal and -shm (a writer has it open): read through them. A
+    // WAL database without them: a plain open would create them, so it is read as the
+    // file stands (immutable; nobody is writing it). A rollback-journal database: a plain
+    // read-only open, which creates nothing and honours its locks.
+    let immutable = wal_mode(db) && !(side("-wal") && side("-shm"));
+    let uri = format!("file:{}{}", uri_path(db), if immutable { "?immutable=1" } else { "" });
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&uri, flags).map_err(|e| describe(&e))?;
+    // Busy means "unknown for now", never a wait that would hold Hermes up.
+    conn.busy_timeout(Duration::ZERO).map_err(|e| describe(&e))?;
+    Ok(conn)
+}
+
+/// True when the database header says WAL (file format versions at bytes 18 and 19 are 2).
+fn wal_mode(db: &Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    std::fs::File::open(db).and_then(|mut f| f.read_exact(&mut header)).is_ok() && header[18] == 2 && header[19] == 2
+}
+
+/// A path as an SQLite URI path: only the characters a URI gives meaning to are encoded.
+fn uri_path(p: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in p.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn describe(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            "state.db is locked by a writer right now".into()
+        }
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
+            format!("state.db is not a readable database ({e})")
+        }
+        _ => format!("cannot read state.db: {e}"),
+    }
+}
+
+/// The columns of `sessions` and `messages` this schema has.
+fn columns(conn: &Connection) -> Result<HashMap<String, Vec<String>>, String> {
+    let sql = "SELECT m.name, p.name FROM sqlite_schema m JOIN pragma_table_info(m.name) p \
+               WHERE m.type = 'table' AND m.name IN ('sessions', 'messages')";
+    let mut stmt = conn.prepare(sql).map_err(|e| describe(&e))?;
+    let rows =
+        stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(|e| describe(&e))?;
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for row in rows {
+        let (table, column) = row.map_err(|e| describe(&e))?;
+        out.entry(table).or_default().push(column);
+    }
+    Ok(out)
+}
+
+fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, SessionContext>, String> {
+    let conn = open(db)?;
+    let schema = columns(&conn)?;
+    let Some(sessions) = schema.get("sessions") else {
+        return Err("state.db has no sessions table (not a Hermes database, or too old)".into());
+    };
+    let has = |c: &str| sessions.iter().any(|s| s == c);
+    if !has("id") {
+        return Err("state.db's sessions table has no id column".into());
+    }
+    let col = |c: &str| if has(c) { format!("s.{c}") } else { "NULL".into() };
+    let messages =
+        schema.get("messages").filter(|m| m.iter().any(|c| c == "session_id") && m.iter().any(|c| c == "timestamp"));
+    // One statement: the wanted ids, their messages counted in one pass, their rows.
+    let (with_counts, counts_join, counts_cols) = if messages.is_some() {
+        (
+            ", counts AS (SELECT session_id, COUNT(*) AS n, MAX(timestamp) AS newest FROM messages \
+             WHERE session_id IN (SELECT id FROM wanted) GROUP BY session_id)",
+            " LEFT JOIN counts ON counts.session_id = s.id",
+            "counts.n, counts.newest",
+        )
+    } else {
+        ("", "", "NULL, NULL")
+    };
+    let sql = format!(
+        "WITH wanted(id) AS (SELECT value FROM json_each(?1)){with_counts} \
+         SELECT s.id, {}, {}, {}, {}, {}, {}, {counts_cols} FROM sessions s JOIN wanted ON s.id = wanted.id{counts_join}",
+        col("source"),
+        col("title"),
+        col("started_at"),
+        col("ended_at"),
+        col("end_reason"),
+        col("last_activity_at"),
+    );
+    let ids = serde_json::to_string(session_ids).map_err(|e| e.to_string())?;
+    let mut stmt = conn.prepare(&sql).map_err(|e| describe(&e))?;
+    let rows = stmt
+        .query_map([ids], |r| {
+            let id = text(r.get(0)?).unwrap_or_default();
+            let time = |v: SqlValue| sane(number(v), now);
+            let started_at = time(r.get(3)?);
+            let last_beat = time(r.get(6)?);
+            let newest = time(r.get(8)?);
+            let last_activity = match (last_beat, newest) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b).or(started_at),
+            };
+            Ok(SessionContext {
+                session_id: id,
+                source: text(r.get(1)?),
+                title: text(r.get(2)?),
+                started_at,
+                ended_at: time(r.get(4)?),
+                end_reason: text(r.get(5)?),
+                last_activity,
+                messages: number(r.get(7)?).map(|n| n.max(0.0) as u64).unwrap_or(0),
+            })
+        })
+        .map_err(|e| describe(&e))?;
+    let mut found = HashMap::new();
+    for row in rows {
+        let ctx = row.map_err(|e| describe(&e))?;
+        found.insert(ctx.session_id.clone(), ctx);
+    }
+    Ok(found)
+}
+
+fn text(v: SqlValue) -> Option<String> {
+    match v {
+        SqlValue::Text(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn number(v: SqlValue) -> Option<f64> {
+    match v {
+        SqlValue::Real(f) => Some(f),
+        SqlValue::Integer(i) => Some(i as f64),
+        _ => None,
+    }
+}
+
+fn sane(t: Option<f64>, now: f64) -> Option<f64> {
+    t.filter(|t| t.is_finite() && *t >= SANE_FROM && *t <= now + 86_400.0)
+}
+
+/// The idle threshold for a home: `given` (the command line), else its config.yaml's
+/// `leasectl.idle_threshold`, else [`DEFAULT_IDLE`]; with a warning for a bad setting.
+pub fn idle_threshold(home: &Path, given: Option<Duration>) -> (Duration, Option<String>) {
+    if let Some(d) = given {
+        return (d, None);
+    }
+    match super::config::read_idle_threshold(&home.join("config.yaml")) {
+        Ok(d) => (d.unwrap_or(DEFAULT_IDLE), None),
+        Err(e) => (DEFAULT_IDLE, Some(format!("ignoring {e}; using {}", duration(DEFAULT_IDLE.as_secs_f64())))),
+    }
+}
+
+/// Why a lease looks leaked, in words, or None: its owner is alive but its session has
+/// ended, or has seen no activity for longer than `idle`. `owner` names the process.
+pub fn leak_reason(
+    view: &LeaseView,
+    ctx: Option<&SessionContext>,
+    idle: Duration,
+    now: f64,
+    owner: &str,
+) -> Option<String> {
+    if view.liveness != Liveness::Alive {
+        return None;
+    }
+    let ctx = ctx?;
+    let holder = format!("pid {} ({owner}) still holds it", view.entry.pid());
+    if let Some(ended) = ctx.ended_at {
+        let why = ctx.end_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        return Some(format!("session ended {} ago{why} but {holder}", duration(now - ended)));
+    }
+    let last = ctx.last_activity?;
+    (now - last > idle.as_secs_f64()).then(|| format!("no activity for {} but {holder}", duration(now - last)))
+}
+
+/// An idle threshold as written in config or on the command line: `2h`, `90m`,
+/// `1h 30m`, `45s`, or plain seconds.
+pub fn parse_idle(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return (secs.is_finite() && secs > 0.0)
+            .then(|| Duration::from_secs_f64(secs))
+            .ok_or_else(|| format!("idle threshold {text:?} must be more than 0 seconds"));
+    }
+    let span: jiff::SignedDuration =
+        t.parse().map_err(|e| format!("idle threshold {text:?} is not a duration like 2h, 90m or 3600 ({e})"))?;
+    Duration::try_from(span)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("idle threshold {text:?} must be more than 0 seconds"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_thresholds_read_like_people_write_them() {
+        assert_eq!(parse_idle("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_idle("90m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_idle("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_idle("3600"), Ok(Duration::from_secs(3600)));
+        assert!(parse_idle("0").is_err() && parse_idle("-5m").is_err() && parse_idle("soon").is_err());
+    }
+}
