@@ -279,3 +279,56 @@ fn the_longest_age_fits_its_column() {
         assert!(shown.contains(" 18h21m "), "{w} columns:\n{shown}");
     }
 }
+
+/// Session context: the title and last activity on each session row, LEAK? on a live
+/// owner whose session ended, the context in the details pane; `l` shows only suspects.
+fn leaked_home() -> App {
+    use leasectl::lease::context::{Contexts, SessionContext};
+    use std::sync::Arc;
+    let root = registry("root");
+    let ctx = |id: &str, title: &str, ended: Option<(f64, &str)>, last: f64| SessionContext {
+        session_id: id.into(),
+        title: Some(title.into()),
+        source: Some("telegram".into()),
+        started_at: Some(NOW - 86_400.0),
+        ended_at: ended.map(|e| e.0),
+        end_reason: ended.map(|e| e.1.to_owned()),
+        last_activity: Some(last),
+        messages: 42,
+    };
+    let contexts = Contexts::Read(
+        [
+            ("chat-1".to_owned(), ctx("chat-1", "Quarterly report", None, NOW - 120.0)),
+            (
+                "chat-2".to_owned(),
+                ctx("chat-2", "Trip to Lisbon", Some((NOW - 3.0 * 3600.0, "tui_shutdown")), NOW - 3.0 * 3600.0),
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let mut leaked =
+        alive(entry("b0000000000000000000000000000002", "chat-2", "gateway", 502, 7200.0, Some("g-2")), "hermes-gw");
+    leaked.leak = Some(Arc::from("session ended 3h00m ago (tui_shutdown) but pid 502 (hermes-gw) still holds it"));
+    let mut snapshot = snap(
+        &root,
+        Some(4),
+        Ok(vec![
+            alive(entry("a0000000000000000000000000000001", "chat-1", "cli", 501, 600.0, Some("c-1")), "hermes"),
+            leaked,
+        ]),
+    );
+    snapshot.sessions = Some(Arc::new(contexts));
+    app(vec![snapshot])
+}
+
+#[test]
+fn session_context_and_a_leak_suspect() {
+    let mut app = leaked_home();
+    insta::assert_snapshot!(screen(&app, 120, 30));
+    key(&mut app, KeyCode::Char('l'));
+    key(&mut app, KeyCode::Enter);
+    insta::assert_snapshot!(screen(&app, 160, 30));
+    key(&mut app, KeyCode::Char('x'));
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}

@@ -219,6 +219,7 @@ fn snapshot_diffs_become_log_lines() {
                     liveness: Liveness::Dead(DeadCause::Zombie),
                     owner: None,
                     ttl_left: None,
+                    leak: None,
                 },
                 recycled(b, false),
                 alive(e, "w"),
@@ -437,4 +438,32 @@ fn the_filter_covers_every_column_and_a_leading_bang_inverts_it() {
     assert!(sessions(&app).is_empty());
     key(&mut app, KeyCode::Esc);
     assert_eq!(sessions(&app), ["chat-7"]);
+}
+
+#[test]
+fn l_shows_only_leak_suspects_and_again_shows_all() {
+    use std::sync::Arc;
+    let root = registry("root");
+    let mut leaked = alive(entry("b0000000000000000000000000000002", "chat-2", "gateway", 502, 7200.0, None), "gw");
+    leaked.leak = Some(Arc::from("no activity for 5h but pid 502 (gw) still holds it"));
+    let mut app = app(vec![snap(
+        &root,
+        None,
+        Ok(vec![alive(entry("a0000000000000000000000000000001", "chat-1", "cli", 501, 60.0, None), "hermes"), leaked]),
+    )]);
+    let sessions = |app: &leasectl::tui::state::App| -> Vec<String> {
+        app.rows()
+            .iter()
+            .filter_map(|r| match r {
+                leasectl::tui::state::Row::Session { session, .. } => Some(session.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(sessions(&app), ["chat-1", "chat-2"]);
+    key(&mut app, KeyCode::Char('l'));
+    assert!(app.only_leaks);
+    assert_eq!(sessions(&app), ["chat-2"]);
+    key(&mut app, KeyCode::Char('l'));
+    assert_eq!(sessions(&app), ["chat-1", "chat-2"]);
 }

@@ -58,3 +58,43 @@ fn a_change_rereads_only_the_registry_it_belongs_to() {
     let loaded = worker.reload_changed(&[work.path()]);
     assert!(sessions(&loaded, w).is_err(), "work's registry is invalid now");
 }
+
+/// The worker reads the home's state.db: a live owner whose session has ended is a leak
+/// suspect; a change to the database is seen by the next tick once it is due (2 s).
+#[test]
+fn a_state_db_change_is_read_and_leaks_are_judged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    acquire(&root, "S");
+    let db = rusqlite::Connection::open(dir.path().join("state.db")).expect("state.db");
+    db.pragma_update(None, "journal_mode", "WAL").expect("WAL");
+    let now = lease::now();
+    db.execute_batch(&format!(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, title TEXT, started_at REAL, ended_at REAL, end_reason TEXT, \
+         last_activity_at REAL); INSERT INTO sessions VALUES ('S', 'a title', {s}, NULL, NULL, {a});",
+        s = now - 600.0,
+        a = now - 60.0
+    ))
+    .expect("schema");
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    let first = worker.reload();
+    let rows = first.snapshots[0].leases.as_ref().expect("leases");
+    assert_eq!(rows[0].leak, None, "busy a minute ago");
+    let title = first.snapshots[0].sessions.as_ref().and_then(|c| c.get("S")).and_then(|c| c.title.clone());
+    assert_eq!(title.as_deref(), Some("a title"));
+    // Hermes ends the session while the owner lives on.
+    db.execute("UPDATE sessions SET ended_at = ?1, end_reason = 'tui_shutdown' WHERE id = 'S'", [now - 1.0])
+        .expect("end it");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let leak = loop {
+        if let Some(loaded) = worker.relive_if_changed()
+            && let Some(leak) = loaded.snapshots[0].leases.as_ref().ok().and_then(|r| r[0].leak.clone())
+        {
+            break leak;
+        }
+        assert!(std::time::Instant::now() < deadline, "the ended session was never seen");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(leak.starts_with("session ended") && leak.contains("(tui_shutdown)"), "{leak}");
+}

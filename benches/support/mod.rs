@@ -174,7 +174,7 @@ pub fn rows(entries: &[Arc<Entry>]) -> Vec<LeaseRow> {
             } else {
                 (Liveness::Alive, Some(owner_info("hermes")))
             };
-            LeaseRow { entry: Arc::clone(e), liveness, owner: owner.map(Arc::new), ttl_left: None }
+            LeaseRow { entry: Arc::clone(e), liveness, owner: owner.map(Arc::new), ttl_left: None, leak: None }
         })
         .collect()
 }
@@ -187,6 +187,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         cap: CapSetting { cap: None, key: None, warnings: vec![] },
         leases: Ok(leases),
         lock_holder: None,
+        sessions: None,
     }
 }
 

@@ -189,7 +189,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             }
         },
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
-        Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout),
+        Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout, cli.idle_threshold),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Completions(_) | Command::Man => Ok(EXIT_OK),
     }
@@ -296,6 +296,7 @@ fn console(
     one_profile: bool,
     locations: Vec<Location>,
     timeout: Duration,
+    idle_threshold: Option<Duration>,
 ) -> Result<i32, Failure> {
     needs_terminal("the console")?;
     // Open each location once now, so a console never starts on one it cannot read
@@ -315,6 +316,7 @@ fn console(
         discover_root,
         // The console must stay responsive: a held lock is reported, not waited out.
         lock_timeout: timeout.min(Duration::from_secs(3)),
+        idle_threshold,
         extension: None,
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("console: {e}") })?;
@@ -335,6 +337,7 @@ fn demo(home: Option<&std::path::Path>, tour: bool) -> Result<i32, Failure> {
         locations: vec![Location::File(reg)],
         discover_root: None,
         lock_timeout: Duration::from_secs(3),
+        idle_threshold: None,
         extension: Some(crate::demo::console::extension(crate::demo::Playground::new(sandbox, exe), tour)),
     };
     crate::tui::run(opts).map_err(|e| Failure { code: EXIT_ERROR, message: format!("demo: {e}") })?;

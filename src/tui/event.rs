@@ -8,6 +8,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 use super::extension::{Job, JobDone};
 use crate::lease::config::CapSetting;
+use crate::lease::context::Contexts;
 use crate::lease::owner::OwnerInfo;
 use crate::lease::{Entry, Liveness, Location, Removal, Target};
 
@@ -84,6 +85,8 @@ pub struct LeaseRow {
     pub owner: Option<Arc<OwnerInfo>>,
     /// On etcd: seconds left on the owner's etcd lease (-1: gone or not read). None on files.
     pub ttl_left: Option<i64>,
+    /// Why this lease looks leaked (a live owner, its session ended or idle), if it does.
+    pub leak: Option<Arc<str>>,
 }
 
 impl PartialEq for LeaseRow {
@@ -92,6 +95,7 @@ impl PartialEq for LeaseRow {
             && self.liveness == other.liveness
             && self.owner == other.owner
             && self.ttl_left == other.ttl_left
+            && self.leak == other.leak
     }
 }
 
@@ -107,6 +111,8 @@ pub struct RegistrySnapshot {
     pub leases: Result<Vec<LeaseRow>, String>,
     /// Who has held the registry lock for more than a moment (from /proc/locks), if anyone.
     pub lock_holder: Option<LockHolder>,
+    /// What the home's state.db says of the leased sessions (None: not a registry file).
+    pub sessions: Option<Arc<Contexts>>,
 }
 
 /// A process holding a registry lock.

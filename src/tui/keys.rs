@@ -69,6 +69,8 @@ pub enum Action {
     /// Give the arrow keys to the event log, or back to the table.
     FocusLog,
     OnlyNotAlive,
+    /// Only the leases that look leaked (LEAK?).
+    OnlyLeaks,
     Prune,
     ReleaseLease,
     ReleaseSession,
@@ -145,6 +147,12 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         keys: &[(KeyCode::Char('d'), Action::OnlyNotAlive)],
         shown: "d",
         help: "show only owners that are not alive",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('l'), Action::OnlyLeaks)],
+        shown: "l",
+        help: "show only leak suspects (LEAK?: a live owner whose session ended or went idle)",
         footer: Footer::None,
     },
     Binding {

@@ -6,6 +6,7 @@ pub mod diff;
 pub mod event;
 pub mod extension;
 pub mod keys;
+pub mod sessions;
 pub mod sources;
 pub mod state;
 pub mod time;
@@ -28,6 +29,8 @@ pub struct ConsoleOptions {
     /// Discover `<root>/profiles/*` (new profiles appear as new tabs).
     pub discover_root: Option<PathBuf>,
     pub lock_timeout: Duration,
+    /// The idle threshold for leak suspects given on the command line, if any.
+    pub idle_threshold: Option<Duration>,
     /// A plug-in (the demo): its state in the app, its runner on the worker thread.
     pub extension: Option<(Box<dyn extension::Extension>, Box<dyn extension::Runner>)>,
 }
@@ -43,7 +46,11 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (effects_tx, effects_rx) = channel::<Effect>();
     let scope = worker::Scope { locations: opts.locations.clone(), discover_root: opts.discover_root.clone() };
     let (mut plugin, runner) = opts.extension.map_or((None, None), |(x, r)| (Some(x), Some(r)));
-    let worker = worker::spawn(worker::Worker::new(scope, opts.lock_timeout, runner), effects_rx, tx.clone());
+    let worker = worker::spawn(
+        worker::Worker::new(scope, opts.lock_timeout, runner).with_idle_threshold(opts.idle_threshold),
+        effects_rx,
+        tx.clone(),
+    );
     let watch = crate::lease::WatchScope {
         locations: opts.locations.clone(),
         discover_root: opts.discover_root.clone(),

@@ -35,6 +35,8 @@ pub struct RegistryState {
     pub lock_seen: Option<LockHolder>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
+    /// The leased sessions' context from state.db, or why it is unknown.
+    pub sessions: Option<std::sync::Arc<crate::lease::context::Contexts>>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
     generation: u64,
 }
@@ -53,8 +55,14 @@ impl RegistryState {
             locked_by: None,
             lock_seen: None,
             loaded: false,
+            sessions: None,
             generation: 0,
         }
+    }
+
+    /// The session's context from state.db, when it has one.
+    pub fn session(&self, session_id: &str) -> Option<&crate::lease::context::SessionContext> {
+        self.sessions.as_deref()?.get(session_id)
     }
 
     pub fn live_count(&self) -> u64 {
@@ -71,6 +79,7 @@ impl RegistryState {
         }
         self.cap = snap.cap.cap;
         self.cap_warnings = snap.cap.warnings.clone();
+        self.sessions = snap.sessions.clone();
         match &snap.leases {
             Ok(leases) => {
                 if !self.loaded {
@@ -238,6 +247,8 @@ pub struct App {
     /// The sort turned around (its key pressed again).
     pub sort_reverse: bool,
     pub only_not_alive: bool,
+    /// Only leases that look leaked (`l`).
+    pub only_leaks: bool,
     pub show_details: bool,
     pub dialog: Option<Dialog>,
     /// The event log has the arrow keys (`e`), and how many lines up from the newest it shows.
@@ -270,6 +281,7 @@ struct RowsKey {
     sort: SortMode,
     sort_reverse: bool,
     only_not_alive: bool,
+    only_leaks: bool,
     generations: Vec<u64>,
 }
 
@@ -284,6 +296,7 @@ impl App {
             sort: SortMode::Session,
             sort_reverse: false,
             only_not_alive: false,
+            only_leaks: false,
             show_details: false,
             dialog: None,
             log_focus: false,
@@ -334,6 +347,7 @@ impl App {
             sort: self.sort,
             sort_reverse: self.sort_reverse,
             only_not_alive: self.only_not_alive,
+            only_leaks: self.only_leaks,
             generations: self.registries.iter().map(|r| r.generation).collect(),
         };
         if let Some((cached, rows)) = self.rows_cache.borrow().as_ref()
@@ -375,7 +389,10 @@ impl App {
                 });
                 let is_alive = l.liveness == Liveness::Alive;
                 groups[g].live += usize::from(is_alive);
-                if (self.only_not_alive && is_alive) || (!needle.is_empty() && matches_filter(l, &needle) == inverted) {
+                if (self.only_not_alive && is_alive)
+                    || (self.only_leaks && l.leak.is_none())
+                    || (!needle.is_empty() && matches_filter(l, &needle) == inverted)
+                {
                     continue;
                 }
                 groups[g].leases.push(i);

@@ -230,6 +230,10 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             app.only_not_alive = !app.only_not_alive;
             app.selected = 0;
         }
+        Action::OnlyLeaks => {
+            app.only_leaks = !app.only_leaks;
+            app.selected = 0;
+        }
         Action::Help => app.dialog = Some(Dialog::Help),
         Action::Reload => return vec![Effect::Reload],
         Action::Prune => ask_prune(app),

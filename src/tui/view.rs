@@ -10,6 +10,7 @@ use super::event::LeaseRow;
 use super::keys::{Binding, CONSOLE_KEYS, KeyRow, footer_entries};
 use super::state::{App, Dialog, LogLevel, Row};
 use super::time;
+use crate::lease::context::{Contexts, SessionContext};
 use crate::lease::pyjson;
 use crate::lease::{Liveness, Location};
 
@@ -307,11 +308,27 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, shown: &[bool; 7]) -> Line<'
         text.push_str(&fit(cell, width));
     }
     let mut spans = vec![Span::raw(text), Span::styled(badge_text, p.bold(color))];
+    if l.leak.is_some() {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled("LEAK?", p.bold(Color::Yellow).add_modifier(Modifier::REVERSED)));
+    }
     // On etcd, liveness is the lease's TTL: how long until it ends without a renewal.
     if let Some(ttl) = l.ttl_left {
         spans.push(Span::raw(if ttl >= 0 { format!("  ttl {ttl}s") } else { "  ttl ?".to_owned() }));
     }
     Line::from(spans)
+}
+
+/// A session's last activity, or its end, for people: `active 5m ago`, `ended 3h ago (tui_shutdown)`.
+fn activity(now: f64, ctx: &SessionContext) -> String {
+    match (ctx.ended_at, ctx.last_activity) {
+        (Some(end), _) => {
+            let why = ctx.end_reason.as_deref().map(|r| format!(" ({})", shown_text(r))).unwrap_or_default();
+            format!("ended {} ago{why}", time::age(now - end))
+        }
+        (None, Some(t)) => format!("active {} ago", time::age(now - t)),
+        (None, None) => "no activity known".into(),
+    }
 }
 
 fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
@@ -325,6 +342,9 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     }
     if app.only_not_alive {
         title.push_str("— only not alive ");
+    }
+    if app.only_leaks {
+        title.push_str("— only leak suspects ");
     }
     if stale {
         title.push_str("— STALE ");
@@ -362,6 +382,13 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                     spans.push(Span::raw(format!("  [{}]", app.registries[*registry].location.name())));
                 }
                 spans.push(Span::raw(format!("  {count} lease(s)")));
+                // The session's title and last activity (state.db): clipped first on a narrow screen.
+                if let Some(ctx) = app.registries[*registry].session(session) {
+                    if let Some(title) = &ctx.title {
+                        spans.push(Span::styled(format!("  “{}”", shown_text(title)), p.fg(Color::White)));
+                    }
+                    spans.push(Span::styled(format!("  {}", activity(app.now, ctx)), p.fg(Color::DarkGray)));
+                }
                 if *conflict {
                     spans.push(Span::raw("  "));
                     spans.push(Span::styled("⚠ CONFLICT: more than one live owner", p.alert()));
@@ -388,7 +415,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         let loaded = app.tab_registries().iter().all(|r| app.registries[*r].loaded);
         lines.push(Line::from(if !loaded {
             "  reading…"
-        } else if app.filter.is_empty() && !app.only_not_alive {
+        } else if app.filter.is_empty() && !app.only_not_alive && !app.only_leaks {
             "  no leases held"
         } else {
             "  no lease matches the filter"
@@ -418,6 +445,38 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Span::styled(format!("{}: ", shown_text(k)), Style::default().add_modifier(Modifier::BOLD)),
             Span::raw(shown_text(&shown)),
         ]));
+    }
+    if let Some(why) = &l.leak {
+        lines.push(Line::from(vec![Span::styled("LEAK?: ", p.bold(Color::Yellow)), Span::raw(shown_text(why))]));
+    }
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let registry = app.selection().map(|(r, _)| &app.registries[r]);
+    match (registry.and_then(|r| r.session(l.entry.session_id())), registry.and_then(|r| r.sessions.as_deref())) {
+        (Some(ctx), _) => {
+            lines.push(Line::from(Span::styled("session (state.db)", bold)));
+            let when = |t: Option<f64>| t.map(|t| time::full(t, &app.tz)).unwrap_or_else(|| "-".into());
+            lines.push(Line::from(format!("  title: {}", shown_text(ctx.title.as_deref().unwrap_or("-")))));
+            lines.push(Line::from(format!(
+                "  source: {}  messages: {}",
+                shown_text(ctx.source.as_deref().unwrap_or("-")),
+                ctx.messages
+            )));
+            lines.push(Line::from(format!("  started: {}", when(ctx.started_at))));
+            if ctx.ended_at.is_some() {
+                let why = ctx.end_reason.as_deref().map(shown_text).unwrap_or_else(|| "-".into());
+                lines.push(Line::from(format!("  ended: {} ({why})", when(ctx.ended_at))));
+            }
+            lines.push(Line::from(format!(
+                "  last activity: {}  ({})",
+                when(ctx.last_activity),
+                activity(app.now, ctx)
+            )));
+        }
+        (None, Some(Contexts::Unknown(why))) => {
+            lines.push(Line::from(format!("session context unknown: {}", shown_text(why))));
+        }
+        (None, Some(Contexts::Read(_))) => lines.push(Line::from("session: not in state.db")),
+        (None, None) => {}
     }
     match &l.owner {
         Some(o) => {
@@ -561,7 +620,16 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                 format!("Force-release {} lease(s) in {}:", leases.len(), location.name()),
                 bold,
             ))];
-            lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
+            for l in leases {
+                lines.push(Line::from(format!("  {}", lease_summary(l))));
+                // Why it looks leaked: the operator's reason to override a live owner.
+                if let Some(why) = &l.leak {
+                    lines.push(Line::from(Span::styled(
+                        format!("    LEAK?: {}", shown_text(why)),
+                        p.bold(Color::Yellow),
+                    )));
+                }
+            }
             let mut footer = vec![Line::from("")];
             if *live {
                 footer.push(Line::from(Span::styled(

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, LockHolder, RegistrySnapshot};
 use super::extension::{Job, JobDone, Runner};
+use super::sessions::SessionCache;
 use crate::lease::owner::{OwnerProbe, hostname};
 use crate::lease::{self, Error, LeaseStore, Listing, Location, StoreOptions, paths};
 
@@ -38,6 +39,8 @@ pub struct Worker {
     owners_checked: Option<Instant>,
     /// The stuck-lock holder per location in the last snapshots, to tell whether it changed.
     last_holders: Vec<Option<u32>>,
+    /// Each home's state.db, read when it changes: session context and leak suspects.
+    sessions: SessionCache,
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -81,7 +84,14 @@ impl Worker {
             owner_pids: Vec::new(),
             owners_checked: None,
             last_holders: Vec::new(),
+            sessions: SessionCache::default(),
         }
+    }
+
+    /// Leak suspects are judged against this idle threshold (else each home's config).
+    pub fn with_idle_threshold(mut self, idle: Option<Duration>) -> Worker {
+        self.sessions.idle_given = idle;
+        self
     }
 
     /// Lock holders seen on two checks in a row (a lock is normally held for
@@ -193,7 +203,7 @@ impl Worker {
                 }
             }
             let now: Vec<Option<u32>> = self.stuck_locks().iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
-            if !owners_changed && now == self.last_holders {
+            if !owners_changed && now == self.last_holders && !self.sessions.due() {
                 return None;
             }
         }
@@ -228,33 +238,47 @@ impl Worker {
         let holders = self.stuck_locks();
         let owners = &self.owner_infos;
         self.last_holders = holders.iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
+        let at = lease::now();
+        let sessions = &mut self.sessions;
         let snapshots = listings
             .into_iter()
             .zip(holders)
-            .map(|(l, lock_holder)| RegistrySnapshot {
-                lock_holder,
-                location: l.location,
-                exists: l.exists,
-                modified: l.modified,
-                cap: l.cap,
-                leases: l.leases.map_err(|e| e.to_string()).map(|views| {
-                    views
-                        .into_iter()
-                        .map(|v| LeaseRow {
-                            owner: if local(&v) && !matches!(v.liveness, lease::Liveness::Dead(_)) {
-                                owners.get(&v.entry.pid()).cloned()
-                            } else {
-                                None
-                            },
-                            ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
-                            liveness: v.liveness,
-                            entry: Arc::new(v.entry),
-                        })
-                        .collect()
-                }),
+            .map(|(l, lock_holder)| {
+                let context = match (&l.location, &l.leases) {
+                    (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views)),
+                    _ => None,
+                };
+                RegistrySnapshot {
+                    lock_holder,
+                    sessions: context.as_ref().map(|(c, _)| Arc::clone(c)),
+                    location: l.location,
+                    exists: l.exists,
+                    modified: l.modified,
+                    cap: l.cap,
+                    leases: l.leases.map_err(|e| e.to_string()).map(|views| {
+                        views
+                            .into_iter()
+                            .map(|v| LeaseRow {
+                                leak: context.as_ref().and_then(|(c, idle)| {
+                                    let owner = owners.get(&v.entry.pid()).map(|o| o.name.as_str());
+                                    super::sessions::leak(&v, c, *idle, at, owner)
+                                }),
+                                owner: if local(&v) && !matches!(v.liveness, lease::Liveness::Dead(_)) {
+                                    owners.get(&v.entry.pid()).cloned()
+                                } else {
+                                    None
+                                },
+                                ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
+                                liveness: v.liveness,
+                                entry: Arc::new(v.entry),
+                            })
+                            .collect()
+                    }),
+                }
             })
             .collect();
-        Loaded { at: lease::now(), snapshots }
+        self.sessions.judged();
+        Loaded { at, snapshots }
     }
 
     /// Run an operator action through the location's store.

@@ -51,11 +51,23 @@ pub fn owner(name: &str) -> OwnerInfo {
 }
 
 pub fn alive(e: Entry, name: &str) -> LeaseRow {
-    LeaseRow { entry: Arc::new(e), liveness: Liveness::Alive, owner: Some(Arc::new(owner(name))), ttl_left: None }
+    LeaseRow {
+        entry: Arc::new(e),
+        liveness: Liveness::Alive,
+        owner: Some(Arc::new(owner(name))),
+        ttl_left: None,
+        leak: None,
+    }
 }
 
 pub fn dead(e: Entry) -> LeaseRow {
-    LeaseRow { entry: Arc::new(e), liveness: Liveness::Dead(DeadCause::PidGone), owner: None, ttl_left: None }
+    LeaseRow {
+        entry: Arc::new(e),
+        liveness: Liveness::Dead(DeadCause::PidGone),
+        owner: None,
+        ttl_left: None,
+        leak: None,
+    }
 }
 
 pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
@@ -66,6 +78,7 @@ pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
         liveness: Liveness::Recycled { recorded, actual },
         owner: Some(Arc::new(owner("bash"))),
         ttl_left: None,
+        leak: None,
     }
 }
 
@@ -77,6 +90,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         cap: CapSetting { cap, key: cap.map(|_| "max_concurrent_sessions".into()), warnings: vec![] },
         leases,
         lock_holder: None,
+        sessions: None,
     }
 }
 
