@@ -36,6 +36,9 @@ fn the_tour_reaches_every_reason_and_both_prunes() {
             (Expect::GrantedAfterPrune, Verdict::Granted { pruned, .. }) => {
                 assert!(*pruned >= 1, "{}: nothing was pruned", step.title)
             }
+            (Expect::LeakSuspect, Verdict::Done(text)) => {
+                assert!(text.starts_with("LEAK?: session ended 3h0") && text.contains("still holds it"), "{text}")
+            }
             (Expect::GrantedReplacing, Verdict::Granted { replaced, .. }) => {
                 assert!(replaced.is_some(), "{}: not replaced", step.title)
             }
@@ -43,7 +46,7 @@ fn the_tour_reaches_every_reason_and_both_prunes() {
         }
         reached.push(step.expect);
     }
-    assert_eq!(reached.len(), 6);
+    assert_eq!(reached.len(), 7);
     // Leaving the demo kills its owners and removes the sandbox it created.
     let pids: Vec<u64> = pg.owners().iter().filter(|o| o.running).map(|o| o.pid).collect();
     assert!(!pids.is_empty());

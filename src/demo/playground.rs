@@ -70,6 +70,11 @@ pub enum Action {
     Corrupt(CorruptKind),
     Repair,
     Prune,
+    /// Write to the home's state.db (as Hermes would) that `session` ended `hours_ago`.
+    EndSession {
+        session: String,
+        hours_ago: u32,
+    },
 }
 
 impl Action {
@@ -90,6 +95,9 @@ impl Action {
             Action::Corrupt(k) => format!("corrupt the registry: {}", k.label()),
             Action::Repair => "repair the registry".into(),
             Action::Prune => "prune dead and recycled owners".into(),
+            Action::EndSession { session, hours_ago } => {
+                format!("state.db: session {session} ended {hours_ago}h ago (tui_shutdown)")
+            }
         }
     }
 }
@@ -187,6 +195,7 @@ impl Playground {
                 Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
                 Err(e) => Verdict::Failed(e.to_string()),
             },
+            Action::EndSession { session, hours_ago } => self.end_session(session, *hours_ago),
         };
         Outcome { action: action.describe(), verdict }
     }
@@ -336,6 +345,50 @@ impl Playground {
                 &id[..8]
             )),
             Err(e) => Verdict::Failed(e.to_string()),
+        }
+    }
+
+    /// Record in the sandbox's state.db, as Hermes does, that `session` ended while its
+    /// owner lives on; then say what leasectl reads from it (LEAK?, and why).
+    fn end_session(&mut self, session: &str, hours_ago: u32) -> Verdict {
+        let home = self.sandbox.home().to_path_buf();
+        let ended = now() - f64::from(hours_ago) * 3600.0;
+        let written = (|| -> rusqlite::Result<()> {
+            let db = rusqlite::Connection::open(lease::context::state_db(&home))?;
+            db.pragma_update(None, "journal_mode", "WAL")?;
+            db.execute_batch(
+                "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, \
+                 ended_at REAL, end_reason TEXT, last_activity_at REAL); \
+                 CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, \
+                 timestamp REAL);",
+            )?;
+            db.execute(
+                "INSERT OR REPLACE INTO sessions VALUES (?1, 'tui', ?2, ?3, ?4, 'tui_shutdown', ?4)",
+                rusqlite::params![session, format!("demo chat {session}"), ended - 1800.0, ended],
+            )?;
+            db.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, 'assistant', 'bye', ?2)",
+                rusqlite::params![session, ended - 60.0],
+            )?;
+            Ok(())
+        })();
+        if let Err(e) = written {
+            return Verdict::Failed(format!("cannot write the demo's state.db: {e}"));
+        }
+        let listing = lease::snapshot(&self.sandbox.registry());
+        let views = match listing.leases {
+            Ok(v) => v,
+            Err(e) => return Verdict::Failed(e.to_string()),
+        };
+        let Some(view) = views.iter().find(|v| v.entry.session_id() == session) else {
+            return Verdict::Failed(format!("no lease holds {session}"));
+        };
+        let contexts = lease::context::read(&home, &[session]);
+        let owner = lease::owner::command_name(view.entry.pid()).unwrap_or_else(|| "-".into());
+        let idle = lease::context::DEFAULT_IDLE;
+        match lease::context::leak_reason(view, contexts.get(session), idle, now(), &owner) {
+            Some(why) => Verdict::Done(format!("LEAK?: {why}")),
+            None => Verdict::Failed(format!("lease {} is not marked LEAK? ({contexts:?})", view.entry.lease_id())),
         }
     }
 

@@ -12,6 +12,8 @@ pub enum Expect {
     GrantedAfterPrune,
     /// Granted by replacing the same writer's own entry.
     GrantedReplacing,
+    /// A live owner's lease marked LEAK? (its session ended in state.db).
+    LeakSuspect,
 }
 
 #[derive(Debug, Clone)]
@@ -34,7 +36,7 @@ fn acquire(session: &str, surface: &str, live: &str, owner: OwnerChoice) -> Acti
 pub fn steps() -> Vec<Step> {
     vec![
         Step {
-            title: "1/6 Two owners of one session: SESSION_NOT_OWNED",
+            title: "1/7 Two owners of one session: SESSION_NOT_OWNED",
             why: "A tui owner holds tour-1; a desktop process asks for it too. Two owners of one session would each \
                   reason from a transcript without the other's in-flight turn and append replies that never saw \
                   each other, so the second is refused, with or without a cap.",
@@ -42,7 +44,7 @@ pub fn steps() -> Vec<Step> {
             expect: Expect::Refused(Reason::SessionNotOwned),
         },
         Step {
-            title: "2/6 The same writer may re-acquire its own lease",
+            title: "2/7 The same writer may re-acquire its own lease",
             why: "The owner of tour-1 asks again with the same pid and live id (a session whose record was rebuilt \
                   in place): that is re-entrancy, not a second writer, so its entry is replaced, not doubled. \
                   Another live id in the same process would still be a second writer.",
@@ -50,7 +52,7 @@ pub fn steps() -> Vec<Step> {
             expect: Expect::GrantedReplacing,
         },
         Step {
-            title: "3/6 Capacity is a different refusal: MAX_CONCURRENT_SESSIONS",
+            title: "3/7 Capacity is a different refusal: MAX_CONCURRENT_SESSIONS",
             why: "With max_concurrent_sessions: 2 and two live owners, a third session is refused for capacity. \
                   Clients retry a capacity refusal later; they never retry an ownership refusal the same way, \
                   so the two reasons must never be confused.",
@@ -62,7 +64,7 @@ pub fn steps() -> Vec<Step> {
             expect: Expect::Refused(Reason::MaxConcurrentSessions),
         },
         Step {
-            title: "4/6 A dead owner must not hold a session hostage",
+            title: "4/7 A dead owner must not hold a session hostage",
             why: "The tui owner of tour-1 is SIGKILLed, as a crash would. Its lease is still in the file, but the \
                   next acquire prunes it and a successor takes tour-1: the fence survives crashes.",
             actions: vec![
@@ -72,7 +74,7 @@ pub fn steps() -> Vec<Step> {
             expect: Expect::GrantedAfterPrune,
         },
         Step {
-            title: "5/6 A recycled pid is not the owner",
+            title: "5/7 A recycled pid is not the owner",
             why: "An entry names a pid that is alive, but that process started at another time: the number was \
                   handed to somebody else. Identity is (pid, start time), so the entry is dead and is pruned.",
             actions: vec![
@@ -83,7 +85,16 @@ pub fn steps() -> Vec<Step> {
             expect: Expect::GrantedAfterPrune,
         },
         Step {
-            title: "6/6 \"Cannot tell\" never becomes \"no owner\": SESSION_COORDINATION_UNAVAILABLE",
+            title: "6/7 A live owner nobody uses: LEAK?",
+            why: "The cli owner of tour-2 is alive, but Hermes ended its session 3 hours ago (state.db says \
+                  tui_shutdown). By pid and start time the lease looks healthy and would hold tour-2 and a slot \
+                  forever; leasectl reads state.db and marks it LEAK? with the reason. Nothing is removed by \
+                  itself: select it, read why, and release it with x if nobody uses it.",
+            actions: vec![Action::EndSession { session: "tour-2".into(), hours_ago: 3 }],
+            expect: Expect::LeakSuspect,
+        },
+        Step {
+            title: "7/7 \"Cannot tell\" never becomes \"no owner\": SESSION_COORDINATION_UNAVAILABLE",
             why: "The registry is truncated. leasectl cannot prove tour-6 has no live owner, so it refuses and \
                   leaves the file exactly as it was. Press R to repair it.",
             actions: vec![Action::Corrupt(CorruptKind::Truncated), acquire("tour-6", "cli", "cli-6", OwnerChoice::New)],

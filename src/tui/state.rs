@@ -79,7 +79,10 @@ impl RegistryState {
         }
         self.cap = snap.cap.cap;
         self.cap_warnings = snap.cap.warnings.clone();
-        self.sessions = snap.sessions.clone();
+        // An invalid registry keeps its last good leases, and their sessions' context with them.
+        if snap.leases.is_ok() {
+            self.sessions = snap.sessions.clone();
+        }
         match &snap.leases {
             Ok(leases) => {
                 if !self.loaded {
