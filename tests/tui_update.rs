@@ -262,6 +262,7 @@ fn action_results_are_logged_and_a_held_lock_is_shown() {
             what: "prune".into(),
             result: Err("registry lock /x still held after 3.0s (held by pid 777)".into()),
             lock_holder: Some(777),
+            audit_failures: vec![],
         }),
     );
     assert_eq!(effects, vec![Effect::Reload]);
@@ -388,6 +389,7 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
                 needs_live: vec![],
             })),
             lock_holder: None,
+            audit_failures: vec![],
         }),
     );
     let mut after = mixed_root();

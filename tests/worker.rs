@@ -98,3 +98,26 @@ fn a_state_db_change_is_read_and_leaks_are_judged() {
     };
     assert!(leak.starts_with("session ended") && leak.contains("(tui_shutdown)"), "{leak}");
 }
+
+/// The console's actions are on record too: its worker writes the audit line.
+#[test]
+fn a_console_force_release_is_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    let id = acquire(&root, "S");
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    worker.reload();
+    let effect = leasectl::tui::event::Effect::ForceRelease {
+        location: Location::File(root.clone()),
+        target: lease::Target::Lease(id.clone()),
+        allow_live: true,
+    };
+    worker.act(&effect).expect("an answer");
+    let text = std::fs::read_to_string(lease::audit::audit_file(dir.path())).expect("the audit file");
+    let record: serde_json::Value = serde_json::from_str(text.trim_end()).expect("one JSON line");
+    assert_eq!(record["action"], "force-release");
+    assert_eq!(record["live_owner_overridden"], true, "this test process is alive");
+    assert_eq!(record["removed"][0]["lease_id"], id.as_str());
+    assert!(record["command"].as_str().is_some_and(|c| c.starts_with("leasectl console: force-release lease")));
+}

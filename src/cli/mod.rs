@@ -712,7 +712,15 @@ fn force_release(store: &mut dyn LeaseStore, a: &ForceReleaseArgs, elsewhere: &[
     Ok(EXIT_OK)
 }
 
+/// Say what the audit could not record (the action stands either way).
+fn report_audit(failures: Vec<String>) {
+    for f in failures {
+        say_err!("leasectl: warning: audit: {f}");
+    }
+}
+
 fn report_force_release(location: &Location, r: &lease::Removal, as_json: bool) {
+    report_audit(lease::audit::removal("force-release", location, &lease::audit::Actor::this_command(), r));
     if r.live_owner {
         say_err!("{}", output::live_owner_warning(location, r));
     }
@@ -777,8 +785,12 @@ fn force_release_everywhere(stores: &mut [Box<dyn LeaseStore>], a: &ForceRelease
             Ok(r) => {
                 if !a.json {
                     report_force_release(store.location(), &r, false);
-                } else if r.live_owner {
-                    say_err!("{}", output::live_owner_warning(store.location(), &r));
+                } else {
+                    let actor = lease::audit::Actor::this_command();
+                    report_audit(lease::audit::removal("force-release", store.location(), &actor, &r));
+                    if r.live_owner {
+                        say_err!("{}", output::live_owner_warning(store.location(), &r));
+                    }
                 }
                 results.push(output::removal_json(store.location(), &r));
             }
@@ -810,6 +822,7 @@ fn prune(
         let location = store.location().clone();
         match store.prune(dry_run, include_clock_step) {
             Ok(r) => {
+                report_audit(lease::audit::removal("prune", &location, &lease::audit::Actor::this_command(), &r));
                 if !as_json {
                     output::print_removal(&location, &r, "prune");
                 }
@@ -894,6 +907,17 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
             }
         }
         let done = store.repair(false)?;
+        let dropped = json!({
+            "dropped": done.plan.dropped.iter().map(|d| json!({"entry": d.index, "lease_id": d.lease_id, "why": d.why})).collect::<Vec<_>>(),
+            "rekeyed": done.plan.rekeyed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
+            "removed_temp_files": done.temp_files.iter().map(|t| t.display().to_string()).collect::<Vec<_>>(),
+        });
+        report_audit(lease::audit::repair(
+            store.location(),
+            &lease::audit::Actor::this_command(),
+            dropped,
+            done.backup.as_deref(),
+        ));
         let backup = done.backup.as_ref().map(|b| b.display().to_string());
         if !as_json {
             if done.invalid {

@@ -2,6 +2,7 @@
 //! operator's actions. No terminal code here; the CLI and the console call it.
 
 pub mod admin;
+pub mod audit;
 pub mod backend;
 pub mod changes;
 pub mod config;

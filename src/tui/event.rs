@@ -139,4 +139,6 @@ pub struct ActionDone {
     pub result: Result<ActionOutcome, String>,
     /// Set when the action gave up on the lock: who holds it.
     pub lock_holder: Option<u32>,
+    /// What the audit record could not be written to (the action stands).
+    pub audit_failures: Vec<String>,
 }

@@ -100,6 +100,9 @@ fn on_action_done(app: &mut App, done: ActionDone) {
     if let Some(r) = app.registries.iter_mut().find(|r| r.location == done.location) {
         r.locked_by = done.lock_holder;
     }
+    for failure in &done.audit_failures {
+        app.log(&profile, LogLevel::Warn, format!("audit: {failure} (the {} stands)", done.what));
+    }
     match done.result {
         Ok(ActionOutcome::Repaired(summary)) => app.log(&profile, LogLevel::Change, format!("repair: {summary}")),
         Ok(ActionOutcome::Removed(removal)) => {

@@ -331,6 +331,20 @@ impl Worker {
                 ("repair".to_owned(), result)
             }
         };
+        // On record, as from the CLI; a record that cannot be written is said in the log.
+        let actor = lease::audit::Actor { command: format!("leasectl console: {what}") };
+        let audit_failures = match (effect, &result) {
+            (Effect::Prune { .. }, Ok(ActionOutcome::Removed(r))) => {
+                lease::audit::removal("prune", &location, &actor, r)
+            }
+            (Effect::ForceRelease { .. }, Ok(ActionOutcome::Removed(r))) => {
+                lease::audit::removal("force-release", &location, &actor, r)
+            }
+            (_, Ok(ActionOutcome::Repaired(summary))) => {
+                lease::audit::repair(&location, &actor, serde_json::json!({"summary": summary}), None)
+            }
+            _ => vec![],
+        };
         let lock_holder = match &result {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
             _ => None,
@@ -356,7 +370,13 @@ impl Worker {
                 _ => {}
             }
         }
-        Some(Event::ActionDone(ActionDone { location, what, result: result.map_err(|e| e.to_string()), lock_holder }))
+        Some(Event::ActionDone(ActionDone {
+            location,
+            what,
+            result: result.map_err(|e| e.to_string()),
+            lock_holder,
+            audit_failures,
+        }))
     }
 }
 

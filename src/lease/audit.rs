@@ -1,0 +1,177 @@
+//! The operator's actions on record, as sudo keeps them: every force-release, prune and
+//! repair that changed a registry, from the CLI or the console, goes to the system log
+//! and to `<home>/logs/leasectl-audit.jsonl` (outside Hermes' `runtime/`), one JSON
+//! object a line. A record that cannot be written is reported; it never blocks or
+//! undoes the action.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::admin::{LeaseView, Removal};
+use super::location::Location;
+
+/// The audit file is rotated past this size; this many old files are kept (`.1` newest).
+pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
+pub const KEEP: usize = 3;
+
+/// Where syslog listens, unless `LEASECTL_SYSLOG_SOCKET` names another socket.
+const SYSLOG: &str = "/dev/log";
+
+/// Who acted, and through what.
+#[derive(Debug, Clone)]
+pub struct Actor {
+    /// The command line (`leasectl prune --all-profiles`) or the console's key.
+    pub command: String,
+}
+
+impl Actor {
+    /// This process's own command line, as typed (each word shell-quoted when needed).
+    pub fn this_command() -> Actor {
+        let words: Vec<String> = std::env::args().map(|a| quote(&a)).collect();
+        Actor { command: words.join(" ") }
+    }
+}
+
+fn quote(word: &str) -> String {
+    let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
+/// The audit file of a home.
+pub fn audit_file(home: &Path) -> PathBuf {
+    home.join("logs").join("leasectl-audit.jsonl")
+}
+
+/// One action as recorded.
+pub fn record_of(action: &str, location: &Location, actor: &Actor, removed: &[LeaseView], live: bool) -> Value {
+    let uid = rustix::process::getuid().as_raw();
+    let user = sysinfo::Users::new_with_refreshed_list()
+        .ok()
+        .and_then(|users| users.iter().find(|u| **u.id() == uid).map(|u| u.name().to_owned()));
+    json!({
+        "time": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "action": action,
+        "profile": location.name(),
+        "registry": location.describe(),
+        "uid": uid,
+        "user": user,
+        "sudo_user": std::env::var("SUDO_USER").ok(),
+        "host": super::owner::hostname(),
+        "pid": std::process::id(),
+        "command": actor.command,
+        "live_owner_overridden": live,
+        "removed": removed.iter().map(|v| v.entry.to_value()).collect::<Vec<_>>(),
+    })
+}
+
+/// Record a removal (force-release or prune) that changed a registry. Returns what
+/// could not be written, in words, for the caller to report; nothing when all went.
+pub fn removal(action: &str, location: &Location, actor: &Actor, r: &Removal) -> Vec<String> {
+    if r.dry_run || r.removed.is_empty() {
+        return vec![];
+    }
+    write(location, &record_of(action, location, actor, &r.removed, r.live_owner))
+}
+
+/// Record a repair: what was dropped and where the old bytes are.
+pub fn repair(location: &Location, actor: &Actor, dropped: Value, backup: Option<&Path>) -> Vec<String> {
+    let mut rec = record_of("repair", location, actor, &[], false);
+    if let Some(map) = rec.as_object_mut() {
+        map.insert("dropped".into(), dropped);
+        map.insert("backup".into(), backup.map(|b| b.display().to_string()).into());
+    }
+    write(location, &rec)
+}
+
+/// Both places; the failures, each said once.
+fn write(location: &Location, rec: &Value) -> Vec<String> {
+    let mut failed = Vec::new();
+    let line = rec.to_string();
+    if let Some(reg) = location.registry() {
+        let file = audit_file(&reg.home);
+        if let Err(e) = append_rotating(&file, &line, MAX_BYTES, KEEP) {
+            failed.push(format!("cannot append to {}: {e}", file.display()));
+        }
+    }
+    let socket = std::env::var_os("LEASECTL_SYSLOG_SOCKET").map(PathBuf::from).unwrap_or_else(|| SYSLOG.into());
+    match syslog(&socket, &line) {
+        Ok(()) => {}
+        // No system log on this machine (a container): the file is the record.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => failed.push(format!("cannot reach syslog at {}: {e}", socket.display())),
+    }
+    failed
+}
+
+/// Send one record to syslog (RFC 3164 over a datagram socket, facility authpriv,
+/// severity notice, as sudo logs), without waiting on a full buffer.
+fn syslog(socket: &Path, line: &str) -> std::io::Result<()> {
+    const AUTHPRIV_NOTICE: u32 = 10 * 8 + 5;
+    let stamp = jiff::Zoned::now().strftime("%b %e %H:%M:%S").to_string();
+    let message = format!("<{AUTHPRIV_NOTICE}>{stamp} leasectl[{}]: {line}", std::process::id());
+    let sock = UnixDatagram::unbound()?;
+    sock.set_nonblocking(true)?;
+    sock.send_to(message.as_bytes(), socket).map(|_| ())
+}
+
+/// Append `line` and a newline in one write (O_APPEND: whole lines even with several
+/// writers); past `max` bytes the file is first rotated (`.1` … `.keep`), under a lock
+/// taken only if free, so an audit never waits.
+pub fn append_rotating(file: &Path, line: &str, max: u64, keep: usize) -> std::io::Result<()> {
+    let dir = file.parent().ok_or_else(|| std::io::Error::other("no directory"))?;
+    super::ownership::create_dir_all(dir)?;
+    let owner = super::ownership::owner_of(dir)?;
+    if std::fs::metadata(file).is_ok_and(|m| m.len() >= max) {
+        let lock_path = dir.join(".leasectl-audit.lock");
+        let lock = OpenOptions::new().create(true).append(true).mode(0o600).open(&lock_path)?;
+        super::ownership::give(&lock, owner)?;
+        if lock.try_lock().is_ok() && std::fs::metadata(file).is_ok_and(|m| m.len() >= max) {
+            let numbered = |n: usize| {
+                let mut p = file.as_os_str().to_owned();
+                p.push(format!(".{n}"));
+                PathBuf::from(p)
+            };
+            for n in (1..keep).rev() {
+                let _ = std::fs::rename(numbered(n), numbered(n + 1));
+            }
+            std::fs::rename(file, numbered(1))?;
+        }
+    }
+    let mut f = OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(file)?;
+    super::ownership::give(&f, owner)?;
+    let mut bytes = line.as_bytes().to_vec();
+    bytes.push(b'\n');
+    f.write_all(&bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_is_rotated_past_its_bound_and_keeps_whole_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("logs").join("audit.jsonl");
+        for i in 0..40 {
+            append_rotating(&file, &format!("{{\"n\": {i}, \"pad\": \"{}\"}}", "x".repeat(40)), 500, 2)
+                .expect("append");
+        }
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let one = PathBuf::from(format!("{}.1", file.display()));
+        let two = PathBuf::from(format!("{}.2", file.display()));
+        let three = PathBuf::from(format!("{}.3", file.display()));
+        assert!(size(&file) < 500 + 100 && size(&one) >= 500 && size(&two) >= 500, "rotated");
+        assert!(!three.exists(), "only 2 old files kept");
+        for p in [&file, &one, &two] {
+            let text = std::fs::read_to_string(p).expect("read");
+            assert!(text.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()), "whole JSON lines in {p:?}");
+        }
+        let newest = std::fs::read_to_string(&file).expect("read");
+        assert!(newest.trim_end().ends_with("\"n\": 39, \"pad\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"));
+    }
+}
