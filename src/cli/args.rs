@@ -152,6 +152,15 @@ pub enum Command {
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP
     #[command(after_help = HOLD_HELP)]
     Hold(AcquireOpts),
+    /// Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap,
+    /// conflicts, leak suspects, validity, oldest lease, lock wait)
+    #[command(after_help = "Takes each registry's lock for an instant to measure the wait (1 s at most); \
+                            writes nothing.\n\n\
+                            Example:\n  leasectl metrics --all-profiles\n  \
+                            leasectl metrics --all-profiles > /var/lib/node_exporter/textfile/leasectl.prom.$$ && \
+                            mv /var/lib/node_exporter/textfile/leasectl.prom.$$ \
+                            /var/lib/node_exporter/textfile/leasectl.prom")]
+    Metrics,
     /// Print a shell completion script (from the same definitions as this help)
     #[command(
         after_help = "Example:\n  leasectl completions bash > ~/.local/share/bash-completion/completions/leasectl\n  \

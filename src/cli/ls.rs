@@ -58,10 +58,20 @@ impl Marks {
         owners: &HashMap<u64, OwnerInfo>,
         idle: Option<std::time::Duration>,
     ) {
-        let (threshold, warning) = context::idle_threshold(home, idle);
-        if let Some(w) = warning {
+        if let Some(w) = self.add_context_quietly(home, views, owners, idle) {
             say_err!("leasectl: warning: {w}");
         }
+    }
+
+    /// [`Marks::add_context`], returning a bad idle threshold's warning instead of saying it.
+    pub fn add_context_quietly(
+        &mut self,
+        home: &std::path::Path,
+        views: &[LeaseView],
+        owners: &HashMap<u64, OwnerInfo>,
+        idle: Option<std::time::Duration>,
+    ) -> Option<String> {
+        let (threshold, warning) = context::idle_threshold(home, idle);
         let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -74,6 +84,7 @@ impl Marks {
             }
         }
         self.context = Some(contexts);
+        warning
     }
 
     /// The session's context, when state.db has it.

@@ -34,6 +34,7 @@ macro_rules! say_err {
 pub mod args;
 pub mod hints;
 mod ls;
+mod metrics;
 pub mod output;
 mod watch;
 
@@ -191,6 +192,12 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout, cli.idle_threshold),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
+        Command::Metrics => {
+            use std::io::Write as _;
+            let text = metrics::render(&mut all()?, cli.idle_threshold);
+            note_stdout(std::io::stdout().write_all(text.as_bytes()));
+            Ok(EXIT_OK)
+        }
         Command::Completions(_) | Command::Man => Ok(EXIT_OK),
     }
 }

@@ -1,0 +1,95 @@
+//! `leasectl metrics`: the registries as Prometheus/OpenMetrics text, for a scraper or
+//! node_exporter's textfile collector.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use super::ls::Marks;
+use crate::lease::owner::owner_infos;
+use crate::lease::{self, LeaseStore, Liveness, now};
+
+/// How long `metrics` waits for a registry lock to measure the wait.
+const LOCK_PROBE: Duration = Duration::from_secs(1);
+
+/// The samples of one metric family: labels and value.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+fn family(name: &'static str, help: &'static str) -> Family {
+    Family { name, help, samples: vec![] }
+}
+
+/// OpenMetrics label values: backslash, double quote and newline escaped.
+fn label_value(v: &str) -> String {
+    v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
+}
+
+/// The metrics text for `stores`; `idle` is the leak threshold given on the command line.
+pub fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> String {
+    let mut leases = family("leasectl_leases", "Leases in the registry, by owner liveness.");
+    let mut live = family("leasectl_live_leases", "Leases whose owner is alive: the slots in use.");
+    let mut cap = family("leasectl_cap", "max_concurrent_sessions (absent: no cap).");
+    let mut conflicts = family("leasectl_conflicts", "Sessions held by more than one live owner.");
+    let mut leaks = family("leasectl_leak_suspects", "Live owners whose session ended or went idle (state.db).");
+    let mut valid = family("leasectl_registry_valid", "1 when the registry reads as valid, 0 when not.");
+    let mut oldest = family("leasectl_oldest_lease_age_seconds", "Age of the oldest lease.");
+    let mut waited = family("leasectl_lock_wait_seconds", "How long taking the registry lock took (1 s at most).");
+    let mut held = family("leasectl_lock_held", "1 when the lock stayed held for the whole probe.");
+    let at = now();
+    for store in stores.iter_mut() {
+        let listing = store.read();
+        let profile = vec![("profile", label_value(listing.location.name()))];
+        valid.samples.push((profile.clone(), f64::from(u8::from(listing.leases.is_ok()))));
+        if let Some(c) = listing.cap.cap {
+            cap.samples.push((profile.clone(), c as f64));
+        }
+        if let Ok(views) = &listing.leases {
+            let mut by_state: HashMap<&str, usize> = ["alive", "dead", "recycled", "unknown"].map(|s| (s, 0)).into();
+            for v in views {
+                *by_state.entry(v.liveness.name()).or_default() += 1;
+            }
+            let mut states: Vec<(&str, usize)> = by_state.into_iter().collect();
+            states.sort();
+            for (state, n) in states {
+                let mut labels = profile.clone();
+                labels.push(("liveness", state.to_owned()));
+                leases.samples.push((labels, n as f64));
+            }
+            let pids: Vec<u64> =
+                views.iter().filter(|v| v.liveness == Liveness::Alive).map(|v| v.entry.pid()).collect();
+            let owners = owner_infos(&pids);
+            let mut marks = Marks::of(views, listing.cap.cap);
+            if let Some(reg) = listing.location.registry() {
+                marks.add_context_quietly(&reg.home, views, &owners, idle);
+            }
+            live.samples.push((profile.clone(), marks.live as f64));
+            conflicts.samples.push((profile.clone(), marks.conflicts.len() as f64));
+            leaks.samples.push((profile.clone(), marks.leaks.len() as f64));
+            if let Some(first) = views.iter().filter_map(|v| v.entry.started_at()).min_by(f64::total_cmp) {
+                oldest.samples.push((profile.clone(), (at - first).max(0.0)));
+            }
+        }
+        // The wait is measured only where the lock file exists: metrics creates nothing.
+        if let Some(path) = listing.location.lock_path().filter(|p| p.is_file()) {
+            let started = Instant::now();
+            let got = lease::lock::lock(&path, LOCK_PROBE);
+            waited.samples.push((profile.clone(), started.elapsed().as_secs_f64()));
+            held.samples.push((profile, f64::from(u8::from(got.is_err()))));
+        }
+    }
+    let mut out = String::new();
+    for f in [leases, live, cap, conflicts, leaks, valid, oldest, waited, held] {
+        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(out, "# TYPE {} gauge", f.name);
+        for (labels, value) in f.samples {
+            let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+            let _ = writeln!(out, "{}{{{}}} {}", f.name, labels.join(","), value);
+        }
+    }
+    out.push_str("# EOF\n");
+    out
+}

@@ -1,0 +1,77 @@
+//! `leasectl metrics` (issue 16): the registries as OpenMetrics text, parsed by
+//! Prometheus' own parser (prometheus_client) to prove it is valid.
+
+mod common;
+
+use std::fs;
+use std::process::{Command, Stdio};
+
+use common::process::{Home, Sleeper};
+
+const DEAD: u64 = 4_000_000;
+
+fn entry(id: &str, session: &str, pid: u64, started: f64) -> String {
+    format!(
+        "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
+         \"session_id\": \"{session}\", \"started_at\": {started:?}, \"surface\": \"cli\", \"updated_at\": {started:?}}}"
+    )
+}
+
+/// Every sample as `name{labels} value`, as the Prometheus parser read it.
+fn parsed(text: &str) -> Vec<String> {
+    let script = "import sys\n\
+                  from prometheus_client.openmetrics.parser import text_string_to_metric_families\n\
+                  for f in text_string_to_metric_families(sys.stdin.read()):\n\
+                  \x20   assert f.type == 'gauge', f\n\
+                  \x20   for s in f.samples:\n\
+                  \x20       labels = ','.join(f'{k}={v}' for k, v in sorted(s.labels.items()))\n\
+                  \x20       print(f'{s.name}{{{labels}}} {s.value}')\n";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write;
+    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("parser");
+    assert!(out.status.success(), "the Prometheus parser refused it: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn metrics_are_valid_openmetrics_with_the_registries_numbers() {
+    let home = Home::new();
+    let (a, b) = (Sleeper::new(), Sleeper::new());
+    fs::write(home.path().join("config.yaml"), "max_concurrent_sessions: 1\n").expect("config");
+    let now = leasectl::lease::now();
+    home.write_registry(format!(
+        "{{\"entries\": [{}, {}, {}]}}",
+        entry("aaaa0000000000000000000000000001", "S1", a.pid(), now - 600.0),
+        entry("bbbb0000000000000000000000000002", "S1", b.pid(), now - 60.0),
+        entry("dddd0000000000000000000000000003", "S2", DEAD, now - 7200.0),
+    ));
+    // A profile with a broken registry with a "hostile" name for a label.
+    let odd = home.path().join("profiles").join("we\"ird");
+    fs::create_dir_all(odd.join("runtime")).expect("profile");
+    fs::write(odd.join("runtime/active_sessions.json"), "{ not json").expect("broken");
+    fs::write(home.lock_file(), "").expect("lock file");
+    let out = home.run(&["--all-profiles", "metrics"]);
+    out.expect_exit(0);
+    let samples = parsed(&out.stdout);
+    let has = |s: &str| samples.iter().any(|x| x == s);
+    assert!(has("leasectl_leases{liveness=alive,profile=root} 2"), "{samples:?}");
+    assert!(has("leasectl_leases{liveness=dead,profile=root} 1"), "{samples:?}");
+    assert!(has("leasectl_live_leases{profile=root} 2"));
+    assert!(has("leasectl_cap{profile=root} 1"));
+    assert!(has("leasectl_conflicts{profile=root} 1"));
+    assert!(has("leasectl_registry_valid{profile=root} 1"));
+    assert!(has("leasectl_registry_valid{profile=we\"ird} 0"), "{samples:?}");
+    assert!(has("leasectl_lock_held{profile=root} 0"));
+    let oldest =
+        samples.iter().find(|s| s.starts_with("leasectl_oldest_lease_age_seconds{profile=root}")).expect("oldest");
+    let age: f64 = oldest.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+    assert!((7200.0..7300.0).contains(&age), "{oldest}");
+    assert!(out.stdout.ends_with("# EOF\n"));
+}
