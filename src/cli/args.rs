@@ -152,6 +152,17 @@ pub enum Command {
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP
     #[command(after_help = HOLD_HELP)]
     Hold(AcquireOpts),
+    /// What happened: recorded events (--since) and live ones (--follow)
+    #[command(after_help = "Events: acquired, released, force-released (by whom, from the audit file), pruned, \
+                            owner-died, owner-recycled, owner-alive, updated, cap-changed, registry-invalid, \
+                            registry-valid.\n\n\
+                            `events --follow --record` is the recorder to run as a service: it appends every \
+                            event to <home>/logs/leasectl-events.jsonl (rotated past 10 MiB, 3 kept), which \
+                            --since reads; with --metrics-file it keeps an OpenMetrics file current.\n\n\
+                            Example:\n  leasectl events --since 2h\n  leasectl events -f -o json\n  \
+                            leasectl --all-profiles events --follow --record --metrics-file \
+                            /var/lib/node_exporter/textfile/leasectl.prom")]
+    Events(EventsArgs),
     /// Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap,
     /// conflicts, leak suspects, validity, oldest lease, lock wait)
     #[command(after_help = "Takes each registry's lock for an instant to measure the wait (1 s at most); \
@@ -173,6 +184,25 @@ pub enum Command {
         after_help = "Example:\n  leasectl man > /usr/local/share/man/man1/leasectl.1\n  leasectl man | man -l -"
     )]
     Man,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Stay live: print each change as it happens, until interrupted (like journalctl -f)
+    #[arg(short, long)]
+    pub follow: bool,
+    /// With --follow: append every event to the home's journal (the record --since reads)
+    #[arg(long, requires = "follow")]
+    pub record: bool,
+    /// With --follow: keep this OpenMetrics file current, replaced whole on each change
+    /// (node_exporter's textfile collector)
+    #[arg(long, requires = "follow", value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+    /// Recorded events from this long ago: 2h, 30m, 3600 (default without --follow: 24h)
+    #[arg(long, value_name = "DURATION", value_parser = crate::lease::context::parse_idle)]
+    pub since: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub format: FormatArgs,
 }
 
 #[derive(Debug, Args)]

@@ -143,7 +143,17 @@ pub(super) fn state_of(l: &Liveness) -> LivenessArg {
 
 pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs, idle: Option<std::time::Duration>) -> Result<i32, Failure> {
     if a.watch {
-        return super::watch::watch(stores, a);
+        let selected = |v: &LeaseView| selected(v, a);
+        let follow = super::watch::Follow {
+            format: a.format.format(),
+            no_headers: a.format.no_headers,
+            present: true,
+            selected: &selected,
+            record: false,
+            metrics_file: None,
+            idle,
+        };
+        return super::watch::follow(stores, &follow);
     }
     let mut listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
     let pids: Vec<u64> =

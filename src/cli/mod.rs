@@ -32,6 +32,7 @@ macro_rules! say_err {
 }
 
 pub mod args;
+mod events;
 pub mod hints;
 mod ls;
 mod metrics;
@@ -192,6 +193,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout, cli.idle_threshold),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
+        Command::Events(a) => events::events(&mut all()?, &a, cli.idle_threshold),
         Command::Metrics => {
             use std::io::Write as _;
             let text = metrics::render(&mut all()?, cli.idle_threshold);

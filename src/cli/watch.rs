@@ -1,25 +1,47 @@
-//! `ls --watch`: each change as a line as it happens, like `kubectl get -w`, until
-//! interrupted. Registries are read again when the change feed says one changed, and
-//! every second besides: an owner that dies changes no file.
+//! Following the registries as they change: `ls --watch` (like `kubectl get -w`) and
+//! `events --follow` (like `journalctl -f`). Registries are read again when the change
+//! feed says one changed, and every second besides: an owner that dies changes no file.
+//! Every change becomes one JSON object, printed in the chosen format, and (`--record`)
+//! appended to the home's event journal.
 
 use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::args::{Format, LsArgs};
+use super::args::Format;
 use super::output::{lease_json, short_id};
 use super::{EXIT_ERROR, Failure, stdout_failure};
-use crate::lease::changes::{self, LeaseEvent};
+use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::human::escape;
 use crate::lease::owner::owner_infos;
-use crate::lease::{self, LeaseStore, LeaseView, WatchScope};
+use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
 /// How often liveness is judged again without a file change.
 const REJUDGE: Duration = Duration::from_secs(1);
 
-pub fn watch(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs) -> Result<i32, Failure> {
+/// What following does besides printing.
+pub struct Follow<'a> {
+    pub format: Format,
+    pub no_headers: bool,
+    /// Start with every lease held now (`ls -w`), or only with what changes (`events`).
+    pub present: bool,
+    /// Which leases' events to show.
+    pub selected: &'a dyn Fn(&LeaseView) -> bool,
+    /// Append every change to the home's event journal.
+    pub record: bool,
+    /// Rewrite this metrics file (OpenMetrics) after every change.
+    pub metrics_file: Option<std::path::PathBuf>,
+    pub idle: Option<Duration>,
+}
+
+/// The journal of a home's events (written by `events --follow --record`).
+pub fn journal_file(home: &std::path::Path) -> std::path::PathBuf {
+    home.join("logs").join("leasectl-events.jsonl")
+}
+
+pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Failure> {
     let (tx, rx) = channel::<()>();
     let scope = WatchScope {
         locations: stores.iter().map(|s| s.location().clone()).collect(),
@@ -27,37 +49,87 @@ pub fn watch(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs) -> Result<i32, Fail
         debounce: Duration::from_millis(20),
     };
     lease::watch(&scope, Arc::new(move |_| tx.send(()).is_ok()))?;
-    let format = a.format.format();
-    if format == Format::Tsv && !a.format.no_headers {
-        say!("TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS");
+    if f.format == Format::Tsv && !f.no_headers {
+        say!("TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS\tDETAIL");
     }
-    // What each registry held at the last reading (None: unreadable then).
+    // What each registry held at the last reading (None: unreadable then), and its cap.
     let mut last: Vec<Option<Vec<LeaseView>>> = vec![None; stores.len()];
+    let mut caps: Vec<Option<Option<u64>>> = vec![None; stores.len()];
     let mut first = true;
     loop {
-        for (store, seen) in stores.iter_mut().zip(last.iter_mut()) {
+        let mut changed = false;
+        for (i, store) in stores.iter_mut().enumerate() {
             let listing = store.read();
-            let name = listing.location.name().to_owned();
-            let now_views = match listing.leases {
-                Ok(views) => Some(views),
+            let location = listing.location.clone();
+            let mut lines: Vec<Value> = Vec::new();
+            if let Some(before) = caps[i]
+                && before != listing.cap.cap
+            {
+                let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
+                lines.push(registry_event(
+                    &location,
+                    "cap-changed",
+                    &format!("{} -> {}", show(before), show(listing.cap.cap)),
+                ));
+            }
+            caps[i] = Some(listing.cap.cap);
+            match listing.leases {
                 Err(e) => {
-                    if seen.is_some() || first {
-                        print_problem(format, &name, &e.to_string());
+                    if last[i].is_some() || first {
+                        lines.push(registry_event(&location, "registry-invalid", &e.to_string()));
                     }
-                    *seen = None;
-                    continue;
+                    last[i] = None;
                 }
-            };
-            let events = match (seen.as_ref(), &now_views) {
-                (_, None) => vec![],
-                (None, Some(new)) if first => changes::present(new),
-                (None, Some(new)) => changes::between(&[], new),
-                (Some(old), Some(new)) => changes::between(old, new),
-            };
-            // Filtered after the diff: an owner dying is shown under --liveness dead.
-            let events: Vec<LeaseEvent> = events.into_iter().filter(|e| super::ls::selected(&e.view, a)).collect();
-            print_events(format, &name, &events);
-            *seen = now_views;
+                Ok(views) => {
+                    let events = match last[i].as_ref() {
+                        None if first && f.present => changes::present(&views),
+                        // A line to say the watch is on (a script can wait for it); never recorded.
+                        None if first => {
+                            lines.push(registry_event(
+                                &location,
+                                "following",
+                                &format!("{} lease(s) now", views.len()),
+                            ));
+                            vec![]
+                        }
+                        None => {
+                            lines.push(registry_event(&location, "registry-valid", "readable again"));
+                            changes::between(&[], &views)
+                        }
+                        Some(old) => changes::between(old, &views),
+                    };
+                    // Filtered after the diff: an owner dying is shown under --liveness dead.
+                    let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
+                    lines.extend(lease_events(&location, &events));
+                    last[i] = Some(views);
+                }
+            }
+            for line in &lines {
+                print_line(f.format, line);
+                if f.record
+                    && line["event"] != "present"
+                    && line["event"] != "following"
+                    && let Some(reg) = location.registry()
+                    && let Err(e) = lease::audit::append_rotating(
+                        &journal_file(&reg.home),
+                        &line.to_string(),
+                        lease::audit::MAX_BYTES,
+                        lease::audit::KEEP,
+                    )
+                {
+                    say_err!(
+                        "leasectl: warning: cannot record the event in {}: {e}",
+                        journal_file(&reg.home).display()
+                    );
+                }
+            }
+            changed |= !lines.is_empty();
+        }
+        if let Some(path) = &f.metrics_file
+            && (changed || first)
+            && let Err(e) = write_metrics(stores, path, f.idle)
+        {
+            say_err!("leasectl: warning: cannot write {}: {e}", path.display());
         }
         first = false;
         // Nobody reads any more (`| head` exited): stop, whether or not a write failed yet.
@@ -73,6 +145,19 @@ pub fn watch(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs) -> Result<i32, Fail
     }
 }
 
+/// The metrics file, replaced whole (temp file and rename: a collector never reads half).
+fn write_metrics(
+    stores: &mut [Box<dyn LeaseStore>],
+    path: &std::path::Path,
+    idle: Option<Duration>,
+) -> std::io::Result<()> {
+    let text = super::metrics::render(stores, idle);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// True when standard output is a pipe whose reader has closed it (poll reports POLLERR).
 fn reader_gone() -> bool {
     use rustix::event::{PollFd, PollFlags, poll};
@@ -82,69 +167,123 @@ fn reader_gone() -> bool {
     poll(&mut fds, Some(&zero)).is_ok_and(|n| n > 0) && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP)
 }
 
-fn stamp() -> String {
+fn stamp() -> (String, f64) {
+    let now = jiff::Timestamp::now();
     // Fixed width, UTC, milliseconds: lines stay aligned and sort as text.
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    (now.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(), now.as_millisecond() as f64 / 1000.0)
 }
 
-fn print_problem(format: Format, profile: &str, problem: &str) {
-    match format {
-        Format::Json => {
-            let line = json!({"time": stamp(), "event": "unreadable", "profile": profile, "error": problem});
-            say_json_line(&line);
-        }
-        _ => say!("{}  {}  unreadable: {}", stamp(), escape(profile), escape(problem)),
-    }
+fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {
+    let (time, ts) = stamp();
+    json!({"time": time, "ts": ts, "event": kind, "profile": location.name(), "detail": detail})
 }
 
-fn say_json_line(v: &serde_json::Value) {
-    use std::io::Write as _;
-    super::note_stdout(writeln!(std::io::stdout(), "{v}"));
-}
-
-fn print_events(format: Format, profile: &str, events: &[LeaseEvent]) {
+/// Lease events as JSON lines; a lease gone is named force-released (or pruned) by whom
+/// when the home's audit file recorded it.
+fn lease_events(location: &Location, events: &[LeaseEvent]) -> Vec<Value> {
     if events.is_empty() {
-        return;
+        return vec![];
     }
     let pids: Vec<u64> = events.iter().map(|e| e.view.entry.pid()).collect();
     let owners = owner_infos(&pids);
-    let at = stamp();
-    for ev in events {
-        let v = &ev.view;
-        let e = &v.entry;
-        let owner = owners.get(&e.pid()).map(|o| o.name.as_str()).unwrap_or("-");
-        match format {
-            Format::Json => {
-                let line = json!({
-                    "time": at,
-                    "event": ev.kind.name(),
-                    "profile": profile,
-                    "lease": lease_json(v, owners.get(&e.pid())),
-                });
-                say_json_line(&line);
+    let (time, ts) = stamp();
+    let audited = match location.registry() {
+        Some(reg) if events.iter().any(|e| matches!(e.kind, EventKind::Released | EventKind::Pruned)) => {
+            recent_audit(&lease::audit::audit_file(&reg.home))
+        }
+        _ => vec![],
+    };
+    events
+        .iter()
+        .map(|ev| {
+            let id = ev.view.entry.lease_id();
+            let by = audited.iter().rev().find(|r| {
+                r["removed"].as_array().is_some_and(|rs| rs.iter().any(|e| e["lease_id"].as_str() == Some(id)))
+            });
+            let (kind, detail) = match (ev.kind, by) {
+                (EventKind::Released | EventKind::Pruned, Some(r)) => {
+                    let action = r["action"].as_str().unwrap_or("force-release");
+                    let kind = if action == "prune" { "pruned" } else { "force-released" };
+                    let who = r["user"].as_str().or(r["uid"].as_u64().map(|_| "uid")).unwrap_or("?");
+                    let detail = format!(
+                        "by {who} on {}: {}",
+                        r["host"].as_str().unwrap_or("?"),
+                        r["command"].as_str().unwrap_or("?")
+                    );
+                    (kind.to_owned(), Some(detail))
+                }
+                (kind, _) => (kind.name().to_owned(), None),
+            };
+            let mut line = json!({
+                "time": time,
+                "ts": ts,
+                "event": kind,
+                "profile": location.name(),
+                "lease": lease_json(&ev.view, owners.get(&ev.view.entry.pid())),
+            });
+            if let (Some(d), Some(map)) = (detail, line.as_object_mut()) {
+                map.insert("detail".into(), d.into());
             }
-            Format::Tsv => say!(
-                "{at}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-                ev.kind.name(),
-                escape(profile),
-                escape(e.lease_id()),
-                escape(e.session_id()),
-                escape(e.surface().unwrap_or("-")),
-                e.pid(),
-                escape(owner),
-                v.liveness.name()
-            ),
-            Format::Table | Format::Wide => say!(
-                "{at}  {:<14}  {}  lease {}  session {}  {}  pid {} ({})  {}",
-                ev.kind.name(),
-                escape(profile),
-                escape(&short_id(e.lease_id())),
-                escape(e.session_id()),
-                escape(e.surface().unwrap_or("-")),
-                e.pid(),
-                escape(owner),
-                v.liveness.name()
-            ),
+            line
+        })
+        .collect()
+}
+
+/// The audit file's last records (its tail: the removal just seen is among the newest).
+fn recent_audit(file: &std::path::Path) -> Vec<Value> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(file) else { return vec![] };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
+    let mut text = String::new();
+    if f.read_to_string(&mut text).is_err() {
+        return vec![];
+    }
+    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// One event as the format prints it (journal lines are printed the same way).
+pub fn print_line(format: Format, v: &Value) {
+    let s = |v: &Value| v.as_str().map(|x| escape(x).into_owned()).unwrap_or_else(|| "-".into());
+    let lease = &v["lease"];
+    let entry = &lease["entry"];
+    let owner = lease["owner"]["name"].as_str().map(|o| escape(o).into_owned()).unwrap_or_else(|| "-".into());
+    let detail = v["detail"].as_str().map(|d| escape(d).into_owned());
+    match format {
+        Format::Json => {
+            use std::io::Write as _;
+            super::note_stdout(writeln!(std::io::stdout(), "{v}"));
+        }
+        Format::Tsv => say!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            s(&v["time"]),
+            s(&v["event"]),
+            s(&v["profile"]),
+            s(&entry["lease_id"]),
+            s(&entry["session_id"]),
+            s(&entry["surface"]),
+            entry["pid"].as_u64().map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            owner,
+            s(&lease["liveness"]),
+            detail.unwrap_or_else(|| "-".into())
+        ),
+        Format::Table | Format::Wide if entry.is_null() => {
+            say!("{}  {:<16}  {}  {}", s(&v["time"]), s(&v["event"]), s(&v["profile"]), detail.unwrap_or_default())
+        }
+        Format::Table | Format::Wide => {
+            let tail = detail.map(|d| format!("  — {d}")).unwrap_or_default();
+            say!(
+                "{}  {:<16}  {}  lease {}  session {}  {}  pid {} ({})  {}{tail}",
+                s(&v["time"]),
+                s(&v["event"]),
+                s(&v["profile"]),
+                escape(&short_id(entry["lease_id"].as_str().unwrap_or("-"))),
+                s(&entry["session_id"]),
+                s(&entry["surface"]),
+                entry["pid"].as_u64().map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                owner,
+                s(&lease["liveness"])
+            )
         }
     }
 }

@@ -1,0 +1,69 @@
+//! `leasectl events`: what happened, from the journal `events --follow --record` keeps
+//! (`--since`), and as it happens (`--follow`).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::args::EventsArgs;
+use super::watch::{Follow, follow, journal_file, print_line};
+use super::{EXIT_OK, Failure};
+use crate::lease::{LeaseStore, now};
+
+/// Without --follow and --since: the last day.
+const DEFAULT_SINCE: Duration = Duration::from_secs(24 * 3600);
+
+pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<Duration>) -> Result<i32, Failure> {
+    let format = a.format.format();
+    let since = a.since.or((!a.follow).then_some(DEFAULT_SINCE));
+    if let Some(since) = since {
+        let from = now() - since.as_secs_f64();
+        let mut past: Vec<Value> = Vec::new();
+        let mut journals = 0;
+        for store in stores.iter() {
+            let Some(reg) = store.location().registry() else { continue };
+            let file = journal_file(&reg.home);
+            // The rotated files first: oldest to newest.
+            for n in (1..=crate::lease::audit::KEEP).rev() {
+                past.extend(read_journal(&std::path::PathBuf::from(format!("{}.{n}", file.display())), from));
+            }
+            if file.exists() {
+                journals += 1;
+            }
+            past.extend(read_journal(&file, from));
+        }
+        past.sort_by(|x, y| x["ts"].as_f64().unwrap_or(0.0).total_cmp(&y["ts"].as_f64().unwrap_or(0.0)));
+        for line in &past {
+            print_line(format, line);
+        }
+        if journals == 0 && !a.follow {
+            say_err!(
+                "leasectl: no events recorded here: `leasectl events --follow --record` keeps the journal \
+                 (run it as a service; see the README)"
+            );
+        }
+    }
+    if !a.follow {
+        return Ok(EXIT_OK);
+    }
+    let all = |_: &crate::lease::LeaseView| true;
+    let f = Follow {
+        format,
+        no_headers: a.format.no_headers,
+        present: false,
+        selected: &all,
+        record: a.record,
+        metrics_file: a.metrics_file.clone(),
+        idle,
+    };
+    follow(stores, &f)
+}
+
+/// The events of one journal file at or after `from` (epoch seconds); broken lines skipped.
+fn read_journal(file: &std::path::Path, from: f64) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["ts"].as_f64().is_some_and(|t| t >= from))
+        .collect()
+}

@@ -1,0 +1,106 @@
+//! `leasectl events` (issue 16): live changes, the recorder's journal, the metrics file.
+
+mod common;
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use common::process::{Home, Proc, Sleeper, str_of};
+use serde_json::Value;
+
+fn entry(id: &str, session: &str, pid: u64) -> String {
+    format!(
+        "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
+         \"session_id\": \"{session}\", \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}"
+    )
+}
+
+/// Replace the registry as Hermes does: the whole file written beside it, then renamed.
+fn hermes_write(home: &Home, entries: &[String]) {
+    fs::create_dir_all(home.runtime()).expect("runtime/");
+    let tmp = home.runtime().join(".active_sessions_test.tmp");
+    fs::write(&tmp, format!("{{\"entries\": [{}]}}", entries.join(", "))).expect("write");
+    fs::rename(&tmp, home.registry()).expect("rename");
+}
+
+fn event_of(line: &Value) -> (String, String) {
+    (
+        str_of(line, "event").to_owned(),
+        line["lease"]["entry"]["session_id"]
+            .as_str()
+            .unwrap_or_else(|| line["detail"].as_str().unwrap_or(""))
+            .to_owned(),
+    )
+}
+
+#[test]
+fn follow_shows_another_processs_write_within_200_ms() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    hermes_write(&home, &[]);
+    let events = home.spawn("events -f", &["events", "--follow", "-o", "json"]);
+    assert_eq!(str_of(&events.json_line(), "event"), "following", "it says when the watch is on");
+    let mut sessions: Vec<String> = Vec::new();
+    let mut latencies = Vec::new();
+    for round in 0..5 {
+        sessions.push(entry(&format!("{round:04}0000000000000000000000000000"), &format!("S{round}"), owner.pid()));
+        let written = Instant::now();
+        hermes_write(&home, &sessions);
+        let line = events.json_line();
+        assert_eq!(event_of(&line), ("acquired".to_owned(), format!("S{round}")));
+        latencies.push(written.elapsed());
+    }
+    latencies.sort();
+    eprintln!("events --follow latency: {latencies:?}");
+    assert!(latencies[2] < Duration::from_millis(200), "median {:?} ({latencies:?})", latencies[2]);
+}
+
+#[test]
+fn the_recorder_keeps_a_journal_that_since_reads_back_with_who_force_released() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    hermes_write(&home, &[]);
+    let metrics = home.outside().join("leasectl.prom");
+    let metrics_arg = metrics.to_str().expect("utf-8").to_owned();
+    let mut recorder =
+        home.spawn("recorder", &["events", "--follow", "--record", "--metrics-file", &metrics_arg, "-o", "json"]);
+    assert_eq!(str_of(&recorder.json_line(), "event"), "following");
+    hermes_write(&home, &[entry("a0000000000000000000000000000001", "S1", owner.pid())]);
+    assert_eq!(event_of(&recorder.json_line()), ("acquired".into(), "S1".into()));
+    home.run(&["force-release", "a0000000", "--live"]).expect_exit(0);
+    let gone = recorder.json_line();
+    assert_eq!(event_of(&gone), ("force-released".into(), "S1".into()));
+    assert!(
+        gone["detail"].as_str().is_some_and(|d| d.starts_with("by ") && d.contains("force-release a0000000")),
+        "{gone}"
+    );
+    fs::write(home.path().join("config.yaml"), "max_concurrent_sessions: 3\n").expect("cap");
+    hermes_write(&home, &[]);
+    let cap = recorder.json_line();
+    assert_eq!((str_of(&cap, "event"), str_of(&cap, "detail")), ("cap-changed", "none -> 3"));
+    fs::write(home.registry(), "{ broken").expect("break it");
+    assert_eq!(str_of(&recorder.json_line(), "event"), "registry-invalid");
+    hermes_write(&home, &[]);
+    assert_eq!(str_of(&recorder.json_line(), "event"), "registry-valid");
+    common::process::wait_for("the metrics file", || {
+        fs::read_to_string(&metrics).ok().filter(|t| t.ends_with("# EOF\n"))
+    });
+    recorder.signal(libc::SIGTERM);
+    let _ = recorder.wait();
+    // What happened while nobody watched: read back from the journal.
+    let out = home.run(&["events", "--since", "1h", "-o", "json"]);
+    out.expect_exit(0);
+    let kinds: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| str_of(&serde_json::from_str::<Value>(l).expect("JSON"), "event").to_owned())
+        .collect();
+    assert_eq!(kinds, ["acquired", "force-released", "cap-changed", "registry-invalid", "registry-valid"]);
+    let text = home.run(&["events", "--since", "1h"]);
+    assert!(text.stdout.contains("force-released") && text.stdout.contains("— by "), "{text:?}");
+    // Nothing recorded in another home: said, not an error.
+    let empty = Home::new();
+    let out = Proc::run("events (no journal)", empty.cmd(&["events"]));
+    out.expect_exit(0);
+    assert!(out.stderr.contains("no events recorded"), "{out:?}");
+}
