@@ -469,3 +469,31 @@ fn l_shows_only_leak_suspects_and_again_shows_all() {
     key(&mut app, KeyCode::Char('l'));
     assert_eq!(sessions(&app), ["chat-1", "chat-2"]);
 }
+
+/// The console opens with what the recorder saw before it, marked as such.
+#[test]
+fn recorded_events_from_before_open_the_event_log_marked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(&logs).expect("logs/");
+    let now = common::NOW;
+    let old = format!(
+        "{{\"time\": \"x\", \"ts\": {}, \"event\": \"force-released\", \"profile\": \"root\", \"detail\": \"by ops on gw: leasectl force-release 0f3c --live\", \
+          \"lease\": {{\"entry\": {{\"lease_id\": \"0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13\", \"session_id\": \"S1\", \"surface\": \"cli\", \"pid\": 4433}}}}}}\n\
+         {{\"time\": \"y\", \"ts\": {}, \"event\": \"acquired\", \"profile\": \"root\", \"lease\": {{\"entry\": {{\"session_id\": \"too old\"}}}}}}\n",
+        now - 3600.0,
+        now - 3.0 * 86_400.0
+    );
+    std::fs::write(logs.join("leasectl-events.jsonl"), old).expect("journal");
+    let location = leasectl::lease::Location::File(leasectl::lease::Registry::new("root", dir.path()));
+    let mut app = leasectl::tui::state::App::new(vec![location.clone()], now, jiff::tz::TimeZone::UTC);
+    leasectl::tui::load_history(&mut app, &[location], None);
+    let lines: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(
+        lines[0],
+        "↶ force-released session S1 (cli, pid 4433, lease 0f3c9e2a) — by ops on gw: leasectl force-release 0f3c --live"
+    );
+    assert_eq!(app.log[0].at, now - 3600.0, "shown at the time it happened");
+    assert!(lines[1].contains("recorded before this console opened"));
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::args::EventsArgs;
-use super::watch::{Follow, follow, journal_file, print_line};
+use super::watch::{Follow, follow, print_line};
 use super::{EXIT_OK, Failure};
 use crate::lease::{LeaseStore, now};
 
@@ -22,15 +22,10 @@ pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<D
         let mut journals = 0;
         for store in stores.iter() {
             let Some(reg) = store.location().registry() else { continue };
-            let file = journal_file(&reg.home);
-            // The rotated files first: oldest to newest.
-            for n in (1..=crate::lease::audit::KEEP).rev() {
-                past.extend(read_journal(&std::path::PathBuf::from(format!("{}.{n}", file.display())), from));
-            }
-            if file.exists() {
+            if let Some(events) = crate::lease::journal::read_since(&reg.home, from) {
                 journals += 1;
+                past.extend(events);
             }
-            past.extend(read_journal(&file, from));
         }
         past.sort_by(|x, y| x["ts"].as_f64().unwrap_or(0.0).total_cmp(&y["ts"].as_f64().unwrap_or(0.0)));
         for line in &past {
@@ -57,13 +52,4 @@ pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<D
         idle,
     };
     follow(stores, &f)
-}
-
-/// The events of one journal file at or after `from` (epoch seconds); broken lines skipped.
-fn read_journal(file: &std::path::Path, from: f64) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(file) else { return vec![] };
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["ts"].as_f64().is_some_and(|t| t >= from))
-        .collect()
 }

@@ -15,6 +15,7 @@ use super::output::{lease_json, short_id};
 use super::{EXIT_ERROR, Failure, stdout_failure};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::human::escape;
+use crate::lease::journal::journal_file;
 use crate::lease::owner::owner_infos;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
@@ -34,11 +35,6 @@ pub struct Follow<'a> {
     /// Rewrite this metrics file (OpenMetrics) after every change.
     pub metrics_file: Option<std::path::PathBuf>,
     pub idle: Option<Duration>,
-}
-
-/// The journal of a home's events (written by `events --follow --record`).
-pub fn journal_file(home: &std::path::Path) -> std::path::PathBuf {
-    home.join("logs").join("leasectl-events.jsonl")
 }
 
 pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Failure> {

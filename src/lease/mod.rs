@@ -15,6 +15,7 @@ pub mod fence;
 pub mod file_watch;
 pub mod human;
 pub mod ids;
+pub mod journal;
 pub mod liveness;
 pub mod location;
 pub mod lock;

@@ -41,6 +41,36 @@ const TICK: Duration = Duration::from_secs(1);
 /// How long a tick's frame waits for the worker's re-judged owners.
 const TICK_ANSWER: Duration = Duration::from_millis(250);
 
+/// How far back the event log starts, from the recorder's journals.
+const HISTORY: f64 = 24.0 * 3600.0;
+/// At most this many recorded events are loaded (the newest).
+const HISTORY_EVENTS: usize = 500;
+
+/// Put what the recorder (`events --follow --record`) saw in the last day at the top of
+/// the event log, marked as from before this console opened.
+pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option<&std::path::Path>) {
+    let mut homes: Vec<PathBuf> = locations.iter().filter_map(|l| l.registry()).map(|r| r.home.clone()).collect();
+    if let Some(root) = discover_root {
+        homes.extend(crate::lease::paths::all_registries(root).into_iter().map(|r| r.home));
+    }
+    homes.sort();
+    homes.dedup();
+    let from = app.now - HISTORY;
+    let mut past: Vec<serde_json::Value> =
+        homes.iter().filter_map(|h| crate::lease::journal::read_since(h, from)).flatten().collect();
+    if past.is_empty() {
+        return;
+    }
+    past.sort_by(|a, b| a["ts"].as_f64().unwrap_or(0.0).total_cmp(&b["ts"].as_f64().unwrap_or(0.0)));
+    let skip = past.len().saturating_sub(HISTORY_EVENTS);
+    for v in past.iter().skip(skip) {
+        let at = v["ts"].as_f64().unwrap_or(app.now);
+        let profile = v["profile"].as_str().unwrap_or("?");
+        app.log_at(at, profile, state::LogLevel::Info, format!("↶ {}", crate::lease::journal::describe(v)));
+    }
+    app.log("", state::LogLevel::Info, "— above: recorded before this console opened (↶); below: live —");
+}
+
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
@@ -59,8 +89,9 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     sources::spawn_watcher(&watch, tx.clone()).map_err(std::io::Error::other)?;
     sources::spawn_tick(tx.clone(), TICK);
 
-    let mut app = App::new(opts.locations, crate::lease::now(), time::local_zone());
+    let mut app = App::new(opts.locations.clone(), crate::lease::now(), time::local_zone());
     app.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    load_history(&mut app, &opts.locations, opts.discover_root.as_deref());
     let _ = effects_tx.send(Effect::Reload);
     // The extension's first jobs (the demo's tour) go after the first read.
     if let Some(ext) = plugin.as_mut() {

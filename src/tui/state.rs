@@ -331,10 +331,15 @@ impl App {
     }
 
     pub fn log(&mut self, profile: &str, level: LogLevel, text: impl Into<String>) {
+        self.log_at(self.now, profile, level, text);
+    }
+
+    /// A log line for something that happened at `at` (a recorded event from before).
+    pub fn log_at(&mut self, at: f64, profile: &str, level: LogLevel, text: impl Into<String>) {
         if self.log.len() == LOG_LEN {
             self.log.pop_front();
         }
-        self.log.push_back(LogLine { at: self.now, profile: profile.to_owned(), text: text.into(), level });
+        self.log.push_back(LogLine { at, profile: profile.to_owned(), text: text.into(), level });
         // Scrolled back: the lines read stay put as new ones arrive.
         if self.log_scroll > 0 {
             self.log_scroll = (self.log_scroll + 1).min(self.log.len().saturating_sub(1));
