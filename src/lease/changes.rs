@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::admin::LeaseView;
+use super::entry::Entry;
 use super::liveness::Liveness;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,38 +49,69 @@ pub struct LeaseEvent {
     pub view: LeaseView,
 }
 
+/// A lease as judged at one reading: what [`diff`] compares (the CLI's `LeaseView`, the
+/// console's rows).
+pub trait Judged {
+    fn entry(&self) -> &Entry;
+    fn liveness(&self) -> &Liveness;
+}
+
+impl Judged for LeaseView {
+    fn entry(&self) -> &Entry {
+        &self.entry
+    }
+    fn liveness(&self) -> &Liveness {
+        &self.liveness
+    }
+}
+
+/// One change, by reference: the lease as last seen (before it went, for released and
+/// pruned), and as it was before when it changed in place.
+#[derive(Debug)]
+pub struct Change<'a, T> {
+    pub kind: EventKind,
+    pub lease: &'a T,
+    pub previous: Option<&'a T>,
+}
+
 /// Every lease of a first reading, as present.
 pub fn present(views: &[LeaseView]) -> Vec<LeaseEvent> {
     views.iter().map(|v| LeaseEvent { kind: EventKind::Present, view: v.clone() }).collect()
 }
 
-/// The changes from `old` to `new`: gone leases first (in old order), then new and
-/// changed ones (in new order). Linear: one map by lease id.
+/// The changes from `old` to `new`, owned: gone leases first (in old order), then new
+/// and changed ones (in new order).
 pub fn between(old: &[LeaseView], new: &[LeaseView]) -> Vec<LeaseEvent> {
-    let before: HashMap<&str, &LeaseView> = old.iter().map(|v| (v.entry.lease_id(), v)).collect();
-    let after: HashMap<&str, &LeaseView> = new.iter().map(|v| (v.entry.lease_id(), v)).collect();
+    diff(old, new).into_iter().map(|c| LeaseEvent { kind: c.kind, view: c.lease.clone() }).collect()
+}
+
+/// The changes from `old` to `new`, the one diff every follower uses (`ls -w`, `events`,
+/// the console's event log). Linear: one map by lease id each way.
+pub fn diff<'a, T: Judged>(old: &'a [T], new: &'a [T]) -> Vec<Change<'a, T>> {
+    let before: HashMap<&str, &T> = old.iter().map(|v| (v.entry().lease_id(), v)).collect();
+    let after: HashMap<&str, &T> = new.iter().map(|v| (v.entry().lease_id(), v)).collect();
     let mut events = Vec::new();
-    for v in old.iter().filter(|v| !after.contains_key(v.entry.lease_id())) {
-        let kind = match v.liveness {
+    for v in old.iter().filter(|v| !after.contains_key(v.entry().lease_id())) {
+        let kind = match v.liveness() {
             Liveness::Dead(_) | Liveness::Recycled { .. } => EventKind::Pruned,
             Liveness::Alive | Liveness::Unknown(_) => EventKind::Released,
         };
-        events.push(LeaseEvent { kind, view: v.clone() });
+        events.push(Change { kind, lease: v, previous: None });
     }
     for v in new {
-        let Some(was) = before.get(v.entry.lease_id()) else {
-            events.push(LeaseEvent { kind: EventKind::Acquired, view: v.clone() });
+        let Some(was) = before.get(v.entry().lease_id()) else {
+            events.push(Change { kind: EventKind::Acquired, lease: v, previous: None });
             continue;
         };
-        let kind = match (&was.liveness, &v.liveness) {
+        let kind = match (was.liveness(), v.liveness()) {
             (Liveness::Alive, Liveness::Dead(_)) => Some(EventKind::OwnerDied),
             (Liveness::Alive, Liveness::Recycled { .. }) => Some(EventKind::OwnerRecycled),
             (Liveness::Dead(_) | Liveness::Recycled { .. }, Liveness::Alive) => Some(EventKind::OwnerAlive),
-            _ if was.entry != v.entry => Some(EventKind::Updated),
+            _ if was.entry() != v.entry() => Some(EventKind::Updated),
             _ => None,
         };
         if let Some(kind) = kind {
-            events.push(LeaseEvent { kind, view: v.clone() });
+            events.push(Change { kind, lease: v, previous: Some(*was) });
         }
     }
     events

@@ -1,11 +1,12 @@
-//! The event log's source: what changed between two successive snapshots of
-//! one registry. Linear in the number of leases (one hash map by lease id).
-
-use std::collections::HashMap;
+//! The event log's source: what changed between two successive snapshots of one
+//! registry, in the log's words. The lease diff itself is `lease::changes::diff`, the
+//! one `ls -w` and `events` use too; here only the registry's own changes (cap,
+//! validity) are added.
 
 use super::event::{LeaseRow, RegistrySnapshot};
 use super::state::{LogLevel, RegistryState};
 use crate::lease::Liveness;
+use crate::lease::changes::{self, EventKind, Judged};
 
 /// One log-worthy change.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,37 +61,41 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         }
         (None, Ok(l)) => l,
     };
-    let before: HashMap<&str, &LeaseRow> = old.leases.iter().map(|l| (l.entry.lease_id(), l)).collect();
-    let after: HashMap<&str, &LeaseRow> = leases.iter().map(|l| (l.entry.lease_id(), l)).collect();
-    for l in leases {
-        match before.get(l.entry.lease_id()) {
-            None => out.push(change(LogLevel::Change, format!("acquired: {}", who(l)))),
-            Some(prev) => {
-                if prev.entry.session_id() != l.entry.session_id() {
+    // The one diff every follower uses; the log keeps its own words, acquisitions and
+    // changes before the leases gone.
+    let mut found = changes::diff(&old.leases, leases);
+    found.sort_by_key(|c| matches!(c.kind, EventKind::Released | EventKind::Pruned));
+    for c in found {
+        let l = c.lease;
+        match c.kind {
+            EventKind::Acquired => out.push(change(LogLevel::Change, format!("acquired: {}", who(l)))),
+            EventKind::Updated => {
+                if let Some(prev) = c.previous.filter(|p| p.entry.session_id() != l.entry.session_id()) {
                     out.push(change(
                         LogLevel::Change,
                         format!("moved: lease from session {} to {}", prev.entry.session_id(), who(l)),
                     ));
                 }
-                match (&prev.liveness, &l.liveness) {
-                    (Liveness::Alive, Liveness::Dead(_)) => {
-                        out.push(change(LogLevel::Warn, format!("owner died: {}", who(l))))
-                    }
-                    (Liveness::Alive, Liveness::Recycled { .. }) => {
-                        out.push(change(LogLevel::Warn, format!("pid recycled: {}", who(l))))
-                    }
-                    _ => {}
-                }
             }
-        }
-    }
-    for l in &old.leases {
-        if !after.contains_key(l.entry.lease_id()) {
-            let verb = if l.liveness == Liveness::Alive { "released" } else { "pruned" };
-            let mut c = change(LogLevel::Change, format!("{verb}: {}", who(l)));
-            c.gone = Some(l.entry.lease_id().to_owned());
-            out.push(c);
+            EventKind::OwnerDied => out.push(change(LogLevel::Warn, format!("owner died: {}", who(l)))),
+            EventKind::OwnerRecycled => out.push(change(LogLevel::Warn, format!("pid recycled: {}", who(l)))),
+            EventKind::Released | EventKind::Pruned => {
+                let verb = if c.kind == EventKind::Released { "released" } else { "pruned" };
+                let mut gone = change(LogLevel::Change, format!("{verb}: {}", who(l)));
+                gone.gone = Some(l.entry.lease_id().to_owned());
+                out.push(gone);
+            }
+            EventKind::OwnerAlive | EventKind::Present => {}
         }
     }
     out
+}
+
+impl Judged for LeaseRow {
+    fn entry(&self) -> &crate::lease::Entry {
+        &self.entry
+    }
+    fn liveness(&self) -> &Liveness {
+        &self.liveness
+    }
 }
