@@ -69,6 +69,7 @@ fn a_unique_prefix_of_four_names_a_lease_and_an_ambiguous_one_lists_the_candidat
         assert!(out.stderr.contains(id), "candidate {id} listed: {out:?}");
     }
     assert!(out.stderr.contains("ambiguous"), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 3, "one line per candidate: {out:?}");
     assert_eq!(home.lease_ids().len(), 2, "nothing removed");
     // Shorter than 4: not a prefix.
     let out = home.run(&["force-release", "0f3"]);

@@ -91,8 +91,11 @@ pub fn run(cli: Cli) -> i32 {
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
-            // Messages quote ids from files: shown, never obeyed by the terminal.
-            say_err!("leasectl: {}", crate::lease::human::escape(&message));
+            // Messages quote ids from files: shown, never obeyed by the terminal. An empty
+            // message was printed already (a list, each field escaped).
+            if !message.is_empty() {
+                say_err!("leasectl: {}", crate::lease::human::escape(&message));
+            }
             code
         }
     };
@@ -644,26 +647,26 @@ fn name_lease(store: &mut dyn LeaseStore, typed: &str, elsewhere: &[Location], a
 }
 
 /// A prefix that names several leases: list them, exit 2 (the operator must type more).
+/// Printed here, one line per candidate, each field escaped: the message is multi-line.
 fn ambiguous(typed: &str, location: &Location, candidates: &[lease::LeaseView]) -> Failure {
-    let listed: Vec<String> = candidates
-        .iter()
-        .map(|v| {
-            format!(
-                "  {}  session {}  pid {}  {}",
-                v.entry.lease_id(),
-                v.entry.session_id(),
-                v.entry.pid(),
-                v.liveness.name()
-            )
-        })
-        .collect();
-    usage(format!(
-        "lease id {typed} is ambiguous in {} ({}): {} leases start with it; type more of it:\n{}",
-        location.name(),
-        location.describe(),
-        candidates.len(),
-        listed.join("\n")
-    ))
+    use crate::lease::human::escape;
+    say_err!(
+        "leasectl: lease id {} is ambiguous in {} ({}): {} leases start with it; type more of it:",
+        escape(typed),
+        escape(location.name()),
+        escape(&location.describe()),
+        candidates.len()
+    );
+    for v in candidates {
+        say_err!(
+            "  {}  session {}  pid {}  {}",
+            escape(v.entry.lease_id()),
+            escape(v.entry.session_id()),
+            v.entry.pid(),
+            v.liveness.name()
+        );
+    }
+    Failure { code: EXIT_USAGE, message: String::new() }
 }
 
 fn release(
