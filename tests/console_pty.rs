@@ -121,8 +121,14 @@ fn console_follows_a_holder_from_alive_to_dead_and_prunes_it() {
     let registry = runtime.join("active_sessions.json");
     assert!(!runtime.exists(), "the home must start without runtime/");
 
-    // 1-3. The console starts on a home with no runtime/ yet and draws.
-    let mut console = Pty::console(home, 30, 100);
+    // 1-3. The console starts on a home with no runtime/ yet and draws. A syslog socket
+    // of the test's own hears its audit records.
+    let syslog_path = dir.path().join("syslog.sock");
+    let syslog = std::os::unix::net::UnixDatagram::bind(&syslog_path).expect("a syslog socket");
+    syslog.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let args = [OsStr::new("--home"), home.as_os_str(), OsStr::new("tui")];
+    let mut console =
+        Pty::spawn("console", &args, &[("LEASECTL_SYSLOG_SOCKET", syslog_path.as_os_str())], home, 30, 100);
     console.wait_for("the first drawing (leases table, no leases)", Duration::from_secs(5), |s| {
         s.contains("leases") && s.contains("no leases held") && s.contains("(no file yet)")
     });
@@ -173,6 +179,16 @@ fn console_follows_a_holder_from_alive_to_dead_and_prunes_it() {
                 && s.contains(&format!("prune: removed 1 lease(s) {short}"))
         });
     eprintln!("step 7: pruned and redrawn {pruned:?} after y");
+    // The console's prune is on record: in the home's audit file and in syslog.
+    let audit = std::fs::read_to_string(home.join("logs/leasectl-audit.jsonl")).expect("the audit file");
+    let record: Value = serde_json::from_str(audit.trim_end()).expect("one JSON line");
+    assert_eq!(record["action"], "prune");
+    assert_eq!(record["command"], "leasectl console: prune");
+    assert_eq!(record["removed"][0]["lease_id"], lease_id.as_str());
+    let mut buf = vec![0u8; 65_536];
+    let n = syslog.recv(&mut buf).expect("a syslog record");
+    let sent = String::from_utf8_lossy(&buf[..n]);
+    assert!(sent.starts_with("<85>") && sent.contains("\"command\":\"leasectl console: prune\""), "{sent}");
 
     // 8. q quits and restores the terminal.
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
