@@ -27,7 +27,13 @@ use leasectl::lease::Registry;
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use support::Owner;
 
-const BIN: &str = env!("CARGO_BIN_EXE_leasectl");
+const BUILT: &str = env!("CARGO_BIN_EXE_leasectl");
+
+/// The binary measured: this build's, or `CONSOLE_IDLE_BIN` (another build, e.g. an older
+/// commit's, to compare side by side in one run of this bench).
+fn binary() -> String {
+    std::env::var("CONSOLE_IDLE_BIN").unwrap_or_else(|_| BUILT.to_owned())
+}
 const ROWS: u16 = 60;
 const COLS: u16 = 200;
 
@@ -52,7 +58,7 @@ impl Console {
         let pair = native_pty_system()
             .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
             .expect("openpty");
-        let mut cmd = CommandBuilder::new(BIN);
+        let mut cmd = CommandBuilder::new(binary());
         cmd.arg("--home");
         cmd.arg(home);
         cmd.arg("tui");
@@ -190,8 +196,8 @@ fn measure(n: usize, profiles: usize, aged: bool, settle: Duration, window: Dura
 }
 
 fn main() {
-    if !Path::new(BIN).is_file() {
-        eprintln!("console_idle: {BIN} is missing; build it first with `cargo build --release`");
+    if !Path::new(&binary()).is_file() {
+        eprintln!("console_idle: {} is missing; build it first with `cargo build --release`", binary());
         std::process::exit(2);
     }
     // (leases per registry, profiles, idle window in s, newest lease 5 min old): the root

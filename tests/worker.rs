@@ -121,3 +121,39 @@ fn a_console_force_release_is_recorded() {
     assert_eq!(record["removed"][0]["lease_id"], id.as_str());
     assert!(record["command"].as_str().is_some_and(|c| c.starts_with("leasectl console: force-release lease")));
 }
+
+/// A session going idle past the threshold changes no file: the worker judges it again
+/// when the crossing time comes, and not before.
+#[test]
+fn a_session_crossing_the_idle_threshold_is_judged_with_nothing_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    acquire(&root, "S");
+    let db = rusqlite::Connection::open(dir.path().join("state.db")).expect("state.db");
+    let now = lease::now();
+    db.execute_batch(&format!(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, started_at REAL, ended_at REAL, last_activity_at REAL); \
+         INSERT INTO sessions VALUES ('S', {}, NULL, {});",
+        now - 60.0,
+        now - 0.5
+    ))
+    .expect("schema");
+    drop(db);
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None).with_idle_threshold(Some(Duration::from_secs(2)));
+    let first = worker.reload();
+    assert_eq!(first.snapshots[0].leases.as_ref().expect("leases")[0].leak, None, "active half a second ago");
+    assert!(worker.relive_if_changed().is_none(), "nothing to show before the crossing");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let leak = loop {
+        if let Some(loaded) = worker.relive_if_changed()
+            && let Some(leak) = loaded.snapshots[0].leases.as_ref().ok().and_then(|r| r[0].leak.clone())
+        {
+            break leak;
+        }
+        assert!(std::time::Instant::now() < deadline, "the crossing was never judged");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(leak.starts_with("no activity for"), "{leak}");
+    assert!(worker.relive_if_changed().is_none(), "judged once: an idle console stays idle");
+}

@@ -1,8 +1,10 @@
 //! The worker's view of each home's state.db: read again only when the database (or
 //! its WAL) changed, or other sessions are leased, and at most every 2 s; leak suspects
-//! judged from it on every snapshot.
+//! judged from it on every snapshot, and again when a session's idle time crosses the
+//! threshold (the one change that happens with nothing written anywhere).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -12,9 +14,6 @@ use crate::lease::{LeaseView, Liveness};
 
 /// At most one read of a home's state.db this often: Hermes may write it many times a second.
 pub const READ_EVERY: Duration = Duration::from_secs(2);
-/// How often leak verdicts are judged again with no change at all: an idle session
-/// crosses the threshold with nothing written anywhere.
-pub const JUDGE_EVERY: Duration = Duration::from_secs(30);
 
 /// What identifies the database's content without reading it: state.db's and its
 /// WAL's size and modification time.
@@ -29,55 +28,88 @@ fn signature(db: &Path) -> Signature {
 
 struct HomeContext {
     signature: Signature,
-    ids: Vec<String>,
+    /// A fingerprint of the leased session ids read for (10,000 ids need not be kept).
+    ids: u64,
     read_at: Instant,
     contexts: Arc<Contexts>,
     idle: Duration,
+    /// When the next open session goes idle past the threshold (epoch seconds), if any.
+    next_crossing: Option<f64>,
 }
 
 #[derive(Default)]
 pub struct SessionCache {
     homes: HashMap<PathBuf, HomeContext>,
-    judged_at: Option<Instant>,
     /// The idle threshold given on the command line, if any.
     pub idle_given: Option<Duration>,
+}
+
+/// The sorted, distinct session ids of `views`, and their fingerprint.
+fn leased_ids(views: &[LeaseView]) -> (Vec<&str>, u64) {
+    let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    (ids.clone(), rustc_hash::FxBuildHasher.hash_one(&ids))
 }
 
 impl SessionCache {
     /// The contexts of `views`' sessions in `home`: read again when the database changed
     /// (at most every [`READ_EVERY`]) or other sessions are leased now.
-    pub fn contexts(&mut self, home: &Path, views: &[LeaseView]) -> (Arc<Contexts>, Duration) {
-        let mut ids: Vec<String> = views.iter().map(|v| v.entry.session_id().to_owned()).collect();
-        ids.sort_unstable();
-        ids.dedup();
+    pub fn contexts(&mut self, home: &Path, views: &[LeaseView], now: f64) -> (Arc<Contexts>, Duration) {
+        let (ids, fingerprint) = leased_ids(views);
         let sig = signature(&context::state_db(home));
         if let Some(h) = self.homes.get(home) {
             let fresh = h.signature == sig || h.read_at.elapsed() < READ_EVERY;
-            if fresh && h.ids == ids {
+            if fresh && h.ids == fingerprint {
                 return (Arc::clone(&h.contexts), h.idle);
             }
         }
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let contexts = Arc::new(context::read(home, &refs));
+        let contexts = Arc::new(context::read(home, &ids));
         let (idle, _) = context::idle_threshold(home, self.idle_given);
+        let next_crossing = next_crossing(&contexts, idle, now);
         self.homes.insert(
             home.to_path_buf(),
-            HomeContext { signature: sig, ids, read_at: Instant::now(), contexts: Arc::clone(&contexts), idle },
+            HomeContext {
+                signature: sig,
+                ids: fingerprint,
+                read_at: Instant::now(),
+                contexts: Arc::clone(&contexts),
+                idle,
+                next_crossing,
+            },
         );
         (contexts, idle)
     }
 
     /// True when a snapshot would show something new: a database changed (and may be
-    /// read again), or verdicts are due to be judged against the clock.
-    pub fn due(&self) -> bool {
-        self.judged_at.is_none_or(|t| t.elapsed() >= JUDGE_EVERY)
-            || self.homes.iter().any(|(home, h)| {
-                h.read_at.elapsed() >= READ_EVERY && h.signature != signature(&context::state_db(home))
-            })
+    /// read again), or a session has just gone idle past the threshold.
+    pub fn due(&self, now: f64) -> bool {
+        self.homes.iter().any(|(home, h)| {
+            h.next_crossing.is_some_and(|at| at <= now)
+                || (h.read_at.elapsed() >= READ_EVERY && h.signature != signature(&context::state_db(home)))
+        })
     }
 
-    pub fn judged(&mut self) {
-        self.judged_at = Some(Instant::now());
+    /// The verdicts as of `now` are shown: wait for the crossing after it.
+    pub fn judged(&mut self, now: f64) {
+        for h in self.homes.values_mut() {
+            if h.next_crossing.is_some_and(|at| at <= now) {
+                h.next_crossing = next_crossing(&h.contexts, h.idle, now);
+            }
+        }
+    }
+}
+
+/// When the next open session's idle time passes `idle` after `now` (epoch seconds).
+fn next_crossing(contexts: &Contexts, idle: Duration, now: f64) -> Option<f64> {
+    match contexts {
+        Contexts::Read(found) => found
+            .values()
+            .filter(|c| c.ended_at.is_none())
+            .filter_map(|c| c.last_activity.map(|t| t + idle.as_secs_f64()))
+            .filter(|at| *at > now)
+            .min_by(f64::total_cmp),
+        Contexts::Unknown(_) => None,
     }
 }
 

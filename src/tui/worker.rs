@@ -203,7 +203,7 @@ impl Worker {
                 }
             }
             let now: Vec<Option<u32>> = self.stuck_locks().iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
-            if !owners_changed && now == self.last_holders && !self.sessions.due() {
+            if !owners_changed && now == self.last_holders && !self.sessions.due(lease::now()) {
                 return None;
             }
         }
@@ -245,7 +245,7 @@ impl Worker {
             .zip(holders)
             .map(|(l, lock_holder)| {
                 let context = match (&l.location, &l.leases) {
-                    (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views)),
+                    (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views, at)),
                     _ => None,
                 };
                 RegistrySnapshot {
@@ -277,7 +277,7 @@ impl Worker {
                 }
             })
             .collect();
-        self.sessions.judged();
+        self.sessions.judged(at);
         Loaded { at, snapshots }
     }
 
