@@ -59,6 +59,20 @@ fn a_change_rereads_only_the_registry_it_belongs_to() {
     assert!(sessions(&loaded, w).is_err(), "work's registry is invalid now");
 }
 
+/// Tick the worker (as the console does) until the first lease reads LEAK?; its reason.
+fn wait_for_leak(worker: &mut Worker, what: &str) -> std::sync::Arc<str> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(loaded) = worker.relive_if_changed()
+            && let Some(leak) = loaded.snapshots[0].leases.as_ref().ok().and_then(|r| r[0].leak.clone())
+        {
+            return leak;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what} was never judged a leak");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The worker reads the home's state.db: a live owner whose session has ended is a leak
 /// suspect; a change to the database is seen by the next tick once it is due (2 s).
 #[test]
@@ -86,16 +100,7 @@ fn a_state_db_change_is_read_and_leaks_are_judged() {
     // Hermes ends the session while the owner lives on.
     db.execute("UPDATE sessions SET ended_at = ?1, end_reason = 'tui_shutdown' WHERE id = 'S'", [now - 1.0])
         .expect("end it");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let leak = loop {
-        if let Some(loaded) = worker.relive_if_changed()
-            && let Some(leak) = loaded.snapshots[0].leases.as_ref().ok().and_then(|r| r[0].leak.clone())
-        {
-            break leak;
-        }
-        assert!(std::time::Instant::now() < deadline, "the ended session was never seen");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let leak = wait_for_leak(&mut worker, "the ended session");
     assert!(leak.starts_with("session ended") && leak.contains("(tui_shutdown)"), "{leak}");
 }
 
@@ -144,16 +149,7 @@ fn a_session_crossing_the_idle_threshold_is_judged_with_nothing_written() {
     let first = worker.reload();
     assert_eq!(first.snapshots[0].leases.as_ref().expect("leases")[0].leak, None, "active half a second ago");
     assert!(worker.relive_if_changed().is_none(), "nothing to show before the crossing");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let leak = loop {
-        if let Some(loaded) = worker.relive_if_changed()
-            && let Some(leak) = loaded.snapshots[0].leases.as_ref().ok().and_then(|r| r[0].leak.clone())
-        {
-            break leak;
-        }
-        assert!(std::time::Instant::now() < deadline, "the crossing was never judged");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let leak = wait_for_leak(&mut worker, "the idle crossing");
     assert!(leak.starts_with("no activity for"), "{leak}");
     assert!(worker.relive_if_changed().is_none(), "judged once: an idle console stays idle");
 }
