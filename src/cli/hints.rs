@@ -69,12 +69,9 @@ pub fn hinted(text: &str) -> String {
     out
 }
 
-/// A word as a POSIX shell reads it back: bare when it is plainly safe, else in single quotes.
+/// A word as a POSIX shell reads it back.
 pub fn quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=~".contains(&b))
-        && !word.starts_with('~');
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+    crate::lease::human::shell_word(word)
 }
 
 #[cfg(test)]

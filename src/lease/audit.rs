@@ -32,14 +32,9 @@ pub struct Actor {
 impl Actor {
     /// This process's own command line, as typed (each word shell-quoted when needed).
     pub fn this_command() -> Actor {
-        let words: Vec<String> = std::env::args().map(|a| quote(&a)).collect();
+        let words: Vec<String> = std::env::args().map(|a| super::human::shell_word(&a)).collect();
         Actor { command: words.join(" ") }
     }
-}
-
-fn quote(word: &str) -> String {
-    let plain = !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
 /// The audit file of a home.

@@ -86,14 +86,32 @@ pub fn command_name(pid: u64) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
 }
 
+/// The fields of `/proc/<pid>/stat` that say where a process stands in the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub ppid: u32,
+    pub pgrp: u32,
+    /// A zombie (or dead) process: it has ended, only its exit status is left.
+    pub ended: bool,
+}
+
+/// Read those fields; None when the process is gone or the file unreadable.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let (_, rest) = text.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(ProcStat { ppid, pgrp, ended: matches!(state, "Z" | "X") })
+}
+
 /// This process and its ancestors, up to init: the owners a plain `release` speaks for.
 pub fn self_and_ancestors() -> Vec<u64> {
     let mut chain = vec![u64::from(std::process::id())];
     while let Some(&pid) = chain.last() {
-        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
-            // The ppid is the second field after the command name's closing parenthesis.
-            stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u64>().ok())
-        });
+        let parent = u32::try_from(pid).ok().and_then(proc_stat).map(|s| u64::from(s.ppid));
         match parent {
             Some(p) if p > 1 && !chain.contains(&p) && chain.len() < 256 => chain.push(p),
             _ => break,

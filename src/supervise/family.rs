@@ -15,23 +15,7 @@ pub struct Family {
     pub root: u32,
 }
 
-/// The fields of `/proc/<pid>/stat` a family needs.
-struct Stat {
-    ppid: u32,
-    pgrp: u32,
-    ended: bool,
-}
-
-fn stat_of(pid: u32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields follow the last ')'.
-    let (_, rest) = text.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some(Stat { ppid, pgrp, ended: matches!(state, "Z" | "X") })
-}
+use crate::lease::owner::proc_stat as stat_of;
 
 impl Family {
     /// The members still running, with their process groups.
