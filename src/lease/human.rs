@@ -39,6 +39,15 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A word as a POSIX shell reads it back: bare when it is plainly safe, else in single
+/// quotes (hints to copy, and the command lines the audit records).
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=~".contains(&b))
+        && !word.starts_with('~');
+    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,13 +79,4 @@ mod tests {
         assert_eq!(duration(83.0 * 3600.0 + 20.0 * 60.0), "3d11h");
         assert_eq!(duration(96_048_293.46), "1111d16h");
     }
-}
-
-/// A word as a POSIX shell reads it back: bare when it is plainly safe, else in single
-/// quotes (hints to copy, and the command lines the audit records).
-pub fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=~".contains(&b))
-        && !word.starts_with('~');
-    if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
