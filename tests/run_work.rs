@@ -181,3 +181,23 @@ fn nohup_keeps_hold_and_run_through_a_hangup() {
         assert_eq!(home.entries(), Vec::<serde_json::Value>::new(), "{what}: SIGTERM still releases");
     }
 }
+
+/// A SIGINT sent to leasectl with `kill` reaches CMD once (passed on through its pidfd,
+/// not also as a member of the work).
+#[test]
+fn a_sigint_sent_with_kill_reaches_cmd_once() {
+    let home = Home::new();
+    let count = home.outside().join("sigints");
+    let ready = home.outside().join("ready");
+    let script = format!(
+        "trap 'echo int >> {c}' INT; touch {r}; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done",
+        c = count.display(),
+        r = ready.display()
+    );
+    let mut run = home.spawn("run S", &["run", "S", "--", "sh", "-c", &script]);
+    wait_for("CMD to be ready", || ready.exists().then_some(()));
+    run.signal(libc::SIGINT);
+    run.finish();
+    let got = fs::read_to_string(&count).unwrap_or_default();
+    assert_eq!(got.lines().count(), 1, "CMD got SIGINT {} time(s)", got.lines().count());
+}

@@ -13,6 +13,9 @@ use rustix::process::{self, Pid, PidfdFlags, Signal};
 #[derive(Debug, Clone, Copy)]
 pub struct Family {
     pub root: u32,
+    /// A member signalled another way (CMD, through its own pidfd): left out here, so it
+    /// gets each signal once.
+    pub except: Option<u32>,
 }
 
 use crate::lease::owner::proc_stat as stat_of;
@@ -35,7 +38,9 @@ impl Family {
         while let Some(parent) = queue.pop() {
             for &(pid, pgrp) in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
                 if seen.insert(pid) {
-                    found.push((pid, pgrp));
+                    if Some(pid) != self.except {
+                        found.push((pid, pgrp));
+                    }
                     queue.push(pid);
                 }
             }
@@ -83,7 +88,7 @@ mod tests {
     fn descendants_are_found_across_sessions_and_strangers_are_not() {
         let mut stranger = Command::new("sleep").arg("30").spawn().expect("sleep");
         let mut cmd = Command::new("sh").args(["-c", "setsid sleep 30 & sleep 30 & wait"]).spawn().expect("sh");
-        let family = Family { root: cmd.id() };
+        let family = Family { root: cmd.id(), except: None };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while family.members().len() < 2 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -91,6 +96,10 @@ mod tests {
         let pids: Vec<u32> = family.members().iter().map(|(p, _)| *p).collect();
         assert_eq!(pids.len(), 2, "sh's two sleeps: {pids:?}");
         assert!(!pids.contains(&cmd.id()) && !pids.contains(&stranger.id()));
+        // One member left out (signalled another way): its descendants are still found.
+        let first = pids[0];
+        let without = Family { root: cmd.id(), except: Some(first) };
+        assert_eq!(without.members().iter().map(|(p, _)| *p).collect::<Vec<_>>(), [pids[1]]);
         assert_eq!(family.signal(Signal::KILL, None), 2);
         let _ = cmd.wait();
         let _ = stranger.kill();

@@ -128,15 +128,20 @@ impl StopSignals {
                 return Err(e.into());
             }
         };
+        // CMD itself is signalled through its pidfd (never a pid that may be reused), once:
+        // the rest of the work through the family, which leaves it out.
         let family = match how {
-            Supervision::Keeper { .. } => Family { root: std::process::id() },
-            // CMD itself is signalled through its pidfd, never by a pid that may be reused.
-            Supervision::InProcess => Family { root: child.id() },
+            Supervision::Keeper { .. } => Family { root: std::process::id(), except: Some(child.id()) },
+            Supervision::InProcess => Family { root: child.id(), except: None },
         };
+        let cmd_id = child.id();
         let signal_work = {
             let pidfd = Arc::clone(&pidfd);
             move |sig: i32, skip_pgrp: Option<u32>| {
-                if skip_pgrp.is_none() {
+                // Skipped only when CMD is in the group the terminal signalled.
+                let in_skipped_group =
+                    skip_pgrp.is_some() && crate::lease::owner::proc_stat(cmd_id).map(|s| s.pgrp) == skip_pgrp;
+                if !in_skipped_group {
                     send(&pidfd, sig);
                 }
                 if let Some(sig) = Signal::from_named_raw(sig) {
