@@ -153,3 +153,23 @@ fn a_session_crossing_the_idle_threshold_is_judged_with_nothing_written() {
     assert!(leak.starts_with("no activity for"), "{leak}");
     assert!(worker.relive_if_changed().is_none(), "judged once: an idle console stays idle");
 }
+
+/// The console's repair is on record too, with what it did.
+#[test]
+fn a_console_repair_is_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    acquire(&root, "S");
+    let good = std::fs::read_to_string(root.path()).expect("registry");
+    std::fs::write(root.path(), good.replace("]}", ", {\"lease_id\": 7}]}")).expect("an invalid entry");
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    worker.reload();
+    let effect = leasectl::tui::event::Effect::Repair { location: Location::File(root.clone()) };
+    worker.act(&effect).expect("an answer");
+    let text = std::fs::read_to_string(lease::audit::audit_file(dir.path())).expect("the audit file");
+    let record: serde_json::Value = serde_json::from_str(text.trim_end()).expect("one JSON line");
+    assert_eq!(record["action"], "repair");
+    assert_eq!(record["command"], "leasectl console: repair");
+    assert!(record["dropped"]["summary"].as_str().is_some_and(|s| s.contains("dropped 1")), "{record}");
+}
