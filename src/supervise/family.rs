@@ -21,26 +21,22 @@ pub struct Family {
 use crate::lease::owner::proc_stat as stat_of;
 
 impl Family {
-    /// The members still running, with their process groups.
-    pub fn members(&self) -> Vec<(u32, u32)> {
-        let mut children: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
+    /// Every descendant of the root (ended ones and the left-out one too: they still link
+    /// their children to the tree until those are re-parented), with its process group.
+    fn tree(&self) -> Vec<(u32, u32, bool)> {
+        let mut children: HashMap<u32, Vec<(u32, u32, bool)>> = HashMap::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
             let Some(stat) = stat_of(pid) else { continue };
-            // An ended process's children were re-parented already; it has none to walk.
-            if !stat.ended {
-                children.entry(stat.ppid).or_default().push((pid, stat.pgrp));
-            }
+            children.entry(stat.ppid).or_default().push((pid, stat.pgrp, stat.ended));
         }
         let mut found = Vec::new();
         let mut queue = vec![self.root];
         let mut seen = HashSet::from([self.root]);
         while let Some(parent) = queue.pop() {
-            for &(pid, pgrp) in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
+            for &(pid, pgrp, ended) in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
                 if seen.insert(pid) {
-                    if Some(pid) != self.except {
-                        found.push((pid, pgrp));
-                    }
+                    found.push((pid, pgrp, ended));
                     queue.push(pid);
                 }
             }
@@ -48,12 +44,24 @@ impl Family {
         found
     }
 
+    /// The members still running (the left-out one apart), with their process groups.
+    pub fn members(&self) -> Vec<(u32, u32)> {
+        self.tree()
+            .into_iter()
+            .filter(|(pid, _, ended)| !ended && Some(*pid) != self.except)
+            .map(|(pid, pgrp, _)| (pid, pgrp))
+            .collect()
+    }
+
     /// Send `sig` to every member, except those in process group `skip_pgrp` (they got
     /// it already, from the terminal). Returns how many were signalled.
     pub fn signal(&self, sig: Signal, skip_pgrp: Option<u32>) -> usize {
-        let members = self.members();
-        let mut family: HashSet<u32> = members.iter().map(|(pid, _)| *pid).collect();
+        let tree = self.tree();
+        // Any process of the tree may be a parent: CMD (left out) and one that just ended too.
+        let mut family: HashSet<u32> = tree.iter().map(|(pid, _, _)| *pid).collect();
         family.insert(self.root);
+        let members =
+            tree.into_iter().filter(|(pid, _, ended)| !ended && Some(*pid) != self.except).map(|(p, g, _)| (p, g));
         let mut sent = 0;
         for (pid, pgrp) in members {
             if Some(pgrp) == skip_pgrp {
