@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use super::args::{Backend, Cli};
+use crate::lease::human::shell_word as quote;
 
 /// `leasectl` and the options that chose the registry, as typed on this command line.
 static PREFIX: OnceLock<String> = OnceLock::new();
@@ -67,11 +68,6 @@ pub fn hinted(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// A word as a POSIX shell reads it back.
-pub fn quote(word: &str) -> String {
-    crate::lease::human::shell_word(word)
 }
 
 #[cfg(test)]

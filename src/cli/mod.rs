@@ -188,7 +188,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             // The process a script started: the work runs under a keeper it starts.
             Role::Relay => keeper::relay(stop_signals()?)
                 .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot start the lease keeper: {e}") }),
-            Role::Keeper => run_cmd(&mut *single()?, &a, timeout),
+            Role::Keeper(relay) => run_cmd(&mut *single()?, &a, relay, timeout),
             Role::Orphaned(relay) => {
                 Err(Failure { code: EXIT_ERROR, message: format!("leasectl (pid {relay}) ended before CMD started") })
             }
@@ -480,7 +480,7 @@ fn acquire_waiting(
             say_err!(
                 "leasectl: session {} is {who}; waiting up to {}",
                 crate::lease::human::escape(&req.session_id),
-                crate::lease::human::duration(left.as_secs_f64())
+                crate::lease::human::duration(left.as_secs_f64().ceil())
             );
         }
         std::thread::sleep(pause.min(left));
@@ -1025,12 +1025,10 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
     Ok(EXIT_OK)
 }
 
-fn run_cmd(store: &mut dyn LeaseStore, a: &args::RunArgs, timeout: Duration) -> Result<i32, Failure> {
+fn run_cmd(store: &mut dyn LeaseStore, a: &args::RunArgs, relay: u32, timeout: Duration) -> Result<i32, Failure> {
     let (opts, quiet, cmd, conflict_exit_code) = (&a.opts, a.quiet, &a.cmd, a.conflict_exit_code);
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     let signals = stop_signals()?;
-    let relay =
-        keeper::relay_pid().ok_or_else(|| Failure { code: EXIT_ERROR, message: "run without its relay".into() })?;
     // Processes CMD leaves behind become this keeper's children: the lease waits for them.
     keeper::become_subreaper()
         .map_err(|e| Failure { code: EXIT_ERROR, message: format!("cannot keep CMD's processes: {e}") })?;

@@ -17,8 +17,8 @@ pub const KEEPER_ENV: &str = "LEASECTL_INTERNAL_KEEPER_FOR";
 pub enum Role {
     /// Started by a user or script: start a keeper and relay.
     Relay,
-    /// The keeper, its relay alive.
-    Keeper,
+    /// The keeper, its relay (this pid) alive.
+    Keeper(u32),
     /// A keeper whose relay died before it started: nothing may run.
     Orphaned(u32),
 }
@@ -28,18 +28,13 @@ pub fn role() -> Role {
         return Role::Relay;
     };
     let parent = process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
-    if parent == Some(relay) { Role::Keeper } else { Role::Orphaned(relay) }
+    if parent == Some(relay) { Role::Keeper(relay) } else { Role::Orphaned(relay) }
 }
 
 /// True when the relay that started this keeper is gone (it gets SIGTERM then, as its
 /// parent-death signal).
 pub fn relay_gone(relay: u32) -> bool {
     process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(relay)
-}
-
-/// The keeper's relay, if this process is a keeper.
-pub fn relay_pid() -> Option<u32> {
-    std::env::var(KEEPER_ENV).ok()?.parse().ok()
 }
 
 /// Make orphans of CMD's processes this process's children, so they stay in the family

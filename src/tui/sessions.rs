@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::lease::LeaseView;
 use crate::lease::context::{self, Contexts};
-use crate::lease::{LeaseView, Liveness};
 
 /// At most one read of a home's state.db this often: Hermes may write it many times a second.
 pub const READ_EVERY: Duration = Duration::from_secs(2);
@@ -115,8 +115,5 @@ fn next_crossing(contexts: &Contexts, idle: Duration, now: f64) -> Option<f64> {
 
 /// Why `v` looks leaked, given its session's context; `owner` names the process.
 pub fn leak(v: &LeaseView, contexts: &Contexts, idle: Duration, now: f64, owner: Option<&str>) -> Option<Arc<str>> {
-    if v.liveness != Liveness::Alive {
-        return None;
-    }
     context::leak_reason(v, contexts.get(v.entry.session_id()), idle, now, owner.unwrap_or("-")).map(Arc::from)
 }
