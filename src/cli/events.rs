@@ -18,18 +18,36 @@ pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<D
     let since = a.since.or((!a.follow).then_some(DEFAULT_SINCE));
     if let Some(since) = since {
         let from = now() - since.as_secs_f64();
-        let mut past: Vec<Value> = Vec::new();
-        let mut journals = 0;
+        // Each journal is in time order: merged a line at a time, so memory stays
+        // bounded whatever the journals hold.
+        let mut heads: Vec<(crate::lease::journal::Journal, Option<Value>)> = Vec::new();
         for store in stores.iter() {
             let Some(reg) = store.location().registry() else { continue };
-            if let Some(events) = crate::lease::journal::read_since(&reg.home, from) {
-                journals += 1;
-                past.extend(events);
+            if let Some(mut journal) = crate::lease::journal::read_since(&reg.home, from) {
+                let first = journal.next();
+                heads.push((journal, first));
             }
         }
-        past.sort_by(|x, y| x["ts"].as_f64().unwrap_or(0.0).total_cmp(&y["ts"].as_f64().unwrap_or(0.0)));
-        for line in &past {
-            print_line(format, line);
+        let journals = heads.len();
+        let ts = |v: &Value| v["ts"].as_f64().unwrap_or(0.0);
+        loop {
+            let next = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, head))| head.as_ref().map(|v| (i, ts(v))))
+                .min_by(|x, y| x.1.total_cmp(&y.1))
+                .map(|(i, _)| i);
+            let Some(i) = next else { break };
+            let (journal, head) = &mut heads[i];
+            if let Some(line) = head.take() {
+                print_line(format, &line);
+            }
+            *head = journal.next();
+        }
+        for (journal, _) in heads {
+            for w in journal.finish() {
+                say_err!("leasectl: warning: {}", crate::lease::human::escape(&w));
+            }
         }
         if journals == 0 && !a.follow {
             say_err!(

@@ -141,17 +141,25 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
     }
 }
 
-/// The metrics file, replaced whole (temp file and rename: a collector never reads half).
+/// The metrics file, replaced whole: a temp file created exclusively at an unguessable
+/// name beside it (a textfile collector's directory may be writable by others: a planted
+/// symlink is never followed), made readable by the collector, then renamed over it.
 fn write_metrics(
     stores: &mut [Box<dyn LeaseStore>],
     path: &std::path::Path,
     idle: Option<Duration>,
 ) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt;
     let text = super::metrics::render(stores, idle);
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp{}", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new().prefix(".leasectl-metrics-").tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
 }
 
 /// True when standard output is a pipe whose reader has closed it (poll reports POLLERR).
@@ -225,17 +233,23 @@ fn lease_events(location: &Location, events: &[LeaseEvent]) -> Vec<Value> {
         .collect()
 }
 
-/// The audit file's last records (its tail: the removal just seen is among the newest).
+/// The audit file's last records (its tail: the removal just seen is among the newest),
+/// read through the one door (a FIFO or symlink there is not read).
 fn recent_audit(file: &std::path::Path) -> Vec<Value> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(file) else { return vec![] };
+    use std::io::{Seek, SeekFrom};
+    let Ok(Some(mut f)) = lease::safe_file::open_read(&lease::safe_file::Spot::in_subdir(file)) else {
+        return vec![];
+    };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
-    let mut text = String::new();
-    if f.read_to_string(&mut text).is_err() {
-        return vec![];
+    let mut lines = lease::safe_file::Lines::new(f, lease::journal::MAX_LINE);
+    let mut out = Vec::new();
+    while let Some(l) = lines.next_line() {
+        if let Ok(v) = serde_json::from_str(l) {
+            out.push(v);
+        }
     }
-    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    out
 }
 
 /// One event as the format prints it (journal lines are printed the same way).

@@ -4,9 +4,7 @@
 //! object a line. A record that cannot be written is reported; it never blocks or
 //! undoes the action.
 
-use std::fs::OpenOptions;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use rustix::fs::FileType;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 
@@ -14,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::admin::{LeaseView, Removal};
 use super::location::Location;
+use super::safe_file::{self, Spot};
 
 /// The audit file is rotated past this size; this many old files are kept (`.1` newest).
 pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
@@ -115,33 +114,26 @@ fn syslog(socket: &Path, line: &str) -> std::io::Result<()> {
 }
 
 /// Append `line` and a newline in one write (O_APPEND: whole lines even with several
-/// writers); past `max` bytes the file is first rotated (`.1` … `.keep`), under a lock
-/// taken only if free, so an audit never waits.
+/// writers; cut back on a short write); past `max` bytes the file is first rotated
+/// (`.1` … `.keep`), under a lock taken only if free, so an audit never waits. Everything
+/// goes through [`safe_file`]: `logs/` is created (as the home's owner) inside an
+/// existing home only, and a symlink or FIFO planted there is refused, never used.
 pub fn append_rotating(file: &Path, line: &str, max: u64, keep: usize) -> std::io::Result<()> {
-    let dir = file.parent().ok_or_else(|| std::io::Error::other("no directory"))?;
-    super::ownership::create_dir_all(dir)?;
-    let owner = super::ownership::owner_of(dir)?;
-    if std::fs::metadata(file).is_ok_and(|m| m.len() >= max) {
-        let lock_path = dir.join(".leasectl-audit.lock");
-        let lock = OpenOptions::new().create(true).append(true).mode(0o600).open(&lock_path)?;
-        super::ownership::give(&lock, owner)?;
-        if lock.try_lock().is_ok() && std::fs::metadata(file).is_ok_and(|m| m.len() >= max) {
-            let numbered = |n: usize| {
-                let mut p = file.as_os_str().to_owned();
-                p.push(format!(".{n}"));
-                PathBuf::from(p)
-            };
+    let spot = Spot::in_subdir(file);
+    let dir = safe_file::Dir::create(&Spot::new(&spot.home, spot.rel.parent().unwrap_or(Path::new(""))))?;
+    let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let size = dir.stat(&name)?.filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
+    if size.is_some_and(|st| st.st_size as u64 >= max) {
+        let lock = dir.open_append(".leasectl-audit.lock", 0o600)?;
+        let still_full = || dir.stat(&name).ok().flatten().is_some_and(|st| st.st_size as u64 >= max);
+        if lock.try_lock().is_ok() && still_full() {
             for n in (1..keep).rev() {
-                let _ = std::fs::rename(numbered(n), numbered(n + 1));
+                let _ = dir.rename(format!("{name}.{n}"), format!("{name}.{}", n + 1));
             }
-            std::fs::rename(file, numbered(1))?;
+            dir.rename(&name, format!("{name}.1"))?;
         }
     }
-    let mut f = OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(file)?;
-    super::ownership::give(&f, owner)?;
-    let mut bytes = line.as_bytes().to_vec();
-    bytes.push(b'\n');
-    f.write_all(&bytes)
+    dir.append_line(&name, line.as_bytes(), 0o600)
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@ pub struct CapSetting {
 /// unreadable or unparsable one means no cap, with a warning (capacity is policy;
 /// exclusivity does not depend on it).
 pub fn read_cap(config_path: &Path) -> CapSetting {
-    let text = match std::fs::read_to_string(config_path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return CapSetting::default(),
+    let text = match read_config(config_path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return CapSetting::default(),
         Err(e) => {
             return CapSetting {
                 warnings: vec![format!("cannot read {}: {e}; no cap applied", config_path.display())],
@@ -42,7 +42,11 @@ pub fn read_cap(config_path: &Path) -> CapSetting {
 /// long a live owner's session may see no activity before its lease is a leak suspect.
 /// Ok(None) when not set; Err names what is wrong with it.
 pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Duration>, String> {
-    let Ok(text) = std::fs::read_to_string(config_path) else { return Ok(None) };
+    let text = match read_config(config_path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", config_path.display())),
+    };
     let Ok(docs) = YamlLoader::load_from_str(&text) else { return Ok(None) };
     let Some(Yaml::Hash(top)) = docs.first() else { return Ok(None) };
     let Some(Yaml::Hash(ours)) = top.get(&Yaml::String("leasectl".into())) else { return Ok(None) };
@@ -56,6 +60,18 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
     super::context::parse_idle(&raw)
         .map(Some)
         .map_err(|e| format!("leasectl.idle_threshold in {}: {e}", config_path.display()))
+}
+
+/// A config.yaml larger than this is not a config file: refused unread.
+pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A home's config.yaml through the one door (no symlink, FIFO or huge file); None when absent.
+fn read_config(config_path: &Path) -> std::io::Result<Option<String>> {
+    let spot = super::safe_file::Spot::in_home(config_path);
+    let Some(bytes) = super::safe_file::read_bounded(&spot, MAX_CONFIG_BYTES)? else { return Ok(None) };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 /// Hermes' `resolve_max_concurrent_sessions` on a parsed document.

@@ -6,30 +6,117 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::safe_file::{self, Lines, Spot};
+
 /// The journal of a home.
 pub fn journal_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-events.jsonl")
 }
 
-/// The recorded events of `home` at or after `from` (epoch seconds), oldest first,
-/// rotated files included; broken lines skipped. None when nothing was ever recorded.
-pub fn read_since(home: &Path, from: f64) -> Option<Vec<Value>> {
+/// A recorded line longer than this is not one of ours: skipped, counted.
+pub const MAX_LINE: usize = 1024 * 1024;
+
+/// The recorded events of a home at or after a time, oldest first, rotated files
+/// included, read a line at a time (memory stays bounded whatever the files hold).
+/// Broken lines (not JSON, not UTF-8, too long) are skipped and counted; a file that is
+/// not a regular file (a FIFO, a symlink) is skipped with a warning, never opened.
+pub struct Journal {
+    files: std::collections::VecDeque<(PathBuf, std::fs::File)>,
+    current: Option<(PathBuf, Lines)>,
+    from: f64,
+    /// Lines skipped as unreadable, so far.
+    pub bad_lines: u64,
+    /// What could not be read, in words.
+    pub warnings: Vec<String>,
+}
+
+/// Only the time of a line: most lines of a long journal are older than asked for, and
+/// are passed over without building their whole tree.
+#[derive(serde::Deserialize)]
+struct Stamp {
+    ts: Option<f64>,
+}
+
+/// The journal of `home` from `from` (epoch seconds); None when nothing was ever
+/// recorded there (no journal file at all).
+pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
     let file = journal_file(home);
-    let mut files: Vec<PathBuf> =
+    let mut paths: Vec<PathBuf> =
         (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
-    files.push(file);
+    paths.push(file);
     let mut found = false;
-    let mut out = Vec::new();
-    for f in files {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        found = true;
-        out.extend(
-            text.lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|v| v["ts"].as_f64().is_some_and(|t| t >= from)),
-        );
+    let mut journal =
+        Journal { files: Default::default(), current: None, from, bad_lines: 0, warnings: vec![] };
+    for p in paths {
+        match safe_file::open_read(&Spot::in_subdir(&p)) {
+            Ok(Some(f)) => {
+                found = true;
+                journal.files.push_back((p, f));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                found = true;
+                journal.warnings.push(format!("skipped {}: {e}", p.display()));
+            }
+        }
     }
-    found.then_some(out)
+    found.then_some(journal)
+}
+
+impl Journal {
+    /// The warnings, with the count of skipped lines, once the journal has been read.
+    pub fn finish(mut self) -> Vec<String> {
+        self.close_current();
+        if self.bad_lines > 0 {
+            self.warnings.push(format!("{} unreadable journal line(s) skipped", self.bad_lines));
+        }
+        self.warnings
+    }
+
+    fn close_current(&mut self) {
+        if let Some((path, lines)) = self.current.take() {
+            self.bad_lines += lines.counts.bad;
+            if let Some(e) = lines.error {
+                self.warnings.push(format!("stopped reading {}: {e}", path.display()));
+            }
+        }
+    }
+}
+
+impl Iterator for Journal {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        loop {
+            if self.current.is_none() {
+                let (path, f) = self.files.pop_front()?;
+                self.current = Some((path, Lines::new(f, MAX_LINE)));
+            }
+            let from = self.from;
+            let mut bad = 0;
+            let mut got = None;
+            if let Some((_, lines)) = self.current.as_mut() {
+                while let Some(line) = lines.next_line() {
+                    match serde_json::from_str::<Stamp>(line) {
+                        Ok(Stamp { ts: Some(t) }) if t >= from => match serde_json::from_str::<Value>(line) {
+                            Ok(v) => {
+                                got = Some(v);
+                                break;
+                            }
+                            Err(_) => bad += 1,
+                        },
+                        Ok(_) => {}
+                        Err(_) => bad += 1,
+                    }
+                }
+            }
+            self.bad_lines += bad;
+            if got.is_some() {
+                return got;
+            }
+            self.close_current();
+        }
+    }
 }
 
 /// An event in a few words, for a log line: `acquired session S1 (cli, pid 4433, lease 0f3c9e2a)`.

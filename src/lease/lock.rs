@@ -1,12 +1,13 @@
 //! The registry lock (spec §2): an exclusive flock on `active_sessions.lock`,
 //! waited for with a bound; on timeout, the holder's pid read from `/proc/locks`.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::{File, TryLockError};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::error::Error;
+use super::safe_file::{self, Spot};
 
 /// Held while a read-modify-write runs; dropping it closes the file, which releases the flock.
 #[derive(Debug)]
@@ -14,51 +15,31 @@ pub struct RegistryLock {
     _file: File,
 }
 
-/// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does.
+/// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does (only
+/// those: the home itself must exist). Reached through [`safe_file`]: a symlink, FIFO
+/// or device planted as the lock file or as `runtime/` is refused, never followed.
 pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
-    if let Some(dir) = lock_path.parent() {
-        super::ownership::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
-    }
-    // O_NOFOLLOW: a symlink planted as the lock file must not make us create or
-    // lock a file outside runtime/.
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(lock_path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Error::Refused(format!(
-                "{} is a symlink: refusing to lock through it (remove it; leasectl recreates it)",
-                lock_path.display()
-            )),
-            // O_NONBLOCK on a FIFO with no reader.
-            Some(libc::ENXIO) => Error::Refused(format!(
-                "{} is not a regular file: refusing to use it as the lock (remove it; leasectl recreates it)",
-                lock_path.display()
-            )),
-            _ => Error::io("open the lock file", lock_path, e),
-        })?;
-    // A FIFO or device planted as the lock file is not a lock: refuse it.
-    match file.metadata() {
-        Ok(m) if m.is_file() => {
-            // Root's lock file in a user's runtime/ must not lock the user out.
-            use std::os::unix::fs::MetadataExt;
-            if let Some(dir) = lock_path.parent()
-                && let Ok(owner) = super::ownership::owner_of(dir)
-                && (m.uid(), m.gid()) != owner
-                && m.uid() == 0
-            {
-                super::ownership::give(&file, owner).map_err(|e| Error::io("give the lock file to", dir, e))?;
-            }
+    let file = open_lock_file(lock_path)?;
+    lock_file(file, lock_path, timeout)
+}
+
+/// Open (creating) the lock file through the one door.
+pub fn open_lock_file(lock_path: &Path) -> Result<File, Error> {
+    let spot = Spot::in_subdir(lock_path);
+    let dir_spot = Spot::new(&spot.home, spot.rel.parent().unwrap_or(Path::new("")));
+    let name = lock_path.file_name().unwrap_or_default();
+    let opened = safe_file::Dir::create(&dir_spot).and_then(|dir| dir.open_append(name, 0o666));
+    opened.map_err(|e| {
+        if safe_file::is_refusal(&e) {
+            Error::Refused(format!("{e}: not usable as the lock (remove it; leasectl recreates it)"))
+        } else {
+            Error::io("open the lock file", lock_path, e)
         }
-        Ok(_) => {
-            return Err(Error::Refused(format!(
-                "{} is not a regular file: refusing to use it as the lock (remove it; leasectl recreates it)",
-                lock_path.display()
-            )));
-        }
-        Err(e) => return Err(Error::io("inspect the lock file", lock_path, e)),
-    }
+    })
+}
+
+/// Wait for the flock on an opened lock file, with the bound.
+fn lock_file(file: File, lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {

@@ -28,6 +28,7 @@ pub mod pyjson;
 mod recent;
 pub mod refusal;
 pub mod repair;
+pub mod safe_file;
 mod reparse;
 pub mod store;
 

@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use super::entry::{Entry, Problem};
 use super::error::Error;
 use super::liveness::{Liveness, Prober};
 use super::paths::Registry;
+use super::safe_file::{self, Spot};
 use super::{lock, store};
 
 /// One entry repair leaves out, and why.
@@ -165,9 +165,14 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let temp_files = store::leftover_temp_files(&reg.runtime_dir());
     if !dry_run {
-        for t in &temp_files {
-            // Removing a name, never following it (a symlink planted there goes, not its target).
-            std::fs::remove_file(t).map_err(|e| Error::io("remove a leftover temp file", t, e))?;
+        if let Some(dir) = safe_file::Dir::open(&Spot::in_home(&reg.runtime_dir()))
+            .map_err(|e| Error::io("open", &reg.runtime_dir(), e))?
+        {
+            for t in &temp_files {
+                // Removing a name, never following it (a symlink planted there goes, not its target).
+                dir.remove(t.file_name().unwrap_or_default())
+                    .map_err(|e| Error::io("remove a leftover temp file", t, e))?;
+            }
         }
     }
     let only_temps = |temp_files: Vec<PathBuf>| RepairReport {
@@ -202,16 +207,21 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
     Ok(RepairReport { plan, backup: Some(backup), invalid: true, needed: true, temp_files })
 }
 
+/// The old bytes beside the registry, mode 0600, created (O_EXCL) as the runtime
+/// directory's owner: the user can read their own backup after root's repair.
 fn write_backup(path: &std::path::Path, bytes: &[u8]) -> Result<PathBuf, Error> {
     let stamp = jiff::Timestamp::from_second(super::now() as i64)
         .map(|t| t.strftime("%Y%m%d-%H%M%S").to_string())
         .unwrap_or_else(|_| "00000000-000000".into());
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let spot = Spot::in_subdir(path);
+    let dir_spot = Spot::new(&spot.home, spot.rel.parent().unwrap_or(std::path::Path::new("")));
+    let dir = safe_file::Dir::create(&dir_spot).map_err(|e| Error::io("open", &dir_spot.path(), e))?;
     for n in 0..100 {
         let suffix = if n == 0 { String::new() } else { format!(".{n}") };
-        let backup = path.with_file_name(format!("{name}.bak-{stamp}{suffix}"));
-        let opened = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&backup);
-        match opened {
+        let backup_name = format!("{name}.bak-{stamp}{suffix}");
+        let backup = dir.path().join(&backup_name);
+        match dir.create_new(&backup_name, 0o600, rustix::fs::OFlags::empty()) {
             Ok(mut f) => {
                 f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| Error::io("write the backup", &backup, e))?;
                 return Ok(backup);

@@ -2,9 +2,10 @@
 //! Hermes-identical write (temp file, fsync, rename; old file kept on any error).
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
+
+use rustix::fs::FileType;
 use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
@@ -14,6 +15,7 @@ use super::entry::{Entry, Problem, Rule};
 use super::error::{Error, InvalidRegistry};
 use super::lock::RegistryLock;
 use super::paths::{TEMP_PREFIX, TEMP_SUFFIX};
+use super::safe_file::{self, Spot};
 use super::{pyjson, recent};
 use rustc_hash::FxBuildHasher as FxBuild;
 
@@ -61,21 +63,18 @@ pub fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, Error> {
 /// Read the registry into `bytes` (cleared first); false when it does not exist.
 fn read_into(path: &Path, bytes: &mut Vec<u8>) -> Result<bool, Error> {
     bytes.clear();
-    // O_NONBLOCK: a FIFO planted at the registry path must not hang us (and the lock
-    // we may hold); anything but a regular file is refused after fstat.
-    let mut file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+    // Through the one door: a symlink (as the registry or as runtime/), a FIFO or a
+    // device is refused unopened; the lock we may hold is never held up by it.
+    let mut file = match safe_file::open_read(&Spot::in_subdir(path)) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(false),
+        Err(e) if safe_file::is_refusal(&e) => return Err(Error::Invalid(unreadable(path, e.to_string()))),
         Err(e) => {
             return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
         }
     };
     let size = match file.metadata() {
-        Ok(m) if m.is_file() => m.len(),
-        Ok(m) => {
-            let kind = if m.is_dir() { "a directory" } else { "not a regular file (a FIFO, socket or device)" };
-            return Err(Error::Invalid(unreadable(path, format!("is {kind}"))));
-        }
+        Ok(m) => m.len(),
         Err(e) => return Err(Error::Invalid(unreadable(path, format!("cannot inspect: {e}")))),
     };
     // Sized up front (bounded by the limit): no regrowing copies of a large registry.
@@ -461,34 +460,36 @@ pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), 
 
 /// Temp file in the same directory, the registry's mode kept (a new one gets
 /// `0666 & ~umask`; the temp file is never wider than that), write, fsync, rename.
-/// On any error the temp file is removed and the old registry is untouched.
+/// On any error the temp file is removed and the old registry is untouched. Only
+/// `runtime/` is created, inside an existing home; root writes as the directory's owner.
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    super::ownership::create_dir_all(dir).map_err(|e| Error::io("create the runtime directory", dir, e))?;
-    check_owner(dir)?;
-    // Who the registry belongs to after the rename: whoever it belonged to, else the
-    // directory's owner (root rewriting a user's registry must not take it over).
-    let owner = {
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::symlink_metadata(path) {
-            Ok(m) => (m.uid(), m.gid()),
-            Err(_) => super::ownership::owner_of(dir).map_err(|e| Error::io("inspect", dir, e))?,
+    let spot = Spot::in_subdir(path);
+    let dir_spot = Spot::new(&spot.home, spot.rel.parent().unwrap_or(Path::new("")));
+    let name = path.file_name().unwrap_or_default();
+    let dir = safe_file::Dir::create(&dir_spot).map_err(|e| {
+        if safe_file::is_refusal(&e) {
+            Error::Refused(format!("{e}: refusing to write the registry"))
+        } else {
+            Error::io("create the runtime directory", &dir_spot.path(), e)
         }
-    };
-    let existing_mode = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
+    })?;
+    check_owner(&dir)?;
+    let existing_mode = match dir.stat(name) {
+        Ok(Some(st)) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
             return Err(Error::Refused(format!(
                 "{} is a symlink: refusing to write through it or replace it (make it a regular file)",
                 path.display()
             )));
         }
-        Ok(m) => Some(m.permissions().mode() & 0o7777),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Ok(Some(st)) => Some(st.st_mode & 0o7777),
+        Ok(None) => None,
         Err(e) => return Err(Error::io("inspect the registry", path, e)),
     };
-    let (tmp_path, mut tmp) = create_temp(dir, existing_mode.unwrap_or(0o666) & 0o666)?;
+    let (tmp_name, mut tmp) = dir
+        .create_temp(TEMP_PREFIX, TEMP_SUFFIX, existing_mode.unwrap_or(0o666) & 0o666)
+        .map_err(|e| Error::io("create a temp file in", dir.path(), e))?;
+    let tmp_path = dir.path().join(&tmp_name);
     let result = (|| {
-        super::ownership::give(&tmp, owner).map_err(|e| Error::io("set the owner of", &tmp_path, e))?;
         if let Some(mode) = existing_mode {
             // The umask may have narrowed the temp file: give it exactly the registry's mode.
             tmp.set_permissions(std::fs::Permissions::from_mode(mode))
@@ -499,27 +500,25 @@ fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         failpoint("after-temp-write");
         tmp.sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
         failpoint("before-rename");
-        std::fs::rename(&tmp_path, path).map_err(|e| Error::io("rename the temp file over", path, e))?;
+        dir.rename(&tmp_name, name).map_err(|e| Error::io("rename the temp file over", path, e))?;
         failpoint("after-rename");
         Ok(())
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp_path);
+        let _ = dir.remove(&tmp_name);
     }
     result
 }
 
 /// Refuse to write into a runtime directory owned by another user (unless root):
 /// their registry is theirs to change.
-fn check_owner(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(dir).map_err(|e| Error::io("inspect", dir, e))?;
+fn check_owner(dir: &safe_file::Dir) -> Result<(), Error> {
     let me = rustix::process::geteuid().as_raw();
-    if me != 0 && meta.uid() != me {
+    let (uid, _) = dir.owner();
+    if me != 0 && uid != me {
         return Err(Error::Refused(format!(
-            "{} belongs to uid {}, and leasectl runs as uid {me}: refusing to write another user's registry",
-            dir.display(),
-            meta.uid()
+            "{} belongs to uid {uid}, and leasectl runs as uid {me}: refusing to write another user's registry",
+            dir.path().display(),
         )));
     }
     Ok(())
@@ -536,38 +535,19 @@ fn failpoint(step: &str) {
     }
 }
 
-/// A new, exclusively created `.active_sessions_XXXXXXXX.tmp` in `dir` (O_EXCL:
-/// a planted symlink is never followed, another name is tried).
-fn create_temp(dir: &Path, mode: u32) -> Result<(PathBuf, File), Error> {
-    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
-    let mut last_err = None;
-    for _ in 0..100 {
-        let random =
-            super::ids::random_u64().map_err(|e| Error::io("create a temp file in", dir, std::io::Error::from(e)))?;
-        let name: String = random.to_le_bytes().iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
-        let tmp_path = dir.join(format!("{TEMP_PREFIX}{name}{TEMP_SUFFIX}"));
-        match OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp_path) {
-            Ok(f) => return Ok((tmp_path, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
-            Err(e) => return Err(Error::io("create a temp file in", dir, e)),
-        }
-    }
-    let e = last_err.unwrap_or_else(|| std::io::Error::other("no free temp name"));
-    Err(Error::io("create a temp file in", dir, e))
-}
-
 /// Leftover Hermes/leasectl temp files in a runtime directory (a crashed writer's).
 pub fn leftover_temp_files(runtime_dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(runtime_dir)
+    let names = match safe_file::Dir::open(&Spot::in_home(runtime_dir)) {
+        Ok(Some(dir)) => dir.names().unwrap_or_default(),
+        _ => vec![],
+    };
+    let mut out: Vec<PathBuf> = names
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name();
+        .filter(|n| {
             let n = n.to_string_lossy();
             n.starts_with(TEMP_PREFIX) && n.ends_with(TEMP_SUFFIX)
         })
-        .map(|e| e.path())
+        .map(|n| runtime_dir.join(n))
         .collect();
     out.sort();
     out

@@ -56,8 +56,22 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
     homes.sort();
     homes.dedup();
     let from = app.now - HISTORY;
-    let mut past: Vec<serde_json::Value> =
-        homes.iter().filter_map(|h| crate::lease::journal::read_since(h, from)).flatten().collect();
+    // The newest HISTORY_EVENTS of each journal, read a line at a time (bounded memory).
+    let mut past: Vec<serde_json::Value> = Vec::new();
+    for home in &homes {
+        let Some(mut journal) = crate::lease::journal::read_since(home, from) else { continue };
+        let mut newest = std::collections::VecDeque::with_capacity(HISTORY_EVENTS);
+        for v in journal.by_ref() {
+            if newest.len() == HISTORY_EVENTS {
+                newest.pop_front();
+            }
+            newest.push_back(v);
+        }
+        past.extend(newest);
+        for w in journal.finish() {
+            app.log("", state::LogLevel::Warn, w);
+        }
+    }
     if past.is_empty() {
         return;
     }

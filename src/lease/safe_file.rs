@@ -1,0 +1,637 @@
+//! The one door to a home's files. A home belongs to its user, and root may be the one
+//! acting in it (`sudo leasectl prune`): every file leasectl opens there is reached
+//! from the home's directory one component at a time without following a symlink,
+//! must be a regular file (or a directory) before it is used, and anything root
+//! creates, renames or removes there is done with the directory owner's identity
+//! (fsuid/fsgid/groups of this thread), so the kernel refuses what that user could not
+//! do. Nothing else in leasectl opens files in a home (tests/one_door.rs checks).
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, BufRead, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// A place in a home: the home's directory (as the operator named it; followed) and a
+/// path beneath it (never followed through a symlink).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spot {
+    pub home: PathBuf,
+    pub rel: PathBuf,
+}
+
+impl Spot {
+    pub fn new(home: impl Into<PathBuf>, rel: impl Into<PathBuf>) -> Spot {
+        Spot { home: home.into(), rel: rel.into() }
+    }
+
+    /// `<home>/<dir>/<name>` given whole (the registry, its lock, the audit file): the
+    /// home is the grandparent.
+    pub fn in_subdir(path: &Path) -> Spot {
+        Self::beneath(path, 2)
+    }
+
+    /// `<home>/<name>` given whole (`config.yaml`, `state.db`): the home is the parent.
+    pub fn in_home(path: &Path) -> Spot {
+        Self::beneath(path, 1)
+    }
+
+    fn beneath(path: &Path, depth: usize) -> Spot {
+        let mut home = path.to_path_buf();
+        let mut names = Vec::new();
+        for _ in 0..depth {
+            match (home.file_name().map(OsStr::to_owned), home.parent()) {
+                (Some(n), Some(p)) => {
+                    names.push(n);
+                    home = p.to_path_buf();
+                }
+                _ => break,
+            }
+        }
+        if home.as_os_str().is_empty() {
+            home = PathBuf::from(".");
+        }
+        Spot { home, rel: names.iter().rev().collect() }
+    }
+
+    /// The whole path, for messages.
+    pub fn path(&self) -> PathBuf {
+        self.home.join(&self.rel)
+    }
+
+    /// The spot's directory and its file name.
+    fn split(&self) -> io::Result<(Spot, &OsStr)> {
+        let name = self.rel.file_name().ok_or_else(|| refusal(&self.path(), "names no file"))?;
+        let dir = self.rel.parent().unwrap_or(Path::new(""));
+        Ok((Spot::new(&self.home, dir), name))
+    }
+}
+
+/// What a path turned out to be, in words for a warning.
+pub fn kind_name(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        _ => "not a regular file",
+    }
+}
+
+/// An error that names the path and what is wrong with it.
+fn refusal(path: &Path, what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{} {what}: refused", path.display()))
+}
+
+/// True for an error this module made because a path was not what it must be (a
+/// symlink, a FIFO, too large...), as opposed to the system failing.
+pub fn is_refusal(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::InvalidInput
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Open the home's own directory. The operator's path is followed, but when root acts,
+/// a symlink on it owned by another user must point to a directory of that same user
+/// (else `~/.hermes -> /root` would make root act in its own directory for mallory).
+fn open_home(home: &Path) -> io::Result<OwnedFd> {
+    if is_root() {
+        check_symlinks_on(home)?;
+    }
+    let fd = rustix::fs::open(home, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    Ok(fd)
+}
+
+fn check_symlinks_on(home: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut prefix = PathBuf::new();
+    for c in home.components() {
+        prefix.push(c);
+        let Ok(link) = std::fs::symlink_metadata(&prefix) else { continue };
+        if !link.file_type().is_symlink() || link.uid() == 0 {
+            continue;
+        }
+        if let Ok(target) = std::fs::metadata(&prefix)
+            && target.uid() != link.uid()
+        {
+            return Err(refusal(
+                &prefix,
+                &format!(
+                    "is a symlink owned by uid {} to a directory owned by uid {}: root does not act there",
+                    link.uid(),
+                    target.uid()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The plain names of a relative path; `..`, `.` and absolute parts are refused.
+fn names(spot: &Spot) -> io::Result<Vec<&OsStr>> {
+    spot.rel
+        .components()
+        .map(|c| match c {
+            Component::Normal(n) => Ok(n),
+            _ => Err(refusal(&spot.path(), "is not a plain path beneath the home")),
+        })
+        .collect()
+}
+
+/// Step into directory `name` of `dir` without following a symlink.
+fn step(dir: &OwnedFd, name: &OsStr, shown: &Path) -> io::Result<OwnedFd> {
+    check_kind(dir, name, shown, FileType::Directory)?;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::DIRECTORY | OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(fd)
+}
+
+/// Refuse `name` in `dir` unless it is absent or of kind `want` (never following it).
+fn check_kind(dir: &OwnedFd, name: &OsStr, shown: &Path, want: FileType) -> io::Result<()> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => {
+            let t = FileType::from_raw_mode(st.st_mode);
+            if t == want {
+                return Ok(());
+            }
+            if t == FileType::Symlink {
+                let to = rustix::fs::readlinkat(dir, name, Vec::new())
+                    .map(|t| format!(" to {}", t.to_string_lossy()))
+                    .unwrap_or_default();
+                return Err(refusal(shown, &format!("is a symlink{to} (never followed)")));
+            }
+            Err(refusal(shown, &format!("is {}, not {}", kind_name(t), kind_name(want))))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A directory in a home, reached safely, and whom it belongs to.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+    owner: (u32, u32),
+}
+
+impl Dir {
+    /// The directory at `spot` (the home itself for an empty `rel`); None when it (or
+    /// the home) does not exist.
+    pub fn open(spot: &Spot) -> io::Result<Option<Dir>> {
+        Self::reach(spot, false)
+    }
+
+    /// The directory at `spot`, its last component created (as the owner of the
+    /// directory above it) when missing. Nothing above that is created: the home and
+    /// every directory between must exist.
+    pub fn create(spot: &Spot) -> io::Result<Dir> {
+        match Self::reach(spot, true)? {
+            Some(d) => Ok(d),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} does not exist (leasectl creates nothing above {})", spot.home.display(), spot.rel.display()),
+            )),
+        }
+    }
+
+    fn reach(spot: &Spot, create_last: bool) -> io::Result<Option<Dir>> {
+        let names = names(spot)?;
+        let mut fd = match open_home(&spot.home) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut shown = spot.home.clone();
+        for (i, name) in names.iter().enumerate() {
+            shown.push(name);
+            fd = match step(&fd, name, &shown) {
+                Ok(next) => next,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && create_last && i + 1 == names.len() => {
+                    let parent = Dir { owner: owner_of(&fd)?, fd, path: shown.parent().unwrap_or(&shown).into() };
+                    {
+                        let _as = ActAs::owner_of(&parent);
+                        match rustix::fs::mkdirat(&parent.fd, *name, Mode::from_raw_mode(0o777)) {
+                            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    step(&parent.fd, name, &shown)?
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+        }
+        let owner = owner_of(&fd)?;
+        Ok(Some(Dir { fd, path: shown, owner }))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// (uid, gid) of the directory.
+    pub fn owner(&self) -> (u32, u32) {
+        self.owner
+    }
+
+    fn shown(&self, name: &OsStr) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// What `name` is (never following it), or None when absent.
+    pub fn kind(&self, name: impl AsRef<OsStr>) -> io::Result<Option<FileType>> {
+        match rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Size and change time of a regular file `name`; None when absent.
+    pub fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<rustix::fs::Stat>> {
+        let name = name.as_ref();
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(st)),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Open an existing regular file for reading; None when absent. A symlink, FIFO,
+    /// device or directory there is refused, naming the path, and never opened.
+    pub fn open_read(&self, name: impl AsRef<OsStr>) -> io::Result<Option<File>> {
+        let name = name.as_ref();
+        match self.open_regular(name, OFlags::RDONLY, None) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
+    /// Open `name` to append, created (mode `mode`, as the directory's owner) when missing.
+    pub fn open_append(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<File> {
+        let name = name.as_ref();
+        match self.open_regular(name, OFlags::WRONLY | OFlags::APPEND, None) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => return other,
+        }
+        match self.create_new(name, mode, OFlags::APPEND) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                self.open_regular(name, OFlags::WRONLY | OFlags::APPEND, None)
+            }
+            other => other,
+        }
+    }
+
+    /// Create `name` exclusively (O_EXCL: whatever is planted there is never followed)
+    /// as the directory's owner, for writing.
+    pub fn create_new(&self, name: impl AsRef<OsStr>, mode: u32, extra: OFlags) -> io::Result<File> {
+        let name = name.as_ref();
+        let _as = ActAs::owner_of(self);
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC | extra,
+            Mode::from_raw_mode(mode),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// A new temp file `<prefix><random><suffix>` (O_EXCL, as the owner), and its name.
+    pub fn create_temp(&self, prefix: &str, suffix: &str, mode: u32) -> io::Result<(String, File)> {
+        const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
+        let mut last = None;
+        for _ in 0..100 {
+            let random = super::ids::random_u64().map_err(io::Error::from)?;
+            let name: String = random.to_le_bytes().iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
+            let name = format!("{prefix}{name}{suffix}");
+            match self.create_new(&name, mode, OFlags::empty()) {
+                Ok(f) => return Ok((name, f)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
+    }
+
+    fn open_regular(&self, name: &OsStr, flags: OFlags, mode: Option<u32>) -> io::Result<File> {
+        let shown = self.shown(name);
+        check_kind(&self.fd, name, &shown, FileType::RegularFile)?;
+        // NONBLOCK: a FIFO swapped in after the check must not hang the open.
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name,
+            flags | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode.unwrap_or(0)),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => refusal(&shown, "is a symlink (never followed)"),
+            rustix::io::Errno::NXIO => refusal(&shown, "is a FIFO, not a regular file"),
+            e => e.into(),
+        })?;
+        let t = FileType::from_raw_mode(rustix::fs::fstat(&fd)?.st_mode);
+        if t != FileType::RegularFile {
+            return Err(refusal(&shown, &format!("is {}, not a regular file", kind_name(t))));
+        }
+        Ok(File::from(fd))
+    }
+
+    /// Rename `from` to `to` in this directory, as its owner (names, never followed).
+    pub fn rename(&self, from: impl AsRef<OsStr>, to: impl AsRef<OsStr>) -> io::Result<()> {
+        let _as = ActAs::owner_of(self);
+        rustix::fs::renameat(&self.fd, from.as_ref(), &self.fd, to.as_ref())?;
+        Ok(())
+    }
+
+    /// Remove the name `name` (a symlink goes, not its target), as the owner.
+    pub fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let _as = ActAs::owner_of(self);
+        rustix::fs::unlinkat(&self.fd, name.as_ref(), AtFlags::empty())?;
+        Ok(())
+    }
+
+    /// The names in the directory (not `.`/`..`), unsorted.
+    pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        let mut out = Vec::new();
+        let mut dir = rustix::fs::Dir::read_from(&self.fd)?;
+        while let Some(entry) = dir.next() {
+            let entry = entry?;
+            let n = entry.file_name().to_bytes();
+            if n != b"." && n != b".." {
+                out.push(OsStr::from_bytes(n).to_owned());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Append `line` and a newline: the whole line or nothing. On a short write (disk
+    /// full) the file is cut back to where it was, so the next line is not glued to half
+    /// of this one.
+    pub fn append_line(&self, name: impl AsRef<OsStr>, line: &[u8], mode: u32) -> io::Result<()> {
+        let mut f = self.open_append(name.as_ref(), mode)?;
+        append_whole(&mut f, line)
+    }
+}
+
+/// Append `line` + `\n` to `f` (opened O_APPEND) in one write, or cut it back.
+pub fn append_whole(f: &mut File, line: &[u8]) -> io::Result<()> {
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line);
+    bytes.push(b'\n');
+    let before = f.metadata()?.len();
+    let mut done = 0usize;
+    while done < bytes.len() {
+        match f.write(&bytes[done..]) {
+            Ok(0) => return Err(cut_back(f, before, done, io::Error::from(io::ErrorKind::WriteZero))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(cut_back(f, before, done, e)),
+        }
+    }
+    Ok(())
+}
+
+fn cut_back(f: &File, before: u64, written: usize, e: io::Error) -> io::Error {
+    // Only when the file ends with our partial line: another writer's line is never cut.
+    if written > 0 && f.metadata().is_ok_and(|m| m.len() == before + written as u64) {
+        let _ = f.set_len(before);
+        return io::Error::new(e.kind(), format!("{e} (the partial line was removed)"));
+    }
+    e
+}
+
+fn owner_of(fd: &OwnedFd) -> io::Result<(u32, u32)> {
+    let st = rustix::fs::fstat(fd)?;
+    Ok((st.st_uid, st.st_gid))
+}
+
+/// This thread acting with a user's file-system identity (fsuid, fsgid, groups) while
+/// root works in that user's directory; restored when dropped. Nothing when not root,
+/// or when the directory is root's.
+pub struct ActAs {
+    groups: Vec<rustix::process::Gid>,
+}
+
+impl ActAs {
+    pub fn owner_of(dir: &Dir) -> Option<ActAs> {
+        Self::user(dir.owner)
+    }
+
+    pub fn user((uid, gid): (u32, u32)) -> Option<ActAs> {
+        if uid == 0 || !is_root() {
+            return None;
+        }
+        let groups = rustix::process::getgroups().unwrap_or_default();
+        // Per thread (the raw system calls, not glibc's process-wide setgroups): the
+        // console's other threads keep root's identity. The user's own supplementary
+        // groups are not looked up: their primary group is enough to write their home.
+        let _ = rustix::thread::set_thread_groups(&[rustix::process::Gid::from_raw(gid)]);
+        // SAFETY: setfsgid/setfsuid only change this thread's file-system ids.
+        unsafe {
+            libc::setfsgid(gid);
+            libc::setfsuid(uid);
+        }
+        Some(ActAs { groups })
+    }
+}
+
+impl Drop for ActAs {
+    fn drop(&mut self) {
+        // SAFETY: as above; back to root's ids (the capabilities return with fsuid 0).
+        unsafe {
+            libc::setfsuid(0);
+            libc::setfsgid(0);
+        }
+        let _ = rustix::thread::set_thread_groups(&self.groups);
+    }
+}
+
+/// Open a regular file at `spot` to read; None when it or its directory is absent.
+pub fn open_read(spot: &Spot) -> io::Result<Option<File>> {
+    let (dir, name) = spot.split()?;
+    match Dir::open(&dir)? {
+        Some(d) => d.open_read(name),
+        None => Ok(None),
+    }
+}
+
+/// The whole of a regular file at `spot`, at most `max` bytes (larger is refused
+/// unread); None when absent.
+pub fn read_bounded(spot: &Spot, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let Some(f) = open_read(spot)? else { return Ok(None) };
+    read_all_bounded(f, &spot.path(), max).map(Some)
+}
+
+/// Read an opened file whole, refusing more than `max` bytes.
+pub fn read_all_bounded(mut f: File, shown: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let size = f.metadata()?.len();
+    if size > max {
+        return Err(refusal(shown, &format!("is larger than the {} limit ({size} bytes)", bytes_text(max))));
+    }
+    let mut bytes = Vec::with_capacity(size as usize + 1);
+    (&mut f).take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(refusal(shown, &format!("is larger than the {} limit", bytes_text(max))));
+    }
+    Ok(bytes)
+}
+
+fn bytes_text(n: u64) -> String {
+    if n >= 1024 * 1024 { format!("{} MiB", n / (1024 * 1024)) } else { format!("{} KiB", n / 1024) }
+}
+
+/// A file read line by line with memory bounded by `max` bytes a line: longer lines
+/// and lines that are not UTF-8 are skipped and counted, never returned or kept.
+pub struct Lines {
+    reader: io::BufReader<File>,
+    max: usize,
+    line: Vec<u8>,
+    pub counts: LineCounts,
+    /// A read error that ended the file early.
+    pub error: Option<io::Error>,
+}
+
+impl Lines {
+    pub fn new(f: File, max: usize) -> Lines {
+        Lines {
+            reader: io::BufReader::with_capacity(64 * 1024, f),
+            max,
+            line: Vec::new(),
+            counts: LineCounts::default(),
+            error: None,
+        }
+    }
+
+    /// The next good line, or None at the end of the file.
+    pub fn next_line(&mut self) -> Option<&str> {
+        loop {
+            match self.read_raw() {
+                Ok(false) => return None,
+                Ok(true) => {
+                    self.counts.lines += 1;
+                    if std::str::from_utf8(&self.line).is_ok() {
+                        return std::str::from_utf8(&self.line).ok();
+                    }
+                    self.counts.bad += 1;
+                }
+                Err(e) => {
+                    self.error = Some(e);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Read one line into `self.line`; a line over the bound is skipped and counted
+    /// here. False at the end.
+    fn read_raw(&mut self) -> io::Result<bool> {
+        loop {
+            self.line.clear();
+            let mut too_long = false;
+            let mut any = false;
+            loop {
+                let buf = match self.reader.fill_buf() {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                if buf.is_empty() {
+                    break;
+                }
+                any = true;
+                let (chunk, end) = match buf.iter().position(|&b| b == b'\n') {
+                    Some(i) => (&buf[..i], Some(i + 1)),
+                    None => (buf, None),
+                };
+                if !too_long {
+                    if self.line.len() + chunk.len() > self.max {
+                        too_long = true;
+                        self.line.clear();
+                    } else {
+                        self.line.extend_from_slice(chunk);
+                    }
+                }
+                let used = end.unwrap_or(buf.len());
+                self.reader.consume(used);
+                if end.is_some() {
+                    break;
+                }
+            }
+            if !any {
+                return Ok(false);
+            }
+            if !too_long {
+                return Ok(true);
+            }
+            self.counts.lines += 1;
+            self.counts.bad += 1;
+        }
+    }
+}
+
+/// What a line-by-line read found besides its lines.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LineCounts {
+    pub lines: u64,
+    /// Lines longer than the bound (skipped unread past it) or not UTF-8.
+    pub bad: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spots_split_a_path_under_its_home() {
+        let s = Spot::in_subdir(Path::new("/h/.hermes/runtime/active_sessions.json"));
+        assert_eq!((s.home.as_path(), s.rel.as_path()), (Path::new("/h/.hermes"), Path::new("runtime/active_sessions.json")));
+        let s = Spot::in_home(Path::new("/h/.hermes/config.yaml"));
+        assert_eq!((s.home.as_path(), s.rel.as_path()), (Path::new("/h/.hermes"), Path::new("config.yaml")));
+    }
+
+    #[test]
+    fn symlinks_fifos_and_parent_steps_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path();
+        std::fs::create_dir(home.join("logs")).expect("mkdir");
+        std::os::unix::fs::symlink("/etc/passwd", home.join("logs/link")).expect("symlink");
+        rustix::fs::mknodat(rustix::fs::CWD, &home.join("logs/fifo"), FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+            .expect("mkfifo");
+        std::os::unix::fs::symlink("/tmp", home.join("runtime")).expect("symlink");
+        for rel in ["logs/link", "logs/fifo", "runtime/x", "../x"] {
+            let e = read_bounded(&Spot::new(home, rel), 1024).expect_err(rel);
+            assert!(is_refusal(&e), "{rel}: {e}");
+        }
+        assert!(read_bounded(&Spot::new(home, "logs/absent"), 1024).expect("absent").is_none());
+        assert!(Dir::create(&Spot::new(home.join("nope"), "runtime")).is_err(), "no home: nothing created");
+        assert!(!home.join("nope").exists());
+    }
+
+    #[test]
+    fn lines_are_bounded_and_bad_ones_counted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("f");
+        let mut text = b"one\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', 100));
+        text.extend(b"\ntw\xffo\nthree");
+        std::fs::write(&p, &text).expect("write");
+        let mut seen = vec![];
+        let mut lines = Lines::new(File::open(&p).expect("open"), 50);
+        while let Some(l) = lines.next_line() {
+            seen.push(l.to_owned());
+        }
+        assert_eq!(seen, ["one", "three"]);
+        assert_eq!(lines.counts, LineCounts { lines: 4, bad: 2 });
+    }
+}
