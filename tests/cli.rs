@@ -693,6 +693,8 @@ fn ls_reports_liveness_and_owner_and_never_touches_the_file() {
 fn profiles_have_their_own_registry_and_all_profiles_is_for_ls_prune_doctor_force_release_only() {
     let home = Home::new();
     let work_registry = home.path().join("profiles/work/runtime/active_sessions.json");
+    home.make_profile("work");
+    home.make_profile("alpha");
     let out = home.run(&["--profile", "work", "acquire", "S", "--json"]);
     out.expect_exit(0);
     let g = out.json();
@@ -835,6 +837,7 @@ fn lock_timeout_refuses_with_5_and_names_the_flock_process_as_holder() {
 #[test]
 fn no_command_without_a_terminal_lists_the_root_and_every_profile() {
     let home = Home::new();
+    home.make_profile("work");
     home.acquire_ok(&["--profile", "work", "S-WORK"]);
     home.acquire_ok(&["S-ROOT"]);
     let out = home.run(&[]);
@@ -914,18 +917,30 @@ fn a_mistyped_profile_or_home_is_an_error_and_nothing_is_created() {
     let owner = sleeper("30");
     let pid = owner.pid().to_string();
     for p in ["work", "ops"] {
+        home.make_profile(p);
         home.acquire_ok(&["S", "--profile", p, "--owner-pid", &pid]);
     }
-    for cmd in [&["ls"][..], &["doctor"], &["prune"], &["force-release", "--session", "S"]] {
-        let mut args = cmd.to_vec();
-        args.extend(["--profile", "wrk"]);
+    let me = std::process::id().to_string();
+    for cmd in [
+        &["ls"][..],
+        &["doctor"],
+        &["prune"],
+        &["force-release", "--session", "S"],
+        &["acquire", "S", "--owner-pid", &me],
+        &["run", "S", "--", "true"],
+        &["hold", "S"],
+    ] {
+        let mut args = vec!["--profile", "wrk"];
+        args.extend(cmd);
         let out = home.run(&args);
         out.expect_exit(1);
         assert!(out.stderr.contains("no profile 'wrk'") && out.stderr.contains("profiles: ops, work"), "{out:?}");
         assert!(!home.path().join("profiles").join("wrk").exists(), "{args:?} created the mistyped profile");
     }
     let missing = home.outside().join("no-such-home");
-    for cmd in [&["ls"][..], &["prune"], &["doctor"]] {
+    for cmd in
+        [&["ls"][..], &["prune"], &["doctor"], &["acquire", "S", "--owner-pid", &me], &["run", "S", "--", "true"]]
+    {
         let mut c = Command::new(common::process::BIN);
         c.arg("--home").arg(&missing).args(cmd).env_remove("HERMES_HOME");
         let out = Proc::run("leasectl --home missing", c);
@@ -933,8 +948,10 @@ fn a_mistyped_profile_or_home_is_an_error_and_nothing_is_created() {
         assert!(out.stderr.contains("does not exist"), "{out:?}");
         assert!(!missing.exists(), "{cmd:?} created the mistyped home");
     }
-    // The fence creates what Hermes would: acquire in a new profile works.
+    // The fence creates runtime/ in a profile that exists (`hermes profile create` made it).
+    home.make_profile("lab");
     home.acquire_ok(&["S", "--profile", "lab", "--owner-pid", &pid]);
+    assert!(home.path().join("profiles/lab/runtime").is_dir());
 }
 
 #[test]

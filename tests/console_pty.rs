@@ -236,6 +236,7 @@ fn acquire_as_me(home: &Path, profile: Option<&str>, session: &str) {
     let mut cmd = Command::new(BIN);
     cmd.arg("--home").arg(home).env_remove("HERMES_HOME");
     if let Some(p) = profile {
+        std::fs::create_dir_all(home.join("profiles").join(p)).expect("create the profile");
         cmd.args(["--profile", p]);
     }
     let me = std::process::id().to_string();

@@ -502,10 +502,10 @@ fn directory_or_endless_device_at_the_registry_path_is_refused() {
     let out = limited(&["ls", "--json"]);
     out.expect_exit(1);
     assert!(
-        out.json()["registries"][0]["error"].as_str().unwrap_or_default().contains("not a regular file"),
+        out.json()["registries"][0]["error"].as_str().unwrap_or_default().contains("is a symlink to /dev/zero"),
         "{out:?}"
     );
-    expect_unavailable(&limited(&["acquire", "S", "--json"]), "not a regular file");
+    expect_unavailable(&limited(&["acquire", "S", "--json"]), "is a symlink to /dev/zero");
     let out = limited(&["doctor", "--json"]);
     out.expect_exit(1);
     assert_eq!(out.json()["registries"][0]["problems"][0]["rule"], "unreadable", "{out:?}");
@@ -802,8 +802,8 @@ fn full_file_system_refuses_and_keeps_the_old_registry() {
 
 /// The registry is a symlink to a valid registry outside runtime/: acquire (and prune)
 /// refuse, naming the symlink, and the outside file is byte-identical and still the
-/// link's target. `ls` is read-only and takes no lock: it reads THROUGH the link and
-/// lists the outside file's leases (exit 0); it never writes.
+/// link's target. `ls` does not read through it either (exit 1, naming the symlink):
+/// nothing in a home is opened through a symlink.
 #[test]
 fn registry_symlink_is_never_written_through() {
     let home = Home::new();
@@ -816,13 +816,14 @@ fn registry_symlink_is_never_written_through() {
     fs::write(&outside, &text).expect("outside registry");
     symlink(&outside, home.registry()).expect("plant the symlink");
 
+    // Not even read through: the one door never follows a symlink in a home.
     let ls = home.run(&["ls", "--json"]);
-    ls.expect_exit(0);
-    assert_eq!(ls.json()["registries"][0]["leases"].as_array().map(Vec::len), Some(2), "ls reads through: {ls:?}");
+    ls.expect_exit(1);
+    assert!(ls.json()["registries"][0]["error"].as_str().unwrap_or_default().contains("is a symlink"), "{ls:?}");
 
     expect_unavailable(&home.run(&["acquire", "S", "--json"]), "symlink");
     let prune = home.run(&["prune", "--json"]);
-    prune.expect_exit(1);
+    prune.expect_exit(5);
     assert!(prune.text().contains("symlink"), "{prune:?}");
 
     assert_eq!(fs::read_to_string(&outside).expect("outside"), text, "outside file untouched");

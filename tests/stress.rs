@@ -112,6 +112,7 @@ fn mutual_exclusion_under_load_with_kills() {
     let secs: u64 = std::env::var("LEASECTL_STRESS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
+    std::fs::create_dir(&home).expect("create the home");
     let until = Instant::now() + Duration::from_secs(secs);
     let handles: Vec<_> = (0..WORKERS)
         .map(|id| {

@@ -32,6 +32,7 @@ fn a_change_rereads_only_the_registry_it_belongs_to() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());
     let work = Registry::new("work", dir.path().join("profiles").join("work"));
+    std::fs::create_dir_all(&work.home).expect("create the profile");
     acquire(&root, "S-root");
     acquire(&work, "S-work");
     let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: Some(dir.path().into()) };

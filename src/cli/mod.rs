@@ -267,10 +267,10 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<
     let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| Failure { code: EXIT_ERROR, message: m.0 })?;
     let root = paths::root_of(&home);
     let console = implicit || matches!(command, Command::Tui);
-    // Only the fence creates a home's runtime/, as Hermes does (the demo makes its own
-    // sandbox); anything else on a home or profile that is not there was mistyped, and
-    // must not bring it into being.
-    let fence = matches!(command, Command::Acquire(_) | Command::Hold(_) | Command::Run(_) | Command::Demo(_));
+    // A home or profile that is not there was mistyped, and nothing brings it into
+    // being: the fence creates runtime/ inside an existing one, as Hermes does (the demo
+    // makes its own sandbox).
+    let fence = matches!(command, Command::Demo(_));
     let missing = |message: String| Failure { code: EXIT_ERROR, message };
     if !fence && !home.is_dir() {
         return Err(missing(format!(

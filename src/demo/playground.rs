@@ -398,7 +398,7 @@ impl Playground {
             Some(n) => format!("max_concurrent_sessions: {n}\n"),
             None => "max_concurrent_sessions: null\n".to_owned(),
         };
-        match std::fs::write(&path, text) {
+        match lease::safe_file::replace(&lease::safe_file::Spot::in_home(&path), text.as_bytes(), 0o644) {
             Ok(()) => Verdict::Done(match cap {
                 Some(n) => format!("wrote {}: max_concurrent_sessions: {n}", path.display()),
                 None => format!("wrote {}: no cap", path.display()),

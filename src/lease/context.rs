@@ -67,11 +67,8 @@ pub fn read(home: &Path, session_ids: &[&str]) -> Contexts {
 }
 
 pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
-    match std::fs::metadata(db) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return Contexts::Unknown(format!("{} is not a regular file", db.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Contexts::Unknown("no state.db".into()),
-        Err(e) => return Contexts::Unknown(format!("cannot read {}: {e}", db.display())),
+    if let Err(why) = check_files(db) {
+        return Contexts::Unknown(why);
     }
     if session_ids.is_empty() {
         return Contexts::Read(HashMap::new());
@@ -80,6 +77,37 @@ pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
         Ok(found) => Contexts::Read(found),
         Err(why) => Contexts::Unknown(why),
     }
+}
+
+/// SQLite opens state.db by its path, so its files are looked at first through the one
+/// door: the database must be a regular file, and each of its -wal, -shm and -journal
+/// a regular file or absent (a symlink or FIFO planted there is never opened).
+fn check_files(db: &Path) -> Result<(), String> {
+    use rustix::fs::FileType;
+    let spot = super::safe_file::Spot::in_home(db);
+    let dir = match super::safe_file::Dir::open(&super::safe_file::Spot::new(&spot.home, "")) {
+        Ok(Some(d)) => d,
+        Ok(None) => return Err("no state.db".into()),
+        Err(e) => return Err(format!("cannot read {}: {e}", db.display())),
+    };
+    let name = spot.rel.as_os_str().to_string_lossy().into_owned();
+    for (suffix, must_exist) in [("", true), ("-wal", false), ("-shm", false), ("-journal", false)] {
+        let file = format!("{name}{suffix}");
+        match dir.kind(&file) {
+            Ok(Some(FileType::RegularFile)) => {}
+            Ok(None) if must_exist => return Err("no state.db".into()),
+            Ok(None) => {}
+            Ok(Some(t)) => {
+                return Err(format!(
+                    "{} is {}, not a regular file: not read",
+                    dir.path().join(&file).display(),
+                    super::safe_file::kind_name(t)
+                ));
+            }
+            Err(e) => return Err(format!("cannot read {}: {e}", dir.path().join(&file).display())),
+        }
+    }
+    Ok(())
 }
 
 fn open(db: &Path) -> Result<Connection, String> {
@@ -110,7 +138,12 @@ fn open(db: &Path) -> Result<Connection, String> {
 fn wal_mode(db: &Path) -> bool {
     use std::io::Read;
     let mut header = [0u8; 20];
-    std::fs::File::open(db).and_then(|mut f| f.read_exact(&mut header)).is_ok() && header[18] == 2 && header[19] == 2
+    let spot = super::safe_file::Spot::in_home(db);
+    let read = match super::safe_file::open_read(&spot) {
+        Ok(Some(mut f)) => f.read_exact(&mut header).is_ok(),
+        _ => false,
+    };
+    read && header[18] == 2 && header[19] == 2
 }
 
 /// A path as an SQLite URI path: only the characters a URI gives meaning to are encoded.

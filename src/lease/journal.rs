@@ -45,8 +45,7 @@ pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
         (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
     paths.push(file);
     let mut found = false;
-    let mut journal =
-        Journal { files: Default::default(), current: None, from, bad_lines: 0, warnings: vec![] };
+    let mut journal = Journal { files: Default::default(), current: None, from, bad_lines: 0, warnings: vec![] };
     for p in paths {
         match safe_file::open_read(&Spot::in_subdir(&p)) {
             Ok(Some(f)) => {

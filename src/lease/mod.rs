@@ -21,15 +21,14 @@ pub mod location;
 pub mod lock;
 pub mod lookup;
 pub mod owner;
-pub mod ownership;
 pub mod paths;
 pub mod pidfds;
 pub mod pyjson;
 mod recent;
 pub mod refusal;
 pub mod repair;
-pub mod safe_file;
 mod reparse;
+pub mod safe_file;
 pub mod store;
 
 pub use admin::{DoctorReport, LeaseView, RemoteLease, Removal, Target, doctor, force_release, prune, snapshot};

@@ -89,12 +89,16 @@ pub fn profile_registry(root: &Path, name: &str) -> Result<Registry, Unusable> {
 /// The root and every profile (`<root>/profiles/<name>/`, names not starting with `.`), sorted.
 pub fn all_registries(root: &Path) -> Vec<Registry> {
     let mut out = vec![Registry::new("root", root)];
-    let mut names: Vec<String> = std::fs::read_dir(root.join("profiles"))
+    // Through the one door: a `profiles` symlink is not followed, and a profile that is a
+    // symlink (or anything but a directory) is not a profile.
+    let dir = super::safe_file::Dir::open(&super::safe_file::Spot::new(root, "profiles")).ok().flatten();
+    let mut names: Vec<String> = dir
+        .as_ref()
+        .map(|d| d.names().unwrap_or_default())
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| dir.as_ref().is_some_and(|d| matches!(d.kind(n), Ok(Some(rustix::fs::FileType::Directory)))))
+        .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();

@@ -201,7 +201,11 @@ impl Dir {
             Some(d) => Ok(d),
             None => Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} does not exist (leasectl creates nothing above {})", spot.home.display(), spot.rel.display()),
+                format!(
+                    "{} does not exist (leasectl creates nothing above {})",
+                    spot.home.display(),
+                    spot.rel.display()
+                ),
             )),
         }
     }
@@ -457,6 +461,22 @@ impl Drop for ActAs {
     }
 }
 
+/// Replace the file at `spot` whole: a new temp file beside it (O_EXCL, as the
+/// directory's owner), written, fsynced, renamed over it. The directory must exist.
+pub fn replace(spot: &Spot, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir_spot, name) = spot.split()?;
+    let dir = Dir::create(&dir_spot)?;
+    if let Some(t) = dir.kind(name)?.filter(|t| *t != FileType::RegularFile) {
+        return Err(refusal(&spot.path(), &format!("is {}, not a regular file", kind_name(t))));
+    }
+    let (tmp, mut f) = dir.create_temp(".leasectl-", ".tmp", mode)?;
+    let done = f.write_all(bytes).and_then(|_| f.sync_all()).and_then(|_| dir.rename(&tmp, name));
+    if done.is_err() {
+        let _ = dir.remove(&tmp);
+    }
+    done
+}
+
 /// Open a regular file at `spot` to read; None when it or its directory is absent.
 pub fn open_read(spot: &Spot) -> io::Result<Option<File>> {
     let (dir, name) = spot.split()?;
@@ -595,7 +615,10 @@ mod tests {
     #[test]
     fn spots_split_a_path_under_its_home() {
         let s = Spot::in_subdir(Path::new("/h/.hermes/runtime/active_sessions.json"));
-        assert_eq!((s.home.as_path(), s.rel.as_path()), (Path::new("/h/.hermes"), Path::new("runtime/active_sessions.json")));
+        assert_eq!(
+            (s.home.as_path(), s.rel.as_path()),
+            (Path::new("/h/.hermes"), Path::new("runtime/active_sessions.json"))
+        );
         let s = Spot::in_home(Path::new("/h/.hermes/config.yaml"));
         assert_eq!((s.home.as_path(), s.rel.as_path()), (Path::new("/h/.hermes"), Path::new("config.yaml")));
     }

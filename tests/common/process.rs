@@ -361,6 +361,13 @@ impl Home {
         &self.home
     }
 
+    /// Create profile `name` (as `hermes profile create` would): leasectl creates none.
+    pub fn make_profile(&self, name: &str) -> PathBuf {
+        let p = self.home.join("profiles").join(name);
+        fs::create_dir_all(&p).expect("create the profile");
+        p
+    }
+
     /// The temp dir around the home: "outside runtime/".
     pub fn outside(&self) -> &Path {
         self.dir.path()
