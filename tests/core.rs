@@ -96,7 +96,7 @@ fn acquire_fails_closed_on_every_invalid_rule_and_leaves_the_file_untouched() {
         }
         // Release, transfer and prune also refuse to touch it.
         assert!(lease::release(&reg, "a1", T).is_err(), "{name}");
-        assert!(lease::prune(&reg, false, false, T).is_err(), "{name}");
+        assert!(lease::prune(&reg, lease::PruneOptions::default(), T).is_err(), "{name}");
         assert_eq!(read_raw(&reg), before, "{name}: untouched by admin actions");
     }
 }
@@ -129,7 +129,7 @@ fn rewrite_is_byte_identical_to_hermes_format() {
             me()
         ),
     );
-    let removed = lease::prune(&reg, false, false, T).expect("prune");
+    let removed = lease::prune(&reg, lease::PruneOptions::default(), T).expect("prune");
     assert_eq!(removed.removed.len(), 1);
     let expected = format!(
         "{{\"entries\": [{{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {{\"live_session_id\": \"tab-1\"}}, \"pid\": {}, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}}]}}",

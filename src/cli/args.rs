@@ -199,7 +199,7 @@ pub struct EventsArgs {
     #[arg(long, requires = "follow", value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
     /// Recorded events from this long ago: 2h, 30m, 3600 (default without --follow: 24h)
-    #[arg(long, value_name = "DURATION", value_parser = crate::lease::context::parse_idle)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_since)]
     pub since: Option<std::time::Duration>,
     #[command(flatten)]
     pub format: FormatArgs,
@@ -261,6 +261,8 @@ pub enum LivenessArg {
     Dead,
     Recycled,
     Unknown,
+    /// A dead `run` owner whose work still runs
+    WorkRunning,
 }
 
 /// What `ls --sort` orders by.
@@ -388,6 +390,10 @@ pub struct PruneArgs {
     /// whole seconds (a wall-clock step: most likely the same, live process)
     #[arg(long)]
     pub include_clock_step: bool,
+    /// Also remove leases marked WORK RUNNING: their `leasectl run` owner died but
+    /// processes it started still run (lets a second writer in beside that work)
+    #[arg(long)]
+    pub force: bool,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
@@ -414,4 +420,9 @@ pub struct RunArgs {
     /// The command to run while holding the lease
     #[arg(last = true, required = true, value_name = "CMD")]
     pub cmd: Vec<String>,
+}
+
+/// `--since`: a duration back from now, as people write it.
+fn parse_since(text: &str) -> Result<std::time::Duration, String> {
+    crate::lease::context::parse_duration(text, "--since")
 }

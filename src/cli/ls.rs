@@ -138,6 +138,7 @@ pub(super) fn state_of(l: &Liveness) -> LivenessArg {
         Liveness::Dead(_) => LivenessArg::Dead,
         Liveness::Recycled { .. } => LivenessArg::Recycled,
         Liveness::Unknown(_) => LivenessArg::Unknown,
+        Liveness::WorkRunning { .. } => LivenessArg::WorkRunning,
     }
 }
 

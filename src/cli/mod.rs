@@ -181,7 +181,15 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             let elsewhere = other_registries(&cli, &locations)?;
             force_release(&mut *single()?, &a, &elsewhere)
         }
-        Command::Prune(a) => prune(&mut all()?, a.dry_run, a.include_clock_step, a.json),
+        Command::Prune(a) => prune(
+            &mut all()?,
+            lease::PruneOptions {
+                dry_run: a.dry_run,
+                include_clock_step: a.include_clock_step,
+                include_work_running: a.force,
+            },
+            a.json,
+        ),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json),
         Command::Run(a) => match keeper::role() {
@@ -681,20 +689,47 @@ fn release(
         // Gone everywhere: the owner's release is idempotent.
         Named::Nowhere => typed.to_owned(),
     };
-    if let Ok(views) = store.read().leases
-        && let Some(v) = lease::admin::foreign_live_owner(&views, lease_id, owner_pid)
-    {
+    // --owner-pid is honoured only for a process the caller could signal (the same user,
+    // or root): naming a stranger's pid must not take a live stranger's lease.
+    let refused_pid = owner_pid.filter(|p| !lease::owner::could_signal(*p));
+    let owner_pid = owner_pid.filter(|p| lease::owner::could_signal(*p));
+    let views = store.read().leases.unwrap_or_default();
+    if let Some(v) = lease::admin::foreign_live_owner(&views, lease_id, owner_pid) {
         let pid = v.entry.pid();
+        let act_for = if lease::owner::could_signal(pid) {
+            format!("pass --owner-pid {pid} if you act for it; ")
+        } else if refused_pid == Some(pid) {
+            format!("--owner-pid {pid} is not honoured: that process belongs to another user; ")
+        } else {
+            String::new()
+        };
         return Err(Failure {
             code: EXIT_ERROR,
             message: format!(
                 "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
-                 ancestors: release is the owner's (pass --owner-pid {pid} if you act for it); to take a live \
-                 owner's lease use `leasectl force-release {lease_id} --live`"
+                 ancestors: release is the owner's ({act_for}to take a live owner's lease use \
+                 `leasectl force-release {lease_id} --live`)"
             ),
         });
     }
+    // A release on behalf of another live process is on record like a force-release.
+    let on_behalf = views
+        .iter()
+        .find(|v| v.entry.lease_id() == lease_id)
+        .filter(|v| lease::admin::owner_may_be_alive(v) && !lease::owner::self_and_ancestors().contains(&v.entry.pid()))
+        .cloned();
     let r = store.release(lease_id)?;
+    if r.removed
+        && let Some(view) = on_behalf
+    {
+        let removal = lease::Removal { removed: vec![view], live_owner: true, ..lease::Removal::default() };
+        report_audit(lease::audit::removal(
+            "release-for-owner",
+            store.location(),
+            &lease::audit::Actor::this_command(),
+            &removal,
+        ));
+    }
     if as_json {
         print_json(&json!({
             "released": r.removed,
@@ -822,17 +857,12 @@ fn force_release_everywhere(stores: &mut [Box<dyn LeaseStore>], a: &ForceRelease
     Ok(EXIT_OK)
 }
 
-fn prune(
-    stores: &mut [Box<dyn LeaseStore>],
-    dry_run: bool,
-    include_clock_step: bool,
-    as_json: bool,
-) -> Result<i32, Failure> {
+fn prune(stores: &mut [Box<dyn LeaseStore>], opts: lease::PruneOptions, as_json: bool) -> Result<i32, Failure> {
     let mut results = Vec::new();
     let mut failed = None;
     for store in stores {
         let location = store.location().clone();
-        match store.prune(dry_run, include_clock_step) {
+        match store.prune(opts) {
             Ok(r) => {
                 report_audit(lease::audit::removal("prune", &location, &lease::audit::Actor::this_command(), &r));
                 if !as_json {
@@ -1027,7 +1057,10 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
 
 fn run_cmd(store: &mut dyn LeaseStore, a: &args::RunArgs, relay: u32, timeout: Duration) -> Result<i32, Failure> {
     let (opts, quiet, cmd, conflict_exit_code) = (&a.opts, a.quiet, &a.cmd, a.conflict_exit_code);
-    let req = request(store, opts, u64::from(std::process::id()), timeout)?;
+    let mut req = request(store, opts, u64::from(std::process::id()), timeout)?;
+    // How to find the work should this keeper die (even by SIGKILL, when setsid'd
+    // processes outlive it): every process of it carries LEASECTL_LEASE_ID.
+    req.metadata.insert(lease::liveness::WORK_KEY.into(), json!({"env": lease::liveness::WORK_ENV}));
     let signals = stop_signals()?;
     // Processes CMD leaves behind become this keeper's children: the lease waits for them.
     keeper::become_subreaper()

@@ -152,6 +152,7 @@ fn removal_json_of(location: &Location, r: &Removal, removed: Vec<Value>) -> Val
             "live_owner": r.live_owner,
             "removed": removed,
             "kept_clock_step": r.kept_clock_step.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
+            "kept_work_running": r.kept_work_running.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
         }),
     }
 }
@@ -179,6 +180,13 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
     if !r.removed.is_empty() {
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
     }
+    let working = r.removed.iter().filter(|v| matches!(v.liveness, crate::lease::Liveness::WorkRunning { .. })).count();
+    if working > 0 {
+        say_err!(
+            "leasectl: warning: {working} of them marked WORK RUNNING: processes of a dead leasectl run still \
+             write that session, and a second owner may now start beside them"
+        );
+    }
     if !r.needs_live.is_empty() {
         say!(
             "  and {} lease(s) of LIVE owners would need --live (a run without it removes nothing and refuses):",
@@ -193,6 +201,16 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
             r.kept_clock_step.len()
         );
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.kept_clock_step, &HashMap::new())));
+    }
+    if !r.kept_work_running.is_empty() {
+        say!(
+            "  kept {} lease(s) marked WORK RUNNING: the leasectl run that held it died, but processes it \
+             started still run and write the session (--force removes them too)",
+            r.kept_work_running.len()
+        );
+        for v in &r.kept_work_running {
+            say!("  {}  session {}  {}", escape(v.entry.lease_id()), escape(v.entry.session_id()), v.liveness.explain());
+        }
     }
 }
 

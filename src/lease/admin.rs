@@ -56,8 +56,19 @@ fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
         .collect()
 }
 
+/// What a prune removes besides dead and recycled owners, and whether it only says so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneOptions {
+    /// Say what would be removed; change nothing.
+    pub dry_run: bool,
+    /// Also owners recycled only by a whole-second start time difference (clock step?).
+    pub include_clock_step: bool,
+    /// Also dead `run` owners whose work still runs (WORK RUNNING): `prune --force`.
+    pub include_work_running: bool,
+}
+
 /// What an admin write removed (or, on a dry run, would remove).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Removal {
     pub removed: Vec<LeaseView>,
     pub dry_run: bool,
@@ -69,6 +80,8 @@ pub struct Removal {
     /// A force-release dry run without `--live`: the live owners' leases it names, which
     /// would need `--live` (a real run refuses them all).
     pub needs_live: Vec<LeaseView>,
+    /// Leases a prune kept because their dead owner's work still runs (`--force` takes them).
+    pub kept_work_running: Vec<LeaseView>,
 }
 
 /// The lease `lease_id` when a plain release must not take it: its owner runs on this
@@ -89,26 +102,30 @@ pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid:
 /// whose start time is off by whole seconds is most likely the same process seen across a
 /// wall-clock step: kept, and named, unless `include_clock_step`. (The fence keeps Hermes'
 /// rule and prunes it: both must agree on who owns a session.)
-pub fn prune(
-    reg: &Registry,
-    dry_run: bool,
-    include_clock_step: bool,
-    lock_timeout: Duration,
-) -> Result<Removal, Error> {
+pub fn prune(reg: &Registry, opts: PruneOptions, lock_timeout: Duration) -> Result<Removal, Error> {
     let mut suspects = Vec::new();
-    let mut removal = edit(reg, dry_run, lock_timeout, |views| {
+    let mut working = Vec::new();
+    let mut removal = edit(reg, opts.dry_run, lock_timeout, |views| {
         Ok(views
             .iter()
             .map(|v| {
-                let suspect = v.liveness.clock_step_suspected() && !include_clock_step;
+                let suspect = v.liveness.clock_step_suspected() && !opts.include_clock_step;
                 if suspect {
                     suspects.push(v.clone());
                 }
-                matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }) && !suspect
+                let work = matches!(v.liveness, Liveness::WorkRunning { .. });
+                if work && !opts.include_work_running {
+                    working.push(v.clone());
+                }
+                (matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }) && !suspect)
+                    || (work && opts.include_work_running)
             })
             .collect())
     })?;
     removal.kept_clock_step = suspects;
+    removal.kept_work_running = working;
+    // Removing a lease whose work runs lets a second writer in beside that work.
+    removal.live_owner |= removal.removed.iter().any(|v| matches!(v.liveness, Liveness::WorkRunning { .. }));
     Ok(removal)
 }
 
@@ -186,7 +203,7 @@ pub fn owner_may_be_alive(v: &LeaseView) -> bool {
 
 /// The verdicts that forbid removing a lease without an explicit override.
 pub fn may_be_alive(l: &Liveness) -> bool {
-    matches!(l, Liveness::Alive | Liveness::Unknown(_))
+    matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. })
 }
 
 /// Under the lock: read strictly, judge, let `choose` pick what goes, write if anything does.
@@ -209,7 +226,7 @@ fn edit(
     if !dry_run && !removed.is_empty() {
         store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
     }
-    Ok(Removal { removed, dry_run, live_owner, kept_clock_step: vec![], needs_live: vec![] })
+    Ok(Removal { removed, dry_run, live_owner, ..Removal::default() })
 }
 
 /// Everything `doctor` checks in one registry.

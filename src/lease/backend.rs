@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::admin::{self, DoctorReport, LeaseView, Removal, Target};
+use super::admin::{self, DoctorReport, LeaseView, PruneOptions, Removal, Target};
 use super::config::{CapSetting, read_cap};
 use super::entry::Entry;
 use super::error::Error;
@@ -74,7 +74,7 @@ pub trait LeaseStore: Send {
     /// The operator's release. A live owner's lease only with `allow_live`.
     fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error>;
     /// Remove dead and recycled owners' leases (etcd: those of owners on this host).
-    fn prune(&mut self, dry_run: bool, include_clock_step: bool) -> Result<Removal, Error>;
+    fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error>;
     /// Everything `doctor` checks; only a registry file has a doctor.
     fn doctor(&mut self) -> Result<DoctorReport, Error>;
     /// `doctor --repair`; only a registry file can be repaired.
@@ -195,7 +195,8 @@ struct FileRead {
 
 /// Watches a registry file for one lease; reports once when it is gone.
 struct LeaseWatch {
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Dropped by `stop`: the thread's wait ends at once (not at its next look).
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -205,18 +206,16 @@ const LEASE_WATCH_EVERY: Duration = Duration::from_millis(250);
 
 impl LeaseWatch {
     fn start(path: PathBuf, lease_id: String, on_lost: OnLost) -> LeaseWatch {
-        use std::sync::atomic::Ordering;
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stopping = Arc::clone(&stop);
+        use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+        let (stop, stopping) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
-            while !stopping.load(Ordering::Relaxed) {
-                std::thread::sleep(LEASE_WATCH_EVERY);
+            while let Err(RecvTimeoutError::Timeout) = stopping.recv_timeout(LEASE_WATCH_EVERY) {
                 // An unreadable or invalid file says nothing either way: look again later.
                 let gone = match store::read(&path) {
                     Ok(file) => !file.entries.iter().any(|e| e.lease_id() == lease_id),
                     Err(_) => false,
                 };
-                if gone && !stopping.load(Ordering::Relaxed) {
+                if gone && matches!(stopping.try_recv(), Err(TryRecvError::Empty)) {
                     let at = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
                     on_lost(format!(
                         "lease {lease_id} is no longer in {} (force-released or removed by hand, seen at {at})",
@@ -226,13 +225,13 @@ impl LeaseWatch {
                 }
             }
         });
-        LeaseWatch { stop, thread: Some(thread) }
+        LeaseWatch { stop: Some(stop), thread: Some(thread) }
     }
 }
 
 impl Renewal for LeaseWatch {
     fn stop(mut self: Box<Self>) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -347,8 +346,8 @@ impl LeaseStore for FileStore {
         admin::force_release(&self.registry, target, allow_live, dry_run, self.lock_timeout)
     }
 
-    fn prune(&mut self, dry_run: bool, include_clock_step: bool) -> Result<Removal, Error> {
-        admin::prune(&self.registry, dry_run, include_clock_step, self.lock_timeout)
+    fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
+        admin::prune(&self.registry, opts, self.lock_timeout)
     }
 
     fn doctor(&mut self) -> Result<DoctorReport, Error> {

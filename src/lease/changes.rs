@@ -93,7 +93,7 @@ pub fn diff<'a, T: Judged>(old: &'a [T], new: &'a [T]) -> Vec<Change<'a, T>> {
     let mut events = Vec::new();
     for v in old.iter().filter(|v| !after.contains_key(v.entry().lease_id())) {
         let kind = match v.liveness() {
-            Liveness::Dead(_) | Liveness::Recycled { .. } => EventKind::Pruned,
+            Liveness::Dead(_) | Liveness::Recycled { .. } | Liveness::WorkRunning { .. } => EventKind::Pruned,
             Liveness::Alive | Liveness::Unknown(_) => EventKind::Released,
         };
         events.push(Change { kind, lease: v, previous: None });

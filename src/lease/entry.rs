@@ -408,6 +408,12 @@ impl Entry {
         &self.text
     }
 
+    /// True when `run` recorded how to find this lease's work (see [`super::liveness::WORK_KEY`]).
+    pub fn work_marked(&self) -> bool {
+        self.text.contains(super::liveness::WORK_KEY)
+            && self.fields().get("metadata").and_then(|m| m.get(super::liveness::WORK_KEY)).is_some()
+    }
+
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
     pub fn live_session_id(&self) -> String {
         self.live_session_id.get(&self.text).to_owned()

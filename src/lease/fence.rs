@@ -84,7 +84,7 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Ve
         .map(|entry| {
             let tracked = strict || entry.track_liveness();
             Ok(match prober.judge(entry) {
-                Liveness::Alive => true,
+                Liveness::Alive | Liveness::WorkRunning { .. } => true,
                 Liveness::Dead(_) | Liveness::Recycled { .. } => false,
                 Liveness::Unknown(cause) if tracked => {
                     let why = match cause {

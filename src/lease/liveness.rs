@@ -20,7 +20,19 @@ pub enum Liveness {
         actual: f64,
     },
     Unknown(UnknownCause),
+    /// The owner (a `leasectl run` keeper) is dead or recycled, but processes of its work
+    /// still run (found by the lease id in their environment): the session is still
+    /// being written, so the lease is kept like a live one.
+    WorkRunning {
+        pids: Vec<u32>,
+    },
 }
+
+/// The metadata key `run` records: its work carries `LEASECTL_LEASE_ID=<lease id>` in its
+/// environment, which every process it starts inherits (setsid and double forks too).
+pub const WORK_KEY: &str = "leasectl_work";
+/// The environment variable that names the lease in the work's processes.
+pub const WORK_ENV: &str = "LEASECTL_LEASE_ID";
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum DeadCause {
@@ -48,6 +60,7 @@ impl Liveness {
             Liveness::Dead(_) => "dead",
             Liveness::Recycled { .. } => "recycled",
             Liveness::Unknown(_) => "unknown",
+            Liveness::WorkRunning { .. } => "work-running",
         }
     }
 
@@ -84,6 +97,11 @@ impl Liveness {
             Liveness::Unknown(UnknownCause::StartTimeUnreadable(why)) => {
                 format!("unknown: start time unreadable ({why})")
             }
+            Liveness::WorkRunning { pids } => {
+                let shown: Vec<String> = pids.iter().take(5).map(u32::to_string).collect();
+                let more = if pids.len() > 5 { format!(" and {} more", pids.len() - 5) } else { String::new() };
+                format!("WORK RUNNING: the owner is gone but its work runs on (pid {}{more})", shown.join(", "))
+            }
         }
     }
 }
@@ -103,6 +121,8 @@ pub enum ProcState {
 pub struct Prober {
     boot: Option<Result<BootClock, String>>,
     cache: HashMap<u64, ProcState, FxBuild>,
+    /// Lease id -> pids whose environment names it; read from /proc once, when first needed.
+    work: Option<HashMap<String, Vec<u32>>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -126,9 +146,17 @@ impl Prober {
         self.cache.entry(pid).or_insert_with(|| probe(pid, boot.get_or_insert_with(read_boot_clock).clone()))
     }
 
-    /// The liveness of an entry's owner.
+    /// The liveness of an entry's owner; a dead `run` owner whose work still runs is
+    /// [`Liveness::WorkRunning`].
     pub fn judge(&mut self, entry: &Entry) -> Liveness {
-        judge_state(self.state_ref(entry.pid()), entry.process_start_time())
+        let verdict = judge_state(self.state_ref(entry.pid()), entry.process_start_time());
+        if matches!(verdict, Liveness::Dead(_) | Liveness::Recycled { .. }) && entry.work_marked() {
+            let work = self.work.get_or_insert_with(scan_work);
+            if let Some(pids) = work.get(entry.lease_id()) {
+                return Liveness::WorkRunning { pids: pids.clone() };
+            }
+        }
+        verdict
     }
 
     /// The start time of `pid` as psutil computes it, if it is a live process.
@@ -138,6 +166,31 @@ impl Prober {
             _ => None,
         }
     }
+}
+
+/// Every process whose environment carries `LEASECTL_LEASE_ID=<id>`, by id. An
+/// environment this user may not read (another user's, without root) is not seen.
+fn scan_work() -> HashMap<String, Vec<u32>> {
+    use std::io::Read;
+    let mut found: HashMap<String, Vec<u32>> = HashMap::new();
+    let prefix = format!("{WORK_ENV}=");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
+    let mut buf = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else { continue };
+        buf.clear();
+        // An environment is at most a few hundred KiB; more is not read.
+        if f.take(1 << 20).read_to_end(&mut buf).is_err() {
+            continue;
+        }
+        for var in buf.split(|b| *b == 0) {
+            if let Some(id) = var.strip_prefix(prefix.as_bytes()).and_then(|v| std::str::from_utf8(v).ok()) {
+                found.entry(id.to_owned()).or_default().push(pid);
+            }
+        }
+    }
+    found
 }
 
 /// Apply the rule: exists as a process, and same start time within 0.001 s when recorded.

@@ -108,6 +108,13 @@ pub fn proc_stat(pid: u32) -> Option<ProcStat> {
 }
 
 /// This process and its ancestors, up to init: the owners a plain `release` speaks for.
+/// True when this process could signal `pid` (the kernel's rule for kill(2): the same
+/// user, or root): the test for acting on another process's behalf.
+pub fn could_signal(pid: u64) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::PERM))
+}
+
 pub fn self_and_ancestors() -> Vec<u64> {
     let mut chain = vec![u64::from(std::process::id())];
     while let Some(&pid) = chain.last() {

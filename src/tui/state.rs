@@ -551,7 +551,7 @@ fn liveness_rank(l: &Liveness) -> i64 {
     match l {
         Liveness::Dead(_) => 0,
         Liveness::Recycled { .. } => 1,
-        Liveness::Unknown(_) => 2,
+        Liveness::Unknown(_) | Liveness::WorkRunning { .. } => 2,
         Liveness::Alive => 3,
     }
 }

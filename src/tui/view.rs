@@ -41,6 +41,7 @@ pub fn badge(l: &Liveness) -> (String, Color) {
         Liveness::Dead(_) => ("✖ dead".to_owned(), Color::Red),
         Liveness::Recycled { .. } => ("♻ recycled".to_owned(), Color::Magenta),
         Liveness::Unknown(_) => ("? unknown".to_owned(), Color::Yellow),
+        Liveness::WorkRunning { .. } => ("⚙ WORK RUNNING".to_owned(), Color::Yellow),
     };
     if l.clock_step_suspected() { (format!("{text} clock step?"), color) } else { (text, color) }
 }
@@ -134,7 +135,7 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     frame.render_widget(block, area);
     let cols = Layout::horizontal([Constraint::Min(30), Constraint::Length(24)]).split(inner);
     let regs = app.tab_registries();
-    let (mut alive, mut dead, mut recycled, mut unknown) = (0, 0, 0, 0);
+    let (mut alive, mut dead, mut recycled, mut unknown, mut work) = (0, 0, 0, 0, 0);
     for r in &regs {
         for l in &app.registries[*r].leases {
             match l.liveness {
@@ -142,6 +143,7 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 Liveness::Dead(_) => dead += 1,
                 Liveness::Recycled { .. } => recycled += 1,
                 Liveness::Unknown(_) => unknown += 1,
+                Liveness::WorkRunning { .. } => work += 1,
             }
         }
     }
@@ -158,12 +160,16 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         .reduce(f64::max)
         .map(|t| time::clock(t, app.now, &app.tz))
         .unwrap_or_else(|| "-".into());
-    let counts = Line::from(vec![
+    let mut counts = Line::from(vec![
         Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
         Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
         Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
         Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
     ]);
+    // Only when there is one: a dead `run` owner whose work still runs.
+    if work > 0 {
+        counts.push_span(Span::styled(format!("  ⚙ {work} WORK RUNNING"), p.fg(Color::Yellow)));
+    }
     let cap_text = if regs.len() == 1 {
         let r = &app.registries[regs[0]];
         match r.cap {

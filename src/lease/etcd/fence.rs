@@ -408,7 +408,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         // The plan: what would go, and what would need --live.
         let (needs_live, removed): (Vec<LeaseView>, Vec<LeaseView>) =
             views.into_iter().map(|(v, _)| v).partition(|v| may_be_alive(&v.liveness));
-        return Ok(Removal { removed, dry_run, live_owner: false, kept_clock_step: vec![], needs_live });
+        return Ok(Removal { removed, dry_run, needs_live, ..Removal::default() });
     }
     if !live.is_empty() && !allow_live {
         return Err(Error::LiveOwner(format!(
@@ -428,8 +428,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         removed: views.into_iter().map(|(v, _)| v).collect(),
         dry_run,
         live_owner,
-        kept_clock_step: vec![],
-        needs_live: vec![],
+        ..Removal::default()
     })
 }
 
@@ -449,5 +448,5 @@ pub fn prune_local(etcd: &Etcd, dry_run: bool) -> Result<Removal, EtcdError> {
             removed.push(h.view(liveness, None));
         }
     }
-    Ok(Removal { removed, dry_run, live_owner: false, kept_clock_step: vec![], needs_live: vec![] })
+    Ok(Removal { removed, dry_run, ..Removal::default() })
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::keepalive::KeepAlive;
 use super::{Etcd, EtcdConfig, EtcdError, Held, fence, hostname};
-use crate::lease::admin::{DoctorReport, Removal, Target};
+use crate::lease::admin::{DoctorReport, PruneOptions, Removal, Target};
 use crate::lease::backend::{LeaseStore, Listing, OnLost, RemoteListing, Renewal};
 use crate::lease::config::CapSetting;
 use crate::lease::error::Error;
@@ -165,8 +165,8 @@ impl LeaseStore for EtcdStore {
     }
 
     // On etcd a lease ends with its TTL; there is no start time to step.
-    fn prune(&mut self, dry_run: bool, _include_clock_step: bool) -> Result<Removal, Error> {
-        match self.etcd().and_then(|e| fence::prune_local(e, dry_run)) {
+    fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
+        match self.etcd().and_then(|e| fence::prune_local(e, opts.dry_run)) {
             Ok(r) => Ok(r),
             Err(e) => self.failed(e),
         }
