@@ -385,8 +385,7 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
                 removed: vec![removed],
                 dry_run: false,
                 live_owner: false,
-                kept_clock_step: vec![],
-                needs_live: vec![],
+                ..Removal::default()
             })),
             lock_holder: None,
             audit_failures: vec![],

@@ -209,7 +209,12 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
             r.kept_work_running.len()
         );
         for v in &r.kept_work_running {
-            say!("  {}  session {}  {}", escape(v.entry.lease_id()), escape(v.entry.session_id()), v.liveness.explain());
+            say!(
+                "  {}  session {}  {}",
+                escape(v.entry.lease_id()),
+                escape(v.entry.session_id()),
+                v.liveness.explain()
+            );
         }
     }
 }
@@ -586,6 +591,10 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     }
     if let Some(w) = &d.idle_warning {
         let _ = writeln!(s, "  warning: {w}");
+    }
+    // Without state.db there is simply nothing to read; anything else is worth a word.
+    if let Some(why) = d.context_unknown.as_deref().filter(|w| *w != "no state.db") {
+        let _ = writeln!(s, "  session context unknown: {}", escape(why));
     }
     for t in &d.leftover_temp_files {
         let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());

@@ -191,10 +191,12 @@ impl Playground {
             Action::SetCap(cap) => self.set_cap(*cap),
             Action::Corrupt(kind) => self.corrupt(*kind),
             Action::Repair => self.repair(),
-            Action::Prune => match lease::prune(&self.sandbox.registry(), lease::PruneOptions::default(), self.lock_timeout) {
-                Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
-                Err(e) => Verdict::Failed(e.to_string()),
-            },
+            Action::Prune => {
+                match lease::prune(&self.sandbox.registry(), lease::PruneOptions::default(), self.lock_timeout) {
+                    Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
+                    Err(e) => Verdict::Failed(e.to_string()),
+                }
+            }
             Action::EndSession { session, hours_ago } => self.end_session(session, *hours_ago),
         };
         Outcome { action: action.describe(), verdict }

@@ -45,7 +45,7 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
     let text = match read_config(config_path) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", config_path.display())),
+        Err(e) => return Err(format!("leasectl.idle_threshold not read: {e}")),
     };
     let Ok(docs) = YamlLoader::load_from_str(&text) else { return Ok(None) };
     let Some(Yaml::Hash(top)) = docs.first() else { return Ok(None) };
@@ -55,11 +55,11 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
         Some(Yaml::String(s)) => s.clone(),
         Some(Yaml::Integer(i)) => i.to_string(),
         Some(Yaml::Real(r)) => r.clone(),
-        Some(other) => return Err(format!("leasectl.idle_threshold in {}: {other:?}", config_path.display())),
+        Some(other) => return Err(format!("ignoring leasectl.idle_threshold in {}: {other:?}", config_path.display())),
     };
     super::context::parse_idle(&raw)
         .map(Some)
-        .map_err(|e| format!("leasectl.idle_threshold in {}: {e}", config_path.display()))
+        .map_err(|e| format!("ignoring leasectl.idle_threshold in {}: {e}", config_path.display()))
 }
 
 /// A config.yaml larger than this is not a config file: refused unread.

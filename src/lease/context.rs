@@ -302,7 +302,7 @@ pub fn idle_threshold(home: &Path, given: Option<Duration>) -> (Duration, Option
     }
     match super::config::read_idle_threshold(&home.join("config.yaml")) {
         Ok(d) => (d.unwrap_or(DEFAULT_IDLE), None),
-        Err(e) => (DEFAULT_IDLE, Some(format!("ignoring {e}; using {}", duration(DEFAULT_IDLE.as_secs_f64())))),
+        Err(e) => (DEFAULT_IDLE, Some(format!("{e}; using {}", duration(DEFAULT_IDLE.as_secs_f64())))),
     }
 }
 

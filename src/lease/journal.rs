@@ -24,8 +24,10 @@ pub struct Journal {
     files: std::collections::VecDeque<(PathBuf, std::fs::File)>,
     current: Option<(PathBuf, Lines)>,
     from: f64,
-    /// Lines skipped as unreadable, so far.
+    /// Lines skipped as unreadable, so far (files already read).
     pub bad_lines: u64,
+    /// Lines of the file being read that were not JSON events.
+    bad_in_current: u64,
     /// What could not be read, in words.
     pub warnings: Vec<String>,
 }
@@ -45,7 +47,8 @@ pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
         (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
     paths.push(file);
     let mut found = false;
-    let mut journal = Journal { files: Default::default(), current: None, from, bad_lines: 0, warnings: vec![] };
+    let mut journal =
+        Journal { files: Default::default(), current: None, from, bad_lines: 0, bad_in_current: 0, warnings: vec![] };
     for p in paths {
         match safe_file::open_read(&Spot::in_subdir(&p)) {
             Ok(Some(f)) => {
@@ -63,18 +66,20 @@ pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
 }
 
 impl Journal {
-    /// The warnings, with the count of skipped lines, once the journal has been read.
+    /// The warnings (files skipped, unreadable lines, each naming its file), once the
+    /// journal has been read.
     pub fn finish(mut self) -> Vec<String> {
         self.close_current();
-        if self.bad_lines > 0 {
-            self.warnings.push(format!("{} unreadable journal line(s) skipped", self.bad_lines));
-        }
         self.warnings
     }
 
     fn close_current(&mut self) {
         if let Some((path, lines)) = self.current.take() {
-            self.bad_lines += lines.counts.bad;
+            let bad = lines.counts.bad + std::mem::take(&mut self.bad_in_current);
+            self.bad_lines += bad;
+            if bad > 0 {
+                self.warnings.push(format!("skipped {bad} unreadable line(s) in {}", path.display()));
+            }
             if let Some(e) = lines.error {
                 self.warnings.push(format!("stopped reading {}: {e}", path.display()));
             }
@@ -109,7 +114,7 @@ impl Iterator for Journal {
                     }
                 }
             }
-            self.bad_lines += bad;
+            self.bad_in_current += bad;
             if got.is_some() {
                 return got;
             }

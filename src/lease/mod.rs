@@ -31,7 +31,9 @@ mod reparse;
 pub mod safe_file;
 pub mod store;
 
-pub use admin::{DoctorReport, LeaseView, PruneOptions, RemoteLease, Removal, Target, doctor, force_release, prune, snapshot};
+pub use admin::{
+    DoctorReport, LeaseView, PruneOptions, RemoteLease, Removal, Target, doctor, force_release, prune, snapshot,
+};
 pub use backend::{Change, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope, open, watch};
 pub use entry::{Entry, Problem, Rule};
 pub use error::{Error, InvalidRegistry};

@@ -295,7 +295,9 @@ impl Worker {
         }
         let store = self.stores.iter_mut().find(|s| *s.location() == location)?;
         let (what, result) = match effect {
-            Effect::Prune { .. } => ("prune".to_owned(), store.prune(lease::PruneOptions::default()).map(ActionOutcome::Removed)),
+            Effect::Prune { .. } => {
+                ("prune".to_owned(), store.prune(lease::PruneOptions::default()).map(ActionOutcome::Removed))
+            }
             Effect::ForceRelease { target, allow_live, .. } => {
                 let what = match target {
                     lease::Target::Lease(id) => {

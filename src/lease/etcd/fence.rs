@@ -424,12 +424,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bo
         }
     }
     let live_owner = !live.is_empty();
-    Ok(Removal {
-        removed: views.into_iter().map(|(v, _)| v).collect(),
-        dry_run,
-        live_owner,
-        ..Removal::default()
-    })
+    Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner, ..Removal::default() })
 }
 
 /// Revoke the leases of owners on this host whose pid is dead or recycled (the
