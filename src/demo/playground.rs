@@ -356,6 +356,7 @@ impl Playground {
         let home = self.sandbox.home().to_path_buf();
         let ended = now() - f64::from(hours_ago) * 3600.0;
         let written = (|| -> rusqlite::Result<()> {
+            // one door: the demo's own sandbox, which leasectl created (no user's home).
             let db = rusqlite::Connection::open(lease::context::state_db(&home))?;
             db.pragma_update(None, "journal_mode", "WAL")?;
             db.execute_batch(

@@ -33,6 +33,7 @@ impl Sandbox {
         for _ in 0..100 {
             let tag: String = crate::lease::ids::lease_id().chars().take(10).collect();
             let home = base.join(format!("leasectl-demo-{tag}"));
+            // one door: creating the sandbox itself (exclusively), not a file in a home.
             match std::fs::create_dir(&home) {
                 Ok(()) => return Ok(Sandbox { home, owned: true, owners: vec![] }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -44,6 +45,7 @@ impl Sandbox {
 
     /// A home the operator named: used as is, never removed.
     pub fn at(home: &Path) -> std::io::Result<Sandbox> {
+        // one door: the demo home the operator named is made, as the demo always did.
         std::fs::create_dir_all(home)?;
         Ok(Sandbox { home: home.to_path_buf(), owned: false, owners: vec![] })
     }
@@ -76,6 +78,7 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         self.kill_all();
         if self.owned {
+            // one door: removing the demo's own sandbox, which leasectl created.
             let _ = std::fs::remove_dir_all(&self.home);
         }
     }

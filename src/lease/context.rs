@@ -128,6 +128,7 @@ fn open(db: &Path) -> Result<Connection, String> {
     let immutable = wal_mode(db) && !(side("-wal") && side("-shm"));
     let uri = format!("file:{}{}", uri_path(db), if immutable { "?immutable=1" } else { "" });
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    // one door: SQLite opens by path; check_files has vetted state.db and its side files.
     let conn = Connection::open_with_flags(&uri, flags).map_err(|e| describe(&e))?;
     // Busy means "unknown for now", never a wait that would hold Hermes up.
     conn.busy_timeout(Duration::ZERO).map_err(|e| describe(&e))?;

@@ -164,15 +164,17 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let temp_files = store::leftover_temp_files(&reg.runtime_dir());
-    if !dry_run {
-        if let Some(dir) = safe_file::Dir::open(&Spot::in_home(&reg.runtime_dir()))
+    let runtime = if dry_run {
+        None
+    } else {
+        safe_file::Dir::open(&Spot::in_home(&reg.runtime_dir()))
             .map_err(|e| Error::io("open", &reg.runtime_dir(), e))?
-        {
-            for t in &temp_files {
-                // Removing a name, never following it (a symlink planted there goes, not its target).
-                dir.remove(t.file_name().unwrap_or_default())
-                    .map_err(|e| Error::io("remove a leftover temp file", t, e))?;
-            }
+    };
+    if let Some(dir) = runtime {
+        for t in &temp_files {
+            // Removing a name, never following it (a symlink planted there goes, not its target).
+            dir.remove(t.file_name().unwrap_or_default())
+                .map_err(|e| Error::io("remove a leftover temp file", t, e))?;
         }
     }
     let only_temps = |temp_files: Vec<PathBuf>| RepairReport {

@@ -368,8 +368,7 @@ impl Dir {
     /// The names in the directory (not `.`/`..`), unsorted.
     pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
         let mut out = Vec::new();
-        let mut dir = rustix::fs::Dir::read_from(&self.fd)?;
-        while let Some(entry) = dir.next() {
+        for entry in rustix::fs::Dir::read_from(&self.fd)? {
             let entry = entry?;
             let n = entry.file_name().to_bytes();
             if n != b"." && n != b".." {
@@ -629,7 +628,7 @@ mod tests {
         let home = dir.path();
         std::fs::create_dir(home.join("logs")).expect("mkdir");
         std::os::unix::fs::symlink("/etc/passwd", home.join("logs/link")).expect("symlink");
-        rustix::fs::mknodat(rustix::fs::CWD, &home.join("logs/fifo"), FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+        rustix::fs::mknodat(rustix::fs::CWD, home.join("logs/fifo"), FileType::Fifo, Mode::from_raw_mode(0o600), 0)
             .expect("mkfifo");
         std::os::unix::fs::symlink("/tmp", home.join("runtime")).expect("symlink");
         for rel in ["logs/link", "logs/fifo", "runtime/x", "../x"] {
