@@ -282,7 +282,7 @@ fn must_name(action: &str, rel: &str) -> bool {
     match action {
         "prune" | "force-release" => registry.contains(&rel) || audit.contains(&rel),
         "repair" => registry.contains(&rel),
-        "events" => rel.starts_with("logs/leasectl-events.jsonl") || rel == "logs",
+        "events" | "console" => rel.starts_with("logs/leasectl-events.jsonl") || rel == "logs",
         "doctor" => rel == "config.yaml" || rel.starts_with("state.db") || registry[..2].contains(&rel),
         _ => false,
     }
@@ -339,11 +339,12 @@ fn check(action: &str, rel: &str, plant: Plant) -> Vec<String> {
     failed
 }
 
-/// `events --follow --record --metrics-file` as a service would run it; root
+/// `--all-profiles events --follow --record --metrics-file` as a service would run it; root
 /// force-releases a lease while it runs: it must record it, and stop on SIGTERM.
 fn recorder(w: &World) -> Result<Ran, String> {
     let metrics = w.textfile.join("leasectl.prom");
-    let mut cmd = command(&w.home, &["events", "--follow", "--record", "-o", "json", "--metrics-file"]);
+    let mut cmd =
+        command(&w.home, &["--all-profiles", "events", "--follow", "--record", "-o", "json", "--metrics-file"]);
     cmd.arg(&metrics);
     let mut child = cmd.spawn().map_err(|e| format!("spawn: {e}"))?;
     let stdout = common::process::pump(child.stdout.take().expect("stdout"));
@@ -399,7 +400,11 @@ fn console(w: &World) -> Ran {
     let scope = Scope { locations: vec![location.clone()], discover_root: Some(w.home.clone()) };
     let mut worker = Worker::new(scope, Duration::from_secs(2), None);
     worker.reload();
-    let mut text = String::new();
+    // The console opens with the recorder's last day (a FIFO or link there must not hang it).
+    let mut app =
+        leasectl::tui::state::App::new(vec![location.clone()], leasectl::lease::now(), jiff::tz::TimeZone::UTC);
+    leasectl::tui::load_history(&mut app, std::slice::from_ref(&location), Some(&w.home));
+    let mut text: String = app.log.iter().map(|l| format!("{}\n", l.text)).collect();
     for effect in [
         Effect::Prune { location: location.clone() },
         Effect::ForceRelease {
