@@ -306,3 +306,48 @@ fn the_metrics_file_is_never_written_through_a_planted_link() {
     let text = fs::read_to_string(&metrics).expect("metrics");
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
 }
+
+/// Root's repair in a user's home leaves its backup to that user (0600, hers, readable
+/// by her), beside a registry that stays hers; a `.hermes` that is her symlink to a
+/// directory of root's is refused, not acted in.
+#[test]
+fn roots_repair_leaves_the_backup_to_the_homes_owner() {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to act as a second user (CI runs as root)");
+        return;
+    }
+    let (dir, home) = mallorys_home();
+    let out = as_mallory(&home, &["acquire", "S1", "--owner-pid", "1", "--json"]);
+    out.expect_exit(0);
+    let registry = home.join("runtime/active_sessions.json");
+    let text = fs::read(&registry).expect("registry");
+    fs::write(&registry, &text[..text.len() - 10]).expect("cut it short");
+    run(&home, &["doctor", "--repair", "--yes"]).expect_exit(0);
+    let backups: Vec<PathBuf> = fs::read_dir(home.join("runtime"))
+        .expect("runtime")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(".bak-"))
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    let m = fs::metadata(&backups[0]).expect("backup");
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (MALLORY, MALLORY, 0o600));
+    let m = fs::metadata(&registry).expect("registry");
+    assert_eq!((m.uid(), m.gid()), (MALLORY, MALLORY), "the repaired registry stays hers");
+    let mut cat = Command::new("cat");
+    cat.arg(&backups[0]).uid(MALLORY).gid(MALLORY);
+    Proc::run("cat the backup as its owner", cat).expect_exit(0);
+
+    // Her `.hermes` made a symlink to a directory of root's: root does not act there.
+    let roots = dir.path().join("roots");
+    fs::create_dir(&roots).expect("root's dir");
+    let link = dir.path().join("link-home");
+    symlink(&roots, &link).expect("symlink");
+    std::os::unix::fs::lchown(&link, Some(MALLORY), Some(MALLORY)).expect("lchown");
+    let me = std::process::id().to_string();
+    let out = run(&link, &["acquire", "S", "--owner-pid", &me]);
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.text().contains("symlink owned by uid 65534"), "{out:?}");
+    assert!(fs::read_dir(&roots).expect("roots").next().is_none(), "nothing created in root's directory");
+}

@@ -207,7 +207,12 @@ fn lease_events(location: &Location, events: &[LeaseEvent]) -> Vec<Value> {
             let (kind, detail) = match (ev.kind, by) {
                 (EventKind::Released | EventKind::Pruned, Some(r)) => {
                     let action = r["action"].as_str().unwrap_or("force-release");
-                    let kind = if action == "prune" { "pruned" } else { "force-released" };
+                    let kind = match action {
+                        "prune" => "pruned",
+                        // A release on the owner's behalf is a release, said by whom.
+                        "release-for-owner" => "released",
+                        _ => "force-released",
+                    };
                     let who = r["user"].as_str().or(r["uid"].as_u64().map(|_| "uid")).unwrap_or("?");
                     let detail = format!(
                         "by {who} on {}: {}",

@@ -103,10 +103,20 @@ fn is_root() -> bool {
 /// a symlink on it owned by another user must point to a directory of that same user
 /// (else `~/.hermes -> /root` would make root act in its own directory for mallory).
 fn open_home(home: &Path) -> io::Result<OwnedFd> {
-    if is_root() {
+    let root = is_root();
+    if root {
         check_symlinks_on(home)?;
     }
     let fd = rustix::fs::open(home, OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    if root {
+        // The path could have been swapped between the check and the open: check it again,
+        // and that it still names the directory that was opened.
+        check_symlinks_on(home)?;
+        let (named, opened) = (rustix::fs::stat(home)?, rustix::fs::fstat(&fd)?);
+        if (named.st_dev, named.st_ino) != (opened.st_dev, opened.st_ino) {
+            return Err(refusal(home, "changed while it was being opened"));
+        }
+    }
     Ok(fd)
 }
 
