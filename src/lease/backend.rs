@@ -205,20 +205,23 @@ struct LeaseWatch {
 const LEASE_WATCH_EVERY: Duration = Duration::from_millis(250);
 
 impl LeaseWatch {
-    fn start(path: PathBuf, lease_id: String, on_lost: OnLost) -> LeaseWatch {
+    /// Watch for `held`, or the entry its writer replaced it with (a re-acquire by the
+    /// same writer is not a loss).
+    fn start(path: PathBuf, held: Entry, on_lost: OnLost) -> LeaseWatch {
         use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
         let (stop, stopping) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = stopping.recv_timeout(LEASE_WATCH_EVERY) {
                 // An unreadable or invalid file says nothing either way: look again later.
                 let gone = match store::read(&path) {
-                    Ok(file) => !file.entries.iter().any(|e| e.lease_id() == lease_id),
+                    Ok(file) => fence::held_by_writer(&file.entries, &held).is_none(),
                     Err(_) => false,
                 };
                 if gone && matches!(stopping.try_recv(), Err(TryRecvError::Empty)) {
                     let at = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M:%S UTC");
                     on_lost(format!(
-                        "lease {lease_id} is no longer in {} (force-released or removed by hand, seen at {at})",
+                        "lease {} is no longer in {} (force-released or removed by hand, seen at {at})",
+                        held.lease_id(),
                         path.display()
                     ));
                     return;
@@ -336,10 +339,12 @@ impl LeaseStore for FileStore {
     }
 
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
-        if !grant.recorded {
-            return Ok(Released { removed: false, pruned: vec![] });
+        match (&grant.entry, grant.recorded) {
+            (_, false) => Ok(Released { removed: false, pruned: vec![] }),
+            // The writer may have re-acquired since: its entry now, whatever its id.
+            (Some(entry), true) => fence::release_held(&self.registry, entry, self.lock_timeout),
+            (None, true) => self.release(&grant.lease_id),
         }
-        self.release(&grant.lease_id)
     }
 
     fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
@@ -364,6 +369,7 @@ impl LeaseStore for FileStore {
         if !grant.recorded {
             return Ok(None);
         }
-        Ok(Some(Box::new(LeaseWatch::start(self.registry.path(), grant.lease_id.clone(), on_lost))))
+        let Some(entry) = grant.entry.clone() else { return Ok(None) };
+        Ok(Some(Box::new(LeaseWatch::start(self.registry.path(), entry, on_lost))))
     }
 }

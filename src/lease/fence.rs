@@ -110,6 +110,37 @@ fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
     existing.pid() == req.owner_pid && !held.is_empty() && !incoming.is_empty() && held == incoming
 }
 
+/// The entry that is `held`'s writer's now: `held` itself, or the entry the same writer
+/// replaced it with by re-acquiring the session (Hermes' re-entrancy: same pid, same
+/// start time, same non-empty live session id, same session). A re-acquire by the same
+/// writer is still the same owner, so `hold` and `run` follow it and release it.
+pub fn held_by_writer<'a>(entries: &'a [Entry], held: &Entry) -> Option<&'a Entry> {
+    entries.iter().find(|e| e.lease_id() == held.lease_id()).or_else(|| {
+        let live = held.live_session_id();
+        let same_start = |e: &Entry| match (e.process_start_time(), held.process_start_time()) {
+            (Some(a), Some(b)) => (a - b).abs() < 0.001,
+            (None, None) => true,
+            _ => false,
+        };
+        entries.iter().find(|e| {
+            !live.is_empty()
+                && e.pid() == held.pid()
+                && e.session_id() == held.session_id()
+                && e.live_session_id() == live
+                && same_start(e)
+        })
+    })
+}
+
+/// Release what a grant's writer holds now (see [`held_by_writer`]).
+pub fn release_held(reg: &Registry, held: &Entry, lock_timeout: Duration) -> Result<Released, Error> {
+    let current = {
+        let file = store::read(&reg.path())?;
+        held_by_writer(&file.entries, held).map(|e| e.lease_id().to_owned())
+    };
+    release(reg, current.as_deref().unwrap_or(held.lease_id()), lock_timeout)
+}
+
 /// Acquire a lease (spec §4). Every failure to coordinate is a refusal with
 /// `SESSION_COORDINATION_UNAVAILABLE`, and leaves the file exactly as it was.
 pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
