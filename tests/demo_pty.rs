@@ -462,3 +462,67 @@ fn demo_cleans_up_when_its_terminal_hangs_up() {
         proc_state(pid)
     );
 }
+
+/// The result panel's lines (the right half of the lines that hold both panels).
+fn result_lines(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|l| l.split_once("││").map(|(_, r)| r.trim_end().trim_end_matches('│').trim_end().to_owned()))
+        .collect()
+}
+
+/// What each tour step's result line starts with, from the step's own expectation.
+fn tour_outcome(expect: leasectl::demo::tour::Expect) -> String {
+    use leasectl::demo::tour::Expect;
+    match expect {
+        Expect::Refused(reason) => format!("✖ REFUSED {}", reason.code()),
+        Expect::GrantedAfterPrune | Expect::GrantedReplacing => "✔ GRANTED".into(),
+        Expect::LeakSuspect => "LEAK?: session ended".into(),
+    }
+}
+
+/// The guided tour read step by step: `t` for each of the 7 steps, with `pace` between
+/// keys. Each step's result line must say what the step explains, right away and still
+/// after the pause; owner #1 (the tour-1 tui owner) must outlive step 2's re-acquire by
+/// its own writer and be shown dead once step 4 kills it.
+fn tour_at(pace: Duration) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut demo = Demo::start(tmp.path());
+    demo.wait_ready(tmp.path());
+    let steps = leasectl::demo::tour::steps();
+    for (i, step) in steps.iter().enumerate() {
+        let n = format!("{}/7", i + 1);
+        let want = tour_outcome(step.expect);
+        demo.send(b"t");
+        let title = step.title.to_owned();
+        demo.wait_for(&format!("step {n}: {want}"), Duration::from_secs(8), |s| {
+            let lines = result_lines(s);
+            lines.first().is_some_and(|l| l.starts_with(&title)) && lines.iter().any(|l| l.starts_with(&want))
+        });
+        thread::sleep(pace);
+        let screen = demo.text();
+        let lines = result_lines(&screen);
+        assert!(
+            lines.first().is_some_and(|l| l.starts_with(&title)) && lines.iter().any(|l| l.starts_with(&want)),
+            "step {n} no longer shows {want:?} after {pace:?}:\n{screen}"
+        );
+        let owner_one = playground_lines(&screen).into_iter().find(|l| l.contains("tour-1 tui tab-1"));
+        if (2..4).contains(&(i + 1)) {
+            assert!(owner_one.as_deref().is_some_and(|l| l.starts_with('●')), "step {n}: owner #1 alive:\n{screen}");
+        }
+        if i + 1 >= 4 {
+            assert!(owner_one.as_deref().is_some_and(|l| l.starts_with('✖')), "step {n}: owner #1 dead:\n{screen}");
+        }
+    }
+}
+
+#[test]
+fn the_tour_shows_each_steps_outcome_as_fast_as_keys_come() {
+    tour_at(Duration::ZERO);
+}
+
+/// Longer than every interval an owner (250 ms) or the console (1 s tick) polls at.
+#[test]
+fn the_tour_shows_each_steps_outcome_at_a_readers_pace() {
+    tour_at(Duration::from_millis(1500));
+}
