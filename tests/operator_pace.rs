@@ -33,3 +33,73 @@ fn hold_follows_its_writers_reacquired_entry_and_releases_it() {
         home.entries().into_iter().filter_map(|e| e["lease_id"].as_str().map(str::to_owned)).collect();
     assert!(!left.contains(&second) && left.is_empty(), "hold released its writer's entry: {left:?}");
 }
+
+/// A typo is not a lease: `release zzzz1234` (never a lease id) and a prefix that
+/// matches nothing are exit 1 "no lease matches"; a whole lease id that is gone is the
+/// owner's idempotent release (exit 0).
+#[test]
+fn release_of_a_typo_is_an_error_and_of_a_gone_lease_is_not() {
+    let home = Home::new();
+    let me = std::process::id().to_string();
+    let out = home.run(&["acquire", "S", "--owner-pid", &me, "--json"]);
+    let id = out.json()["lease_id"].as_str().expect("id").to_owned();
+    for typo in ["zzzz1234", "beef", "0000000000000000000000000000000g"] {
+        let out = home.run(&["release", typo, "--owner-pid", &me]);
+        out.expect_exit(1);
+        assert!(out.stderr.contains("no lease matches"), "{out:?}");
+    }
+    home.run(&["release", &id, "--owner-pid", &me]).expect_exit(0);
+    let again = home.run(&["release", &id, "--owner-pid", &me]);
+    again.expect_exit(0);
+    assert!(again.stdout.contains("already gone"), "{again:?}");
+}
+
+/// A dry run writes nothing, anywhere: on a home without runtime/, prune --dry-run,
+/// force-release --dry-run and doctor --repair without --yes create no file.
+#[test]
+fn dry_runs_create_nothing() {
+    let home = Home::new();
+    for args in [
+        &["prune", "--dry-run"][..],
+        &["force-release", "--session", "S", "--dry-run"],
+        &["doctor", "--repair"],
+        &["ls"],
+        &["doctor"],
+    ] {
+        let _ = home.run(args);
+        assert!(!home.runtime().exists(), "{args:?} created {}", home.runtime().display());
+    }
+    // With a registry but no lock file: still nothing new.
+    std::fs::create_dir(home.runtime()).expect("runtime");
+    std::fs::write(home.registry(), "{\"entries\": []}").expect("registry");
+    for args in [&["prune", "--dry-run"][..], &["doctor", "--repair"]] {
+        let _ = home.run(args);
+        assert!(!home.lock_file().exists(), "{args:?} created the lock file");
+    }
+}
+
+/// `run`'s stdout is CMD's: with --json the grant goes to stderr as one JSON line.
+#[test]
+fn run_json_leaves_stdout_to_cmd() {
+    let home = Home::new();
+    let out = home.run(&["run", "S", "--json", "--", "echo", "X"]);
+    out.expect_exit(0);
+    assert_eq!(out.stdout, "X\n", "{out:?}");
+    let grant: serde_json::Value = serde_json::from_str(out.stderr.lines().next().unwrap_or_default()).expect("JSON");
+    assert_eq!(grant["granted"], true);
+}
+
+/// `hold` says what it released on every stop, Ctrl-C (SIGINT) included.
+#[test]
+fn hold_says_what_it_released_on_ctrl_c() {
+    let home = Home::new();
+    for (sig, name) in [(libc::SIGINT, "SIGINT"), (libc::SIGTERM, "SIGTERM")] {
+        let mut hold = home.spawn("hold", &["hold", "H", "--json"]);
+        let id = hold.json_line()["lease_id"].as_str().expect("id").to_owned();
+        hold.signal(sig);
+        let out = hold.finish();
+        out.expect_exit(0);
+        assert!(out.stderr.contains(&format!("{name}: released lease {id}")), "{out:?}");
+        assert!(home.entries().is_empty());
+    }
+}

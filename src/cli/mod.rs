@@ -514,9 +514,13 @@ fn acquire_reported_to(
     banner: Banner,
     waiting: &mut Waiting,
 ) -> Result<lease::Grant, i32> {
+    // run's stdout is CMD's: its JSON line goes to stderr, as its banner does.
+    let cmds_stdout = held && !matches!(banner, Banner::Stdout);
     let show = |v: &Value| {
-        if held {
-            use std::io::Write as _;
+        use std::io::Write as _;
+        if cmds_stdout {
+            let _ = writeln!(std::io::stderr(), "{v}");
+        } else if held {
             note_stdout(writeln!(std::io::stdout(), "{v}"));
         } else {
             print_json(v)
@@ -686,8 +690,19 @@ fn release(
 ) -> Result<i32, Failure> {
     let lease_id = &match name_lease(store, typed, elsewhere, "release")? {
         Named::Id(id) => id,
-        // Gone everywhere: the owner's release is idempotent.
-        Named::Nowhere => typed.to_owned(),
+        // A whole lease id gone everywhere: the owner's release is idempotent.
+        Named::Nowhere if lease::ids::is_lease_id(typed) => typed.to_owned(),
+        // A typo or a prefix that matches nothing was never a lease: not "already gone".
+        Named::Nowhere => {
+            return Err(Failure {
+                code: EXIT_ERROR,
+                message: format!(
+                    "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
+                    lease::human::escape(typed),
+                    store.location().describe()
+                ),
+            });
+        }
     };
     // --owner-pid is honoured only for a process the caller could signal (the same user,
     // or root): naming a stranger's pid must not take a live stranger's lease.
@@ -1041,7 +1056,7 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
             wake();
         }),
     )?;
-    signals.wait();
+    let signal = signals.wait();
     if let Some(r) = renewal {
         r.stop();
     }
@@ -1051,8 +1066,26 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
         // delay this exit past the TTL). Nobody renews it now, so it ends by itself.
         return Err(Failure { code: EXIT_LEASE_LOST, message: lost_message(&opts.session, &why) });
     }
-    store.release_grant(&grant)?;
+    let released = store.release_grant(&grant)?;
+    // Said on every stop (Ctrl-C included), on stderr: stdout keeps the one grant line.
+    let on = signal.map(signal_name).unwrap_or_else(|| "stop".into());
+    let what = if released.removed { "released" } else { "found already gone" };
+    say_err!(
+        "leasectl: hold: {on}: {what} lease {} of session {}",
+        grant.lease_id,
+        crate::lease::human::escape(&opts.session)
+    );
     Ok(EXIT_OK)
+}
+
+/// SIGINT, SIGTERM, SIGHUP by name; another number as it is.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
 }
 
 fn run_cmd(store: &mut dyn LeaseStore, a: &args::RunArgs, relay: u32, timeout: Duration) -> Result<i32, Failure> {

@@ -214,7 +214,9 @@ fn edit(
     choose: impl FnOnce(&[LeaseView]) -> Result<Vec<bool>, Error>,
 ) -> Result<Removal, Error> {
     let path = reg.path();
-    let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    // A dry run only looks, and a reader that only looks needs no lock (the registry is
+    // replaced whole by rename): it creates nothing, not even the lock file.
+    let guard = if dry_run { None } else { Some(lock::lock(&reg.lock_path(), lock_timeout)?) };
     let file = store::read(&path)?;
     let views = judge_all(file.entries);
     let chosen = choose(&views)?;
@@ -223,7 +225,7 @@ fn edit(
         if go { removed.push(view) } else { kept.push(view.entry) }
     }
     let live_owner = removed.iter().any(owner_may_be_alive);
-    if !dry_run && !removed.is_empty() {
+    if let Some(guard) = guard.filter(|_| !removed.is_empty()) {
         store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
     }
     Ok(Removal { removed, dry_run, live_owner, ..Removal::default() })

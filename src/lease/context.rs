@@ -291,8 +291,12 @@ fn number(v: SqlValue) -> Option<f64> {
     }
 }
 
+/// How far ahead of this clock a time from state.db may be and still be believed (two
+/// clocks a little apart); later is not "now" but unknown.
+const CLOCK_SKEW: f64 = 60.0;
+
 fn sane(t: Option<f64>, now: f64) -> Option<f64> {
-    t.filter(|t| t.is_finite() && *t >= SANE_FROM && *t <= now + 86_400.0)
+    t.filter(|t| t.is_finite() && *t >= SANE_FROM && *t <= now + CLOCK_SKEW)
 }
 
 /// The idle threshold for a home: `given` (the command line), else its config.yaml's
@@ -369,6 +373,14 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_in_the_future_is_unknown_not_now() {
+        let now = 1_800_000_000.0;
+        assert_eq!(sane(Some(now + 3600.0), now), None, "an ended_at an hour ahead has not happened");
+        assert_eq!(sane(Some(now + 30.0), now), Some(now + 30.0), "a little skew is believed");
+        assert_eq!(sane(Some(now - 3600.0), now), Some(now - 3600.0));
+    }
 
     #[test]
     fn idle_thresholds_read_like_people_write_them() {

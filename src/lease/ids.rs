@@ -6,6 +6,11 @@ pub fn lease_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// True for a whole lease id as Hermes makes them: 32 lowercase hex digits (uuid4().hex).
+pub fn is_lease_id(text: &str) -> bool {
+    text.len() == 32 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// A random u64 from the kernel.
 pub fn random_u64() -> Result<u64, getrandom::Error> {
     getrandom::u64()

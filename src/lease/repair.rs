@@ -162,7 +162,8 @@ fn salvage(text: &str) -> Vec<Value> {
 /// A valid or missing registry is left alone.
 pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<RepairReport, Error> {
     let path = reg.path();
-    let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    // A dry run only looks: no lock, so nothing (not even the lock file) is created.
+    let guard = if dry_run { None } else { Some(lock::lock(&reg.lock_path(), lock_timeout)?) };
     let temp_files = store::leftover_temp_files(&reg.runtime_dir());
     let runtime = if dry_run {
         None
@@ -200,9 +201,9 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
         )));
     }
     let plan = plan(&bytes, &mut Prober::new());
-    if dry_run {
+    let Some(guard) = guard else {
         return Ok(RepairReport { plan, backup: None, invalid: true, needed: true, temp_files });
-    }
+    };
     let backup = write_backup(&path, &bytes)?;
     let file = store::RegistryFile { entries: plan.kept.clone(), extra: plan.extra.clone() };
     store::write(&guard, &path, &file)?;
