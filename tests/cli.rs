@@ -246,13 +246,15 @@ fn run_gives_cmd_the_lease_releases_it_after_and_skips_cmd_on_refusal() {
     let home = Home::new();
     let out = home.run(&["run", "S", "--json", "--", "sh", "-c", "echo \"$LEASECTL_LEASE_ID $LEASECTL_SESSION_ID\""]);
     out.expect_exit(0);
+    // stdout is CMD's alone; the grant is the first line on stderr.
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{out:?}");
-    let grant: Value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("grant line ({e}): {out:?}"));
+    assert_eq!(lines.len(), 1, "{out:?}");
+    let first = out.stderr.lines().next().unwrap_or_default();
+    let grant: Value = serde_json::from_str(first).unwrap_or_else(|e| panic!("grant line ({e}): {out:?}"));
     assert_eq!(grant["granted"], true);
     let lease_id = str_of(&grant, "lease_id");
     assert!(is_lease_id(lease_id), "{lease_id}");
-    assert_eq!(lines[1], format!("{lease_id} S"), "CMD sees LEASECTL_LEASE_ID and LEASECTL_SESSION_ID");
+    assert_eq!(lines[0], format!("{lease_id} S"), "CMD sees LEASECTL_LEASE_ID and LEASECTL_SESSION_ID");
     assert_eq!(home.entries(), Vec::<Value>::new(), "released after CMD exits");
 
     home.run(&["run", "S", "--", "sh", "-c", "exit 7"]).expect_exit(7);
@@ -1079,7 +1081,7 @@ fn a_lease_removed_under_hold_or_run_is_noticed_and_exits_6() {
     assert!(out.stderr.contains("lost the lease"), "{out:?}");
     // run: its CMD is stopped, then it exits 6.
     let mut run = home.spawn("run", &["run", "S-run", "--json", "--", "sleep", "30"]);
-    let grant = run.json_line();
+    let grant = run.err_json_line();
     let id = str_of(&grant, "lease_id").to_owned();
     let sleep = wait_child_named(wait_child_named(run.pid(), "leasectl"), "sleep");
     home.run(&["force-release", &id, "--live"]).expect_exit(0);

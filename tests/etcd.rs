@@ -227,7 +227,12 @@ impl Proc {
 fn start_holding(endpoint: &str, prefix: &str, args: &[&str]) -> (Proc, Value) {
     let mut child =
         leasectl(endpoint, prefix, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn leasectl");
-    let stdout = child.stdout.take().expect("piped stdout");
+    // run's grant line is on stderr (its stdout is CMD's); hold's on stdout.
+    let stdout: Box<dyn std::io::Read + Send> = if args.first() == Some(&"run") {
+        Box::new(child.stderr.take().expect("piped stderr"))
+    } else {
+        Box::new(child.stdout.take().expect("piped stdout"))
+    };
     let proc = Proc(common::Reaped(child));
     let (tx, rx) = std::sync::mpsc::channel();
     thread::spawn(move || {

@@ -292,7 +292,7 @@ fn must_name(action: &str, rel: &str) -> bool {
 fn check(action: &str, rel: &str, plant: Plant) -> Vec<String> {
     let w = World::new();
     let planted = w.plant(rel, plant);
-    if action == "repair" && !rel.starts_with("runtime") {
+    if action == "repair" && rel != "runtime" && rel != "runtime/active_sessions.json" {
         // An invalid registry (cut short), so the repair writes a backup and a new file.
         let reg = w.home.join("runtime/active_sessions.json");
         let text = fs::read(&reg).expect("registry");

@@ -57,7 +57,7 @@ fn sigkill_of_leasectl_never_frees_the_session_while_cmds_work_runs() {
     let file = path_in(&home, "left");
     let script = format!("{} wait", leftover(&file, 60, false));
     let mut run = home.spawn("run S", &["run", "S", "--json", "--", "sh", "-c", &script]);
-    let grant = run.json_line();
+    let grant = run.err_json_line();
     assert_eq!(grant["granted"], true, "{grant}");
     let left = Watched::from_file(&file);
     run.signal(libc::SIGKILL);
@@ -121,7 +121,7 @@ fn a_lost_lease_stops_every_process_of_the_work() {
     let file = path_in(&home, "left");
     let script = format!("{} wait", leftover(&file, 60, true));
     let mut run = home.spawn("run S", &["run", "S", "--json", "--", "sh", "-c", &script]);
-    let id = str_of(&run.json_line(), "lease_id").to_owned();
+    let id = str_of(&run.err_json_line(), "lease_id").to_owned();
     let left = Watched::from_file(&file);
     home.run(&["force-release", &id, "--live"]).expect_exit(0);
     let out = run.finish();
@@ -138,7 +138,7 @@ fn sigterm_reaches_every_process_of_the_work() {
     let f = file.display();
     let script = format!("setsid -f sh -c 'echo $$ > {f}.tmp; mv {f}.tmp {f}; exec sleep 60'; sleep 60");
     let mut run = home.spawn("run S", &["run", "S", "--json", "--", "sh", "-c", &script]);
-    run.json_line();
+    run.err_json_line();
     let left = Watched::from_file(&file);
     run.signal(libc::SIGTERM);
     let out = run.finish();

@@ -101,7 +101,7 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
                 }
             }
             for line in &lines {
-                print_line(f.format, line);
+                // Recorded first: a reader who has seen the line can find it in the journal.
                 if f.record
                     && line["event"] != "present"
                     && line["event"] != "following"
@@ -118,6 +118,7 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
                         journal_file(&reg.home).display()
                     );
                 }
+                print_line(f.format, line);
             }
             changed |= !lines.is_empty();
         }

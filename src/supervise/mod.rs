@@ -178,14 +178,21 @@ impl StopSignals {
             let own_group = family::own_process_group();
             let mut signals = self.signals;
             std::thread::spawn(move || {
+                // The relay's death is one event however often it is signalled: the
+                // parent-death signal fires again as the keeper is re-parented from the
+                // relay's thread to another of its threads, then out of it. A second Stop
+                // would end the grace at once.
+                let mut relay_gone_told = false;
                 for info in signals.forever() {
                     // A terminal's signal reached CMD's foreground group already: passing it
                     // on would make it two. Members that left the group still need it.
                     let skip = from_terminal(&info).then_some(own_group);
                     signal_work(info.si_signo, skip);
                     if let Supervision::Keeper { relay } = how
+                        && !relay_gone_told
                         && keeper::relay_gone(relay)
                     {
+                        relay_gone_told = true;
                         let _ = stop_tx.send(Stopper::Stop(StopWhy::RelayGone));
                     }
                 }

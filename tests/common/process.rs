@@ -192,6 +192,16 @@ impl Proc {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{}: stdout line is not JSON ({e}): {line}", self.label))
     }
 
+    /// The next stderr line, parsed as one JSON value (`run --json`'s grant: its stdout is CMD's).
+    pub fn err_json_line(&self) -> Value {
+        let line = self
+            .stderr
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("{}: no stderr line within {WAIT:?} ({e})", self.label));
+        serde_json::from_str(line.trim_end())
+            .unwrap_or_else(|e| panic!("{}: stderr line is not JSON ({e}): {line}", self.label))
+    }
+
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
