@@ -198,7 +198,8 @@ fn listed(endpoint: &str, prefix: &str) -> Vec<Value> {
 }
 
 /// A `leasectl` child killed and reaped when dropped.
-struct Proc(common::Reaped);
+/// A holder, and (for `run`, whose grant line comes on stderr) the rest of its stderr, read on a thread.
+struct Proc(common::Reaped, Option<thread::JoinHandle<String>>);
 
 impl Proc {
     fn signal(&self, sig: i32) {
@@ -215,6 +216,9 @@ impl Proc {
                 if let Some(mut e) = self.0.stderr.take() {
                     let _ = std::io::Read::read_to_string(&mut e, &mut err);
                 }
+                if let Some(rest) = self.1.take() {
+                    err.push_str(&rest.join().unwrap_or_default());
+                }
                 return (status.code(), err, start.elapsed());
             }
             assert!(start.elapsed() < deadline, "leasectl did not exit within {deadline:?}");
@@ -227,19 +231,25 @@ impl Proc {
 fn start_holding(endpoint: &str, prefix: &str, args: &[&str]) -> (Proc, Value) {
     let mut child =
         leasectl(endpoint, prefix, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn leasectl");
-    // run's grant line is on stderr (its stdout is CMD's); hold's on stdout.
-    let stdout: Box<dyn std::io::Read + Send> = if args.first() == Some(&"run") {
+    // run's grant line is on stderr (its stdout is CMD's), and the rest of stderr is
+    // kept for wait_exit; hold's grant is on stdout.
+    let run = args.first() == Some(&"run");
+    let stream: Box<dyn std::io::Read + Send> = if run {
         Box::new(child.stderr.take().expect("piped stderr"))
     } else {
         Box::new(child.stdout.take().expect("piped stdout"))
     };
-    let proc = Proc(common::Reaped(child));
     let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
+    let reader = thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(stream);
         let mut line = String::new();
-        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = std::io::BufRead::read_line(&mut reader, &mut line);
         let _ = tx.send(line);
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+        rest
     });
+    let proc = Proc(common::Reaped(child), run.then_some(reader));
     let line = rx.recv_timeout(Duration::from_secs(10)).expect("the holder printed its grant within 10s");
     let grant: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("grant line is not JSON ({e}): {line:?}"));
     assert_eq!(grant["granted"], true, "not granted: {grant}");
