@@ -412,7 +412,7 @@ fn console(w: &World) -> Ran {
             target: Target::Session("S-dead".into()),
             allow_live: false,
         },
-        Effect::Repair { location: location.clone() },
+        Effect::Repair { location: location.clone(), force: false },
     ] {
         text.push_str(&format!("{:?}\n", worker.act(&effect)));
     }

@@ -305,11 +305,25 @@ fn repair_is_planned_confirmed_then_run() {
         Event::RepairPlanned {
             location: registry("root"),
             result: Ok(vec!["keep 3 valid lease(s)".into(), "drop entry 3 (lease x): pid is a bool".into()]),
+            needs_force: false,
         },
     );
     assert!(matches!(app.dialog, Some(Dialog::ConfirmRepair { .. })));
-    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Repair { location: registry("root") }]);
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Repair { location: registry("root"), force: false }]);
     assert!(app.dialog.is_none());
+    // A repair that may lose a live owner's lease: y does nothing, F (the key that opened
+    // it) neither; only ! runs it, forced.
+    update(
+        &mut app,
+        Event::RepairPlanned {
+            location: registry("root"),
+            result: Ok(vec!["unreadable from byte 120 on: the entries that stood there are lost".into()]),
+            needs_force: true,
+        },
+    );
+    assert!(key(&mut app, KeyCode::Char('y')).is_empty() && key(&mut app, KeyCode::Char('F')).is_empty());
+    assert!(app.dialog.is_some());
+    assert_eq!(key(&mut app, KeyCode::Char('!')), vec![Effect::Repair { location: registry("root"), force: true }]);
 }
 
 #[test]

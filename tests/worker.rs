@@ -166,11 +166,16 @@ fn a_console_repair_is_recorded() {
     let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     worker.reload();
-    let effect = leasectl::tui::event::Effect::Repair { location: Location::File(root.clone()) };
+    let effect = leasectl::tui::event::Effect::Repair { location: Location::File(root.clone()), force: false };
     worker.act(&effect).expect("an answer");
     let text = std::fs::read_to_string(lease::audit::audit_file(dir.path())).expect("the audit file");
     let record: serde_json::Value = serde_json::from_str(text.trim_end()).expect("one JSON line");
     assert_eq!(record["action"], "repair");
     assert_eq!(record["command"], "leasectl console: repair");
-    assert!(record["dropped"]["summary"].as_str().is_some_and(|s| s.contains("dropped 1")), "{record}");
+    // The same record as the CLI's: what was kept and dropped, and the backup.
+    assert_eq!(record["dropped"].as_array().map(Vec::len), Some(1), "{record}");
+    assert_eq!(record["dropped"][0]["entry"], 1, "{record}");
+    assert_eq!(record["kept"].as_array().map(Vec::len), Some(1), "{record}");
+    let backup = record["backup"].as_str().expect("the backup's path");
+    assert!(std::path::Path::new(backup).is_file(), "{record}");
 }

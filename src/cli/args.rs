@@ -130,9 +130,12 @@ pub enum Command {
     #[command(after_help = "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json")]
     Prune(PruneArgs),
     /// Check registries: validation, conflicts, temp files, the lock (non-zero exit on problems)
-    #[command(after_help = "--repair rewrites an invalid registry: every valid entry is kept, only the invalid \
-                            ones (listed) are dropped, a live owner's lease is never dropped, and the exact old \
-                            bytes are kept beside it as active_sessions.json.bak-YYYYMMDD-HHMMSS (mode 0600).\n\n\
+    #[command(after_help = "--repair rewrites an invalid registry: every valid entry is kept, an entry cut short \
+                            after its lease id, session id, pid and start time is restored, only the others \
+                            (listed, with their owner's liveness) are dropped, and the exact old bytes are kept \
+                            beside it as active_sessions.json.bak-YYYYMMDD-HHMMSS (mode 0600). A repair that \
+                            would lose a lease whose owner may be alive (a live owner's invalid entry, or a file \
+                            cut short, whose lost entries nobody can name) is refused unless --force.\n\n\
                             Example:\n  leasectl doctor --all-profiles\n  leasectl doctor --repair --yes")]
     Doctor(DoctorArgs),
     /// Hold a lease while CMD and every process it starts run; CMD does not run on refusal
@@ -227,6 +230,10 @@ pub struct DoctorArgs {
     /// With --repair: do not ask
     #[arg(long, requires = "repair")]
     pub yes: bool,
+    /// With --repair: repair even if a lease whose owner may be alive is lost (a
+    /// dropped entry of a live owner, or a file cut short: what followed is unknown)
+    #[arg(long, requires = "repair")]
+    pub force: bool,
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,

@@ -190,7 +190,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             },
             a.json,
         ),
-        Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.json),
+        Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.force, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json),
         Command::Run(a) => match keeper::role() {
             // The process a script started: the work runs under a keeper it starts.
@@ -923,12 +923,13 @@ fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Fail
     Ok(if bad { EXIT_ERROR } else { EXIT_OK })
 }
 
-fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Result<i32, Failure> {
+fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, force: bool, as_json: bool) -> Result<i32, Failure> {
+    use lease::repair::RepairOptions;
     use std::io::{BufRead, IsTerminal, Write};
     let mut results = Vec::new();
     for store in stores {
         let (name, place) = (store.location().name().to_owned(), store.location().describe());
-        let plan = store.repair(true)?;
+        let plan = store.repair(RepairOptions { dry_run: true, force })?;
         if !plan.needed {
             if !as_json {
                 say!("{name} ({place}): valid, nothing to repair");
@@ -945,6 +946,18 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
             for t in &plan.temp_files {
                 say!("  remove a crashed writer's temp file: {}", lease::human::escape(&t.display().to_string()));
             }
+        }
+        let risks = plan.plan.live_risks();
+        if !risks.is_empty() && !force {
+            return Err(Failure {
+                code: EXIT_ERROR,
+                message: format!(
+                    "not repairing {place}: it would lose leases whose owners may be alive ({}). A live owner \
+                     keeps writing its session; losing its lease lets a second writer in. Pass --force to repair \
+                     anyway.",
+                    lease::human::escape(&risks.join("; "))
+                ),
+            });
         }
         if !yes {
             if !std::io::stdin().is_terminal() {
@@ -963,17 +976,12 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
                 continue;
             }
         }
-        let done = store.repair(false)?;
-        let dropped = json!({
-            "dropped": done.plan.dropped.iter().map(|d| json!({"entry": d.index, "lease_id": d.lease_id, "why": d.why})).collect::<Vec<_>>(),
-            "rekeyed": done.plan.rekeyed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
-            "removed_temp_files": done.temp_files.iter().map(|t| t.display().to_string()).collect::<Vec<_>>(),
-        });
+        let done = store.repair(RepairOptions { dry_run: false, force })?;
         report_audit(lease::audit::repair(
             store.location(),
             &lease::audit::Actor::this_command(),
-            dropped,
-            done.backup.as_deref(),
+            &done,
+            !done.plan.live_risks().is_empty(),
         ));
         let backup = done.backup.as_ref().map(|b| b.display().to_string());
         if !as_json {
@@ -988,16 +996,13 @@ fn repair(stores: &mut [Box<dyn LeaseStore>], yes: bool, as_json: bool) -> Resul
                 say!("removed {} leftover temp file(s)", done.temp_files.len());
             }
         }
-        results.push(json!({
-            "profile": name,
-            "path": place,
-            "repaired": done.needed,
-            "backup": backup,
-            "kept": done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
-            "dropped": done.plan.dropped.iter().map(|d| json!({"entry": d.index, "lease_id": d.lease_id, "why": d.why})).collect::<Vec<_>>(),
-            "rekeyed": done.plan.rekeyed.iter().map(|(a, b)| json!({"from": a, "to": b})).collect::<Vec<_>>(),
-            "removed_temp_files": done.temp_files.iter().map(|t| t.display().to_string()).collect::<Vec<_>>(),
-        }));
+        let mut result = json!({"profile": name, "path": place, "repaired": done.needed});
+        if let (Some(map), Value::Object(details)) = (result.as_object_mut(), done.to_json()) {
+            map.extend(details);
+        }
+        // Whole entries here (the audit keeps their ids).
+        result["kept"] = done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>().into();
+        results.push(result);
     }
     if as_json {
         print_json(&json!({ "registries": results }));

@@ -509,9 +509,35 @@ pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan)
         let _ = writeln!(s, "  the JSON is broken: {} complete entr(ies) salvaged", plan.found);
     }
     let _ = writeln!(s, "  keep {} valid lease(s)", plan.kept.len());
+    for r in &plan.restored {
+        let _ = writeln!(
+            s,
+            "  restore entry {} (lease {}, session {}), cut short: rebuilt {}",
+            r.index,
+            escape(&r.lease_id),
+            escape(&r.session_id),
+            r.rebuilt.join(", ")
+        );
+    }
     for d in &plan.dropped {
         let id = d.lease_id.as_deref().unwrap_or("-");
-        let _ = writeln!(s, "  drop entry {} (lease {}): {}", d.index, escape(id), escape(&d.why));
+        let _ = writeln!(
+            s,
+            "  drop entry {} (lease {}, session {}, pid {}, owner {}): {}",
+            d.index,
+            escape(id),
+            escape(d.session_id.as_deref().unwrap_or("-")),
+            d.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            d.owner.as_deref().unwrap_or("unknown"),
+            escape(&d.why)
+        );
+    }
+    if let Some(at) = plan.cut_at {
+        let _ = writeln!(s, "  unreadable from byte {at} on: the entries that stood there are lost, whoever held them");
+    }
+    let risks = plan.live_risks();
+    if !risks.is_empty() {
+        let _ = writeln!(s, "  NEEDS --force: leases whose owners may be alive would be lost");
     }
     for (from, to) in &plan.rekeyed {
         let _ = writeln!(s, "  duplicate lease id {from} held by a live owner: kept under the new id {to}");

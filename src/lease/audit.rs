@@ -72,12 +72,12 @@ pub fn removal(action: &str, location: &Location, actor: &Actor, r: &Removal) ->
     write(location, &record_of(action, location, actor, &r.removed, r.live_owner))
 }
 
-/// Record a repair: what was dropped and where the old bytes are.
-pub fn repair(location: &Location, actor: &Actor, dropped: Value, backup: Option<&Path>) -> Vec<String> {
-    let mut rec = record_of("repair", location, actor, &[], false);
-    if let Some(map) = rec.as_object_mut() {
-        map.insert("dropped".into(), dropped);
-        map.insert("backup".into(), backup.map(|b| b.display().to_string()).into());
+/// Record a repair: every entry kept, restored, dropped and lost, and where the old
+/// bytes are (the report's own JSON, the same from the CLI and the console).
+pub fn repair(location: &Location, actor: &Actor, report: &super::repair::RepairReport, forced: bool) -> Vec<String> {
+    let mut rec = record_of("repair", location, actor, &[], forced);
+    if let (Some(map), Value::Object(details)) = (rec.as_object_mut(), report.to_json()) {
+        map.extend(details);
     }
     write(location, &rec)
 }

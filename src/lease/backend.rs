@@ -78,7 +78,7 @@ pub trait LeaseStore: Send {
     /// Everything `doctor` checks; only a registry file has a doctor.
     fn doctor(&mut self) -> Result<DoctorReport, Error>;
     /// `doctor --repair`; only a registry file can be repaired.
-    fn repair(&mut self, dry_run: bool) -> Result<RepairReport, Error>;
+    fn repair(&mut self, opts: repair::RepairOptions) -> Result<RepairReport, Error>;
     /// Keep a grant alive while its holder runs. `None`: nothing needs renewing (a
     /// registry file lease lasts as long as its owner process).
     fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error>;
@@ -359,8 +359,8 @@ impl LeaseStore for FileStore {
         Ok(admin::doctor_with(&self.registry, self.idle_threshold))
     }
 
-    fn repair(&mut self, dry_run: bool) -> Result<RepairReport, Error> {
-        repair::repair(&self.registry, dry_run, self.lock_timeout)
+    fn repair(&mut self, opts: repair::RepairOptions) -> Result<RepairReport, Error> {
+        repair::repair(&self.registry, opts, self.lock_timeout)
     }
 
     /// A registry file lease lasts as long as its owner, so nothing renews it; but it can

@@ -16,12 +16,39 @@ use super::paths::Registry;
 use super::safe_file::{self, Spot};
 use super::{lock, store};
 
-/// One entry repair leaves out, and why.
-#[derive(Debug, Clone, PartialEq)]
+/// One entry repair leaves out, and why, with its owner as far as it can be read.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Dropped {
     pub index: usize,
     pub lease_id: Option<String>,
+    pub session_id: Option<String>,
+    pub pid: Option<u64>,
+    /// The owner's liveness now, in words, when its pid could be read.
+    pub owner: Option<String>,
+    /// Its owner is or may be alive and it fences a session: dropping it could let a
+    /// second writer in, so the repair needs `--force`.
+    pub may_be_live: bool,
     pub why: String,
+}
+
+/// An entry the file cut short after its identifying fields (lease id, session id,
+/// pid, start time), restored with the fields Hermes writes that it lacked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restored {
+    pub index: usize,
+    pub lease_id: String,
+    pub session_id: String,
+    /// The fields rebuilt (surface as null, started_at/updated_at as now).
+    pub rebuilt: Vec<String>,
+}
+
+/// What a repair is asked to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepairOptions {
+    /// Plan only: change nothing, take no lock.
+    pub dry_run: bool,
+    /// Repair even when a lease whose owner may be alive would be lost.
+    pub force: bool,
 }
 
 /// What a repair keeps, drops and changes.
@@ -35,7 +62,40 @@ pub struct RepairPlan {
     pub found: usize,
     /// True when the JSON itself was broken and entries were salvaged one by one.
     pub salvaged: bool,
+    /// Entries cut short and restored (also in `kept`).
+    pub restored: Vec<Restored>,
+    /// Where the file stops being readable, when something unreadable follows the last
+    /// entry read: whatever entries stood there are unknown, and may be live owners'.
+    pub cut_at: Option<usize>,
     extra: Map<String, Value>,
+}
+
+impl RepairPlan {
+    /// Why this repair could lose a live owner's lease (empty when it cannot): such a
+    /// repair is refused without `--force`.
+    pub fn live_risks(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .dropped
+            .iter()
+            .filter(|d| d.may_be_live)
+            .map(|d| {
+                format!(
+                    "entry {} (session {}, pid {}) is dropped and its owner is {}",
+                    d.index,
+                    d.session_id.as_deref().unwrap_or("?"),
+                    d.pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
+                    d.owner.as_deref().unwrap_or("unknown")
+                )
+            })
+            .collect();
+        if let Some(at) = self.cut_at {
+            out.push(format!(
+                "the file is unreadable from byte {at} on: the entries that stood there are lost, and nobody can \
+                 tell whose they were"
+            ));
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,11 +111,34 @@ pub struct RepairReport {
     pub needed: bool,
 }
 
+impl RepairReport {
+    /// The whole report as JSON: what `doctor --repair --json` prints and the audit
+    /// record keeps (one shape for the CLI and the console).
+    pub fn to_json(&self) -> Value {
+        let p = &self.plan;
+        serde_json::json!({
+            "backup": self.backup.as_ref().map(|b| b.display().to_string()),
+            "kept": p.kept.iter().map(|e| e.lease_id().to_owned()).collect::<Vec<_>>(),
+            "restored": p.restored.iter().map(|r| serde_json::json!({
+                "entry": r.index, "lease_id": r.lease_id, "session_id": r.session_id, "rebuilt": r.rebuilt,
+            })).collect::<Vec<_>>(),
+            "dropped": p.dropped.iter().map(|d| serde_json::json!({
+                "entry": d.index, "lease_id": d.lease_id, "session_id": d.session_id, "pid": d.pid,
+                "owner": d.owner, "may_be_live": d.may_be_live, "why": d.why,
+            })).collect::<Vec<_>>(),
+            "lost_after_byte": p.cut_at,
+            "rekeyed": p.rekeyed.iter().map(|(a, b)| serde_json::json!({"from": a, "to": b})).collect::<Vec<_>>(),
+            "removed_temp_files": self.temp_files.iter().map(|t| t.display().to_string()).collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Plan a repair of these bytes (pure apart from liveness probes).
 pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = String::from_utf8_lossy(bytes);
     let mut out = RepairPlan::default();
+    let mut tail: Option<Map<String, Value>> = None;
     let items: Vec<Value> = match serde_json::from_str::<Value>(&text) {
         Ok(Value::Array(list)) => list,
         Ok(Value::Object(mut map)) => {
@@ -69,17 +152,19 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
         Ok(_) => vec![],
         Err(_) => {
             out.salvaged = true;
-            salvage(&text)
+            let found = salvage(&text);
+            out.cut_at = found.cut_at;
+            tail = found.tail;
+            found.items
         }
     };
     out.found = items.len();
     let mut seen: HashSet<String> = HashSet::new();
     let mut kept_values: Vec<Value> = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
-        let lease_id = item.get("lease_id").and_then(Value::as_str).map(str::to_owned);
         // Validate without the duplicate rule; duplicates are decided below.
         match Entry::from_value(index, item.clone(), &HashSet::<String>::new()) {
-            Err(problems) => out.dropped.push(Dropped { index, lease_id, why: join(&problems) }),
+            Err(problems) => out.dropped.push(dropped(index, &item, join(&problems), prober)),
             Ok(entry) => {
                 let id = entry.lease_id().to_owned();
                 if !seen.contains(&id) {
@@ -87,7 +172,10 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                     kept_values.push(item);
                     out.kept.push(entry);
                 } else if kept_values.contains(&item) {
-                    out.dropped.push(Dropped { index, lease_id, why: "an exact copy of an earlier entry".into() });
+                    // The same lease stays: nothing is lost with its copy.
+                    let mut d = dropped(index, &item, "an exact copy of an earlier entry".into(), prober);
+                    d.may_be_live = false;
+                    out.dropped.push(d);
                 } else if prober.judge(&entry) == Liveness::Alive {
                     // Its owner is alive: dropping it would free its session to a second writer.
                     let fresh = rekeyed_id(&id, index, &item, &seen);
@@ -100,16 +188,89 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                         out.kept.push(e);
                     }
                 } else {
-                    out.dropped.push(Dropped {
-                        index,
-                        lease_id,
-                        why: format!("duplicate lease id, and its owner is {}", prober.judge(&entry).explain()),
-                    });
+                    let why = format!("duplicate lease id, and its owner is {}", prober.judge(&entry).explain());
+                    out.dropped.push(dropped(index, &item, why, prober));
                 }
             }
         }
     }
+    if let Some(partial) = tail {
+        restore(partial, out.found, &mut out, &mut seen, prober);
+    }
     out
+}
+
+/// A dropped entry, with its owner judged now as far as its fields can be read.
+fn dropped(index: usize, item: &Value, why: String, prober: &mut Prober) -> Dropped {
+    let text = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_owned);
+    let pid = item
+        .get("pid")
+        .and_then(|p| p.as_u64().or_else(|| p.as_str().and_then(|s| s.trim().parse().ok())))
+        .filter(|p| *p > 0);
+    let session_id = text("session_id");
+    let verdict = pid.map(|p| {
+        let start = item.get("process_start_time").and_then(Value::as_f64);
+        super::liveness::judge_state(&prober.state(p), start)
+    });
+    // A blank session fences nothing; an unreadable pid cannot be proven dead.
+    let fences = session_id.as_deref().is_some_and(|s| !super::entry::py_is_blank(s));
+    let may_be_live = fences && verdict.as_ref().is_none_or(super::admin::may_be_alive);
+    Dropped {
+        index,
+        lease_id: text("lease_id"),
+        session_id,
+        pid,
+        owner: verdict.map(|v| v.explain()),
+        may_be_live,
+        why,
+    }
+}
+
+/// The entry the cut ran through: restored when its identifying fields were read,
+/// else dropped (named as far as it can be read).
+fn restore(
+    mut partial: Map<String, Value>,
+    index: usize,
+    out: &mut RepairPlan,
+    seen: &mut HashSet<String>,
+    prober: &mut Prober,
+) {
+    let has = |m: &Map<String, Value>, k: &str| m.get(k).is_some();
+    let identified = has(&partial, "lease_id")
+        && has(&partial, "session_id")
+        && has(&partial, "pid")
+        && has(&partial, "process_start_time");
+    let mut rebuilt = Vec::new();
+    if identified {
+        let now = super::now();
+        for (key, value) in
+            [("started_at", Value::from(now)), ("surface", Value::Null), ("updated_at", Value::from(now))]
+        {
+            if !partial.contains_key(key) {
+                partial.insert(key.into(), value);
+                rebuilt.push(key.to_owned());
+            }
+        }
+    }
+    let item = Value::Object(partial);
+    let entry = identified.then(|| Entry::from_value(index, item.clone(), &HashSet::<String>::new()));
+    match entry {
+        Some(Ok(e)) if !seen.contains(e.lease_id()) => {
+            seen.insert(e.lease_id().to_owned());
+            out.restored.push(Restored {
+                index,
+                lease_id: e.lease_id().to_owned(),
+                session_id: e.session_id().to_owned(),
+                rebuilt,
+            });
+            out.kept.push(e);
+        }
+        Some(Ok(_)) => out.dropped.push(dropped(index, &item, "cut short, and its lease id is taken".into(), prober)),
+        Some(Err(problems)) => {
+            out.dropped.push(dropped(index, &item, format!("cut short: {}", join(&problems)), prober))
+        }
+        None => out.dropped.push(dropped(index, &item, "cut short before its identifying fields".into(), prober)),
+    }
 }
 
 /// The new id for a live duplicate: a function of the entry (its old id, place and
@@ -131,36 +292,79 @@ fn join(problems: &[Problem]) -> String {
     problems.iter().map(|p| p.detail.clone()).collect::<Vec<_>>().join("; ")
 }
 
+/// What salvage finds in broken JSON.
+struct Salvaged {
+    items: Vec<Value>,
+    /// The complete fields of the entry the file breaks off in.
+    tail: Option<Map<String, Value>>,
+    /// Where the unreadable rest begins, when there is more than the list's end.
+    cut_at: Option<usize>,
+}
+
 /// Complete entry objects from broken JSON (e.g. truncated): parse them one by one
-/// after the entries list opens, stopping at the first that does not parse.
-fn salvage(text: &str) -> Vec<Value> {
+/// after the entries list opens, stopping at the first that does not parse; of that
+/// one, the fields that were written whole.
+fn salvage(text: &str) -> Salvaged {
     let start = match text.find("\"entries\"") {
         Some(at) => text[at..].find('[').map(|i| at + i + 1),
         None => text.find('[').map(|i| i + 1),
     };
-    let Some(mut pos) = start else { return vec![] };
-    let mut out = Vec::new();
+    let Some(mut pos) = start else { return Salvaged { items: vec![], tail: None, cut_at: Some(0) } };
+    let mut items = Vec::new();
     loop {
         let rest = text[pos..].trim_start_matches(|c: char| c.is_whitespace() || c == ',');
         pos = text.len() - rest.len();
         if !rest.starts_with('{') {
-            break;
+            // The list's end (and the object's) is all that may follow without loss.
+            let end = rest.trim_end();
+            let clean = ["", "]", "]}"].contains(&end.replace(' ', "").as_str());
+            return Salvaged { items, tail: None, cut_at: (!clean).then_some(pos) };
         }
         let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
         match stream.next() {
             Some(Ok(v)) => {
                 pos += stream.byte_offset();
-                out.push(v);
+                items.push(v);
             }
-            _ => break,
+            _ => return Salvaged { items, tail: partial_object(rest), cut_at: Some(pos) },
         }
     }
-    out
+}
+
+/// The members of a JSON object that were written whole before it broke off: the
+/// longest prefix ending at a top-level comma (or the whole text) that parses once closed.
+fn partial_object(text: &str) -> Option<Map<String, Value>> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut cuts = Vec::new();
+    for (i, b) in text.bytes().enumerate() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => cuts.push(i),
+            _ => {}
+        }
+    }
+    cuts.push(text.len());
+    cuts.iter().rev().find_map(|&cut| match serde_json::from_str::<Value>(&format!("{}}}", &text[..cut])) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    })
 }
 
 /// Repair under the lock: back up the exact old bytes (mode 0600), then write the plan.
 /// A valid or missing registry is left alone.
-pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<RepairReport, Error> {
+pub fn repair(reg: &Registry, opts: RepairOptions, lock_timeout: Duration) -> Result<RepairReport, Error> {
+    let dry_run = opts.dry_run;
     let path = reg.path();
     // A dry run only looks: no lock, so nothing (not even the lock file) is created.
     let guard = if dry_run { None } else { Some(lock::lock(&reg.lock_path(), lock_timeout)?) };
@@ -204,6 +408,15 @@ pub fn repair(reg: &Registry, dry_run: bool, lock_timeout: Duration) -> Result<R
     let Some(guard) = guard else {
         return Ok(RepairReport { plan, backup: None, invalid: true, needed: true, temp_files });
     };
+    let risks = plan.live_risks();
+    if !risks.is_empty() && !opts.force {
+        return Err(Error::LiveOwner(format!(
+            "refusing to repair {}: it would lose leases whose owners may be alive ({}). A live owner keeps \
+             writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
+            path.display(),
+            risks.join("; ")
+        )));
+    }
     let backup = write_backup(&path, &bytes)?;
     let file = store::RegistryFile { entries: plan.kept.clone(), extra: plan.extra.clone() };
     store::write(&guard, &path, &file)?;

@@ -34,6 +34,8 @@ pub enum Event {
     RepairPlanned {
         location: Location,
         result: Result<Vec<String>, String>,
+        /// The repair would lose a lease whose owner may be alive: only a forced one may run.
+        needs_force: bool,
     },
 }
 
@@ -61,9 +63,11 @@ pub enum Effect {
     PlanRepair {
         location: Location,
     },
-    /// Repair an invalid registry (backup kept beside it).
+    /// Repair an invalid registry (backup kept beside it); `force` when it may lose a
+    /// lease whose owner may be alive (the operator pressed F for it).
     Repair {
         location: Location,
+        force: bool,
     },
     /// An extension's job, for its runner on the worker thread.
     Extension(Job),

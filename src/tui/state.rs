@@ -188,6 +188,8 @@ pub enum Dialog {
     ConfirmRepair {
         location: Location,
         lines: Vec<String>,
+        /// Only F (force) repairs: a lease whose owner may be alive would be lost.
+        needs_force: bool,
     },
     /// Prune: the leases that will go, per registry.
     ConfirmPrune {

@@ -41,9 +41,9 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             }
             vec![]
         }
-        Event::RepairPlanned { location, result } => {
+        Event::RepairPlanned { location, result, needs_force } => {
             match result {
-                Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines }),
+                Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines, needs_force }),
                 Err(e) => app.log(location.name(), LogLevel::Warn, format!("repair refused: {e}")),
             }
             vec![]
@@ -398,10 +398,22 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             }
             vec![]
         }
-        Dialog::ConfirmRepair { location, .. } => {
-            let yes = vec![Effect::Repair { location: location.clone() }];
+        Dialog::ConfirmRepair { location, needs_force: false, .. } => {
+            let yes = vec![Effect::Repair { location: location.clone(), force: false }];
             answer_yes_no(app, &key, yes)
         }
+        // A repair that may lose a live owner's lease runs only on `!`, said in the dialog
+        // (not F, the key that opened it: a double press must not force it).
+        Dialog::ConfirmRepair { location, needs_force: true, .. } => match key.code {
+            KeyCode::Char('!') => {
+                let effect = Effect::Repair { location: location.clone(), force: true };
+                app.dialog = None;
+                vec![effect]
+            }
+            // y does not run it: the dialog says `!`.
+            KeyCode::Char('y') | KeyCode::Char('Y') => vec![],
+            _ => answer_yes_no(app, &key, vec![]),
+        },
         Dialog::ConfirmPrune { targets, .. } => {
             let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();
             answer_yes_no(app, &key, yes)

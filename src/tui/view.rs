@@ -591,15 +591,23 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
             lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
             (" help ", lines, vec![Line::from("Esc closes this help.")])
         }
-        Dialog::ConfirmRepair { location, lines: plan } => {
+        Dialog::ConfirmRepair { location, lines: plan, needs_force } => {
             let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", location.describe()), bold))];
             lines.extend(plan.iter().map(|l| Line::from(format!("  {l}"))));
-            let footer = vec![
+            let mut footer = vec![
                 Line::from(""),
                 Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600)."),
-                Line::from("A live owner's lease is never dropped."),
-                Line::from(Span::styled("y repair · n/Esc cancel", p.bold(Color::Cyan))),
             ];
+            if *needs_force {
+                footer.push(Line::from(Span::styled(
+                    "It would lose leases whose owners may be alive (above): a second writer could get in.",
+                    p.bold(Color::Red),
+                )));
+                footer.push(Line::from(Span::styled("! repair anyway · n/Esc cancel", p.bold(Color::Cyan))));
+            } else {
+                footer.push(Line::from("No lease whose owner may be alive is lost."));
+                footer.push(Line::from(Span::styled("y repair · n/Esc cancel", p.bold(Color::Cyan))));
+            }
             (" repair? ", lines, footer)
         }
         Dialog::ConfirmPrune { targets, kept_clock_step } => {

@@ -287,9 +287,10 @@ impl Worker {
             Effect::Prune { location }
             | Effect::ForceRelease { location, .. }
             | Effect::PlanRepair { location }
-            | Effect::Repair { location } => location.clone(),
+            | Effect::Repair { location, .. } => location.clone(),
             _ => return None,
         };
+        let mut repair_audit = Vec::new();
         if !self.stores.iter().any(|s| *s.location() == location) {
             self.open_new();
         }
@@ -308,8 +309,9 @@ impl Worker {
                 (what, store.force_release(target, *allow_live, false).map(ActionOutcome::Removed))
             }
             Effect::PlanRepair { .. } => {
-                let result = store
-                    .repair(true)
+                let planned = store.repair(lease::repair::RepairOptions { dry_run: true, force: false });
+                let needs_force = planned.as_ref().is_ok_and(|r| !r.plan.live_risks().is_empty());
+                let result = planned
                     .map(|r| {
                         if r.needed {
                             plan_lines(&r.plan)
@@ -318,20 +320,33 @@ impl Worker {
                         }
                     })
                     .map_err(|e| e.to_string());
-                return Some(Event::RepairPlanned { location, result });
+                return Some(Event::RepairPlanned { location, result, needs_force });
             }
-            _ => {
-                let result = store.repair(false).map(|r| {
+            Effect::Repair { force, .. } => {
+                let done = store.repair(lease::repair::RepairOptions { dry_run: false, force: *force });
+                // On record with everything kept, restored, dropped and lost: the CLI's record.
+                let actor = lease::audit::Actor {
+                    command: format!("leasectl console: repair{}", if *force { " (forced)" } else { "" }),
+                };
+                if let Ok(r) = &done
+                    && r.needed
+                {
+                    repair_audit = lease::audit::repair(&location, &actor, r, !r.plan.live_risks().is_empty());
+                }
+                let result = done.map(|r| {
                     let backup = r.backup.map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
                     ActionOutcome::Repaired(format!(
-                        "kept {} lease(s), dropped {}, re-keyed {}; old bytes in {backup}",
+                        "kept {} lease(s) ({} restored), dropped {}, re-keyed {}{}; old bytes in {backup}",
                         r.plan.kept.len(),
+                        r.plan.restored.len(),
                         r.plan.dropped.len(),
-                        r.plan.rekeyed.len()
+                        r.plan.rekeyed.len(),
+                        if r.plan.cut_at.is_some() { ", and what followed the cut is lost" } else { "" }
                     ))
                 });
                 ("repair".to_owned(), result)
             }
+            _ => return None,
         };
         // On record, as from the CLI; a record that cannot be written is said in the log.
         let actor = lease::audit::Actor { command: format!("leasectl console: {what}") };
@@ -342,9 +357,7 @@ impl Worker {
             (Effect::ForceRelease { .. }, Ok(ActionOutcome::Removed(r))) => {
                 lease::audit::removal("force-release", &location, &actor, r)
             }
-            (_, Ok(ActionOutcome::Repaired(summary))) => {
-                lease::audit::repair(&location, &actor, serde_json::json!({"summary": summary}), None)
-            }
+            (_, Ok(ActionOutcome::Repaired(_))) => std::mem::take(&mut repair_audit),
             _ => vec![],
         };
         let lock_holder = match &result {
@@ -386,13 +399,31 @@ impl Worker {
 fn plan_lines(plan: &lease::repair::RepairPlan) -> Vec<String> {
     let mut out = vec![format!("keep {} valid lease(s)", plan.kept.len())];
     if plan.salvaged {
-        out.push(format!("the JSON is broken: {} complete entr(ies) salvaged, the rest is unreadable", plan.found));
+        out.push(format!("the JSON is broken: {} complete entr(ies) salvaged", plan.found));
     }
-    out.extend(
-        plan.dropped
-            .iter()
-            .map(|d| format!("drop entry {} (lease {}): {}", d.index, d.lease_id.as_deref().unwrap_or("-"), d.why)),
-    );
+    out.extend(plan.restored.iter().map(|r| {
+        format!(
+            "restore entry {} (lease {}, session {}): rebuilt {}",
+            r.index,
+            r.lease_id,
+            r.session_id,
+            r.rebuilt.join(", ")
+        )
+    }));
+    out.extend(plan.dropped.iter().map(|d| {
+        format!(
+            "drop entry {} (lease {}, session {}, pid {}, owner {}): {}",
+            d.index,
+            d.lease_id.as_deref().unwrap_or("-"),
+            d.session_id.as_deref().unwrap_or("-"),
+            d.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+            d.owner.as_deref().unwrap_or("unknown"),
+            d.why
+        )
+    }));
+    if let Some(at) = plan.cut_at {
+        out.push(format!("unreadable from byte {at} on: the entries that stood there are lost"));
+    }
     out.extend(plan.rekeyed.iter().map(|(a, b)| format!("live duplicate {a}: kept as {b}")));
     out
 }

@@ -176,7 +176,7 @@ impl LeaseStore for EtcdStore {
         Err(Error::Unsupported("etcd has no registry file to check".into()))
     }
 
-    fn repair(&mut self, _dry_run: bool) -> Result<RepairReport, Error> {
+    fn repair(&mut self, _opts: crate::lease::repair::RepairOptions) -> Result<RepairReport, Error> {
         Err(Error::Unsupported("etcd has no registry file to repair".into()))
     }
 
