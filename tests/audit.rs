@@ -102,7 +102,8 @@ fn a_repair_is_recorded_with_what_it_dropped_and_the_backup() {
     let records = audit_lines(home.path());
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0]["action"], "repair");
-    assert_eq!(records[0]["dropped"]["dropped"][0]["entry"], 1);
+    assert_eq!(records[0]["dropped"][0]["entry"], 1);
+    assert_eq!(records[0]["kept"][0], "dead0000000000000000000000000001", "{records:?}");
     assert!(records[0]["backup"].as_str().is_some_and(|b| b.contains("active_sessions.json.bak-")), "{records:?}");
 }
 

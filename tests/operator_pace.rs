@@ -103,3 +103,29 @@ fn hold_says_what_it_released_on_ctrl_c() {
         assert!(home.entries().is_empty());
     }
 }
+
+/// After the registry is unreadable for a while and readable again, a lease held
+/// throughout is not reported `acquired` a second time: the feed compares with the last
+/// valid reading.
+#[test]
+fn a_lease_held_through_an_invalid_spell_is_not_acquired_again() {
+    let home = Home::new();
+    let owner = common::process::Sleeper::new();
+    home.acquire_ok(&["HELD", "--owner-pid", &owner.pid_arg()]);
+    let good = home.registry_bytes();
+    let watch = home.spawn("ls --watch", &["ls", "--watch", "-o", "json"]);
+    let event = |w: &common::process::Proc| w.json_line()["event"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(event(&watch), "present");
+    std::fs::write(home.registry(), b"{ broken").expect("break it");
+    assert_eq!(event(&watch), "registry-invalid");
+    std::thread::sleep(PACE);
+    std::fs::write(home.registry(), &good).expect("as it was");
+    assert_eq!(event(&watch), "registry-valid");
+    home.acquire_ok(&["NEW", "--owner-pid", &owner.pid_arg()]);
+    let next = watch.json_line();
+    assert_eq!(
+        (next["event"].as_str(), next["lease"]["entry"]["session_id"].as_str()),
+        (Some("acquired"), Some("NEW")),
+        "the next event is the new lease, not HELD again: {next}"
+    );
+}

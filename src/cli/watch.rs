@@ -50,6 +50,9 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
     }
     // What each registry held at the last reading (None: unreadable then), and its cap.
     let mut last: Vec<Option<Vec<LeaseView>>> = vec![None; stores.len()];
+    // What it held at the last valid reading: an invalid spell is compared across, so a
+    // lease held throughout is not "acquired" again when the file is readable again.
+    let mut last_valid: Vec<Vec<LeaseView>> = vec![Vec::new(); stores.len()];
     let mut caps: Vec<Option<Option<u64>>> = vec![None; stores.len()];
     let mut first = true;
     loop {
@@ -90,13 +93,14 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
                         }
                         None => {
                             lines.push(registry_event(&location, "registry-valid", "readable again"));
-                            changes::between(&[], &views)
+                            changes::between(&last_valid[i], &views)
                         }
                         Some(old) => changes::between(old, &views),
                     };
                     // Filtered after the diff: an owner dying is shown under --liveness dead.
                     let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
                     lines.extend(lease_events(&location, &events));
+                    last_valid[i].clone_from(&views);
                     last[i] = Some(views);
                 }
             }
