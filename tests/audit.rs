@@ -123,3 +123,41 @@ fn an_audit_that_cannot_be_written_is_reported_and_the_action_stands() {
     assert!(out.stderr.contains("warning: audit: cannot reach syslog"), "{out:?}");
     assert_eq!(home.entries(), Vec::<Value>::new(), "the release stands");
 }
+
+/// A large prune (60 leases, about 15 KB of record) reaches syslog as messages that each
+/// fit in 2,048 octets and are whole JSON: a summary with the counts, then one message
+/// per removed lease; the audit file keeps the whole record on one line.
+#[test]
+fn a_large_record_reaches_syslog_in_messages_that_fit() {
+    let home = Home::new();
+    let syslog = Syslog::new(home.outside());
+    let entries: Vec<String> =
+        (0..60).map(|i| entry(&format!("{i:032x}"), &format!("session-with-a-longish-name-{i:03}"), DEAD)).collect();
+    home.write_registry(format!("{{\"entries\": [{}]}}", entries.join(", ")));
+    let mut cmd = home.cmd(&["prune"]);
+    cmd.env("LEASECTL_SYSLOG_SOCKET", &syslog.path);
+    // Read while it sends, as a syslog daemon does (a datagram queue holds few messages).
+    let mut prune = common::process::Proc::spawn("prune", cmd);
+    let messages: Vec<String> = (0..61).map(|_| syslog.next()).collect();
+    prune.finish().expect_exit(0);
+    let whole = &audit_lines(home.path())[0];
+    assert_eq!(whole["removed"].as_array().map(Vec::len), Some(60));
+    assert!(whole.to_string().len() > 8192, "the record is larger than rsyslog's default 8 KB");
+    let mut parts = 0;
+    let mut summary = None;
+    for message in messages {
+        assert!(message.len() <= 2048, "{} octets: {message}", message.len());
+        let body = &message[message.find("]: ").expect("a syslog header") + 3..];
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("not whole JSON ({e}): {body}"));
+        if v.get("part").is_some() {
+            assert_eq!(v["entry"]["lease_id"].as_str(), Some(format!("{parts:032x}").as_str()));
+            parts += 1;
+        } else {
+            summary = Some(v);
+        }
+    }
+    assert_eq!(parts, 60);
+    let summary = summary.expect("a summary");
+    assert_eq!(summary["removed"]["count"], 60);
+    assert_eq!((summary["time"].clone(), summary["pid"].clone()), (whole["time"].clone(), whole["pid"].clone()));
+}

@@ -93,25 +93,81 @@ fn write(location: &Location, rec: &Value) -> Vec<String> {
         }
     }
     let socket = std::env::var_os("LEASECTL_SYSLOG_SOCKET").map(PathBuf::from).unwrap_or_else(|| SYSLOG.into());
-    match syslog(&socket, &line) {
-        Ok(()) => {}
-        // No system log on this machine (a container): the file is the record.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => failed.push(format!("cannot reach syslog at {}: {e}", socket.display())),
+    let sock = UnixDatagram::unbound().and_then(|s| {
+        // A full receive queue is waited for briefly (a split record is a burst), never long.
+        s.set_write_timeout(Some(SYSLOG_WAIT))?;
+        Ok(s)
+    });
+    for message in syslog_messages(rec, &line) {
+        match sock
+            .as_ref()
+            .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))
+            .and_then(|s| syslog(s, &socket, &message))
+        {
+            Ok(()) => {}
+            // No system log on this machine (a container): the file is the record.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => {
+                failed.push(format!("cannot reach syslog at {}: {e}", socket.display()));
+                break;
+            }
+        }
     }
     failed
 }
 
-/// Send one record to syslog (RFC 3164 over a datagram socket, facility authpriv,
-/// severity notice, as sudo logs), without waiting on a full buffer.
-fn syslog(socket: &Path, line: &str) -> std::io::Result<()> {
+/// The longest syslog message body sent: RFC 5424 receivers should accept 2,048 octets
+/// (rsyslog cuts at 8 KB by default, mid-JSON, with no marker), less the header's ~64.
+pub const SYSLOG_BODY_MAX: usize = 1_984;
+
+/// The record as syslog messages, each whole JSON under [`SYSLOG_BODY_MAX`]: the record
+/// itself when it fits; else a summary (the lists replaced by their counts, naming the
+/// audit file's record by its time and pid) and one message per listed entry.
+fn syslog_messages(rec: &Value, line: &str) -> Vec<String> {
+    if line.len() <= SYSLOG_BODY_MAX {
+        return vec![line.to_owned()];
+    }
+    const LISTS: [&str; 4] = ["removed", "kept", "restored", "dropped"];
+    let mut summary = rec.clone();
+    for key in LISTS {
+        if let Some(n) = rec[key].as_array().map(Vec::len) {
+            summary[key] = serde_json::json!({ "count": n });
+        }
+    }
+    summary["split"] = "the whole record is one line of the home's leasectl-audit.jsonl (same time and pid);                         each entry follows in a message of its own"
+        .into();
+    let mut out = vec![summary.to_string()];
+    for key in ["removed", "restored", "dropped"] {
+        for (i, entry) in rec[key].as_array().into_iter().flatten().enumerate() {
+            let part = |entry: &Value| {
+                serde_json::json!({"time": rec["time"], "pid": rec["pid"], "action": rec["action"],
+                                   "part": key, "index": i, "entry": entry})
+                .to_string()
+            };
+            let text = part(entry);
+            out.push(if text.len() <= SYSLOG_BODY_MAX {
+                text
+            } else {
+                // An entry longer than a message on its own: its identity, marked cut.
+                part(&serde_json::json!({"lease_id": entry["lease_id"], "session_id": entry["session_id"],
+                                         "pid": entry["pid"], "cut": true}))
+            });
+        }
+    }
+    out
+}
+
+/// Send one message to syslog (RFC 3164 over a datagram socket, facility authpriv,
+/// severity notice, as sudo logs); a full queue is waited for at most [`SYSLOG_WAIT`].
+fn syslog(sock: &UnixDatagram, socket: &Path, line: &str) -> std::io::Result<()> {
     const AUTHPRIV_NOTICE: u32 = 10 * 8 + 5;
     let stamp = jiff::Zoned::now().strftime("%b %e %H:%M:%S").to_string();
     let message = format!("<{AUTHPRIV_NOTICE}>{stamp} leasectl[{}]: {line}", std::process::id());
-    let sock = UnixDatagram::unbound()?;
-    sock.set_nonblocking(true)?;
     sock.send_to(message.as_bytes(), socket).map(|_| ())
 }
+
+/// How long one syslog message may wait for room in the receiver's queue.
+const SYSLOG_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Append `line` and a newline in one write (O_APPEND: whole lines even with several
 /// writers; cut back on a short write); past `max` bytes the file is first rotated
