@@ -129,3 +129,81 @@ fn a_lease_held_through_an_invalid_spell_is_not_acquired_again() {
         "the next event is the new lease, not HELD again: {next}"
     );
 }
+
+fn line_until(
+    w: &common::process::Proc,
+    what: &str,
+    mut found: impl FnMut(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    for _ in 0..20 {
+        let v = w.json_line();
+        if found(&v) {
+            return v;
+        }
+    }
+    panic!("no line with {what} in 20 lines");
+}
+
+/// `--all-profiles events --follow --record --metrics-file` (the README's service) follows
+/// a profile created after it started: its events are printed, recorded in its journal,
+/// and it has metrics.
+#[test]
+fn the_recorder_follows_a_profile_created_after_it_started() {
+    let home = Home::new();
+    home.make_profile("a");
+    let metrics = home.outside().join("leasectl.prom");
+    let metrics_arg = metrics.to_string_lossy().into_owned();
+    let recorder = home.spawn(
+        "recorder",
+        &["--all-profiles", "events", "--follow", "--record", "-o", "json", "--metrics-file", &metrics_arg],
+    );
+    line_until(&recorder, "following a", |v| v["event"] == "following" && v["profile"] == "a");
+    std::thread::sleep(PACE);
+    home.make_profile("b");
+    std::thread::sleep(PACE);
+    let owner = common::process::Sleeper::new();
+    home.acquire_ok(&["--profile", "b", "LATE", "--owner-pid", &owner.pid_arg()]);
+    line_until(&recorder, "LATE acquired in b", |v| {
+        v["event"] == "acquired" && v["profile"] == "b" && v["lease"]["entry"]["session_id"] == "LATE"
+    });
+    let journal =
+        std::fs::read_to_string(home.path().join("profiles/b/logs/leasectl-events.jsonl")).expect("b's journal");
+    assert!(journal.contains("\"LATE\""), "{journal}");
+    common::process::wait_for("b in the metrics", || {
+        std::fs::read_to_string(&metrics).ok().filter(|t| t.contains("profile=\"b\""))
+    });
+}
+
+/// The metrics file is rewritten on a timer even when no registry changes: an oldest
+/// lease's age grows in it, as `leasectl metrics` by hand shows.
+#[test]
+fn the_metrics_file_is_refreshed_while_nothing_changes() {
+    let home = Home::new();
+    let owner = common::process::Sleeper::new();
+    home.acquire_ok(&["AGING", "--owner-pid", &owner.pid_arg()]);
+    let metrics = home.outside().join("leasectl.prom");
+    let metrics_arg = metrics.to_string_lossy().into_owned();
+    let _recorder =
+        home.spawn("recorder", &["events", "--follow", "--metrics-file", &metrics_arg, "--metrics-every", "1s"]);
+    let age = |text: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.starts_with("leasectl_oldest_lease_age_seconds{"))?;
+        line.rsplit(' ').next()?.parse().ok()
+    };
+    let first =
+        common::process::wait_for("the metrics file", || std::fs::read_to_string(&metrics).ok().and_then(|t| age(&t)));
+    std::thread::sleep(Duration::from_millis(2500));
+    let later = std::fs::read_to_string(&metrics).ok().and_then(|t| age(&t)).expect("still there");
+    assert!(later >= first + 1.0, "the oldest lease aged from {first} to {later} in the file");
+}
+
+/// Two recorders on one home would record every event twice: the second is refused,
+/// naming the first's pid.
+#[test]
+fn a_second_recorder_on_a_home_is_refused_naming_the_first() {
+    let home = Home::new();
+    let first = home.spawn("recorder 1", &["events", "--follow", "--record", "-o", "json"]);
+    line_until(&first, "following", |v| v["event"] == "following");
+    let second = home.run(&["events", "--follow", "--record"]);
+    second.expect_exit(1);
+    assert!(second.stderr.contains(&format!("pid {}", first.pid())) && second.stderr.contains("twice"), "{second:?}");
+}

@@ -197,10 +197,14 @@ pub struct EventsArgs {
     /// With --follow: append every event to the home's journal (the record --since reads)
     #[arg(long, requires = "follow")]
     pub record: bool,
-    /// With --follow: keep this OpenMetrics file current, replaced whole on each change
-    /// (node_exporter's textfile collector)
+    /// With --follow: keep this OpenMetrics file current, replaced whole on each change and
+    /// every --metrics-every (node_exporter's textfile collector)
     #[arg(long, requires = "follow", value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+    /// With --metrics-file: rewrite it at least this often, changed or not, so ages, idle
+    /// sessions and a stuck lock reach it (node_exporter's textfile convention)
+    #[arg(long, requires = "metrics_file", value_name = "DURATION", default_value = "15s", value_parser = parse_metrics_every)]
+    pub metrics_every: std::time::Duration,
     /// Recorded events from this long ago: 2h, 30m, 3600 (default without --follow: 24h)
     #[arg(long, value_name = "DURATION", value_parser = parse_since)]
     pub since: Option<std::time::Duration>,
@@ -432,4 +436,13 @@ pub struct RunArgs {
 /// `--since`: a duration back from now, as people write it.
 fn parse_since(text: &str) -> Result<std::time::Duration, String> {
     crate::lease::context::parse_duration(text, "--since")
+}
+
+/// `--metrics-every`: a duration as people write it, at least a second.
+fn parse_metrics_every(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::lease::context::parse_duration(text, "--metrics-every")?;
+    if d < std::time::Duration::from_secs(1) {
+        return Err(format!("--metrics-every {text:?} is under a second"));
+    }
+    Ok(d)
 }

@@ -13,7 +13,12 @@ use crate::lease::{LeaseStore, now};
 /// Without --follow and --since: the last day.
 const DEFAULT_SINCE: Duration = Duration::from_secs(24 * 3600);
 
-pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<Duration>) -> Result<i32, Failure> {
+pub fn events(
+    stores: &mut Vec<Box<dyn LeaseStore>>,
+    a: &EventsArgs,
+    idle: Option<Duration>,
+    discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
+) -> Result<i32, Failure> {
     let format = a.format.format();
     let since = a.since.or((!a.follow).then_some(DEFAULT_SINCE));
     if let Some(since) = since {
@@ -59,6 +64,16 @@ pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<D
     if !a.follow {
         return Ok(EXIT_OK);
     }
+    // One recorder per home, held while this one records.
+    let mut _claims = Vec::new();
+    if a.record {
+        for store in stores.iter() {
+            let Some(reg) = store.location().registry() else { continue };
+            let claim = crate::lease::journal::claim_recorder(&reg.home)
+                .map_err(|message| Failure { code: super::EXIT_ERROR, message })?;
+            _claims.push(claim);
+        }
+    }
     let all = |_: &crate::lease::LeaseView| true;
     let f = Follow {
         format,
@@ -67,6 +82,8 @@ pub fn events(stores: &mut [Box<dyn LeaseStore>], a: &EventsArgs, idle: Option<D
         selected: &all,
         record: a.record,
         metrics_file: a.metrics_file.clone(),
+        metrics_every: a.metrics_every,
+        discover,
         idle,
     };
     follow(stores, &f)

@@ -142,7 +142,12 @@ pub(super) fn state_of(l: &Liveness) -> LivenessArg {
     }
 }
 
-pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs, idle: Option<std::time::Duration>) -> Result<i32, Failure> {
+pub fn ls(
+    stores: &mut Vec<Box<dyn LeaseStore>>,
+    a: &LsArgs,
+    idle: Option<std::time::Duration>,
+    discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
+) -> Result<i32, Failure> {
     if a.watch {
         let selected = |v: &LeaseView| selected(v, a);
         let follow = super::watch::Follow {
@@ -152,6 +157,8 @@ pub fn ls(stores: &mut [Box<dyn LeaseStore>], a: &LsArgs, idle: Option<std::time
             selected: &selected,
             record: false,
             metrics_file: None,
+            metrics_every: std::time::Duration::MAX,
+            discover,
             idle,
         };
         return super::watch::follow(stores, &follow);

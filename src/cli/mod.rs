@@ -169,8 +169,14 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     let all = || -> Result<Vec<Box<dyn LeaseStore>>, Failure> {
         locations.iter().map(|l| lease::open(l, options).map_err(Failure::from)).collect()
     };
+    // --all-profiles on files: a profile created while ls -w or events -f runs is followed too.
+    let discover = || {
+        cli.all_profiles
+            .then(|| locations.first().and_then(Location::registry).map(|r| (r.home.clone(), options)))
+            .flatten()
+    };
     match command {
-        Command::Ls(a) => ls::ls(&mut all()?, &a, cli.idle_threshold),
+        Command::Ls(a) => ls::ls(&mut all()?, &a, cli.idle_threshold, discover()),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
         Command::Release(a) => {
             let elsewhere = other_registries(&cli, &locations)?;
@@ -204,7 +210,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
         Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout, cli.idle_threshold),
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
-        Command::Events(a) => events::events(&mut all()?, &a, cli.idle_threshold),
+        Command::Events(a) => events::events(&mut all()?, &a, cli.idle_threshold, discover()),
         Command::Metrics => {
             use std::io::Write as _;
             let text = metrics::render(&mut all()?, cli.idle_threshold);

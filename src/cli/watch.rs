@@ -32,16 +32,21 @@ pub struct Follow<'a> {
     pub selected: &'a dyn Fn(&LeaseView) -> bool,
     /// Append every change to the home's event journal.
     pub record: bool,
-    /// Rewrite this metrics file (OpenMetrics) after every change.
+    /// Rewrite this metrics file (OpenMetrics) after every change, and at least this often
+    /// (a lock stuck, an oldest lease aging, a session going idle change nothing in the file).
     pub metrics_file: Option<std::path::PathBuf>,
+    pub metrics_every: Duration,
     pub idle: Option<Duration>,
+    /// With --all-profiles: the root whose profiles created later are followed too, and
+    /// how to open their stores.
+    pub discover: Option<(std::path::PathBuf, lease::StoreOptions)>,
 }
 
-pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Failure> {
+pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
     let (tx, rx) = channel::<()>();
     let scope = WatchScope {
         locations: stores.iter().map(|s| s.location().clone()).collect(),
-        discover_root: None,
+        discover_root: f.discover.as_ref().map(|(root, _)| root.clone()),
         debounce: Duration::from_millis(20),
     };
     lease::watch(&scope, Arc::new(move |_| tx.send(()).is_ok()))?;
@@ -55,8 +60,26 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
     let mut last_valid: Vec<Vec<LeaseView>> = vec![Vec::new(); stores.len()];
     let mut caps: Vec<Option<Option<u64>>> = vec![None; stores.len()];
     let mut first = true;
+    let mut metrics_written: Option<std::time::Instant> = None;
+    // Registries read for the first time (all at the start; a profile created later).
+    let mut fresh: Vec<bool> = vec![true; stores.len()];
     loop {
         let mut changed = false;
+        if let Some((root, options)) = &f.discover {
+            for reg in lease::paths::all_registries(root) {
+                let location = Location::File(reg);
+                if stores.iter().any(|s| *s.location() == location) {
+                    continue;
+                }
+                if let Ok(store) = lease::open(&location, *options) {
+                    stores.push(store);
+                    last.push(None);
+                    last_valid.push(Vec::new());
+                    caps.push(None);
+                    fresh.push(true);
+                }
+            }
+        }
         for (i, store) in stores.iter_mut().enumerate() {
             let listing = store.read();
             let location = listing.location.clone();
@@ -74,16 +97,16 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
             caps[i] = Some(listing.cap.cap);
             match listing.leases {
                 Err(e) => {
-                    if last[i].is_some() || first {
+                    if last[i].is_some() || fresh[i] {
                         lines.push(registry_event(&location, "registry-invalid", &e.to_string()));
                     }
                     last[i] = None;
                 }
                 Ok(views) => {
                     let events = match last[i].as_ref() {
-                        None if first && f.present => changes::present(&views),
+                        None if fresh[i] && f.present => changes::present(&views),
                         // A line to say the watch is on (a script can wait for it); never recorded.
-                        None if first => {
+                        None if fresh[i] => {
                             lines.push(registry_event(
                                 &location,
                                 "following",
@@ -104,6 +127,7 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
                     last[i] = Some(views);
                 }
             }
+            fresh[i] = false;
             for line in &lines {
                 // Recorded first: a reader who has seen the line can find it in the journal.
                 if f.record
@@ -126,11 +150,14 @@ pub fn follow(stores: &mut [Box<dyn LeaseStore>], f: &Follow) -> Result<i32, Fai
             }
             changed |= !lines.is_empty();
         }
+        let due = metrics_written.is_none_or(|at: std::time::Instant| at.elapsed() >= f.metrics_every);
         if let Some(path) = &f.metrics_file
-            && (changed || first)
-            && let Err(e) = write_metrics(stores, path, f.idle)
+            && (changed || first || due)
         {
-            say_err!("leasectl: warning: cannot write {}: {e}", path.display());
+            metrics_written = Some(std::time::Instant::now());
+            if let Err(e) = write_metrics(stores, path, f.idle) {
+                say_err!("leasectl: warning: cannot write {}: {e}", path.display());
+            }
         }
         first = false;
         // Nobody reads any more (`| head` exited): stop, whether or not a write failed yet.

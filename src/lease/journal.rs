@@ -13,6 +13,35 @@ pub fn journal_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-events.jsonl")
 }
 
+/// The recorder's claim on a home (`<home>/logs/.leasectl-recorder.lock`, flocked for as
+/// long as it records): a second recorder would write every event twice. Err names the
+/// one recording already.
+pub fn claim_recorder(home: &Path) -> Result<std::fs::File, String> {
+    let logs = Spot::new(home, "logs");
+    let name = ".leasectl-recorder.lock";
+    let lock_path = home.join("logs").join(name);
+    let file = safe_file::Dir::create(&logs)
+        .and_then(|d| d.open_append(name, 0o600))
+        .map_err(|e| format!("cannot claim {} for recording: {e}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let who = super::lock::lock_holder(&lock_path)
+                .map(|pid| {
+                    let command = super::owner::command_name(u64::from(pid)).unwrap_or_else(|| "?".into());
+                    format!("pid {pid} ({})", super::human::escape(&command))
+                })
+                .unwrap_or_else(|| "another process".into());
+            Err(format!(
+                "{who} records {} already (it holds {}): a second recorder would record every event twice",
+                home.display(),
+                lock_path.display()
+            ))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", lock_path.display())),
+    }
+}
+
 /// A recorded line longer than this is not one of ours: skipped, counted.
 pub const MAX_LINE: usize = 1024 * 1024;
 
