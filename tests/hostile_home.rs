@@ -302,7 +302,8 @@ fn check(action: &str, rel: &str, plant: Plant) -> Vec<String> {
     let ran = match action {
         "prune" => run(&w.home, &["--all-profiles", "prune"]),
         "force-release" => run(&w.home, &["force-release", "--session", "S-dead"]),
-        "repair" => run(&w.home, &["doctor", "--repair", "--yes"]),
+        // Forced: the registry is cut short, so whatever followed the cut is unknown.
+        "repair" => run(&w.home, &["doctor", "--repair", "--yes", "--force"]),
         "events" => run(&w.home, &["events", "--since", "24h"]),
         "doctor" => run(&w.home, &["doctor"]),
         "recorder" => recorder(&w),

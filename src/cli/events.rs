@@ -69,9 +69,13 @@ pub fn events(
     if a.record {
         for store in stores.iter() {
             let Some(reg) = store.location().registry() else { continue };
-            let claim = crate::lease::journal::claim_recorder(&reg.home)
-                .map_err(|message| Failure { code: super::EXIT_ERROR, message })?;
-            _claims.push(claim);
+            use crate::lease::journal::{Unclaimed, claim_recorder};
+            match claim_recorder(&reg.home) {
+                Ok(claim) => _claims.push(claim),
+                Err(Unclaimed::Busy(message)) => return Err(Failure { code: super::EXIT_ERROR, message }),
+                // One home's broken logs/ is that home's problem: the others are recorded.
+                Err(Unclaimed::Unusable(why)) => say_err!("leasectl: warning: {}", crate::lease::human::escape(&why)),
+            }
         }
     }
     let all = |_: &crate::lease::LeaseView| true;

@@ -13,16 +13,25 @@ pub fn journal_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-events.jsonl")
 }
 
+/// Why a home could not be claimed for recording.
+#[derive(Debug)]
+pub enum Unclaimed {
+    /// Another recorder holds it (named): a second would record every event twice.
+    Busy(String),
+    /// The claim cannot be made there (logs/ planted with a link, a full disk...): the
+    /// recorder goes on, and says so; recording there fails with a warning per event.
+    Unusable(String),
+}
+
 /// The recorder's claim on a home (`<home>/logs/.leasectl-recorder.lock`, flocked for as
-/// long as it records): a second recorder would write every event twice. Err names the
-/// one recording already.
-pub fn claim_recorder(home: &Path) -> Result<std::fs::File, String> {
+/// long as it records).
+pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
     let logs = Spot::new(home, "logs");
     let name = ".leasectl-recorder.lock";
     let lock_path = home.join("logs").join(name);
     let file = safe_file::Dir::create(&logs)
         .and_then(|d| d.open_append(name, 0o600))
-        .map_err(|e| format!("cannot claim {} for recording: {e}", lock_path.display()))?;
+        .map_err(|e| Unclaimed::Unusable(format!("cannot claim {} for recording: {e}", lock_path.display())))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -32,13 +41,15 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, String> {
                     format!("pid {pid} ({})", super::human::escape(&command))
                 })
                 .unwrap_or_else(|| "another process".into());
-            Err(format!(
+            Err(Unclaimed::Busy(format!(
                 "{who} records {} already (it holds {}): a second recorder would record every event twice",
                 home.display(),
                 lock_path.display()
-            ))
+            )))
         }
-        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", lock_path.display())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Unclaimed::Unusable(format!("cannot lock {}: {e}", lock_path.display())))
+        }
     }
 }
 
