@@ -332,3 +332,21 @@ fn session_context_and_a_leak_suspect() {
     key(&mut app, KeyCode::Char('x'));
     insta::assert_snapshot!(screen(&app, 80, 24));
 }
+
+/// A registry the console has never been able to read (chmod 000, another user's): it
+/// says so and why, and shows no counts, slots or "no leases held" (none is known).
+#[test]
+fn a_registry_never_read_shows_no_counts() {
+    let app = app(vec![snap(
+        &registry("root"),
+        None,
+        Err("invalid registry /home/op/.hermes/runtime/active_sessions.json: cannot open: Permission denied (os error 13)"
+            .into()),
+    )]);
+    let text = screen(&app, 120, 24);
+    assert!(text.contains("leases unknown: the registry cannot be read"), "{text}");
+    assert!(text.contains("Permission denied") && text.contains("its leases are unknown"), "{text}");
+    for wrong in ["0 alive", "no leases held", "slots 0", "last good snapshot"] {
+        assert!(!text.contains(wrong), "says {wrong:?}:\n{text}");
+    }
+}

@@ -35,6 +35,9 @@ pub struct RegistryState {
     pub lock_seen: Option<LockHolder>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
+    /// True once a valid reading arrived: until then an error means nothing is known of
+    /// the leases (no last good snapshot to show, and no counts).
+    pub ever_read: bool,
     /// The leased sessions' context from state.db, or why it is unknown.
     pub sessions: Option<std::sync::Arc<crate::lease::context::Contexts>>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
@@ -55,6 +58,7 @@ impl RegistryState {
             locked_by: None,
             lock_seen: None,
             loaded: false,
+            ever_read: false,
             sessions: None,
             generation: 0,
         }
@@ -63,6 +67,11 @@ impl RegistryState {
     /// The session's context from state.db, when it has one.
     pub fn session(&self, session_id: &str) -> Option<&crate::lease::context::SessionContext> {
         self.sessions.as_deref()?.get(session_id)
+    }
+
+    /// Read with an error and never read well: its leases, and so any count, are unknown.
+    pub fn unknown(&self) -> bool {
+        self.error.is_some() && !self.ever_read
     }
 
     pub fn live_count(&self) -> u64 {
@@ -98,6 +107,7 @@ impl RegistryState {
                     self.generation += 1;
                 }
                 self.error = None;
+                self.ever_read = true;
             }
             Err(e) => {
                 if self.error.as_ref() != Some(e) {

@@ -160,12 +160,25 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         .reduce(f64::max)
         .map(|t| time::clock(t, app.now, &app.tz))
         .unwrap_or_else(|| "-".into());
-    let mut counts = Line::from(vec![
-        Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
-        Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
-        Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
-        Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
-    ]);
+    let unreadable: Vec<String> = regs
+        .iter()
+        .filter(|r| app.registries[**r].unknown())
+        .map(|r| app.registries[*r].location.name().to_owned())
+        .collect();
+    let mut counts = if regs.len() == unreadable.len() && !regs.is_empty() {
+        // Nothing could be read: zeros would say "nobody holds anything", which is not known.
+        Line::from(Span::styled("leases unknown: the registry cannot be read (see below)", p.bold(Color::Red)))
+    } else {
+        Line::from(vec![
+            Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
+            Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
+            Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
+            Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
+        ])
+    };
+    if !unreadable.is_empty() && regs.len() > unreadable.len() {
+        counts.push_span(Span::styled(format!("  not counted: {}", unreadable.join(", ")), p.fg(Color::Red)));
+    }
     // Only when there is one: a dead `run` owner whose work still runs.
     if work > 0 {
         counts.push_span(Span::styled(format!("  ⚙ {work} WORK RUNNING"), p.fg(Color::Yellow)));
@@ -194,6 +207,9 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let caps: Vec<Option<u64>> = regs.iter().map(|r| app.registries[*r].cap).collect();
     let cap = if caps.iter().all(Option::is_some) { Some(caps.iter().flatten().sum::<u64>()) } else { None };
     match cap {
+        _ if !unreadable.is_empty() && regs.len() == unreadable.len() => {
+            frame.render_widget(Paragraph::new("slots unknown"), right[0])
+        }
         Some(cap) if cap > 0 => {
             let ratio = (used as f64 / cap as f64).clamp(0.0, 1.0);
             let color = if used >= cap { Color::Red } else { Color::Green };
@@ -226,8 +242,13 @@ fn banner(app: &App) -> Vec<Line<'static>> {
         let reg = &app.registries[r];
         if let Some(e) = &reg.error {
             let what = if reg.location.is_remote() { "ETCD UNAVAILABLE" } else { "INVALID REGISTRY" };
+            let shows = if reg.ever_read {
+                "showing the last good snapshot (STALE)"
+            } else {
+                "it has not been read since the console opened: its leases are unknown"
+            };
             out.push(Line::from(format!(
-                " {what} ({}): {} — showing the last good snapshot (STALE); nothing is rewritten",
+                " {what} ({}): {} — {shows}; nothing is rewritten",
                 shown_text(reg.location.name()),
                 shown_text(e)
             )));
@@ -419,8 +440,11 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     }
     if rows.is_empty() {
         let loaded = app.tab_registries().iter().all(|r| app.registries[*r].loaded);
+        let unknown = app.tab_registries().iter().any(|r| app.registries[*r].unknown());
         lines.push(Line::from(if !loaded {
             "  reading…"
+        } else if unknown {
+            "  leases unknown: the registry cannot be read (see above)"
         } else if app.filter.is_empty() && !app.only_not_alive && !app.only_leaks {
             "  no leases held"
         } else {
