@@ -207,3 +207,35 @@ fn a_second_recorder_on_a_home_is_refused_naming_the_first() {
     second.expect_exit(1);
     assert!(second.stderr.contains(&format!("pid {}", first.pid())) && second.stderr.contains("twice"), "{second:?}");
 }
+
+/// With no recorder running, `events --since 1h` shows the hour's force-releases and
+/// prunes from the audit file, rather than "no events recorded here"; with a recorder
+/// they are shown once.
+#[test]
+fn events_since_shows_the_audit_files_removals_when_nothing_was_recorded() {
+    let home = Home::new();
+    let mut owner = common::process::Sleeper::new();
+    let live = home.acquire_ok(&["TAKEN", "--owner-pid", &owner.pid_arg()]);
+    let mut dying = common::process::Sleeper::new();
+    home.acquire_ok(&["DIED", "--owner-pid", &dying.pid_arg()]);
+    dying.kill();
+    home.run(&["force-release", &live, "--live"]).expect_exit(0);
+    home.run(&["prune"]).expect_exit(0);
+    owner.kill();
+    let out = home.run(&["events", "--since", "1h", "-o", "json"]);
+    out.expect_exit(0);
+    assert!(!out.stderr.contains("no events recorded"), "{out:?}");
+    let events: Vec<(String, String)> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON"))
+        .map(|v| {
+            (
+                v["event"].as_str().unwrap_or_default().to_owned(),
+                v["lease"]["entry"]["session_id"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(events, [("force-released".to_owned(), "TAKEN".to_owned()), ("pruned".to_owned(), "DIED".to_owned())]);
+    assert!(out.stdout.contains("from the audit file"), "{out:?}");
+}

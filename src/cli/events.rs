@@ -34,15 +34,50 @@ pub fn events(
             }
         }
         let journals = heads.len();
+        // What the audit files hold for the window: removals made while no recorder ran
+        // are shown too; those a recorder saw are shown once, from its journal.
+        let mut audited: Vec<Value> = Vec::new();
+        for store in stores.iter() {
+            let Some(reg) = store.location().registry() else { continue };
+            let (events, warnings) = crate::lease::journal::audit_since(&reg.home, from);
+            audited.extend(events);
+            for w in warnings {
+                say_err!("leasectl: warning: {}", crate::lease::human::escape(&w));
+            }
+        }
+        if !audited.is_empty() {
+            let wanted: std::collections::HashSet<(String, String)> =
+                audited.iter().filter_map(crate::lease::journal::removal_key).collect();
+            let mut seen = std::collections::HashSet::new();
+            for store in stores.iter() {
+                let Some(reg) = store.location().registry() else { continue };
+                for v in crate::lease::journal::read_since(&reg.home, from).into_iter().flatten() {
+                    if let Some(key) = crate::lease::journal::removal_key(&v).filter(|k| wanted.contains(k)) {
+                        seen.insert(key);
+                    }
+                }
+            }
+            audited.retain(|v| crate::lease::journal::removal_key(v).is_none_or(|k| !seen.contains(&k)));
+            audited.sort_by(|x, y| x["ts"].as_f64().unwrap_or(0.0).total_cmp(&y["ts"].as_f64().unwrap_or(0.0)));
+        }
+        let printed_audit = !audited.is_empty();
+        let mut audited = audited.into_iter().peekable();
         let ts = |v: &Value| v["ts"].as_f64().unwrap_or(0.0);
         loop {
             let next = heads
                 .iter()
                 .enumerate()
                 .filter_map(|(i, (_, head))| head.as_ref().map(|v| (i, ts(v))))
-                .min_by(|x, y| x.1.total_cmp(&y.1))
-                .map(|(i, _)| i);
-            let Some(i) = next else { break };
+                .min_by(|x, y| x.1.total_cmp(&y.1));
+            if let Some(a) = audited.peek()
+                && next.is_none_or(|(_, t)| ts(a) <= t)
+            {
+                if let Some(line) = audited.next() {
+                    print_line(format, &line);
+                }
+                continue;
+            }
+            let Some((i, _)) = next else { break };
             let (journal, head) = &mut heads[i];
             if let Some(line) = head.take() {
                 print_line(format, &line);
@@ -54,7 +89,7 @@ pub fn events(
                 say_err!("leasectl: warning: {}", crate::lease::human::escape(&w));
             }
         }
-        if journals == 0 && !a.follow {
+        if journals == 0 && !a.follow && !printed_audit {
             say_err!(
                 "leasectl: no events recorded here: `leasectl events --follow --record` keeps the journal \
                  (run it as a service; see the README)"

@@ -53,6 +53,70 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
     }
 }
 
+/// The operator's removals from a home's audit file at or after `from`, as the events a
+/// recorder would have printed for them (`force-released`, `pruned`, `released` on an
+/// owner's behalf, `repaired`), oldest first: what happened while no recorder ran.
+/// Read a line at a time; the audit file is rotated at 10 MiB, so what is kept is bounded.
+pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
+    let file = super::audit::audit_file(home);
+    let mut paths: Vec<PathBuf> =
+        (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
+    paths.push(file);
+    let (mut out, mut warnings) = (Vec::new(), Vec::new());
+    for p in paths {
+        let f = match safe_file::open_read(&Spot::in_subdir(&p)) {
+            Ok(Some(f)) => f,
+            Ok(None) => continue,
+            Err(e) => {
+                warnings.push(format!("skipped {}: {e}", p.display()));
+                continue;
+            }
+        };
+        let mut lines = Lines::new(f, MAX_LINE);
+        while let Some(line) = lines.next_line() {
+            let Ok(rec) = serde_json::from_str::<Value>(line) else { continue };
+            let Some(ts) = rec["time"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { continue };
+            let ts = ts.as_millisecond() as f64 / 1000.0;
+            if ts < from {
+                continue;
+            }
+            let who = rec["user"].as_str().or(rec["uid"].as_u64().map(|_| "uid")).unwrap_or("?");
+            let detail = format!(
+                "by {who} on {}: {} (from the audit file)",
+                rec["host"].as_str().unwrap_or("?"),
+                rec["command"].as_str().unwrap_or("?")
+            );
+            let time = rec["time"].clone();
+            let kind = match rec["action"].as_str() {
+                Some("prune") => "pruned",
+                Some("release-for-owner") => "released",
+                Some("repair") => {
+                    out.push(
+                        serde_json::json!({"time": time, "ts": ts, "event": "repaired", "profile": rec["profile"],
+                                                "detail": detail}),
+                    );
+                    continue;
+                }
+                _ => "force-released",
+            };
+            for entry in rec["removed"].as_array().into_iter().flatten() {
+                out.push(serde_json::json!({"time": time, "ts": ts, "event": kind, "profile": rec["profile"],
+                                            "lease": {"entry": entry}, "detail": detail}));
+            }
+        }
+        if lines.counts.bad > 0 {
+            warnings.push(format!("skipped {} unreadable line(s) in {}", lines.counts.bad, p.display()));
+        }
+    }
+    (out, warnings)
+}
+
+/// The key an event and its audit record share: the lease and what happened to it.
+pub fn removal_key(v: &Value) -> Option<(String, String)> {
+    let id = v["lease"]["entry"]["lease_id"].as_str()?;
+    Some((id.to_owned(), v["event"].as_str()?.to_owned()))
+}
+
 /// A recorded line longer than this is not one of ours: skipped, counted.
 pub const MAX_LINE: usize = 1024 * 1024;
 
