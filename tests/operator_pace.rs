@@ -239,3 +239,72 @@ fn events_since_shows_the_audit_files_removals_when_nothing_was_recorded() {
     assert_eq!(events, [("force-released".to_owned(), "TAKEN".to_owned()), ("pruned".to_owned(), "DIED".to_owned())]);
     assert!(out.stdout.contains("from the audit file"), "{out:?}");
 }
+
+/// A file gives its latest version only: 200 acquire/release cycles back to back are
+/// faster than any reader. What the feed misses it says: a `gap` event with how many
+/// versions were never seen, so acquired events plus skipped versions cover every cycle.
+#[test]
+fn the_feed_says_how_many_versions_it_did_not_see() {
+    use std::io::BufRead;
+    let home = Home::new();
+    let mut child = std::process::Command::new(common::process::BIN)
+        .arg("--home")
+        .arg(home.path())
+        .args(["events", "--follow", "-o", "json"])
+        .env_remove("HERMES_HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("events --follow");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(10)).expect("following");
+    assert!(first.contains("following"), "{first}");
+    let reg = leasectl::lease::Registry::new("root", home.path());
+    let me = u64::from(std::process::id());
+    for n in 0..200 {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("live_session_id".into(), format!("tab-{n}").into());
+        let req = leasectl::lease::AcquireRequest {
+            session_id: format!("S{n}"),
+            surface: Some("cli".into()),
+            metadata,
+            owner_pid: me,
+            cap: None,
+            track_liveness: false,
+            lock_timeout: Duration::from_secs(5),
+        };
+        let grant = leasectl::lease::acquire(&reg, &req).expect("granted");
+        leasectl::lease::release(&reg, &grant.lease_id, Duration::from_secs(5)).expect("released");
+    }
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_millis(1500)) {
+        lines.push(serde_json::from_str::<serde_json::Value>(&line).expect("JSON"));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let count = |kind: &str| lines.iter().filter(|v| v["event"] == kind).count();
+    let skipped: usize = lines
+        .iter()
+        .filter(|v| v["event"] == "gap")
+        .filter_map(|v| v["detail"].as_str()?.split("times").next()?.rsplit(' ').nth(1)?.parse::<usize>().ok())
+        .map(|n| n - 1)
+        .sum();
+    let (acquired, released) = (count("acquired"), count("released"));
+    eprintln!(
+        "{acquired} acquired, {released} released, {} gap event(s) for {skipped} unseen version(s)",
+        count("gap")
+    );
+    if acquired < 200 {
+        assert!(count("gap") > 0, "versions were missed and nothing said so");
+    }
+    assert!(acquired + skipped >= 200, "{acquired} acquired + {skipped} unseen < 200 cycles");
+    assert!(released + skipped >= 200, "{released} released + {skipped} unseen < 200 cycles");
+}

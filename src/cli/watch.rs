@@ -43,13 +43,16 @@ pub struct Follow<'a> {
 }
 
 pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
-    let (tx, rx) = channel::<()>();
+    let (tx, rx) = channel::<lease::Change>();
     let scope = WatchScope {
         locations: stores.iter().map(|s| s.location().clone()).collect(),
         discover_root: f.discover.as_ref().map(|(root, _)| root.clone()),
         debounce: Duration::from_millis(20),
     };
-    lease::watch(&scope, Arc::new(move |_| tx.send(()).is_ok()))?;
+    lease::watch(&scope, Arc::new(move |change| tx.send(change).is_ok()))?;
+    // Versions of each registry file replaced since it was last read: more than one means
+    // the ones between were never seen (a file gives its latest version only).
+    let mut replaced: std::collections::HashMap<std::path::PathBuf, usize> = std::collections::HashMap::new();
     if f.format == Format::Tsv && !f.no_headers {
         say!("TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS\tDETAIL");
     }
@@ -84,6 +87,18 @@ pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, 
             let listing = store.read();
             let location = listing.location.clone();
             let mut lines: Vec<Value> = Vec::new();
+            if let Some(n) = location.registry().and_then(|r| replaced.remove(&r.path())).filter(|n| *n > 1) {
+                lines.push(registry_event(
+                    &location,
+                    "gap",
+                    &format!(
+                        "the registry was replaced at least {n} times since it was last read: at least {} \
+                         version(s) between were never seen, and a lease acquired and released within them is not \
+                         shown",
+                        n - 1
+                    ),
+                ));
+            }
             if let Some(before) = caps[i]
                 && before != listing.cap.cap
             {
@@ -164,8 +179,19 @@ pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, 
         if stdout_failure().is_some() || reader_gone() {
             return Ok(EXIT_ERROR);
         }
+        let mut note = |change: lease::Change| {
+            if let lease::Change::Replaced(path, n) = change {
+                *replaced.entry(path).or_default() += n;
+            }
+        };
         match rx.recv_timeout(REJUDGE) {
-            Ok(()) | Err(RecvTimeoutError::Timeout) => while rx.try_recv().is_ok() {},
+            Ok(change) => {
+                note(change);
+                while let Ok(change) = rx.try_recv() {
+                    note(change);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(Failure { code: EXIT_ERROR, message: "the change feed stopped".into() });
             }

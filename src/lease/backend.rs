@@ -132,6 +132,9 @@ pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseS
 pub enum Change {
     /// Paths under a watched home changed (a registry, a config, a new profile).
     Files(Vec<PathBuf>),
+    /// A registry was replaced this many times in one burst: a reader that reads once
+    /// per burst saw only the last of those versions. Sent before its `Files`.
+    Replaced(PathBuf, usize),
     /// Something changed under an etcd prefix (or its watch broke and was re-made).
     Remote,
 }
@@ -158,8 +161,10 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
             homes,
         };
         let report = Arc::clone(&on_change);
-        file_watch::spawn(files, scope.debounce, move |paths| report(Change::Files(paths)))
-            .map_err(|e| Error::Refused(format!("cannot watch the registries: {e}")))?;
+        file_watch::spawn(files, scope.debounce, move |paths, replaced| {
+            replaced.into_iter().all(|(p, n)| report(Change::Replaced(p, n))) && report(Change::Files(paths))
+        })
+        .map_err(|e| Error::Refused(format!("cannot watch the registries: {e}")))?;
     }
     for location in &scope.locations {
         if let Location::Etcd(_at) = location {

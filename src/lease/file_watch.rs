@@ -76,6 +76,13 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
     }
 }
 
+/// A new version of a registry: renamed over it (Hermes' and leasectl's writes) or created.
+fn replacement(kind: &EventKind, path: &Path) -> bool {
+    use notify::event::{ModifyKind, RenameMode};
+    path.file_name().is_some_and(|n| n == REGISTRY_FILE)
+        && matches!(kind, EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)))
+}
+
 /// The longest a burst of changes is gathered before a reload.
 pub const MAX_GATHER: Duration = Duration::from_millis(100);
 
@@ -83,12 +90,14 @@ pub const MAX_GATHER: Duration = Duration::from_millis(100);
 /// debounced here: after the first relevant one, gather until `debounce` passes
 /// quietly. Idle, this thread blocks in `recv` (notify-debouncer-full wakes every
 /// few milliseconds even when nothing happens, which an idle console cannot afford).
-/// `report` gets the relevant paths of each burst (empty: directories came or went);
-/// when it returns false the watcher stops.
+/// `report` gets the relevant paths of each burst (empty: directories came or went), and
+/// how many times each registry in it was replaced (renamed over or created): a reader
+/// that reads once per burst missed all versions but the last. When it returns false
+/// the watcher stops.
 pub fn spawn(
     scope: FileWatch,
     debounce: Duration,
-    report: impl Fn(Vec<PathBuf>) -> bool + Send + 'static,
+    report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, usize)>) -> bool + Send + 'static,
 ) -> notify::Result<()> {
     let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
     let mut watcher = notify::recommended_watcher(fs_tx)?;
@@ -114,22 +123,48 @@ pub fn spawn(
             changed
         };
         rearm(&mut watcher, &mut watched);
+        // Rename cookies already counted (a rename may be reported as To and as Both).
+        let mut trackers: Vec<usize> = Vec::new();
         while let Ok(first) = fs_rx.recv() {
             let mut paths = Vec::new();
+            let mut replaced: Vec<(PathBuf, usize)> = Vec::new();
             // Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
-            let take = |res: notify::Result<notify::Event>, paths: &mut Vec<PathBuf>| match res {
+            let mut take = |res: notify::Result<notify::Event>,
+                            paths: &mut Vec<PathBuf>,
+                            replaced: &mut Vec<(PathBuf, usize)>| match res {
                 Ok(ev) => {
                     for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
                         // Bounded: under churn the same few paths repeat.
                         if paths.len() < 64 && !paths.contains(p) {
                             paths.push(p.clone());
                         }
+                        // One rename can come as To and as Both: its tracker (the
+                        // rename's cookie) counts it once.
+                        let tracker = ev.attrs.tracker();
+                        let counted = replacement(&ev.kind, p)
+                            && tracker.is_some_and(|t| {
+                                let again = trackers.contains(&t);
+                                if !again {
+                                    trackers.push(t);
+                                    if trackers.len() > 1024 {
+                                        trackers.remove(0);
+                                    }
+                                }
+                                again
+                            });
+                        if replacement(&ev.kind, p) && !counted {
+                            if let Some((_, n)) = replaced.iter_mut().find(|(q, _)| q == p) {
+                                *n += 1;
+                            } else if replaced.len() < 64 {
+                                replaced.push((p.clone(), 1));
+                            }
+                        }
                     }
                     false
                 }
                 Err(_) => true,
             };
-            let failed = take(first, &mut paths);
+            let failed = take(first, &mut paths, &mut replaced);
             if paths.is_empty() && !failed {
                 // Nothing changed: a read (the console's own included), the lock file, a
                 // temp file. No I/O here: looking at the directories (re-arming) opens
@@ -148,7 +183,7 @@ pub fn spawn(
                 }
                 match fs_rx.recv_timeout(debounce.min(left)) {
                     Ok(res) => {
-                        take(res, &mut paths);
+                        take(res, &mut paths, &mut replaced);
                     }
                     Err(RecvTimeoutError::Timeout) => break,
                     Err(RecvTimeoutError::Disconnected) => return,
@@ -161,7 +196,7 @@ pub fn spawn(
                 let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
             }
             rearm(&mut watcher, &mut watched);
-            if !report(paths) {
+            if !report(paths, replaced) {
                 break;
             }
         }

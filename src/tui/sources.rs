@@ -57,6 +57,8 @@ pub fn spawn_watcher(scope: &crate::lease::WatchScope, tx: Sender<Event>) -> Res
             let event = match change {
                 Change::Files(paths) => Event::FsChanged(paths),
                 Change::Remote => Event::RemoteChanged,
+                // The console shows the registry as it is; the versions between are the feed's.
+                Change::Replaced(..) => return true,
             };
             tx.lock().is_ok_and(|tx| tx.send(event).is_ok())
         }),
