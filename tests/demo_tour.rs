@@ -74,3 +74,39 @@ fn a_home_passed_by_the_operator_is_kept() {
     assert!(home.join("runtime").is_dir(), "the operator's home is not removed");
     assert!(!pid_running(pid), "but the owner is killed");
 }
+
+/// On an operator's home that holds other owners' leases (`demo --home DIR --tour` on a
+/// real-shaped home), the tour's steps would come out as the home decides, and it would
+/// set a cap and corrupt that registry: it does not start, and says why; nothing changes.
+#[test]
+fn the_tour_does_not_start_on_a_home_with_other_owners_leases() {
+    use leasectl::demo::panel::{DemoDone, DemoJob};
+    use leasectl::tui::extension::{Job, Runner};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).expect("home");
+    std::fs::write(home.join("config.yaml"), "max_concurrent_sessions: 8\n").expect("config");
+    let owner = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_leasectl"))
+        .arg("--home")
+        .arg(&home)
+        .args(["acquire", "THEIRS", "--owner-pid", &owner.id().to_string()])
+        .output()
+        .expect("acquire");
+    assert!(out.status.success());
+    let before = std::fs::read(home.join("runtime/active_sessions.json")).expect("registry");
+    let mut pg = Playground::new(Sandbox::at(&home).expect("sandbox"), PathBuf::from(env!("CARGO_BIN_EXE_leasectl")));
+    let done = Runner::run(&mut pg, &Job::new(DemoJob::Tour(0))).expect("an answer");
+    let done = done.0.downcast::<DemoDone>().expect("demo's answer");
+    assert!(done.tour_step.is_none(), "the tour did not start");
+    match &done.outcomes[0].verdict {
+        Verdict::Failed(why) => assert!(why.contains("holds 1 other owners' lease(s)"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read(home.join("runtime/active_sessions.json")).expect("registry"), before);
+    assert_eq!(std::fs::read_to_string(home.join("config.yaml")).expect("config"), "max_concurrent_sessions: 8\n");
+    drop(pg);
+    let mut owner = owner;
+    let _ = owner.kill();
+    let _ = owner.wait();
+}

@@ -176,6 +176,15 @@ impl Playground {
         }
     }
 
+    /// Leases in the sandbox's registry held by processes other than the playground's own
+    /// owners (an operator's home given with --home); Err when the registry cannot be read.
+    pub fn others_leases(&mut self) -> Result<usize, String> {
+        let own: Vec<u64> = self.owners().iter().map(|o| o.pid).collect();
+        lease::store::read(&self.sandbox.registry().path())
+            .map(|f| f.entries.iter().filter(|e| !own.contains(&e.pid())).count())
+            .map_err(|e| e.to_string())
+    }
+
     pub fn run(&mut self, action: &Action) -> Outcome {
         let verdict = match action {
             Action::SpawnOwner { session, surface, live_id, track_liveness } => {
