@@ -334,20 +334,10 @@ fn salvage(text: &str) -> Salvaged {
 /// The members of a JSON object that were written whole before it broke off: the
 /// longest prefix ending at a top-level comma (or the whole text) that parses once closed.
 fn partial_object(text: &str) -> Option<Map<String, Value>> {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut depth = 0usize;
     let mut cuts = Vec::new();
-    for (i, b) in text.bytes().enumerate() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (i, b) in store::outside_strings(text.as_bytes()) {
         match b {
-            b'"' => in_string = true,
             b'{' | b'[' => depth += 1,
             b'}' | b']' => depth = depth.saturating_sub(1),
             b',' if depth == 1 => cuts.push(i),

@@ -126,11 +126,11 @@ pub struct Structure {
     pub depth: usize,
 }
 
-/// Scan JSON text, skipping strings (and the escapes in them).
-pub fn structure(text: &[u8]) -> Structure {
-    let (mut values, mut depth, mut deepest) = (0usize, 0usize, 0usize);
+/// The bytes of JSON text outside its strings (a string's opening quote included), with
+/// their offsets: what a structural scan looks at.
+pub fn outside_strings(text: &[u8]) -> impl Iterator<Item = (usize, u8)> + '_ {
     let (mut in_string, mut escaped) = (false, false);
-    for &b in text {
+    text.iter().enumerate().filter_map(move |(i, &b)| {
         if in_string {
             match (escaped, b) {
                 (true, _) => escaped = false,
@@ -138,10 +138,18 @@ pub fn structure(text: &[u8]) -> Structure {
                 (false, b'"') => in_string = false,
                 _ => {}
             }
-            continue;
+            return None;
         }
+        in_string = b == b'"';
+        Some((i, b))
+    })
+}
+
+/// Scan JSON text, skipping strings (and the escapes in them).
+pub fn structure(text: &[u8]) -> Structure {
+    let (mut values, mut depth, mut deepest) = (0usize, 0usize, 0usize);
+    for (_, b) in outside_strings(text) {
         match b {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 values += 1;
                 depth += 1;
