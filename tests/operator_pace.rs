@@ -27,8 +27,9 @@ fn hold_follows_its_writers_reacquired_entry_and_releases_it() {
     std::thread::sleep(PACE);
     assert!(hold.running(), "hold must not take its own writer's re-acquire for a lost lease");
     hold.signal(libc::SIGTERM);
-    let status = hold.wait();
-    assert_eq!(status.code(), Some(0), "hold ends as on any stop, not with 6 (lease lost)");
+    let out = hold.finish();
+    assert_eq!(out.status.code(), Some(0), "hold ends as on any stop, not with 6 (lease lost): {out:?}");
+    assert!(out.stderr.contains(&format!("released lease {second}")), "it names the lease it released: {out:?}");
     let left: Vec<String> =
         home.entries().into_iter().filter_map(|e| e["lease_id"].as_str().map(str::to_owned)).collect();
     assert!(!left.contains(&second) && left.is_empty(), "hold released its writer's entry: {left:?}");

@@ -733,12 +733,9 @@ fn release(
             ),
         });
     }
-    // A release on behalf of another live process is on record like a force-release.
-    let on_behalf = views
-        .iter()
-        .find(|v| v.entry.lease_id() == lease_id)
-        .filter(|v| lease::admin::owner_may_be_alive(v) && !lease::owner::self_and_ancestors().contains(&v.entry.pid()))
-        .cloned();
+    // A release on behalf of another live process (one --owner-pid let through) is on
+    // record like a force-release: the same rule, without the pid the caller acts for.
+    let on_behalf = owner_pid.and_then(|_| lease::admin::foreign_live_owner(&views, lease_id, None)).cloned();
     let r = store.release(lease_id)?;
     if r.removed
         && let Some(view) = on_behalf
@@ -1081,11 +1078,9 @@ fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Re
     // Said on every stop (Ctrl-C included), on stderr: stdout keeps the one grant line.
     let on = signal.map(signal_name).unwrap_or_else(|| "stop".into());
     let what = if released.removed { "released" } else { "found already gone" };
-    say_err!(
-        "leasectl: hold: {on}: {what} lease {} of session {}",
-        grant.lease_id,
-        crate::lease::human::escape(&opts.session)
-    );
+    // The id its writer held last: a re-acquire by the same writer replaced the grant's.
+    let id = released.lease_id.as_deref().unwrap_or(&grant.lease_id);
+    say_err!("leasectl: hold: {on}: {what} lease {id} of session {}", crate::lease::human::escape(&opts.session));
     Ok(EXIT_OK)
 }
 

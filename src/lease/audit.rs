@@ -176,8 +176,9 @@ const SYSLOG_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 /// existing home only, and a symlink or FIFO planted there is refused, never used.
 pub fn append_rotating(file: &Path, line: &str, max: u64, keep: usize) -> std::io::Result<()> {
     let spot = Spot::in_subdir(file);
-    let dir = safe_file::Dir::create(&Spot::new(&spot.home, spot.rel.parent().unwrap_or(Path::new(""))))?;
-    let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let (dir_spot, name) = spot.dir_and_name()?;
+    let dir = safe_file::Dir::create(&dir_spot)?;
+    let name = name.to_string_lossy().into_owned();
     let size = dir.stat(&name)?.filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile);
     if size.is_some_and(|st| st.st_size as u64 >= max) {
         let lock = dir.open_append(".leasectl-audit.lock", 0o600)?;

@@ -345,7 +345,7 @@ impl LeaseStore for FileStore {
 
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
         match (&grant.entry, grant.recorded) {
-            (_, false) => Ok(Released { removed: false, pruned: vec![] }),
+            (_, false) => Ok(Released { removed: false, pruned: vec![], lease_id: None }),
             // The writer may have re-acquired since: its entry now, whatever its id.
             (Some(entry), true) => fence::release_held(&self.registry, entry, self.lock_timeout),
             (None, true) => self.release(&grant.lease_id),

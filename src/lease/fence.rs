@@ -132,13 +132,10 @@ pub fn held_by_writer<'a>(entries: &'a [Entry], held: &Entry) -> Option<&'a Entr
     })
 }
 
-/// Release what a grant's writer holds now (see [`held_by_writer`]).
+/// Release what a grant's writer holds now (see [`held_by_writer`]), found and removed
+/// under one lock: a re-acquire in between cannot leave it behind.
 pub fn release_held(reg: &Registry, held: &Entry, lock_timeout: Duration) -> Result<Released, Error> {
-    let current = {
-        let file = store::read(&reg.path())?;
-        held_by_writer(&file.entries, held).map(|e| e.lease_id().to_owned())
-    };
-    release(reg, current.as_deref().unwrap_or(held.lease_id()), lock_timeout)
+    release_chosen(reg, lock_timeout, |entries| held_by_writer(entries, held).map(|e| e.lease_id().to_owned()))
 }
 
 /// Acquire a lease (spec §4). Every failure to coordinate is a refusal with
@@ -226,17 +223,32 @@ pub struct Released {
     /// False when the lease was already gone (a no-op, never an error).
     pub removed: bool,
     pub pruned: Vec<Entry>,
+    /// The id of the lease removed (a registry file's release; a writer's re-acquire may
+    /// have replaced the grant's id); None when nothing was removed, and on etcd.
+    pub lease_id: Option<String>,
 }
 
 /// The owner's release: remove exactly this lease id, writing only if it was
 /// present (dead owners pruned on the way, as Hermes does). Idempotent.
 pub fn release(reg: &Registry, lease_id: &str, lock_timeout: Duration) -> Result<Released, Error> {
+    release_chosen(reg, lock_timeout, |entries| {
+        entries.iter().any(|e| e.lease_id() == lease_id).then(|| lease_id.to_owned())
+    })
+}
+
+/// Under the lock: remove the lease `choose` names (none: a no-op), pruning dead owners.
+fn release_chosen(
+    reg: &Registry,
+    lock_timeout: Duration,
+    choose: impl FnOnce(&[Entry]) -> Option<String>,
+) -> Result<Released, Error> {
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let file = store::read(&path)?;
-    if !file.entries.iter().any(|e| e.lease_id() == lease_id) {
-        return Ok(Released { removed: false, pruned: vec![] });
-    }
+    let Some(lease_id) = choose(&file.entries) else {
+        return Ok(Released { removed: false, pruned: vec![], lease_id: None });
+    };
+    let lease_id = lease_id.as_str();
     let tracked = file.entries.iter().any(|e| e.lease_id() == lease_id && e.track_liveness());
     let mut prober = Prober::new();
     // If liveness cannot be proven, release the lease alone and prune nothing.
@@ -249,7 +261,7 @@ pub fn release(reg: &Registry, lease_id: &str, lock_timeout: Duration) -> Result
         if keep { entries.push(e) } else { pruned.push(e) }
     }
     store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
-    Ok(Released { removed: true, pruned })
+    Ok(Released { removed: true, pruned, lease_id: Some(lease_id.to_owned()) })
 }
 
 /// Move a lease to another session id without dropping its slot. Unlike Hermes,

@@ -128,8 +128,6 @@ pub struct Journal {
     files: std::collections::VecDeque<(PathBuf, std::fs::File)>,
     current: Option<(PathBuf, Lines)>,
     from: f64,
-    /// Lines skipped as unreadable, so far (files already read).
-    pub bad_lines: u64,
     /// Lines of the file being read that were not JSON events.
     bad_in_current: u64,
     /// What could not be read, in words.
@@ -151,8 +149,7 @@ pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
         (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
     paths.push(file);
     let mut found = false;
-    let mut journal =
-        Journal { files: Default::default(), current: None, from, bad_lines: 0, bad_in_current: 0, warnings: vec![] };
+    let mut journal = Journal { files: Default::default(), current: None, from, bad_in_current: 0, warnings: vec![] };
     for p in paths {
         match safe_file::open_read(&Spot::in_subdir(&p)) {
             Ok(Some(f)) => {
@@ -180,7 +177,6 @@ impl Journal {
     fn close_current(&mut self) {
         if let Some((path, lines)) = self.current.take() {
             let bad = lines.counts.bad + std::mem::take(&mut self.bad_in_current);
-            self.bad_lines += bad;
             if bad > 0 {
                 self.warnings.push(format!("skipped {bad} unreadable line(s) in {}", path.display()));
             }

@@ -26,9 +26,9 @@ pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> 
 /// Open (creating) the lock file through the one door.
 pub fn open_lock_file(lock_path: &Path) -> Result<File, Error> {
     let spot = Spot::in_subdir(lock_path);
-    let dir_spot = Spot::new(&spot.home, spot.rel.parent().unwrap_or(Path::new("")));
-    let name = lock_path.file_name().unwrap_or_default();
-    let opened = safe_file::Dir::create(&dir_spot).and_then(|dir| dir.open_append(name, 0o666));
+    let opened = spot
+        .dir_and_name()
+        .and_then(|(dir_spot, name)| safe_file::Dir::create(&dir_spot).and_then(|dir| dir.open_append(name, 0o666)));
     opened.map_err(|e| {
         if safe_file::is_refusal(&e) {
             Error::Refused(format!("{e}: not usable as the lock (remove it; leasectl recreates it)"))

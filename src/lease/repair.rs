@@ -421,7 +421,7 @@ fn write_backup(path: &std::path::Path, bytes: &[u8]) -> Result<PathBuf, Error> 
         .unwrap_or_else(|_| "00000000-000000".into());
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let spot = Spot::in_subdir(path);
-    let dir_spot = Spot::new(&spot.home, spot.rel.parent().unwrap_or(std::path::Path::new("")));
+    let (dir_spot, _) = spot.dir_and_name().map_err(|e| Error::io("back up", path, e))?;
     let dir = safe_file::Dir::create(&dir_spot).map_err(|e| Error::io("open", &dir_spot.path(), e))?;
     for n in 0..100 {
         let suffix = if n == 0 { String::new() } else { format!(".{n}") };

@@ -63,7 +63,7 @@ impl Spot {
     }
 
     /// The spot's directory and its file name.
-    fn split(&self) -> io::Result<(Spot, &OsStr)> {
+    pub fn dir_and_name(&self) -> io::Result<(Spot, &OsStr)> {
         let name = self.rel.file_name().ok_or_else(|| refusal(&self.path(), "names no file"))?;
         let dir = self.rel.parent().unwrap_or(Path::new(""));
         Ok((Spot::new(&self.home, dir), name))
@@ -266,14 +266,10 @@ impl Dir {
 
     /// What `name` is (never following it), or None when absent.
     pub fn kind(&self, name: impl AsRef<OsStr>) -> io::Result<Option<FileType>> {
-        match rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(FileType::from_raw_mode(st.st_mode))),
-            Err(rustix::io::Errno::NOENT) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+        Ok(self.stat(name)?.map(|st| FileType::from_raw_mode(st.st_mode)))
     }
 
-    /// Size and change time of a regular file `name`; None when absent.
+    /// What `name` is, its size and mode (never following it); None when absent.
     pub fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<rustix::fs::Stat>> {
         let name = name.as_ref();
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -473,7 +469,7 @@ impl Drop for ActAs {
 /// Replace the file at `spot` whole: a new temp file beside it (O_EXCL, as the
 /// directory's owner), written, fsynced, renamed over it. The directory must exist.
 pub fn replace(spot: &Spot, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let (dir_spot, name) = spot.split()?;
+    let (dir_spot, name) = spot.dir_and_name()?;
     let dir = Dir::create(&dir_spot)?;
     if let Some(t) = dir.kind(name)?.filter(|t| *t != FileType::RegularFile) {
         return Err(refusal(&spot.path(), &format!("is {}, not a regular file", kind_name(t))));
@@ -488,7 +484,7 @@ pub fn replace(spot: &Spot, bytes: &[u8], mode: u32) -> io::Result<()> {
 
 /// Open a regular file at `spot` to read; None when it or its directory is absent.
 pub fn open_read(spot: &Spot) -> io::Result<Option<File>> {
-    let (dir, name) = spot.split()?;
+    let (dir, name) = spot.dir_and_name()?;
     match Dir::open(&dir)? {
         Some(d) => d.open_read(name),
         None => Ok(None),

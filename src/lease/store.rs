@@ -472,8 +472,7 @@ pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), 
 /// `runtime/` is created, inside an existing home; root writes as the directory's owner.
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let spot = Spot::in_subdir(path);
-    let dir_spot = Spot::new(&spot.home, spot.rel.parent().unwrap_or(Path::new("")));
-    let name = path.file_name().unwrap_or_default();
+    let (dir_spot, name) = spot.dir_and_name().map_err(|e| Error::io("write", path, e))?;
     let dir = safe_file::Dir::create(&dir_spot).map_err(|e| {
         if safe_file::is_refusal(&e) {
             Error::Refused(format!("{e}: refusing to write the registry"))

@@ -337,7 +337,7 @@ pub fn release(etcd: &Etcd, lease_id: &str) -> Result<Released, EtcdError> {
     let listing = etcd.list()?;
     match listing.leases.iter().find(|h| h.entry.lease_id() == lease_id) {
         Some(h) => release_held(etcd, h),
-        None => Ok(Released { removed: false, pruned: vec![] }),
+        None => Ok(Released { removed: false, pruned: vec![], lease_id: None }),
     }
 }
 
@@ -351,7 +351,7 @@ pub fn release_held(etcd: &Etcd, held: &Held) -> Result<Released, EtcdError> {
 pub fn release_grant(etcd: &Etcd, grant: &Grant) -> Result<Released, EtcdError> {
     match &grant.remote {
         Some(r) if grant.recorded => release_keys(etcd, &r.session_key, r.slot, r.etcd_lease_id),
-        _ => Ok(Released { removed: false, pruned: vec![] }),
+        _ => Ok(Released { removed: false, pruned: vec![], lease_id: None }),
     }
 }
 
@@ -368,11 +368,11 @@ fn release_keys(etcd: &Etcd, session_key: &str, slot: Option<u64>, etcd_lease_id
     if resp.succeeded() {
         // The lease holds nothing now; revoking it only ends it early (it expires anyway).
         let _ = etcd.revoke(etcd_lease_id);
-        return Ok(Released { removed: true, pruned: vec![] });
+        return Ok(Released { removed: true, pruned: vec![], lease_id: None });
     }
     // The keys are not (all) ours as written: whatever is still attached to our lease goes with it.
     let revoked = etcd.revoke(etcd_lease_id)?;
-    Ok(Released { removed: revoked, pruned: vec![] })
+    Ok(Released { removed: revoked, pruned: vec![], lease_id: None })
 }
 
 /// The operator's release: revoke the etcd lease of each chosen entry, which
