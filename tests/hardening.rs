@@ -149,11 +149,11 @@ const CORPUS: &[(&str, &str, Option<usize>, &str)] = &[
     ("not_json_comment.json", "not_json", None, "not JSON"),
     ("not_json_raw_control_char.json", "not_json", None, "control character"),
     ("not_json_nul_after_document.json", "not_json", None, "trailing characters"),
-    ("literal_nan.json", "not_json", None, "not JSON"),
-    ("literal_infinity.json", "not_json", None, "not JSON"),
-    ("literal_negative_infinity.json", "not_json", None, "not JSON"),
+    // Python's json reads these constants; Hermes then refuses a start time that is not finite.
+    ("literal_nan.json", "invalid_process_start_time", Some(0), "process_start_time is a number (\"NaN\")"),
+    ("literal_infinity.json", "invalid_process_start_time", Some(0), "(\"Infinity\"), not null or a finite"),
+    ("literal_negative_infinity.json", "invalid_process_start_time", Some(0), "(\"-Infinity\")"),
     ("lone_high_surrogate.json", "not_json", Some(0), "escape"),
-    ("out_of_range_number.json", "not_json", Some(0), "out of range"),
     ("lone_low_surrogate.json", "not_json", Some(0), "surrogate"),
     ("bom_then_garbage.json", "not_json", None, "not JSON"),
     ("bom_twice.json", "not_json", None, "not JSON"),
@@ -334,6 +334,56 @@ fn assert_none_failed(failed: &[String]) {
 /// `ls` exits 1 with an error naming the file, the rule's detail and the entry; `acquire`
 /// exits 5 (SESSION_COORDINATION_UNAVAILABLE) carrying that error; `doctor` exits 1 with the
 /// expected rule code and entry index as its first problem; the bytes are identical after.
+/// What Python's json (and so Hermes) reads but standard JSON has not: NaN, Infinity,
+/// -Infinity and a number beyond a double (Python's infinity), in metadata, a time, an
+/// unknown field and the top level. leasectl reads the registry, shows such a time as
+/// unknown, prints standard JSON (null) itself, and every rewrite keeps the constants as
+/// Hermes writes them.
+#[test]
+fn python_constants_in_a_registry_are_read_kept_and_shown_as_unknown() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let live = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let dead = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    home.write_registry(format!(
+        r#"{{"entries": [{{"lease_id": "{live}", "metadata": {{"live_session_id": "t", "ratio": NaN}}, "pid": {}, "process_start_time": null, "session_id": "S1", "started_at": NaN, "surface": "cli", "updated_at": Infinity, "x_future": Infinity}}, {{"lease_id": "{dead}", "pid": {DEAD_PID}, "process_start_time": null, "session_id": "S9", "started_at": 1795989978.5, "surface": "cli", "x": 1e400}}], "written_by": -Infinity}}"#,
+        owner.pid()
+    ));
+    let kept = format!(
+        r#"{{"lease_id": "{live}", "metadata": {{"live_session_id": "t", "ratio": NaN}}, "pid": {}, "process_start_time": null, "session_id": "S1", "started_at": NaN, "surface": "cli", "updated_at": Infinity, "x_future": Infinity}}"#,
+        owner.pid()
+    );
+
+    let ls = home.run(&["ls", "--json"]);
+    ls.expect_exit(0);
+    let v = ls.json();
+    let leases = v["registries"][0]["leases"].as_array().cloned().unwrap_or_default();
+    assert_eq!(leases.len(), 2, "{ls:?}");
+    assert_eq!(leases[0]["entry"]["metadata"]["ratio"], Value::Null, "standard JSON out: {ls:?}");
+    assert_eq!(leases[0]["entry"]["started_at"], Value::Null, "{ls:?}");
+    assert_eq!(leases[1]["entry"]["x"], Value::Null, "1e400 is Python's infinity: {ls:?}");
+    let table = home.run(&["ls"]);
+    table.expect_exit(0);
+    let row = table.stdout.lines().find(|l| l.contains("aaaaaaaa")).unwrap_or_default().to_owned();
+    assert!(row.contains(" - ") && !row.contains("0s"), "a NaN start is an unknown age: {table:?}");
+    home.run(&["doctor"]).expect_exit(0);
+
+    // A rewrite by the fence (the dead owner pruned, a lease added) keeps every constant.
+    let s2 = Sleeper::new();
+    let grant = home.run(&["acquire", "S2", "--owner-pid", &s2.pid_arg(), "--json"]);
+    grant.expect_exit(0);
+    let text = String::from_utf8(home.registry_bytes()).expect("utf-8");
+    assert!(text.starts_with(&format!(r#"{{"entries": [{kept}, {{"lease_id": ""#)), "{text}");
+    assert!(text.ends_with(r#"}], "written_by": -Infinity}"#), "{text}");
+    assert!(!text.contains(dead), "the dead owner's lease was pruned: {text}");
+    let python = Command::new("python3")
+        .args(["-c", "import json,sys; d=json.load(open(sys.argv[1])); print(len(d['entries']), d['written_by'])"])
+        .arg(home.registry())
+        .output()
+        .expect("python3 runs");
+    assert_eq!(String::from_utf8_lossy(&python.stdout).trim(), "2 -inf", "Python reads what leasectl wrote");
+}
+
 #[test]
 fn hostile_corpus_is_refused_precisely_and_left_byte_identical() {
     let dir = hostile_dir();

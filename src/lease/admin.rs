@@ -9,7 +9,7 @@ use super::entry::{Problem, Rule};
 use super::error::{Error, InvalidRegistry};
 use super::liveness::{Liveness, Prober};
 use super::paths::Registry;
-use super::{Entry, lock, store};
+use super::{Entry, lock, pyjson, store};
 
 /// One lease as seen now.
 #[derive(Debug, Clone, PartialEq)]
@@ -388,7 +388,7 @@ fn empty_session_ids(bytes: &[u8]) -> Vec<usize> {
     if store::too_many_values(bytes) {
         return vec![];
     }
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+    let Ok(value) = std::str::from_utf8(bytes).map_err(|_| ()).and_then(|t| pyjson::parse(t).map_err(|_| ())) else {
         return vec![];
     };
     let list = match &value {

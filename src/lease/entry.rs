@@ -148,7 +148,7 @@ impl Entry {
                 .collect();
             return Entry::validate(index, known.as_slice(), text.into(), seen);
         }
-        match serde_json::from_str::<Value>(text) {
+        match pyjson::parse(text) {
             Ok(v) => Entry::from_value(index, v, seen),
             Err(e) => Err(vec![Problem {
                 rule: Rule::NotJson,
@@ -174,16 +174,13 @@ impl Entry {
         let mut text = String::with_capacity(256);
         pyjson::write_object(&mut text, &raw);
         let entry = Entry::validate(index, &raw, Arc::from(text), seen)?;
-        // Checked after the rules, so a rule Hermes would name (e.g. an infinite start
-        // time) is reported as that rule.
-        if let Some(n) = raw.values().find_map(pyjson::find_out_of_range) {
+        // Checked after the rules, so a rule Hermes would name is reported as that rule.
+        if let Some(digits) = raw.values().find_map(pyjson::find_overlong_int) {
             return Err(vec![Problem {
                 rule: Rule::NotJson,
                 entry_index: Some(index),
                 lease_id: raw.get("lease_id").and_then(Value::as_str).map(str::to_owned),
-                detail: format!(
-                    "the number {n} is out of range (it would be written back as Infinity, which is not JSON)"
-                ),
+                detail: pyjson::overlong(digits).detail,
             }]);
         }
         Ok(entry)
@@ -317,7 +314,8 @@ impl Entry {
             (Some(lease_id), Some(session_id), Some(pid), Some(surface), Some(track_liveness), Some(pst))
                 if problems.is_empty() =>
             {
-                let started_at = raw.field("started_at").and_then(py_float);
+                // A time Python reads as NaN or infinity is no time: unknown.
+                let started_at = raw.field("started_at").and_then(py_float).filter(|t| t.is_finite());
                 Ok(Entry {
                     lease_id: Field::owned(lease_id),
                     session_id: Field::owned(session_id),
@@ -388,7 +386,7 @@ impl Entry {
     }
     /// Every field as stored, unknown ones included (parsed on demand).
     pub fn fields(&self) -> Map<String, Value> {
-        match serde_json::from_str(&self.text) {
+        match pyjson::parse(&self.text) {
             Ok(Value::Object(m)) => m,
             _ => Map::new(),
         }
@@ -438,9 +436,10 @@ impl Entry {
         self.text = Arc::from(pyjson::to_string(&Value::Object(raw)));
     }
 
-    /// The entry as a JSON value (every field).
+    /// The entry as a standard JSON value (every field), for leasectl's own output:
+    /// a `NaN` or `Infinity` Hermes wrote (Python's json allows them) reads `null` here.
     pub fn to_value(&self) -> Value {
-        Value::Object(self.fields())
+        pyjson::standard(Value::Object(self.fields()))
     }
 }
 
@@ -525,6 +524,9 @@ fn cheap_value(span: &str) -> Option<Value> {
         b'n' if span == "null" => Some(Value::Null),
         b't' if span == "true" => Some(Value::Bool(true)),
         b'f' if span == "false" => Some(Value::Bool(false)),
+        b'N' | b'I' | b'-' if matches!(span, "NaN" | "Infinity" | "-Infinity") => {
+            Some(Value::Number(pyjson::constant(span)))
+        }
         b'-' | b'0'..=b'9' => span.parse::<serde_json::Number>().ok().map(Value::Number),
         b'{' => {
             let members = pyjson::canonical_members(span)?;
@@ -534,7 +536,7 @@ fn cheap_value(span: &str) -> Option<Value> {
             }
             Some(Value::Object(map))
         }
-        _ => serde_json::from_str(span).ok(),
+        _ => pyjson::parse(span).ok(),
     }
 }
 

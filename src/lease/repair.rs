@@ -14,7 +14,7 @@ use super::error::Error;
 use super::liveness::{Liveness, Prober};
 use super::paths::Registry;
 use super::safe_file::{self, Spot};
-use super::{lock, store};
+use super::{lock, pyjson, store};
 
 /// One entry repair leaves out, and why, with its owner as far as it can be read.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -139,7 +139,7 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
     let text = String::from_utf8_lossy(bytes);
     let mut out = RepairPlan::default();
     let mut tail: Option<Map<String, Value>> = None;
-    let items: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+    let items: Vec<Value> = match pyjson::parse(&text) {
         Ok(Value::Array(list)) => list,
         Ok(Value::Object(mut map)) => {
             let list = match map.remove("entries") {
@@ -345,7 +345,7 @@ fn partial_object(text: &str) -> Option<Map<String, Value>> {
         }
     }
     cuts.push(text.len());
-    cuts.iter().rev().find_map(|&cut| match serde_json::from_str::<Value>(&format!("{}}}", &text[..cut])) {
+    cuts.iter().rev().find_map(|&cut| match pyjson::parse(&format!("{}}}", &text[..cut])) {
         Ok(Value::Object(m)) => Some(m),
         _ => None,
     })

@@ -1,6 +1,7 @@
 //! Reading and writing the registry file (spec §3): strict read, and an atomic,
 //! Hermes-identical write (temp file, fsync, rename; old file kept on any error).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -9,7 +10,7 @@ use rustix::fs::FileType;
 use std::path::{Path, PathBuf};
 
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::entry::{Entry, Problem, Rule};
 use super::error::{Error, InvalidRegistry};
@@ -252,13 +253,13 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for ListOrValue<'a> {
 
 /// A file that is not JSON to us, the depth named when nesting was the trouble
 /// (serde_json reads 128 levels; Python's json about 1,000).
-fn not_json_in(e: &serde_json::Error, text: &[u8]) -> Vec<Problem> {
+fn not_json_in(e: &pyjson::NotJson, text: &[u8]) -> Vec<Problem> {
     file_problem(Rule::NotJson, not_json_detail(e, text))
 }
 
 /// Why `text` is not JSON to us, the depth named when nesting was the trouble.
-pub fn not_json_detail(e: &serde_json::Error, text: &[u8]) -> String {
-    if !e.to_string().contains("recursion limit exceeded") {
+pub fn not_json_detail(e: &pyjson::NotJson, text: &[u8]) -> String {
+    if !e.too_deep {
         return format!("not JSON: {e}");
     }
     let depth = structure(text).depth;
@@ -297,41 +298,16 @@ fn parse_text(bytes: &[u8]) -> Result<(RegistryFile, bool), Vec<Problem>> {
         // With a BOM the bytes are not the layout itself.
         return Ok((file, whole.len() == text.len()));
     }
-    // Entries are kept as their text spans (no tree is built for them); only
-    // top-level keys other than "entries" are parsed into values.
-    let trimmed = text.trim_start();
-    let (list, extra): (Vec<&RawValue>, Map<String, Value>) = if trimmed.starts_with('[') {
-        (serde_json::from_str(text).map_err(|e| not_json_in(&e, bytes))?, Map::new())
-    } else if trimmed.starts_with('{') {
-        let top: TopLevel = serde_json::from_str(text).map_err(|e| not_json_in(&e, bytes))?;
-        match top.entries {
-            Some(ListOrValue::List(list)) => {
-                if let Some(n) = pyjson::find_out_of_range(&Value::Object(top.extra.clone())) {
-                    return Err(file_problem(Rule::NotJson, format!("the number {n} is out of range")));
-                }
-                (list, top.extra)
-            }
-            Some(ListOrValue::Other(v)) => {
-                return Err(file_problem(Rule::WrongShape, format!("\"entries\" is {}, not a list", short_kind(&v))));
-            }
-            None => return Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),
-        }
-    } else {
-        let v: Value = serde_json::from_str(text).map_err(|e| not_json_in(&e, bytes))?;
-        return Err(file_problem(
-            Rule::WrongShape,
-            format!("top level is {}, not an object with \"entries\" or a list", short_kind(&v)),
-        ));
-    };
+    let (list, extra) = split_general(text, bytes)?;
     let mut seen: HashSet<std::borrow::Cow<str>, FxBuild> =
         HashSet::with_capacity_and_hasher(list.len().min(65_536), Default::default());
     let mut members = Vec::with_capacity(16);
     let mut entries = Vec::with_capacity(list.len().min(65_536));
     let mut problems = Vec::new();
-    for (index, item) in list.into_iter().enumerate() {
-        match Entry::from_text_with(index, item.get(), &seen, &mut members) {
+    for (index, item) in list.iter().enumerate() {
+        match Entry::from_text_with(index, item, &seen, &mut members) {
             Ok(entry) => {
-                let id = match entry.lease_id_in(item.get()) {
+                let id = match entry.lease_id_in(item) {
                     Some(borrowed) => std::borrow::Cow::Borrowed(borrowed),
                     None => std::borrow::Cow::Owned(entry.lease_id().to_owned()),
                 };
@@ -353,6 +329,61 @@ fn parse_text(bytes: &[u8]) -> Result<(RegistryFile, bool), Vec<Problem>> {
         }
     }
     if problems.is_empty() { Ok((RegistryFile { entries, extra }, false)) } else { Err(problems) }
+}
+
+/// A registry's entries as texts, and its other top-level members.
+type Split<'t> = (Vec<Cow<'t, str>>, Map<String, Value>);
+
+/// The entries' texts and the other top-level members of a registry that is not in
+/// Hermes' exact layout. serde_json splits it without building a tree for any entry;
+/// a text only Python's json reads (its `NaN`/`Infinity` constants) is read whole by
+/// [`pyjson::parse`] and each entry rendered back to text.
+fn split_general<'t>(text: &'t str, bytes: &[u8]) -> Result<Split<'t>, Vec<Problem>> {
+    let trimmed = text.trim_start();
+    let split: Result<(Vec<&RawValue>, Map<String, Value>), serde_json::Error> = if trimmed.starts_with('[') {
+        serde_json::from_str(text).map(|list| (list, Map::new()))
+    } else if trimmed.starts_with('{') {
+        match serde_json::from_str::<TopLevel>(text) {
+            Ok(TopLevel { entries: Some(ListOrValue::List(list)), extra }) => Ok((list, extra)),
+            Ok(TopLevel { entries: Some(ListOrValue::Other(v)), .. }) => return entries_of(json!({"entries": v})),
+            Ok(TopLevel { entries: None, .. }) => return entries_of(json!({})),
+            Err(e) => Err(e),
+        }
+    } else {
+        return entries_of(pyjson::parse(text).map_err(|e| not_json_in(&e, bytes))?);
+    };
+    match split {
+        Ok((list, extra)) => {
+            if let Some(digits) = pyjson::find_overlong_int(&Value::Object(extra.clone())) {
+                return Err(not_json_in(&pyjson::overlong(digits), bytes));
+            }
+            Ok((list.into_iter().map(|item| Cow::Borrowed(item.get())).collect(), extra))
+        }
+        Err(_) if pyjson::may_hold_constants(bytes) => {
+            entries_of(pyjson::parse(text).map_err(|e| not_json_in(&e, bytes))?)
+        }
+        Err(e) => Err(not_json_in(&e.into(), bytes)),
+    }
+}
+
+/// The entries (as canonical text) and other members of a registry read whole, or
+/// the shape rule it breaks.
+fn entries_of(top: Value) -> Result<Split<'static>, Vec<Problem>> {
+    let texts = |list: Vec<Value>| list.iter().map(|v| Cow::Owned(pyjson::to_string(v))).collect();
+    match top {
+        Value::Array(list) => Ok((texts(list), Map::new())),
+        Value::Object(mut map) => match map.remove("entries") {
+            Some(Value::Array(list)) => Ok((texts(list), map)),
+            Some(other) => {
+                Err(file_problem(Rule::WrongShape, format!("\"entries\" is {}, not a list", short_kind(&other))))
+            }
+            None => Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),
+        },
+        other => Err(file_problem(
+            Rule::WrongShape,
+            format!("top level is {}, not an object with \"entries\" or a list", short_kind(&other)),
+        )),
+    }
 }
 
 /// How a registry in Hermes' own layout begins.

@@ -248,7 +248,8 @@ impl Held {
     pub fn decode(kv: &KeyValue) -> Result<Held, EtcdError> {
         let key = String::from_utf8_lossy(kv.key()).into_owned();
         let bad = |detail: String| EtcdError::BadData { key: key.clone(), detail };
-        let value: Value = serde_json::from_slice(kv.value()).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let text = std::str::from_utf8(kv.value()).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+        let value = crate::lease::pyjson::parse(text).map_err(|e| bad(format!("not JSON: {e}")))?;
         let Value::Object(mut map) = value else {
             return Err(bad("not a JSON object".into()));
         };

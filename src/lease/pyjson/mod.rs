@@ -3,6 +3,11 @@
 
 use serde_json::{Map, Number, Value};
 
+mod read;
+pub use read::{
+    MAX_INT_DIGITS, NotJson, constant, find_overlong_int, is_non_finite, may_hold_constants, overlong, parse, standard,
+};
+
 /// Serialize `value` the way Hermes does (sorted keys, `", "` / `": "`, raw UTF-8).
 pub fn to_string(value: &Value) -> String {
     let mut out = String::with_capacity(256);
@@ -387,21 +392,6 @@ mod tests {
     }
 }
 
-/// A number in `v` that Python would read as infinity (e.g. `1e400`): it would be
-/// written back as `Infinity`, which is not JSON, so such input is refused instead.
-pub fn find_out_of_range(v: &Value) -> Option<String> {
-    match v {
-        Value::Number(n) => {
-            let text = n.to_string();
-            let is_float = text.contains(['.', 'e', 'E']);
-            (is_float && text.parse::<f64>().map_or(true, |f| !f.is_finite())).then_some(text)
-        }
-        Value::Array(items) => items.iter().find_map(find_out_of_range),
-        Value::Object(map) => map.values().find_map(find_out_of_range),
-        _ => None,
-    }
-}
-
 /// The members (key, value text) of a JSON object whose text is already exactly what
 /// [`to_string`] would write for it, or `None` when it is not (then the caller parses
 /// and re-renders it). This is the fast path for registries Hermes or leasectl wrote:
@@ -522,6 +512,10 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
         b't' => text[pos..].starts_with("true").then_some(pos + 4),
         b'f' => text[pos..].starts_with("false").then_some(pos + 5),
         b'n' => text[pos..].starts_with("null").then_some(pos + 4),
+        // Python's constants, exactly as its json writes them.
+        b'N' => text[pos..].starts_with("NaN").then_some(pos + 3),
+        b'I' => text[pos..].starts_with("Infinity").then_some(pos + 8),
+        b'-' if text[pos..].starts_with("-Infinity") => Some(pos + 9),
         b'-' | b'0'..=b'9' => {
             // One pass: the extent of the number, and whether it is a plain integer.
             let mut end = pos;
@@ -538,7 +532,9 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
             let num = &text[pos..end];
             let canonical = if integer {
                 let digits = num.strip_prefix('-').unwrap_or(num);
-                !digits.is_empty() && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
+                !digits.is_empty()
+                    && digits.len() <= MAX_INT_DIGITS
+                    && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
             } else {
                 canonical_float(num)
             };
