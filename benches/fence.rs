@@ -76,7 +76,7 @@ fn main() {
     for (n, h) in SIZES.iter().zip(&homes) {
         let (pruned, removed) = cycle(&h.reg, me);
         assert!(removed && pruned == 0, "size {n}: the release removed {removed}, {pruned} entries pruned");
-        let left = lease::store::read(&h.reg.path()).expect("valid").entries.len();
+        let left = lease::file::registry::read(&h.reg.path()).expect("valid").entries.len();
         assert_eq!(left, *n, "size {n}: the registry keeps its entries");
     }
 
@@ -218,16 +218,17 @@ fn breakdown(homes: &[Home]) {
         let bytes = std::fs::read(&path).expect("read the registry");
         let mut steps: [Vec<f64>; 6] = Default::default();
         for _ in 0..rounds {
-            let (ms, parsed) = timed(|| lease::store::parse(&bytes).expect("valid"));
+            let (ms, parsed) = timed(|| lease::file::registry::parse(&bytes).expect("valid"));
             steps[0].push(ms);
             drop(parsed);
-            let (ms, file) = timed(|| lease::store::read(&path).expect("valid"));
+            let (ms, file) = timed(|| lease::file::registry::read(&path).expect("valid"));
             steps[1].push(ms);
             let (ms, kept) = timed(|| {
-                lease::fence::prune_dead(file.entries.clone(), &mut lease::Prober::new(), true).expect("all alive")
+                lease::file::fence::prune_dead(file.entries.clone(), &mut lease::Prober::new(), true)
+                    .expect("all alive")
             });
             steps[2].push(ms);
-            let (ms, _text) = timed(|| lease::store::serialize(&file));
+            let (ms, _text) = timed(|| lease::file::registry::serialize(&file));
             steps[3].push(ms);
             steps[4].push(timed(|| rewrite(&h.reg)).0);
             steps[5].push(timed(|| drop(kept)).0);

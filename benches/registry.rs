@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use leasectl::lease::{Registry, store};
+use leasectl::lease::{Registry, file::registry as store};
 use serde::de::IgnoredAny;
 use serde_json::Value;
 use support::Owner;

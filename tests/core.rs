@@ -7,7 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use leasectl::lease::{
-    self, AcquireRequest, Error, Liveness, Reason, Registry, Rule, Target, liveness::DeadCause, lock, store,
+    self, AcquireRequest, Error, Liveness, Reason, Registry, Rule, Target, file::registry as store,
+    liveness::DeadCause, lock,
 };
 use serde_json::{Map, Value};
 
@@ -57,7 +58,9 @@ fn invalid_files() -> Vec<(&'static str, Vec<u8>, Rule)> {
     let texts: Vec<(&'static str, String, Rule)> = vec![
         ("not json", "{\"entries\": [}".into(), Rule::NotJson),
         ("truncated", "{\"entries\": [{\"lease_id\": \"a".into(), Rule::NotJson),
-        ("NaN", with("process_start_time", "1.0").replace("1.0", "NaN"), Rule::NotJson),
+        // Python reads NaN; the protocol then refuses a start time that is not finite.
+        ("NaN", with("process_start_time", "1.0").replace("1.0", "NaN"), Rule::ProcessStartTime),
+        ("over 4300 digits", with("x_big", &"9".repeat(4301)), Rule::NotJson),
         ("no entries", "{}".into(), Rule::WrongShape),
         ("entries not list", "{\"entries\": {}}".into(), Rule::WrongShape),
         ("scalar", "42".into(), Rule::WrongShape),

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Stdio};
 
-use leasectl::lease::{pyjson, store};
+use leasectl::lease::{file::registry as store, pyjson};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 
@@ -82,7 +82,7 @@ proptest! {
             let written = store::serialize(&file);
             prop_assert!(store::parse(written.as_bytes()).is_ok());
         }
-        let _ = leasectl::lease::repair::plan(&bytes, &mut leasectl::lease::Prober::new());
+        let _ = leasectl::lease::file::salvage::plan(&bytes, &mut leasectl::lease::Prober::new());
     }
 }
 

@@ -6,7 +6,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasectl::lease::{self, AcquireRequest, Grant, Liveness, Reason, Refusal, Registry, lock, store};
+use leasectl::lease::{
+    self, AcquireRequest, Grant, Liveness, Reason, Refusal, Registry, file::registry as store, lock,
+};
 use serde_json::{Map, Value};
 
 static OWNER_SEQ: AtomicU64 = AtomicU64::new(0);

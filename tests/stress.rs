@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use leasectl::lease::{self, Liveness, Registry, store};
+use leasectl::lease::{self, Liveness, Registry, file::registry as store};
 
 mod common;
 use common::Reaped;

@@ -12,7 +12,7 @@ use leasectl::lease::config::CapSetting;
 use leasectl::lease::liveness::{DeadCause, process_start_time};
 use leasectl::lease::owner::OwnerInfo;
 use leasectl::lease::pyjson::float_repr;
-use leasectl::lease::{Entry, Liveness, Registry, lock, store};
+use leasectl::lease::{Entry, Liveness, Registry, file::registry as store, lock};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;

@@ -3,7 +3,7 @@
 //! one-pass reader of Hermes' layout agrees with the general reader.
 #![no_main]
 
-use leasectl::lease::{Prober, repair, store};
+use leasectl::lease::{Prober, repair, file::registry as store};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -87,7 +87,7 @@ pub struct Cli {
     pub lock_timeout: f64,
     /// A live owner's session idle this long (state.db) makes its lease a leak suspect
     /// (LEAK?): 2h, 90m, 3600... (default: config.yaml's leasectl.idle_threshold, else 2h)
-    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::context::parse_idle, help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::human::parse_idle, help_heading = GLOBAL)]
     pub idle_threshold: Option<std::time::Duration>,
     /// Where leases live: the Hermes registry file (one host) or etcd (across hosts)
     #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL, hide = NO_ETCD)]
@@ -435,12 +435,12 @@ pub struct RunArgs {
 
 /// `--since`: a duration back from now, as people write it.
 fn parse_since(text: &str) -> Result<std::time::Duration, String> {
-    crate::lease::context::parse_duration(text, "--since")
+    crate::lease::human::parse_duration(text, "--since")
 }
 
 /// `--metrics-every`: a duration as people write it, at least a second.
 fn parse_metrics_every(text: &str) -> Result<std::time::Duration, String> {
-    let d = crate::lease::context::parse_duration(text, "--metrics-every")?;
+    let d = crate::lease::human::parse_duration(text, "--metrics-every")?;
     if d < std::time::Duration::from_secs(1) {
         return Err(format!("--metrics-every {text:?} is under a second"));
     }

@@ -715,7 +715,7 @@ fn release(
     let refused_pid = owner_pid.filter(|p| !lease::owner::could_signal(*p));
     let owner_pid = owner_pid.filter(|p| lease::owner::could_signal(*p));
     let views = store.read().leases.unwrap_or_default();
-    if let Some(v) = lease::admin::foreign_live_owner(&views, lease_id, owner_pid) {
+    if let Some(v) = lease::view::foreign_live_owner(&views, lease_id, owner_pid) {
         let pid = v.entry.pid();
         let act_for = if lease::owner::could_signal(pid) {
             format!("pass --owner-pid {pid} if you act for it; ")
@@ -735,7 +735,7 @@ fn release(
     }
     // A release on behalf of another live process (one --owner-pid let through) is on
     // record like a force-release: the same rule, without the pid the caller acts for.
-    let on_behalf = owner_pid.and_then(|_| lease::admin::foreign_live_owner(&views, lease_id, None)).cloned();
+    let on_behalf = owner_pid.and_then(|_| lease::view::foreign_live_owner(&views, lease_id, None)).cloned();
     let r = store.release(lease_id)?;
     if r.removed
         && let Some(view) = on_behalf

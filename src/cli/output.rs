@@ -349,7 +349,7 @@ pub fn live_owners_text(r: &Removal) -> String {
     let who: Vec<String> = r
         .removed
         .iter()
-        .filter(|v| crate::lease::admin::owner_may_be_alive(v))
+        .filter(|v| crate::lease::view::owner_may_be_alive(v))
         .map(|v| {
             let surface = escape(v.entry.surface().unwrap_or("-"));
             format!("pid {} ({surface}, session {})", v.entry.pid(), escape(v.entry.session_id()))

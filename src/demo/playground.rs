@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 
 use super::sandbox::{Sandbox, Spawned};
 use crate::lease::entry::NewLease;
-use crate::lease::{self, AcquireRequest, Entry, Reason, ids, lock, now, pyjson, store};
+use crate::lease::file::registry as store;
+use crate::lease::{self, AcquireRequest, Entry, Reason, ids, lock, now, pyjson};
 
 /// Who acquires in "try to acquire".
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +181,7 @@ impl Playground {
     /// owners (an operator's home given with --home); Err when the registry cannot be read.
     pub fn others_leases(&mut self) -> Result<usize, String> {
         let own: Vec<u64> = self.owners().iter().map(|o| o.pid).collect();
-        lease::store::read(&self.sandbox.registry().path())
+        lease::file::registry::read(&self.sandbox.registry().path())
             .map(|f| f.entries.iter().filter(|e| !own.contains(&e.pid())).count())
             .map_err(|e| e.to_string())
     }

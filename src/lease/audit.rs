@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::admin::{LeaseView, Removal};
 use super::location::Location;
 use super::safe_file::{self, Spot};
+use super::view::{LeaseView, Removal};
 
 /// The audit file is rotated past this size; this many old files are kept (`.1` newest).
 pub const MAX_BYTES: u64 = 10 * 1024 * 1024;

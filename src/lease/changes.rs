@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 
-use super::admin::LeaseView;
 use super::entry::Entry;
 use super::liveness::Liveness;
+use super::view::LeaseView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {

@@ -57,7 +57,7 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
         Some(Yaml::Real(r)) => r.clone(),
         Some(other) => return Err(format!("ignoring leasectl.idle_threshold in {}: {other:?}", config_path.display())),
     };
-    super::context::parse_idle(&raw)
+    super::human::parse_idle(&raw)
         .map(Some)
         .map_err(|e| format!("ignoring leasectl.idle_threshold in {}: {e}", config_path.display()))
 }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
-use super::admin::LeaseView;
 use super::human::duration;
 use super::liveness::Liveness;
+use super::view::LeaseView;
 
 /// The default idle threshold: a session with no activity for this long, held by a live
 /// owner, is a leak suspect.
@@ -333,43 +333,6 @@ pub fn leak_reason(
     (now - last > idle.as_secs_f64()).then(|| format!("no activity for {} but {holder}", duration(now - last)))
 }
 
-/// An idle threshold as written in config or on the command line: `2h`, `90m`,
-/// `1h 30m`, `45s`, or plain seconds.
-pub fn parse_idle(text: &str) -> Result<Duration, String> {
-    parse_duration(text, "idle threshold")
-}
-
-/// The longest duration leasectl takes (an idle threshold, `--since`): a hundred years.
-/// Anything longer is a typo, and would overflow the arithmetic on times.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
-
-/// A duration as people write it (`2h`, `90m`, `1h 30m`, `3600`): more than 0 and at
-/// most [`MAX_DURATION`]; `what` names it in the error.
-pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let too_long = || format!("{what} {text:?} is longer than 100 years");
-    let not_positive = || format!("{what} {text:?} must be more than 0 seconds");
-    if let Ok(secs) = t.parse::<f64>() {
-        if !secs.is_finite() || secs <= 0.0 {
-            return Err(not_positive());
-        }
-        if secs > MAX_DURATION.as_secs_f64() {
-            return Err(too_long());
-        }
-        return Duration::try_from_secs_f64(secs).map_err(|_| too_long());
-    }
-    let span: jiff::SignedDuration =
-        t.parse().map_err(|e| format!("{what} {text:?} is not a duration like 2h, 90m or 3600 ({e})"))?;
-    if span.is_negative() || span.is_zero() {
-        return Err(not_positive());
-    }
-    let d = Duration::try_from(span).map_err(|_| too_long())?;
-    if d > MAX_DURATION {
-        return Err(too_long());
-    }
-    Ok(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,18 +343,5 @@ mod tests {
         assert_eq!(sane(Some(now + 3600.0), now), None, "an ended_at an hour ahead has not happened");
         assert_eq!(sane(Some(now + 30.0), now), Some(now + 30.0), "a little skew is believed");
         assert_eq!(sane(Some(now - 3600.0), now), Some(now - 3600.0));
-    }
-
-    #[test]
-    fn idle_thresholds_read_like_people_write_them() {
-        assert_eq!(parse_idle("2h"), Ok(Duration::from_secs(7200)));
-        assert_eq!(parse_idle("90m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_idle("1h 30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_idle("3600"), Ok(Duration::from_secs(3600)));
-        assert!(parse_idle("0").is_err() && parse_idle("-5m").is_err() && parse_idle("soon").is_err());
-        // Out of range is an error, never a panic (Duration::from_secs_f64 panics on these).
-        for huge in ["1e30", "18446744073709551615", "inf", "NaN", "1e308", "200y", "9999999999h"] {
-            assert!(parse_idle(huge).is_err(), "{huge}");
-        }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::problem::{Problem, Rule};
 use super::pyjson;
 
 /// A validated registry entry. Only the constructors here build one, so the typed
@@ -60,65 +61,13 @@ impl PartialEq for Entry {
     }
 }
 
+/// The metadata key `run` records: its work carries `LEASECTL_LEASE_ID=<lease id>` in its
+/// environment, which every process it starts inherits (setsid and double forks too).
+pub const WORK_KEY: &str = "leasectl_work";
+
 /// The fields validation reads; only these are parsed on the fast path.
 const KNOWN: [&str; 8] =
     ["lease_id", "session_id", "pid", "surface", "track_liveness", "metadata", "process_start_time", "started_at"];
-
-/// Which strict-validation rule an entry or file breaks (spec §3), in Hermes' order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    Unreadable,
-    NotJson,
-    WrongShape,
-    NonObjectEntry,
-    LeaseId,
-    DuplicateLeaseId,
-    SessionId,
-    Pid,
-    Surface,
-    TrackLiveness,
-    Metadata,
-    ProcessStartTime,
-}
-
-impl Rule {
-    /// A stable machine name for `--json` output.
-    pub fn code(self) -> &'static str {
-        match self {
-            Rule::Unreadable => "unreadable",
-            Rule::NotJson => "not_json",
-            Rule::WrongShape => "wrong_shape",
-            Rule::NonObjectEntry => "non_object_entry",
-            Rule::LeaseId => "invalid_lease_id",
-            Rule::DuplicateLeaseId => "duplicate_lease_id",
-            Rule::SessionId => "invalid_session_id",
-            Rule::Pid => "invalid_pid",
-            Rule::Surface => "invalid_surface",
-            Rule::TrackLiveness => "invalid_track_liveness",
-            Rule::Metadata => "invalid_metadata",
-            Rule::ProcessStartTime => "invalid_process_start_time",
-        }
-    }
-}
-
-/// One broken rule, located: which entry (0-based index) and its lease id if readable.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
-    pub rule: Rule,
-    pub entry_index: Option<usize>,
-    pub lease_id: Option<String>,
-    pub detail: String,
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.entry_index, &self.lease_id) {
-            (Some(i), Some(id)) => write!(f, "entry {i} (lease {id}): {}", self.detail),
-            (Some(i), None) => write!(f, "entry {i}: {}", self.detail),
-            _ => write!(f, "{}", self.detail),
-        }
-    }
-}
 
 impl Entry {
     /// Validate one entry given as JSON text. Text already in Hermes' exact format
@@ -154,7 +103,7 @@ impl Entry {
                 rule: Rule::NotJson,
                 entry_index: Some(index),
                 lease_id: None,
-                detail: super::store::not_json_detail(&e, text.as_bytes()),
+                detail: pyjson::not_json_detail(&e, text.as_bytes()),
             }]),
         }
     }
@@ -406,10 +355,9 @@ impl Entry {
         &self.text
     }
 
-    /// True when `run` recorded how to find this lease's work (see [`super::liveness::WORK_KEY`]).
+    /// True when `run` recorded how to find this lease's work (see [`WORK_KEY`]).
     pub fn work_marked(&self) -> bool {
-        self.text.contains(super::liveness::WORK_KEY)
-            && self.fields().get("metadata").and_then(|m| m.get(super::liveness::WORK_KEY)).is_some()
+        self.text.contains(WORK_KEY) && self.fields().get("metadata").and_then(|m| m.get(WORK_KEY)).is_some()
     }
 
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).

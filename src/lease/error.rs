@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::entry::Problem;
+use super::problem::Problem;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

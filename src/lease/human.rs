@@ -2,6 +2,7 @@
 //! files shown without the control characters that would act on the terminal.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 /// A compact duration: `41s`, `3m`, `2h05m`, `3d11h` (the two largest units, the
 /// second zero-padded so columns line up). Negative, NaN and infinite read `0s`.
@@ -48,6 +49,43 @@ pub fn shell_word(word: &str) -> String {
     if plain { word.to_owned() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
 
+/// An idle threshold as written in config or on the command line: `2h`, `90m`,
+/// `1h 30m`, `45s`, or plain seconds.
+pub fn parse_idle(text: &str) -> Result<Duration, String> {
+    parse_duration(text, "idle threshold")
+}
+
+/// The longest duration leasectl takes (an idle threshold, `--since`): a hundred years.
+/// Anything longer is a typo, and would overflow the arithmetic on times.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// A duration as people write it (`2h`, `90m`, `1h 30m`, `3600`): more than 0 and at
+/// most [`MAX_DURATION`]; `what` names it in the error.
+pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let too_long = || format!("{what} {text:?} is longer than 100 years");
+    let not_positive = || format!("{what} {text:?} must be more than 0 seconds");
+    if let Ok(secs) = t.parse::<f64>() {
+        if !secs.is_finite() || secs <= 0.0 {
+            return Err(not_positive());
+        }
+        if secs > MAX_DURATION.as_secs_f64() {
+            return Err(too_long());
+        }
+        return Duration::try_from_secs_f64(secs).map_err(|_| too_long());
+    }
+    let span: jiff::SignedDuration =
+        t.parse().map_err(|e| format!("{what} {text:?} is not a duration like 2h, 90m or 3600 ({e})"))?;
+    if span.is_negative() || span.is_zero() {
+        return Err(not_positive());
+    }
+    let d = Duration::try_from(span).map_err(|_| too_long())?;
+    if d > MAX_DURATION {
+        return Err(too_long());
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +116,18 @@ mod tests {
         assert_eq!(duration(3.0 * 86_400.0 + 11.0 * 3600.0 + 59.0), "3d11h");
         assert_eq!(duration(83.0 * 3600.0 + 20.0 * 60.0), "3d11h");
         assert_eq!(duration(96_048_293.46), "1111d16h");
+    }
+
+    #[test]
+    fn idle_thresholds_read_like_people_write_them() {
+        assert_eq!(parse_idle("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_idle("90m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_idle("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_idle("3600"), Ok(Duration::from_secs(3600)));
+        assert!(parse_idle("0").is_err() && parse_idle("-5m").is_err() && parse_idle("soon").is_err());
+        // Out of range is an error, never a panic (Duration::from_secs_f64 panics on these).
+        for huge in ["1e30", "18446744073709551615", "inf", "NaN", "1e308", "200y", "9999999999h"] {
+            assert!(parse_idle(huge).is_err(), "{huge}");
+        }
     }
 }

@@ -28,9 +28,7 @@ pub enum Liveness {
     },
 }
 
-/// The metadata key `run` records: its work carries `LEASECTL_LEASE_ID=<lease id>` in its
-/// environment, which every process it starts inherits (setsid and double forks too).
-pub const WORK_KEY: &str = "leasectl_work";
+pub use super::entry::WORK_KEY;
 /// The environment variable that names the lease in the work's processes.
 pub const WORK_ENV: &str = "LEASECTL_LEASE_ID";
 

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 use super::error::Error;
 use super::safe_file::{self, Spot};
 
+/// Default bound on waiting for the registry lock.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Held while a read-modify-write runs; dropping it closes the file, which releases the flock.
 #[derive(Debug)]
 pub struct RegistryLock {

@@ -1,7 +1,7 @@
 //! Finding a lease by the id an operator typed: the whole id, or a unique prefix of at
 //! least [`MIN_PREFIX`] characters (as `ls` shows them, like git's short hashes).
 
-use super::admin::LeaseView;
+use super::view::LeaseView;
 
 /// The shortest prefix that names a lease: shorter ones match too much to be safe.
 pub const MIN_PREFIX: usize = 4;

@@ -1,18 +1,23 @@
 //! The lease core: the registry protocol Hermes speaks, the fence, and the
 //! operator's actions. No terminal code here; the CLI and the console call it.
+//!
+//! Every backend shares the files at this level (the entry format, liveness, the types
+//! in `view`, `grant` and `repair`, the [`LeaseStore`] interface in `backend`); the
+//! registry-file backend is in `file/`, etcd's in `etcd/`, and they import only what
+//! is shared. This file is the one place that picks a backend: [`open`] and [`watch`].
 
-pub mod admin;
 pub mod audit;
 pub mod backend;
 pub mod changes;
+pub mod clock;
 pub mod config;
 pub mod context;
 pub mod entry;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
-pub mod fence;
-pub mod file_watch;
+pub mod file;
+pub mod grant;
 pub mod human;
 pub mod ids;
 pub mod journal;
@@ -23,30 +28,75 @@ pub mod lookup;
 pub mod owner;
 pub mod paths;
 pub mod pidfds;
+pub mod problem;
 pub mod pyjson;
-mod recent;
 pub mod refusal;
 pub mod repair;
-mod reparse;
 pub mod safe_file;
-pub mod store;
+pub mod view;
 
-pub use admin::{
-    DoctorReport, LeaseView, PruneOptions, RemoteLease, Removal, Target, doctor, force_release, prune, snapshot,
-};
-pub use backend::{Change, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope, open, watch};
-pub use entry::{Entry, Problem, Rule};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use backend::{Change, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope};
+pub use clock::now;
+pub use entry::Entry;
 pub use error::{Error, InvalidRegistry};
-pub use fence::{AcquireRequest, Grant, Released, RemoteGrant, acquire, release, transfer};
+pub use file::admin::{doctor, force_release, prune, snapshot};
+pub use file::fence::{acquire, release, transfer};
+pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};
 pub use liveness::{Liveness, Prober};
 pub use location::{EtcdLocation, Location};
+pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use paths::Registry;
+pub use problem::{Problem, Rule};
 pub use refusal::{Reason, Refusal};
+pub use view::{DoctorReport, LeaseView, PruneOptions, RemoteLease, Removal, Target};
 
-/// Default bound on waiting for the registry lock.
-pub const DEFAULT_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The store for a location. Opening never does I/O: an unreachable etcd shows on first use.
+pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseStore>, Error> {
+    match location {
+        Location::File(registry) => {
+            let mut store = file::FileStore::new(registry.clone(), options.lock_timeout);
+            store.idle_threshold = options.idle_threshold;
+            Ok(Box::new(store))
+        }
+        #[cfg(feature = "etcd")]
+        Location::Etcd(at) => Ok(Box::new(etcd::store::EtcdStore::new(at, options.ttl))),
+        #[cfg(not(feature = "etcd"))]
+        Location::Etcd(_) => Err(Error::Unsupported(
+            "this leasectl was built without the etcd backend: rebuild it with `cargo build --release --features \
+             etcd` (needs protoc)"
+                .into(),
+        )),
+    }
+}
 
-/// Wall-clock time as epoch seconds, like Python's `time.time()`.
-pub fn now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+/// Start the change feed for every location in scope: `on_change` is called from
+/// watcher threads. Registry files are watched with notify, etcd prefixes with etcd's watch.
+/// `on_change` returns false once nobody listens: the watchers then stop.
+pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + Sync>) -> Result<(), Error> {
+    let homes: Vec<PathBuf> = scope.locations.iter().filter_map(Location::registry).map(|r| r.home.clone()).collect();
+    if !homes.is_empty() || scope.discover_root.is_some() {
+        let files = file::watch::FileWatch {
+            root: scope.discover_root.clone().or_else(|| homes.first().cloned()).unwrap_or_default(),
+            discover: scope.discover_root.is_some(),
+            homes,
+        };
+        let report = Arc::clone(&on_change);
+        file::watch::spawn(files, scope.debounce, move |paths, replaced| {
+            replaced.into_iter().all(|(p, n)| report(Change::Replaced(p, n))) && report(Change::Files(paths))
+        })
+        .map_err(|e| Error::Refused(format!("cannot watch the registries: {e}")))?;
+    }
+    for location in &scope.locations {
+        if let Location::Etcd(_at) = location {
+            #[cfg(feature = "etcd")]
+            {
+                let report = Arc::clone(&on_change);
+                etcd::watch::spawn(_at.clone(), scope.debounce, move || report(Change::Remote));
+            }
+        }
+    }
+    Ok(())
 }

@@ -7,7 +7,7 @@ use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::extension::KeyContext;
 use super::keys::{Action, CONSOLE_KEYS, lookup};
 use super::state::{App, Dialog, LogLevel, RegistryState};
-use crate::lease::admin::may_be_alive;
+use crate::lease::view::may_be_alive;
 use crate::lease::{Liveness, Target};
 
 pub fn update(app: &mut App, event: Event) -> Vec<Effect> {

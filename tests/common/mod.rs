@@ -11,7 +11,7 @@ use std::sync::Arc;
 use leasectl::lease::config::CapSetting;
 use leasectl::lease::liveness::DeadCause;
 use leasectl::lease::owner::OwnerInfo;
-use leasectl::lease::{Entry, Liveness, Location, Registry, store};
+use leasectl::lease::{Entry, Liveness, Location, Registry, file::registry as store};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;

@@ -8,13 +8,13 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpR
 use serde_json::{Map, Value};
 
 use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
-use crate::lease::admin::{LeaseView, Removal, may_be_alive};
 use crate::lease::entry::{Entry, float_value, live_id_string};
 use crate::lease::error::Error;
-use crate::lease::fence::AcquireRequest;
-use crate::lease::fence::{Grant, Released, RemoteGrant};
+use crate::lease::grant::AcquireRequest;
+use crate::lease::grant::{Grant, Released, RemoteGrant};
 use crate::lease::liveness::Prober;
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
+use crate::lease::view::{LeaseView, Removal, may_be_alive};
 use crate::lease::{Target, ids, now};
 
 /// A lost race (another client took the session or the slot first) is retried on a

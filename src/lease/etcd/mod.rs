@@ -23,12 +23,12 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 use serde_json::{Map, Value};
 
-use super::admin::{LeaseView, RemoteLease};
 use super::entry::Entry;
 use super::error::{Error, Unusable};
 use super::liveness::{Liveness, Prober};
 pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
 pub use super::owner::hostname;
+use super::view::{LeaseView, RemoteLease};
 
 /// The bound on one etcd request (connecting included).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);

@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use super::keepalive::KeepAlive;
 use super::{Etcd, EtcdConfig, EtcdError, Held, fence, hostname};
-use crate::lease::admin::{DoctorReport, PruneOptions, Removal, Target};
 use crate::lease::backend::{LeaseStore, Listing, OnLost, RemoteListing, Renewal};
 use crate::lease::config::CapSetting;
 use crate::lease::error::Error;
-use crate::lease::fence::{AcquireRequest, Grant, Released};
+use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::liveness::Prober;
 use crate::lease::location::{EtcdLocation, Location};
 use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::repair::RepairReport;
+use crate::lease::view::{DoctorReport, PruneOptions, Removal, Target};
 
 /// TTLs are read one request per lease: a re-judgement reads at most this many.
 const TTL_READS: usize = 256;

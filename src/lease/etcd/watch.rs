@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::EtcdConfig;
-use crate::lease::file_watch::MAX_GATHER;
+use crate::lease::backend::MAX_GATHER;
 use crate::lease::location::EtcdLocation;
 
 /// Watch the etcd prefix with etcd's watch API; every burst of changes (gathered like

@@ -4,9 +4,11 @@
 use serde_json::{Map, Number, Value};
 
 mod read;
+mod scan;
 pub use read::{
     MAX_INT_DIGITS, NotJson, constant, find_overlong_int, is_non_finite, may_hold_constants, overlong, parse, standard,
 };
+pub use scan::{MAX_JSON_VALUES, Structure, not_json_detail, outside_strings, structure, too_many_values};
 
 /// Serialize `value` the way Hermes does (sorted keys, `", "` / `": "`, raw UTF-8).
 pub fn to_string(value: &Value) -> String {

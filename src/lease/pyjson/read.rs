@@ -63,7 +63,7 @@ pub fn parse(text: &str) -> Result<Value, NotJson> {
 /// True when `text` has `N` or `I` outside its strings: the only way a Python constant
 /// can be there (standard JSON has no capital letter outside strings).
 pub fn may_hold_constants(text: &[u8]) -> bool {
-    crate::lease::store::outside_strings(text).any(|(_, b)| b == b'N' || b == b'I')
+    super::outside_strings(text).any(|(_, b)| b == b'N' || b == b'I')
 }
 
 /// A number whose text is one of Python's constants (`NaN`, `Infinity`, `-Infinity`).

@@ -1,48 +1,22 @@
 //! The operator's actions: a read-only snapshot, prune, force-release and doctor.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use super::config::{CapSetting, read_cap};
-use super::entry::{Problem, Rule};
-use super::error::{Error, InvalidRegistry};
-use super::liveness::{Liveness, Prober};
-use super::paths::Registry;
-use super::{Entry, lock, pyjson, store};
-
-/// One lease as seen now.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseView {
-    pub entry: Entry,
-    pub liveness: Liveness,
-    /// Set on etcd: the key, the owner's host, its etcd lease and what is left of it.
-    pub remote: Option<RemoteLease>,
-}
-
-/// A lease's etcd side.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RemoteLease {
-    pub key: String,
-    pub host: String,
-    pub etcd_lease_id: i64,
-    pub slot: Option<u64>,
-    /// The revision of the transaction that wrote it.
-    pub fencing_token: i64,
-    /// Seconds left on the etcd lease (`None`: gone, or not read).
-    pub ttl_left: Option<i64>,
-}
-
-impl LeaseView {
-    pub fn local(entry: Entry, liveness: Liveness) -> LeaseView {
-        LeaseView { entry, liveness, remote: None }
-    }
-}
+use super::registry;
+use crate::lease::config::read_cap;
+use crate::lease::entry::Entry;
+use crate::lease::error::{Error, InvalidRegistry};
+use crate::lease::liveness::{Liveness, Prober};
+use crate::lease::paths::Registry;
+use crate::lease::problem::{Problem, Rule};
+use crate::lease::view::{DoctorReport, LeaseView, PruneOptions, Removal, Target, owner_may_be_alive};
+use crate::lease::{lock, pyjson};
 
 /// A read-only look at one registry: never locks, never writes.
-pub fn snapshot(reg: &Registry) -> super::backend::Listing {
-    use super::backend::LeaseStore;
-    super::backend::FileStore::new(reg.clone(), super::DEFAULT_LOCK_TIMEOUT).read()
+pub fn snapshot(reg: &Registry) -> crate::lease::backend::Listing {
+    use crate::lease::backend::LeaseStore;
+    super::FileStore::new(reg.clone(), lock::DEFAULT_LOCK_TIMEOUT).read()
 }
 
 fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
@@ -54,48 +28,6 @@ fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
             LeaseView::local(entry, liveness)
         })
         .collect()
-}
-
-/// What a prune removes besides dead and recycled owners, and whether it only says so.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PruneOptions {
-    /// Say what would be removed; change nothing.
-    pub dry_run: bool,
-    /// Also owners recycled only by a whole-second start time difference (clock step?).
-    pub include_clock_step: bool,
-    /// Also dead `run` owners whose work still runs (WORK RUNNING): `prune --force`.
-    pub include_work_running: bool,
-}
-
-/// What an admin write removed (or, on a dry run, would remove).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Removal {
-    pub removed: Vec<LeaseView>,
-    pub dry_run: bool,
-    /// True when at least one removed lease's owner was alive (or could not be proven dead).
-    pub live_owner: bool,
-    /// Leases a prune kept although they read as recycled: the owner runs and its start
-    /// time is off by whole seconds, which a wall-clock step causes (see `--include-clock-step`).
-    pub kept_clock_step: Vec<LeaseView>,
-    /// A force-release dry run without `--live`: the live owners' leases it names, which
-    /// would need `--live` (a real run refuses them all).
-    pub needs_live: Vec<LeaseView>,
-    /// Leases a prune kept because their dead owner's work still runs (`--force` takes them).
-    pub kept_work_running: Vec<LeaseView>,
-}
-
-/// The lease `lease_id` when a plain release must not take it: its owner runs on this
-/// host and is neither the caller, one of its ancestors nor `owner_pid` (the one the
-/// caller says it acts for). Taking a live stranger's lease is force-release's job.
-pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid: Option<u64>) -> Option<&'a LeaseView> {
-    let view = views.iter().find(|v| v.entry.lease_id() == lease_id)?;
-    let pid = view.entry.pid();
-    let here = view.remote.as_ref().is_none_or(|r| r.host == super::owner::hostname());
-    let foreign = here
-        && owner_may_be_alive(view)
-        && Some(pid) != owner_pid
-        && !super::owner::self_and_ancestors().contains(&pid);
-    foreign.then_some(view)
 }
 
 /// Remove dead and recycled owners only (an unknown verdict is kept). A "recycled" owner
@@ -127,13 +59,6 @@ pub fn prune(reg: &Registry, opts: PruneOptions, lock_timeout: Duration) -> Resu
     // Removing a lease whose work runs lets a second writer in beside that work.
     removal.live_owner |= removal.removed.iter().any(|v| matches!(v.liveness, Liveness::WorkRunning { .. }));
     Ok(removal)
-}
-
-/// Which leases an operator names for force-release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Lease(String),
-    Session(String),
 }
 
 /// Release leases on an operator's word. A live (or unprovable) owner's lease is
@@ -196,16 +121,6 @@ pub fn force_release(
     Ok(removal)
 }
 
-/// Alive, or not provably dead: removing its lease could let a second writer in.
-pub fn owner_may_be_alive(v: &LeaseView) -> bool {
-    may_be_alive(&v.liveness)
-}
-
-/// The verdicts that forbid removing a lease without an explicit override.
-pub fn may_be_alive(l: &Liveness) -> bool {
-    matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. })
-}
-
 /// Under the lock: read strictly, judge, let `choose` pick what goes, write if anything does.
 fn edit(
     reg: &Registry,
@@ -217,7 +132,7 @@ fn edit(
     // A dry run only looks, and a reader that only looks needs no lock (the registry is
     // replaced whole by rename): it creates nothing, not even the lock file.
     let guard = if dry_run { None } else { Some(lock::lock(&reg.lock_path(), lock_timeout)?) };
-    let file = store::read(&path)?;
+    let file = registry::read(&path)?;
     let views = judge_all(file.entries);
     let chosen = choose(&views)?;
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
@@ -226,56 +141,9 @@ fn edit(
     }
     let live_owner = removed.iter().any(owner_may_be_alive);
     if let Some(guard) = guard.filter(|_| !removed.is_empty()) {
-        store::write(&guard, &path, &store::RegistryFile { entries: kept, extra: file.extra })?;
+        registry::write(&guard, &path, &registry::RegistryFile { entries: kept, extra: file.extra })?;
     }
     Ok(Removal { removed, dry_run, live_owner, ..Removal::default() })
-}
-
-/// Everything `doctor` checks in one registry.
-#[derive(Debug, Clone)]
-pub struct DoctorReport {
-    pub registry: Registry,
-    pub exists: bool,
-    pub cap: CapSetting,
-    /// Strict-validation problems, every one, with rule and entry.
-    pub problems: Vec<Problem>,
-    /// Indexes of entries whose session id is `""` (Hermes can write these; they block every acquire).
-    pub empty_session_ids: Vec<usize>,
-    /// Sessions held by more than one live entry.
-    pub conflicts: BTreeMap<String, Vec<LeaseView>>,
-    /// Dead and recycled owners still listed (a prune removes them).
-    pub stale: Vec<LeaseView>,
-    /// Temp files older than a few seconds: a crashed writer's leftovers.
-    pub leftover_temp_files: Vec<PathBuf>,
-    /// Who holds the registry lock right now, if anyone.
-    pub lock_holder: Option<u32>,
-    /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.
-    pub lock_problem: Option<String>,
-    /// The registry is a symlink (to this target): every write refuses to go through it.
-    pub symlink_to: Option<PathBuf>,
-    /// Leases whose owner is alive.
-    pub live: usize,
-    /// More live leases than the cap allows (the cap was lowered, or a writer ignored it).
-    pub over_cap: bool,
-    /// Live owners whose session has ended or gone idle (state.db), each with the reason.
-    /// Worth a look, not a problem: a suspect is still a live owner.
-    pub leak_suspects: Vec<(LeaseView, String)>,
-    /// Why state.db could not tell (no file, locked...), when it could not.
-    pub context_unknown: Option<String>,
-    /// A bad `leasectl.idle_threshold` in config.yaml, ignored.
-    pub idle_warning: Option<String>,
-}
-
-impl DoctorReport {
-    /// True when something needs an operator (doctor exits non-zero).
-    pub fn has_problems(&self) -> bool {
-        !self.problems.is_empty()
-            || !self.conflicts.is_empty()
-            || !self.leftover_temp_files.is_empty()
-            || self.lock_problem.is_some()
-            || self.symlink_to.is_some()
-            || self.over_cap
-    }
 }
 
 /// Temp files younger than this may belong to a write in progress.
@@ -316,7 +184,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         context_unknown: None,
         idle_warning: None,
     };
-    match store::read_bytes(&path) {
+    match registry::read_bytes(&path) {
         Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
         Err(other) => report.problems.push(Problem {
             rule: Rule::Unreadable,
@@ -325,7 +193,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
             detail: other.to_string(),
         }),
         Ok(None) => {}
-        Ok(Some(bytes)) => match store::parse(&bytes) {
+        Ok(Some(bytes)) => match registry::parse(&bytes) {
             Err(problems) => {
                 report.empty_session_ids = empty_session_ids(&bytes);
                 report.problems = problems;
@@ -341,17 +209,17 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
                 report.live = by_session.values().map(Vec::len).sum();
                 report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
                 report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
-                let (threshold, warning) = super::context::idle_threshold(&reg.home, idle);
+                let (threshold, warning) = crate::lease::context::idle_threshold(&reg.home, idle);
                 report.idle_warning = warning;
                 let live: Vec<&LeaseView> = views.iter().filter(|v| v.liveness == Liveness::Alive).collect();
                 let ids: Vec<&str> = live.iter().map(|v| v.entry.session_id()).collect();
-                match super::context::read(&reg.home, &ids) {
-                    super::context::Contexts::Unknown(why) => report.context_unknown = Some(why),
+                match crate::lease::context::read(&reg.home, &ids) {
+                    crate::lease::context::Contexts::Unknown(why) => report.context_unknown = Some(why),
                     contexts => {
-                        let at = super::now();
+                        let at = crate::lease::clock::now();
                         for v in live {
-                            let owner = super::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
-                            if let Some(reason) = super::context::leak_reason(
+                            let owner = crate::lease::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
+                            if let Some(reason) = crate::lease::context::leak_reason(
                                 v,
                                 contexts.get(v.entry.session_id()),
                                 threshold,
@@ -370,7 +238,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
             }
         },
     }
-    report.leftover_temp_files = store::leftover_temp_files(&reg.runtime_dir())
+    report.leftover_temp_files = registry::leftover_temp_files(&reg.runtime_dir())
         .into_iter()
         .filter(|p| {
             std::fs::metadata(p)
@@ -385,7 +253,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
 
 fn empty_session_ids(bytes: &[u8]) -> Vec<usize> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    if store::too_many_values(bytes) {
+    if pyjson::too_many_values(bytes) {
         return vec![];
     }
     let Ok(value) = std::str::from_utf8(bytes).map_err(|_| ()).and_then(|t| pyjson::parse(t).map_err(|_| ())) else {

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use rustc_hash::FxBuildHasher as FxBuild;
 
+use super::format::RegistryFile;
 use super::reparse::{self, IdCounts};
-use super::store::RegistryFile;
 
 /// Registries remembered per thread, found by path in constant time, so a console
 /// on any number of profiles hits as often as one on a single registry. Beyond

@@ -5,65 +5,15 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::entry::{Entry, NewLease, py_is_blank};
-use super::error::Error;
-use super::liveness::{Liveness, Prober, UnknownCause};
-use super::paths::Registry;
-use super::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
-use super::{ids, lock, now, store};
-
-/// What an owner asks for.
-#[derive(Debug, Clone)]
-pub struct AcquireRequest {
-    pub session_id: String,
-    pub surface: Option<String>,
-    /// Written as the entry's `metadata`; `live_session_id` is half of writer identity.
-    pub metadata: Map<String, Value>,
-    /// The owner process (Hermes uses its own pid).
-    pub owner_pid: u64,
-    /// `None`: no cap.
-    pub cap: Option<u64>,
-    pub track_liveness: bool,
-    pub lock_timeout: Duration,
-}
-
-/// A granted lease.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Grant {
-    pub lease_id: String,
-    /// False for an empty session id: nothing to fence, nothing written.
-    pub recorded: bool,
-    pub entry: Option<Entry>,
-    /// The lease id this grant replaced when the same writer re-acquired.
-    pub replaced: Option<String>,
-    /// Dead or recycled owners removed on the way.
-    pub pruned: Vec<Entry>,
-    /// Set on etcd: the lease there, which the owner renews and releases.
-    pub remote: Option<RemoteGrant>,
-}
-
-/// A grant's etcd side: where it is written and how it lives.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RemoteGrant {
-    /// The owner's host: half of its identity (pids mean nothing across hosts).
-    pub host: String,
-    pub session_key: String,
-    pub etcd_lease_id: i64,
-    /// The TTL etcd granted: the lease ends this long after the last renewal.
-    pub ttl: Duration,
-    /// When the grant was asked for: the lease cannot end before `granted_at + ttl`.
-    pub granted_at: std::time::Instant,
-    /// The revision of the winning transaction; strictly increases from grant to grant.
-    pub fencing_token: i64,
-    pub slot: Option<u64>,
-}
-
-impl Grant {
-    /// The fencing token, where the backend gives one (etcd).
-    pub fn fencing_token(&self) -> Option<i64> {
-        self.remote.as_ref().map(|r| r.fencing_token)
-    }
-}
+use super::registry;
+use crate::lease::clock::now;
+use crate::lease::entry::{Entry, NewLease, py_is_blank};
+use crate::lease::error::Error;
+use crate::lease::grant::{AcquireRequest, Grant, Released};
+use crate::lease::liveness::{Liveness, Prober, UnknownCause};
+use crate::lease::paths::Registry;
+use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
+use crate::lease::{ids, lock};
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
@@ -105,7 +55,7 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Ve
 
 /// The same writer re-acquiring: same owner pid AND the same non-empty live session id.
 fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
-    let incoming = super::entry::live_id_string(req.metadata.get("live_session_id"));
+    let incoming = crate::lease::entry::live_id_string(req.metadata.get("live_session_id"));
     let held = existing.live_session_id();
     existing.pid() == req.owner_pid && !held.is_empty() && !incoming.is_empty() && held == incoming
 }
@@ -154,7 +104,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         holder: None,
     };
     let guard = lock::lock(&reg.lock_path(), req.lock_timeout).map_err(unavailable)?;
-    let file = store::read(&path).map_err(unavailable)?;
+    let file = registry::read(&path).map_err(unavailable)?;
     let mut prober = Prober::new();
     let (mut entries, pruned) = prune_dead(file.entries, &mut prober, req.track_liveness).map_err(unavailable)?;
     let at = now();
@@ -168,7 +118,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         track_liveness: req.track_liveness,
         metadata: req.metadata.clone(),
     });
-    let mut out = store::RegistryFile { entries: Vec::new(), extra: file.extra };
+    let mut out = registry::RegistryFile { entries: Vec::new(), extra: file.extra };
 
     // Exclusivity first, under the same lock that just pruned dead owners.
     let refusal = if let Some(index) = entries.iter().position(|e| e.session_id() == req.session_id) {
@@ -176,7 +126,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
             let replaced = entries[index].lease_id().to_owned();
             entries[index] = new_entry.clone();
             out.entries = entries;
-            store::write(&guard, &path, &out).map_err(unavailable)?;
+            registry::write(&guard, &path, &out).map_err(unavailable)?;
             return Ok(Grant {
                 lease_id,
                 recorded: true,
@@ -207,25 +157,14 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         // A refusal still persists the prune.
         if !pruned.is_empty() {
             out.entries = entries;
-            store::write(&guard, &path, &out).map_err(unavailable)?;
+            registry::write(&guard, &path, &out).map_err(unavailable)?;
         }
         return Err(refusal);
     }
     entries.push(new_entry.clone());
     out.entries = entries;
-    store::write(&guard, &path, &out).map_err(unavailable)?;
+    registry::write(&guard, &path, &out).map_err(unavailable)?;
     Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned, remote: None })
-}
-
-/// What a release did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Released {
-    /// False when the lease was already gone (a no-op, never an error).
-    pub removed: bool,
-    pub pruned: Vec<Entry>,
-    /// The id of the lease removed (a registry file's release; a writer's re-acquire may
-    /// have replaced the grant's id); None when nothing was removed, and on etcd.
-    pub lease_id: Option<String>,
 }
 
 /// The owner's release: remove exactly this lease id, writing only if it was
@@ -244,7 +183,7 @@ fn release_chosen(
 ) -> Result<Released, Error> {
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
-    let file = store::read(&path)?;
+    let file = registry::read(&path)?;
     let Some(lease_id) = choose(&file.entries) else {
         return Ok(Released { removed: false, pruned: vec![], lease_id: None });
     };
@@ -260,7 +199,7 @@ fn release_chosen(
         }
         if keep { entries.push(e) } else { pruned.push(e) }
     }
-    store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
+    registry::write(&guard, &path, &registry::RegistryFile { entries, extra: file.extra })?;
     Ok(Released { removed: true, pruned, lease_id: Some(lease_id.to_owned()) })
 }
 
@@ -278,7 +217,7 @@ pub fn transfer(
     }
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
-    let file = store::read(&path)?;
+    let file = registry::read(&path)?;
     let mut prober = Prober::new();
     let (mut entries, _pruned) = prune_dead(file.entries, &mut prober, false)?;
     let Some(own) = entries.iter().position(|e| e.lease_id() == lease_id) else {
@@ -295,6 +234,6 @@ pub fn transfer(
     }
     entries[own].move_to(new_session_id, at, metadata);
     let moved = entries[own].clone();
-    store::write(&guard, &path, &store::RegistryFile { entries, extra: file.extra })?;
+    registry::write(&guard, &path, &registry::RegistryFile { entries, extra: file.extra })?;
     Ok(Ok(moved))
 }

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::Map;
 
-use super::entry::{Entry, SeenIds};
-use super::pyjson;
-use super::store::{self, HEAD, RegistryFile};
+use super::format::{HEAD, RegistryFile};
+use crate::lease::entry::{Entry, SeenIds};
+use crate::lease::pyjson;
 use rustc_hash::FxBuildHasher as FxBuild;
 
 /// How many entries carry each lease id hash (a duplicate check that needs no strings).
@@ -37,7 +37,7 @@ pub fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, new: &[u
         return None;
     }
     // The full parse refuses such files before anything else; so must this one.
-    if store::too_many_values(new) {
+    if pyjson::too_many_values(new) {
         return None;
     }
     let n = old_file.entries.len();
@@ -137,6 +137,7 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::registry;
     use super::*;
 
     fn entry(i: usize, id: &str) -> String {
@@ -155,9 +156,9 @@ mod tests {
     /// reparse agrees with the full parse: the same registry, or None (never a
     /// different answer, never a registry the full parse refuses).
     fn check(old: &str, new: &str) -> Option<RegistryFile> {
-        let old_file = store::parse(old.as_bytes()).expect("old is valid");
+        let old_file = registry::parse(old.as_bytes()).expect("old is valid");
         let got = reparse(old.as_bytes(), &old_file, &id_counts(&old_file), new.as_bytes());
-        match (&got, store::parse(new.as_bytes())) {
+        match (&got, registry::parse(new.as_bytes())) {
             (Some(g), Ok(full)) => assert_eq!(g, &full, "{new}"),
             (Some(_), Err(p)) => panic!("reparse accepted what the full parse refuses: {p:?}\n{new}"),
             (None, _) => {}
@@ -225,7 +226,7 @@ mod tests {
         let mut bad = text.clone().into_bytes();
         let at = bad.len() / 2;
         bad[at] = 0xff;
-        let old_file = store::parse(old.as_bytes()).expect("valid");
+        let old_file = registry::parse(old.as_bytes()).expect("valid");
         assert!(reparse(old.as_bytes(), &old_file, &id_counts(&old_file), &bad).is_none());
     }
 
@@ -267,9 +268,13 @@ mod tests {
             if check(&old, &new).is_some() {
                 reparsed += 1;
             }
-            if store::parse(new.as_bytes()).is_ok() && new.starts_with(HEAD) {
-                entries =
-                    store::parse(new.as_bytes()).expect("valid").entries.iter().map(|e| e.text().to_owned()).collect();
+            if registry::parse(new.as_bytes()).is_ok() && new.starts_with(HEAD) {
+                entries = registry::parse(new.as_bytes())
+                    .expect("valid")
+                    .entries
+                    .iter()
+                    .map(|e| e.text().to_owned())
+                    .collect();
             }
         }
         assert!(reparsed > tried / 2, "only {reparsed} of {tried} edits were reparsed");

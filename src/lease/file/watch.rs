@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
 
-use super::paths::{self, LOCK_FILE, REGISTRY_FILE};
+use crate::lease::backend::MAX_GATHER;
+use crate::lease::paths::{self, LOCK_FILE, REGISTRY_FILE};
 
 /// What the watcher looks after: fixed homes, or a root whose profiles come and go.
 #[derive(Debug, Clone)]
@@ -82,9 +83,6 @@ fn replacement(kind: &EventKind, path: &Path) -> bool {
     path.file_name().is_some_and(|n| n == REGISTRY_FILE)
         && matches!(kind, EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)))
 }
-
-/// The longest a burst of changes is gathered before a reload.
-pub const MAX_GATHER: Duration = Duration::from_millis(100);
 
 /// Watch with notify; re-arm whenever directories appear or vanish. Events are
 /// debounced here: after the first relevant one, gather until `debounce` passes

@@ -1,0 +1,184 @@
+//! The registry-file backend: Hermes' `active_sessions.json` under flock. Its text and
+//! meaning (`format`), reading and writing the file (`registry`, with `recent` and
+//! `reparse` remembering what was read),
+//! the fence on it (`fence`), the operator's actions (`admin`), repair (`salvage`) and
+//! its change feed (`watch`). [`FileStore`] puts them behind the one store interface.
+
+pub mod admin;
+pub mod fence;
+pub mod format;
+mod lease_watch;
+mod recent;
+pub mod registry;
+mod reparse;
+pub mod salvage;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::lease::backend::{LeaseStore, Listing, OnLost, Renewal};
+use crate::lease::config::{CapSetting, read_cap};
+use crate::lease::entry::Entry;
+use crate::lease::error::Error;
+use crate::lease::grant::{AcquireRequest, Grant, Released};
+use crate::lease::liveness::{Prober, ProcState};
+use crate::lease::location::Location;
+use crate::lease::paths::Registry;
+use crate::lease::refusal::Refusal;
+use crate::lease::repair::{RepairOptions, RepairReport};
+use crate::lease::view::{DoctorReport, LeaseView, PruneOptions, Removal, Target};
+use lease_watch::LeaseWatch;
+
+/// A Hermes registry file under flock.
+pub struct FileStore {
+    location: Location,
+    registry: Registry,
+    lock_timeout: Duration,
+    /// For doctor's leak suspects: see [`StoreOptions::idle_threshold`].
+    pub idle_threshold: Option<Duration>,
+    /// What the last read found (shared with every listing made from it), for `rejudge`.
+    last: Option<FileRead>,
+    /// What /proc said of each owner (distinct pids) when the last listing was made.
+    owner_states: Vec<(u64, ProcState)>,
+}
+
+struct FileRead {
+    exists: bool,
+    modified: Option<f64>,
+    cap: CapSetting,
+    entries: Result<Arc<Vec<Entry>>, Error>,
+}
+
+impl FileStore {
+    pub fn new(registry: Registry, lock_timeout: Duration) -> FileStore {
+        FileStore {
+            location: Location::File(registry.clone()),
+            registry,
+            lock_timeout,
+            idle_threshold: None,
+            last: None,
+            owner_states: Vec::new(),
+        }
+    }
+
+    /// The distinct owner pids of what the last read found.
+    fn owner_pids(&self) -> Vec<u64> {
+        let mut pids: Vec<u64> = match self.last.as_ref().map(|r| &r.entries) {
+            Some(Ok(entries)) => entries.iter().map(Entry::pid).collect(),
+            _ => Vec::new(),
+        };
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    fn states(pids: &[u64], prober: &mut Prober) -> Vec<(u64, ProcState)> {
+        pids.iter().map(|pid| (*pid, prober.state(*pid))).collect()
+    }
+
+    /// A listing of `read`, and what /proc said of each owner meanwhile.
+    fn listing(&mut self, read: FileRead) -> Listing {
+        let mut prober = Prober::new();
+        let listing = Listing {
+            location: self.location.clone(),
+            exists: read.exists,
+            modified: read.modified,
+            cap: read.cap.clone(),
+            leases: read
+                .entries
+                .as_ref()
+                .map_err(Clone::clone)
+                .map(|entries| entries.iter().map(|e| LeaseView::local(e.clone(), prober.judge(e))).collect()),
+            remote: None,
+        };
+        self.last = Some(read);
+        self.owner_states = Self::states(&self.owner_pids(), &mut prober);
+        listing
+    }
+}
+
+impl LeaseStore for FileStore {
+    fn location(&self) -> &Location {
+        &self.location
+    }
+
+    fn cap_setting(&self) -> CapSetting {
+        read_cap(&self.registry.config_path())
+    }
+
+    fn read(&mut self) -> Listing {
+        let path = self.registry.path();
+        let entries = registry::read(&path).map(|f| Arc::new(f.entries));
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64());
+        let read = FileRead {
+            exists: modified.is_some() || path.exists(),
+            modified,
+            cap: read_cap(&self.registry.config_path()),
+            entries,
+        };
+        self.listing(read)
+    }
+
+    fn rejudge(&mut self) -> Listing {
+        match self.last.take() {
+            Some(read) => self.listing(read),
+            None => self.read(),
+        }
+    }
+
+    fn rejudge_needed(&mut self) -> bool {
+        if self.last.is_none() {
+            return true;
+        }
+        // One look per owner process, not per lease: an idle console's tick.
+        Self::states(&self.owner_pids(), &mut Prober::new()) != self.owner_states
+    }
+
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
+        fence::acquire(&self.registry, req)
+    }
+
+    fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
+        fence::release(&self.registry, lease_id, self.lock_timeout)
+    }
+
+    fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
+        match (&grant.entry, grant.recorded) {
+            (_, false) => Ok(Released { removed: false, pruned: vec![], lease_id: None }),
+            // The writer may have re-acquired since: its entry now, whatever its id.
+            (Some(entry), true) => fence::release_held(&self.registry, entry, self.lock_timeout),
+            (None, true) => self.release(&grant.lease_id),
+        }
+    }
+
+    fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
+        admin::force_release(&self.registry, target, allow_live, dry_run, self.lock_timeout)
+    }
+
+    fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
+        admin::prune(&self.registry, opts, self.lock_timeout)
+    }
+
+    fn doctor(&mut self) -> Result<DoctorReport, Error> {
+        Ok(admin::doctor_with(&self.registry, self.idle_threshold))
+    }
+
+    fn repair(&mut self, opts: RepairOptions) -> Result<RepairReport, Error> {
+        salvage::repair(&self.registry, opts, self.lock_timeout)
+    }
+
+    /// A registry file lease lasts as long as its owner, so nothing renews it; but it can
+    /// be taken away (force-release, a hand edit). A thread looks for it in the file.
+    fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
+        if !grant.recorded {
+            return Ok(None);
+        }
+        let Some(entry) = grant.entry.clone() else { return Ok(None) };
+        Ok(Some(Box::new(LeaseWatch::start(self.registry.path(), entry, on_lost))))
+    }
+}

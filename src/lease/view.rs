@@ -1,0 +1,145 @@
+//! What every backend reports: a lease as seen with its owner's verdict, what an
+//! operator's action targets and removed, and what doctor found.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::config::CapSetting;
+use super::entry::Entry;
+use super::liveness::Liveness;
+use super::paths::Registry;
+use super::problem::Problem;
+
+/// One lease as seen now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseView {
+    pub entry: Entry,
+    pub liveness: Liveness,
+    /// Set on etcd: the key, the owner's host, its etcd lease and what is left of it.
+    pub remote: Option<RemoteLease>,
+}
+
+/// A lease's etcd side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteLease {
+    pub key: String,
+    pub host: String,
+    pub etcd_lease_id: i64,
+    pub slot: Option<u64>,
+    /// The revision of the transaction that wrote it.
+    pub fencing_token: i64,
+    /// Seconds left on the etcd lease (`None`: gone, or not read).
+    pub ttl_left: Option<i64>,
+}
+
+impl LeaseView {
+    pub fn local(entry: Entry, liveness: Liveness) -> LeaseView {
+        LeaseView { entry, liveness, remote: None }
+    }
+}
+
+/// Alive, or not provably dead: removing its lease could let a second writer in.
+pub fn owner_may_be_alive(v: &LeaseView) -> bool {
+    may_be_alive(&v.liveness)
+}
+
+/// The verdicts that forbid removing a lease without an explicit override.
+pub fn may_be_alive(l: &Liveness) -> bool {
+    matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. })
+}
+
+/// Which leases an operator names for force-release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Lease(String),
+    Session(String),
+}
+
+/// What a prune removes besides dead and recycled owners, and whether it only says so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneOptions {
+    /// Say what would be removed; change nothing.
+    pub dry_run: bool,
+    /// Also owners recycled only by a whole-second start time difference (clock step?).
+    pub include_clock_step: bool,
+    /// Also dead `run` owners whose work still runs (WORK RUNNING): `prune --force`.
+    pub include_work_running: bool,
+}
+
+/// What an admin write removed (or, on a dry run, would remove).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Removal {
+    pub removed: Vec<LeaseView>,
+    pub dry_run: bool,
+    /// True when at least one removed lease's owner was alive (or could not be proven dead).
+    pub live_owner: bool,
+    /// Leases a prune kept although they read as recycled: the owner runs and its start
+    /// time is off by whole seconds, which a wall-clock step causes (see `--include-clock-step`).
+    pub kept_clock_step: Vec<LeaseView>,
+    /// A force-release dry run without `--live`: the live owners' leases it names, which
+    /// would need `--live` (a real run refuses them all).
+    pub needs_live: Vec<LeaseView>,
+    /// Leases a prune kept because their dead owner's work still runs (`--force` takes them).
+    pub kept_work_running: Vec<LeaseView>,
+}
+
+/// The lease `lease_id` when a plain release must not take it: its owner runs on this
+/// host and is neither the caller, one of its ancestors nor `owner_pid` (the one the
+/// caller says it acts for). Taking a live stranger's lease is force-release's job.
+pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid: Option<u64>) -> Option<&'a LeaseView> {
+    let view = views.iter().find(|v| v.entry.lease_id() == lease_id)?;
+    let pid = view.entry.pid();
+    let here = view.remote.as_ref().is_none_or(|r| r.host == super::owner::hostname());
+    let foreign = here
+        && owner_may_be_alive(view)
+        && Some(pid) != owner_pid
+        && !super::owner::self_and_ancestors().contains(&pid);
+    foreign.then_some(view)
+}
+
+/// Everything `doctor` checks in one registry.
+#[derive(Debug, Clone)]
+pub struct DoctorReport {
+    pub registry: Registry,
+    pub exists: bool,
+    pub cap: CapSetting,
+    /// Strict-validation problems, every one, with rule and entry.
+    pub problems: Vec<Problem>,
+    /// Indexes of entries whose session id is `""` (Hermes can write these; they block every acquire).
+    pub empty_session_ids: Vec<usize>,
+    /// Sessions held by more than one live entry.
+    pub conflicts: BTreeMap<String, Vec<LeaseView>>,
+    /// Dead and recycled owners still listed (a prune removes them).
+    pub stale: Vec<LeaseView>,
+    /// Temp files older than a few seconds: a crashed writer's leftovers.
+    pub leftover_temp_files: Vec<PathBuf>,
+    /// Who holds the registry lock right now, if anyone.
+    pub lock_holder: Option<u32>,
+    /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.
+    pub lock_problem: Option<String>,
+    /// The registry is a symlink (to this target): every write refuses to go through it.
+    pub symlink_to: Option<PathBuf>,
+    /// Leases whose owner is alive.
+    pub live: usize,
+    /// More live leases than the cap allows (the cap was lowered, or a writer ignored it).
+    pub over_cap: bool,
+    /// Live owners whose session has ended or gone idle (state.db), each with the reason.
+    /// Worth a look, not a problem: a suspect is still a live owner.
+    pub leak_suspects: Vec<(LeaseView, String)>,
+    /// Why state.db could not tell (no file, locked...), when it could not.
+    pub context_unknown: Option<String>,
+    /// A bad `leasectl.idle_threshold` in config.yaml, ignored.
+    pub idle_warning: Option<String>,
+}
+
+impl DoctorReport {
+    /// True when something needs an operator (doctor exits non-zero).
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty()
+            || !self.conflicts.is_empty()
+            || !self.leftover_temp_files.is_empty()
+            || self.lock_problem.is_some()
+            || self.symlink_to.is_some()
+            || self.over_cap
+    }
+}
