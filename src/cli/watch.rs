@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::args::Format;
 use super::output::{lease_json, short_id};
-use super::{EXIT_ERROR, Failure, stdout_failure};
+use super::{EXIT_ERROR, Failure, fail, stdout_failure};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::human::escape;
 use crate::lease::journal::journal_file;
@@ -193,7 +193,7 @@ pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, 
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
-                return Err(Failure { code: EXIT_ERROR, message: "the change feed stopped".into() });
+                return Err(fail("the change feed stopped"));
             }
         }
     }

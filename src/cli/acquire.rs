@@ -1,0 +1,225 @@
+//! `acquire`: ask the fence for a lease, waiting when asked to, and say what happened.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::args::AcquireOpts;
+use super::messages::note_stdout;
+use super::messages::stdout_failure;
+use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json, usage};
+use crate::lease::{self, AcquireRequest, LeaseStore, Reason, liveness::Prober, refusal::refusal_stderr};
+
+pub(super) fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
+    let mut m = Map::new();
+    for kv in &opts.meta {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(usage(format!("--meta takes K=V, not {kv:?}")));
+        };
+        if k.is_empty() {
+            return Err(usage(format!("--meta key is empty in {kv:?}")));
+        }
+        m.insert(k.to_owned(), Value::String(v.to_owned()));
+    }
+    if let Some(l) = &opts.live_id {
+        m.insert("live_session_id".into(), Value::String(l.clone()));
+    }
+    Ok(m)
+}
+
+pub(super) fn request(
+    store: &dyn LeaseStore,
+    opts: &AcquireOpts,
+    owner_pid: u64,
+    timeout: Duration,
+) -> Result<AcquireRequest, Failure> {
+    let cap = match opts.max {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => {
+            let setting = store.cap_setting();
+            for w in &setting.warnings {
+                say_err!("leasectl: warning: {w}");
+            }
+            setting.cap
+        }
+    };
+    Ok(AcquireRequest {
+        session_id: opts.session.clone(),
+        surface: Some(opts.surface.clone()),
+        metadata: metadata_of(opts)?,
+        owner_pid,
+        cap,
+        track_liveness: opts.track_liveness,
+        lock_timeout: timeout,
+    })
+}
+
+/// Acquire and report; Ok(lease) when granted, Err(exit code) when refused (already reported).
+/// `held`: hold/run, which print JSON on one line (a line a reader can wait for) and renew.
+/// Where a grant's human banner goes: stdout (acquire, hold), stderr (run: stdout is
+/// CMD's, as with flock(1)), or nowhere (run -q).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Banner {
+    Stdout,
+    Stderr,
+    Quiet,
+}
+
+/// How long `--wait` keeps asking, and what ends the wait early (a stop signal).
+pub(super) struct Waiting<'a> {
+    until: Option<std::time::Instant>,
+    stopped: &'a mut dyn FnMut() -> bool,
+}
+
+impl Waiting<'_> {
+    pub(super) fn of(wait: Option<f64>, stopped: &mut dyn FnMut() -> bool) -> Result<Waiting<'_>, Failure> {
+        let until = match wait {
+            None => None,
+            Some(secs) if (0.0..=86_400.0 * 365.0).contains(&secs) => {
+                Some(std::time::Instant::now() + Duration::from_secs_f64(secs))
+            }
+            Some(secs) => return Err(usage(format!("--wait takes 0 to 31536000 seconds, not {secs}"))),
+        };
+        Ok(Waiting { until, stopped })
+    }
+}
+
+/// Ask the fence; with --wait, ask again while the refusal is a conflict (the session
+/// held, every slot taken) and time is left: 50 ms, doubling up to 1 s. The holder is
+/// named once, on stderr.
+pub(super) fn acquire_waiting(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    waiting: &mut Waiting,
+) -> Result<lease::Grant, lease::Refusal> {
+    let mut pause = Duration::from_millis(50);
+    let mut named = false;
+    loop {
+        let refusal = match store.acquire(req) {
+            Ok(g) => return Ok(g),
+            Err(r) => r,
+        };
+        let conflict = matches!(refusal.reason, Reason::SessionNotOwned | Reason::MaxConcurrentSessions);
+        let left = waiting.until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+        let Some(left) = left.filter(|l| conflict && !l.is_zero()) else { return Err(refusal) };
+        if (waiting.stopped)() {
+            return Err(refusal);
+        }
+        if !named {
+            named = true;
+            let who = match &refusal.holder {
+                Some(h) => format!(
+                    "held by pid {} ({}, {})",
+                    h.pid(),
+                    crate::lease::human::escape(h.surface().unwrap_or("-")),
+                    lease::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
+                ),
+                None => "every slot is taken".into(),
+            };
+            say_err!(
+                "leasectl: session {} is {who}; waiting up to {}",
+                crate::lease::human::escape(&req.session_id),
+                crate::lease::human::duration(left.as_secs_f64().ceil())
+            );
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+pub(super) fn acquire_reported(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    as_json: bool,
+    held: bool,
+    waiting: &mut Waiting,
+) -> Result<lease::Grant, i32> {
+    acquire_reported_to(store, req, as_json, held, Banner::Stdout, waiting)
+}
+
+pub(super) fn acquire_reported_to(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    as_json: bool,
+    held: bool,
+    banner: Banner,
+    waiting: &mut Waiting,
+) -> Result<lease::Grant, i32> {
+    // run's stdout is CMD's: its JSON line goes to stderr, as its banner does.
+    let cmds_stdout = held && !matches!(banner, Banner::Stdout);
+    let show = |v: &Value| {
+        use std::io::Write as _;
+        if cmds_stdout {
+            let _ = writeln!(std::io::stderr(), "{v}");
+        } else if held {
+            note_stdout(writeln!(std::io::stdout(), "{v}"));
+        } else {
+            print_json(v)
+        }
+    };
+    match acquire_waiting(store, req, waiting) {
+        Ok(g) => {
+            if as_json {
+                show(&output::grant_json(&g, store.location(), req, held));
+            } else {
+                let text = if g.recorded {
+                    output::grant_text(&g, store.location(), req, held)
+                } else {
+                    "granted (not recorded: an empty session id has nothing to fence)\n".to_owned()
+                };
+                match banner {
+                    Banner::Stdout => say_raw!("{text}"),
+                    Banner::Stderr => {
+                        use std::io::Write as _;
+                        let _ = write!(std::io::stderr(), "{text}");
+                    }
+                    Banner::Quiet => {}
+                }
+            }
+            // A grant whose lease id nobody could read would be held by no one who knows it.
+            if let Some(e) = stdout_failure() {
+                let undone = match store.release_grant(&g) {
+                    Ok(_) => "released it".to_owned(),
+                    Err(r) => format!("and releasing it failed too: {r}"),
+                };
+                say_err!("leasectl: the grant could not be reported ({e}); {undone}");
+                return Err(EXIT_ERROR);
+            }
+            Ok(g)
+        }
+        Err(r) => {
+            let advice = store.advice(r.reason);
+            if as_json {
+                show(&output::refusal_json(&r, &advice));
+            } else {
+                let shown = crate::lease::Refusal {
+                    message: crate::lease::human::escape(&r.message).into_owned(),
+                    ..r.clone()
+                };
+                say_err!("{}\nwhat to do: {advice}", refusal_stderr(&shown));
+            }
+            Err(r.reason.exit_code())
+        }
+    }
+}
+
+pub(super) fn acquire(
+    store: &mut dyn LeaseStore,
+    opts: &AcquireOpts,
+    owner: Option<u64>,
+    timeout: Duration,
+) -> Result<i32, Failure> {
+    let owner_pid =
+        owner.unwrap_or_else(|| u64::from(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)));
+    if !opts.session.is_empty() && Prober::new().start_time(owner_pid).is_none() {
+        return Err(fail(format!("owner pid {owner_pid} is not a running process")));
+    }
+    let req = request(store, opts, owner_pid, timeout)?;
+    let mut never = || false;
+    let mut waiting = Waiting::of(opts.wait, &mut never)?;
+    Ok(match acquire_reported(store, &req, opts.json, false, &mut waiting) {
+        Ok(_) => EXIT_OK,
+        Err(code) => code,
+    })
+}

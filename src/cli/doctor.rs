@@ -1,0 +1,121 @@
+//! `doctor`: what is wrong in each registry, and `doctor --repair`.
+
+use serde_json::{Value, json};
+
+use super::force_release::report_audit;
+use super::{EXIT_ERROR, EXIT_OK, Failure, output, print_json};
+use crate::lease::{self, Error, LeaseStore};
+
+pub(super) fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
+    let reports = stores.iter_mut().map(|s| s.doctor()).collect::<Result<Vec<lease::DoctorReport>, Error>>()?;
+    let bad = reports.iter().any(lease::DoctorReport::has_problems);
+    let summary = output::DoctorSummary::of(&reports);
+    if as_json {
+        print_json(&json!({
+            "ok": !bad,
+            "registries": reports.iter().map(output::doctor_json).collect::<Vec<_>>(),
+            "summary": summary.json(),
+        }));
+    } else {
+        for (i, d) in reports.iter().enumerate() {
+            if i > 0 {
+                say!();
+            }
+            say_raw!("{}", output::doctor_text(d));
+        }
+        say!("\n{}", summary.line());
+    }
+    Ok(if bad { EXIT_ERROR } else { EXIT_OK })
+}
+
+pub(super) fn repair(
+    stores: &mut [Box<dyn LeaseStore>],
+    yes: bool,
+    force: bool,
+    as_json: bool,
+) -> Result<i32, Failure> {
+    use lease::repair::RepairOptions;
+    use std::io::{BufRead, IsTerminal, Write};
+    let mut results = Vec::new();
+    for store in stores {
+        let (name, place) = (store.location().name().to_owned(), store.location().describe());
+        let plan = store.repair(RepairOptions { dry_run: true, force })?;
+        if !plan.needed {
+            if !as_json {
+                say!("{name} ({place}): valid, nothing to repair");
+            }
+            results.push(json!({"profile": name, "path": place, "repaired": false}));
+            continue;
+        }
+        if !as_json {
+            if plan.invalid {
+                say_raw!("{}", output::repair_text(store.location(), &plan.plan));
+            } else {
+                say!("{name} ({place}): valid");
+            }
+            for t in &plan.temp_files {
+                say!("  remove a crashed writer's temp file: {}", lease::human::escape(&t.display().to_string()));
+            }
+        }
+        let risks = plan.plan.live_risks();
+        if !risks.is_empty() && !force {
+            return Err(Failure {
+                code: EXIT_ERROR,
+                message: format!(
+                    "not repairing {place}: it would lose leases whose owners may be alive ({}). A live owner \
+                     keeps writing its session; losing its lease lets a second writer in. Pass --force to repair \
+                     anyway.",
+                    lease::human::escape(&risks.join("; "))
+                ),
+            });
+        }
+        if !yes {
+            if !std::io::stdin().is_terminal() {
+                return Err(Failure {
+                    code: EXIT_ERROR,
+                    message: "not repairing without confirmation: pass --yes".into(),
+                });
+            }
+            say_raw!("Repair {place}? [y/N] ");
+            let _ = std::io::stdout().flush();
+            let mut answer = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut answer);
+            if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                say!("not repaired");
+                results.push(json!({"profile": name, "path": place, "repaired": false}));
+                continue;
+            }
+        }
+        let done = store.repair(RepairOptions { dry_run: false, force })?;
+        report_audit(lease::audit::repair(
+            store.location(),
+            &lease::audit::Actor::this_command(),
+            &done,
+            !done.plan.live_risks().is_empty(),
+        ));
+        let backup = done.backup.as_ref().map(|b| b.display().to_string());
+        if !as_json {
+            if done.invalid {
+                say!(
+                    "repaired: kept {} lease(s); old bytes saved as {}",
+                    done.plan.kept.len(),
+                    backup.clone().unwrap_or_default()
+                );
+            }
+            if !done.temp_files.is_empty() {
+                say!("removed {} leftover temp file(s)", done.temp_files.len());
+            }
+        }
+        let mut result = json!({"profile": name, "path": place, "repaired": done.needed});
+        if let (Some(map), Value::Object(details)) = (result.as_object_mut(), done.to_json()) {
+            map.extend(details);
+        }
+        // Whole entries here (the audit keeps their ids).
+        result["kept"] = done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>().into();
+        results.push(result);
+    }
+    if as_json {
+        print_json(&json!({ "registries": results }));
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,40 @@
+//! `prune`: remove the leases of dead and recycled owners.
+
+use serde_json::json;
+
+use super::force_release::report_audit;
+use super::{EXIT_OK, Failure, output, print_json};
+use crate::lease::{self, LeaseStore};
+
+pub(super) fn prune(
+    stores: &mut [Box<dyn LeaseStore>],
+    opts: lease::PruneOptions,
+    as_json: bool,
+) -> Result<i32, Failure> {
+    let mut results = Vec::new();
+    let mut failed = None;
+    for store in stores {
+        let location = store.location().clone();
+        match store.prune(opts) {
+            Ok(r) => {
+                report_audit(lease::audit::removal("prune", &location, &lease::audit::Actor::this_command(), &r));
+                if !as_json {
+                    output::print_removal(&location, &r, "prune");
+                }
+                results.push(output::removal_json(&location, &r));
+            }
+            Err(e) => {
+                let f = Failure::from(e);
+                if !as_json {
+                    say_err!("leasectl: {} ({}): {}", location.name(), location.describe(), f.message);
+                }
+                results.push(json!({"profile": location.name(), "path": location.describe(), "error": f.message}));
+                failed = Some(f.code);
+            }
+        }
+    }
+    if as_json {
+        print_json(&json!({ "registries": results }));
+    }
+    Ok(failed.unwrap_or(EXIT_OK))
+}

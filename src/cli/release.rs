@@ -1,0 +1,179 @@
+//! `release`: an owner gives its lease back, named by id or a prefix of it.
+
+use serde_json::json;
+
+use super::args::Backend;
+use super::args::Cli;
+use super::force_release::report_audit;
+use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE, Failure, fail, hints, print_json, usage};
+use crate::lease::{self, LeaseStore, Location, StoreOptions, paths};
+
+/// The other registries of the selected one's home (the root and every profile): where a
+/// lease id not found in the selected one is looked for. None on etcd.
+pub(super) fn other_registries(cli: &Cli, selected: &[Location]) -> Result<Vec<Location>, Failure> {
+    if cli.backend == Backend::Etcd {
+        return Ok(vec![]);
+    }
+    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?;
+    let root = paths::root_of(&home);
+    Ok(paths::all_registries(&root)
+        .into_iter()
+        .map(Location::File)
+        .filter(|l| !selected.iter().any(|s| s.describe() == l.describe()))
+        .collect())
+}
+
+/// What a typed lease id names.
+pub(super) enum Named {
+    /// One lease of the selected registry: its whole id.
+    Id(String),
+    /// No lease, here or in any other registry.
+    Nowhere,
+}
+
+/// Resolve a typed lease id (whole, or a unique prefix of 4+ characters) in `store`; if
+/// it is not there, say which other registry has it, with the command to use there.
+pub(super) fn name_lease(
+    store: &mut dyn LeaseStore,
+    typed: &str,
+    elsewhere: &[Location],
+    action: &str,
+) -> Result<Named, Failure> {
+    use lease::lookup::{Lookup, lookup};
+    let Ok(views) = store.read().leases else {
+        // An unreadable registry: the action itself reports why.
+        return Ok(Named::Id(typed.to_owned()));
+    };
+    match lookup(&views, typed) {
+        Lookup::Found(id) => return Ok(Named::Id(id)),
+        Lookup::Ambiguous(candidates) => return Err(ambiguous(typed, store.location(), &candidates)),
+        Lookup::Missing => {}
+    }
+    if typed.chars().count() < lease::lookup::MIN_PREFIX && views.iter().any(|v| v.entry.lease_id().starts_with(typed))
+    {
+        return Err(usage(format!(
+            "lease id {typed} is too short: a prefix needs at least {} characters",
+            lease::lookup::MIN_PREFIX
+        )));
+    }
+    let mut found = Vec::new();
+    for location in elsewhere {
+        let Ok(mut other) = lease::open(location, StoreOptions::default()) else { continue };
+        let Ok(views) = other.read().leases else { continue };
+        let id = match lookup(&views, typed) {
+            Lookup::Found(id) => id,
+            Lookup::Ambiguous(_) => typed.to_owned(),
+            Lookup::Missing => continue,
+        };
+        let profile = location.registry().filter(|r| r.home != paths::root_of(&r.home)).map(|r| r.profile.as_str());
+        let place = profile.map(|p| format!("profile {p}")).unwrap_or_else(|| "the root".into());
+        found.push(format!("found in {place}: `{} {action} {id}`", hints::leasectl_in_profile(profile)));
+    }
+    if found.is_empty() {
+        return Ok(Named::Nowhere);
+    }
+    let here = store.location();
+    Err(Failure {
+        code: EXIT_ERROR,
+        message: format!("no lease {typed} in {} ({}); {}", here.name(), here.describe(), found.join("; ")),
+    })
+}
+
+/// A prefix that names several leases: list them, exit 2 (the operator must type more).
+/// Printed here, one line per candidate, each field escaped: the message is multi-line.
+pub(super) fn ambiguous(typed: &str, location: &Location, candidates: &[lease::LeaseView]) -> Failure {
+    use crate::lease::human::escape;
+    say_err!(
+        "leasectl: lease id {} is ambiguous in {} ({}): {} leases start with it; type more of it:",
+        escape(typed),
+        escape(location.name()),
+        escape(&location.describe()),
+        candidates.len()
+    );
+    for v in candidates {
+        say_err!(
+            "  {}  session {}  pid {}  {}",
+            escape(v.entry.lease_id()),
+            escape(v.entry.session_id()),
+            v.entry.pid(),
+            v.liveness.name()
+        );
+    }
+    Failure { code: EXIT_USAGE, message: String::new() }
+}
+
+pub(super) fn release(
+    store: &mut dyn LeaseStore,
+    typed: &str,
+    owner_pid: Option<u64>,
+    as_json: bool,
+    elsewhere: &[Location],
+) -> Result<i32, Failure> {
+    let lease_id = &match name_lease(store, typed, elsewhere, "release")? {
+        Named::Id(id) => id,
+        // A whole lease id gone everywhere: the owner's release is idempotent.
+        Named::Nowhere if lease::ids::is_lease_id(typed) => typed.to_owned(),
+        // A typo or a prefix that matches nothing was never a lease: not "already gone".
+        Named::Nowhere => {
+            return Err(Failure {
+                code: EXIT_ERROR,
+                message: format!(
+                    "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
+                    lease::human::escape(typed),
+                    store.location().describe()
+                ),
+            });
+        }
+    };
+    // --owner-pid is honoured only for a process the caller could signal (the same user,
+    // or root): naming a stranger's pid must not take a live stranger's lease.
+    let refused_pid = owner_pid.filter(|p| !lease::owner::could_signal(*p));
+    let owner_pid = owner_pid.filter(|p| lease::owner::could_signal(*p));
+    let views = store.read().leases.unwrap_or_default();
+    if let Some(v) = lease::view::foreign_live_owner(&views, lease_id, owner_pid) {
+        let pid = v.entry.pid();
+        let act_for = if lease::owner::could_signal(pid) {
+            format!("pass --owner-pid {pid} if you act for it; ")
+        } else if refused_pid == Some(pid) {
+            format!("--owner-pid {pid} is not honoured: that process belongs to another user; ")
+        } else {
+            String::new()
+        };
+        return Err(Failure {
+            code: EXIT_ERROR,
+            message: format!(
+                "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
+                 ancestors: release is the owner's ({act_for}to take a live owner's lease use \
+                 `leasectl force-release {lease_id} --live`)"
+            ),
+        });
+    }
+    // A release on behalf of another live process (one --owner-pid let through) is on
+    // record like a force-release: the same rule, without the pid the caller acts for.
+    let on_behalf = owner_pid.and_then(|_| lease::view::foreign_live_owner(&views, lease_id, None)).cloned();
+    let r = store.release(lease_id)?;
+    if r.removed
+        && let Some(view) = on_behalf
+    {
+        let removal = lease::Removal { removed: vec![view], live_owner: true, ..lease::Removal::default() };
+        report_audit(lease::audit::removal(
+            "release-for-owner",
+            store.location(),
+            &lease::audit::Actor::this_command(),
+            &removal,
+        ));
+    }
+    if as_json {
+        print_json(&json!({
+            "released": r.removed,
+            "lease_id": lease_id,
+            "already_gone": !r.removed,
+            "pruned": r.pruned.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
+        }));
+    } else if r.removed {
+        say!("released lease {lease_id}");
+    } else {
+        say!("lease {lease_id} was already gone; nothing to do");
+    }
+    Ok(EXIT_OK)
+}
