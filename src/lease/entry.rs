@@ -117,7 +117,7 @@ impl Entry {
                 rule: Rule::NonObjectEntry,
                 entry_index: Some(index),
                 lease_id: None,
-                detail: format!("is {}, not an object", kind_of(&value)),
+                detail: format!("is {}, not an object", pyjson::kind_of(&value)),
             }]);
         };
         let mut text = String::with_capacity(256);
@@ -608,24 +608,13 @@ pub fn py_is_blank(s: &str) -> bool {
     py_strip(s).is_empty()
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A short, quoted rendering of a bad value for error messages.
 fn describe(v: Option<&Value>) -> String {
     match v {
         None => "missing".into(),
         Some(Value::String(s)) if py_is_blank(s) => format!("blank ({})", quote_short(s)),
-        Some(v @ (Value::Array(_) | Value::Object(_))) => kind_of(v).into(),
-        Some(v) => format!("{} ({})", kind_of(v), quote_short(&crate::lease::pyjson::to_string(v))),
+        Some(v @ (Value::Array(_) | Value::Object(_))) => pyjson::kind_of(v).into(),
+        Some(v) => format!("{} ({})", pyjson::kind_of(v), quote_short(&crate::lease::pyjson::to_string(v))),
     }
 }
 

@@ -267,15 +267,16 @@ fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
     // The pidfd is opened before the stat is read: if that process still runs
     // afterwards, the stat was its own (a pid is not reused while its process lives).
     let pidfd = pidfds::open(pid);
-    let parsed = match read_stat(pid) {
+    let parsed = match super::proc_stat::read(pid) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
         Err(e) => return exists_without_proc(pid, format!("cannot read /proc/{pid}/stat: {e}")),
     };
-    let Some((state_char, ticks)) = parsed else {
+    let Some(stat) = parsed else {
         return ProcState::Unprobeable(format!("unparsable /proc/{pid}/stat"));
     };
-    if matches!(state_char, b'Z' | b'X' | b'x') {
+    let ticks = stat.start_ticks;
+    if stat.ended() {
         return ProcState::Zombie;
     }
     // /proc/<tid> is reachable for thread ids too; only a thread-group leader has a
@@ -293,27 +294,6 @@ fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
         Err(e) => return ProcState::Unprobeable(format!("cannot read /proc/{pid}/status: {e}")),
     }
     running(pid, boot, ticks)
-}
-
-/// `/proc/<pid>/stat` parsed (state letter, start ticks), read with one read(2)
-/// into a stack buffer (the line is well under 1 KiB); None when unparsable.
-fn read_stat(pid: u64) -> std::io::Result<Option<(u8, Option<u64>)>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(format!("/proc/{pid}/stat"))?;
-    let mut buf = [0u8; 2048];
-    let mut len = 0;
-    while len < buf.len() {
-        match file.read(&mut buf[len..]) {
-            Ok(0) => return Ok(parse_stat(&buf[..len])),
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    // Longer than any stat line seen: read the rest the ordinary way.
-    let mut all = buf.to_vec();
-    file.read_to_end(&mut all)?;
-    Ok(parse_stat(&all))
 }
 
 fn running(pid: u64, boot: Result<BootClock, String>, ticks: Option<u64>) -> ProcState {
@@ -343,17 +323,6 @@ fn exists_without_proc(pid: u64, why: String) -> ProcState {
     }
 }
 
-/// State letter (field 3) and starttime ticks (field 22), split after the LAST ')'.
-fn parse_stat(stat: &[u8]) -> Option<(u8, Option<u64>)> {
-    let close = stat.iter().rposition(|b| *b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?.bytes().next()?;
-    // fields after ')' start at field 3; starttime is field 22 → 19 further on.
-    let ticks = fields.nth(18).and_then(|t| t.parse().ok());
-    Some((state, ticks))
-}
-
 fn read_tgid(pid: u64) -> std::io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
@@ -381,12 +350,6 @@ mod tests {
         assert_eq!(earlier.explain(), "recycled: pid now belongs to a process started 1m earlier");
         let step = Liveness::Recycled { recorded: t, actual: t + 3.0 };
         assert_eq!(step.explain(), "recycled: start time differs by exactly 3s (clock step?)");
-    }
-
-    #[test]
-    fn stat_parsing_takes_the_last_paren() {
-        let line = b"123 (we) ird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21";
-        assert_eq!(parse_stat(line), Some((b'S', Some(987654))));
     }
 
     #[test]

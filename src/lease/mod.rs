@@ -29,6 +29,7 @@ pub mod owner;
 pub mod paths;
 pub mod pidfds;
 pub mod problem;
+pub mod proc_stat;
 pub mod pyjson;
 pub mod refusal;
 pub mod repair;

@@ -86,28 +86,6 @@ pub fn command_name(pid: u64) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
 }
 
-/// The fields of `/proc/<pid>/stat` that say where a process stands in the tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
-    pub ppid: u32,
-    pub pgrp: u32,
-    /// A zombie (or dead) process: it has ended, only its exit status is left.
-    pub ended: bool,
-}
-
-/// Read those fields; None when the process is gone or the file unreadable.
-pub fn proc_stat(pid: u32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: the fields follow the last ')'.
-    let (_, rest) = text.rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some(ProcStat { ppid, pgrp, ended: matches!(state, "Z" | "X") })
-}
-
-/// This process and its ancestors, up to init: the owners a plain `release` speaks for.
 /// True when this process could signal `pid` (the kernel's rule for kill(2): the same
 /// user, or root): the test for acting on another process's behalf.
 pub fn could_signal(pid: u64) -> bool {
@@ -115,14 +93,20 @@ pub fn could_signal(pid: u64) -> bool {
     !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::PERM))
 }
 
+/// This process and its ancestors, up to init: the owners a plain `release` speaks for.
 pub fn self_and_ancestors() -> Vec<u64> {
     let mut chain = vec![u64::from(std::process::id())];
     while let Some(&pid) = chain.last() {
-        let parent = u32::try_from(pid).ok().and_then(proc_stat).map(|s| u64::from(s.ppid));
+        let parent = proc_stat(pid).map(|s| u64::from(s.ppid));
         match parent {
             Some(p) if p > 1 && !chain.contains(&p) && chain.len() < 256 => chain.push(p),
             _ => break,
         }
     }
     chain
+}
+
+/// The stat of a process; None when it is gone or the file unreadable.
+pub fn proc_stat(pid: u64) -> Option<super::proc_stat::ProcStat> {
+    super::proc_stat::read(pid).ok().flatten()
 }

@@ -27,8 +27,8 @@ impl Family {
         let mut children: HashMap<u32, Vec<(u32, u32, bool)>> = HashMap::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-            let Some(stat) = stat_of(pid) else { continue };
-            children.entry(stat.ppid).or_default().push((pid, stat.pgrp, stat.ended));
+            let Some(stat) = stat_of(u64::from(pid)) else { continue };
+            children.entry(stat.ppid).or_default().push((pid, stat.pgrp, stat.ended()));
         }
         let mut found = Vec::new();
         let mut queue = vec![self.root];
@@ -71,7 +71,7 @@ impl Family {
             let Ok(fd) = process::pidfd_open(p, PidfdFlags::empty()) else { continue };
             // The pidfd pins one process; it is still ours if its parent is (a pid reused
             // between the /proc walk and the open has another parent).
-            let ours = stat_of(pid).is_some_and(|s| family.contains(&s.ppid));
+            let ours = stat_of(u64::from(pid)).is_some_and(|s| family.contains(&s.ppid));
             if ours && process::pidfd_send_signal(&fd, sig).is_ok() {
                 sent += 1;
             }

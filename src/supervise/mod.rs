@@ -140,7 +140,7 @@ impl StopSignals {
             move |sig: i32, skip_pgrp: Option<u32>| {
                 // Skipped only when CMD is in the group the terminal signalled.
                 let in_skipped_group =
-                    skip_pgrp.is_some() && crate::lease::owner::proc_stat(cmd_id).map(|s| s.pgrp) == skip_pgrp;
+                    skip_pgrp.is_some() && crate::lease::owner::proc_stat(u64::from(cmd_id)).map(|s| s.pgrp) == skip_pgrp;
                 if !in_skipped_group {
                     send(&pidfd, sig);
                 }

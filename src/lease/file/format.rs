@@ -219,13 +219,13 @@ fn entries_of(top: Value) -> Result<Split<'static>, Vec<Problem>> {
         Value::Object(mut map) => match map.remove("entries") {
             Some(Value::Array(list)) => Ok((texts(list), map)),
             Some(other) => {
-                Err(file_problem(Rule::WrongShape, format!("\"entries\" is {}, not a list", short_kind(&other))))
+                Err(file_problem(Rule::WrongShape, format!("\"entries\" is {}, not a list", pyjson::kind_of(&other))))
             }
             None => Err(file_problem(Rule::WrongShape, "object without an \"entries\" list".into())),
         },
         other => Err(file_problem(
             Rule::WrongShape,
-            format!("top level is {}, not an object with \"entries\" or a list", short_kind(&other)),
+            format!("top level is {}, not an object with \"entries\" or a list", pyjson::kind_of(&other)),
         )),
     }
 }
@@ -261,17 +261,6 @@ fn parse_hermes_layout(text: &str) -> Option<RegistryFile> {
             [b',', b' ', ..] => pos = end + 2,
             _ => return None,
         }
-    }
-}
-
-fn short_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a bool",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -54,6 +54,18 @@ pub fn write_object(out: &mut String, map: &Map<String, Value>) {
     out.push('}');
 }
 
+/// What kind of JSON value `v` is, in the words of an error message ("a list").
+pub fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// A JSON string with Python's escapes: `\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`,
 /// other C0 controls as `\u00xx`; everything else raw (ensure_ascii=False).
 pub fn write_str(out: &mut String, s: &str) {
