@@ -3,6 +3,10 @@
 //! works in its own temp home; nothing here touches `~/.hermes`.
 #![allow(dead_code)]
 
+#[path = "../../tests/common/owners.rs"]
+mod owners;
+pub use owners::owner as owner_info;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -10,7 +14,6 @@ use std::time::Duration;
 
 use leasectl::lease::config::CapSetting;
 use leasectl::lease::liveness::{DeadCause, process_start_time};
-use leasectl::lease::owner::OwnerInfo;
 use leasectl::lease::pyjson::float_repr;
 use leasectl::lease::{Entry, Liveness, Registry, file::registry as store, lock};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
@@ -142,16 +145,6 @@ pub fn unused_pids(count: usize) -> Vec<u64> {
 
 pub fn registry(profile: &str) -> Registry {
     Registry::new(profile, "/home/op/.hermes")
-}
-
-pub fn owner_info(name: &str) -> OwnerInfo {
-    OwnerInfo {
-        name: name.into(),
-        cmdline: vec![name.into(), "--serve".into()],
-        rss_bytes: 48 * 1024 * 1024,
-        cpu_percent: 1.5,
-        user: Some("op".into()),
-    }
 }
 
 /// `n` entries in memory, over 16 fake owners (pids 4100..4116), timed before [`NOW`].

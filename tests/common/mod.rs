@@ -3,14 +3,16 @@
 //! binary in a pseudo-terminal.
 #![allow(dead_code)]
 
+mod owners;
 pub mod process;
 pub mod pty;
+
+pub use owners::owner;
 
 use std::sync::Arc;
 
 use leasectl::lease::config::CapSetting;
 use leasectl::lease::liveness::DeadCause;
-use leasectl::lease::owner::OwnerInfo;
 use leasectl::lease::{Entry, Liveness, Location, Registry, file::registry as store};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
 use leasectl::tui::state::App;
@@ -38,16 +40,6 @@ pub fn entry(lease: &str, session: &str, surface: &str, pid: u64, age: f64, live
         NOW - age
     );
     store::parse(text.as_bytes()).expect("fixture entry is valid").entries.remove(0)
-}
-
-pub fn owner(name: &str) -> OwnerInfo {
-    OwnerInfo {
-        name: name.into(),
-        cmdline: vec![name.into(), "--serve".into()],
-        rss_bytes: 48 * 1024 * 1024,
-        cpu_percent: 1.5,
-        user: Some("op".into()),
-    }
 }
 
 pub fn alive(e: Entry, name: &str) -> LeaseRow {
