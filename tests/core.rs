@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use leasectl::lease::{
-    self, AcquireRequest, Error, Liveness, Reason, Registry, Rule, Target, file::registry as store,
+    self, AcquireRequest, Error, ForceOptions, Liveness, Reason, Registry, Rule, Target, file::registry as store,
     liveness::DeadCause, lock,
 };
 use serde_json::{Map, Value};
@@ -289,13 +289,18 @@ fn force_release_needs_an_override_for_a_live_owner() {
     let (_d, reg) = home();
     let a = lease::acquire(&reg, &req("S", "t1")).expect("granted");
     let before = read_raw(&reg);
-    let err = lease::force_release(&reg, &Target::Lease(a.lease_id.clone()), false, false, T).expect_err("live");
+    let err =
+        lease::force_release(&reg, &Target::Lease(a.lease_id.clone()), ForceOptions::default(), T).expect_err("live");
     assert!(matches!(err, Error::LiveOwner(_)), "{err}");
     assert_eq!(read_raw(&reg), before);
-    let dry = lease::force_release(&reg, &Target::Session("S".into()), true, true, T).expect("dry run");
+    let dry =
+        lease::force_release(&reg, &Target::Session("S".into()), ForceOptions { allow_live: true, dry_run: true }, T)
+            .expect("dry run");
     assert!(dry.live_owner && dry.dry_run && dry.removed.len() == 1);
     assert_eq!(read_raw(&reg), before, "dry run writes nothing");
-    let done = lease::force_release(&reg, &Target::Session("S".into()), true, false, T).expect("forced");
+    let done =
+        lease::force_release(&reg, &Target::Session("S".into()), ForceOptions { allow_live: true, dry_run: false }, T)
+            .expect("forced");
     assert!(done.live_owner);
     assert!(store::read(&reg.path()).expect("read").entries.is_empty());
 }

@@ -5,7 +5,7 @@ use serde_json::json;
 use super::args::ForceReleaseArgs;
 use super::release::{Named, ambiguous, name_lease};
 use super::{EXIT_ERROR, EXIT_OK, Failure, output, print_json, usage};
-use crate::lease::{self, Error, LeaseStore, Location, Target};
+use crate::lease::{self, Error, ForceOptions, LeaseStore, Location, Target};
 
 pub(super) fn force_release(
     store: &mut dyn LeaseStore,
@@ -20,7 +20,7 @@ pub(super) fn force_release(
         (None, Some(s)) => Target::Session(s.clone()),
         _ => return Err(usage("give either LEASE_ID or --session S")),
     };
-    let r = store.force_release(&target, a.live, a.dry_run)?;
+    let r = store.force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run })?;
     report_force_release(store.location(), &r, a.json);
     Ok(EXIT_OK)
 }
@@ -68,7 +68,10 @@ pub(super) fn force_release_everywhere(
             }),
             [(i, id)] => {
                 let store = &mut stores[*i];
-                let r = store.force_release(&Target::Lease(id.clone()), a.live, a.dry_run)?;
+                let r = store.force_release(
+                    &Target::Lease(id.clone()),
+                    ForceOptions { allow_live: a.live, dry_run: a.dry_run },
+                )?;
                 report_force_release(store.location(), &r, a.json);
                 Ok(EXIT_OK)
             }
@@ -86,9 +89,9 @@ pub(super) fn force_release_everywhere(
     // All or nothing: a live owner in one registry stops the release in every one.
     if !a.live && !a.dry_run {
         for store in stores.iter_mut() {
-            match store.force_release(&target, false, true) {
+            match store.force_release(&target, ForceOptions { allow_live: false, dry_run: true }) {
                 Ok(plan) if !plan.needs_live.is_empty() => {
-                    store.force_release(&target, false, false)?;
+                    store.force_release(&target, ForceOptions::default())?;
                 }
                 Ok(_) | Err(Error::NotFound(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -97,7 +100,7 @@ pub(super) fn force_release_everywhere(
     }
     let mut results = Vec::new();
     for store in stores.iter_mut() {
-        match store.force_release(&target, a.live, a.dry_run) {
+        match store.force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run }) {
             Ok(r) => {
                 if !a.json {
                     report_force_release(store.location(), &r, false);

@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::ls::Marks;
 use crate::lease::owner::owner_infos;
-use crate::lease::{self, LeaseStore, Liveness, now};
+use crate::lease::{LeaseStore, Liveness, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.
 const LOCK_PROBE: Duration = Duration::from_secs(1);
@@ -74,11 +74,9 @@ pub fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> Str
             }
         }
         // The wait is measured only where the lock file exists: metrics creates nothing.
-        if let Some(path) = listing.location.lock_path().filter(|p| p.is_file()) {
-            let started = Instant::now();
-            let got = lease::lock::lock(&path, LOCK_PROBE);
-            waited.samples.push((profile.clone(), started.elapsed().as_secs_f64()));
-            held.samples.push((profile, f64::from(u8::from(got.is_err()))));
+        if let Some(probe) = store.probe_lock(LOCK_PROBE) {
+            waited.samples.push((profile.clone(), probe.waited.as_secs_f64()));
+            held.samples.push((profile, f64::from(u8::from(probe.held))));
         }
     }
     let mut out = String::new();

@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 
 use super::sandbox::{Sandbox, Spawned};
 use crate::lease::entry::NewLease;
-use crate::lease::file::registry as store;
-use crate::lease::{self, AcquireRequest, Entry, Reason, ids, lock, now, pyjson};
+// Hand edits only (see `Playground::store`): the file itself, under its lock.
+use crate::lease::file::registry;
+use crate::lease::{self, AcquireRequest, Entry, LeaseStore, Location, Reason, StoreOptions, ids, lock, now, pyjson};
 
 /// Who acquires in "try to acquire".
 #[derive(Debug, Clone, PartialEq)]
@@ -181,9 +182,19 @@ impl Playground {
     /// owners (an operator's home given with --home); Err when the registry cannot be read.
     pub fn others_leases(&mut self) -> Result<usize, String> {
         let own: Vec<u64> = self.owners().iter().map(|o| o.pid).collect();
-        lease::file::registry::read(&self.sandbox.registry().path())
-            .map(|f| f.entries.iter().filter(|e| !own.contains(&e.pid())).count())
+        let listing = self.store().map_err(|e| e.to_string())?.read();
+        listing
+            .leases
+            .map(|views| views.iter().filter(|v| !own.contains(&v.entry.pid())).count())
             .map_err(|e| e.to_string())
+    }
+
+    /// The sandbox's registry behind the one store interface. What the demo plays by
+    /// hand (a forged entry, corrupted bytes, their restoring) writes the file under its
+    /// lock instead: an operator's editor, which no store would be.
+    fn store(&self) -> Result<Box<dyn LeaseStore>, lease::Error> {
+        let options = StoreOptions { lock_timeout: self.lock_timeout, ..StoreOptions::default() };
+        lease::open(&Location::File(self.sandbox.registry()), options)
     }
 
     pub fn run(&mut self, action: &Action) -> Outcome {
@@ -201,12 +212,10 @@ impl Playground {
             Action::SetCap(cap) => self.set_cap(*cap),
             Action::Corrupt(kind) => self.corrupt(*kind),
             Action::Repair => self.repair(),
-            Action::Prune => {
-                match lease::prune(&self.sandbox.registry(), lease::PruneOptions::default(), self.lock_timeout) {
-                    Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
-                    Err(e) => Verdict::Failed(e.to_string()),
-                }
-            }
+            Action::Prune => match self.store().and_then(|mut s| s.prune(lease::PruneOptions::default())) {
+                Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
+                Err(e) => Verdict::Failed(e.to_string()),
+            },
             Action::EndSession { session, hours_ago } => self.end_session(session, *hours_ago),
         };
         Outcome { action: action.describe(), verdict }
@@ -273,8 +282,11 @@ impl Playground {
     }
 
     fn acquire_for(&mut self, pid: u64, session: &str, surface: &str, live_id: &str, cap: Option<u64>) -> Verdict {
-        let reg = self.sandbox.registry();
-        let cap = cap.or_else(|| lease::config::read_cap(&reg.config_path()).cap);
+        let mut store = match self.store() {
+            Ok(s) => s,
+            Err(e) => return Verdict::Failed(e.to_string()),
+        };
+        let cap = cap.or_else(|| store.cap_setting().cap);
         let mut metadata = Map::new();
         metadata.insert("live_session_id".into(), Value::String(live_id.into()));
         let req = AcquireRequest {
@@ -286,7 +298,7 @@ impl Playground {
             track_liveness: false,
             lock_timeout: self.lock_timeout,
         };
-        match lease::acquire(&reg, &req) {
+        match store.acquire(&req) {
             Ok(g) => Verdict::Granted {
                 lease_id: g.lease_id,
                 session: session.into(),
@@ -296,7 +308,7 @@ impl Playground {
             },
             Err(r) => Verdict::Refused {
                 reason: r.reason,
-                advice: r.reason.advice().into(),
+                advice: store.advice(r.reason),
                 holder: r.holder.as_ref().map(|h| h.lease_id().to_owned()),
                 message: r.message,
             },
@@ -334,7 +346,7 @@ impl Playground {
         let reg = self.sandbox.registry();
         let result = (|| -> Result<String, lease::Error> {
             let guard = lock::lock(&reg.lock_path(), self.lock_timeout)?;
-            let mut file = store::read(&reg.path())?;
+            let mut file = registry::read(&reg.path())?;
             let at = now();
             let lease_id = ids::lease_id();
             file.entries.push(Entry::new_lease(NewLease {
@@ -348,7 +360,7 @@ impl Playground {
                 track_liveness: false,
                 metadata: Map::new(),
             }));
-            store::write(&guard, &reg.path(), &file)?;
+            registry::write(&guard, &reg.path(), &file)?;
             Ok(lease_id)
         })();
         match result {
@@ -424,14 +436,14 @@ impl Playground {
         let reg = self.sandbox.registry();
         let result = (|| -> Result<(), lease::Error> {
             let guard = lock::lock(&reg.lock_path(), self.lock_timeout)?;
-            let current = store::read_bytes(&reg.path())?.unwrap_or_else(|| b"{\"entries\": []}".to_vec());
+            let current = registry::read_bytes(&reg.path())?.unwrap_or_else(|| b"{\"entries\": []}".to_vec());
             // Keep the last good bytes: corrupting twice must not lose them.
             if self.backup.is_none() {
                 self.backup = Some(current.clone());
             }
             let good = self.backup.clone().unwrap_or(current);
             let bad = corrupted(&good, kind);
-            store::write_raw(&guard, &reg.path(), &bad)
+            registry::write_raw(&guard, &reg.path(), &bad)
         })();
         match result {
             Ok(()) => Verdict::Done(format!(
@@ -448,7 +460,7 @@ impl Playground {
         };
         let reg = self.sandbox.registry();
         let result = lock::lock(&reg.lock_path(), self.lock_timeout)
-            .and_then(|guard| store::write_raw(&guard, &reg.path(), &good));
+            .and_then(|guard| registry::write_raw(&guard, &reg.path(), &good));
         match result {
             Ok(()) => {
                 self.backup = None;

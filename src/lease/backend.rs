@@ -12,7 +12,7 @@ use super::grant::{AcquireRequest, Grant, Released};
 use super::location::Location;
 use super::refusal::{Reason, Refusal};
 use super::repair::{RepairOptions, RepairReport};
-use super::view::{DoctorReport, LeaseView, PruneOptions, Removal, Target};
+use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 
 /// Everything read from one location at one moment.
 #[derive(Debug, Clone)]
@@ -66,8 +66,8 @@ pub trait LeaseStore: Send {
     fn release(&mut self, lease_id: &str) -> Result<Released, Error>;
     /// The release of a grant this process holds (at the end of `hold` / `run`).
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error>;
-    /// The operator's release. A live owner's lease only with `allow_live`.
-    fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error>;
+    /// The operator's release. A live owner's lease only with `opts.allow_live`.
+    fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error>;
     /// Remove dead and recycled owners' leases (etcd: those of owners on this host).
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error>;
     /// Everything `doctor` checks; only a registry file has a doctor.
@@ -77,10 +77,27 @@ pub trait LeaseStore: Send {
     /// Keep a grant alive while its holder runs. `None`: nothing needs renewing (a
     /// registry file lease lasts as long as its owner process).
     fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error>;
+    /// How long taking this location's write lock takes now (at most `bound`), and
+    /// whether someone else held it: what metrics report. None where there is no lock to
+    /// take (etcd's fence is a transaction) or no lock file yet (nothing is created to
+    /// measure it). Who holds a lock is not asked store by store: the console reads
+    /// /proc/locks once for every store's `location().lock_path()` (`lease::lock::
+    /// lock_holders`), since each read of it costs the whole machine an RCU sync.
+    fn probe_lock(&self, _bound: Duration) -> Option<LockProbe> {
+        None
+    }
     /// What to do about a refusal here.
     fn advice(&self, reason: Reason) -> String {
         reason.advice().to_owned()
     }
+}
+
+/// What taking a lock once found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LockProbe {
+    pub waited: Duration,
+    /// Not taken within the bound: someone holds it.
+    pub held: bool,
 }
 
 /// How to open a store: the lock bound (files) and the lease TTL (etcd).

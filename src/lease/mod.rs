@@ -52,7 +52,7 @@ pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use paths::Registry;
 pub use problem::{Problem, Rule};
 pub use refusal::{Reason, Refusal};
-pub use view::{DoctorReport, LeaseView, PruneOptions, RemoteLease, Removal, Target};
+pub use view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, RemoteLease, Removal, Target};
 
 /// The store for a location. Opening never does I/O: an unreachable etcd shows on first use.
 pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseStore>, Error> {

@@ -48,6 +48,15 @@ pub fn may_be_alive(l: &Liveness) -> bool {
     matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. })
 }
 
+/// How a force-release goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ForceOptions {
+    /// Take a live (or unprovable) owner's lease too: the operator's explicit, warned decision.
+    pub allow_live: bool,
+    /// Say what would be removed; change nothing.
+    pub dry_run: bool,
+}
+
 /// Which leases an operator names for force-release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {

@@ -306,7 +306,12 @@ impl Worker {
                     }
                     lease::Target::Session(s) => format!("force-release session {s}"),
                 };
-                (what, store.force_release(target, *allow_live, false).map(ActionOutcome::Removed))
+                (
+                    what,
+                    store
+                        .force_release(target, lease::ForceOptions { allow_live: *allow_live, dry_run: false })
+                        .map(ActionOutcome::Removed),
+                )
             }
             Effect::PlanRepair { .. } => {
                 let planned = store.repair(lease::repair::RepairOptions { dry_run: true, force: false });

@@ -8,14 +8,15 @@ use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpR
 use serde_json::{Map, Value};
 
 use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
+use crate::lease::clock::now;
 use crate::lease::entry::{Entry, float_value, live_id_string};
 use crate::lease::error::Error;
 use crate::lease::grant::AcquireRequest;
 use crate::lease::grant::{Grant, Released, RemoteGrant};
-use crate::lease::liveness::Prober;
+use crate::lease::ids;
+use crate::lease::liveness::{Liveness, Prober};
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
-use crate::lease::view::{LeaseView, Removal, may_be_alive};
-use crate::lease::{Target, ids, now};
+use crate::lease::view::{ForceOptions, LeaseView, Removal, Target, may_be_alive};
 
 /// A lost race (another client took the session or the slot first) is retried on a
 /// fresh read at most this many times; then the acquire is refused.
@@ -379,7 +380,8 @@ fn release_keys(etcd: &Etcd, session_key: &str, slot: Option<u64>, etcd_lease_id
 /// deletes its session and slot keys at once. Every listed owner renews its lease
 /// (or its TTL has not run out), so it counts as live unless it runs on this host
 /// and its pid is provably dead: those are refused without `allow_live`.
-pub fn force_release(etcd: &Etcd, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
+pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result<Removal, Error> {
+    let ForceOptions { allow_live, dry_run } = opts;
     let listing = etcd.list()?;
     let host = hostname();
     let mut prober = Prober::new();
@@ -436,7 +438,7 @@ pub fn prune_local(etcd: &Etcd, dry_run: bool) -> Result<Removal, EtcdError> {
     let mut removed = Vec::new();
     for h in &listing.leases {
         let liveness = h.liveness(&mut prober, &host);
-        if matches!(liveness, crate::lease::Liveness::Dead(_) | crate::lease::Liveness::Recycled { .. }) {
+        if matches!(liveness, Liveness::Dead(_) | Liveness::Recycled { .. }) {
             if !dry_run {
                 etcd.revoke(h.etcd_lease_id)?;
             }

@@ -14,7 +14,7 @@ use crate::lease::liveness::Prober;
 use crate::lease::location::{EtcdLocation, Location};
 use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::repair::RepairReport;
-use crate::lease::view::{DoctorReport, PruneOptions, Removal, Target};
+use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
 
 /// TTLs are read one request per lease: a re-judgement reads at most this many.
 const TTL_READS: usize = 256;
@@ -74,7 +74,7 @@ impl EtcdStore {
     }
 
     /// Local owners judged by pid, remote ones alive while their key exists; TTLs read.
-    fn judged(&mut self, held: &[Held], ttl_reads: usize) -> Result<Vec<crate::lease::LeaseView>, Error> {
+    fn judged(&mut self, held: &[Held], ttl_reads: usize) -> Result<Vec<crate::lease::view::LeaseView>, Error> {
         let ids: Vec<i64> = held.iter().take(ttl_reads).map(|h| h.etcd_lease_id).collect();
         let ttls: HashMap<i64, Option<i64>> = match self.etcd().and_then(|e| e.ttls(&ids)) {
             Ok(t) => t,
@@ -159,9 +159,9 @@ impl LeaseStore for EtcdStore {
         })
     }
 
-    fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
+    fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error> {
         let etcd = self.etcd()?;
-        fence::force_release(etcd, target, allow_live, dry_run)
+        fence::force_release(etcd, target, opts)
     }
 
     // On etcd a lease ends with its TTL; there is no start time to step.

@@ -10,7 +10,7 @@ use crate::lease::error::{Error, InvalidRegistry};
 use crate::lease::liveness::{Liveness, Prober};
 use crate::lease::paths::Registry;
 use crate::lease::problem::{Problem, Rule};
-use crate::lease::view::{DoctorReport, LeaseView, PruneOptions, Removal, Target, owner_may_be_alive};
+use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target, owner_may_be_alive};
 use crate::lease::{lock, pyjson};
 
 /// A read-only look at one registry: never locks, never writes.
@@ -66,10 +66,10 @@ pub fn prune(reg: &Registry, opts: PruneOptions, lock_timeout: Duration) -> Resu
 pub fn force_release(
     reg: &Registry,
     target: &Target,
-    allow_live: bool,
-    dry_run: bool,
+    opts: ForceOptions,
     lock_timeout: Duration,
 ) -> Result<Removal, Error> {
+    let ForceOptions { allow_live, dry_run } = opts;
     let path = reg.path();
     let mut needs_live = Vec::new();
     let mut removal = edit(reg, dry_run, lock_timeout, |views| {

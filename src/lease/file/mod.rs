@@ -17,7 +17,7 @@ pub mod watch;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lease::backend::{LeaseStore, Listing, OnLost, Renewal};
+use crate::lease::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
 use crate::lease::config::{CapSetting, read_cap};
 use crate::lease::entry::Entry;
 use crate::lease::error::Error;
@@ -27,7 +27,7 @@ use crate::lease::location::Location;
 use crate::lease::paths::Registry;
 use crate::lease::refusal::Refusal;
 use crate::lease::repair::{RepairOptions, RepairReport};
-use crate::lease::view::{DoctorReport, LeaseView, PruneOptions, Removal, Target};
+use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 use lease_watch::LeaseWatch;
 
 /// A Hermes registry file under flock.
@@ -156,8 +156,18 @@ impl LeaseStore for FileStore {
         }
     }
 
-    fn force_release(&mut self, target: &Target, allow_live: bool, dry_run: bool) -> Result<Removal, Error> {
-        admin::force_release(&self.registry, target, allow_live, dry_run, self.lock_timeout)
+    fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error> {
+        admin::force_release(&self.registry, target, opts, self.lock_timeout)
+    }
+
+    fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
+        let path = self.registry.lock_path();
+        if !path.is_file() {
+            return None;
+        }
+        let started = std::time::Instant::now();
+        let got = crate::lease::lock::lock(&path, bound);
+        Some(LockProbe { waited: started.elapsed(), held: got.is_err() })
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
