@@ -151,7 +151,7 @@ impl Etcd {
     }
 
     /// Every session key and slot key under the prefix, read at one revision.
-    pub fn list(&self) -> Result<Listing, EtcdError> {
+    pub fn list(&self) -> Result<PrefixRead, EtcdError> {
         let sessions = self.config.sessions_prefix();
         let slots = self.config.slots_prefix();
         let resp = self.call("list the leases", |mut c| async move {
@@ -187,7 +187,7 @@ impl Etcd {
                 Some((index, String::from_utf8_lossy(kv.value()).into_owned()))
             })
             .collect();
-        Ok(Listing { revision, leases, slots, bad })
+        Ok(PrefixRead { revision, leases, slots, bad })
     }
 
     /// Seconds left on each etcd lease (`None`: gone). One request per lease.
@@ -218,9 +218,10 @@ fn unreachable(config: &EtcdConfig, what: &str, why: &str) -> EtcdError {
     EtcdError::Unavailable(format!("cannot {what} on etcd at {}: {why}", config.endpoints.join(",")))
 }
 
-/// Everything under the prefix at one revision.
+/// Everything under the prefix at one revision, as read (judged, it becomes a
+/// `backend::Listing`).
 #[derive(Debug, Clone)]
-pub struct Listing {
+pub struct PrefixRead {
     pub revision: i64,
     pub leases: Vec<Held>,
     /// Used slots: index and the session key holding it.
