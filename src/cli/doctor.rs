@@ -2,7 +2,6 @@
 
 use serde_json::{Value, json};
 
-use super::force_release::report_audit;
 use super::{EXIT_ERROR, EXIT_OK, Failure, output, print_json};
 use crate::lease::{self, Error, LeaseStore};
 
@@ -87,12 +86,6 @@ pub(super) fn repair(
             }
         }
         let done = store.repair(RepairOptions { dry_run: false, force })?;
-        report_audit(lease::audit::repair(
-            store.location(),
-            &lease::audit::Actor::this_command(),
-            &done,
-            !done.plan.live_risks().is_empty(),
-        ));
         let backup = done.backup.as_ref().map(|b| b.display().to_string());
         if !as_json {
             if done.invalid {

@@ -25,15 +25,7 @@ pub(super) fn force_release(
     Ok(EXIT_OK)
 }
 
-/// Say what the audit could not record (the action stands either way).
-pub(super) fn report_audit(failures: Vec<String>) {
-    for f in failures {
-        say_err!("leasectl: warning: audit: {f}");
-    }
-}
-
 pub(super) fn report_force_release(location: &Location, r: &lease::Removal, as_json: bool) {
-    report_audit(lease::audit::removal("force-release", location, &lease::audit::Actor::this_command(), r));
     if r.live_owner {
         say_err!("{}", output::live_owner_warning(location, r));
     }
@@ -105,8 +97,6 @@ pub(super) fn force_release_everywhere(
                 if !a.json {
                     report_force_release(store.location(), &r, false);
                 } else {
-                    let actor = lease::audit::Actor::this_command();
-                    report_audit(lease::audit::removal("force-release", store.location(), &actor, &r));
                     if r.live_owner {
                         say_err!("{}", output::live_owner_warning(store.location(), &r));
                     }

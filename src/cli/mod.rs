@@ -84,6 +84,13 @@ struct Failure {
     message: String,
 }
 
+/// `store` with every change it makes on record, as this command line; what the record
+/// could not keep is a warning (the change stands either way).
+fn audited(store: Box<dyn LeaseStore>) -> Box<dyn LeaseStore> {
+    let warn = Box::new(|f: String| say_err!("leasectl: warning: audit: {f}"));
+    lease::audited::Audited::wrap(store, lease::audit::Actor::this_command(), warn)
+}
+
 /// An error (exit 1) that says `message`.
 fn fail(message: impl Into<String>) -> Failure {
     Failure { code: EXIT_ERROR, message: message.into() }
@@ -139,10 +146,10 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             return Err(usage("--all-profiles works with ls, prune, doctor and force-release only"));
         }
         let location = locations.first().ok_or_else(|| usage("no registry selected"))?;
-        Ok(lease::open(location, options)?)
+        Ok(audited(lease::open(location, options)?))
     };
     let all = || -> Result<Vec<Box<dyn LeaseStore>>, Failure> {
-        locations.iter().map(|l| lease::open(l, options).map_err(Failure::from)).collect()
+        locations.iter().map(|l| lease::open(l, options).map(audited).map_err(Failure::from)).collect()
     };
     // --all-profiles on files: a profile created while ls -w or events -f runs is followed too.
     let discover = || {

@@ -2,7 +2,6 @@
 
 use serde_json::json;
 
-use super::force_release::report_audit;
 use super::{EXIT_OK, Failure, output, print_json};
 use crate::lease::{self, LeaseStore};
 
@@ -17,7 +16,6 @@ pub(super) fn prune(
         let location = store.location().clone();
         match store.prune(opts) {
             Ok(r) => {
-                report_audit(lease::audit::removal("prune", &location, &lease::audit::Actor::this_command(), &r));
                 if !as_json {
                     output::print_removal(&location, &r, "prune");
                 }

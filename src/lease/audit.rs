@@ -26,13 +26,29 @@ const SYSLOG: &str = "/dev/log";
 pub struct Actor {
     /// The command line (`leasectl prune --all-profiles`) or the console's key.
     pub command: String,
+    /// The console's: each record adds what was done to `command` (a command line
+    /// already says it).
+    pub names_action: bool,
 }
 
 impl Actor {
     /// This process's own command line, as typed (each word shell-quoted when needed).
     pub fn this_command() -> Actor {
         let words: Vec<String> = std::env::args().map(|a| super::human::shell_word(&a)).collect();
-        Actor { command: words.join(" ") }
+        Actor { command: words.join(" "), names_action: false }
+    }
+
+    /// The console: `leasectl console: prune`, `leasectl console: force-release lease 8f19a2c3`.
+    pub fn console() -> Actor {
+        Actor { command: "leasectl console".into(), names_action: true }
+    }
+
+    /// The actor as recorded for `what`.
+    pub fn doing(&self, what: &str) -> Actor {
+        match self.names_action {
+            true => Actor { command: format!("{}: {what}", self.command), names_action: false },
+            false => self.clone(),
+        }
     }
 }
 

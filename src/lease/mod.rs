@@ -7,6 +7,7 @@
 //! is shared. This file is the one place that picks a backend: [`open`] and [`watch`].
 
 pub mod audit;
+pub mod audited;
 pub mod backend;
 pub mod changes;
 pub mod clock;

@@ -41,6 +41,8 @@ pub struct Worker {
     last_holders: Vec<Option<u32>>,
     /// Each home's state.db, read when it changes: session context and leak suspects.
     sessions: SessionCache,
+    /// What the stores' audit could not record since the last action was reported.
+    audit_failures: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -85,6 +87,7 @@ impl Worker {
             owners_checked: None,
             last_holders: Vec::new(),
             sessions: SessionCache::default(),
+            audit_failures: Arc::default(),
         }
     }
 
@@ -144,7 +147,14 @@ impl Worker {
             }
             // The CLI opened each location once before starting the console, so this cannot fail.
             if let Ok(store) = lease::open(&location, self.options) {
-                self.stores.push(store);
+                // Every change the console makes is on record, as the CLI's are.
+                let failures = Arc::clone(&self.audit_failures);
+                let on_failure = Box::new(move |f: String| {
+                    if let Ok(mut all) = failures.lock() {
+                        all.push(f);
+                    }
+                });
+                self.stores.push(lease::audited::Audited::wrap(store, lease::audit::Actor::console(), on_failure));
             }
         }
     }
@@ -290,7 +300,6 @@ impl Worker {
             | Effect::Repair { location, .. } => location.clone(),
             _ => return None,
         };
-        let mut repair_audit = Vec::new();
         if !self.stores.iter().any(|s| *s.location() == location) {
             self.open_new();
         }
@@ -329,15 +338,6 @@ impl Worker {
             }
             Effect::Repair { force, .. } => {
                 let done = store.repair(lease::repair::RepairOptions { dry_run: false, force: *force });
-                // On record with everything kept, restored, dropped and lost: the CLI's record.
-                let actor = lease::audit::Actor {
-                    command: format!("leasectl console: repair{}", if *force { " (forced)" } else { "" }),
-                };
-                if let Ok(r) = &done
-                    && r.needed
-                {
-                    repair_audit = lease::audit::repair(&location, &actor, r, !r.plan.live_risks().is_empty());
-                }
                 let result = done.map(|r| {
                     let backup = r.backup.map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
                     ActionOutcome::Repaired(format!(
@@ -353,18 +353,8 @@ impl Worker {
             }
             _ => return None,
         };
-        // On record, as from the CLI; a record that cannot be written is said in the log.
-        let actor = lease::audit::Actor { command: format!("leasectl console: {what}") };
-        let audit_failures = match (effect, &result) {
-            (Effect::Prune { .. }, Ok(ActionOutcome::Removed(r))) => {
-                lease::audit::removal("prune", &location, &actor, r)
-            }
-            (Effect::ForceRelease { .. }, Ok(ActionOutcome::Removed(r))) => {
-                lease::audit::removal("force-release", &location, &actor, r)
-            }
-            (_, Ok(ActionOutcome::Repaired(_))) => std::mem::take(&mut repair_audit),
-            _ => vec![],
-        };
+        // The store put the change on record; what it could not record is said in the log.
+        let audit_failures = self.audit_failures.lock().map(|mut all| std::mem::take(&mut *all)).unwrap_or_default();
         let lock_holder = match &result {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
             _ => None,

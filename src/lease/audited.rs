@@ -1,0 +1,106 @@
+//! A store that puts every change it makes on record: force-release, prune and repair
+//! go to the audit ([`super::audit`]) as they happen, whoever calls. The CLI and the
+//! console wrap their stores in it, so both write the same records.
+
+use std::time::Duration;
+
+use super::audit::{self, Actor};
+use super::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
+use super::config::CapSetting;
+use super::error::Error;
+use super::grant::{AcquireRequest, Grant, Released};
+use super::location::Location;
+use super::refusal::{Reason, Refusal};
+use super::repair::{RepairOptions, RepairReport};
+use super::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
+
+/// Told what could not be recorded, in words (the action stands either way).
+pub type OnAuditFailure = Box<dyn Fn(String) + Send>;
+
+/// `inner`, with its changes on record as done by `actor`.
+pub struct Audited {
+    inner: Box<dyn LeaseStore>,
+    actor: Actor,
+    on_failure: OnAuditFailure,
+}
+
+impl Audited {
+    pub fn wrap(inner: Box<dyn LeaseStore>, actor: Actor, on_failure: OnAuditFailure) -> Box<dyn LeaseStore> {
+        Box::new(Audited { inner, actor, on_failure })
+    }
+
+    fn report(&self, failures: Vec<String>) {
+        for f in failures {
+            (self.on_failure)(f);
+        }
+    }
+}
+
+impl LeaseStore for Audited {
+    fn location(&self) -> &Location {
+        self.inner.location()
+    }
+    fn cap_setting(&self) -> CapSetting {
+        self.inner.cap_setting()
+    }
+    fn read(&mut self) -> Listing {
+        self.inner.read()
+    }
+    fn rejudge(&mut self) -> Listing {
+        self.inner.rejudge()
+    }
+    fn rejudge_needed(&mut self) -> bool {
+        self.inner.rejudge_needed()
+    }
+    fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
+        self.inner.acquire(req)
+    }
+    fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
+        self.inner.release(lease_id)
+    }
+    fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
+        self.inner.release_grant(grant)
+    }
+
+    fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error> {
+        let r = self.inner.force_release(target, opts)?;
+        let what = match target {
+            Target::Lease(id) => format!("force-release lease {}", id.chars().take(8).collect::<String>()),
+            Target::Session(s) => format!("force-release session {s}"),
+        };
+        self.report(audit::removal("force-release", self.inner.location(), &self.actor.doing(&what), &r));
+        Ok(r)
+    }
+
+    fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
+        let r = self.inner.prune(opts)?;
+        self.report(audit::removal("prune", self.inner.location(), &self.actor.doing("prune"), &r));
+        Ok(r)
+    }
+
+    fn doctor(&mut self) -> Result<DoctorReport, Error> {
+        self.inner.doctor()
+    }
+
+    /// A repair that rewrote the registry is on record with every entry kept, restored,
+    /// dropped and lost, and where the old bytes are.
+    fn repair(&mut self, opts: RepairOptions) -> Result<RepairReport, Error> {
+        let r = self.inner.repair(opts)?;
+        if !opts.dry_run && r.needed {
+            let what = if opts.force { "repair (forced)" } else { "repair" };
+            let live_risk = !r.plan.live_risks().is_empty();
+            self.report(audit::repair(self.inner.location(), &self.actor.doing(what), &r, live_risk));
+        }
+        Ok(r)
+    }
+
+    fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
+        self.inner.keep_alive(grant, on_lost)
+    }
+    fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
+        self.inner.probe_lock(bound)
+    }
+    fn advice(&self, reason: Reason) -> String {
+        self.inner.advice(reason)
+    }
+}
