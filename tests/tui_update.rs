@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use leasectl::lease::liveness::DeadCause;
-use leasectl::lease::{Liveness, Target};
+use leasectl::lease::{Error, Liveness, Target};
 use leasectl::tui::event::{ActionDone, Effect, Event, LockHolder};
 use leasectl::tui::state::{Dialog, SortMode};
 use leasectl::tui::update::update;
@@ -260,8 +260,12 @@ fn action_results_are_logged_and_a_held_lock_is_shown() {
         Event::ActionDone(ActionDone {
             location: registry("root"),
             what: "prune".into(),
-            result: Err("registry lock /x still held after 3.0s (held by pid 777)".into()),
-            lock_holder: Some(777),
+            result: Err(Error::LockTimeout {
+                lock_path: "/x".into(),
+                waited: std::time::Duration::from_secs(3),
+                holder_pid: Some(777),
+                holder_command: None,
+            }),
             audit_failures: vec![],
         }),
     );
@@ -401,7 +405,6 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
                 live_owner: false,
                 ..Removal::default()
             })),
-            lock_holder: None,
             audit_failures: vec![],
         }),
     );

@@ -1,9 +1,11 @@
 //! Errors of the core. Each names the file and what was being done.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::problem::Problem;
+use super::view::Target;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -25,13 +27,14 @@ fn more_problems(problems: &[Problem]) -> String {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The lock was not free within the bound.
     #[error("registry lock {} still held after {:.1}s{}", lock_path.display(), waited.as_secs_f64(), holder_text(*holder_pid, holder_command.as_deref()))]
     LockTimeout { lock_path: PathBuf, waited: Duration, holder_pid: Option<u32>, holder_command: Option<String> },
+    /// Shared, so an error can be kept and shown twice (io::Error is not Clone).
     #[error("cannot {action} {}: {source}", path.display())]
-    Io { action: String, path: PathBuf, source: std::io::Error },
+    Io { action: String, path: PathBuf, source: Arc<std::io::Error> },
     #[error("{0}")]
     Invalid(#[from] InvalidRegistry),
     /// A liveness-tracked owner could not be proven alive or dead: fail closed.
@@ -39,10 +42,10 @@ pub enum Error {
     LivenessUnknown { lease_id: String, pid: u64, why: String },
     /// An operator action named a lease or session that is not in the registry.
     #[error("{0}")]
-    NotFound(String),
+    NotFound(Missing),
     /// A live owner's lease, refused without an explicit override.
     #[error("{0}")]
-    LiveOwner(String),
+    LiveOwner(LiveOwners),
     /// Anything else the caller asked for that cannot be done, said plainly.
     #[error("{0}")]
     Refused(String),
@@ -55,6 +58,71 @@ pub enum Error {
     Unsupported(String),
 }
 
+/// What an action named that is not there, and where it looked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub target: Target,
+    /// Only a live lease would do (a transfer).
+    pub live_only: bool,
+    /// Where it looked, as a phrase: `in /path/active_sessions.json`, `under etcd ...`.
+    pub place: String,
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let live = if self.live_only { "live " } else { "" };
+        match &self.target {
+            Target::Lease(id) => write!(f, "no {live}lease {id} {}", self.place),
+            Target::Session(s) => write!(f, "no {live}lease holds session {s} {}", self.place),
+        }
+    }
+}
+
+/// Leases whose owners may be alive, which an action would take without an override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveOwners {
+    pub action: Guarded,
+    /// Their lease ids, and each described for a person (session, pid, verdict).
+    pub lease_ids: Vec<String>,
+    pub described: Vec<String>,
+}
+
+/// The action a live owner's lease stopped, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guarded {
+    /// A force-release in a registry file.
+    Release,
+    /// A force-release on etcd, where a renewed lease is a live owner.
+    ReleaseRenewed,
+    /// A repair of this registry, which would lose them.
+    Repair { path: PathBuf },
+}
+
+impl std::fmt::Display for LiveOwners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = self.described.join("; ");
+        match &self.action {
+            Guarded::Release => write!(
+                f,
+                "refusing to release a live owner's lease: {who}. A live owner keeps writing to its session; \
+                 removing its lease lets a second writer in. Pass --live to do it anyway."
+            ),
+            Guarded::ReleaseRenewed => write!(
+                f,
+                "refusing to release a live owner's lease: {who}. Its etcd lease is being renewed (or its TTL has \
+                 not run out), so the owner may keep writing to its session; removing it lets a second writer in. \
+                 Pass --live to do it anyway."
+            ),
+            Guarded::Repair { path } => write!(
+                f,
+                "refusing to repair {}: it would lose leases whose owners may be alive ({who}). A live owner keeps \
+                 writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
+                path.display()
+            ),
+        }
+    }
+}
+
 fn holder_text(holder_pid: Option<u32>, command: Option<&str>) -> String {
     match (holder_pid, command) {
         (Some(pid), Some(command)) => format!(" (held by pid {pid} ({command}))"),
@@ -65,35 +133,7 @@ fn holder_text(holder_pid: Option<u32>, command: Option<&str>) -> String {
 
 impl Error {
     pub fn io(action: impl Into<String>, path: &Path, source: std::io::Error) -> Error {
-        Error::Io { action: action.into(), path: path.to_path_buf(), source }
-    }
-}
-
-// io::Error is not Clone; a copy keeps its kind and text, which is all a report shows.
-impl Clone for Error {
-    fn clone(&self) -> Error {
-        match self {
-            Error::LockTimeout { lock_path, waited, holder_pid, holder_command } => Error::LockTimeout {
-                lock_path: lock_path.clone(),
-                waited: *waited,
-                holder_pid: *holder_pid,
-                holder_command: holder_command.clone(),
-            },
-            Error::Io { action, path, source } => Error::Io {
-                action: action.clone(),
-                path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            Error::Invalid(i) => Error::Invalid(i.clone()),
-            Error::LivenessUnknown { lease_id, pid, why } => {
-                Error::LivenessUnknown { lease_id: lease_id.clone(), pid: *pid, why: why.clone() }
-            }
-            Error::NotFound(s) => Error::NotFound(s.clone()),
-            Error::LiveOwner(s) => Error::LiveOwner(s.clone()),
-            Error::Refused(s) => Error::Refused(s.clone()),
-            Error::Unavailable(s) => Error::Unavailable(s.clone()),
-            Error::Unsupported(s) => Error::Unsupported(s.clone()),
-        }
+        Error::Io { action: action.into(), path: path.to_path_buf(), source: Arc::new(source) }
     }
 }
 

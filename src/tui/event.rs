@@ -10,7 +10,7 @@ use super::extension::{Job, JobDone};
 use crate::lease::config::CapSetting;
 use crate::lease::context::Contexts;
 use crate::lease::owner::OwnerInfo;
-use crate::lease::{Entry, Liveness, Location, Removal, Target};
+use crate::lease::{Entry, Error, Liveness, Location, Removal, Target};
 
 #[derive(Debug)]
 pub enum Event {
@@ -33,7 +33,7 @@ pub enum Event {
     /// A repair's plan, to confirm: one line per kept/dropped/re-keyed entry.
     RepairPlanned {
         location: Location,
-        result: Result<Vec<String>, String>,
+        result: Result<Vec<String>, Error>,
         /// The repair would lose a lease whose owner may be alive: only a forced one may run.
         needs_force: bool,
     },
@@ -140,9 +140,17 @@ pub struct ActionDone {
     pub location: Location,
     /// What was asked, for the log ("prune", "force-release lease 1a2b3c4d").
     pub what: String,
-    pub result: Result<ActionOutcome, String>,
-    /// Set when the action gave up on the lock: who holds it.
-    pub lock_holder: Option<u32>,
+    pub result: Result<ActionOutcome, Error>,
     /// What the audit record could not be written to (the action stands).
     pub audit_failures: Vec<String>,
+}
+
+impl ActionDone {
+    /// Who holds the lock, when the action gave up waiting for it.
+    pub fn lock_holder(&self) -> Option<u32> {
+        match &self.result {
+            Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
+            _ => None,
+        }
+    }
 }

@@ -98,7 +98,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
 fn on_action_done(app: &mut App, done: ActionDone) {
     let profile = done.location.name().to_owned();
     if let Some(r) = app.registries.iter_mut().find(|r| r.location == done.location) {
-        r.locked_by = done.lock_holder;
+        r.locked_by = done.lock_holder();
     }
     for failure in &done.audit_failures {
         app.log(&profile, LogLevel::Warn, format!("audit: {failure} (the {} stands)", done.what));

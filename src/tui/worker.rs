@@ -325,15 +325,9 @@ impl Worker {
             Effect::PlanRepair { .. } => {
                 let planned = store.repair(lease::repair::RepairOptions { dry_run: true, force: false });
                 let needs_force = planned.as_ref().is_ok_and(|r| !r.plan.live_risks().is_empty());
-                let result = planned
-                    .map(|r| {
-                        if r.needed {
-                            plan_lines(&r.plan)
-                        } else {
-                            vec!["the registry is valid: nothing to repair".into()]
-                        }
-                    })
-                    .map_err(|e| e.to_string());
+                let result = planned.map(|r| {
+                    if r.needed { plan_lines(&r.plan) } else { vec!["the registry is valid: nothing to repair".into()] }
+                });
                 return Some(Event::RepairPlanned { location, result, needs_force });
             }
             Effect::Repair { force, .. } => {
@@ -380,13 +374,7 @@ impl Worker {
                 _ => {}
             }
         }
-        Some(Event::ActionDone(ActionDone {
-            location,
-            what,
-            result: result.map_err(|e| e.to_string()),
-            lock_holder,
-            audit_failures,
-        }))
+        Some(Event::ActionDone(ActionDone { location, what, result, audit_failures }))
     }
 }
 

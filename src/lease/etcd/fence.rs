@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
 use crate::lease::clock::now;
 use crate::lease::entry::{Entry, float_value, live_id_string};
-use crate::lease::error::Error;
+use crate::lease::error::{Error, Guarded, LiveOwners, Missing};
 use crate::lease::grant::AcquireRequest;
 use crate::lease::grant::{Grant, Released, RemoteGrant};
 use crate::lease::ids;
@@ -394,18 +394,15 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
         })
         .collect();
     if chosen.is_empty() {
-        return Err(Error::NotFound(match target {
-            Target::Lease(id) => format!("no lease {id} under {}", etcd.config.location()),
-            Target::Session(s) => format!("no lease holds session {s} under {}", etcd.config.location()),
+        return Err(Error::NotFound(Missing {
+            target: target.clone(),
+            live_only: false,
+            place: format!("under {}", etcd.config.location()),
         }));
     }
     let views: Vec<(LeaseView, i64)> =
         chosen.iter().map(|h| (h.view(h.liveness(&mut prober, &host), None), h.etcd_lease_id)).collect();
-    let live: Vec<String> = views
-        .iter()
-        .filter(|(v, _)| may_be_alive(&v.liveness))
-        .map(|(v, _)| format!("lease {} (session {}, pid {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid()))
-        .collect();
+    let live: Vec<&LeaseView> = views.iter().map(|(v, _)| v).filter(|v| may_be_alive(&v.liveness)).collect();
     if !live.is_empty() && !allow_live && dry_run {
         // The plan: what would go, and what would need --live.
         let (needs_live, removed): (Vec<LeaseView>, Vec<LeaseView>) =
@@ -413,12 +410,16 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
         return Ok(Removal { removed, dry_run, needs_live, ..Removal::default() });
     }
     if !live.is_empty() && !allow_live {
-        return Err(Error::LiveOwner(format!(
-            "refusing to release a live owner's lease: {}. Its etcd lease is being renewed (or its TTL has not run \
-             out), so the owner may keep writing to its session; removing it lets a second writer in. Pass --live \
-             to do it anyway.",
-            live.join("; ")
-        )));
+        return Err(Error::LiveOwner(LiveOwners {
+            action: Guarded::ReleaseRenewed,
+            lease_ids: live.iter().map(|v| v.entry.lease_id().to_owned()).collect(),
+            described: live
+                .iter()
+                .map(|v| {
+                    format!("lease {} (session {}, pid {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid())
+                })
+                .collect(),
+        }));
     }
     if !dry_run {
         for (_, id) in &views {

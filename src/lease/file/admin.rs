@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::registry;
 use crate::lease::config::read_cap;
 use crate::lease::entry::Entry;
-use crate::lease::error::{Error, InvalidRegistry};
+use crate::lease::error::{Error, Guarded, InvalidRegistry, LiveOwners, Missing};
 use crate::lease::liveness::{Liveness, Prober};
 use crate::lease::paths::Registry;
 use crate::lease::problem::{Problem, Rule};
@@ -81,9 +81,10 @@ pub fn force_release(
             })
             .collect();
         if !chosen.contains(&true) {
-            return Err(Error::NotFound(match target {
-                Target::Lease(id) => format!("no lease {id} in {}", path.display()),
-                Target::Session(s) => format!("no lease holds session {s} in {}", path.display()),
+            return Err(Error::NotFound(Missing {
+                target: target.clone(),
+                live_only: false,
+                place: format!("in {}", path.display()),
             }));
         }
         let live: Vec<&LeaseView> =
@@ -97,7 +98,8 @@ pub fn force_release(
             return Ok(chosen);
         }
         if !live.is_empty() && !allow_live {
-            let who: Vec<String> = live
+            let lease_ids = live.iter().map(|v| v.entry.lease_id().to_owned()).collect();
+            let described: Vec<String> = live
                 .iter()
                 .map(|v| {
                     format!(
@@ -109,11 +111,7 @@ pub fn force_release(
                     )
                 })
                 .collect();
-            return Err(Error::LiveOwner(format!(
-                "refusing to release a live owner's lease: {}. A live owner keeps writing to its session; \
-                 removing its lease lets a second writer in. Pass --live to do it anyway.",
-                who.join("; ")
-            )));
+            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, lease_ids, described }));
         }
         Ok(chosen)
     })?;

@@ -8,11 +8,12 @@ use serde_json::{Map, Value};
 use super::registry;
 use crate::lease::clock::now;
 use crate::lease::entry::{Entry, NewLease, py_is_blank};
-use crate::lease::error::Error;
+use crate::lease::error::{Error, Missing};
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::liveness::{Liveness, Prober, UnknownCause};
 use crate::lease::paths::Registry;
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
+use crate::lease::view::Target;
 use crate::lease::{ids, lock};
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
@@ -221,7 +222,11 @@ pub fn transfer(
     let mut prober = Prober::new();
     let (mut entries, _pruned) = prune_dead(file.entries, &mut prober, false)?;
     let Some(own) = entries.iter().position(|e| e.lease_id() == lease_id) else {
-        return Err(Error::NotFound(format!("no live lease {lease_id} in {}", path.display())));
+        return Err(Error::NotFound(Missing {
+            target: Target::Lease(lease_id.to_owned()),
+            live_only: true,
+            place: format!("in {}", path.display()),
+        }));
     };
     let at = now();
     if let Some(holder) = entries.iter().find(|e| e.session_id() == new_session_id && e.lease_id() != lease_id) {

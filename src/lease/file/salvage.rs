@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::registry;
 use crate::lease::entry::Entry;
-use crate::lease::error::Error;
+use crate::lease::error::{Error, Guarded, LiveOwners};
 use crate::lease::liveness::{Liveness, Prober};
 use crate::lease::paths::Registry;
 use crate::lease::problem::Problem;
@@ -286,12 +286,11 @@ pub fn repair(reg: &Registry, opts: RepairOptions, lock_timeout: Duration) -> Re
     };
     let risks = plan.live_risks();
     if !risks.is_empty() && !opts.force {
-        return Err(Error::LiveOwner(format!(
-            "refusing to repair {}: it would lose leases whose owners may be alive ({}). A live owner keeps \
-             writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
-            path.display(),
-            risks.join("; ")
-        )));
+        return Err(Error::LiveOwner(LiveOwners {
+            action: Guarded::Repair { path: path.clone() },
+            lease_ids: plan.dropped.iter().filter(|d| d.may_be_live).filter_map(|d| d.lease_id.clone()).collect(),
+            described: risks,
+        }));
     }
     let backup = write_backup(&path, &bytes)?;
     let file = registry::RegistryFile { entries: plan.kept.clone(), extra: plan.extra.clone() };
