@@ -220,13 +220,6 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct JsonFlag {
-    /// Machine-readable output
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Repair an invalid registry (asks first; see below)
     #[arg(long)]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{EXIT_OK, Failure, fail, usage};
-use crate::lease::{self, Location, StoreOptions, paths};
+use crate::lease::{self, Location, StoreOptions};
 
 /// The console draws on standard output: without a terminal there, say so before
 /// anything is set up (a demo sandbox included) rather than fail half-way.
@@ -15,8 +15,7 @@ pub(super) fn needs_terminal(what: &str) -> Result<(), Failure> {
 }
 
 pub(super) fn console(
-    home: &Option<std::path::PathBuf>,
-    one_profile: bool,
+    discover_root: Option<std::path::PathBuf>,
     locations: Vec<Location>,
     timeout: Duration,
     idle_threshold: Option<Duration>,
@@ -27,13 +26,6 @@ pub(super) fn console(
     for location in &locations {
         lease::open(location, StoreOptions::default())?;
     }
-    let discover_root = match locations.first() {
-        Some(Location::File(_)) if !one_profile => {
-            let home = paths::resolve_home(home.as_deref()).map_err(|m| fail(m.0))?;
-            Some(paths::root_of(&home))
-        }
-        _ => None,
-    };
     let opts = crate::tui::ConsoleOptions {
         locations,
         discover_root,

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{EXIT_ERROR, EXIT_OK, Failure, output, print_json};
+use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json};
 use crate::lease::{self, Error, LeaseStore};
 
 pub(super) fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
@@ -38,12 +38,13 @@ pub(super) fn repair(
     let mut results = Vec::new();
     for store in stores {
         let (name, place) = (store.location().name().to_owned(), store.location().describe());
+        let unchanged = || json!({"profile": name, "path": place, "repaired": false});
         let plan = store.repair(RepairOptions { dry_run: true, force })?;
         if !plan.needed {
             if !as_json {
                 say!("{name} ({place}): valid, nothing to repair");
             }
-            results.push(json!({"profile": name, "path": place, "repaired": false}));
+            results.push(unchanged());
             continue;
         }
         if !as_json {
@@ -58,22 +59,15 @@ pub(super) fn repair(
         }
         let risks = plan.plan.live_risks();
         if !risks.is_empty() && !force {
-            return Err(Failure {
-                code: EXIT_ERROR,
-                message: format!(
-                    "not repairing {place}: it would lose leases whose owners may be alive ({}). A live owner \
-                     keeps writing its session; losing its lease lets a second writer in. Pass --force to repair \
-                     anyway.",
-                    lease::human::escape(&risks.join("; "))
-                ),
-            });
+            return Err(fail(format!(
+                "not repairing {place}: it would lose leases whose owners may be alive ({}). A live owner keeps \
+                 writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
+                lease::human::escape(&risks.join("; "))
+            )));
         }
         if !yes {
             if !std::io::stdin().is_terminal() {
-                return Err(Failure {
-                    code: EXIT_ERROR,
-                    message: "not repairing without confirmation: pass --yes".into(),
-                });
+                return Err(fail("not repairing without confirmation: pass --yes"));
             }
             say_raw!("Repair {place}? [y/N] ");
             let _ = std::io::stdout().flush();
@@ -81,7 +75,7 @@ pub(super) fn repair(
             let _ = std::io::stdin().lock().read_line(&mut answer);
             if !matches!(answer.trim(), "y" | "Y" | "yes") {
                 say!("not repaired");
-                results.push(json!({"profile": name, "path": place, "repaired": false}));
+                results.push(unchanged());
                 continue;
             }
         }

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::args::ForceReleaseArgs;
 use super::release::{Named, ambiguous, name_lease};
-use super::{EXIT_ERROR, EXIT_OK, Failure, output, print_json, usage};
+use super::{EXIT_OK, Failure, fail, output, print_json, usage};
 use crate::lease::{self, Error, ForceOptions, LeaseStore, Location, Target};
 
 pub(super) fn force_release(
@@ -54,10 +54,10 @@ pub(super) fn force_release_everywhere(
             }
         }
         return match hits.as_slice() {
-            [] => Err(Failure {
-                code: EXIT_ERROR,
-                message: format!("no lease {typed} in any of {} registries (the root and every profile)", stores.len()),
-            }),
+            [] => Err(fail(format!(
+                "no lease {typed} in any of {} registries (the root and every profile)",
+                stores.len()
+            ))),
             [(i, id)] => {
                 let store = &mut stores[*i];
                 let r = store.force_release(
@@ -108,10 +108,7 @@ pub(super) fn force_release_everywhere(
         }
     }
     if results.is_empty() {
-        return Err(Failure {
-            code: EXIT_ERROR,
-            message: format!("no lease holds session {session} in any of {} registries", stores.len()),
-        });
+        return Err(fail(format!("no lease holds session {session} in any of {} registries", stores.len())));
     }
     if a.json {
         print_json(&json!({ "registries": results }));

@@ -132,7 +132,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Man => return print_man(),
         _ => {}
     }
-    let locations = select_locations(&cli, &command, implicit)?;
+    let Selection { locations, root } = select_locations(&cli, &command, implicit)?;
     let ttl = match &command {
         Command::Acquire(a) => a.opts.ttl,
         Command::Hold(o) => o.ttl,
@@ -161,12 +161,12 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Ls(a) => ls::ls(&mut all()?, &a, cli.idle_threshold, discover()),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
         Command::Release(a) => {
-            let elsewhere = other_registries(&cli, &locations)?;
+            let elsewhere = other_registries(root.as_deref(), &locations);
             release(&mut *single()?, &a.lease_id, a.owner_pid, a.json, &elsewhere)
         }
         Command::ForceRelease(a) if cli.all_profiles => force_release_everywhere(&mut all()?, &a),
         Command::ForceRelease(a) => {
-            let elsewhere = other_registries(&cli, &locations)?;
+            let elsewhere = other_registries(root.as_deref(), &locations);
             force_release(&mut *single()?, &a, &elsewhere)
         }
         Command::Prune(a) => prune(
@@ -189,7 +189,11 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             Role::Orphaned(relay) => Err(fail(format!("leasectl (pid {relay}) ended before CMD started"))),
         },
         Command::Hold(a) => hold(&mut *single()?, &a, timeout),
-        Command::Tui => console(&cli.home, cli.profile.is_some(), locations, timeout, cli.idle_threshold),
+        Command::Tui => {
+            // The console follows profiles created while it runs, unless one was chosen.
+            let discover_root = root.filter(|_| cli.profile.is_none());
+            console(discover_root, locations, timeout, cli.idle_threshold)
+        }
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, cli.idle_threshold, discover()),
         Command::Metrics => {
@@ -202,9 +206,16 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     }
 }
 
+/// What a command acts on.
+struct Selection {
+    locations: Vec<Location>,
+    /// The root of the home the registry files are in (None on etcd): resolved once here.
+    root: Option<std::path::PathBuf>,
+}
+
 /// The locations a command acts on: registry files (the home, a profile, or the root and
 /// every profile), or one etcd prefix with `--backend etcd`.
-fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<Location>, Failure> {
+fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Selection, Failure> {
     if cli.backend == Backend::Etcd {
         if cli.all_profiles || cli.profile.is_some() || cli.home.is_some() {
             return Err(usage(
@@ -228,7 +239,7 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<
             usage("--backend etcd needs --endpoints URL[,URL] (the etcd client URLs, e.g. http://127.0.0.1:2379)")
         })?;
         let at = EtcdLocation::parse(endpoints, cli.prefix.as_deref()).map_err(usage)?;
-        return Ok(vec![Location::Etcd(at)]);
+        return Ok(Selection { locations: vec![Location::Etcd(at)], root: None });
     }
     if cli.endpoints.is_some() || cli.prefix.is_some() {
         return Err(usage("--endpoints and --prefix work with --backend etcd only"));
@@ -246,12 +257,8 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<
     // being: the fence creates runtime/ inside an existing one, as Hermes does (the demo
     // makes its own sandbox).
     let fence = matches!(command, Command::Demo(_));
-    let missing = |message: String| Failure { code: EXIT_ERROR, message };
     if !fence && !home.is_dir() {
-        return Err(missing(format!(
-            "the Hermes home {} does not exist (check --home or HERMES_HOME)",
-            home.display()
-        )));
+        return Err(fail(format!("the Hermes home {} does not exist (check --home or HERMES_HOME)", home.display())));
     }
     let registries = if cli.all_profiles || (console && cli.profile.is_none()) {
         paths::all_registries(&root)
@@ -260,13 +267,13 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Vec<
         if !fence && !reg.home.is_dir() {
             let known: Vec<String> = paths::all_registries(&root).into_iter().skip(1).map(|r| r.profile).collect();
             let listed = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
-            return Err(missing(format!("no profile '{name}' in {}; profiles: {listed}", root.display())));
+            return Err(fail(format!("no profile '{name}' in {}; profiles: {listed}", root.display())));
         }
         vec![reg]
     } else {
         vec![paths::registry_for_home(&home)]
     };
-    Ok(registries.into_iter().map(Location::File).collect())
+    Ok(Selection { locations: registries.into_iter().map(Location::File).collect(), root: Some(root) })
 }
 
 fn lock_timeout(secs: f64) -> Result<Duration, Failure> {

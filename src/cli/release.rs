@@ -2,24 +2,18 @@
 
 use serde_json::json;
 
-use super::args::Backend;
-use super::args::Cli;
-use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE, Failure, fail, hints, print_json, usage};
+use super::{EXIT_OK, EXIT_USAGE, Failure, fail, hints, print_json, usage};
 use crate::lease::{self, LeaseStore, Location, StoreOptions, paths};
 
 /// The other registries of the selected one's home (the root and every profile): where a
-/// lease id not found in the selected one is looked for. None on etcd.
-pub(super) fn other_registries(cli: &Cli, selected: &[Location]) -> Result<Vec<Location>, Failure> {
-    if cli.backend == Backend::Etcd {
-        return Ok(vec![]);
-    }
-    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?;
-    let root = paths::root_of(&home);
-    Ok(paths::all_registries(&root)
+/// lease id not found in the selected one is looked for. None on etcd (no `root`).
+pub(super) fn other_registries(root: Option<&std::path::Path>, selected: &[Location]) -> Vec<Location> {
+    let Some(root) = root else { return vec![] };
+    paths::all_registries(root)
         .into_iter()
         .map(Location::File)
         .filter(|l| !selected.iter().any(|s| s.describe() == l.describe()))
-        .collect())
+        .collect()
 }
 
 /// What a typed lease id names.
@@ -72,10 +66,7 @@ pub(super) fn name_lease(
         return Ok(Named::Nowhere);
     }
     let here = store.location();
-    Err(Failure {
-        code: EXIT_ERROR,
-        message: format!("no lease {typed} in {} ({}); {}", here.name(), here.describe(), found.join("; ")),
-    })
+    Err(fail(format!("no lease {typed} in {} ({}); {}", here.name(), here.describe(), found.join("; "))))
 }
 
 /// A prefix that names several leases: list them, exit 2 (the operator must type more).
@@ -114,14 +105,11 @@ pub(super) fn release(
         Named::Nowhere if lease::ids::is_lease_id(typed) => typed.to_owned(),
         // A typo or a prefix that matches nothing was never a lease: not "already gone".
         Named::Nowhere => {
-            return Err(Failure {
-                code: EXIT_ERROR,
-                message: format!(
-                    "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
-                    lease::human::escape(typed),
-                    store.location().describe()
-                ),
-            });
+            return Err(fail(format!(
+                "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
+                lease::human::escape(typed),
+                store.location().describe()
+            )));
         }
     };
     // --owner-pid is honoured only for a process the caller could signal (the same user,
@@ -138,14 +126,11 @@ pub(super) fn release(
         } else {
             String::new()
         };
-        return Err(Failure {
-            code: EXIT_ERROR,
-            message: format!(
-                "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
+        return Err(fail(format!(
+            "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
                  ancestors: release is the owner's ({act_for}to take a live owner's lease use \
                  `leasectl force-release {lease_id} --live`)"
-            ),
-        });
+        )));
     }
     // A release on behalf of another live process (one --owner-pid let through) is on
     // record like a force-release: the same rule, without the pid the caller acts for.
