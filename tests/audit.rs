@@ -1,7 +1,7 @@
 //! The operator's actions on record (issue 16): every force-release, prune and repair,
 //! from the CLI and the console, in `<home>/logs/leasectl-audit.jsonl` and in syslog.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::net::UnixDatagram;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::process::{Home, Proc, describe, pump_after, str_of, wait_for};
 
 // ---------------------------------------------------------------------------

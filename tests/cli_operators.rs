@@ -1,7 +1,7 @@
 //! The CLI as operators use it (issue 14): leases found by prefix and across profiles,
 //! plans before acting, hints that act on the registry the operator chose.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::Command;

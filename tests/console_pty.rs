@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::pty::{BIN, Pty};
 
 const PRUNE_DIALOG: &str = "Prune removes these 1 dead or recycled owners' leases:";

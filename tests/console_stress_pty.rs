@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::pty::{POLL, Pty, cpu_time};
 
 const HELP_TEXT: &str = "force-release the selected lease";

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::pty::{POLL, Pty, eventually};
 
 const ROWS: u16 = 40;

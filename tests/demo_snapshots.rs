@@ -1,6 +1,6 @@
 //! Snapshot tests of the demo's playground panel, each refusal panel and a form.
 
-mod common;
+use crate::common;
 
 use common::*;
 use leasectl::demo::{DemoState, Outcome, OwnerView, Verdict};

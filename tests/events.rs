@@ -1,6 +1,6 @@
 //! `leasectl events` (issue 16): live changes, the recorder's journal, the metrics file.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::time::{Duration, Instant};

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 use common::process::{
     BIN, Home, Out, Proc, Sleeper, WAIT, entries_of, label, leasectl, registry_of, runtime_of, temp_files,
 };

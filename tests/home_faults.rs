@@ -3,7 +3,7 @@
 //! "on behalf of" a stranger, `run` killed with its whole process group, a journal with a
 //! cut character, and a metrics file in a directory others can write.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

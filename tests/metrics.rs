@@ -1,7 +1,7 @@
 //! `leasectl metrics` (issue 16): the registries as OpenMetrics text, parsed by
 //! Prometheus' own parser (prometheus_client) to prove it is valid.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! Issue 22: what leasectl says must be true at a person's pace, with pauses longer than
 //! every interval an owner or the console polls at (the lease watch looks every 250 ms).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

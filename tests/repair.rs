@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-mod common;
+use crate::common;
 use common::process::registry_of as registry;
 
 fn leasectl(home: &Path, args: &[&str]) -> Output {

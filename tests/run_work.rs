@@ -2,7 +2,7 @@
 //! CMD started still runs: not when CMD leaves processes behind, not when leasectl is
 //! killed (SIGKILL included), not when they leave CMD's process group or session.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::fd::OwnedFd;

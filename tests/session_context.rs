@@ -1,7 +1,7 @@
 //! Session context from Hermes' state.db (issue 15): real SQLite databases made here, in
 //! WAL mode, with other connections writing and locking while leasectl reads.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use leasectl::lease::{self, Liveness, Registry, file::registry as store};
 
-mod common;
+use crate::common;
 use common::Reaped;
 
 const WORKERS: usize = 32;

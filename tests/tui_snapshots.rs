@@ -1,7 +1,7 @@
 //! Snapshot tests of the console's main screens (ratatui TestBackend + insta).
 //! The committed `.snap` files are the expected screens; CI never writes them.
 
-mod common;
+use crate::common;
 
 use common::*;
 use leasectl::tui::event::Event;

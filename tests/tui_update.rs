@@ -1,6 +1,6 @@
 //! `update()`: keys, filters, confirmations and snapshot diffs, on in-memory state.
 
-mod common;
+use crate::common;
 
 use common::*;
 use leasectl::lease::liveness::DeadCause;

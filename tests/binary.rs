@@ -1,0 +1,19 @@
+//! Tests of the built binary as an operator and a script run it: real processes, real files, real flock.
+//! One test binary per kind of need (each links once): every file here is a module.
+
+mod common;
+
+mod audit;
+mod cli;
+mod cli_operators;
+mod demo_tour;
+mod events;
+mod hardening;
+mod home_faults;
+mod hostile_home;
+mod metrics;
+mod operator_pace;
+mod repair;
+mod run_work;
+mod session_context;
+mod stress;

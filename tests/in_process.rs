@@ -1,0 +1,13 @@
+//! Tests of the library in-process: the core and its properties, round trips against python3, the console's update, view and worker, the demo's screens, and the one-door rule.
+//! One test binary per kind of need (each links once): every file here is a module.
+
+mod common;
+
+mod core;
+mod demo_snapshots;
+mod one_door;
+mod roundtrip;
+mod seed_exclusivity;
+mod tui_snapshots;
+mod tui_update;
+mod worker;
