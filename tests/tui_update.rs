@@ -513,3 +513,34 @@ fn recorded_events_from_before_open_the_event_log_marked() {
     assert_eq!(app.log[0].at, now - 3600.0, "shown at the time it happened");
     assert!(lines[1].contains("recorded before this console opened"));
 }
+
+/// A key with Ctrl or Alt held is not the plain key: Ctrl-x does not force-release, Alt-p
+/// does not prune, Ctrl-y does not answer a dialog, and neither types into a filter.
+#[test]
+fn keys_with_ctrl_or_alt_are_not_their_plain_keys() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-7".into();
+    let with = |app: &mut leasectl::tui::state::App, c: char, m: KeyModifiers| {
+        update(app, Event::Key(KeyEvent::new(KeyCode::Char(c), m)))
+    };
+    assert!(with(&mut app, 'x', KeyModifiers::CONTROL).is_empty());
+    assert!(app.dialog.is_none(), "Ctrl-x opened {:?}", app.dialog);
+    assert!(with(&mut app, 'p', KeyModifiers::ALT).is_empty());
+    assert!(app.dialog.is_none(), "Alt-p opened {:?}", app.dialog);
+    key(&mut app, KeyCode::Char('x'));
+    assert!(matches!(app.dialog, Some(Dialog::ConfirmRelease { live: false, .. })));
+    assert!(with(&mut app, 'y', KeyModifiers::CONTROL).is_empty(), "Ctrl-y is not y");
+    assert!(app.dialog.is_some());
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Esc);
+    assert!(app.dialog.is_none() && app.filter.is_empty());
+    key(&mut app, KeyCode::Char('/'));
+    with(&mut app, 'w', KeyModifiers::CONTROL);
+    chars(&mut app, "ab");
+    assert_eq!(app.filter_input.as_deref(), Some("ab"), "Ctrl-w typed nothing");
+    // Shift is part of a key: X (Shift-x) releases the whole session.
+    key(&mut app, KeyCode::Esc);
+    app.filter = "chat-7".into();
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('X'), KeyModifiers::SHIFT)));
+    assert!(matches!(app.dialog, Some(Dialog::ConfirmRelease { .. })), "Shift-X is X");
+}

@@ -1,7 +1,8 @@
-//! Keys as data: one table of bindings drives dispatch, the `?` help and the footer.
-//! An extension (the demo) brings a table of its own in the same form.
+//! Keys as data: one table of bindings per mode drives dispatch, the `?` help, the
+//! footer and the dialogs' hints (the table, the input line, the dialogs, the event
+//! log). An extension (the demo) brings a table of its own in the same form.
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::state::SortMode;
 
@@ -41,10 +42,164 @@ impl<A: Copy> Binding<A> {
     }
 }
 
-/// The action bound to `key` in `table`, if any (modifiers other than Shift are not keys here).
+/// The action bound to `key` in `table`, if any. Shift is part of a key (`X`, Shift-Tab);
+/// a key with Ctrl, Alt or another modifier held is bound to nothing here.
 pub fn lookup<A: Copy>(table: &[Binding<A>], key: &KeyEvent) -> Option<A> {
+    if !is_plain(key) {
+        return None;
+    }
     table.iter().flat_map(|b| b.keys.iter()).find(|(code, _)| *code == key.code).map(|(_, a)| *a)
 }
+
+/// No modifier but Shift: a key as typed.
+pub fn is_plain(key: &KeyEvent) -> bool {
+    (key.modifiers - KeyModifiers::SHIFT).is_empty()
+}
+
+/// The character a plain key types into an input line (the filter, a session id).
+pub fn typed_char(key: &KeyEvent) -> Option<char> {
+    match key.code {
+        KeyCode::Char(c) if is_plain(key) => Some(c),
+        _ => None,
+    }
+}
+
+/// Keys that move through a list: a dialog's, or the event log when it has the focus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scroll {
+    Down,
+    Up,
+    PageDown,
+    PageUp,
+    First,
+    Last,
+}
+
+pub const SCROLL_KEYS: &[Binding<Scroll>] = &[Binding {
+    keys: &[
+        (KeyCode::Down, Scroll::Down),
+        (KeyCode::Up, Scroll::Up),
+        (KeyCode::PageDown, Scroll::PageDown),
+        (KeyCode::PageUp, Scroll::PageUp),
+        (KeyCode::Home, Scroll::First),
+        (KeyCode::End, Scroll::Last),
+    ],
+    shown: "↑↓ PgUp PgDn Home End",
+    help: "scroll",
+    footer: Footer::None,
+}];
+
+/// The answer to a dialog's question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Yes,
+    /// Yes, although a live owner's lease may be lost: a key of its own.
+    Force,
+    No,
+}
+
+const CANCEL: Binding<Answer> = Binding {
+    keys: &[(KeyCode::Char('n'), Answer::No), (KeyCode::Esc, Answer::No), (KeyCode::Char('q'), Answer::No)],
+    shown: "n / Esc / q",
+    help: "cancel",
+    footer: Footer::Plain("n/Esc", "cancel"),
+};
+
+/// A yes/no question.
+pub const CONFIRM_KEYS: &[Binding<Answer>] = &[
+    Binding {
+        keys: &[(KeyCode::Char('y'), Answer::Yes), (KeyCode::Char('Y'), Answer::Yes)],
+        shown: "y",
+        help: "yes",
+        footer: Footer::Plain("y", ""),
+    },
+    CANCEL,
+];
+
+/// A question only a deliberate key answers yes (not y, nor the key that opened it:
+/// a double press must not force it).
+pub const FORCE_KEYS: &[Binding<Answer>] = &[
+    Binding {
+        keys: &[(KeyCode::Char('!'), Answer::Force)],
+        shown: "!",
+        help: "yes, anyway",
+        footer: Footer::Plain("!", "anyway"),
+    },
+    CANCEL,
+];
+
+/// A dialog's hint line from its table: `y release · n/Esc cancel`, the yes word `verb`.
+pub fn answer_hint(table: &[Binding<Answer>], verb: &str) -> String {
+    let words: Vec<String> = table
+        .iter()
+        .filter_map(|b| match (b.footer, b.keys.first()) {
+            (Footer::Plain(k, w) | Footer::First(k, w), Some((_, answer))) => Some(match answer {
+                Answer::Yes => format!("{k} {verb}"),
+                Answer::Force => format!("{k} {verb} {w}"),
+                Answer::No => format!("{k} {w}"),
+            }),
+            _ => None,
+        })
+        .collect();
+    words.join(" · ")
+}
+
+/// Editing an input line; any other plain key types its character.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edit {
+    Done,
+    Cancel,
+    Erase,
+}
+
+pub const LINE_KEYS: &[Binding<Edit>] = &[
+    Binding {
+        keys: &[(KeyCode::Enter, Edit::Done)],
+        shown: "Enter",
+        help: "apply",
+        footer: Footer::Plain("Enter", "apply"),
+    },
+    Binding {
+        keys: &[(KeyCode::Esc, Edit::Cancel)],
+        shown: "Esc",
+        help: "cancel",
+        footer: Footer::Plain("Esc", "cancel"),
+    },
+    Binding { keys: &[(KeyCode::Backspace, Edit::Erase)], shown: "Backspace", help: "erase", footer: Footer::None },
+];
+
+/// An input line's hint from its table: `Enter apply · Esc cancel`; `done` renames Enter's word.
+pub fn line_hint(done: Option<&str>) -> String {
+    let words: Vec<String> = LINE_KEYS
+        .iter()
+        .filter_map(|b| match (b.footer, b.keys.first()) {
+            (Footer::Plain(k, w), Some((_, Edit::Done))) => Some(format!("{k} {}", done.unwrap_or(w))),
+            (Footer::Plain(k, w), _) => Some(format!("{k} {w}")),
+            _ => None,
+        })
+        .collect();
+    words.join(" · ")
+}
+
+/// One input-line key's hint: `Esc cancel`.
+pub fn line_key_hint(edit: Edit) -> String {
+    LINE_KEYS
+        .iter()
+        .filter(|b| b.keys.iter().any(|(_, e)| *e == edit))
+        .find_map(|b| match b.footer {
+            Footer::Plain(k, w) => Some(format!("{k} {w}")),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// What closes the help.
+pub const HELP_KEYS: &[Binding<()>] = &[Binding {
+    keys: &[(KeyCode::Esc, ()), (KeyCode::Char('?'), ()), (KeyCode::Char('q'), ()), (KeyCode::Enter, ())],
+    shown: "Esc / ? / q / Enter",
+    help: "close this help",
+    footer: Footer::None,
+}];
 
 /// What the console's own keys do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +397,18 @@ mod tests {
         assert_eq!(lookup(CONSOLE_KEYS, &key(KeyCode::Char('j'))), Some(Action::Down));
         assert_eq!(lookup(CONSOLE_KEYS, &key(KeyCode::BackTab)), Some(Action::PreviousTab));
         assert_eq!(lookup(CONSOLE_KEYS, &key(KeyCode::Char('z'))), None);
+        let ctrl_x = KeyEvent::new(KeyCode::Char('x'), KeyModifiers::CONTROL);
+        assert_eq!(lookup(CONSOLE_KEYS, &ctrl_x), None, "Ctrl-x is not x");
+        let shift_x = KeyEvent::new(KeyCode::Char('X'), KeyModifiers::SHIFT);
+        assert_eq!(lookup(CONSOLE_KEYS, &shift_x), Some(Action::ReleaseSession));
+    }
+
+    #[test]
+    fn dialog_hints_come_from_their_tables() {
+        assert_eq!(answer_hint(CONFIRM_KEYS, "prune 3"), "y prune 3 · n/Esc cancel");
+        assert_eq!(answer_hint(FORCE_KEYS, "repair"), "! repair anyway · n/Esc cancel");
+        assert_eq!(line_hint(None), "Enter apply · Esc cancel");
+        assert_eq!(line_key_hint(Edit::Cancel), "Esc cancel");
     }
 
     #[test]

@@ -5,7 +5,10 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use super::diff::diff;
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::extension::KeyContext;
-use super::keys::{Action, CONSOLE_KEYS, lookup};
+use super::keys::{
+    self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS, Scroll,
+    lookup, typed_char,
+};
 use super::state::{App, Dialog, LogLevel, RegistryState};
 use crate::lease::view::may_be_alive;
 use crate::lease::{Liveness, Target};
@@ -146,17 +149,16 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         return effects;
     }
     if let Some(input) = app.filter_input.as_mut() {
-        match key.code {
-            KeyCode::Enter => {
+        match lookup(LINE_KEYS, &key) {
+            Some(Edit::Done) => {
                 app.filter = app.filter_input.take().unwrap_or_default();
                 app.selected = 0;
             }
-            KeyCode::Esc => app.filter_input = None,
-            KeyCode::Backspace => {
+            Some(Edit::Cancel) => app.filter_input = None,
+            Some(Edit::Erase) => {
                 input.pop();
             }
-            KeyCode::Char(c) => input.push(c),
-            _ => {}
+            None => input.extend(typed_char(&key)),
         }
         return vec![];
     }
@@ -354,18 +356,19 @@ fn ask_release(app: &mut App, whole_session: bool) {
     });
 }
 
-/// A y/n confirmation: `y` closes the dialog with `yes`, `n`/Esc/q closes it with nothing.
-fn answer_yes_no(app: &mut App, key: &KeyEvent, yes: Vec<Effect>) -> Vec<Effect> {
-    match key.code {
-        KeyCode::Char('y') | KeyCode::Char('Y') => {
+/// A question answered from `table`: yes closes the dialog with `yes`, no closes it with
+/// nothing, any other key leaves it open.
+fn answer(app: &mut App, key: &KeyEvent, table: &[keys::Binding<Answer>], yes: Vec<Effect>) -> Vec<Effect> {
+    match lookup(table, key) {
+        Some(Answer::Yes | Answer::Force) => {
             app.dialog = None;
             yes
         }
-        KeyCode::Char('n') | KeyCode::Esc | KeyCode::Char('q') => {
+        Some(Answer::No) => {
             app.dialog = None;
             vec![]
         }
-        _ => vec![],
+        None => vec![],
     }
 }
 
@@ -374,15 +377,14 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     // the dialog: none of them types text with these keys.
     let page = 10;
     let scroll = app.dialog_scroll;
-    let moved = match key.code {
-        KeyCode::Down => Some(scroll.saturating_add(1)),
-        KeyCode::Up => Some(scroll.saturating_sub(1)),
-        KeyCode::PageDown => Some(scroll.saturating_add(page)),
-        KeyCode::PageUp => Some(scroll.saturating_sub(page)),
-        KeyCode::Home => Some(0),
-        KeyCode::End => Some(usize::MAX),
-        _ => None,
-    };
+    let moved = lookup(SCROLL_KEYS, &key).map(|s| match s {
+        Scroll::Down => scroll.saturating_add(1),
+        Scroll::Up => scroll.saturating_sub(1),
+        Scroll::PageDown => scroll.saturating_add(page),
+        Scroll::PageUp => scroll.saturating_sub(page),
+        Scroll::First => 0,
+        Scroll::Last => usize::MAX,
+    });
     if let Some(to) = moved {
         // Bounded by a generous row count (wrapped lines included); the view stops at the end.
         app.dialog_scroll = to.min(app.dialog.as_ref().map_or(0, |d| 3 * d.list_len()));
@@ -393,30 +395,23 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     };
     match dialog {
         Dialog::Help => {
-            if matches!(key.code, KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter) {
+            if lookup(HELP_KEYS, &key).is_some() {
                 app.dialog = None;
             }
             vec![]
         }
         Dialog::ConfirmRepair { location, needs_force: false, .. } => {
             let yes = vec![Effect::Repair { location: location.clone(), force: false }];
-            answer_yes_no(app, &key, yes)
+            answer(app, &key, CONFIRM_KEYS, yes)
         }
-        // A repair that may lose a live owner's lease runs only on `!`, said in the dialog
-        // (not F, the key that opened it: a double press must not force it).
-        Dialog::ConfirmRepair { location, needs_force: true, .. } => match key.code {
-            KeyCode::Char('!') => {
-                let effect = Effect::Repair { location: location.clone(), force: true };
-                app.dialog = None;
-                vec![effect]
-            }
-            // y does not run it: the dialog says `!`.
-            KeyCode::Char('y') | KeyCode::Char('Y') => vec![],
-            _ => answer_yes_no(app, &key, vec![]),
-        },
+        // A repair that may lose a live owner's lease runs only on `!`, said in the dialog.
+        Dialog::ConfirmRepair { location, needs_force: true, .. } => {
+            let forced = vec![Effect::Repair { location: location.clone(), force: true }];
+            answer(app, &key, FORCE_KEYS, forced)
+        }
         Dialog::ConfirmPrune { targets, .. } => {
             let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();
-            answer_yes_no(app, &key, yes)
+            answer(app, &key, CONFIRM_KEYS, yes)
         }
         Dialog::ConfirmRelease { location, target, live, expected, typed, mismatch, .. } => {
             if !*live {
@@ -425,35 +420,36 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                     target: target.clone(),
                     allow_live: false,
                 }];
-                return answer_yes_no(app, &key, yes);
+                return answer(app, &key, CONFIRM_KEYS, yes);
             }
             // A live owner: the operator must type the session id, deliberately.
-            match key.code {
-                KeyCode::Esc => {
+            match lookup(LINE_KEYS, &key) {
+                Some(Edit::Cancel) => {
                     app.dialog = None;
                     vec![]
                 }
-                KeyCode::Backspace => {
+                Some(Edit::Erase) => {
                     typed.pop();
                     *mismatch = false;
                     vec![]
                 }
-                KeyCode::Enter if typed == expected => {
+                Some(Edit::Done) if typed == expected => {
                     let effect =
                         Effect::ForceRelease { location: location.clone(), target: target.clone(), allow_live: true };
                     app.dialog = None;
                     vec![effect]
                 }
-                KeyCode::Enter => {
+                Some(Edit::Done) => {
                     *mismatch = true;
                     vec![]
                 }
-                KeyCode::Char(c) => {
-                    typed.push(c);
-                    *mismatch = false;
+                None => {
+                    if let Some(c) = typed_char(&key) {
+                        typed.push(c);
+                        *mismatch = false;
+                    }
                     vec![]
                 }
-                _ => vec![],
             }
         }
     }

@@ -7,7 +7,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::event::LeaseRow;
-use super::keys::{Binding, CONSOLE_KEYS, KeyRow, footer_entries};
+use super::keys::{
+    self, Binding, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, KeyRow, answer_hint, footer_entries, line_hint,
+};
 use super::state::{App, Dialog, LogLevel, Row};
 use super::time;
 use crate::lease::context::{Contexts, SessionContext};
@@ -561,7 +563,7 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         Some(input) => Line::from(vec![
             Span::styled("filter: ", p.bold(Color::Cyan)),
             Span::raw(format!("{input}▏")),
-            Span::raw("   Enter apply · Esc cancel"),
+            Span::raw(format!("   {}", line_hint(None))),
         ]),
         None => {
             let console: Vec<KeyRow> = CONSOLE_KEYS.iter().map(Binding::row).collect();
@@ -627,10 +629,10 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                     "It would lose leases whose owners may be alive (above): a second writer could get in.",
                     p.bold(Color::Red),
                 )));
-                footer.push(Line::from(Span::styled("! repair anyway · n/Esc cancel", p.bold(Color::Cyan))));
+                footer.push(Line::from(Span::styled(answer_hint(FORCE_KEYS, "repair"), p.bold(Color::Cyan))));
             } else {
                 footer.push(Line::from("No lease whose owner may be alive is lost."));
-                footer.push(Line::from(Span::styled("y repair · n/Esc cancel", p.bold(Color::Cyan))));
+                footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "repair"), p.bold(Color::Cyan))));
             }
             (" repair? ", lines, footer)
         }
@@ -650,7 +652,10 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                     "Kept: {kept_clock_step} owner(s) flagged clock step? (alive; start time off by whole seconds)."
                 )));
             }
-            footer.push(Line::from(Span::styled(format!("y prune {total} · n/Esc cancel"), p.bold(Color::Cyan))));
+            footer.push(Line::from(Span::styled(
+                answer_hint(CONFIRM_KEYS, &format!("prune {total}")),
+                p.bold(Color::Cyan),
+            )));
             (" prune? ", lines, footer)
         }
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
@@ -695,10 +700,10 @@ fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Re
                     Span::styled(format!("> {}▏", shown_text(typed)), p.bold(Color::Yellow)),
                     Span::styled(hint, p.alert()),
                 ]));
-                footer.push(Line::from(Span::styled("Esc cancel", p.fg(Color::DarkGray))));
+                footer.push(Line::from(Span::styled(keys::line_key_hint(Edit::Cancel), p.fg(Color::DarkGray))));
             } else {
                 footer.push(Line::from("The owner is gone: releasing frees the session and its slot."));
-                footer.push(Line::from(Span::styled("y release · n/Esc cancel", p.bold(Color::Cyan))));
+                footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "release"), p.bold(Color::Cyan))));
             }
             (" force-release? ", lines, footer)
         }
