@@ -4,30 +4,28 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Gauge, Paragraph, Sparkline, Tabs, Wrap};
+use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::event::LeaseRow;
-use super::keys::{
-    self, Binding, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, KeyRow, answer_hint, footer_entries, line_hint,
-};
-use super::state::{App, Dialog, LogLevel, Row};
+use super::keys::{Binding, CONSOLE_KEYS, KeyRow, footer_entries, line_hint};
+use super::state::{App, LogLevel, Row};
 use super::time;
 use crate::lease::context::{Contexts, SessionContext};
 use crate::lease::pyjson;
 use crate::lease::{Liveness, Location};
 
-struct Palette {
+pub(super) struct Palette {
     no_color: bool,
 }
 
 impl Palette {
-    fn fg(&self, c: Color) -> Style {
+    pub(super) fn fg(&self, c: Color) -> Style {
         if self.no_color { Style::default() } else { Style::default().fg(c) }
     }
-    fn bold(&self, c: Color) -> Style {
+    pub(super) fn bold(&self, c: Color) -> Style {
         self.fg(c).add_modifier(Modifier::BOLD)
     }
-    fn alert(&self) -> Style {
+    pub(super) fn alert(&self) -> Style {
         if self.no_color {
             Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED)
         } else {
@@ -105,7 +103,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     }
     render_footer(app, &p, frame, chunks[5]);
     if let Some(d) = &app.dialog {
-        render_dialog(app, d, &p, frame, area);
+        super::dialog_view::render_dialog(app, d, &p, frame, area);
     }
     if let Some(ext) = &app.extension {
         ext.render_overlay(app.no_color, frame, area);
@@ -299,7 +297,7 @@ fn columns_shown(width: usize) -> [bool; 7] {
 
 /// Text from files and other processes as the screen may show it (one function with
 /// the CLI: control characters and bidi overrides written visibly).
-fn shown_text(text: &str) -> String {
+pub(super) fn shown_text(text: &str) -> String {
     crate::lease::human::escape(text).into_owned()
 }
 
@@ -584,13 +582,13 @@ fn home_of(location: &Location) -> String {
     }
 }
 
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
     Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
 }
 
-fn lease_summary(l: &LeaseRow) -> String {
+pub(super) fn lease_summary(l: &LeaseRow) -> String {
     format!(
         "{}  session {}  {}  pid {}  {}",
         shown_text(&l.entry.lease_id().chars().take(8).collect::<String>()),
@@ -599,146 +597,4 @@ fn lease_summary(l: &LeaseRow) -> String {
         l.entry.pid(),
         badge(&l.liveness).0
     )
-}
-
-fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
-    let bold = Style::default().add_modifier(Modifier::BOLD);
-    // (title, the list that scrolls, the lines always shown below it)
-    let (title, lines, footer): (&str, Vec<Line>, Vec<Line>) = match d {
-        Dialog::Help => {
-            let help_line =
-                |r: KeyRow| Line::from(vec![Span::styled(format!("{:<16}", r.shown), bold), Span::raw(r.help)]);
-            let mut lines: Vec<Line> = CONSOLE_KEYS.iter().map(|b| help_line(b.row())).collect();
-            if let Some(ext) = &app.extension {
-                lines.push(Line::from(Span::styled(ext.help_title(), bold)));
-                lines.extend(ext.keys().into_iter().map(help_line));
-            }
-            lines.push(Line::from(""));
-            lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
-            (" help ", lines, vec![Line::from("Esc closes this help.")])
-        }
-        Dialog::ConfirmRepair { location, lines: plan, needs_force } => {
-            let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", location.describe()), bold))];
-            lines.extend(plan.iter().map(|l| Line::from(format!("  {l}"))));
-            let mut footer = vec![
-                Line::from(""),
-                Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600)."),
-            ];
-            if *needs_force {
-                footer.push(Line::from(Span::styled(
-                    "It would lose leases whose owners may be alive (above): a second writer could get in.",
-                    p.bold(Color::Red),
-                )));
-                footer.push(Line::from(Span::styled(answer_hint(FORCE_KEYS, "repair"), p.bold(Color::Cyan))));
-            } else {
-                footer.push(Line::from("No lease whose owner may be alive is lost."));
-                footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "repair"), p.bold(Color::Cyan))));
-            }
-            (" repair? ", lines, footer)
-        }
-        Dialog::ConfirmPrune { targets, kept_clock_step } => {
-            let total: usize = targets.iter().map(|(_, l)| l.len()).sum();
-            let mut lines = vec![Line::from(Span::styled(
-                format!("Prune removes these {total} dead or recycled owners' leases:"),
-                bold,
-            ))];
-            for (reg, leases) in targets {
-                lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
-                lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
-            }
-            let mut footer = vec![Line::from("")];
-            if *kept_clock_step > 0 {
-                footer.push(Line::from(format!(
-                    "Kept: {kept_clock_step} owner(s) flagged clock step? (alive; start time off by whole seconds)."
-                )));
-            }
-            footer.push(Line::from(Span::styled(
-                answer_hint(CONFIRM_KEYS, &format!("prune {total}")),
-                p.bold(Color::Cyan),
-            )));
-            (" prune? ", lines, footer)
-        }
-        Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
-            let mut lines = vec![Line::from(Span::styled(
-                format!("Force-release {} lease(s) in {}:", leases.len(), location.name()),
-                bold,
-            ))];
-            for l in leases {
-                lines.push(Line::from(format!("  {}", lease_summary(l))));
-                // Why it looks leaked: the operator's reason to override a live owner.
-                if let Some(why) = &l.leak {
-                    lines.push(Line::from(Span::styled(
-                        format!("    LEAK?: {}", shown_text(why)),
-                        p.bold(Color::Yellow),
-                    )));
-                }
-            }
-            let mut footer = vec![Line::from("")];
-            if *live {
-                footer.push(Line::from(Span::styled(
-                    " DANGER: the owner is ALIVE (or cannot be proven dead). ",
-                    p.alert(),
-                )));
-                footer.push(Line::from(
-                    "A live owner keeps writing to the session: releasing its lease lets a second owner in, \
-                     and two replies that never saw each other end up in one transcript.",
-                ));
-                footer.push(Line::from(""));
-                footer.push(Line::from(vec![
-                    Span::raw("Type the session id "),
-                    Span::styled(shown_text(expected), bold),
-                    Span::raw(" and press Enter to release anyway:"),
-                ]));
-                let hint = if *mismatch {
-                    format!("  does not match {}: nothing released", shown_text(expected))
-                } else if typed.is_empty() || expected.starts_with(typed.as_str()) {
-                    String::new()
-                } else {
-                    "  (does not match)".to_owned()
-                };
-                footer.push(Line::from(vec![
-                    Span::styled(format!("> {}▏", shown_text(typed)), p.bold(Color::Yellow)),
-                    Span::styled(hint, p.alert()),
-                ]));
-                footer.push(Line::from(Span::styled(keys::line_key_hint(Edit::Cancel), p.fg(Color::DarkGray))));
-            } else {
-                footer.push(Line::from("The owner is gone: releasing frees the session and its slot."));
-                footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "release"), p.bold(Color::Cyan))));
-            }
-            (" force-release? ", lines, footer)
-        }
-    };
-    let width = area.width.saturating_sub(4).min(100);
-    let inner_width = width.saturating_sub(2).max(1) as usize;
-    let rows = |ls: &[Line]| -> usize { ls.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum() };
-    let (list_rows, footer_rows) = (rows(&lines), rows(&footer));
-    // The footer (what to press) always shows; the list gets what is left, and scrolls.
-    let room = usize::from(area.height.saturating_sub(2));
-    let overflow = list_rows + footer_rows > room;
-    let list_room = room.saturating_sub(footer_rows + usize::from(overflow)).max(1);
-    let shown = list_rows.min(list_room);
-    let offset = app.dialog_scroll.min(list_rows.saturating_sub(shown));
-    let height = (shown + footer_rows + usize::from(overflow) + 2).min(usize::from(area.height));
-    let rect = centered(area, width, height as u16);
-    frame.render_widget(Clear, rect);
-    let block = Block::default().borders(Borders::ALL).title(title).border_style(p.bold(Color::Cyan));
-    let inner = block.inner(rect);
-    frame.render_widget(block, rect);
-    let parts = Layout::vertical([
-        Constraint::Length(shown as u16),
-        Constraint::Length(u16::from(overflow)),
-        Constraint::Min(0),
-    ])
-    .split(inner);
-    let scroll = u16::try_from(offset).unwrap_or(u16::MAX);
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((scroll, 0)), parts[0]);
-    if overflow {
-        let at = format!(
-            "rows {}–{} of {list_rows} · ↑↓ PgUp PgDn Home End scroll",
-            offset + 1,
-            (offset + shown).min(list_rows)
-        );
-        frame.render_widget(Paragraph::new(Line::from(Span::styled(at, p.fg(Color::DarkGray)))), parts[1]);
-    }
-    frame.render_widget(Paragraph::new(footer).wrap(Wrap { trim: false }), parts[2]);
 }

@@ -1,0 +1,176 @@
+//! The console's dialogs: one builder per dialog (what it says, the list that scrolls,
+//! the lines always shown below it), and the one layout that draws any of them.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+use super::event::LeaseRow;
+use super::keys::{self, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, KeyRow, answer_hint};
+use super::state::{App, Dialog};
+use super::view::{Palette, centered, lease_summary, shown_text};
+use crate::lease::Location;
+
+/// A dialog's text: its title, the list that scrolls, the lines always shown below it.
+struct DialogText<'a> {
+    title: &'static str,
+    lines: Vec<Line<'a>>,
+    footer: Vec<Line<'a>>,
+}
+
+fn bold() -> Style {
+    Style::default().add_modifier(Modifier::BOLD)
+}
+
+fn help(app: &App) -> DialogText<'static> {
+    let bold = bold();
+    let help_line = |r: KeyRow| Line::from(vec![Span::styled(format!("{:<16}", r.shown), bold), Span::raw(r.help)]);
+    let mut lines: Vec<Line> = CONSOLE_KEYS.iter().map(|b| help_line(b.row())).collect();
+    if let Some(ext) = &app.extension {
+        lines.push(Line::from(Span::styled(ext.help_title(), bold)));
+        lines.extend(ext.keys().into_iter().map(help_line));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
+    DialogText { title: " help ", lines, footer: vec![Line::from("Esc closes this help.")] }
+}
+
+fn repair(location: &Location, plan: &[String], needs_force: bool, p: &Palette) -> DialogText<'static> {
+    let bold = bold();
+    let mut lines = vec![Line::from(Span::styled(format!("Repair {}:", location.describe()), bold))];
+    lines.extend(plan.iter().map(|l| Line::from(format!("  {l}"))));
+    let mut footer =
+        vec![Line::from(""), Line::from("The exact old bytes are kept beside it (.bak-YYYYMMDD-HHMMSS, mode 0600).")];
+    if needs_force {
+        footer.push(Line::from(Span::styled(
+            "It would lose leases whose owners may be alive (above): a second writer could get in.",
+            p.bold(Color::Red),
+        )));
+        footer.push(Line::from(Span::styled(answer_hint(FORCE_KEYS, "repair"), p.bold(Color::Cyan))));
+    } else {
+        footer.push(Line::from("No lease whose owner may be alive is lost."));
+        footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "repair"), p.bold(Color::Cyan))));
+    }
+    DialogText { title: " repair? ", lines, footer }
+}
+
+fn prune(targets: &[(Location, Vec<LeaseRow>)], kept_clock_step: usize, p: &Palette) -> DialogText<'static> {
+    let bold = bold();
+    let total: usize = targets.iter().map(|(_, l)| l.len()).sum();
+    let mut lines =
+        vec![Line::from(Span::styled(format!("Prune removes these {total} dead or recycled owners' leases:"), bold))];
+    for (reg, leases) in targets {
+        lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
+        lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
+    }
+    let mut footer = vec![Line::from("")];
+    if kept_clock_step > 0 {
+        footer.push(Line::from(format!(
+            "Kept: {kept_clock_step} owner(s) flagged clock step? (alive; start time off by whole seconds)."
+        )));
+    }
+    footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, &format!("prune {total}")), p.bold(Color::Cyan))));
+    DialogText { title: " prune? ", lines, footer }
+}
+
+/// What a force-release dialog shows: the leases, and for a live owner the session id typed so far.
+struct Release<'a> {
+    location: &'a Location,
+    leases: &'a [LeaseRow],
+    live: bool,
+    expected: &'a str,
+    typed: &'a str,
+    mismatch: bool,
+}
+
+fn release(r: Release, p: &Palette) -> DialogText<'static> {
+    let Release { location, leases, live, expected, typed, mismatch } = r;
+    let bold = bold();
+    let mut lines = vec![Line::from(Span::styled(
+        format!("Force-release {} lease(s) in {}:", leases.len(), location.name()),
+        bold,
+    ))];
+    for l in leases {
+        lines.push(Line::from(format!("  {}", lease_summary(l))));
+        // Why it looks leaked: the operator's reason to override a live owner.
+        if let Some(why) = &l.leak {
+            lines.push(Line::from(Span::styled(format!("    LEAK?: {}", shown_text(why)), p.bold(Color::Yellow))));
+        }
+    }
+    let mut footer = vec![Line::from("")];
+    if live {
+        footer.push(Line::from(Span::styled(" DANGER: the owner is ALIVE (or cannot be proven dead). ", p.alert())));
+        footer.push(Line::from(
+            "A live owner keeps writing to the session: releasing its lease lets a second owner in, \
+             and two replies that never saw each other end up in one transcript.",
+        ));
+        footer.push(Line::from(""));
+        footer.push(Line::from(vec![
+            Span::raw("Type the session id "),
+            Span::styled(shown_text(expected), bold),
+            Span::raw(" and press Enter to release anyway:"),
+        ]));
+        let hint = if mismatch {
+            format!("  does not match {}: nothing released", shown_text(expected))
+        } else if typed.is_empty() || expected.starts_with(typed) {
+            String::new()
+        } else {
+            "  (does not match)".to_owned()
+        };
+        footer.push(Line::from(vec![
+            Span::styled(format!("> {}▏", shown_text(typed)), p.bold(Color::Yellow)),
+            Span::styled(hint, p.alert()),
+        ]));
+        footer.push(Line::from(Span::styled(keys::line_key_hint(Edit::Cancel), p.fg(Color::DarkGray))));
+    } else {
+        footer.push(Line::from("The owner is gone: releasing frees the session and its slot."));
+        footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "release"), p.bold(Color::Cyan))));
+    }
+    DialogText { title: " force-release? ", lines, footer }
+}
+
+pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
+    let DialogText { title, lines, footer } = match d {
+        Dialog::Help => help(app),
+        Dialog::ConfirmRepair { location, lines, needs_force } => repair(location, lines, *needs_force, p),
+        Dialog::ConfirmPrune { targets, kept_clock_step } => prune(targets, *kept_clock_step, p),
+        Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
+            release(Release { location, leases, live: *live, expected, typed, mismatch: *mismatch }, p)
+        }
+    };
+    let width = area.width.saturating_sub(4).min(100);
+    let inner_width = width.saturating_sub(2).max(1) as usize;
+    let rows = |ls: &[Line]| -> usize { ls.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum() };
+    let (list_rows, footer_rows) = (rows(&lines), rows(&footer));
+    // The footer (what to press) always shows; the list gets what is left, and scrolls.
+    let room = usize::from(area.height.saturating_sub(2));
+    let overflow = list_rows + footer_rows > room;
+    let list_room = room.saturating_sub(footer_rows + usize::from(overflow)).max(1);
+    let shown = list_rows.min(list_room);
+    let offset = app.dialog_scroll.min(list_rows.saturating_sub(shown));
+    let height = (shown + footer_rows + usize::from(overflow) + 2).min(usize::from(area.height));
+    let rect = centered(area, width, height as u16);
+    frame.render_widget(Clear, rect);
+    let block = Block::default().borders(Borders::ALL).title(title).border_style(p.bold(Color::Cyan));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let parts = Layout::vertical([
+        Constraint::Length(shown as u16),
+        Constraint::Length(u16::from(overflow)),
+        Constraint::Min(0),
+    ])
+    .split(inner);
+    let scroll = u16::try_from(offset).unwrap_or(u16::MAX);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((scroll, 0)), parts[0]);
+    if overflow {
+        let at = format!(
+            "rows {}–{} of {list_rows} · ↑↓ PgUp PgDn Home End scroll",
+            offset + 1,
+            (offset + shown).min(list_rows)
+        );
+        frame.render_widget(Paragraph::new(Line::from(Span::styled(at, p.fg(Color::DarkGray)))), parts[1]);
+    }
+    frame.render_widget(Paragraph::new(footer).wrap(Wrap { trim: false }), parts[2]);
+}
