@@ -143,48 +143,64 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         }
         return effects;
     }
-    if app.filter_input.is_none()
-        && let Some(effects) = extension_key(app, &key)
-    {
-        return effects;
-    }
-    if let Some(input) = app.filter_input.as_mut() {
-        match lookup(LINE_KEYS, &key) {
-            Some(Edit::Done) => {
-                app.filter = app.filter_input.take().unwrap_or_default();
-                app.selected = 0;
-            }
-            Some(Edit::Cancel) => app.filter_input = None,
-            Some(Edit::Erase) => {
-                input.pop();
-            }
-            None => input.extend(typed_char(&key)),
-        }
+    if app.filter_input.is_some() {
+        on_filter_key(app, &key);
         return vec![];
     }
-    let page = 10;
+    if let Some(effects) = extension_key(app, &key) {
+        return effects;
+    }
     let Some(action) = lookup(CONSOLE_KEYS, &key) else {
         app.clamp_selection();
         return vec![];
     };
-    if app.log_focus {
-        // The log has the moving keys; log_scroll counts lines up from the newest.
-        let newest_up = app.log.len().saturating_sub(1);
-        let scroll = app.log_scroll;
-        let moved = match action {
-            Action::Up => Some(scroll.saturating_add(1)),
-            Action::Down => Some(scroll.saturating_sub(1)),
-            Action::PageUp => Some(scroll.saturating_add(page)),
-            Action::PageDown => Some(scroll.saturating_sub(page)),
-            Action::First => Some(newest_up),
-            Action::Last => Some(0),
-            _ => None,
-        };
-        if let Some(to) = moved {
-            app.log_scroll = to.min(newest_up);
-            return vec![];
-        }
+    if app.log_focus && scroll_log(app, action) {
+        return vec![];
     }
+    let effects = on_action(app, action);
+    app.clamp_selection();
+    effects
+}
+
+/// The filter being typed: Enter keeps it, Esc drops it, other keys edit it.
+fn on_filter_key(app: &mut App, key: &KeyEvent) {
+    let Some(input) = app.filter_input.as_mut() else { return };
+    match lookup(LINE_KEYS, key) {
+        Some(Edit::Done) => {
+            app.filter = app.filter_input.take().unwrap_or_default();
+            app.selected = 0;
+        }
+        Some(Edit::Cancel) => app.filter_input = None,
+        Some(Edit::Erase) => {
+            input.pop();
+        }
+        None => input.extend(typed_char(key)),
+    }
+}
+
+/// Rows moved by a page of the table or the log.
+const PAGE: usize = 10;
+
+/// The event log has the moving keys while it has the focus; `log_scroll` counts lines
+/// up from the newest. False when `action` does not move.
+fn scroll_log(app: &mut App, action: Action) -> bool {
+    let newest_up = app.log.len().saturating_sub(1);
+    let scroll = app.log_scroll;
+    let moved = match action {
+        Action::Up => scroll.saturating_add(1),
+        Action::Down => scroll.saturating_sub(1),
+        Action::PageUp => scroll.saturating_add(PAGE),
+        Action::PageDown => scroll.saturating_sub(PAGE),
+        Action::First => newest_up,
+        Action::Last => 0,
+        _ => return false,
+    };
+    app.log_scroll = moved.min(newest_up);
+    true
+}
+
+/// What one of the console's own keys does.
+fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
     match action {
         Action::Quit => {
             app.quit = true;
@@ -194,31 +210,17 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             app.log_focus = !app.log_focus;
             app.log_scroll = 0;
         }
-        Action::Back => {
-            if app.log_focus {
-                app.log_focus = false;
-                app.log_scroll = 0;
-            } else if !app.filter.is_empty() {
-                app.filter.clear();
-            } else if app.show_details {
-                app.show_details = false;
-            }
-            // Nothing open: nothing to do. Esc never quits (a stray Esc, or one pressed
-            // once too often, must not close the console); q and Ctrl-C do.
-        }
+        Action::Back => back(app),
         Action::Down => app.selected = app.selected.saturating_add(1),
         Action::Up => app.selected = app.selected.saturating_sub(1),
-        Action::PageDown => app.selected = app.selected.saturating_add(page),
-        Action::PageUp => app.selected = app.selected.saturating_sub(page),
+        Action::PageDown => app.selected = app.selected.saturating_add(PAGE),
+        Action::PageUp => app.selected = app.selected.saturating_sub(PAGE),
         Action::First => app.selected = 0,
         Action::Last => app.selected = usize::MAX,
-        Action::NextTab => {
-            app.tab = (app.tab + 1) % app.tab_count().max(1);
-            app.selected = 0;
-        }
-        Action::PreviousTab => {
+        Action::NextTab | Action::PreviousTab => {
             let n = app.tab_count().max(1);
-            app.tab = (app.tab + n - 1) % n;
+            let step = if action == Action::NextTab { 1 } else { n - 1 };
+            app.tab = (app.tab + step) % n;
             app.selected = 0;
         }
         Action::ToggleDetails => app.show_details = !app.show_details,
@@ -246,8 +248,21 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         Action::ReleaseSession => ask_release(app, true),
         Action::Repair => return ask_repair(app),
     }
-    app.clamp_selection();
     vec![]
+}
+
+/// Esc: leave the log, else clear the filter, else close the details. Nothing open:
+/// nothing to do. Esc never quits (a stray Esc, or one pressed once too often, must not
+/// close the console); q and Ctrl-C do.
+fn back(app: &mut App) {
+    if app.log_focus {
+        app.log_focus = false;
+        app.log_scroll = 0;
+    } else if !app.filter.is_empty() {
+        app.filter.clear();
+    } else if app.show_details {
+        app.show_details = false;
+    }
 }
 
 /// A key for the extension, before the console's own: its jobs become effects.
@@ -372,16 +387,44 @@ fn answer(app: &mut App, key: &KeyEvent, table: &[keys::Binding<Answer>], yes: V
     }
 }
 
+/// Where typing a live owner's session id stands after a key.
+enum Typing {
+    Editing,
+    Cancelled,
+    /// Enter on exactly the session id.
+    Confirmed,
+}
+
+/// One key of the session id typed to release a live owner's lease: Enter on a
+/// mismatch says so and releases nothing.
+fn type_session_id(key: &KeyEvent, typed: &mut String, expected: &str, mismatch: &mut bool) -> Typing {
+    match lookup(LINE_KEYS, key) {
+        Some(Edit::Cancel) => return Typing::Cancelled,
+        Some(Edit::Done) if typed == expected => return Typing::Confirmed,
+        Some(Edit::Done) => *mismatch = true,
+        Some(Edit::Erase) => {
+            typed.pop();
+            *mismatch = false;
+        }
+        None => {
+            if let Some(c) = typed_char(key) {
+                typed.push(c);
+                *mismatch = false;
+            }
+        }
+    }
+    Typing::Editing
+}
+
 fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     // Arrows, pages, Home and End scroll a dialog's list (a prune of thousands), whatever
     // the dialog: none of them types text with these keys.
-    let page = 10;
     let scroll = app.dialog_scroll;
     let moved = lookup(SCROLL_KEYS, &key).map(|s| match s {
         Scroll::Down => scroll.saturating_add(1),
         Scroll::Up => scroll.saturating_sub(1),
-        Scroll::PageDown => scroll.saturating_add(page),
-        Scroll::PageUp => scroll.saturating_sub(page),
+        Scroll::PageDown => scroll.saturating_add(PAGE),
+        Scroll::PageUp => scroll.saturating_sub(PAGE),
         Scroll::First => 0,
         Scroll::Last => usize::MAX,
     });
@@ -423,32 +466,16 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
                 return answer(app, &key, CONFIRM_KEYS, yes);
             }
             // A live owner: the operator must type the session id, deliberately.
-            match lookup(LINE_KEYS, &key) {
-                Some(Edit::Cancel) => {
+            let effect = Effect::ForceRelease { location: location.clone(), target: target.clone(), allow_live: true };
+            match type_session_id(&key, typed, expected, mismatch) {
+                Typing::Editing => vec![],
+                Typing::Cancelled => {
                     app.dialog = None;
                     vec![]
                 }
-                Some(Edit::Erase) => {
-                    typed.pop();
-                    *mismatch = false;
-                    vec![]
-                }
-                Some(Edit::Done) if typed == expected => {
-                    let effect =
-                        Effect::ForceRelease { location: location.clone(), target: target.clone(), allow_live: true };
+                Typing::Confirmed => {
                     app.dialog = None;
                     vec![effect]
-                }
-                Some(Edit::Done) => {
-                    *mismatch = true;
-                    vec![]
-                }
-                None => {
-                    if let Some(c) = typed_char(&key) {
-                        typed.push(c);
-                        *mismatch = false;
-                    }
-                    vec![]
                 }
             }
         }
