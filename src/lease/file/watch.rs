@@ -77,6 +77,12 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
     }
 }
 
+/// A directory coming or going (runtime/, a home, a profile), not a file in one.
+fn is_directory_event(kind: &EventKind, path: &Path) -> bool {
+    matches!(kind, EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_)))
+        && !matches!(path.file_name().and_then(|n| n.to_str()), Some(REGISTRY_FILE) | Some("config.yaml"))
+}
+
 /// A new version of a registry: renamed over it (Hermes' and leasectl's writes) or created.
 fn replacement(kind: &EventKind, path: &Path) -> bool {
     use notify::event::{ModifyKind, RenameMode};
@@ -127,10 +133,12 @@ pub fn spawn(
             let mut paths = Vec::new();
             let mut replaced: Vec<(PathBuf, usize)> = Vec::new();
             // Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
+            // Either way, true when a directory came or went: the watches must follow at once.
             let mut take = |res: notify::Result<notify::Event>,
                             paths: &mut Vec<PathBuf>,
                             replaced: &mut Vec<(PathBuf, usize)>| match res {
                 Ok(ev) => {
+                    let dir_event = ev.paths.iter().any(|p| relevant(&ev.kind, p) && is_directory_event(&ev.kind, p));
                     for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
                         // Bounded: under churn the same few paths repeat.
                         if paths.len() < 64 && !paths.contains(p) {
@@ -158,11 +166,17 @@ pub fn spawn(
                             }
                         }
                     }
-                    false
+                    dir_event
                 }
                 Err(_) => true,
             };
             let failed = take(first, &mut paths, &mut replaced);
+            // A directory that appeared (runtime/ at a home's first acquire) is watched
+            // before gathering: every version written into it while a burst is gathered
+            // would otherwise go unseen, uncounted.
+            if failed {
+                rearm(&mut watcher, &mut watched);
+            }
             if paths.is_empty() && !failed {
                 // Nothing changed: a read (the console's own included), the lock file, a
                 // temp file. No I/O here: looking at the directories (re-arming) opens
@@ -181,7 +195,9 @@ pub fn spawn(
                 }
                 match fs_rx.recv_timeout(debounce.min(left)) {
                     Ok(res) => {
-                        take(res, &mut paths, &mut replaced);
+                        if take(res, &mut paths, &mut replaced) {
+                            rearm(&mut watcher, &mut watched);
+                        }
                     }
                     Err(RecvTimeoutError::Timeout) => break,
                     Err(RecvTimeoutError::Disconnected) => return,
