@@ -4,9 +4,11 @@
 //! Every change becomes one JSON object, printed in the chosen format, and (`--record`)
 //! appended to the home's event journal.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -42,6 +44,19 @@ pub struct Follow<'a> {
     pub discover: Option<(std::path::PathBuf, lease::StoreOptions)>,
 }
 
+/// What following knows of one registry between readings.
+#[derive(Default)]
+struct Seen {
+    /// What it held at the last reading (None: unreadable then, or never read).
+    last: Option<Vec<LeaseView>>,
+    /// What it held at the last valid reading: an invalid spell is compared across, so a
+    /// lease held throughout is not "acquired" again when the file is readable again.
+    last_valid: Vec<LeaseView>,
+    cap: Option<Option<u64>>,
+    /// Read for the first time next (all at the start; a profile created later).
+    read: bool,
+}
+
 pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
     let (tx, rx) = channel::<lease::Change>();
     let scope = WatchScope {
@@ -52,150 +67,155 @@ pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, 
     lease::watch(&scope, Arc::new(move |change| tx.send(change).is_ok()))?;
     // Versions of each registry file replaced since it was last read: more than one means
     // the ones between were never seen (a file gives its latest version only).
-    let mut replaced: std::collections::HashMap<std::path::PathBuf, usize> = std::collections::HashMap::new();
+    let mut replaced: HashMap<PathBuf, usize> = HashMap::new();
     if f.format == Format::Tsv && !f.no_headers {
         say!("TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS\tDETAIL");
     }
-    // What each registry held at the last reading (None: unreadable then), and its cap.
-    let mut last: Vec<Option<Vec<LeaseView>>> = vec![None; stores.len()];
-    // What it held at the last valid reading: an invalid spell is compared across, so a
-    // lease held throughout is not "acquired" again when the file is readable again.
-    let mut last_valid: Vec<Vec<LeaseView>> = vec![Vec::new(); stores.len()];
-    let mut caps: Vec<Option<Option<u64>>> = vec![None; stores.len()];
-    let mut first = true;
-    let mut metrics_written: Option<std::time::Instant> = None;
-    // Registries read for the first time (all at the start; a profile created later).
-    let mut fresh: Vec<bool> = vec![true; stores.len()];
+    let mut seen: Vec<Seen> = stores.iter().map(|_| Seen::default()).collect();
+    let mut metrics_written: Option<Instant> = None;
     loop {
-        let mut changed = false;
         if let Some((root, options)) = &f.discover {
-            for reg in lease::paths::all_registries(root) {
-                let location = Location::File(reg);
-                if stores.iter().any(|s| *s.location() == location) {
-                    continue;
-                }
-                if let Ok(store) = lease::open(&location, *options) {
-                    stores.push(store);
-                    last.push(None);
-                    last_valid.push(Vec::new());
-                    caps.push(None);
-                    fresh.push(true);
-                }
+            for store in discover(stores, root, *options) {
+                stores.push(store);
+                seen.push(Seen::default());
             }
         }
-        for (i, store) in stores.iter_mut().enumerate() {
+        let mut changed = false;
+        for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
             let listing = store.read();
-            let location = listing.location.clone();
-            let mut lines: Vec<Value> = Vec::new();
-            if let Some(n) = location.registry().and_then(|r| replaced.remove(&r.path())).filter(|n| *n > 1) {
-                lines.push(registry_event(
-                    &location,
-                    "gap",
-                    &format!(
-                        "the registry was replaced at least {n} times since it was last read: at least {} \
-                         version(s) between were never seen, and a lease acquired and released within them is not \
-                         shown",
-                        n - 1
-                    ),
-                ));
-            }
-            if let Some(before) = caps[i]
-                && before != listing.cap.cap
-            {
-                let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-                lines.push(registry_event(
-                    &location,
-                    "cap-changed",
-                    &format!("{} -> {}", show(before), show(listing.cap.cap)),
-                ));
-            }
-            caps[i] = Some(listing.cap.cap);
-            match listing.leases {
-                Err(e) => {
-                    if last[i].is_some() || fresh[i] {
-                        lines.push(registry_event(&location, "registry-invalid", &e.to_string()));
-                    }
-                    last[i] = None;
-                }
-                Ok(views) => {
-                    let events = match last[i].as_ref() {
-                        None if fresh[i] && f.present => changes::present(&views),
-                        // A line to say the watch is on (a script can wait for it); never recorded.
-                        None if fresh[i] => {
-                            lines.push(registry_event(
-                                &location,
-                                "following",
-                                &format!("{} lease(s) now", views.len()),
-                            ));
-                            vec![]
-                        }
-                        None => {
-                            lines.push(registry_event(&location, "registry-valid", "readable again"));
-                            changes::between(&last_valid[i], &views)
-                        }
-                        Some(old) => changes::between(old, &views),
-                    };
-                    // Filtered after the diff: an owner dying is shown under --liveness dead.
-                    let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
-                    lines.extend(lease_events(&location, &events));
-                    last_valid[i].clone_from(&views);
-                    last[i] = Some(views);
-                }
-            }
-            fresh[i] = false;
+            let gap = listing.location.registry().and_then(|r| replaced.remove(&r.path()));
+            let lines = seen.events(listing, gap, f);
             for line in &lines {
-                // Recorded first: a reader who has seen the line can find it in the journal.
-                if f.record
-                    && line["event"] != "present"
-                    && line["event"] != "following"
-                    && let Some(reg) = location.registry()
-                    && let Err(e) = lease::audit::append_rotating(
-                        &journal_file(&reg.home),
-                        &line.to_string(),
-                        lease::audit::MAX_BYTES,
-                        lease::audit::KEEP,
-                    )
-                {
-                    say_err!(
-                        "leasectl: warning: cannot record the event in {}: {e}",
-                        journal_file(&reg.home).display()
-                    );
-                }
-                print_line(f.format, line);
+                emit(store.location(), line, f);
             }
             changed |= !lines.is_empty();
         }
-        let due = metrics_written.is_none_or(|at: std::time::Instant| at.elapsed() >= f.metrics_every);
+        let due = metrics_written.is_none_or(|at| changed || at.elapsed() >= f.metrics_every);
         if let Some(path) = &f.metrics_file
-            && (changed || first || due)
+            && due
         {
-            metrics_written = Some(std::time::Instant::now());
+            metrics_written = Some(Instant::now());
             if let Err(e) = write_metrics(stores, path, f.idle) {
                 say_err!("leasectl: warning: cannot write {}: {e}", path.display());
             }
         }
-        first = false;
         // Nobody reads any more (`| head` exited): stop, whether or not a write failed yet.
         if stdout_failure().is_some() || reader_gone() {
             return Ok(EXIT_ERROR);
         }
-        let mut note = |change: lease::Change| {
-            if let lease::Change::Replaced(path, n) = change {
-                *replaced.entry(path).or_default() += n;
-            }
-        };
-        match rx.recv_timeout(REJUDGE) {
-            Ok(change) => {
-                note(change);
-                while let Ok(change) = rx.try_recv() {
-                    note(change);
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(fail("the change feed stopped"));
-            }
+        wait_for_change(&rx, &mut replaced)?;
+    }
+}
+
+/// Stores for the profiles created under `root` since the last look.
+fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOptions) -> Vec<Box<dyn LeaseStore>> {
+    lease::paths::all_registries(root)
+        .into_iter()
+        .map(Location::File)
+        .filter(|location| !stores.iter().any(|s| s.location() == location))
+        .filter_map(|location| lease::open(&location, options).ok())
+        .collect()
+}
+
+impl Seen {
+    /// The lines one reading gives: versions missed (`replaced` > 1), a cap changed, the
+    /// file turning invalid or valid, and each lease event `f` selects.
+    fn events(&mut self, listing: lease::Listing, replaced: Option<usize>, f: &Follow) -> Vec<Value> {
+        let location = listing.location;
+        let mut lines: Vec<Value> = Vec::new();
+        if let Some(n) = replaced.filter(|n| *n > 1) {
+            lines.push(registry_event(
+                &location,
+                "gap",
+                &format!(
+                    "the registry was replaced at least {n} times since it was last read: at least {} version(s) \
+                     between were never seen, and a lease acquired and released within them is not shown",
+                    n - 1
+                ),
+            ));
         }
+        if let Some(before) = self.cap
+            && before != listing.cap.cap
+        {
+            let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
+            lines.push(registry_event(
+                &location,
+                "cap-changed",
+                &format!("{} -> {}", show(before), show(listing.cap.cap)),
+            ));
+        }
+        self.cap = Some(listing.cap.cap);
+        let first = !self.read;
+        self.read = true;
+        let views = match listing.leases {
+            Err(e) => {
+                if self.last.is_some() || first {
+                    lines.push(registry_event(&location, "registry-invalid", &e.to_string()));
+                }
+                self.last = None;
+                return lines;
+            }
+            Ok(views) => views,
+        };
+        let events = match self.last.as_ref() {
+            None if first && f.present => changes::present(&views),
+            // A line to say the watch is on (a script can wait for it); never recorded.
+            None if first => {
+                lines.push(registry_event(&location, "following", &format!("{} lease(s) now", views.len())));
+                vec![]
+            }
+            None => {
+                lines.push(registry_event(&location, "registry-valid", "readable again"));
+                changes::between(&self.last_valid, &views)
+            }
+            Some(old) => changes::between(old, &views),
+        };
+        // Filtered after the diff: an owner dying is shown under --liveness dead.
+        let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
+        lines.extend(lease_events(&location, &events));
+        self.last_valid.clone_from(&views);
+        self.last = Some(views);
+        lines
+    }
+}
+
+/// One line out: recorded first (a reader who has seen the line can find it in the
+/// journal), then printed.
+fn emit(location: &Location, line: &Value, f: &Follow) {
+    if f.record
+        && line["event"] != "present"
+        && line["event"] != "following"
+        && let Some(reg) = location.registry()
+        && let Err(e) = lease::audit::append_rotating(
+            &journal_file(&reg.home),
+            &line.to_string(),
+            lease::audit::MAX_BYTES,
+            lease::audit::KEEP,
+        )
+    {
+        say_err!("leasectl: warning: cannot record the event in {}: {e}", journal_file(&reg.home).display());
+    }
+    print_line(f.format, line);
+}
+
+/// Wait for the next change (or the re-judge interval), counting the registry versions
+/// replaced meanwhile.
+fn wait_for_change(rx: &Receiver<lease::Change>, replaced: &mut HashMap<PathBuf, usize>) -> Result<(), Failure> {
+    let mut note = |change: lease::Change| {
+        if let lease::Change::Replaced(path, n) = change {
+            *replaced.entry(path).or_default() += n;
+        }
+    };
+    match rx.recv_timeout(REJUDGE) {
+        Ok(change) => {
+            note(change);
+            while let Ok(change) = rx.try_recv() {
+                note(change);
+            }
+            Ok(())
+        }
+        Err(RecvTimeoutError::Timeout) => Ok(()),
+        Err(RecvTimeoutError::Disconnected) => Err(fail("the change feed stopped")),
     }
 }
 
