@@ -16,7 +16,7 @@ pub mod view;
 pub mod worker;
 
 use std::path::PathBuf;
-use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
 use crate::lease::Location;
@@ -86,6 +86,8 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
     app.log("", state::LogLevel::Info, "— above: recorded before this console opened (↶); below: live —");
 }
 
+/// The console: its sources and worker started, the loop run until quit, then
+/// everything stopped and the terminal restored (in that order).
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
@@ -120,62 +122,76 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     // ratatui::init installs a panic hook that restores the terminal.
     let mut terminal = ratatui::init();
     sources::spawn_input(tx);
-    let result = (|| -> std::io::Result<()> {
-        // The minute last drawn: ages past a minute change only with it.
-        let mut drawn_minute = None;
-        let mut draw = true;
-        loop {
-            if draw {
-                if terminal.draw(|f| view::render(&app, f)).is_err() {
-                    // The terminal is gone (hangup, closed pty): end as if asked to quit.
-                    return Ok(());
-                }
-                drawn_minute = Some((app.now / 60.0).floor());
-            }
-            // Test-only: prove the panic hook restores the terminal.
-            if std::env::var_os("LEASECTL_TEST_FAILPOINT").is_some_and(|v| v == "console-panic") {
-                panic!("test failpoint: console-panic");
-            }
-            let Ok(mut first) = rx.recv() else { return Ok(()) };
-            loop {
-                // Apply everything already queued before drawing again: keeps up under churn.
-                let mut only_ticks = true;
-                for ev in std::iter::once(first).chain(rx.try_iter()) {
-                    only_ticks &= matches!(ev, Event::Tick(_));
-                    for effect in update::update(&mut app, ev) {
-                        if effect == Effect::Quit {
-                            return Ok(());
-                        }
-                        let _ = effects_tx.send(effect);
-                    }
-                }
-                // A tick asks the worker to re-judge the owners; its answer (sent only when
-                // something changed) follows within milliseconds: one frame for both. A tick
-                // left unanswered draws only when the second or the minute shows.
-                match only_ticks.then(|| rx.recv_timeout(TICK_ANSWER)) {
-                    Some(Ok(next)) => first = next,
-                    Some(Err(RecvTimeoutError::Disconnected)) => return Ok(()),
-                    Some(Err(RecvTimeoutError::Timeout)) => {
-                        draw = app.ticks_visibly() || drawn_minute != Some((app.now / 60.0).floor());
-                        break;
-                    }
-                    None => {
-                        draw = true;
-                        break;
-                    }
-                }
-            }
-        }
-    })();
-    // Clean up first (the worker owns the extension's runner: the demo's owners and sandbox), then restore the
-    // terminal. The terminal may be gone (SIGHUP): restoring must not print or panic.
+    let result = main_loop(&mut terminal, &mut app, &rx, &effects_tx);
+    // Clean up first (the worker owns the extension's runner: the demo's owners and
+    // sandbox), then restore the terminal.
     let _ = effects_tx.send(Effect::Quit);
     drop(effects_tx);
     let _ = worker.join();
+    restore(terminal);
+    result
+}
+
+/// Draw, wait for events, update, hand the effects to the worker; until quit, or the
+/// terminal or every source is gone.
+fn main_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    rx: &Receiver<Event>,
+    effects_tx: &Sender<Effect>,
+) -> std::io::Result<()> {
+    // The minute last drawn: ages past a minute change only with it.
+    let mut drawn_minute = None;
+    let mut draw = true;
+    loop {
+        if draw {
+            if terminal.draw(|f| view::render(app, f)).is_err() {
+                // The terminal is gone (hangup, closed pty): end as if asked to quit.
+                return Ok(());
+            }
+            drawn_minute = Some((app.now / 60.0).floor());
+        }
+        // Test-only: prove the panic hook restores the terminal.
+        if std::env::var_os("LEASECTL_TEST_FAILPOINT").is_some_and(|v| v == "console-panic") {
+            panic!("test failpoint: console-panic");
+        }
+        let Ok(mut first) = rx.recv() else { return Ok(()) };
+        loop {
+            // Apply everything already queued before drawing again: keeps up under churn.
+            let mut only_ticks = true;
+            for ev in std::iter::once(first).chain(rx.try_iter()) {
+                only_ticks &= matches!(ev, Event::Tick(_));
+                for effect in update::update(app, ev) {
+                    if effect == Effect::Quit {
+                        return Ok(());
+                    }
+                    let _ = effects_tx.send(effect);
+                }
+            }
+            // A tick asks the worker to re-judge the owners; its answer (sent only when
+            // something changed) follows within milliseconds: one frame for both. A tick
+            // left unanswered draws only when the second or the minute shows.
+            match only_ticks.then(|| rx.recv_timeout(TICK_ANSWER)) {
+                Some(Ok(next)) => first = next,
+                Some(Err(RecvTimeoutError::Disconnected)) => return Ok(()),
+                Some(Err(RecvTimeoutError::Timeout)) => {
+                    draw = app.ticks_visibly() || drawn_minute != Some((app.now / 60.0).floor());
+                    break;
+                }
+                None => {
+                    draw = true;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Give the terminal back. It may be gone (SIGHUP): restoring must not print or panic.
+fn restore(terminal: ratatui::DefaultTerminal) {
     let _ = ratatui::try_restore();
     // ratatui's restore leaves the cursor as the last frame left it (hidden); the
     // Terminal's Drop would show it but prints to a possibly dead stderr when that fails.
     let _ = ratatui::crossterm::execute!(std::io::stdout(), ratatui::crossterm::cursor::Show);
     std::mem::forget(terminal);
-    result
 }
