@@ -104,80 +104,21 @@ pub fn spawn(
     report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, usize)>) -> bool + Send + 'static,
 ) -> notify::Result<()> {
     let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
-    let mut watcher = notify::recommended_watcher(fs_tx)?;
+    let watcher = notify::recommended_watcher(fs_tx)?;
     std::thread::spawn(move || {
-        let mut watched: BTreeSet<PathBuf> = BTreeSet::new();
-        let rearm = |watcher: &mut notify::RecommendedWatcher, watched: &mut BTreeSet<PathBuf>| -> bool {
-            let mut changed = false;
-            // Loop until stable: a directory may appear while we arm its parent.
-            for _ in 0..8 {
-                let desired = scope.desired();
-                if desired == *watched {
-                    break;
-                }
-                for gone in watched.difference(&desired) {
-                    let _ = watcher.unwatch(gone);
-                }
-                for new in desired.difference(watched) {
-                    let _ = watcher.watch(new, RecursiveMode::NonRecursive);
-                }
-                *watched = desired;
-                changed = true;
-            }
-            changed
-        };
-        rearm(&mut watcher, &mut watched);
-        // Rename cookies already counted (a rename may be reported as To and as Both).
-        let mut trackers: Vec<usize> = Vec::new();
+        let mut armed = Armed { watcher, watched: BTreeSet::new() };
+        armed.rearm(&scope);
+        let mut renames = Renames::default();
         while let Ok(first) = fs_rx.recv() {
-            let mut paths = Vec::new();
-            let mut replaced: Vec<(PathBuf, usize)> = Vec::new();
-            // Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
-            // Either way, true when a directory came or went: the watches must follow at once.
-            let mut take = |res: notify::Result<notify::Event>,
-                            paths: &mut Vec<PathBuf>,
-                            replaced: &mut Vec<(PathBuf, usize)>| match res {
-                Ok(ev) => {
-                    let dir_event = ev.paths.iter().any(|p| relevant(&ev.kind, p) && is_directory_event(&ev.kind, p));
-                    for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
-                        // Bounded: under churn the same few paths repeat.
-                        if paths.len() < 64 && !paths.contains(p) {
-                            paths.push(p.clone());
-                        }
-                        // One rename can come as To and as Both: its tracker (the
-                        // rename's cookie) counts it once.
-                        let tracker = ev.attrs.tracker();
-                        let counted = replacement(&ev.kind, p)
-                            && tracker.is_some_and(|t| {
-                                let again = trackers.contains(&t);
-                                if !again {
-                                    trackers.push(t);
-                                    if trackers.len() > 1024 {
-                                        trackers.remove(0);
-                                    }
-                                }
-                                again
-                            });
-                        if replacement(&ev.kind, p) && !counted {
-                            if let Some((_, n)) = replaced.iter_mut().find(|(q, _)| q == p) {
-                                *n += 1;
-                            } else if replaced.len() < 64 {
-                                replaced.push((p.clone(), 1));
-                            }
-                        }
-                    }
-                    dir_event
-                }
-                Err(_) => true,
-            };
-            let failed = take(first, &mut paths, &mut replaced);
+            let mut burst = Burst::default();
+            let failed = burst.take(first, &mut renames);
             // A directory that appeared (runtime/ at a home's first acquire) is watched
             // before gathering: every version written into it while a burst is gathered
             // would otherwise go unseen, uncounted.
             if failed {
-                rearm(&mut watcher, &mut watched);
+                armed.rearm(&scope);
             }
-            if paths.is_empty() && !failed {
+            if burst.paths.is_empty() && !failed {
                 // Nothing changed: a read (the console's own included), the lock file, a
                 // temp file. No I/O here: looking at the directories (re-arming) opens
                 // them, and that open is an event too (notify's inotify mask includes
@@ -185,37 +126,132 @@ pub fn spawn(
                 // that come or go are Create/Remove/rename events, relevant ones.
                 continue;
             }
-            // Gather until quiet for `debounce`, but never longer than MAX_GATHER: a
-            // registry rewritten faster than the debounce must still show.
-            let started = std::time::Instant::now();
-            loop {
-                let left = MAX_GATHER.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    break;
-                }
-                match fs_rx.recv_timeout(debounce.min(left)) {
-                    Ok(res) => {
-                        if take(res, &mut paths, &mut replaced) {
-                            rearm(&mut watcher, &mut watched);
-                        }
-                    }
-                    Err(RecvTimeoutError::Timeout) => break,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
+            if !gather(&fs_rx, debounce, &mut burst, &mut renames, &mut armed, &scope) {
+                return;
             }
-            // A watched directory that was removed and recreated between two looks
-            // keeps its path but lost its inotify watch: watch every touched one anew.
-            for dir in paths.iter().filter(|p| watched.contains(*p)) {
-                let _ = watcher.unwatch(dir);
-                let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
-            }
-            rearm(&mut watcher, &mut watched);
-            if !report(paths, replaced) {
+            armed.renew(&burst.paths);
+            armed.rearm(&scope);
+            if !report(burst.paths, burst.replaced) {
                 break;
             }
         }
     });
     Ok(())
+}
+
+/// The directories watched, kept to what the scope wants.
+struct Armed {
+    watcher: notify::RecommendedWatcher,
+    watched: BTreeSet<PathBuf>,
+}
+
+impl Armed {
+    /// Watch what `scope` wants now, and nothing else. Loops until stable: a directory
+    /// may appear while its parent is armed.
+    fn rearm(&mut self, scope: &FileWatch) {
+        for _ in 0..8 {
+            let desired = scope.desired();
+            if desired == self.watched {
+                break;
+            }
+            for gone in self.watched.difference(&desired) {
+                let _ = self.watcher.unwatch(gone);
+            }
+            for new in desired.difference(&self.watched) {
+                let _ = self.watcher.watch(new, RecursiveMode::NonRecursive);
+            }
+            self.watched = desired;
+        }
+    }
+
+    /// A watched directory removed and recreated between two looks keeps its path but
+    /// lost its inotify watch: watch every touched one anew.
+    fn renew(&mut self, touched: &[PathBuf]) {
+        for dir in touched.iter().filter(|p| self.watched.contains(*p)) {
+            let _ = self.watcher.unwatch(dir);
+            let _ = self.watcher.watch(dir, RecursiveMode::NonRecursive);
+        }
+    }
+}
+
+/// Rename cookies already counted (one rename can be reported as To and as Both).
+#[derive(Default)]
+struct Renames(Vec<usize>);
+
+impl Renames {
+    /// True the first time this rename's cookie is seen.
+    fn first_time(&mut self, cookie: usize) -> bool {
+        if self.0.contains(&cookie) {
+            return false;
+        }
+        self.0.push(cookie);
+        if self.0.len() > 1024 {
+            self.0.remove(0);
+        }
+        true
+    }
+}
+
+/// One burst of changes: the relevant paths, and how many times each registry in it was
+/// replaced. Both bounded: under churn the same few paths repeat.
+#[derive(Default)]
+struct Burst {
+    paths: Vec<PathBuf>,
+    replaced: Vec<(PathBuf, usize)>,
+}
+
+impl Burst {
+    /// Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
+    /// Either way, true when a directory came or went: the watches must follow at once.
+    fn take(&mut self, res: notify::Result<notify::Event>, renames: &mut Renames) -> bool {
+        let Ok(ev) = res else { return true };
+        let dir_event = ev.paths.iter().any(|p| relevant(&ev.kind, p) && is_directory_event(&ev.kind, p));
+        for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
+            if self.paths.len() < 64 && !self.paths.contains(p) {
+                self.paths.push(p.clone());
+            }
+            // A rename counts once, by its tracker (the rename's cookie); a creation
+            // has none and counts as it comes.
+            let new_version =
+                replacement(&ev.kind, p) && ev.attrs.tracker().is_none_or(|cookie| renames.first_time(cookie));
+            if new_version {
+                if let Some((_, n)) = self.replaced.iter_mut().find(|(q, _)| q == p) {
+                    *n += 1;
+                } else if self.replaced.len() < 64 {
+                    self.replaced.push((p.clone(), 1));
+                }
+            }
+        }
+        dir_event
+    }
+}
+
+/// Gather until quiet for `debounce`, but never longer than MAX_GATHER: a registry
+/// rewritten faster than the debounce must still show. False when the watcher is gone.
+fn gather(
+    fs_rx: &Receiver<notify::Result<notify::Event>>,
+    debounce: Duration,
+    burst: &mut Burst,
+    renames: &mut Renames,
+    armed: &mut Armed,
+    scope: &FileWatch,
+) -> bool {
+    let started = std::time::Instant::now();
+    loop {
+        let left = MAX_GATHER.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return true;
+        }
+        match fs_rx.recv_timeout(debounce.min(left)) {
+            Ok(res) => {
+                if burst.take(res, renames) {
+                    armed.rearm(scope);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => return true,
+            Err(RecvTimeoutError::Disconnected) => return false,
+        }
+    }
 }
 
 #[cfg(test)]
