@@ -108,26 +108,8 @@ impl StopSignals {
         // Signals before the spawn never reached CMD: all are passed on.
         let early: Vec<i32> = self.signals.pending().map(|info| info.si_signo).collect();
         let handle = self.signals.handle();
-        let mut command = Command::new(program);
-        command.args(args).envs(env.iter().copied()).env_remove(keeper::KEEPER_ENV);
-        // If the keeper dies (even by SIGKILL), CMD dies with it rather than run unfenced.
-        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
-        unsafe {
-            command.pre_exec(|| Ok(process::set_parent_process_death_signal(Some(Signal::KILL))?));
-        }
-        let child = command.spawn()?;
+        let (child, pidfd) = start(program, args, env)?;
         let cmd_pid = process::Pid::from_child(&child);
-        // CMD is signalled through a pidfd (never a process that reused its pid), the rest
-        // of the family through pidfds opened as they are found.
-        let pidfd = match process::pidfd_open(cmd_pid, process::PidfdFlags::empty()) {
-            Ok(fd) => Arc::new(fd),
-            Err(e) => {
-                let mut child = child;
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e.into());
-            }
-        };
         // CMD itself is signalled through its pidfd (never a pid that may be reused), once:
         // the rest of the work through the family, which leaves it out.
         let family = match how {
@@ -135,18 +117,15 @@ impl StopSignals {
             Supervision::InProcess => Family { root: child.id(), except: None },
         };
         let cmd_id = child.id();
-        let signal_work = {
-            let pidfd = Arc::clone(&pidfd);
-            move |sig: i32, skip_pgrp: Option<u32>| {
-                // Skipped only when CMD is in the group the terminal signalled.
-                let in_skipped_group = skip_pgrp.is_some()
-                    && crate::lease::owner::proc_stat(u64::from(cmd_id)).map(|s| s.pgrp) == skip_pgrp;
-                if !in_skipped_group {
-                    send(&pidfd, sig);
-                }
-                if let Some(sig) = Signal::from_named_raw(sig) {
-                    family.signal(sig, skip_pgrp);
-                }
+        let signal_work = move |sig: i32, skip_pgrp: Option<u32>| {
+            // Skipped only when CMD is in the group the terminal signalled.
+            let in_skipped_group =
+                skip_pgrp.is_some() && crate::lease::owner::proc_stat(u64::from(cmd_id)).map(|s| s.pgrp) == skip_pgrp;
+            if !in_skipped_group {
+                send(&pidfd, sig);
+            }
+            if let Some(sig) = Signal::from_named_raw(sig) {
+                family.signal(sig, skip_pgrp);
             }
         };
         for sig in early {
@@ -157,47 +136,8 @@ impl StopSignals {
         // Why the lease was lost, set before CMD is signalled, so the end reports it
         // whenever CMD stops because of it.
         let lost_why: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
-        let stopper = {
-            let (why_slot, signal_work) = (Arc::clone(&lost_why), signal_work.clone());
-            std::thread::spawn(move || {
-                let Ok(Stopper::Stop(why)) = stop_rx.recv() else { return };
-                if let (StopWhy::Lost(why), Ok(mut slot)) = (why, why_slot.lock()) {
-                    *slot = Some(why);
-                }
-                signal_work(SIGTERM, None);
-                let mut wait = grace;
-                // SIGKILL again until all are gone: one may have forked between two looks.
-                while let Ok(Stopper::Stop(_)) | Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(wait) {
-                    signal_work(signal_hook::consts::SIGKILL, None);
-                    wait = Duration::from_millis(20);
-                }
-            })
-        };
-        let forwarder = {
-            let stop_tx = stop_tx.clone();
-            let own_group = family::own_process_group();
-            let mut signals = self.signals;
-            std::thread::spawn(move || {
-                // The relay's death is one event however often it is signalled: the
-                // parent-death signal fires again as the keeper is re-parented from the
-                // relay's thread to another of its threads, then out of it. A second Stop
-                // would end the grace at once.
-                let mut relay_gone_told = false;
-                for info in signals.forever() {
-                    // A terminal's signal reached CMD's foreground group already: passing it
-                    // on would make it two. Members that left the group still need it.
-                    let skip = from_terminal(&info).then_some(own_group);
-                    signal_work(info.si_signo, skip);
-                    if let Supervision::Keeper { relay } = how
-                        && !relay_gone_told
-                        && keeper::relay_gone(relay)
-                    {
-                        relay_gone_told = true;
-                        let _ = stop_tx.send(Stopper::Stop(StopWhy::RelayGone));
-                    }
-                }
-            })
-        };
+        let stopper = spawn_stopper(stop_rx, Arc::clone(&lost_why), signal_work.clone(), grace);
+        let forwarder = spawn_forwarder(self.signals, stop_tx.clone(), signal_work, how);
         if let Some(lost) = lost {
             let stop_tx = stop_tx.clone();
             std::thread::spawn(move || {
@@ -216,6 +156,78 @@ impl StopSignals {
         let lost = lost_why.lock().ok().and_then(|w| w.clone());
         Ok(RunEnd { code, lost })
     }
+}
+
+/// CMD started (dying with this keeper, even by SIGKILL, rather than run unfenced), and
+/// a pidfd on it: it is signalled through that, never through a pid that may be reused.
+fn start(program: &str, args: &[String], env: &[(&str, &str)]) -> std::io::Result<(std::process::Child, Arc<OwnedFd>)> {
+    let mut command = Command::new(program);
+    command.args(args).envs(env.iter().copied()).env_remove(keeper::KEEPER_ENV);
+    // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| Ok(process::set_parent_process_death_signal(Some(Signal::KILL))?));
+    }
+    let mut child = command.spawn()?;
+    match process::pidfd_open(process::Pid::from_child(&child), process::PidfdFlags::empty()) {
+        Ok(fd) => Ok((child, Arc::new(fd))),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e.into())
+        }
+    }
+}
+
+/// The thread that stops the work when told why: SIGTERM, then after `grace` SIGKILL
+/// again and again until all are gone (one may have forked between two looks).
+fn spawn_stopper(
+    stop_rx: Receiver<Stopper>,
+    lost_why: Arc<Mutex<Option<String>>>,
+    signal_work: impl Fn(i32, Option<u32>) + Send + 'static,
+    grace: Duration,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let Ok(Stopper::Stop(why)) = stop_rx.recv() else { return };
+        if let (StopWhy::Lost(why), Ok(mut slot)) = (why, lost_why.lock()) {
+            *slot = Some(why);
+        }
+        signal_work(SIGTERM, None);
+        let mut wait = grace;
+        while let Ok(Stopper::Stop(_)) | Err(RecvTimeoutError::Timeout) = stop_rx.recv_timeout(wait) {
+            signal_work(signal_hook::consts::SIGKILL, None);
+            wait = Duration::from_millis(20);
+        }
+    })
+}
+
+/// The thread that passes every signal on to the work, and tells the stopper once when
+/// the relay (the process a script started) is gone.
+fn spawn_forwarder(
+    mut signals: SignalsInfo<WithRawSiginfo>,
+    stop_tx: std::sync::mpsc::Sender<Stopper>,
+    signal_work: impl Fn(i32, Option<u32>) + Send + 'static,
+    how: Supervision,
+) -> std::thread::JoinHandle<()> {
+    let own_group = family::own_process_group();
+    std::thread::spawn(move || {
+        // The relay's death is one event however often it is signalled: the parent-death
+        // signal fires again as the keeper is re-parented from the relay's thread to
+        // another of its threads, then out of it. A second Stop would end the grace at once.
+        let mut relay_gone_told = false;
+        for info in signals.forever() {
+            // A terminal's signal reached CMD's foreground group already: passing it on
+            // would make it two. Members that left the group still need it.
+            let skip = from_terminal(&info).then_some(own_group);
+            signal_work(info.si_signo, skip);
+            if let Supervision::Keeper { relay } = how
+                && !relay_gone_told
+                && keeper::relay_gone(relay)
+            {
+                relay_gone_told = true;
+                let _ = stop_tx.send(Stopper::Stop(StopWhy::RelayGone));
+            }
+        }
+    })
 }
 
 /// Wait for CMD, then (as the keeper) for every process re-parented to this one; return
