@@ -222,6 +222,7 @@ impl Playground {
     }
 
     /// A real `leasectl hold` child; its first stdout line is the grant or refusal.
+    #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
     fn spawn(&mut self, session: &str, surface: &str, live_id: &str, track: bool, cap: Option<u64>) -> Verdict {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("--home").arg(self.sandbox.home()).args(["--lock-timeout", "3", "hold", session]);

@@ -437,6 +437,7 @@ impl ActAs {
         Self::user(dir.owner)
     }
 
+    #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
     pub fn user((uid, gid): (u32, u32)) -> Option<ActAs> {
         if uid == 0 || !is_root() {
             return None;
@@ -456,6 +457,7 @@ impl ActAs {
 }
 
 impl Drop for ActAs {
+    #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
     fn drop(&mut self) {
         // SAFETY: as above; back to root's ids (the capabilities return with fsuid 0).
         unsafe {

@@ -45,6 +45,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 
 /// The relay: start this same binary, with the same arguments, as the keeper; pass
 /// stop signals on to it (not a terminal's, which reached it already); exit as it does.
+#[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
 pub fn relay(signals: StopSignals) -> std::io::Result<i32> {
     let mut args = std::env::args_os();
     let arg0 = args.next().unwrap_or_else(|| "leasectl".into());

@@ -43,6 +43,7 @@ pub enum Supervision {
 }
 
 /// True when `sig` is ignored in this process (inherited across exec, as `nohup` sets it).
+#[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
 fn ignored(sig: i32) -> bool {
     // SAFETY: a null new action only reads the current disposition into `old`.
     unsafe {
@@ -160,6 +161,7 @@ impl StopSignals {
 
 /// CMD started (dying with this keeper, even by SIGKILL, rather than run unfenced), and
 /// a pidfd on it: it is signalled through that, never through a pid that may be reused.
+#[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
 fn start(program: &str, args: &[String], env: &[(&str, &str)]) -> std::io::Result<(std::process::Child, Arc<OwnedFd>)> {
     let mut command = Command::new(program);
     command.args(args).envs(env.iter().copied()).env_remove(keeper::KEEPER_ENV);
