@@ -366,7 +366,8 @@ fn console_keeps_up_under_churn_and_rearms_its_watch() {
     );
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 
-    // Fixed: bursts are gathered for at most 100 ms (src/tui/sources.rs, MAX_GATHER), so a
+    // Fixed: bursts are gathered for at most 100 ms (MAX_GATHER in src/lease/backend.rs, used
+    // by src/lease/file/watch.rs), so a
     // registry rewritten faster than the debounce still refreshes the table.
     assert!(
         longest_stall <= Duration::from_secs(2),
@@ -467,7 +468,7 @@ fn console_rearms_its_watch_when_runtime_is_recreated_at_once() {
     console.wait_for("before-XYZ", Duration::from_secs(2), |s| session_row(s, "before-XYZ"));
 
     // A write, then (10 ms later: the watcher is gathering that write's events, well
-    // within its 40 ms debounce) runtime/ removed and recreated at once.
+    // within its 20 ms debounce, tui::DEBOUNCE) runtime/ removed and recreated at once.
     write_registry_atomically(&runtime, 2, &registry_of("mid-XYZ", "c0000000")).expect("write the registry");
     thread::sleep(Duration::from_millis(10));
     std::fs::remove_dir_all(&runtime).expect("remove runtime/");
@@ -475,7 +476,8 @@ fn console_rearms_its_watch_when_runtime_is_recreated_at_once() {
     // Well past the debounce: the console has settled on the new (empty) runtime/.
     thread::sleep(Duration::from_millis(500));
     write_registry_atomically(&runtime, 3, &registry_of("after-XYZ", "d0000000")).expect("write the registry");
-    // Fixed: a watched directory named in an event is watched anew (src/tui/sources.rs),
+    // Fixed: a watched directory named in an event is watched anew (Armed::renew in
+    // src/lease/file/watch.rs),
     // so runtime/ removed and recreated within one debounce keeps its watch.
     let shown = console.wait_for("after-XYZ (written into the recreated runtime/)", Duration::from_secs(2), |s| {
         session_row(s, "after-XYZ")
