@@ -80,8 +80,9 @@ fn a_home_passed_by_the_operator_is_kept() {
 /// set a cap and corrupt that registry: it does not start, and says why; nothing changes.
 #[test]
 fn the_tour_does_not_start_on_a_home_with_other_owners_leases() {
-    use leasectl::demo::panel::{DemoDone, DemoJob};
-    use leasectl::tui::extension::{Job, Runner};
+    use leasectl::demo::state::{DemoDone, DemoJob};
+    use leasectl::tui::event::Job;
+    use leasectl::tui::extension::Runner;
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path().join("home");
     std::fs::create_dir(&home).expect("home");

@@ -226,7 +226,7 @@ fn each_column_sorts_with_its_own_key_again_to_reverse_and_the_header_marks_it()
 fn the_event_log_can_be_focused_and_scrolled() {
     let mut app = app(vec![mixed_root()]);
     for i in 0..100 {
-        app.log("root", leasectl::tui::state::LogLevel::Info, format!("event number {i:03}"));
+        app.log("root", leasectl::tui::event::LogLevel::Info, format!("event number {i:03}"));
     }
     let shown = screen(&app, 100, 30);
     assert!(shown.contains("event number 099") && !shown.contains("event number 050"), "{shown}");
@@ -241,7 +241,7 @@ fn the_event_log_can_be_focused_and_scrolled() {
     key(&mut app, KeyCode::Home);
     assert!(screen(&app, 100, 30).contains("event number 000"));
     // New events do not move what the operator is reading.
-    app.log("root", leasectl::tui::state::LogLevel::Info, "event number 100");
+    app.log("root", leasectl::tui::event::LogLevel::Info, "event number 100");
     assert!(screen(&app, 100, 30).contains("event number 000"));
     key(&mut app, KeyCode::End);
     assert!(screen(&app, 100, 30).contains("event number 100"));

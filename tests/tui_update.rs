@@ -6,7 +6,8 @@ use common::*;
 use leasectl::lease::liveness::DeadCause;
 use leasectl::lease::{Error, Liveness, Target};
 use leasectl::tui::event::{ActionDone, Effect, Event, LockHolder};
-use leasectl::tui::state::{Dialog, SortMode};
+use leasectl::tui::sort::SortMode;
+use leasectl::tui::state::Dialog;
 use leasectl::tui::update::update;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -425,7 +426,7 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
     assert!(app.log.iter().any(|l| l.text.starts_with("pruned: session chat-9")), "{:?}", app.log);
 
     for i in 0..10_050 {
-        app.log("root", leasectl::tui::state::LogLevel::Info, format!("event {i}"));
+        app.log("root", leasectl::tui::event::LogLevel::Info, format!("event {i}"));
     }
     assert_eq!(app.log.len(), 10_000);
     assert_eq!(app.log.back().map(|l| l.text.as_str()), Some("event 10049"));

@@ -1,112 +1,16 @@
 //! `ls`: which leases to show (filters, order), what to mark (conflicts, an over-full
 //! cap), and the formats (table, wide, json, tsv).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::args::{Format, LivenessArg, LsArgs, SortKey};
+use super::marks::Marks;
 use super::output::{self, LEASE_HEADER, lease_rows, table};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
-use crate::lease::context::{self, Contexts, SessionContext};
+use crate::lease::context::SessionContext;
 use crate::lease::human::{duration, escape};
 use crate::lease::owner::{OwnerInfo, owner_infos};
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
-
-/// What stands out in one registry: sessions with two live owners, and live leases
-/// over the cap. Judged on every lease, before filters hide any.
-#[derive(Debug, Default, Clone)]
-pub struct Marks {
-    pub conflicts: HashSet<String>,
-    pub live: usize,
-    pub over_cap: bool,
-    /// What state.db says of the leased sessions (None: not a registry file).
-    pub context: Option<Contexts>,
-    /// Leak suspects by lease id, with the reason in words.
-    pub leaks: HashMap<String, String>,
-}
-
-impl Marks {
-    pub fn of(views: &[LeaseView], cap: Option<u64>) -> Marks {
-        use std::hash::BuildHasher;
-        // Sessions by hash first (8 bytes a lease: `ls` on 50,000 leases stays lean),
-        // then the few candidates counted by their real ids, so a collision marks nothing.
-        let hasher = rustc_hash::FxBuildHasher;
-        let live_views = || views.iter().filter(|v| v.liveness == Liveness::Alive);
-        let mut hashes: Vec<u64> = live_views().map(|v| hasher.hash_one(v.entry.session_id())).collect();
-        let live = hashes.len();
-        hashes.sort_unstable();
-        let repeated: HashSet<u64> = hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
-        drop(hashes);
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        for v in live_views().filter(|v| repeated.contains(&hasher.hash_one(v.entry.session_id()))) {
-            *counts.entry(v.entry.session_id()).or_default() += 1;
-        }
-        Marks {
-            conflicts: counts.into_iter().filter(|(_, n)| *n > 1).map(|(s, _)| s.to_owned()).collect(),
-            live,
-            over_cap: cap.is_some_and(|c| live as u64 > c),
-            context: None,
-            leaks: HashMap::new(),
-        }
-    }
-
-    /// Read the leased sessions' context from the home's state.db (one query), and
-    /// judge which live owners hold a session nobody uses.
-    fn add_context(
-        &mut self,
-        home: &std::path::Path,
-        views: &[LeaseView],
-        owners: &HashMap<u64, OwnerInfo>,
-        idle: Option<std::time::Duration>,
-    ) {
-        if let Some(w) = self.add_context_quietly(home, views, owners, idle) {
-            say_err!("leasectl: warning: {w}");
-        }
-    }
-
-    /// [`Marks::add_context`], returning a bad idle threshold's warning instead of saying it.
-    pub fn add_context_quietly(
-        &mut self,
-        home: &std::path::Path,
-        views: &[LeaseView],
-        owners: &HashMap<u64, OwnerInfo>,
-        idle: Option<std::time::Duration>,
-    ) -> Option<String> {
-        let (threshold, warning) = context::idle_threshold(home, idle);
-        let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let contexts = context::read(home, &ids);
-        let at = now();
-        for v in views {
-            let owner = owners.get(&v.entry.pid()).map(|o| o.name.as_str()).unwrap_or("-");
-            if let Some(why) = context::leak_reason(v, contexts.get(v.entry.session_id()), threshold, at, owner) {
-                self.leaks.insert(v.entry.lease_id().to_owned(), why);
-            }
-        }
-        self.context = Some(contexts);
-        warning
-    }
-
-    /// The session's context, when state.db has it.
-    pub fn context_of(&self, v: &LeaseView) -> Option<&SessionContext> {
-        self.context.as_ref()?.get(v.entry.session_id())
-    }
-
-    /// The marks one lease carries, for people.
-    pub fn of_lease(&self, v: &LeaseView) -> Vec<&'static str> {
-        let mut m = Vec::new();
-        if v.liveness == Liveness::Alive && self.conflicts.contains(v.entry.session_id()) {
-            m.push("CONFLICT");
-        }
-        if v.liveness == Liveness::Alive && self.over_cap {
-            m.push("OVER CAP");
-        }
-        if self.leaks.contains_key(v.entry.lease_id()) {
-            m.push("LEAK?");
-        }
-        m
-    }
-}
 
 /// True when the filters select this lease.
 pub(super) fn selected(v: &LeaseView, a: &LsArgs) -> bool {

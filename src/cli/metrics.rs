@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::ls::Marks;
+use super::marks::Marks;
 use crate::lease::owner::owner_infos;
 use crate::lease::{LeaseStore, Liveness, now};
 

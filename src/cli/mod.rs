@@ -14,6 +14,7 @@ mod force_release;
 pub mod hints;
 mod hold;
 mod ls;
+mod marks;
 mod metrics;
 pub mod output;
 mod prune;

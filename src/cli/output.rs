@@ -652,12 +652,12 @@ pub struct LsJson<'a> {
     pub listings: &'a [crate::lease::Listing],
     pub owners: &'a HashMap<u64, OwnerInfo>,
     /// Per listing: its conflicts and whether it is over its cap.
-    pub marks: &'a [super::ls::Marks],
+    pub marks: &'a [super::marks::Marks],
 }
 
 struct Registries<'a>(&'a LsJson<'a>);
-struct OneRegistry<'a>(&'a crate::lease::Listing, &'a HashMap<u64, OwnerInfo>, &'a super::ls::Marks);
-struct Leases<'a>(&'a [LeaseView], &'a HashMap<u64, OwnerInfo>, &'a super::ls::Marks);
+struct OneRegistry<'a>(&'a crate::lease::Listing, &'a HashMap<u64, OwnerInfo>, &'a super::marks::Marks);
+struct Leases<'a>(&'a [LeaseView], &'a HashMap<u64, OwnerInfo>, &'a super::marks::Marks);
 
 impl serde::Serialize for LsJson<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -672,7 +672,7 @@ impl serde::Serialize for Registries<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.listings.len()))?;
-        let none = super::ls::Marks::default();
+        let none = super::marks::Marks::default();
         for (i, l) in self.0.listings.iter().enumerate() {
             seq.serialize_element(&OneRegistry(l, self.0.owners, self.0.marks.get(i).unwrap_or(&none)))?;
         }

@@ -1,10 +1,11 @@
 //! How the demo plugs into the console: its state as the console's extension, and
 //! its playground as the runner of the jobs that state asks for.
 
-use super::panel::{DemoDone, DemoJob, DemoState};
 use super::playground::Playground;
+use super::state::{DemoDone, DemoJob, DemoState};
 use super::tour;
-use crate::tui::extension::{Extension, Job, JobDone, Runner};
+use crate::tui::event::{Job, JobDone};
+use crate::tui::extension::{Extension, Runner};
 
 /// The demo's extension and runner for a playground; `tour` starts the guided tour at once.
 pub fn extension(playground: Playground, tour: bool) -> (Box<dyn Extension>, Box<dyn Runner>) {

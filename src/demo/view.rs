@@ -8,8 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::keys::{DEMO_KEYS, DemoKey};
-use super::panel::{DemoState, Form};
 use super::playground::Verdict;
+use super::state::{DemoState, Form};
 use super::tour;
 use crate::tui::keys::Footer;
 

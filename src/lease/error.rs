@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::problem::Problem;
-use super::view::Target;
+use super::target::Target;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -35,6 +35,7 @@ pub mod pyjson;
 pub mod refusal;
 pub mod repair;
 pub mod safe_file;
+pub mod target;
 pub mod view;
 
 use std::path::PathBuf;

@@ -9,6 +9,7 @@ use super::entry::Entry;
 use super::liveness::Liveness;
 use super::paths::Registry;
 use super::problem::Problem;
+pub use super::target::Target;
 
 /// One lease as seen now.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,13 +56,6 @@ pub struct ForceOptions {
     pub allow_live: bool,
     /// Say what would be removed; change nothing.
     pub dry_run: bool,
-}
-
-/// Which leases an operator names for force-release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    Lease(String),
-    Session(String),
 }
 
 /// What a prune removes besides dead and recycled owners, and whether it only says so.

@@ -10,7 +10,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use super::event::LeaseRow;
 use super::keys::{self, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, KeyRow, answer_hint};
 use super::state::{App, Dialog};
-use super::view::{Palette, centered, lease_summary, shown_text};
+use super::style::{Palette, centered, lease_summary, shown_text};
 use crate::lease::Location;
 
 /// A dialog's text: its title, the list that scrolls, the lines always shown below it.

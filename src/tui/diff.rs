@@ -3,8 +3,9 @@
 //! one `ls -w` and `events` use too; here only the registry's own changes (cap,
 //! validity) are added.
 
+use super::event::LogLevel;
 use super::event::{LeaseRow, RegistrySnapshot};
-use super::state::{LogLevel, RegistryState};
+use super::state::RegistryState;
 use crate::lease::Liveness;
 use crate::lease::changes::{self, EventKind, Judged};
 

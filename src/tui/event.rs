@@ -1,12 +1,12 @@
 //! What flows on the console's one channel (events) and what `update` asks the
 //! worker to do (effects).
 
+use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ratatui::crossterm::event::KeyEvent;
 
-use super::extension::{Job, JobDone};
 use crate::lease::config::CapSetting;
 use crate::lease::context::Contexts;
 use crate::lease::owner::OwnerInfo;
@@ -152,5 +152,47 @@ impl ActionDone {
             Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
             _ => None,
         }
+    }
+}
+
+/// How much a log line matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Info,
+    Change,
+    Warn,
+}
+
+/// Work an extension asks for; its runner (`extension::Runner`) does it on the worker thread.
+#[derive(Clone)]
+pub struct Job(pub Arc<dyn Any + Send + Sync>);
+
+impl Job {
+    pub fn new(what: impl Any + Send + Sync) -> Job {
+        Job(Arc::new(what))
+    }
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl PartialEq for Job {
+    fn eq(&self, other: &Job) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job(..)")
+    }
+}
+
+/// What a runner reports back to its extension.
+pub struct JobDone(pub Box<dyn Any + Send>);
+
+impl std::fmt::Debug for JobDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobDone(..)")
     }
 }

@@ -3,49 +3,13 @@
 //! demo plugs in here; the console knows nothing of what an extension does.
 
 use std::any::Any;
-use std::sync::Arc;
 
 use ratatui::Frame;
 use ratatui::crossterm::event::KeyEvent;
 use ratatui::layout::Rect;
 
-use super::event::LeaseRow;
+use super::event::{Job, JobDone, LeaseRow, LogLevel};
 use super::keys::KeyRow;
-use super::state::LogLevel;
-
-/// Work an extension asks for; its [`Runner`] does it on the worker thread.
-#[derive(Clone)]
-pub struct Job(pub Arc<dyn Any + Send + Sync>);
-
-impl Job {
-    pub fn new(what: impl Any + Send + Sync) -> Job {
-        Job(Arc::new(what))
-    }
-    pub fn get<T: Any>(&self) -> Option<&T> {
-        self.0.downcast_ref()
-    }
-}
-
-impl PartialEq for Job {
-    fn eq(&self, other: &Job) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Job(..)")
-    }
-}
-
-/// What a runner reports back to its extension.
-pub struct JobDone(pub Box<dyn Any + Send>);
-
-impl std::fmt::Debug for JobDone {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("JobDone(..)")
-    }
-}
 
 /// What the console lets an extension see when a key arrives.
 pub struct KeyContext<'a> {

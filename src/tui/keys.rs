@@ -4,7 +4,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::state::SortMode;
+use super::sort::SortMode;
 
 /// What to show at the bottom of the screen for a binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,10 @@ pub mod event;
 pub mod extension;
 pub mod keys;
 pub mod sessions;
+pub mod sort;
 pub mod sources;
 pub mod state;
+mod style;
 pub mod time;
 pub mod update;
 pub mod view;
@@ -70,7 +72,7 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
         }
         past.extend(newest);
         for w in journal.finish() {
-            app.log("", state::LogLevel::Warn, w);
+            app.log("", event::LogLevel::Warn, w);
         }
     }
     if past.is_empty() {
@@ -81,9 +83,9 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
     for v in past.iter().skip(skip) {
         let at = v["ts"].as_f64().unwrap_or(app.now);
         let profile = v["profile"].as_str().unwrap_or("?");
-        app.log_at(at, profile, state::LogLevel::Info, format!("↶ {}", crate::lease::journal::describe(v)));
+        app.log_at(at, profile, event::LogLevel::Info, format!("↶ {}", crate::lease::journal::describe(v)));
     }
-    app.log("", state::LogLevel::Info, "— above: recorded before this console opened (↶); below: live —");
+    app.log("", event::LogLevel::Info, "— above: recorded before this console opened (↶); below: live —");
 }
 
 /// The console: its sources and worker started, the loop run until quit, then

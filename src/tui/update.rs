@@ -3,13 +3,14 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::diff::diff;
+use super::event::LogLevel;
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::extension::KeyContext;
 use super::keys::{
     self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS, Scroll,
     lookup, typed_char,
 };
-use super::state::{App, Dialog, LogLevel, RegistryState};
+use super::state::{App, Dialog, RegistryState};
 use crate::lease::view::may_be_alive;
 use crate::lease::{Liveness, Target};
 

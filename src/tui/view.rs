@@ -7,44 +7,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::event::LeaseRow;
+use super::event::LogLevel;
 use super::keys::{Binding, CONSOLE_KEYS, KeyRow, footer_entries, line_hint};
-use super::state::{App, LogLevel, Row};
+use super::state::{App, Row};
+use super::style::{Palette, badge, shown_text};
 use super::time;
 use crate::lease::context::{Contexts, SessionContext};
 use crate::lease::pyjson;
 use crate::lease::{Liveness, Location};
-
-pub(super) struct Palette {
-    no_color: bool,
-}
-
-impl Palette {
-    pub(super) fn fg(&self, c: Color) -> Style {
-        if self.no_color { Style::default() } else { Style::default().fg(c) }
-    }
-    pub(super) fn bold(&self, c: Color) -> Style {
-        self.fg(c).add_modifier(Modifier::BOLD)
-    }
-    pub(super) fn alert(&self) -> Style {
-        if self.no_color {
-            Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED)
-        } else {
-            Style::default().fg(Color::White).bg(Color::Red).add_modifier(Modifier::BOLD)
-        }
-    }
-}
-
-/// Symbol + word for a verdict, so it reads without colour.
-pub fn badge(l: &Liveness) -> (String, Color) {
-    let (text, color) = match l {
-        Liveness::Alive => ("● alive".to_owned(), Color::Green),
-        Liveness::Dead(_) => ("✖ dead".to_owned(), Color::Red),
-        Liveness::Recycled { .. } => ("♻ recycled".to_owned(), Color::Magenta),
-        Liveness::Unknown(_) => ("? unknown".to_owned(), Color::Yellow),
-        Liveness::WorkRunning { .. } => ("⚙ WORK RUNNING".to_owned(), Color::Yellow),
-    };
-    if l.clock_step_suspected() { (format!("{text} clock step?"), color) } else { (text, color) }
-}
 
 pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
@@ -293,12 +263,6 @@ fn columns_shown(width: usize) -> [bool; 7] {
         shown[i] = false;
     }
     shown
-}
-
-/// Text from files and other processes as the screen may show it (one function with
-/// the CLI: control characters and bidi overrides written visibly).
-pub(super) fn shown_text(text: &str) -> String {
-    crate::lease::human::escape(text).into_owned()
 }
 
 /// `text` cut or padded to exactly `width` columns, one space kept before the next column.
@@ -580,21 +544,4 @@ fn home_of(location: &Location) -> String {
         Some(r) => r.home.display().to_string(),
         None => location.describe(),
     }
-}
-
-pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let w = width.min(area.width);
-    let h = height.min(area.height);
-    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
-}
-
-pub(super) fn lease_summary(l: &LeaseRow) -> String {
-    format!(
-        "{}  session {}  {}  pid {}  {}",
-        shown_text(&l.entry.lease_id().chars().take(8).collect::<String>()),
-        shown_text(l.entry.session_id()),
-        shown_text(l.entry.surface().unwrap_or("-")),
-        l.entry.pid(),
-        badge(&l.liveness).0
-    )
 }

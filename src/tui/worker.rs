@@ -8,7 +8,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, LockHolder, RegistrySnapshot};
-use super::extension::{Job, JobDone, Runner};
+use super::event::{Job, JobDone};
+use super::extension::Runner;
 use super::sessions::SessionCache;
 use crate::lease::owner::{OwnerProbe, hostname};
 use crate::lease::{self, Error, LeaseStore, Listing, Location, StoreOptions, paths};

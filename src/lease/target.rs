@@ -1,0 +1,8 @@
+//! What an operator names to act on: one lease, or every lease of a session.
+
+/// Which leases an operator names for force-release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Lease(String),
+    Session(String),
+}
