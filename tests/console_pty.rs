@@ -216,6 +216,7 @@ fn console_starts_and_quits_cleanly_at_80x24() {
 /// A panic inside the console still restores the terminal (ratatui's panic hook):
 /// the alternate screen is left and raw mode is off, and the process fails loudly.
 #[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
 fn console_restores_the_terminal_on_panic() {
     let home = tempfile::tempdir().expect("tempdir");
     let mut pty = Pty::spawn(

@@ -697,6 +697,7 @@ fn crash_at(step: &str) {
 /// registry byte-identical, the lock free, an empty temp file doctor reports only once
 /// older than 10 s, and the next acquire prunes the dead owner.
 #[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
 fn crash_before_temp_write_keeps_the_old_registry() {
     crash_at(FAILPOINTS[0]);
 }
@@ -704,6 +705,7 @@ fn crash_before_temp_write_keeps_the_old_registry() {
 /// A SIGKILL after the temp file is written (not yet fsynced) leaves the old registry
 /// byte-identical, the lock free, a complete temp file, and the next acquire prunes.
 #[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
 fn crash_after_temp_write_keeps_the_old_registry() {
     crash_at(FAILPOINTS[1]);
 }
@@ -711,6 +713,7 @@ fn crash_after_temp_write_keeps_the_old_registry() {
 /// A SIGKILL after the fsync, just before the rename, leaves the old registry
 /// byte-identical, the lock free, a complete temp file, and the next acquire prunes.
 #[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
 fn crash_before_rename_keeps_the_old_registry() {
     crash_at(FAILPOINTS[2]);
 }
@@ -718,6 +721,7 @@ fn crash_before_rename_keeps_the_old_registry() {
 /// A SIGKILL just after the rename leaves the complete new registry (with the crashed
 /// acquire's owner, the dead owner pruned), no temp file, and the lock free.
 #[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
 fn crash_after_rename_leaves_the_new_registry() {
     crash_at(FAILPOINTS[3]);
 }
@@ -1064,6 +1068,7 @@ fn clock_step_is_flagged_but_judged_by_hermes_rule() {
 /// rewritten under umask 000, and its temp file (seen by crashing before the write and
 /// before the rename) is never wider than the registry.
 #[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
 fn file_modes_are_never_wider_than_the_registry_or_umask_allows() {
     let owner = Sleeper::new();
     let pid = owner.pid_arg();

@@ -17,6 +17,7 @@ pub mod entry;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+pub mod failpoint;
 pub mod file;
 pub mod grant;
 pub mod human;

@@ -153,8 +153,8 @@ fn main_loop(
             }
             drawn_minute = Some((app.now / 60.0).floor());
         }
-        // Test-only: prove the panic hook restores the terminal.
-        if std::env::var_os("LEASECTL_TEST_FAILPOINT").is_some_and(|v| v == "console-panic") {
+        // For tests (feature `failpoints`): prove the panic hook restores the terminal.
+        if crate::lease::failpoint::chosen("console-panic") {
             panic!("test failpoint: console-panic");
         }
         let Ok(mut first) = rx.recv() else { return Ok(()) };

@@ -172,13 +172,11 @@ fn check_owner(dir: &safe_file::Dir) -> Result<(), Error> {
     Ok(())
 }
 
-/// A test-only crash point: when `LEASECTL_TEST_FAILPOINT` names this step, the
-/// process kills itself there (SIGKILL), so tests can prove a crash at any step of
-/// the write leaves either the old or the new registry.
+/// A crash point for tests (feature `failpoints`): when `LEASECTL_TEST_FAILPOINT` names
+/// this step, the process kills itself there (SIGKILL), so tests can prove a crash at
+/// any step of the write leaves either the old or the new registry.
 fn failpoint(step: &str) {
-    static CHOSEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let chosen = CHOSEN.get_or_init(|| std::env::var("LEASECTL_TEST_FAILPOINT").ok());
-    if chosen.as_deref() == Some(step) {
+    if crate::lease::failpoint::chosen(step) {
         let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }
 }
