@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::lease::error::Unusable;
+
 /// The heading that keeps options every command takes apart from each command's own.
 const GLOBAL: &str = "Global options";
 
@@ -427,15 +429,15 @@ pub struct RunArgs {
 }
 
 /// `--since`: a duration back from now, as people write it.
-fn parse_since(text: &str) -> Result<std::time::Duration, String> {
+fn parse_since(text: &str) -> Result<std::time::Duration, Unusable> {
     crate::lease::human::parse_duration(text, "--since")
 }
 
 /// `--metrics-every`: a duration as people write it, at least a second.
-fn parse_metrics_every(text: &str) -> Result<std::time::Duration, String> {
+fn parse_metrics_every(text: &str) -> Result<std::time::Duration, Unusable> {
     let d = crate::lease::human::parse_duration(text, "--metrics-every")?;
     if d < std::time::Duration::from_secs(1) {
-        return Err(format!("--metrics-every {text:?} is under a second"));
+        return Err(Unusable(format!("--metrics-every {text:?} is under a second")));
     }
     Ok(d)
 }

@@ -4,6 +4,8 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use super::error::Unusable;
+
 /// A compact duration: `41s`, `3m`, `2h05m`, `3d11h` (the two largest units, the
 /// second zero-padded so columns line up). Negative, NaN and infinite read `0s`.
 pub fn duration(seconds: f64) -> String {
@@ -51,7 +53,7 @@ pub fn shell_word(word: &str) -> String {
 
 /// An idle threshold as written in config or on the command line: `2h`, `90m`,
 /// `1h 30m`, `45s`, or plain seconds.
-pub fn parse_idle(text: &str) -> Result<Duration, String> {
+pub fn parse_idle(text: &str) -> Result<Duration, Unusable> {
     parse_duration(text, "idle threshold")
 }
 
@@ -61,10 +63,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// A duration as people write it (`2h`, `90m`, `1h 30m`, `3600`): more than 0 and at
 /// most [`MAX_DURATION`]; `what` names it in the error.
-pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str, what: &str) -> Result<Duration, Unusable> {
     let t = text.trim();
-    let too_long = || format!("{what} {text:?} is longer than 100 years");
-    let not_positive = || format!("{what} {text:?} must be more than 0 seconds");
+    let too_long = || Unusable(format!("{what} {text:?} is longer than 100 years"));
+    let not_positive = || Unusable(format!("{what} {text:?} must be more than 0 seconds"));
     if let Ok(secs) = t.parse::<f64>() {
         if !secs.is_finite() || secs <= 0.0 {
             return Err(not_positive());
@@ -75,7 +77,7 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
         return Duration::try_from_secs_f64(secs).map_err(|_| too_long());
     }
     let span: jiff::SignedDuration =
-        t.parse().map_err(|e| format!("{what} {text:?} is not a duration like 2h, 90m or 3600 ({e})"))?;
+        t.parse().map_err(|e| Unusable(format!("{what} {text:?} is not a duration like 2h, 90m or 3600 ({e})")))?;
     if span.is_negative() || span.is_zero() {
         return Err(not_positive());
     }
