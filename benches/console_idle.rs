@@ -47,8 +47,9 @@ struct Console {
 
 impl Drop for Console {
     fn drop(&mut self) {
-        // SAFETY: kill has no memory-safety preconditions; the child is ours and not yet reaped.
-        unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) };
+        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
         let _ = self.child.wait();
     }
 }
@@ -112,8 +113,7 @@ impl Console {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // After ')' the fields start at field 3; utime is field 14, stime field 15.
         let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let clk = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let clk = rustix::param::clock_ticks_per_second() as f64;
         ticks as f64 / clk
     }
 
@@ -173,8 +173,9 @@ fn measure(n: usize, profiles: usize, aged: bool, settle: Duration, window: Dura
     let (c1, elapsed) = (console.cpu_seconds(), t0.elapsed());
     if let Some(mut perf) = perf {
         // SIGINT makes perf record write its file and exit.
-        // SAFETY: kill has no memory-safety preconditions; perf is our child.
-        unsafe { libc::kill(perf.id() as libc::pid_t, libc::SIGINT) };
+        if let Some(pid) = rustix::process::Pid::from_raw(perf.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
+        }
         let _ = perf.wait();
     }
     let rss_mb = console.status_mb("VmRSS:");

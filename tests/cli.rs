@@ -6,7 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -91,20 +91,14 @@ fn start_holders(home: &Home, sessions: &[String], extra: &[&str]) -> Vec<Proc> 
 /// A pipe whose buffer is full: a child writing to its write end blocks until the
 /// read end is drained. Returns (read end, write end), both blocking.
 fn full_pipe() -> (File, OwnedFd) {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds has room for the two descriptors pipe2 writes.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
-    // SAFETY: pipe2 just returned these two descriptors, owned by nobody else.
-    let (read, write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    // Close-on-exec, as pipe2(O_CLOEXEC) made it.
+    let (read, write) = std::io::pipe().expect("pipe");
+    let (read, write) = (File::from(OwnedFd::from(read)), File::from(OwnedFd::from(write)));
     let set_nonblocking = |f: &File, on: bool| {
-        // SAFETY: fcntl on a descriptor we own.
-        let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
-        assert!(flags >= 0, "F_GETFL: {}", std::io::Error::last_os_error());
-        let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
-        // SAFETY: as above.
-        let rc = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags) };
-        assert_eq!(rc, 0, "F_SETFL: {}", std::io::Error::last_os_error());
+        use rustix::fs::OFlags;
+        let flags = rustix::fs::fcntl_getfl(f).expect("F_GETFL");
+        let flags = if on { flags | OFlags::NONBLOCK } else { flags - OFlags::NONBLOCK };
+        rustix::fs::fcntl_setfl(f, flags).expect("F_SETFL");
     };
     set_nonblocking(&write, true);
     let mut w = &write;

@@ -73,9 +73,8 @@ impl Holder {
 
     /// SIGKILL (no chance to release) and reap.
     fn kill_and_reap(&mut self) -> ExitStatus {
-        // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
-        assert_eq!(rc, 0, "kill -KILL {}: {}", self.child.id(), std::io::Error::last_os_error());
+        let sent = common::signals::kill(self.child.id(), libc::SIGKILL);
+        assert!(sent.is_ok(), "kill -KILL {}: {sent:?}", self.child.id());
         self.child.wait().expect("reap the holder")
     }
 }
@@ -313,9 +312,8 @@ fn ctrl_c_and_sigterm_end_the_console_and_restore_the_terminal() {
         if how == "ctrl-c" {
             console.send(b"\x03");
         } else {
-            // SAFETY: kill has no memory-safety preconditions; the console is our child, not reaped.
-            let rc = unsafe { libc::kill(console.pid() as libc::pid_t, libc::SIGTERM) };
-            assert_eq!(rc, 0, "kill -TERM: {}", std::io::Error::last_os_error());
+            let sent = common::signals::kill(console.pid(), libc::SIGTERM);
+            assert!(sent.is_ok(), "kill -TERM: {sent:?}");
         }
         let (status, _) = console.wait_exit(QUIT_WITHIN);
         assert!(status.success(), "{how}: the console exited with {status:?}");

@@ -239,8 +239,7 @@ impl LockHolder {
 
     fn kill_group(&self) {
         // flock made itself the leader of its own group: the group id is its pid.
-        // SAFETY: kill has no memory-safety preconditions; the group is ours (flock not reaped yet).
-        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+        let _ = common::signals::kill_group(self.child.id(), libc::SIGKILL);
     }
 
     /// SIGKILL `flock` and its `sleep`, reap `flock`.

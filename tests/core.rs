@@ -240,8 +240,7 @@ fn zombie_and_thread_id_owners_are_dead() {
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || {
-        // SAFETY: gettid has no preconditions.
-        let _ = tx.send(unsafe { libc::gettid() } as u64);
+        let _ = tx.send(rustix::thread::gettid().as_raw_nonzero().get().unsigned_abs() as u64);
         let _ = stop_rx.recv();
     });
     let tid = rx.recv().expect("tid");

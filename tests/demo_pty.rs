@@ -100,9 +100,8 @@ fn registry_entries(path: &Path) -> Option<Vec<Value>> {
 fn become_subreaper() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes a plain integer and touches no memory.
-        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong) };
-        assert_eq!(rc, 0, "prctl(PR_SET_CHILD_SUBREAPER): {}", std::io::Error::last_os_error());
+        let made = common::signals::become_subreaper();
+        assert!(made.is_ok(), "prctl(PR_SET_CHILD_SUBREAPER): {made:?}");
     });
 }
 
@@ -111,11 +110,8 @@ fn become_subreaper() {
 fn reap_if_ours(pid: u32) {
     let start = Instant::now();
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes only to `status`; WNOHANG makes it return at once.
-        let rc = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
-        // rc == pid: reaped; rc < 0 (ECHILD): not our child.
-        if rc != 0 || start.elapsed() >= Duration::from_secs(1) {
+        // Reaped now, or (ECHILD) not our child: done either way.
+        if common::signals::reap_now(pid).unwrap_or(true) || start.elapsed() >= Duration::from_secs(1) {
             return;
         }
         thread::sleep(POLL);
@@ -143,8 +139,7 @@ impl Drop for Demo {
         for &pid in &self.owners {
             // Only a process that is still this sandbox's `hold` (not a recycled pid).
             if pid_runs(pid) && cmdline(pid).contains(&home) {
-                // SAFETY: kill has no memory-safety preconditions.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                let _ = common::signals::kill(pid, libc::SIGKILL);
             }
             reap_if_ours(pid);
         }
@@ -416,9 +411,8 @@ fn demo_quits_cleanly_on_sigterm() {
     assert!(pid_runs(pid), "the owner's pid {pid} is in state {:?}", proc_state(pid));
 
     let demo_pid = demo.pid();
-    // SAFETY: kill has no memory-safety preconditions; the demo is our child and not reaped.
-    let rc = unsafe { libc::kill(demo_pid as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0, "kill -TERM {demo_pid}: {}", std::io::Error::last_os_error());
+    let sent = common::signals::kill(demo_pid, libc::SIGTERM);
+    assert!(sent.is_ok(), "kill -TERM {demo_pid}: {sent:?}");
     let (status, took) = demo.wait_exit(Duration::from_secs(5));
     eprintln!("the demo exited {took:?} after SIGTERM: {status:?}");
     assert!(status.success(), "SIGTERM ends the demo like q does; it exited with {status:?}");

@@ -7,7 +7,6 @@
 
 use std::ffi::OsStr;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
@@ -78,8 +77,10 @@ impl EtcdServer {
         let (client, peer) = (free_port(), free_port());
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
-        let mut cmd = Command::new("etcd");
-        cmd.args(["--name", "leasectl-test", "--data-dir"])
+        // The server must not outlive the test process (nor the thread that started it):
+        // setpriv (util-linux) sets its parent-death signal, then becomes etcd.
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "KILL", "--", "etcd", "--name", "leasectl-test", "--data-dir"])
             .arg(data.path().join("data"))
             .args(["--listen-client-urls", &client_url, "--advertise-client-urls", &client_url])
             .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
@@ -90,14 +91,6 @@ impl EtcdServer {
             .stderr(Stdio::from(
                 std::fs::File::create(data.path().join("etcd.log")).map_err(|e| format!("log file: {e}"))?,
             ));
-        // The server must not outlive the test process (nor the thread that started it).
-        // SAFETY: prctl is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
         let child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
@@ -203,8 +196,7 @@ struct Proc(common::Reaped, Option<thread::JoinHandle<String>>);
 
 impl Proc {
     fn signal(&self, sig: i32) {
-        // SAFETY: kill has no memory-safety preconditions; the child is not reaped yet.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, sig) };
+        let _ = common::signals::kill(self.0.id(), sig);
     }
 
     /// Wait (bounded) for the exit; the exit code and stderr.
@@ -527,8 +519,7 @@ fn etcd_stopped_mid_run_gives_coordination_unavailable_never_a_grant() {
     let me = me();
 
     // A server that hangs (stopped): answers are never trusted, nothing is granted.
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGSTOP) };
+    let _ = common::signals::kill(server.child.id(), libc::SIGSTOP);
     let stopped = Instant::now();
     let (endpoint2, prefix2, me2) = (endpoint.clone(), prefix.clone(), me.clone());
     let acquirer =
@@ -556,8 +547,7 @@ fn etcd_stopped_mid_run_gives_coordination_unavailable_never_a_grant() {
     assert_eq!(refusal["reason"], "SESSION_COORDINATION_UNAVAILABLE");
 
     // A server that is gone (killed): refused at once, with the reason line.
-    // SAFETY: as above.
-    unsafe { libc::kill(server.child.id() as libc::pid_t, libc::SIGKILL) };
+    let _ = common::signals::kill(server.child.id(), libc::SIGKILL);
     let out = run(&endpoint, &prefix, &["acquire", "OUT-U", "--owner-pid", &me]);
     assert_eq!(out.status.code(), Some(5));
     let err = String::from_utf8_lossy(&out.stderr);

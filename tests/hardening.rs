@@ -570,10 +570,8 @@ fn directory_or_endless_device_at_the_registry_path_is_refused() {
 fn fifo_planted_as_registry_or_lock_file_does_not_hang() {
     let fifo = |path: &Path| {
         fs::create_dir_all(path.parent().expect("parent")).expect("runtime/");
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
-        // SAFETY: mkfifo reads a NUL-terminated path we own.
-        let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o666) };
-        assert_eq!(rc, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+        let made = common::signals::mkfifo(path);
+        assert!(made.is_ok(), "mkfifo {}: {made:?}", path.display());
     };
     let reg_home = Home::new();
     fifo(&reg_home.registry());

@@ -209,14 +209,13 @@ fn work_outliving_a_killed_run_keeps_its_lease_until_prune_force() {
     let mut cmd = leasectl(home.path(), &["run", "K", "--", "sh", "-c", "setsid -f sleep 300; sleep 300"]);
     cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let mut job = cmd.spawn().expect("run");
-    let pgid = job.id() as i32;
+    let pgid = job.id();
     let mut lease = String::new();
     wait_for("the lease and both sleeps", || {
         lease = lease_ids(home.path()).into_iter().next().unwrap_or_default();
         !lease.is_empty() && work_of(&lease).len() >= 2
     });
-    // SAFETY: kill(2) on the job's own process group.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = common::signals::kill_group(pgid, libc::SIGKILL);
     let _ = job.wait();
     let cleanup = Cleanup(lease.clone());
     // The keeper and CMD die (CMD by its parent-death signal); the setsid'd sleep lives on.
@@ -243,8 +242,7 @@ struct Cleanup(String);
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for pid in work_of(&self.0) {
-            // SAFETY: kill(2) on processes this test started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = common::signals::kill(pid.unsigned_abs(), libc::SIGKILL);
         }
     }
 }

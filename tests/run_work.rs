@@ -151,19 +151,13 @@ fn sigterm_reaches_every_process_of_the_work() {
 /// the work goes on and the lease stays; SIGTERM still ends them.
 #[test]
 fn nohup_keeps_hold_and_run_through_a_hangup() {
-    use std::os::unix::process::CommandExt;
     for (what, tail) in [("hold", &[][..]), ("run", &["--", "sleep", "30"][..])] {
         let home = Home::new();
         let mut args = vec![what, "S"];
         args.extend_from_slice(tail);
-        let mut cmd = home.cmd(&args);
-        // SAFETY: signal(2) is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::signal(libc::SIGHUP, libc::SIG_IGN);
-                Ok(())
-            });
-        }
+        // The real nohup: SIGHUP ignored, then leasectl exec'd (stdout is a pipe: no nohup.out).
+        let mut cmd = std::process::Command::new("nohup");
+        cmd.arg(common::process::BIN).arg("--home").arg(home.path()).args(&args).env_remove("HERMES_HOME");
         let mut proc = common::process::Proc::spawn(what, cmd);
         home.wait_entry_for("S");
         let lease_owner = home.entries()[0]["pid"].as_u64().expect("pid");

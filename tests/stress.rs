@@ -87,8 +87,7 @@ fn worker(id: usize, home: std::path::PathBuf, until: Instant) -> Tally {
             let killed = rand_u64().is_multiple_of(10);
             let end = Instant::now();
             let sig = if killed { libc::SIGKILL } else { libc::SIGTERM };
-            // SAFETY: signalling our own child, not yet reaped.
-            unsafe { libc::kill(pid as libc::pid_t, sig) };
+            let _ = common::signals::kill(pid, sig);
             let status = child.wait().expect("wait");
             if !killed && status.code() != Some(0) {
                 tally.other.push(format!("holder {pid} exited {status} after SIGTERM"));

@@ -6,6 +6,7 @@
 mod owners;
 pub mod process;
 pub mod pty;
+pub mod signals;
 
 pub use owners::owner;
 

@@ -125,8 +125,7 @@ pub struct Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         if self.group {
-            // SAFETY: kill has no memory-safety preconditions; the group is ours.
-            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = super::signals::kill_group(self.child.id(), libc::SIGKILL);
         }
         // No-ops when the child is already reaped (std never signals a reaped pid).
         let _ = self.child.kill();
@@ -250,9 +249,8 @@ impl Proc {
     /// Send a signal to a child that is still running (asserted: never to a reaped pid).
     pub fn signal(&mut self, sig: libc::c_int) {
         assert!(self.running(), "{} exited before it could be sent signal {sig}", self.label);
-        // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}): {}", self.pid(), std::io::Error::last_os_error());
+        let sent = super::signals::kill(self.pid(), sig);
+        assert!(sent.is_ok(), "kill({}, {sig}): {sent:?}", self.pid());
     }
 
     /// SIGKILL and reap; returns the status.

@@ -73,6 +73,7 @@ impl Drop for Pty {
 impl Pty {
     /// `leasectl ARGS` in a new `rows` x `cols` pty, run in `cwd` with `TERM=xterm-256color`
     /// and `env` set, and `HERMES_HOME` and `NO_COLOR` removed. `name` is what messages call it.
+    #[allow(unsafe_code)] // a raw descriptor from portable-pty: no safe call takes it; see SAFETY
     pub fn spawn(name: &'static str, args: &[&OsStr], env: &[(&str, &OsStr)], cwd: &Path, rows: u16, cols: u16) -> Pty {
         let pair =
             native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
@@ -160,13 +161,11 @@ impl Pty {
         }
         if let Some(pid) = self.child.process_id() {
             let exited = !grace.is_zero() && {
-                // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+                let _ = super::signals::kill(pid, libc::SIGTERM);
                 eventually(grace, || !matches!(self.child.try_wait(), Ok(None)))
             };
             if !exited {
-                // SAFETY: kill has no memory-safety preconditions; the child is ours and not reaped.
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                let _ = super::signals::kill(pid, libc::SIGKILL);
             }
         }
         let _ = self.child.wait();
@@ -260,6 +259,7 @@ impl Pty {
     }
 
     /// The pty's local mode flags (`c_lflag`): a termios ioctl on the master reads the slave's.
+    #[allow(unsafe_code)] // a raw descriptor from portable-pty: no safe call takes it; see SAFETY
     pub fn local_flags(&self) -> libc::tcflag_t {
         let master = self.master.as_ref().expect("the terminal was not hung up");
         let fd = master.as_raw_fd().expect("the pty master has a descriptor");
@@ -319,7 +319,6 @@ pub fn cpu_time(pid: u32) -> Duration {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| -> u64 { fields[i].parse().unwrap_or_else(|_| panic!("field {i} of {stat:?}")) };
     let total = ticks(11) + ticks(12);
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = super::signals::clock_ticks_per_second().max(1);
     Duration::from_millis(total * 1000 / hz)
 }
