@@ -12,7 +12,7 @@ use super::event::{Job, JobDone};
 use super::extension::Runner;
 use super::sessions::SessionCache;
 use crate::lease::owner::{OwnerProbe, hostname};
-use crate::lease::{self, Error, LeaseStore, Listing, Location, StoreOptions, paths};
+use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, paths};
 
 /// Which locations the worker reads.
 #[derive(Debug, Clone)]
@@ -316,12 +316,8 @@ impl Worker {
                     }
                     lease::Target::Session(s) => format!("force-release session {s}"),
                 };
-                (
-                    what,
-                    store
-                        .force_release(target, lease::ForceOptions { allow_live: *allow_live, dry_run: false })
-                        .map(ActionOutcome::Removed),
-                )
+                let opts = lease::ForceOptions { allow_live: *allow_live, dry_run: false };
+                (what, store.force_release(target, opts).map(ActionOutcome::Removed))
             }
             Effect::PlanRepair { .. } => {
                 let planned = store.repair(lease::repair::RepairOptions { dry_run: true, force: false });
@@ -333,50 +329,52 @@ impl Worker {
             }
             Effect::Repair { force, .. } => {
                 let done = store.repair(lease::repair::RepairOptions { dry_run: false, force: *force });
-                let result = done.map(|r| {
-                    let backup = r.backup.map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
-                    ActionOutcome::Repaired(format!(
-                        "kept {} lease(s) ({} restored), dropped {}, re-keyed {}{}; old bytes in {backup}",
-                        r.plan.kept.len(),
-                        r.plan.restored.len(),
-                        r.plan.dropped.len(),
-                        r.plan.rekeyed.len(),
-                        if r.plan.cut_at.is_some() { ", and what followed the cut is lost" } else { "" }
-                    ))
-                });
-                ("repair".to_owned(), result)
+                ("repair".to_owned(), done.map(|r| ActionOutcome::Repaired(repaired_summary(&r))))
             }
             _ => return None,
         };
         // The store put the change on record; what it could not record is said in the log.
         let audit_failures = self.audit_failures.lock().map(|mut all| std::mem::take(&mut *all)).unwrap_or_default();
-        let lock_holder = match &result {
-            Err(Error::LockTimeout { holder_pid, .. }) => *holder_pid,
-            _ => None,
-        };
-        // What the action learned about the lock stands until the next check: a timeout
-        // names the holder at once; a success proves the lock free.
-        if let Some(lock_path) = location.lock_path() {
-            match (lock_holder, &result) {
-                (Some(pid), _) => {
-                    // It held the lock at least for as long as the action waited.
-                    let known = self.lock_seen.get(&lock_path).map(|(h, _)| h.clone()).filter(|h| h.pid == pid);
-                    let waited = self.options.lock_timeout.as_secs_f64();
-                    let holder = known.unwrap_or_else(|| LockHolder {
-                        pid,
-                        command: lease::owner::command_name(u64::from(pid)),
-                        since: lease::now() - waited,
-                    });
-                    self.lock_seen.insert(lock_path, (holder, true));
-                }
-                (None, Ok(_)) => {
-                    self.lock_seen.remove(&lock_path);
-                }
-                _ => {}
-            }
-        }
-        Some(Event::ActionDone(ActionDone { location, what, result, audit_failures }))
+        let done = ActionDone { location, what, result, audit_failures };
+        self.learn_lock(&done);
+        Some(Event::ActionDone(done))
     }
+
+    /// What an action learned about its registry's lock stands until the next check: a
+    /// timeout names the holder at once (held at least as long as the action waited); a
+    /// success proves the lock free.
+    fn learn_lock(&mut self, done: &ActionDone) {
+        let Some(lock_path) = done.location.lock_path() else { return };
+        match (done.lock_holder(), &done.result) {
+            (Some(pid), _) => {
+                let known = self.lock_seen.get(&lock_path).map(|(h, _)| h.clone()).filter(|h| h.pid == pid);
+                let waited = self.options.lock_timeout.as_secs_f64();
+                let holder = known.unwrap_or_else(|| LockHolder {
+                    pid,
+                    command: lease::owner::command_name(u64::from(pid)),
+                    since: lease::now() - waited,
+                });
+                self.lock_seen.insert(lock_path, (holder, true));
+            }
+            (None, Ok(_)) => {
+                self.lock_seen.remove(&lock_path);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What a repair did, in one log line.
+fn repaired_summary(r: &lease::repair::RepairReport) -> String {
+    let backup = r.backup.as_ref().map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
+    format!(
+        "kept {} lease(s) ({} restored), dropped {}, re-keyed {}{}; old bytes in {backup}",
+        r.plan.kept.len(),
+        r.plan.restored.len(),
+        r.plan.dropped.len(),
+        r.plan.rekeyed.len(),
+        if r.plan.cut_at.is_some() { ", and what followed the cut is lost" } else { "" }
+    )
 }
 
 /// A repair plan as lines for the confirmation dialog.
