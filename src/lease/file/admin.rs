@@ -163,19 +163,10 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         empty_session_ids: vec![],
         conflicts: BTreeMap::new(),
         stale: vec![],
-        leftover_temp_files: vec![],
+        leftover_temp_files: old_temp_files(reg),
         lock_holder: lock::lock_holder(&reg.lock_path()),
-        lock_problem: match std::fs::symlink_metadata(reg.lock_path()) {
-            Ok(m) if m.is_file() => None,
-            Ok(m) if m.file_type().is_symlink() => Some("the lock file is a symlink (leasectl refuses it)".into()),
-            Ok(_) => Some("the lock file is not a regular file (a FIFO, socket, device or directory)".into()),
-            Err(_) => None,
-        },
-        symlink_to: std::fs::symlink_metadata(&path)
-            .ok()
-            .filter(|m| m.file_type().is_symlink())
-            // Resolved, so the fix can be pasted from anywhere; a dangling link as written.
-            .map(|_| std::fs::canonicalize(&path).or_else(|_| std::fs::read_link(&path)).unwrap_or_default()),
+        lock_problem: lock_problem(reg),
+        symlink_to: symlink_target(&path),
         live: 0,
         over_cap: false,
         leak_suspects: vec![],
@@ -196,47 +187,73 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
                 report.empty_session_ids = empty_session_ids(&bytes);
                 report.problems = problems;
             }
-            Ok(file) => {
-                let views = judge_all(file.entries);
-                let mut by_session: BTreeMap<String, Vec<LeaseView>> = BTreeMap::new();
-                for v in &views {
-                    if v.liveness == Liveness::Alive {
-                        by_session.entry(v.entry.session_id().to_owned()).or_default().push(v.clone());
-                    }
-                }
-                report.live = by_session.values().map(Vec::len).sum();
-                report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
-                report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
-                let (threshold, warning) = crate::lease::context::idle_threshold(&reg.home, idle);
-                report.idle_warning = warning;
-                let live: Vec<&LeaseView> = views.iter().filter(|v| v.liveness == Liveness::Alive).collect();
-                let ids: Vec<&str> = live.iter().map(|v| v.entry.session_id()).collect();
-                match crate::lease::context::read(&reg.home, &ids) {
-                    crate::lease::context::Contexts::Unknown(why) => report.context_unknown = Some(why),
-                    contexts => {
-                        let at = crate::lease::clock::now();
-                        for v in live {
-                            let owner = crate::lease::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
-                            if let Some(reason) = crate::lease::context::leak_reason(
-                                v,
-                                contexts.get(v.entry.session_id()),
-                                threshold,
-                                at,
-                                &owner,
-                            ) {
-                                report.leak_suspects.push((v.clone(), reason));
-                            }
-                        }
-                    }
-                }
-                report.stale = views
-                    .into_iter()
-                    .filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. }))
-                    .collect();
-            }
+            Ok(file) => judge_valid(&mut report, judge_all(file.entries), idle),
         },
     }
-    report.leftover_temp_files = registry::leftover_temp_files(&reg.runtime_dir())
+    report
+}
+
+/// What doctor says of a valid registry's leases: live owners by session (conflicts,
+/// over the cap), leak suspects, and the stale leases of dead and recycled owners.
+fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Duration>) {
+    let mut by_session: BTreeMap<String, Vec<LeaseView>> = BTreeMap::new();
+    for v in views.iter().filter(|v| v.liveness == Liveness::Alive) {
+        by_session.entry(v.entry.session_id().to_owned()).or_default().push(v.clone());
+    }
+    report.live = by_session.values().map(Vec::len).sum();
+    report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
+    report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
+    leak_suspects(report, &views, idle);
+    report.stale =
+        views.into_iter().filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect();
+}
+
+/// Live owners whose session ended or went idle in the home's state.db, or why it could not tell.
+fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Duration>) {
+    use crate::lease::context;
+    let home = report.registry.home.clone();
+    let (threshold, warning) = context::idle_threshold(&home, idle);
+    report.idle_warning = warning;
+    let live: Vec<&LeaseView> = views.iter().filter(|v| v.liveness == Liveness::Alive).collect();
+    let ids: Vec<&str> = live.iter().map(|v| v.entry.session_id()).collect();
+    let contexts = match context::read(&home, &ids) {
+        context::Contexts::Unknown(why) => {
+            report.context_unknown = Some(why);
+            return;
+        }
+        contexts => contexts,
+    };
+    let at = crate::lease::clock::now();
+    for v in live {
+        let owner = crate::lease::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
+        if let Some(reason) = context::leak_reason(v, contexts.get(v.entry.session_id()), threshold, at, &owner) {
+            report.leak_suspects.push((v.clone(), reason));
+        }
+    }
+}
+
+/// The lock file when it is anything but a regular file: no acquire can work.
+fn lock_problem(reg: &Registry) -> Option<String> {
+    match std::fs::symlink_metadata(reg.lock_path()) {
+        Ok(m) if m.is_file() => None,
+        Ok(m) if m.file_type().is_symlink() => Some("the lock file is a symlink (leasectl refuses it)".into()),
+        Ok(_) => Some("the lock file is not a regular file (a FIFO, socket, device or directory)".into()),
+        Err(_) => None,
+    }
+}
+
+/// Where the registry points when it is a symlink: resolved, so the fix can be pasted
+/// from anywhere; a dangling link as written.
+fn symlink_target(path: &std::path::Path) -> Option<std::path::PathBuf> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_symlink())
+        .map(|_| std::fs::canonicalize(path).or_else(|_| std::fs::read_link(path)).unwrap_or_default())
+}
+
+/// Temp files a crashed writer left (older than a write in progress could be).
+fn old_temp_files(reg: &Registry) -> Vec<std::path::PathBuf> {
+    registry::leftover_temp_files(&reg.runtime_dir())
         .into_iter()
         .filter(|p| {
             std::fs::metadata(p)
@@ -245,8 +262,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age >= TEMP_GRACE)
         })
-        .collect();
-    report
+        .collect()
 }
 
 fn empty_session_ids(bytes: &[u8]) -> Vec<usize> {
