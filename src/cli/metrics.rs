@@ -28,6 +28,14 @@ fn label_value(v: &str) -> String {
     v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
 }
 
+/// `leasectl metrics`: the text on standard output.
+pub fn print(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> Result<i32, super::Failure> {
+    use std::io::Write as _;
+    let text = render(stores, idle);
+    super::note_stdout(std::io::stdout().write_all(text.as_bytes()));
+    Ok(super::EXIT_OK)
+}
+
 /// The metrics text for `stores`; `idle` is the leak threshold given on the command line.
 pub fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> String {
     let mut leases = family("leasectl_leases", "Leases in the registry, by owner liveness.");

@@ -117,16 +117,8 @@ impl From<Error> for Failure {
 fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     hints::set(&cli);
     let timeout = lock_timeout(cli.lock_timeout)?;
-    // No command: the console on a terminal, the listing otherwise (pipes, scripts);
-    // either way over the console's scope, the root and every profile.
     let implicit = cli.command.is_none();
-    let command = cli.command.take().unwrap_or_else(|| {
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            Command::Tui
-        } else {
-            Command::Ls(args::LsArgs::default())
-        }
-    });
+    let command = cli.command.take().unwrap_or_else(implicit_command);
     // Generated from the argument definitions; they need no registry.
     match &command {
         Command::Completions(a) => return Ok(print_completions(a.shell)),
@@ -134,14 +126,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         _ => {}
     }
     let Selection { locations, root } = select_locations(&cli, &command, implicit)?;
-    let ttl = match &command {
-        Command::Acquire(a) => a.opts.ttl,
-        Command::Hold(o) => o.ttl,
-        Command::Run(a) => a.opts.ttl,
-        _ => None,
-    };
-    let options =
-        StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)?, idle_threshold: cli.idle_threshold };
+    let options = store_options(&cli, &command, timeout)?;
     let single = || -> Result<Box<dyn LeaseStore>, Failure> {
         if cli.all_profiles {
             return Err(usage("--all-profiles works with ls, prune, doctor and force-release only"));
@@ -183,9 +168,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Doctor(a) => doctor(&mut all()?, a.json),
         Command::Run(a) => match keeper::role() {
             // The process a script started: the work runs under a keeper it starts.
-            Role::Relay => {
-                keeper::relay(stop_signals()?).map_err(|e| fail(format!("cannot start the lease keeper: {e}")))
-            }
+            Role::Relay => start_keeper(),
             Role::Keeper(relay) => run_cmd(&mut *single()?, &a, relay, timeout),
             Role::Orphaned(relay) => Err(fail(format!("leasectl (pid {relay}) ended before CMD started"))),
         },
@@ -197,14 +180,35 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         }
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, cli.idle_threshold, discover()),
-        Command::Metrics => {
-            use std::io::Write as _;
-            let text = metrics::render(&mut all()?, cli.idle_threshold);
-            note_stdout(std::io::stdout().write_all(text.as_bytes()));
-            Ok(EXIT_OK)
-        }
+        Command::Metrics => metrics::print(&mut all()?, cli.idle_threshold),
         Command::Completions(_) | Command::Man => Ok(EXIT_OK),
     }
+}
+
+/// No command: the console on a terminal, the listing otherwise (pipes, scripts);
+/// either way over the console's scope, the root and every profile.
+fn implicit_command() -> Command {
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        Command::Tui
+    } else {
+        Command::Ls(args::LsArgs::default())
+    }
+}
+
+/// How to open the stores: the lock bound, the TTL an etcd grant asks for, the idle threshold.
+fn store_options(cli: &Cli, command: &Command, timeout: Duration) -> Result<StoreOptions, Failure> {
+    let ttl = match command {
+        Command::Acquire(a) => a.opts.ttl,
+        Command::Hold(o) => o.ttl,
+        Command::Run(a) => a.opts.ttl,
+        _ => None,
+    };
+    Ok(StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)?, idle_threshold: cli.idle_threshold })
+}
+
+/// `run` as the process a script started: it starts the keeper that holds the lease and runs CMD.
+fn start_keeper() -> Result<i32, Failure> {
+    keeper::relay(stop_signals()?).map_err(|e| fail(format!("cannot start the lease keeper: {e}")))
 }
 
 /// What a command acts on.
