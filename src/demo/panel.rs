@@ -24,94 +24,94 @@ fn surfaces() -> Vec<String> {
 impl DemoState {
     /// A playground key; `None` when the key is not the demo's (the console handles it).
     fn on_demo_key(&mut self, key: &KeyEvent, context: &KeyContext) -> Option<Reaction> {
-        let selected_session = context.selected.map(|l| l.entry.session_id().to_owned());
-        let selected_pid = context.selected.map(|l| l.entry.pid());
         if self.form.is_some() {
             return Some(Reaction { jobs: self.on_form_key(key), log: vec![] });
         }
-        let demo = self;
-        let fresh = format!("S{}", demo.counter);
-        let running: Vec<(u64, String)> = demo
-            .owners
-            .iter()
-            .filter(|o| o.running)
-            .map(|o| (o.pid, format!("pid {} ({} {})", o.pid, o.session, o.live_id)))
-            .collect();
+        let selected_pid = context.selected.map(|l| l.entry.pid());
         let form = match lookup(DEMO_KEYS, key)? {
-            DemoKey::SpawnOwner => Form {
-                kind: FormKind::SpawnOwner,
-                fields: vec![
-                    Field::text("session", fresh),
-                    Field::choice("surface", surfaces()),
-                    Field::text("live id", format!("tab-{}", demo.counter)),
-                    Field::choice("track liveness", vec!["no".into(), "yes".into()]),
-                ],
-                focus: 0,
-                error: None,
-            },
-            DemoKey::TryAcquire => {
-                let mut owners = vec!["new owner process".to_owned()];
-                owners.extend(running.iter().map(|(_, label)| label.clone()));
-                let mut owner = Field::choice("owner", owners);
-                // Default to the selected lease's owner, if it is one of ours: the same-writer case.
-                if let Some(i) = running.iter().position(|(pid, _)| Some(*pid) == selected_pid) {
-                    owner.choice = i + 1;
-                }
-                let live = demo
-                    .owners
-                    .iter()
-                    .find(|o| Some(o.pid) == selected_pid)
-                    .map(|o| o.live_id.clone())
-                    .unwrap_or_else(|| format!("tab-{}", demo.counter));
-                Form {
-                    kind: FormKind::TryAcquire,
-                    fields: vec![
-                        Field::text("session", selected_session.unwrap_or(fresh)),
-                        Field::choice("surface", surfaces()),
-                        Field::text("live id", live),
-                        Field::text("cap (empty: config)", ""),
-                        owner,
-                    ],
-                    focus: 0,
-                    error: None,
-                }
-            }
-            DemoKey::SetCap => Form {
-                kind: FormKind::SetCap,
-                fields: vec![Field::text("cap (empty: none)", "2")],
-                focus: 0,
-                error: None,
-            },
-            DemoKey::Corrupt => Form {
-                kind: FormKind::Corrupt,
-                fields: vec![Field::choice("kind", CorruptKind::ALL.iter().map(|k| k.label().to_owned()).collect())],
-                focus: 0,
-                error: None,
-            },
+            DemoKey::SpawnOwner => self.spawn_form(),
+            DemoKey::TryAcquire => self.acquire_form(context),
+            DemoKey::SetCap => Form::new(FormKind::SetCap, vec![Field::text("cap (empty: none)", "2")]),
+            DemoKey::Corrupt => Form::new(
+                FormKind::Corrupt,
+                vec![Field::choice("kind", CorruptKind::ALL.iter().map(|k| k.label().to_owned()).collect())],
+            ),
             DemoKey::KillOwner => {
-                let Some(pid) = selected_pid.filter(|p| running.iter().any(|(r, _)| r == p)) else {
+                let Some(pid) = selected_pid.filter(|p| self.running().iter().any(|(r, _)| r == p)) else {
                     let why = "K kills the selected lease's owner, which must be a running demo owner";
                     return Some(Reaction { jobs: vec![], log: vec![(LogLevel::Warn, why.into())] });
                 };
                 return Some(act(Action::KillOwner { owner: OwnerChoice::Existing(pid) }));
             }
             DemoKey::FakeRecycled => {
-                demo.counter += 1;
-                return Some(act(Action::FakeRecycled { session: format!("recycled-{}", demo.counter - 1) }));
+                self.counter += 1;
+                return Some(act(Action::FakeRecycled { session: format!("recycled-{}", self.counter - 1) }));
             }
             DemoKey::Repair => return Some(act(Action::Repair)),
-            DemoKey::Tour => {
-                let steps = tour::steps().len();
-                if demo.next_step >= steps {
-                    let why = "the tour is over; quit and run `leasectl demo --tour` for a fresh one";
-                    return Some(Reaction { jobs: vec![], log: vec![(LogLevel::Info, why.into())] });
-                }
-                demo.next_step += 1;
-                return Some(Reaction { jobs: vec![Job::new(DemoJob::Tour(demo.next_step - 1))], log: vec![] });
-            }
+            DemoKey::Tour => return Some(self.next_tour_step()),
         };
-        demo.form = Some(form);
+        self.form = Some(form);
         Some(Reaction::default())
+    }
+
+    /// The running demo owners, each with its label for a form's choice.
+    fn running(&self) -> Vec<(u64, String)> {
+        self.owners
+            .iter()
+            .filter(|o| o.running)
+            .map(|o| (o.pid, format!("pid {} ({} {})", o.pid, o.session, o.live_id)))
+            .collect()
+    }
+
+    fn spawn_form(&self) -> Form {
+        Form::new(
+            FormKind::SpawnOwner,
+            vec![
+                Field::text("session", format!("S{}", self.counter)),
+                Field::choice("surface", surfaces()),
+                Field::text("live id", format!("tab-{}", self.counter)),
+                Field::choice("track liveness", vec!["no".into(), "yes".into()]),
+            ],
+        )
+    }
+
+    /// A try-acquire form, on the selected lease's session and owner when it is one of
+    /// the demo's (the same-writer case).
+    fn acquire_form(&self, context: &KeyContext) -> Form {
+        let selected_pid = context.selected.map(|l| l.entry.pid());
+        let running = self.running();
+        let mut owners = vec!["new owner process".to_owned()];
+        owners.extend(running.iter().map(|(_, label)| label.clone()));
+        let mut owner = Field::choice("owner", owners);
+        if let Some(i) = running.iter().position(|(pid, _)| Some(*pid) == selected_pid) {
+            owner.choice = i + 1;
+        }
+        let live = self
+            .owners
+            .iter()
+            .find(|o| Some(o.pid) == selected_pid)
+            .map(|o| o.live_id.clone())
+            .unwrap_or_else(|| format!("tab-{}", self.counter));
+        let session = context.selected.map(|l| l.entry.session_id().to_owned()).unwrap_or(format!("S{}", self.counter));
+        Form::new(
+            FormKind::TryAcquire,
+            vec![
+                Field::text("session", session),
+                Field::choice("surface", surfaces()),
+                Field::text("live id", live),
+                Field::text("cap (empty: config)", ""),
+                owner,
+            ],
+        )
+    }
+
+    fn next_tour_step(&mut self) -> Reaction {
+        if self.next_step >= tour::steps().len() {
+            let why = "the tour is over; quit and run `leasectl demo --tour` for a fresh one";
+            return Reaction { jobs: vec![], log: vec![(LogLevel::Info, why.into())] };
+        }
+        self.next_step += 1;
+        Reaction { jobs: vec![Job::new(DemoJob::Tour(self.next_step - 1))], log: vec![] }
     }
 
     fn on_form_key(&mut self, key: &KeyEvent) -> Vec<Job> {

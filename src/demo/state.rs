@@ -97,6 +97,13 @@ pub struct Form {
     pub error: Option<String>,
 }
 
+impl Form {
+    /// A form with the focus on its first field and no error yet.
+    pub fn new(kind: FormKind, fields: Vec<Field>) -> Form {
+        Form { kind, fields, focus: 0, error: None }
+    }
+}
+
 /// What the demo asks its runner to do: one playground action, or a tour step.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DemoJob {
