@@ -193,75 +193,12 @@ impl Entry {
         text: Arc<str>,
         seen: &S,
     ) -> Result<Entry, Vec<Problem>> {
-        let mut problems = Vec::new();
-        let mut bad = |rule: Rule, lease: Option<&str>, detail: String| {
-            problems.push(Problem { rule, entry_index: Some(index), lease_id: lease.map(str::to_owned), detail })
-        };
-        let lease_id = match raw.field("lease_id") {
-            Some(Value::String(s)) if !py_is_blank(s) => Some(s.as_str()),
-            other => {
-                bad(Rule::LeaseId, None, format!("lease_id is {}", describe(other)));
-                None
-            }
-        };
-        if let Some(id) = lease_id
-            && seen.seen(id)
-        {
-            bad(Rule::DuplicateLeaseId, lease_id, "lease_id appears in an earlier entry".into());
-        }
-        let session_id = match raw.field("session_id") {
-            Some(Value::String(s)) if !py_is_blank(s) => Some(s.clone()),
-            other => {
-                bad(Rule::SessionId, lease_id, format!("session_id is {}", describe(other)));
-                None
-            }
-        };
-        let pid = match raw.field("pid").and_then(registry_pid) {
-            Some(p) => Some(p),
-            None => {
-                let other = raw.field("pid");
-                bad(Rule::Pid, lease_id, format!("pid is {}, not a positive integer", describe(other)));
-                None
-            }
-        };
-        let surface = match raw.field("surface") {
-            None | Some(Value::Null) => Some(None),
-            Some(Value::String(s)) => Some(Some(s.clone())),
-            other => {
-                bad(Rule::Surface, lease_id, format!("surface is {}, not a string or null", describe(other)));
-                None
-            }
-        };
-        let track_liveness = match raw.field("track_liveness") {
-            None | Some(Value::Null) => Some(false),
-            Some(Value::Bool(b)) => Some(*b),
-            other => {
-                bad(Rule::TrackLiveness, lease_id, format!("track_liveness is {}, not a bool", describe(other)));
-                None
-            }
-        };
-        match raw.field("metadata") {
-            None | Some(Value::Null) | Some(Value::Object(_)) => {}
-            other => bad(Rule::Metadata, lease_id, format!("metadata is {}, not an object", describe(other))),
-        }
-        let process_start_time = match raw.field("process_start_time") {
-            None | Some(Value::Null) => Some(None),
-            Some(Value::String(s)) if s.is_empty() => Some(None),
-            Some(v) => match py_float(v) {
-                Some(f) if f.is_finite() => Some(Some(f)),
-                _ => {
-                    bad(
-                        Rule::ProcessStartTime,
-                        lease_id,
-                        format!("process_start_time is {}, not null or a finite number", describe(Some(v))),
-                    );
-                    None
-                }
-            },
-        };
+        let mut found = Findings { index, problems: Vec::new() };
+        let (lease_id, session_id, pid) = identity(raw, seen, &mut found);
+        let (surface, track_liveness, process_start_time) = owner_fields(raw, lease_id, &mut found);
         match (lease_id, session_id, pid, surface, track_liveness, process_start_time) {
             (Some(lease_id), Some(session_id), Some(pid), Some(surface), Some(track_liveness), Some(pst))
-                if problems.is_empty() =>
+                if found.problems.is_empty() =>
             {
                 // A time Python reads as NaN or infinity is no time: unknown.
                 let started_at = raw.field("started_at").and_then(py_float).filter(|t| t.is_finite());
@@ -277,7 +214,7 @@ impl Entry {
                     text,
                 })
             }
-            _ => Err(problems),
+            _ => Err(found.problems),
         }
     }
 
@@ -389,6 +326,93 @@ impl Entry {
     pub fn to_value(&self) -> Value {
         pyjson::standard(Value::Object(self.fields()))
     }
+}
+
+/// The problems found in one entry, each with the rule it breaks and where.
+struct Findings {
+    index: usize,
+    problems: Vec<Problem>,
+}
+
+impl Findings {
+    fn bad(&mut self, rule: Rule, lease: Option<&str>, detail: String) {
+        self.problems.push(Problem { rule, entry_index: Some(self.index), lease_id: lease.map(str::to_owned), detail })
+    }
+}
+
+/// The fields that say which lease and whose: lease id (unique), session id, pid.
+fn identity<'r, F: Fields + ?Sized, S: SeenIds + ?Sized>(
+    raw: &'r F,
+    seen: &S,
+    found: &mut Findings,
+) -> (Option<&'r str>, Option<String>, Option<u64>) {
+    let lease_id = match raw.field("lease_id") {
+        Some(Value::String(s)) if !py_is_blank(s) => Some(s.as_str()),
+        other => {
+            found.bad(Rule::LeaseId, None, format!("lease_id is {}", describe(other)));
+            None
+        }
+    };
+    if let Some(id) = lease_id
+        && seen.seen(id)
+    {
+        found.bad(Rule::DuplicateLeaseId, lease_id, "lease_id appears in an earlier entry".into());
+    }
+    let session_id = match raw.field("session_id") {
+        Some(Value::String(s)) if !py_is_blank(s) => Some(s.clone()),
+        other => {
+            found.bad(Rule::SessionId, lease_id, format!("session_id is {}", describe(other)));
+            None
+        }
+    };
+    let pid = raw.field("pid").and_then(registry_pid);
+    if pid.is_none() {
+        let shown = describe(raw.field("pid"));
+        found.bad(Rule::Pid, lease_id, format!("pid is {shown}, not a positive integer"));
+    }
+    (lease_id, session_id, pid)
+}
+
+/// The fields about the owner and its lease: surface, track_liveness, metadata, start time.
+#[allow(clippy::type_complexity)]
+fn owner_fields<F: Fields + ?Sized>(
+    raw: &F,
+    lease_id: Option<&str>,
+    found: &mut Findings,
+) -> (Option<Option<String>>, Option<bool>, Option<Option<f64>>) {
+    let surface = match raw.field("surface") {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(s)) => Some(Some(s.clone())),
+        other => {
+            found.bad(Rule::Surface, lease_id, format!("surface is {}, not a string or null", describe(other)));
+            None
+        }
+    };
+    let track_liveness = match raw.field("track_liveness") {
+        None | Some(Value::Null) => Some(false),
+        Some(Value::Bool(b)) => Some(*b),
+        other => {
+            found.bad(Rule::TrackLiveness, lease_id, format!("track_liveness is {}, not a bool", describe(other)));
+            None
+        }
+    };
+    match raw.field("metadata") {
+        None | Some(Value::Null) | Some(Value::Object(_)) => {}
+        other => found.bad(Rule::Metadata, lease_id, format!("metadata is {}, not an object", describe(other))),
+    }
+    let process_start_time = match raw.field("process_start_time") {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(s)) if s.is_empty() => Some(None),
+        Some(v) => match py_float(v) {
+            Some(f) if f.is_finite() => Some(Some(f)),
+            _ => {
+                let detail = format!("process_start_time is {}, not null or a finite number", describe(Some(v)));
+                found.bad(Rule::ProcessStartTime, lease_id, detail);
+                None
+            }
+        },
+    };
+    (surface, track_liveness, process_start_time)
 }
 
 /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
