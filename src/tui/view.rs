@@ -105,81 +105,96 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     frame.render_widget(block, area);
     let cols = Layout::horizontal([Constraint::Min(30), Constraint::Length(24)]).split(inner);
     let regs = app.tab_registries();
-    let (mut alive, mut dead, mut recycled, mut unknown, mut work) = (0, 0, 0, 0, 0);
-    for r in &regs {
-        for l in &app.registries[*r].leases {
-            match l.liveness {
-                Liveness::Alive => alive += 1,
-                Liveness::Dead(_) => dead += 1,
-                Liveness::Recycled { .. } => recycled += 1,
-                Liveness::Unknown(_) => unknown += 1,
-                Liveness::WorkRunning { .. } => work += 1,
-            }
-        }
-    }
-    let where_line = if regs.len() == 1 {
-        let r = &app.registries[regs[0]];
-        let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
-        format!("{}{missing}", shown_text(&r.location.describe()))
-    } else {
-        format!("{} registries under {}", regs.len(), home_of(&app.registries[0].location))
-    };
+    let unreadable: Vec<String> = regs
+        .iter()
+        .filter(|r| app.registries[**r].unknown())
+        .map(|r| app.registries[*r].location.name().to_owned())
+        .collect();
+    // Nothing could be read: zeros would say "nobody holds anything", which is not known.
+    let none_read = !regs.is_empty() && regs.len() == unreadable.len();
     let last = regs
         .iter()
         .filter_map(|r| app.registries[*r].last_change)
         .reduce(f64::max)
         .map(|t| time::clock(t, app.now, &app.tz))
         .unwrap_or_else(|| "-".into());
-    let unreadable: Vec<String> = regs
-        .iter()
-        .filter(|r| app.registries[**r].unknown())
-        .map(|r| app.registries[*r].location.name().to_owned())
-        .collect();
-    let mut counts = if regs.len() == unreadable.len() && !regs.is_empty() {
-        // Nothing could be read: zeros would say "nobody holds anything", which is not known.
-        Line::from(Span::styled("leases unknown: the registry cannot be read (see below)", p.bold(Color::Red)))
+    let lines = vec![
+        Line::from(where_text(app, &regs)),
+        counts_line(app, p, &regs, &unreadable, none_read),
+        Line::from(format!("changed {last}  ·  {}", cap_text(app, &regs))),
+    ];
+    frame.render_widget(Paragraph::new(lines), cols[0]);
+    render_slots(app, p, &regs, none_read, frame, cols[1]);
+}
+
+/// Which registry the tab shows, or how many under which home.
+fn where_text(app: &App, regs: &[usize]) -> String {
+    if let [one] = regs {
+        let r = &app.registries[*one];
+        let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
+        format!("{}{missing}", shown_text(&r.location.describe()))
     } else {
-        Line::from(vec![
-            Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
-            Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
-            Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
-            Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
-        ])
-    };
-    if !unreadable.is_empty() && regs.len() > unreadable.len() {
+        format!("{} registries under {}", regs.len(), home_of(&app.registries[0].location))
+    }
+}
+
+/// The owners by verdict (the registries that could not be read named, not counted).
+fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], none_read: bool) -> Line<'static> {
+    if none_read {
+        return Line::from(Span::styled("leases unknown: the registry cannot be read (see below)", p.bold(Color::Red)));
+    }
+    let (mut alive, mut dead, mut recycled, mut unknown, mut work) = (0, 0, 0, 0, 0);
+    for l in regs.iter().flat_map(|r| &app.registries[*r].leases) {
+        match l.liveness {
+            Liveness::Alive => alive += 1,
+            Liveness::Dead(_) => dead += 1,
+            Liveness::Recycled { .. } => recycled += 1,
+            Liveness::Unknown(_) => unknown += 1,
+            Liveness::WorkRunning { .. } => work += 1,
+        }
+    }
+    let mut counts = Line::from(vec![
+        Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
+        Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
+        Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
+        Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
+    ]);
+    if !unreadable.is_empty() {
         counts.push_span(Span::styled(format!("  not counted: {}", unreadable.join(", ")), p.fg(Color::Red)));
     }
     // Only when there is one: a dead `run` owner whose work still runs.
     if work > 0 {
         counts.push_span(Span::styled(format!("  ⚙ {work} WORK RUNNING"), p.fg(Color::Yellow)));
     }
-    let cap_text = if regs.len() == 1 {
-        let r = &app.registries[regs[0]];
-        match r.cap {
+    counts
+}
+
+/// The cap of one registry, or each registry's live leases over its cap.
+fn cap_text(app: &App, regs: &[usize]) -> String {
+    if let [one] = regs {
+        return match app.registries[*one].cap {
             Some(c) => format!("cap {c}"),
             None => "no cap".to_owned(),
-        }
-    } else {
-        regs.iter()
-            .map(|r| {
-                let reg = &app.registries[*r];
-                let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-                format!("{} {}/{cap}", reg.location.name(), reg.live_count())
-            })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let third = Line::from(format!("changed {last}  ·  {cap_text}"));
-    frame.render_widget(Paragraph::new(vec![Line::from(where_line), counts, third]), cols[0]);
+        };
+    }
+    regs.iter()
+        .map(|r| {
+            let reg = &app.registries[*r];
+            let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+            format!("{} {}/{cap}", reg.location.name(), reg.live_count())
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
+}
 
-    let right = Layout::vertical([Constraint::Length(1), Constraint::Length(2)]).split(cols[1]);
+/// The slots gauge and the live leases' history, scaled to the cap when there is one.
+fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: &mut Frame, area: Rect) {
+    let right = Layout::vertical([Constraint::Length(1), Constraint::Length(2)]).split(area);
     let used: u64 = regs.iter().map(|r| app.registries[*r].live_count()).sum();
     let caps: Vec<Option<u64>> = regs.iter().map(|r| app.registries[*r].cap).collect();
     let cap = if caps.iter().all(Option::is_some) { Some(caps.iter().flatten().sum::<u64>()) } else { None };
     match cap {
-        _ if !unreadable.is_empty() && regs.len() == unreadable.len() => {
-            frame.render_widget(Paragraph::new("slots unknown"), right[0])
-        }
+        _ if none_read => frame.render_widget(Paragraph::new("slots unknown"), right[0]),
         Some(cap) if cap > 0 => {
             let ratio = (used as f64 / cap as f64).clamp(0.0, 1.0);
             let color = if used >= cap { Color::Red } else { Color::Green };
@@ -189,8 +204,8 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         _ => frame.render_widget(Paragraph::new(format!("slots {used} live, no cap")), right[0]),
     }
     let width = right[1].width as usize;
-    let history: Vec<u64> = if regs.len() == 1 {
-        let h = &app.registries[regs[0]].history;
+    let history: Vec<u64> = if let [one] = regs {
+        let h = &app.registries[*one].history;
         h.iter().skip(h.len().saturating_sub(width)).copied().collect()
     } else {
         let len = regs.iter().map(|r| app.registries[*r].history.len()).max().unwrap_or(0);
