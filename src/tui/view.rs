@@ -340,22 +340,7 @@ fn activity(now: f64, ctx: &SessionContext) -> String {
 fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let rows = app.rows();
     let selected = app.selection_in(&rows);
-    let stale = app.tab_registries().iter().any(|r| app.registries[*r].error.is_some());
-    let reversed = if app.sort_reverse { ", reversed" } else { "" };
-    let mut title = format!(" leases — sort: {}{reversed} ", app.sort.label());
-    if !app.filter.is_empty() {
-        title.push_str(&format!("— filter: {} ", app.filter));
-    }
-    if app.only_not_alive {
-        title.push_str("— only not alive ");
-    }
-    if app.only_leaks {
-        title.push_str("— only leak suspects ");
-    }
-    if stale {
-        title.push_str("— STALE ");
-    }
-    let block = Block::default().borders(Borders::ALL).title(title);
+    let block = Block::default().borders(Borders::ALL).title(table_title(app));
     let height = block.inner(area).height.saturating_sub(1) as usize;
     let sel_index = rows
         .iter()
@@ -368,38 +353,12 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let many = app.tab_registries().len() > 1;
     let marked = app.extension.as_ref().and_then(|x| x.marked_lease());
     let shown = columns_shown(usize::from(block.inner(area).width));
-    // The sort column is marked: ▲ as labelled, ▼ reversed.
-    let arrow = if app.sort_reverse { " ▼" } else { " ▲" };
-    let head = |i: usize| match app.sort.column() {
-        Some(c) if c == i => format!("{}{arrow}", HEADERS[i]),
-        _ => HEADERS[i].to_owned(),
-    };
-    let mut header = String::new();
-    for (i, (w, _)) in COLUMNS.iter().zip(&shown).enumerate().filter(|(_, (_, s))| **s) {
-        header.push_str(&fit(&head(i), *w));
-    }
-    header.push_str(&head(7));
-    let mut lines = vec![Line::from(Span::styled(header, Style::default().add_modifier(Modifier::BOLD)))];
+    let mut lines =
+        vec![Line::from(Span::styled(header_line(app, &shown), Style::default().add_modifier(Modifier::BOLD)))];
     for (i, row) in rows.iter().enumerate().skip(offset).take(height) {
         lines.push(match row {
             Row::Session { registry, session, count, conflict } => {
-                let mut spans = vec![Span::styled(format!("▸ {}", shown_text(session)), p.bold(Color::Cyan))];
-                if many {
-                    spans.push(Span::raw(format!("  [{}]", app.registries[*registry].location.name())));
-                }
-                spans.push(Span::raw(format!("  {count} lease(s)")));
-                // The session's title and last activity (state.db): clipped first on a narrow screen.
-                if let Some(ctx) = app.registries[*registry].session(session) {
-                    if let Some(title) = &ctx.title {
-                        spans.push(Span::styled(format!("  “{}”", shown_text(title)), p.fg(Color::White)));
-                    }
-                    spans.push(Span::styled(format!("  {}", activity(app.now, ctx)), p.fg(Color::DarkGray)));
-                }
-                if *conflict {
-                    spans.push(Span::raw("  "));
-                    spans.push(Span::styled("⚠ CONFLICT: more than one live owner", p.alert()));
-                }
-                Line::from(spans)
+                session_line(app, p, *registry, session, *count, *conflict, many)
             }
             Row::Lease { registry, lease } => {
                 let row = &app.registries[*registry].leases[*lease];
@@ -418,19 +377,87 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         });
     }
     if rows.is_empty() {
-        let loaded = app.tab_registries().iter().all(|r| app.registries[*r].loaded);
-        let unknown = app.tab_registries().iter().any(|r| app.registries[*r].unknown());
-        lines.push(Line::from(if !loaded {
-            "  reading…"
-        } else if unknown {
-            "  leases unknown: the registry cannot be read (see above)"
-        } else if app.filter.is_empty() && !app.only_not_alive && !app.only_leaks {
-            "  no leases held"
-        } else {
-            "  no lease matches the filter"
-        }));
+        lines.push(Line::from(no_rows_text(app)));
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The table's title: the sort, the filters in force, and STALE when a registry is unreadable.
+fn table_title(app: &App) -> String {
+    let reversed = if app.sort_reverse { ", reversed" } else { "" };
+    let mut title = format!(" leases — sort: {}{reversed} ", app.sort.label());
+    if !app.filter.is_empty() {
+        title.push_str(&format!("— filter: {} ", app.filter));
+    }
+    if app.only_not_alive {
+        title.push_str("— only not alive ");
+    }
+    if app.only_leaks {
+        title.push_str("— only leak suspects ");
+    }
+    if app.tab_registries().iter().any(|r| app.registries[*r].error.is_some()) {
+        title.push_str("— STALE ");
+    }
+    title
+}
+
+/// The column headers that fit; the sort column marked ▲ as labelled, ▼ reversed.
+fn header_line(app: &App, shown: &[bool]) -> String {
+    let arrow = if app.sort_reverse { " ▼" } else { " ▲" };
+    let head = |i: usize| match app.sort.column() {
+        Some(c) if c == i => format!("{}{arrow}", HEADERS[i]),
+        _ => HEADERS[i].to_owned(),
+    };
+    let mut header = String::new();
+    for (i, (w, _)) in COLUMNS.iter().zip(shown).enumerate().filter(|(_, (_, s))| **s) {
+        header.push_str(&fit(&head(i), *w));
+    }
+    header.push_str(&head(7));
+    header
+}
+
+/// A session's row: its id, registry (on the all tab), lease count, title and last
+/// activity from state.db (clipped first on a narrow screen), and a conflict.
+fn session_line(
+    app: &App,
+    p: &Palette,
+    registry: usize,
+    session: &str,
+    count: usize,
+    conflict: bool,
+    many: bool,
+) -> Line<'static> {
+    let mut spans = vec![Span::styled(format!("▸ {}", shown_text(session)), p.bold(Color::Cyan))];
+    if many {
+        spans.push(Span::raw(format!("  [{}]", app.registries[registry].location.name())));
+    }
+    spans.push(Span::raw(format!("  {count} lease(s)")));
+    if let Some(ctx) = app.registries[registry].session(session) {
+        if let Some(title) = &ctx.title {
+            spans.push(Span::styled(format!("  “{}”", shown_text(title)), p.fg(Color::White)));
+        }
+        spans.push(Span::styled(format!("  {}", activity(app.now, ctx)), p.fg(Color::DarkGray)));
+    }
+    if conflict {
+        spans.push(Span::raw("  "));
+        spans.push(Span::styled("⚠ CONFLICT: more than one live owner", p.alert()));
+    }
+    Line::from(spans)
+}
+
+/// What an empty table says: still reading, cannot read, nothing held, or nothing matches.
+fn no_rows_text(app: &App) -> &'static str {
+    let loaded = app.tab_registries().iter().all(|r| app.registries[*r].loaded);
+    let unknown = app.tab_registries().iter().any(|r| app.registries[*r].unknown());
+    if !loaded {
+        "  reading…"
+    } else if unknown {
+        "  leases unknown: the registry cannot be read (see above)"
+    } else if app.filter.is_empty() && !app.only_not_alive && !app.only_leaks {
+        "  no leases held"
+    } else {
+        "  no lease matches the filter"
+    }
 }
 
 fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
