@@ -71,17 +71,7 @@ pub fn ls(
     let pids: Vec<u64> =
         listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
     let owners = owner_infos(&pids);
-    let marks: Vec<Marks> = listings
-        .iter()
-        .map(|l| {
-            let Ok(views) = &l.leases else { return Marks::default() };
-            let mut m = Marks::of(views, l.cap.cap);
-            if let Some(reg) = l.location.registry() {
-                m.add_context(&reg.home, views, &owners, idle);
-            }
-            m
-        })
-        .collect();
+    let marks: Vec<Marks> = listings.iter().map(|l| marks_of(l, &owners, idle)).collect();
     for l in &mut listings {
         if let Ok(views) = &mut l.leases {
             select(views, a);
@@ -101,15 +91,7 @@ pub fn ls(
     }
     let any_error = listings.iter().any(|s| s.leases.is_err());
     match format {
-        Format::Json => {
-            // Streamed, one lease's JSON at a time: a tree of 50,000 leases would take 40
-            // times the registry's size in memory. The bytes are those of the tree, pretty-printed.
-            use std::io::Write as _;
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let json = output::LsJson { listings: &listings, owners: &owners, marks: &marks };
-            let written = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from);
-            note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
-        }
+        Format::Json => print_json_streamed(&listings, &owners, &marks),
         Format::Tsv => {
             let rows: Vec<(&str, &[LeaseView], &Marks)> = listings
                 .iter()
@@ -126,6 +108,27 @@ pub fn ls(
         Format::Table | Format::Wide => tables(&listings, &marks, &owners, format == Format::Wide, a.format.no_headers),
     }
     Ok(if any_error { EXIT_ERROR } else { EXIT_OK })
+}
+
+/// What stands out in one listing, judged on every lease before filters hide any, with
+/// state.db's word on each live session.
+fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<std::time::Duration>) -> Marks {
+    let Ok(views) = &l.leases else { return Marks::default() };
+    let mut m = Marks::of(views, l.cap.cap);
+    if let Some(reg) = l.location.registry() {
+        m.add_context(&reg.home, views, owners, idle);
+    }
+    m
+}
+
+/// `ls --json`, streamed one lease's JSON at a time: a tree of 50,000 leases would take
+/// 40 times the registry's size in memory. The bytes are those of the tree, pretty-printed.
+fn print_json_streamed(listings: &[lease::Listing], owners: &HashMap<u64, OwnerInfo>, marks: &[Marks]) {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let json = output::LsJson { listings, owners, marks };
+    let written = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from);
+    note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
 }
 
 fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, OwnerInfo>, wide: bool, bare: bool) {

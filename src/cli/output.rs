@@ -564,6 +564,16 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     for w in &d.cap.warnings {
         let _ = writeln!(s, "  warning: {w}");
     }
+    doctor_validity(d, &mut s);
+    doctor_leases(d, &mut s);
+    doctor_files(d, &mut s);
+    s
+}
+
+/// What makes the registry unusable or over-full: broken rules, empty session ids, the
+/// cap exceeded, sessions with two live owners.
+fn doctor_validity(d: &DoctorReport, s: &mut String) {
+    use std::fmt::Write;
     for p in &d.problems {
         let _ = writeln!(s, "  INVALID [{}] {}", p.rule.code(), escape(&p.to_string()));
     }
@@ -592,6 +602,12 @@ pub fn doctor_text(d: &DoctorReport) -> String {
             pids.join(", ")
         );
     }
+}
+
+/// Leases worth an operator's look: stale owners (prune) and leak suspects, with the
+/// command that deals with each; and why state.db could not tell.
+fn doctor_leases(d: &DoctorReport, s: &mut String) {
+    use std::fmt::Write;
     // Named by profile: with --all-profiles a bare `leasectl prune` would act on the root only.
     let is_profile = d.registry.home != crate::lease::paths::root_of(&d.registry.home);
     let here = super::hints::leasectl_in_profile(is_profile.then_some(d.registry.profile.as_str()));
@@ -622,6 +638,12 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     if let Some(why) = d.context_unknown.as_deref().filter(|w| *w != "no state.db") {
         let _ = writeln!(s, "  session context unknown: {}", escape(why));
     }
+}
+
+/// The files around the registry: a crashed writer's temp files, a registry that is a
+/// symlink, a lock file that is not a regular file, and who holds the lock now.
+fn doctor_files(d: &DoctorReport, s: &mut String) {
+    use std::fmt::Write;
     for t in &d.leftover_temp_files {
         let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
     }
@@ -642,7 +664,6 @@ pub fn doctor_text(d: &DoctorReport) -> String {
     if let Some(pid) = d.lock_holder {
         let _ = writeln!(s, "  lock held right now by pid {pid}");
     }
-    s
 }
 
 /// `ls --json`, serialized as it is written: `{"registries": [{cap, cap_warnings, error,
