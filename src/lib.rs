@@ -2,6 +2,9 @@
 
 // A function that does several things is split (threshold in clippy.toml).
 #![warn(clippy::too_many_lines)]
+// What is `pub` is reachable from outside the crate: an item only the crate uses says so,
+// and dead code shows.
+#![warn(unreachable_pub)]
 
 pub mod cli;
 pub mod demo;

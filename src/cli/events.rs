@@ -17,7 +17,7 @@ use crate::lease::{LeaseStore, now};
 /// Without --follow and --since: the last day.
 const DEFAULT_SINCE: Duration = Duration::from_secs(24 * 3600);
 
-pub fn events(
+pub(super) fn events(
     stores: &mut Vec<Box<dyn LeaseStore>>,
     a: &EventsArgs,
     idle: Option<Duration>,

@@ -46,7 +46,7 @@ pub(super) fn state_of(l: &Liveness) -> LivenessArg {
     }
 }
 
-pub fn ls(
+pub(super) fn ls(
     stores: &mut Vec<Box<dyn LeaseStore>>,
     a: &LsArgs,
     idle: Option<std::time::Duration>,
@@ -184,7 +184,7 @@ const WIDE_HEADER: [&str; 13] = [
 ];
 
 /// A session's last activity for people: `5m ago`, `ended 3h ago`, or `-` (no context).
-pub fn activity_text(ctx: Option<&SessionContext>) -> String {
+pub(super) fn activity_text(ctx: Option<&SessionContext>) -> String {
     let at = now();
     match ctx {
         Some(c) if c.ended_at.is_some() => format!("ended {} ago", duration(at - c.ended_at.unwrap_or(at))),

@@ -29,7 +29,7 @@ fn label_value(v: &str) -> String {
 }
 
 /// `leasectl metrics`: the text on standard output.
-pub fn print(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> Result<i32, super::Failure> {
+pub(super) fn print(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> Result<i32, super::Failure> {
     use std::io::Write as _;
     let text = render(stores, idle);
     super::note_stdout(std::io::stdout().write_all(text.as_bytes()));
@@ -37,7 +37,7 @@ pub fn print(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> Resu
 }
 
 /// The metrics text for `stores`; `idle` is the leak threshold given on the command line.
-pub fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> String {
+pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> String {
     let mut leases = family("leasectl_leases", "Leases in the registry, by owner liveness.");
     let mut live = family("leasectl_live_leases", "Leases whose owner is alive: the slots in use.");
     let mut cap = family("leasectl_cap", "max_concurrent_sessions (absent: no cap).");

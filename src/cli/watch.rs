@@ -25,7 +25,7 @@ use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 const REJUDGE: Duration = Duration::from_secs(1);
 
 /// What following does besides printing.
-pub struct Follow<'a> {
+pub(super) struct Follow<'a> {
     pub format: Format,
     pub no_headers: bool,
     /// Start with every lease held now (`ls -w`), or only with what changes (`events`).
@@ -57,7 +57,7 @@ struct Seen {
     read: bool,
 }
 
-pub fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
+pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
     let (tx, rx) = channel::<lease::Change>();
     let scope = WatchScope {
         locations: stores.iter().map(|s| s.location().clone()).collect(),
@@ -336,7 +336,7 @@ fn recent_audit(file: &std::path::Path) -> Vec<Value> {
 }
 
 /// One event as the format prints it (journal lines are printed the same way).
-pub fn print_line(format: Format, v: &Value) {
+pub(super) fn print_line(format: Format, v: &Value) {
     let s = |v: &Value| v.as_str().map(|x| escape(x).into_owned()).unwrap_or_else(|| "-".into());
     let lease = &v["lease"];
     let entry = &lease["entry"];

@@ -29,7 +29,7 @@ impl Palette {
 }
 
 /// Symbol + word for a verdict, so it reads without colour.
-pub fn badge(l: &Liveness) -> (String, Color) {
+pub(super) fn badge(l: &Liveness) -> (String, Color) {
     let (text, color) = match l {
         Liveness::Alive => ("● alive".to_owned(), Color::Green),
         Liveness::Dead(_) => ("✖ dead".to_owned(), Color::Red),

@@ -9,7 +9,7 @@ use crate::lease::backend::{OnLost, Renewal};
 use crate::lease::entry::Entry;
 
 /// Watches a registry file for one lease; reports once when it is gone.
-pub struct LeaseWatch {
+pub(super) struct LeaseWatch {
     /// Dropped by `stop`: the thread's wait ends at once (not at its next look).
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -22,7 +22,7 @@ const LEASE_WATCH_EVERY: Duration = Duration::from_millis(250);
 impl LeaseWatch {
     /// Watch for `held`, or the entry its writer replaced it with (a re-acquire by the
     /// same writer is not a loss).
-    pub fn start(path: PathBuf, held: Entry, on_lost: OnLost) -> LeaseWatch {
+    pub(super) fn start(path: PathBuf, held: Entry, on_lost: OnLost) -> LeaseWatch {
         use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
         let (stop, stopping) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {

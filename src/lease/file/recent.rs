@@ -70,7 +70,7 @@ thread_local! {
 }
 
 /// What a lookup found.
-pub enum Found {
+pub(super) enum Found {
     /// Exactly the bytes remembered: their registry.
     Same(RegistryFile),
     /// Other bytes, parsed against the remembered ones (remember them next).
@@ -79,7 +79,7 @@ pub enum Found {
 
 /// The parsed registry if `bytes` are exactly those last seen at `path`, or
 /// differ from them only in a middle stretch of Hermes-layout entries.
-pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
+pub(super) fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
         let now = recent.tick();
@@ -97,7 +97,7 @@ pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
 }
 
 /// Remember what `path` holds now: `bytes`, parsed as `file`.
-pub fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
+pub(super) fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
         recent.remove(path);
@@ -113,12 +113,12 @@ pub fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout:
 }
 
 /// Forget `path` (its file changed in a way not seen here).
-pub fn forget(path: &Path) {
+pub(super) fn forget(path: &Path) {
     RECENT.with(|recent| recent.borrow_mut().remove(path));
 }
 
 /// How many registries this thread remembers.
 #[cfg(test)]
-pub fn remembered_count() -> usize {
+pub(super) fn remembered_count() -> usize {
     RECENT.with(|recent| recent.borrow().by_path.len())
 }

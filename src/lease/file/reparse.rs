@@ -15,14 +15,14 @@ use rustc_hash::FxBuildHasher as FxBuild;
 
 /// How many entries carry each lease id hash (a duplicate check that needs no strings).
 /// A lease id's hash, for counting ids without keeping them.
-pub fn hash_str(s: &str) -> u64 {
+pub(super) fn hash_str(s: &str) -> u64 {
     use std::hash::BuildHasher;
     FxBuild.hash_one(s)
 }
 
-pub type IdCounts = HashMap<u64, u32, FxBuild>;
+pub(super) type IdCounts = HashMap<u64, u32, FxBuild>;
 
-pub fn id_counts(file: &RegistryFile) -> IdCounts {
+pub(super) fn id_counts(file: &RegistryFile) -> IdCounts {
     let mut counts = IdCounts::with_capacity_and_hasher(file.entries.len(), Default::default());
     for e in &file.entries {
         *counts.entry(hash_str(e.lease_id())).or_default() += 1;
@@ -32,7 +32,7 @@ pub fn id_counts(file: &RegistryFile) -> IdCounts {
 
 /// `new` parsed with the help of `old`, which is exactly `{"entries": [E, …]}` for
 /// `old_file`'s entries (the caller knows). None: parse `new` in full.
-pub fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, new: &[u8]) -> Option<RegistryFile> {
+pub(super) fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, new: &[u8]) -> Option<RegistryFile> {
     if !old_file.extra.is_empty() || !new.starts_with(HEAD.as_bytes()) || !new.ends_with(b"]}") {
         return None;
     }
