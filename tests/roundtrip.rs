@@ -121,29 +121,8 @@ fn bytes_equal_pythons_json_dumps() {
         inputs.push(input);
     }
     let script = "import json,sys\nfor line in sys.stdin:\n    sys.stdout.write(json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False) + '\\n')\n";
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .env("PYTHONIOENCODING", "utf-8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    // Feed stdin from a thread: python writes while we write, and a full pipe must not deadlock.
-    let mut stdin = child.stdin.take().expect("stdin");
-    let feed = inputs.clone();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        for i in &feed {
-            // One registry per line: serde_json never emits raw newlines inside JSON text.
-            writeln!(stdin, "{i}").expect("write to python");
-        }
-    });
-    let out = child.wait_with_output().expect("python output");
-    writer.join().expect("writer");
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).expect("utf-8 from python");
-    let theirs: Vec<&str> = text.split('\n').filter(|l| !l.is_empty()).collect();
-    assert_eq!(theirs.len(), ours.len());
+    // One registry per line: serde_json never emits raw newlines inside JSON text.
+    let theirs = python_lines(script, inputs.clone());
     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
         assert_eq!(a, b, "registry {i} differs from python's bytes; input {}", inputs[i]);
     }

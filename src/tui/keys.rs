@@ -64,25 +64,16 @@ pub fn typed_char(key: &KeyEvent) -> Option<char> {
     }
 }
 
-/// Keys that move through a list: a dialog's, or the event log when it has the focus.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scroll {
-    Down,
-    Up,
-    PageDown,
-    PageUp,
-    First,
-    Last,
-}
-
-pub const SCROLL_KEYS: &[Binding<Scroll>] = &[Binding {
+/// Keys that move through a dialog's list (the console's moving actions, without the
+/// letters: a dialog may be typed into).
+pub const SCROLL_KEYS: &[Binding<Action>] = &[Binding {
     keys: &[
-        (KeyCode::Down, Scroll::Down),
-        (KeyCode::Up, Scroll::Up),
-        (KeyCode::PageDown, Scroll::PageDown),
-        (KeyCode::PageUp, Scroll::PageUp),
-        (KeyCode::Home, Scroll::First),
-        (KeyCode::End, Scroll::Last),
+        (KeyCode::Down, Action::Down),
+        (KeyCode::Up, Action::Up),
+        (KeyCode::PageDown, Action::PageDown),
+        (KeyCode::PageUp, Action::PageUp),
+        (KeyCode::Home, Action::First),
+        (KeyCode::End, Action::Last),
     ],
     shown: "↑↓ PgUp PgDn Home End",
     help: "scroll",

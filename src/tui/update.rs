@@ -7,8 +7,8 @@ use super::event::LogLevel;
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::extension::KeyContext;
 use super::keys::{
-    self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS, Scroll,
-    lookup, typed_char,
+    self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS, lookup,
+    typed_char,
 };
 use super::state::{App, Dialog, RegistryState};
 use crate::lease::view::may_be_alive;
@@ -421,13 +421,14 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     // Arrows, pages, Home and End scroll a dialog's list (a prune of thousands), whatever
     // the dialog: none of them types text with these keys.
     let scroll = app.dialog_scroll;
-    let moved = lookup(SCROLL_KEYS, &key).map(|s| match s {
-        Scroll::Down => scroll.saturating_add(1),
-        Scroll::Up => scroll.saturating_sub(1),
-        Scroll::PageDown => scroll.saturating_add(PAGE),
-        Scroll::PageUp => scroll.saturating_sub(PAGE),
-        Scroll::First => 0,
-        Scroll::Last => usize::MAX,
+    let moved = lookup(SCROLL_KEYS, &key).and_then(|action| match action {
+        Action::Down => Some(scroll.saturating_add(1)),
+        Action::Up => Some(scroll.saturating_sub(1)),
+        Action::PageDown => Some(scroll.saturating_add(PAGE)),
+        Action::PageUp => Some(scroll.saturating_sub(PAGE)),
+        Action::First => Some(0),
+        Action::Last => Some(usize::MAX),
+        _ => None,
     });
     if let Some(to) = moved {
         // Bounded by a generous row count (wrapped lines included); the view stops at the end.
