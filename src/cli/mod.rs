@@ -144,7 +144,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             .flatten()
     };
     match command {
-        Command::Ls(a) => ls::ls(&mut all()?, &a, cli.idle_threshold, discover()),
+        Command::Ls(a) => ls::ls(&mut all()?, &a, options.idle_threshold, discover()),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
         Command::Release(a) => {
             let elsewhere = other_registries(root.as_deref(), &locations);
@@ -176,11 +176,11 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.
             let discover_root = root.filter(|_| cli.profile.is_none());
-            console(discover_root, locations, timeout, cli.idle_threshold)
+            console(discover_root, locations, timeout, options.idle_threshold)
         }
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
-        Command::Events(a) => events::events(&mut all()?, &a, cli.idle_threshold, discover()),
-        Command::Metrics => metrics::print(&mut all()?, cli.idle_threshold),
+        Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover()),
+        Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
         Command::Completions(_) | Command::Man => Ok(EXIT_OK),
     }
 }
