@@ -153,9 +153,14 @@ impl Parser<'_> {
         }
     }
 
-    /// An error at the current position, located as serde_json locates its own.
+    /// An error at the current position, located as serde_json locates its own (a
+    /// position inside a character counts as that character's).
     fn error(&self, what: &str) -> NotJson {
-        let before = &self.text[..self.pos.min(self.text.len())];
+        let mut at = self.pos.min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at -= 1;
+        }
+        let before = &self.text[..at];
         let line = before.matches('\n').count() + 1;
         let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         NotJson { detail: format!("{what} at line {line} column {column}"), too_deep: false }
@@ -439,6 +444,29 @@ mod tests {
         assert!(parse(&long_plain).expect_err("too long").detail.contains("4301 digits"));
         let fine = format!("[-{}, NaN]", "7".repeat(MAX_INT_DIGITS));
         assert!(parse(&fine).is_ok(), "the sign is not a digit");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// Texts made of JSON's pieces, Python's constants, escapes and multibyte
+        /// characters, in any order: read or refused, never a panic.
+        #[test]
+        fn any_mix_of_pieces_never_panics(pieces in proptest::collection::vec(proptest::sample::select(vec![
+            "[", "]", "{", "}", ",", ":", " ", "\"", "\\", "\\u", "d8", "00", "NaN", "Infinity", "-", "1", "0",
+            ".", "e", "é", "😀", "\u{0}", "\n", "tru", "null", "I", "N",
+        ]), 0..40)) {
+            // Led by a constant, so serde_json refuses and this reader reads every text.
+            let text = format!("[NaN, {}", pieces.concat());
+            let _ = parse(&text);
+        }
+    }
+
+    #[test]
+    fn an_error_inside_a_multibyte_character_is_located_without_a_panic() {
+        // An escape of a non-ASCII character: the error's position falls inside it.
+        let e = parse("[\"\\é\", NaN]").expect_err("invalid escape");
+        assert!(e.detail.starts_with("invalid escape at line 1"), "{e}");
+        assert!(parse("[NaN, \"\\😀\"]").is_err());
     }
 
     #[test]
