@@ -82,8 +82,7 @@ impl std::fmt::Display for Missing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveOwners {
     pub action: Guarded,
-    /// Their lease ids, and each described for a person (session, pid, verdict).
-    pub lease_ids: Vec<String>,
+    /// Each lease described for a person (lease id, session, pid, verdict).
     pub described: Vec<String>,
 }
 

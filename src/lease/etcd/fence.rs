@@ -412,7 +412,6 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
     if !live.is_empty() && !allow_live {
         return Err(Error::LiveOwner(LiveOwners {
             action: Guarded::ReleaseRenewed,
-            lease_ids: live.iter().map(|v| v.entry.lease_id().to_owned()).collect(),
             described: live
                 .iter()
                 .map(|v| {

@@ -98,7 +98,6 @@ pub fn force_release(
             return Ok(chosen);
         }
         if !live.is_empty() && !allow_live {
-            let lease_ids = live.iter().map(|v| v.entry.lease_id().to_owned()).collect();
             let described: Vec<String> = live
                 .iter()
                 .map(|v| {
@@ -111,7 +110,7 @@ pub fn force_release(
                     )
                 })
                 .collect();
-            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, lease_ids, described }));
+            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, described }));
         }
         Ok(chosen)
     })?;
