@@ -671,7 +671,7 @@ fn ls_reports_liveness_and_owner_and_never_touches_the_file() {
 
     let out = home.run(&["ls"]);
     out.expect_exit(0);
-    assert!(out.stdout.contains("2 lease(s)"), "{out:?}");
+    assert!(out.stdout.contains("2 leases"), "{out:?}");
     assert_eq!(home.registry_bytes(), before, "ls never prunes or rewrites");
     live_owner.kill_and_reap();
 

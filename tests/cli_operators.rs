@@ -137,7 +137,7 @@ fn force_release_session_dry_run_shows_what_goes_and_what_would_need_live() {
     let before = fs::read(home.registry()).expect("registry");
     let out = home.run(&["force-release", "--session", "S", "--dry-run"]);
     out.expect_exit(0);
-    assert!(out.stdout.contains("would remove 1 lease(s)") && out.stdout.contains("dead0000"), "{out:?}");
+    assert!(out.stdout.contains("would remove 1 lease") && out.stdout.contains("dead0000"), "{out:?}");
     assert!(out.stdout.contains("would need --live") && out.stdout.contains("a11e0000"), "{out:?}");
     let out = home.run(&["force-release", "--session", "S", "--dry-run", "--json"]);
     out.expect_exit(0);
@@ -203,7 +203,7 @@ fn ls_filters_sorts_and_marks_conflicts_and_an_over_full_cap() {
     let home = crowded_home(&a, &b, &c);
     let out = home.run(&["ls"]);
     out.expect_exit(0);
-    assert!(out.stdout.contains("3/2 slots  OVER CAP  1 CONFLICT(S)"), "{out:?}");
+    assert!(out.stdout.contains("3/2 slots  OVER CAP  1 CONFLICT\n"), "{out:?}");
     let s1_lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(" S1 ")).collect();
     assert!(s1_lines.len() == 2 && s1_lines.iter().all(|l| l.contains("CONFLICT")), "{out:?}");
     // Filters: by session, surface and liveness; TSV has one line per lease, profile first.
@@ -241,6 +241,51 @@ fn ls_filters_sorts_and_marks_conflicts_and_an_over_full_cap() {
     assert!(out.stdout.contains("COMMAND"), "{out:?}");
     let out = home.run(&["ls", "-o", "wide", "--no-headers"]);
     assert!(!out.stdout.contains("COMMAND"), "{out:?}");
+    // --no-headers: the lease rows only, neither the column names nor each registry's line.
+    for format in ["table", "wide"] {
+        let out = home.run(&["ls", "-o", format, "--no-headers"]);
+        out.expect_exit(0);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 4, "{format}: one line per lease: {out:?}");
+        assert!(lines.iter().all(|l| l.len() >= 8 && l[..8].chars().all(|c| c.is_ascii_hexdigit())), "{out:?}");
+    }
+    // Two formats at once is a usage error, not one of them silently.
+    let out = home.run(&["ls", "-o", "tsv", "--json"]);
+    out.expect_exit(2);
+    assert!(out.stderr.starts_with("leasectl: ") && out.stderr.contains("--json"), "{out:?}");
+}
+
+#[test]
+fn usage_errors_say_what_to_type_in_our_words() {
+    let home = Home::new();
+    // One prefix for every error, clap's included.
+    for (args, says) in [
+        (&["events", "--since", "1x"][..], "not a duration; write it as 2h, 90m"),
+        (&["--idle-threshold", "10y", "ls"][..], "not a duration; write it as 2h, 90m"),
+        (&["--lock-timeout", "1e300", "ls"][..], "must be between 0 and 86400 seconds"),
+        (&["repair", "--yes"][..], "`leasectl doctor --repair`"),
+        (&["--all-profiles", "acquire", "S"][..], "works with ls, prune, doctor, force-release, events and metrics"),
+    ] {
+        let out = home.run(args);
+        out.expect_exit(2);
+        assert!(out.stderr.starts_with("leasectl: ") && out.stderr.contains(says), "{args:?}: {out:?}");
+        assert!(!out.stderr.contains("jiff") && !out.stderr.contains("0000000000"), "{args:?}: {out:?}");
+    }
+    home.run(&["--idle-threshold", "2d", "ls"]).expect_exit(0);
+}
+
+#[test]
+fn events_print_their_own_formats_with_one_tsv_header() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    home.run(&["acquire", "S", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    let out = home.run(&["events", "-o", "tsv"]);
+    out.expect_exit(0);
+    assert!(out.stdout.starts_with("TIME\tEVENT\t"), "{out:?}");
+    let out = home.run(&["events", "-o", "wide"]);
+    out.expect_exit(2);
+    let help = home.run(&["events", "--help"]);
+    assert!(!help.stdout.contains("one table per registry") && help.stdout.contains("One line per event"), "{help:?}");
 }
 
 #[test]
@@ -266,8 +311,8 @@ fn doctor_flags_an_over_full_cap_and_ends_with_a_summary() {
     let last = out.stdout.lines().last().unwrap_or_default();
     assert_eq!(
         last,
-        "2 registries, 1 with problems: 0 invalid, 1 conflict(s), 1 over cap, 1 stale owner(s), 0 temp file(s); 0 leak \
-         suspect(s)",
+        "2 registries, 1 with problems: 0 invalid, 1 conflict, 1 over cap, 1 stale owner, 0 temp files; 0 leak \
+         suspects",
         "{out:?}"
     );
     let out = home.run(&["--all-profiles", "doctor", "--json"]);
@@ -298,7 +343,9 @@ fn ls_watch_prints_each_change_as_a_line() {
     assert_eq!(event(&watch), ("pruned".into(), "NEW".into()));
     home.run(&["release", "f00d", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
     assert_eq!(event(&watch), ("released".into(), "OLD".into()));
-    watch.signal(libc::SIGINT);
+    // SIGTERM, not SIGINT: a shell that starts the tests in the background (`.ci/run &`)
+    // leaves SIGINT ignored, and `ls -w` rightly keeps a disposition it inherited.
+    watch.signal(libc::SIGTERM);
     let _ = watch.wait();
 }
 

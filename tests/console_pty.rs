@@ -175,7 +175,7 @@ fn console_follows_a_holder_from_alive_to_dead_and_prunes_it() {
                 && lease_row(s, &short).is_none()
                 && !session_row(s, "S-pty")
                 && s.contains("no leases held")
-                && s.contains(&format!("prune: removed 1 lease(s) {short}"))
+                && s.contains(&format!("prune: removed 1 lease {short}"))
         });
     eprintln!("step 7: pruned and redrawn {pruned:?} after y");
     // The console's prune is on record: in the home's audit file and in syslog.

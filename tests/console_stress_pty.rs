@@ -439,7 +439,7 @@ fn console_stays_responsive_and_names_the_pid_holding_the_lock() {
     });
     eprintln!("pruned {pruned:.2?} after the second y");
     console.wait_for("the prune logged and the lease gone", Duration::from_secs(3), |s| {
-        s.contains("prune: removed 1 lease(s)") && !session_row(s, "S-dead")
+        s.contains("prune: removed 1 lease") && !session_row(s, "S-dead")
     });
     // The console looks at /proc/locks at most every 5 s (src/tui/worker.rs): the banner
     // may outlive the holder by that much, not more (one tick and slack on top).

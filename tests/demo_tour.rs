@@ -101,7 +101,7 @@ fn the_tour_does_not_start_on_a_home_with_other_owners_leases() {
     let done = done.0.downcast::<DemoDone>().expect("demo's answer");
     assert!(done.tour_step.is_none(), "the tour did not start");
     match &done.outcomes[0].verdict {
-        Verdict::Failed(why) => assert!(why.contains("holds 1 other owners' lease(s)"), "{why}"),
+        Verdict::Failed(why) => assert!(why.contains("holds 1 lease of other owners"), "{why}"),
         other => panic!("{other:?}"),
     }
     assert_eq!(std::fs::read(home.join("runtime/active_sessions.json")).expect("registry"), before);

@@ -272,7 +272,7 @@ fn a_cut_character_in_the_journal_hides_only_its_line() {
         .map(|v| v["lease"]["entry"]["session_id"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(sessions, ["S30", "S20"]);
-    assert!(out.stderr.contains("skipped 1 unreadable line(s)") && out.stderr.contains(&journal.display().to_string()));
+    assert!(out.stderr.contains("skipped 1 unreadable line") && out.stderr.contains(&journal.display().to_string()));
 }
 
 /// The metrics file in a directory others can write (sticky, like a shared textfile

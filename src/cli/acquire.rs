@@ -178,7 +178,7 @@ pub(super) fn acquire_reported_to(
                 }
             }
             // A grant whose lease id nobody could read would be held by no one who knows it.
-            if let Some(e) = stdout_failure() {
+            if let Some((_, e)) = stdout_failure() {
                 let undone = match store.release_grant(&g) {
                     Ok(_) => "released it".to_owned(),
                     Err(r) => format!("and releasing it failed too: {r}"),

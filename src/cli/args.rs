@@ -9,6 +9,11 @@ use crate::lease::error::Unusable;
 /// The heading that keeps options every command takes apart from each command's own.
 const GLOBAL: &str = "Global options";
 
+/// The commands `--all-profiles` works with (its help and its error say the same).
+pub const ALL_PROFILES_COMMANDS: &str = "ls, prune, doctor, force-release, events and metrics";
+const ALL_PROFILES_HELP: &str =
+    "The root and every profile (ls, prune, doctor, force-release, events, metrics; the console shows them all)";
+
 /// A build without the etcd backend does not offer its options (they would only fail).
 const NO_ETCD: bool = cfg!(not(feature = "etcd"));
 
@@ -81,11 +86,10 @@ pub struct Cli {
     /// Use the profile <root>/profiles/NAME instead of the home itself
     #[arg(long, global = true, value_name = "NAME", conflicts_with = "all_profiles", help_heading = GLOBAL)]
     pub profile: Option<String>,
-    /// The root and every profile (ls, prune, doctor, force-release)
-    #[arg(long, global = true, help_heading = GLOBAL)]
+    #[arg(long, global = true, help_heading = GLOBAL, help = ALL_PROFILES_HELP)]
     pub all_profiles: bool,
     /// Give up waiting for the registry lock after SECS and name its holder
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, value_parser = parse_lock_timeout, help_heading = GLOBAL)]
     pub lock_timeout: f64,
     /// A live owner's session idle this long (state.db) makes its lease a leak suspect
     /// (LEAK?): 2h, 90m, 3600... (default: config.yaml's leasectl.idle_threshold, else 2h)
@@ -211,7 +215,43 @@ pub struct EventsArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_since)]
     pub since: Option<std::time::Duration>,
     #[command(flatten)]
-    pub format: FormatArgs,
+    pub format: EventFormatArgs,
+}
+
+/// How events are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum EventFormat {
+    /// One line per event: time, event, profile, lease, session, surface, owner pid and name, liveness
+    #[default]
+    Text,
+    /// One JSON object per line (the journal's own form)
+    Json,
+    /// Tab-separated, unpadded, one line per event under a header line: for awk and cut
+    Tsv,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct EventFormatArgs {
+    /// Output format
+    #[arg(short = 'o', long = "output", value_enum, default_value_t, value_name = "FORMAT")]
+    pub output: EventFormat,
+    /// Machine-readable output (the same as -o json; give one or the other)
+    #[arg(long, conflicts_with = "output")]
+    pub json: bool,
+    /// Leave out tsv's header line
+    #[arg(long)]
+    pub no_headers: bool,
+}
+
+impl EventFormatArgs {
+    /// The listing format that prints events this way (ls -w prints them too).
+    pub fn format(&self) -> Format {
+        match (self.json, self.output) {
+            (true, _) | (_, EventFormat::Json) => Format::Json,
+            (_, EventFormat::Tsv) => Format::Tsv,
+            (_, EventFormat::Text) => Format::Table,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -300,10 +340,11 @@ pub struct FormatArgs {
     /// Output format
     #[arg(short = 'o', long = "output", value_enum, default_value_t, value_name = "FORMAT")]
     pub output: Format,
-    /// Machine-readable output (the same as -o json)
-    #[arg(long)]
+    /// Machine-readable output (the same as -o json; give one or the other)
+    #[arg(long, conflicts_with = "output")]
     pub json: bool,
-    /// Leave out the column header line (table, wide, tsv)
+    /// Leave out the header lines (table and wide: each registry's line and the column
+    /// names; tsv: the column names): the rows only
     #[arg(long)]
     pub no_headers: bool,
 }
@@ -358,6 +399,7 @@ pub struct AcquireArgs {
 
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
+    /// The lease to release: its whole id, or a unique prefix of 4 or more characters (as ls shows it)
     pub lease_id: String,
     /// The owner this release is for, when it is not the caller or one of its ancestors
     /// (a live owner's lease is otherwise refused: that is force-release's job)
@@ -371,7 +413,7 @@ pub struct ReleaseArgs {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("target").required(true).args(["lease_id", "session"]))]
 pub struct ForceReleaseArgs {
-    /// The lease to remove
+    /// The lease to remove: its whole id, or a unique prefix of 4 or more characters (as ls shows it)
     pub lease_id: Option<String>,
     /// Remove every lease of this session instead
     #[arg(long, value_name = "S")]
@@ -430,14 +472,24 @@ pub struct RunArgs {
 
 /// `--since`: a duration back from now, as people write it.
 fn parse_since(text: &str) -> Result<std::time::Duration, Unusable> {
-    crate::lease::human::parse_duration(text, "--since")
+    crate::lease::human::parse_duration(text)
 }
 
 /// `--metrics-every`: a duration as people write it, at least a second.
 fn parse_metrics_every(text: &str) -> Result<std::time::Duration, Unusable> {
-    let d = crate::lease::human::parse_duration(text, "--metrics-every")?;
+    let d = crate::lease::human::parse_duration(text)?;
     if d < std::time::Duration::from_secs(1) {
-        return Err(Unusable(format!("--metrics-every {text:?} is under a second")));
+        return Err(Unusable("under a second".into()));
     }
     Ok(d)
+}
+
+/// `--lock-timeout`: seconds, 0 to a day. The error does not echo the number: clap
+/// shows what was typed, and `1e300` printed back is 300 digits.
+fn parse_lock_timeout(text: &str) -> Result<f64, Unusable> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
+        Ok(_) => Err(Unusable("must be between 0 and 86400 seconds".into())),
+        Err(_) => Err(Unusable("not a number of seconds (10, 0.5)".into())),
+    }
 }

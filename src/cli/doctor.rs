@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json};
+use crate::lease::human::plural;
 use crate::lease::{self, Error, LeaseStore};
 
 pub(super) fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
@@ -84,13 +85,13 @@ pub(super) fn repair(
         if !as_json {
             if done.invalid {
                 say!(
-                    "repaired: kept {} lease(s); old bytes saved as {}",
-                    done.plan.kept.len(),
+                    "repaired: kept {}; old bytes saved as {}",
+                    plural(done.plan.kept.len(), "lease", "leases"),
                     backup.clone().unwrap_or_default()
                 );
             }
             if !done.temp_files.is_empty() {
-                say!("removed {} leftover temp file(s)", done.temp_files.len());
+                say!("removed {}", plural(done.temp_files.len(), "leftover temp file", "leftover temp files"));
             }
         }
         let mut result = json!({"profile": name, "path": place, "repaired": done.needed});

@@ -24,6 +24,10 @@ pub(super) fn events(
     discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
 ) -> Result<i32, Failure> {
     let format = a.format.format();
+    // One header over both parts, the recorded events and the live ones.
+    if format == Format::Tsv && !a.format.no_headers {
+        say!("{}", super::watch::TSV_HEADER);
+    }
     if let Some(since) = a.since.or((!a.follow).then_some(DEFAULT_SINCE)) {
         let homes: Vec<PathBuf> =
             stores.iter().filter_map(|s| s.location().registry().map(|r| r.home.clone())).collect();
@@ -56,7 +60,7 @@ pub(super) fn events(
     let all = |_: &crate::lease::LeaseView| true;
     let f = Follow {
         format,
-        no_headers: a.format.no_headers,
+        no_headers: true,
         present: false,
         selected: &all,
         record: a.record,

@@ -8,7 +8,7 @@ use super::marks::Marks;
 use super::output::{self, LEASE_HEADER, lease_rows, table};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
 use crate::lease::context::SessionContext;
-use crate::lease::human::{duration, escape};
+use crate::lease::human::{duration, escape, plural};
 use crate::lease::owner::{OwnerInfo, owner_infos};
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
@@ -133,21 +133,19 @@ fn print_json_streamed(listings: &[lease::Listing], owners: &HashMap<u64, OwnerI
 
 fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, OwnerInfo>, wide: bool, bare: bool) {
     for (i, (s, m)) in listings.iter().zip(marks).enumerate() {
-        if i > 0 {
+        // --no-headers: the lease rows only (for awk and cut); what is wrong goes to stderr.
+        if i > 0 && !bare {
             say!();
         }
         let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
         let (name, place) = (s.location.name(), s.location.describe());
         match &s.leases {
+            Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {e}"),
             Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {e}"),
             Ok(views) => {
-                let slots = s.cap.cap.map(|c| format!("{}/{c} slots", m.live)).unwrap_or(format!("{} live", m.live));
-                let over = if m.over_cap { "  OVER CAP" } else { "" };
-                let conflicts = match m.conflicts.len() {
-                    0 => String::new(),
-                    n => format!("  {n} CONFLICT(S)"),
-                };
-                say!("{name}  {place}  {cap}  {} lease(s), {slots}{over}{conflicts}", views.len());
+                if !bare {
+                    say!("{}", registry_line(name, &place, &cap, views.len(), s.cap.cap, m));
+                }
                 if !views.is_empty() {
                     let text = if wide {
                         table(&WIDE_HEADER, &wide_rows(views, owners, m))
@@ -158,17 +156,35 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, Ow
                         }
                         table(&LEASE_HEADER, &rows)
                     };
-                    let text = if bare { text.split_once('\n').map(|(_, r)| r).unwrap_or("") } else { &text };
-                    if !text.is_empty() {
+                    if bare {
+                        for row in text.lines().skip(1) {
+                            say!("{}", row.strip_prefix("  ").unwrap_or(row));
+                        }
+                    } else {
                         say!("{text}");
                     }
                 }
             }
         }
         for w in &s.cap.warnings {
-            say!("  warning: {w}");
+            if bare {
+                say_err!("leasectl: {name}: warning: {w}");
+            } else {
+                say!("  warning: {w}");
+            }
         }
     }
+}
+
+/// A registry's line above its table: where it is, its cap, how full, what is wrong.
+fn registry_line(name: &str, place: &str, cap: &str, leases: usize, limit: Option<u64>, m: &Marks) -> String {
+    let slots = limit.map(|c| format!("{}/{c} slots", m.live)).unwrap_or(format!("{} live", m.live));
+    let over = if m.over_cap { "  OVER CAP" } else { "" };
+    let conflicts = match m.conflicts.len() {
+        0 => String::new(),
+        n => format!("  {}", plural(n, "CONFLICT", "CONFLICTS")),
+    };
+    format!("{name}  {place}  {cap}  {}, {slots}{over}{conflicts}", plural(leases, "lease", "leases"))
 }
 
 fn mark_liveness(cell: &mut String, marks: &[&str]) {

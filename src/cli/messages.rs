@@ -44,9 +44,17 @@ pub fn note_stdout(result: std::io::Result<()>) {
     }
 }
 
-/// Flush standard output, and say whether anything written to it was lost.
-pub(super) fn stdout_failure() -> Option<String> {
+/// Flush standard output, and say whether anything written to it was lost (and why:
+/// `BrokenPipe` is a reader that stopped reading, as `| head` does).
+pub(super) fn stdout_failure() -> Option<(std::io::ErrorKind, String)> {
     use std::io::Write as _;
     note_stdout(std::io::stdout().flush());
-    STDOUT_ERROR.lock().ok()?.as_ref().map(|e| e.to_string())
+    STDOUT_ERROR.lock().ok()?.as_ref().map(|e| (e.kind(), e.to_string()))
+}
+
+/// Output was lost for a reason other than its reader going away: a full disk, a dead
+/// terminal. A reader that closed (`| head -1`) took what it wanted; that ends a
+/// command quietly, as it ends `ls` and `kubectl`.
+pub(super) fn stdout_lost() -> Option<String> {
+    stdout_failure().filter(|(kind, _)| *kind != std::io::ErrorKind::BrokenPipe).map(|(_, e)| e)
 }

@@ -29,7 +29,7 @@ use doctor::{doctor, repair};
 use force_release::{force_release, force_release_everywhere};
 use hold::{hold, stop_signals};
 pub use messages::note_stdout;
-use messages::stdout_failure;
+use messages::stdout_lost;
 use prune::prune;
 use release::{other_registries, release};
 use run::run_cmd;
@@ -49,6 +49,49 @@ pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// `hold` or `run` lost its lease while holding it (force-released, removed, not renewed).
 pub const EXIT_LEASE_LOST: i32 = 6;
+
+/// Parse this process's command line. A usage error is printed here, with the prefix
+/// every other error has (`leasectl:`, not clap's `error:`), and gives its exit code;
+/// so do --help and --version (exit 0).
+pub fn parse() -> Result<Cli, i32> {
+    use clap::Parser as _;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let e = match Cli::try_parse() {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    if !e.use_stderr() {
+        let _ = e.print();
+        return Err(e.exit_code());
+    }
+    let mut text = e.render().to_string();
+    if let Some(rest) = text.strip_prefix("error:") {
+        text = format!("leasectl:{rest}");
+    }
+    // A command operators reach for that lives under another name.
+    let typed = match e.get(ContextKind::InvalidSubcommand) {
+        Some(ContextValue::String(s)) if e.kind() == ErrorKind::InvalidSubcommand => s.as_str(),
+        _ => "",
+    };
+    if let Some(instead) = renamed_command(typed) {
+        text = text.replacen('\n', &format!("\n\n  tip: {instead}\n"), 1);
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+    Err(e.exit_code())
+}
+
+/// Where a command that does not exist is found (as a hint that runs as printed).
+fn renamed_command(typed: &str) -> Option<&'static str> {
+    match typed {
+        "repair" => Some("a registry is repaired by `leasectl doctor --repair`"),
+        "list" => Some("leases are listed by `leasectl ls`"),
+        "rm" | "remove" | "kill" => {
+            Some("a lease is removed by `leasectl force-release LEASE_ID` (or `leasectl prune` for dead owners)")
+        }
+        "watch" => Some("changes are followed by `leasectl ls -w` or `leasectl events -f`"),
+        _ => None,
+    }
+}
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
@@ -71,7 +114,7 @@ pub fn run(cli: Cli) -> i32 {
         }
     };
     // Output nobody could read (a full disk, a closed pipe) is not a success.
-    match stdout_failure().filter(|_| !console) {
+    match stdout_lost().filter(|_| !console) {
         Some(e) if code == EXIT_OK => {
             say_err!("leasectl: cannot write the output: {e}");
             EXIT_ERROR
@@ -129,7 +172,7 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
     let options = store_options(&cli, &command, timeout)?;
     let single = || -> Result<Box<dyn LeaseStore>, Failure> {
         if cli.all_profiles {
-            return Err(usage("--all-profiles works with ls, prune, doctor and force-release only"));
+            return Err(usage(format!("--all-profiles works with {} only", args::ALL_PROFILES_COMMANDS)));
         }
         let location = locations.first().ok_or_else(|| usage("no registry selected"))?;
         Ok(audited(lease::open(location, options)?))

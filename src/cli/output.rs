@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::lease::human::{duration, escape};
+use crate::lease::human::{duration, escape, plural};
 use crate::lease::owner::OwnerInfo;
 use crate::lease::{
     AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Location, Refusal, RemoteListing, Removal,
@@ -83,7 +83,7 @@ pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed:
             location.describe()
         );
         if !g.pruned.is_empty() {
-            s.push_str(&format!("  pruned {} dead owner lease(s)\n", g.pruned.len()));
+            s.push_str(&format!("  pruned {}\n", plural(g.pruned.len(), "dead owner's lease", "dead owners' leases")));
         }
         return s;
     };
@@ -161,7 +161,7 @@ fn removal_json_of(location: &Location, r: &Removal, removed: Vec<Value>) -> Val
 pub fn print_removal(location: &Location, r: &Removal, what: &str) {
     if location.is_remote() {
         let verb = if r.dry_run { "would revoke" } else { "revoked" };
-        say!("{}: {what} {verb} {} lease(s)", location.describe(), r.removed.len());
+        say!("{}: {what} {verb} {}", location.describe(), plural(r.removed.len(), "lease", "leases"));
         for v in &r.removed {
             say!("  {}  session {}  pid {}", escape(v.entry.lease_id()), escape(v.entry.session_id()), v.entry.pid());
         }
@@ -176,7 +176,7 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
         return;
     }
     let verb = if r.dry_run { "would remove" } else { "removed" };
-    say!("{} ({}): {what} {verb} {} lease(s)", location.name(), location.describe(), r.removed.len());
+    say!("{} ({}): {what} {verb} {}", location.name(), location.describe(), plural(r.removed.len(), "lease", "leases"));
     if !r.removed.is_empty() {
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
     }
@@ -189,24 +189,24 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
     }
     if !r.needs_live.is_empty() {
         say!(
-            "  and {} lease(s) of LIVE owners would need --live (a run without it removes nothing and refuses):",
-            r.needs_live.len()
+            "  and {} of LIVE owners would need --live (a run without it removes nothing and refuses):",
+            plural(r.needs_live.len(), "lease", "leases")
         );
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.needs_live, &HashMap::new())));
     }
     if !r.kept_clock_step.is_empty() {
         say!(
-            "  kept {} lease(s) flagged clock step?: the owner runs and its start time is off by whole seconds, \
+            "  kept {} flagged clock step?: the owner runs and its start time is off by whole seconds, \
              most likely the same process across a wall-clock step (--include-clock-step removes them too)",
-            r.kept_clock_step.len()
+            plural(r.kept_clock_step.len(), "lease", "leases")
         );
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.kept_clock_step, &HashMap::new())));
     }
     if !r.kept_work_running.is_empty() {
         say!(
-            "  kept {} lease(s) marked WORK RUNNING: the leasectl run that held it died, but processes it \
+            "  kept {} marked WORK RUNNING: the leasectl run that held it died, but processes it \
              started still run and write the session (--force removes them too)",
-            r.kept_work_running.len()
+            plural(r.kept_work_running.len(), "lease", "leases")
         );
         for v in &r.kept_work_running {
             say!(
@@ -315,17 +315,15 @@ impl DoctorSummary {
 
     pub fn line(&self) -> String {
         format!(
-            "{} registr{}, {} with problems: {} invalid, {} conflict(s), {} over cap, {} stale owner(s), {} temp \
-             file(s); {} leak suspect(s)",
-            self.registries,
-            if self.registries == 1 { "y" } else { "ies" },
+            "{}, {} with problems: {} invalid, {}, {} over cap, {}, {}; {}",
+            plural(self.registries, "registry", "registries"),
             self.with_problems,
             self.invalid_entries,
-            self.conflicts,
+            plural(self.conflicts, "conflict", "conflicts"),
             self.over_cap,
-            self.stale,
-            self.temp_files,
-            self.leak_suspects
+            plural(self.stale, "stale owner", "stale owners"),
+            plural(self.temp_files, "temp file", "temp files"),
+            plural(self.leak_suspects, "leak suspect", "leak suspects")
         )
     }
 
@@ -487,10 +485,10 @@ pub fn etcd_listing(at: &EtcdLocation, views: &[LeaseView], remote: &RemoteListi
         return;
     }
     say!(
-        "{}  {} lease(s), {} slot(s) used  (revision {})",
+        "{}  {}, {} used  (revision {})",
         at.describe(),
-        views.len(),
-        remote.slots.len(),
+        plural(views.len(), "lease", "leases"),
+        plural(remote.slots.len(), "slot", "slots"),
         remote.revision
     );
     if !views.is_empty() {
@@ -506,9 +504,10 @@ pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan)
     let mut s = String::new();
     let _ = writeln!(s, "{} ({}): invalid", location.name(), location.describe());
     if plan.salvaged {
-        let _ = writeln!(s, "  the JSON is broken: {} complete entr(ies) salvaged", plan.found);
+        let _ =
+            writeln!(s, "  the JSON is broken: {} salvaged", plural(plan.found, "complete entry", "complete entries"));
     }
-    let _ = writeln!(s, "  keep {} valid lease(s)", plan.kept.len());
+    let _ = writeln!(s, "  keep {}", plural(plan.kept.len(), "valid lease", "valid leases"));
     for r in &plan.restored {
         let _ = writeln!(
             s,
@@ -586,10 +585,13 @@ fn doctor_validity(d: &DoctorReport, s: &mut String) {
     if d.over_cap {
         let _ = writeln!(
             s,
-            "  OVER CAP: {} live leases, cap {}: no new session is granted until {} end(s)",
+            "  OVER CAP: {} live leases, cap {}: no new session is granted until {}",
             d.live,
             d.cap.cap.unwrap_or_default(),
-            d.live as u64 - d.cap.cap.unwrap_or_default() + 1
+            match d.live as u64 - d.cap.cap.unwrap_or_default() + 1 {
+                1 => "one of them ends".to_owned(),
+                n => format!("{n} of them end"),
+            }
         );
     }
     for (session, leases) in &d.conflicts {

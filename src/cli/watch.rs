@@ -13,13 +13,17 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::args::Format;
+use super::messages::{stdout_failure, stdout_lost};
 use super::output::{lease_json, short_id};
-use super::{EXIT_ERROR, Failure, fail, stdout_failure};
+use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::human::escape;
 use crate::lease::journal::journal_file;
 use crate::lease::owner::owner_infos;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
+
+/// The column names over events printed as tsv.
+pub(super) const TSV_HEADER: &str = "TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS\tDETAIL";
 
 /// How often liveness is judged again without a file change.
 const REJUDGE: Duration = Duration::from_secs(1);
@@ -69,7 +73,7 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     // the ones between were never seen (a file gives its latest version only).
     let mut replaced: HashMap<PathBuf, usize> = HashMap::new();
     if f.format == Format::Tsv && !f.no_headers {
-        say!("TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS\tDETAIL");
+        say!("{TSV_HEADER}");
     }
     let mut seen: Vec<Seen> = stores.iter().map(|_| Seen::default()).collect();
     let mut metrics_written: Option<Instant> = None;
@@ -99,9 +103,13 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
                 say_err!("leasectl: warning: cannot write {}: {e}", path.display());
             }
         }
-        // Nobody reads any more (`| head` exited): stop, whether or not a write failed yet.
-        if stdout_failure().is_some() || reader_gone() {
+        // Nobody reads any more (`| head` exited): stop quietly, whether or not a write
+        // failed yet. Output lost otherwise (a full disk) is an error.
+        if stdout_lost().is_some() {
             return Ok(EXIT_ERROR);
+        }
+        if stdout_failure().is_some() || reader_gone() {
+            return Ok(EXIT_OK);
         }
         wait_for_change(&rx, &mut replaced)?;
     }
@@ -161,7 +169,11 @@ impl Seen {
             None if first && f.present => changes::present(&views),
             // A line to say the watch is on (a script can wait for it); never recorded.
             None if first => {
-                lines.push(registry_event(&location, "following", &format!("{} lease(s) now", views.len())));
+                lines.push(registry_event(
+                    &location,
+                    "following",
+                    &format!("{} now", crate::lease::human::plural(views.len(), "lease", "leases")),
+                ));
                 vec![]
             }
             None => {

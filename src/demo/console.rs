@@ -25,7 +25,9 @@ impl Runner for Playground {
             // owner's leases (a full cap, their sessions) would decide them instead.
             DemoJob::Tour(0) if others != Ok(0) => {
                 let holds = match &others {
-                    Ok(n) => format!("this one holds {n} other owners' lease(s)"),
+                    Ok(n) => {
+                        format!("this one holds {} of other owners", crate::lease::human::plural(*n, "lease", "leases"))
+                    }
                     Err(e) => format!("this one's registry cannot be read ({e})"),
                 };
                 let why = format!(

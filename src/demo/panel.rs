@@ -201,7 +201,10 @@ fn on_demo_done(demo: &mut DemoState, done: DemoDone) -> Vec<(LogLevel, String)>
                     t.push_str(" (replaced its own entry)");
                 }
                 if *pruned > 0 {
-                    t.push_str(&format!(" after pruning {pruned} dead owner(s)"));
+                    t.push_str(&format!(
+                        " after pruning {}",
+                        crate::lease::human::plural(*pruned, "dead owner", "dead owners")
+                    ));
                 }
                 (LogLevel::Change, t)
             }

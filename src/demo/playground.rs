@@ -213,7 +213,10 @@ impl Playground {
             Action::Corrupt(kind) => self.corrupt(*kind),
             Action::Repair => self.repair(),
             Action::Prune => match self.store().and_then(|mut s| s.prune(lease::PruneOptions::default())) {
-                Ok(r) => Verdict::Done(format!("pruned {} dead or recycled owner lease(s)", r.removed.len())),
+                Ok(r) => Verdict::Done(format!(
+                    "pruned {} of dead or recycled owners",
+                    crate::lease::human::plural(r.removed.len(), "lease", "leases")
+                )),
                 Err(e) => Verdict::Failed(e.to_string()),
             },
             Action::EndSession { session, hours_ago } => self.end_session(session, *hours_ago),

@@ -82,7 +82,10 @@ fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect
                         )));
                     }
                     if *pruned > 0 {
-                        lines.push(Line::from(format!("pruned {pruned} dead or recycled owner(s) first")));
+                        lines.push(Line::from(format!(
+                            "pruned {} first",
+                            crate::lease::human::plural(*pruned, "dead or recycled owner", "dead or recycled owners")
+                        )));
                     }
                 }
                 Verdict::Refused { reason, message, advice, holder } => {

@@ -59,7 +59,7 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
     };
     super::human::parse_idle(&raw)
         .map(Some)
-        .map_err(|e| format!("ignoring leasectl.idle_threshold in {}: {e}", config_path.display()))
+        .map_err(|e| format!("ignoring leasectl.idle_threshold {raw:?} in {}: {e}", config_path.display()))
 }
 
 /// A config.yaml larger than this is not a config file: refused unread.

@@ -23,7 +23,7 @@ fn first_problem(problems: &[Problem]) -> String {
 fn more_problems(problems: &[Problem]) -> String {
     match problems.len() {
         0 | 1 => String::new(),
-        n => format!(" (and {} more problem(s); run `leasectl doctor`)", n - 1),
+        n => format!(" (and {} more; run `leasectl doctor`)", super::human::plural(n - 1, "problem", "problems")),
     }
 }
 

@@ -54,19 +54,28 @@ pub fn shell_word(word: &str) -> String {
 /// An idle threshold as written in config or on the command line: `2h`, `90m`,
 /// `1h 30m`, `45s`, or plain seconds.
 pub fn parse_idle(text: &str) -> Result<Duration, Unusable> {
-    parse_duration(text, "idle threshold")
+    parse_duration(text)
+}
+
+/// `n` and the word for that many: "1 lease", "3 leases", "0 leases".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
 }
 
 /// The longest duration leasectl takes (an idle threshold, `--since`): a hundred years.
 /// Anything longer is a typo, and would overflow the arithmetic on times.
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
+/// The forms [`parse_duration`] takes, as its errors and the help say them.
+pub const DURATION_FORMS: &str = "2h, 90m, 1h30m, 2d, 45s or 3600 (seconds)";
+
 /// A duration as people write it (`2h`, `90m`, `1h 30m`, `3600`): more than 0 and at
-/// most [`MAX_DURATION`]; `what` names it in the error.
-pub fn parse_duration(text: &str, what: &str) -> Result<Duration, Unusable> {
+/// most [`MAX_DURATION`]. The error names neither the option nor the text: clap says
+/// both before it ("invalid value '1x' for '--since <DURATION>'"), config.yaml's reader too.
+pub fn parse_duration(text: &str) -> Result<Duration, Unusable> {
     let t = text.trim();
-    let too_long = || Unusable(format!("{what} {text:?} is longer than 100 years"));
-    let not_positive = || Unusable(format!("{what} {text:?} must be more than 0 seconds"));
+    let too_long = || Unusable("longer than 100 years".into());
+    let not_positive = || Unusable("must be more than 0 seconds".into());
     if let Ok(secs) = t.parse::<f64>() {
         if !secs.is_finite() || secs <= 0.0 {
             return Err(not_positive());
@@ -76,8 +85,14 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration, Unusable> {
         }
         return Duration::try_from_secs_f64(secs).map_err(|_| too_long());
     }
+    // jiff's own words name its types ("try parsing into a `jiff::Span`"): ours say the forms.
+    let not_a_duration =
+        || Unusable(format!("not a duration; write it as {DURATION_FORMS}, in units of d, h, m and s"));
+    let span: jiff::Span = t.parse().map_err(|_| not_a_duration())?;
+    // A day is 24 hours here (an idle threshold, a look back), not a calendar day;
+    // months and years stay refused (their length varies) rather than guessed.
     let span: jiff::SignedDuration =
-        t.parse().map_err(|e| Unusable(format!("{what} {text:?} is not a duration like 2h, 90m or 3600 ({e})")))?;
+        span.to_duration(jiff::SpanRelativeTo::days_are_24_hours()).map_err(|_| not_a_duration())?;
     if span.is_negative() || span.is_zero() {
         return Err(not_positive());
     }
@@ -126,6 +141,10 @@ mod tests {
         assert_eq!(parse_idle("90m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_idle("1h 30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_idle("3600"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_idle("2d"), Ok(Duration::from_secs(2 * 86_400)));
+        // Our words, not the parser library's (it named its own types).
+        let typo = parse_idle("10y").unwrap_err().0;
+        assert!(typo.contains("2h, 90m") && !typo.contains("jiff"), "{typo}");
         assert!(parse_idle("0").is_err() && parse_idle("-5m").is_err() && parse_idle("soon").is_err());
         // Out of range is an error, never a panic (Duration::from_secs_f64 panics on these).
         for huge in ["1e30", "18446744073709551615", "inf", "NaN", "1e308", "200y", "9999999999h"] {

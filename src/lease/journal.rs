@@ -105,7 +105,11 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
             }
         }
         if lines.counts.bad > 0 {
-            warnings.push(format!("skipped {} unreadable line(s) in {}", lines.counts.bad, p.display()));
+            warnings.push(format!(
+                "skipped {} in {}",
+                super::human::plural(lines.counts.bad as usize, "unreadable line", "unreadable lines"),
+                p.display()
+            ));
         }
     }
     (out, warnings)
@@ -178,7 +182,11 @@ impl Journal {
         if let Some((path, lines)) = self.current.take() {
             let bad = lines.counts.bad + std::mem::take(&mut self.bad_in_current);
             if bad > 0 {
-                self.warnings.push(format!("skipped {bad} unreadable line(s) in {}", path.display()));
+                self.warnings.push(format!(
+                    "skipped {} in {}",
+                    super::human::plural(bad as usize, "unreadable line", "unreadable lines"),
+                    path.display()
+                ));
             }
             if let Some(e) = lines.error {
                 self.warnings.push(format!("stopped reading {}: {e}", path.display()));

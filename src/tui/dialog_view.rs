@@ -1,6 +1,7 @@
 //! The console's dialogs: one builder per dialog (what it says, the list that scrolls,
 //! the lines always shown below it), and the one layout that draws any of them.
 
+use crate::lease::human::plural;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -68,7 +69,8 @@ fn prune(targets: &[(Location, Vec<LeaseRow>)], kept_clock_step: usize, p: &Pale
     let mut footer = vec![Line::from("")];
     if kept_clock_step > 0 {
         footer.push(Line::from(format!(
-            "Kept: {kept_clock_step} owner(s) flagged clock step? (alive; start time off by whole seconds)."
+            "Kept: {} flagged clock step? (alive; start time off by whole seconds).",
+            plural(kept_clock_step, "owner", "owners")
         )));
     }
     footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, &format!("prune {total}")), p.bold(Color::Cyan))));
@@ -89,7 +91,7 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
     let Release { location, leases, live, expected, typed, mismatch } = r;
     let bold = bold();
     let mut lines = vec![Line::from(Span::styled(
-        format!("Force-release {} lease(s) in {}:", leases.len(), location.name()),
+        format!("Force-release {} in {}:", plural(leases.len(), "lease", "leases"), location.name()),
         bold,
     ))];
     for l in leases {

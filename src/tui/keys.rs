@@ -338,9 +338,15 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         footer: Footer::First("?", "help"),
     },
     Binding {
-        keys: &[(KeyCode::Char('q'), Action::Quit), (KeyCode::Esc, Action::Back)],
-        shown: "q / Esc",
-        help: "quit; Esc clears the filter or closes details",
+        keys: &[(KeyCode::Esc, Action::Back)],
+        shown: "Esc",
+        help: "clear the filter, else close details (never quits)",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('q'), Action::Quit)],
+        shown: "q",
+        help: "quit",
         footer: Footer::First("q", "quit"),
     },
 ];

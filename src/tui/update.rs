@@ -11,6 +11,7 @@ use super::keys::{
     typed_char,
 };
 use super::state::{App, Dialog, RegistryState};
+use crate::lease::human::plural;
 use crate::lease::view::may_be_alive;
 use crate::lease::{Liveness, Target};
 
@@ -77,7 +78,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
         if !app.registries[index].loaded {
             let place = snap.location.describe();
             let what = match &snap.leases {
-                Ok(l) => format!("watching {place} ({} lease(s))", l.len()),
+                Ok(l) => format!("watching {place} ({})", plural(l.len(), "lease", "leases")),
                 Err(_) => format!("watching {place}"),
             };
             let profile = snap.location.name().to_owned();
@@ -119,7 +120,11 @@ fn on_action_done(app: &mut App, done: ActionDone) {
                 removal.removed.iter().map(|v| v.entry.lease_id().chars().take(8).collect()).collect();
             let warn = if removal.live_owner { " (a LIVE owner's lease: it may keep writing)" } else { "" };
             let level = if removal.live_owner { LogLevel::Warn } else { LogLevel::Change };
-            app.log(&profile, level, format!("{}: removed {} lease(s) {}{warn}", done.what, ids.len(), ids.join(" ")));
+            app.log(
+                &profile,
+                level,
+                format!("{}: removed {} {}{warn}", done.what, plural(ids.len(), "lease", "leases"), ids.join(" ")),
+            );
         }
         Err(e) => app.log(&profile, LogLevel::Warn, format!("{} refused: {e}", done.what)),
     }
@@ -319,8 +324,10 @@ fn ask_prune(app: &mut App) {
         let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
         let text = if kept_clock_step > 0 {
             format!(
-                "prune: nothing to do; {kept_clock_step} owner(s) flagged clock step? kept (alive, start time off by \
-                 whole seconds; `leasectl prune --include-clock-step` removes them)"
+                "prune: nothing to do; {} flagged clock step? kept (alive, start time off by whole seconds; \
+                 `leasectl prune --include-clock-step` removes {})",
+                plural(kept_clock_step, "owner", "owners"),
+                if kept_clock_step == 1 { "it" } else { "them" }
             )
         } else {
             "prune: no dead or recycled owners; nothing to do".to_owned()

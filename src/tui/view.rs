@@ -431,7 +431,7 @@ fn session_line(
     if many {
         spans.push(Span::raw(format!("  [{}]", app.registries[registry].location.name())));
     }
-    spans.push(Span::raw(format!("  {count} lease(s)")));
+    spans.push(Span::raw(format!("  {}", crate::lease::human::plural(count, "lease", "leases"))));
     if let Some(ctx) = app.registries[registry].session(session) {
         if let Some(title) = &ctx.title {
             spans.push(Span::styled(format!("  “{}”", shown_text(title)), p.fg(Color::White)));

@@ -11,6 +11,7 @@ use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, L
 use super::event::{Job, JobDone};
 use super::extension::Runner;
 use super::sessions::SessionCache;
+use crate::lease::human::plural;
 use crate::lease::owner::{OwnerProbe, hostname};
 use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, paths};
 
@@ -368,8 +369,8 @@ impl Worker {
 fn repaired_summary(r: &lease::repair::RepairReport) -> String {
     let backup = r.backup.as_ref().map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
     format!(
-        "kept {} lease(s) ({} restored), dropped {}, re-keyed {}{}; old bytes in {backup}",
-        r.plan.kept.len(),
+        "kept {} ({} restored), dropped {}, re-keyed {}{}; old bytes in {backup}",
+        plural(r.plan.kept.len(), "lease", "leases"),
         r.plan.restored.len(),
         r.plan.dropped.len(),
         r.plan.rekeyed.len(),
@@ -379,9 +380,9 @@ fn repaired_summary(r: &lease::repair::RepairReport) -> String {
 
 /// A repair plan as lines for the confirmation dialog.
 fn plan_lines(plan: &lease::repair::RepairPlan) -> Vec<String> {
-    let mut out = vec![format!("keep {} valid lease(s)", plan.kept.len())];
+    let mut out = vec![format!("keep {}", plural(plan.kept.len(), "valid lease", "valid leases"))];
     if plan.salvaged {
-        out.push(format!("the JSON is broken: {} complete entr(ies) salvaged", plan.found));
+        out.push(format!("the JSON is broken: {} salvaged", plural(plan.found, "complete entry", "complete entries")));
     }
     out.extend(plan.restored.iter().map(|r| {
         format!(
