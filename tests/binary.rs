@@ -9,6 +9,7 @@ mod cli_operators;
 mod demo_tour;
 mod events;
 mod hardening;
+mod hints;
 mod home_faults;
 mod hostile_home;
 mod metrics;

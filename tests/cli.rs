@@ -997,6 +997,13 @@ fn prune_keeps_a_clock_step_suspect_unless_asked() {
     assert!(out.text().contains("clock step") && out.text().contains("--include-clock-step"), "says why: {out:?}");
     let sessions: Vec<String> = home.entries().iter().map(|e| str_of(e, "session_id").to_owned()).collect();
     assert_eq!(sessions, ["S-step"], "the dead owner's lease goes, the clock-step suspect stays");
+    // One verdict everywhere: doctor names the prune that removes it, and force-release
+    // treats it as the live owner prune says it most likely is.
+    let doctor = home.run(&["doctor"]);
+    assert!(doctor.stdout.contains("prune --include-clock-step` removes it"), "{doctor:?}");
+    assert!(!doctor.stdout.contains("prune` removes it"), "{doctor:?}");
+    home.run(&["force-release", "5737ed00"]).expect_exit(1);
+    assert_eq!(home.entries().len(), 1, "kept without --live");
     home.run(&["prune", "--include-clock-step"]).expect_exit(0);
     assert!(home.entries().is_empty(), "asked for, it goes too");
 }

@@ -10,26 +10,26 @@ use common::process::{BIN, Home, Proc, Sleeper, str_of};
 use serde_json::Value;
 
 /// An entry as Hermes writes it, owned by `pid` (1 is alive; a huge pid is dead).
-fn entry(id: &str, session: &str, pid: u64) -> String {
+pub(crate) fn entry(id: &str, session: &str, pid: u64) -> String {
     format!(
         "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
          \"session_id\": \"{session}\", \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}"
     )
 }
 
-fn write_registry(home: &std::path::Path, entries: &[String]) {
+pub(crate) fn write_registry(home: &std::path::Path, entries: &[String]) {
     let runtime = home.join("runtime");
     fs::create_dir_all(&runtime).expect("runtime/");
     fs::write(runtime.join("active_sessions.json"), format!("{{\"entries\": [{}]}}", entries.join(", ")))
         .expect("registry");
 }
 
-fn ids_in(home: &std::path::Path) -> Vec<String> {
+pub(crate) fn ids_in(home: &std::path::Path) -> Vec<String> {
     let bytes = fs::read(home.join("runtime/active_sessions.json")).unwrap_or_default();
     common::process::entries_of(&bytes).iter().map(|e| str_of(e, "lease_id").to_owned()).collect()
 }
 
-const DEAD: u64 = 4_000_000;
+pub(crate) const DEAD: u64 = 4_000_000;
 
 /// The command a message quotes between backticks (the first one).
 fn quoted_command(text: &str) -> Vec<String> {

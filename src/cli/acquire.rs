@@ -189,7 +189,7 @@ pub(super) fn acquire_reported_to(
             Ok(g)
         }
         Err(r) => {
-            let advice = store.advice(r.reason);
+            let advice = store.advice(&r);
             if as_json {
                 show(&output::refusal_json(&r, &advice));
             } else {

@@ -429,6 +429,17 @@ pub struct ForceReleaseArgs {
     pub json: bool,
 }
 
+impl ForceReleaseArgs {
+    /// The options that change what it does, as typed (for a hint that repeats it elsewhere).
+    pub fn options(&self) -> Vec<String> {
+        [(self.live, "--live"), (self.dry_run, "--dry-run"), (self.json, "--json")]
+            .into_iter()
+            .filter(|(given, _)| *given)
+            .map(|(_, flag)| flag.to_owned())
+            .collect()
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Say what would be removed; change nothing

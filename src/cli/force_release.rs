@@ -13,7 +13,7 @@ pub(super) fn force_release(
     elsewhere: &[Location],
 ) -> Result<i32, Failure> {
     let target = match (&a.lease_id, &a.session) {
-        (Some(typed), None) => match name_lease(store, typed, elsewhere, "force-release")? {
+        (Some(typed), None) => match name_lease(store, typed, elsewhere, "force-release", &a.options())? {
             Named::Id(id) => Target::Lease(id),
             Named::Nowhere => Target::Lease(typed.clone()),
         },

@@ -86,7 +86,7 @@ fn renamed_command(typed: &str) -> Option<&'static str> {
         "repair" => Some("a registry is repaired by `leasectl doctor --repair`"),
         "list" => Some("leases are listed by `leasectl ls`"),
         "rm" | "remove" | "kill" => {
-            Some("a lease is removed by `leasectl force-release LEASE_ID` (or `leasectl prune` for dead owners)")
+            Some("a lease is removed by force-release with its id; dead owners' leases by `leasectl prune`")
         }
         "watch" => Some("changes are followed by `leasectl ls -w` or `leasectl events -f`"),
         _ => None,

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use crate::lease::human::{duration, escape, plural};
 use crate::lease::owner::OwnerInfo;
 use crate::lease::{
-    AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Location, Refusal, RemoteListing, Removal,
-    now, owner::hostname,
+    AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Liveness, Location, Refusal, RemoteListing,
+    Removal, now, owner::hostname,
 };
 
 pub fn owner_json(o: Option<&OwnerInfo>) -> Value {
@@ -73,12 +73,14 @@ pub fn grant_json(g: &Grant, location: &Location, req: &AcquireRequest, renewed:
 
 /// A recorded grant for people; `renewed`: hold/run keep it alive.
 pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> String {
+    // The session id is the caller's text: shown, never obeyed by the terminal (as refusals do).
+    let session = escape(&req.session_id);
     let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
     let (Location::Etcd(at), Some(r)) = (location, &g.remote) else {
         let mut s = format!(
             "granted lease {} for session {} to pid {}{how}\n  registry: {}\n",
             g.lease_id,
-            req.session_id,
+            session,
             req.owner_pid,
             location.describe()
         );
@@ -91,11 +93,11 @@ pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed:
         "granted lease {} for session {} to pid {} on host {}{how}\n  etcd: {}  key {}\n  \
          etcd lease {:x}, TTL {}s, fencing token {}\n",
         g.lease_id,
-        req.session_id,
+        session,
         req.owner_pid,
         r.host,
         at.describe(),
-        r.session_key,
+        escape(&r.session_key),
         r.etcd_lease_id,
         r.ttl.as_secs(),
         r.fencing_token
@@ -104,8 +106,8 @@ pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed:
         s.push_str(&format!("  renewed every {:.1}s while leasectl runs\n", r.ttl.as_secs_f64() / 3.0));
     } else {
         s.push_str(&format!(
-            "  nobody renews it: it ends in {}s unless renewed (etcdctl --endpoints {} lease keep-alive {:x}); use \
-             `leasectl hold` or `run` to keep it\n",
+            "  nobody renews it: it ends in {}s unless renewed (etcdctl --endpoints {} lease keep-alive {:x}); hold and \
+             run renew theirs\n",
             r.ttl.as_secs(),
             at.endpoints.join(","),
             r.etcd_lease_id
@@ -606,6 +608,21 @@ fn doctor_validity(d: &DoctorReport, s: &mut String) {
     }
 }
 
+/// The prune that removes a stale owner's lease: a plain prune keeps the two kinds it
+/// must not judge alone (the verdicts prune itself gives them).
+fn stale_remedy(here: &str, liveness: &Liveness) -> String {
+    if liveness.clock_step_suspected() {
+        format!(
+            "most likely the same, live process seen across a wall-clock step, so a plain prune keeps it; \
+             `{here} prune --include-clock-step` removes it"
+        )
+    } else if matches!(liveness, Liveness::WorkRunning { .. }) {
+        format!("its work still runs, so a plain prune keeps it; `{here} prune --force` removes it")
+    } else {
+        format!("`{here} prune` removes it")
+    }
+}
+
 /// Leases worth an operator's look: stale owners (prune) and leak suspects, with the
 /// command that deals with each; and why state.db could not tell.
 fn doctor_leases(d: &DoctorReport, s: &mut String) {
@@ -616,11 +633,12 @@ fn doctor_leases(d: &DoctorReport, s: &mut String) {
     for v in &d.stale {
         let _ = writeln!(
             s,
-            "  stale: lease {} (session {}, pid {}): {} — `{here} prune` removes it",
+            "  stale: lease {} (session {}, pid {}): {} — {}",
             escape(&short_id(v.entry.lease_id())),
             escape(v.entry.session_id()),
             v.entry.pid(),
-            v.liveness.explain()
+            v.liveness.explain(),
+            stale_remedy(&here, &v.liveness)
         );
     }
     for (v, why) in &d.leak_suspects {

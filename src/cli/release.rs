@@ -31,6 +31,7 @@ pub(super) fn name_lease(
     typed: &str,
     elsewhere: &[Location],
     action: &str,
+    options: &[String],
 ) -> Result<Named, Failure> {
     use lease::lookup::{Lookup, lookup};
     let Ok(views) = store.read().leases else {
@@ -60,7 +61,9 @@ pub(super) fn name_lease(
         };
         let profile = location.registry().filter(|r| r.home != paths::root_of(&r.home)).map(|r| r.profile.as_str());
         let place = profile.map(|p| format!("profile {p}")).unwrap_or_else(|| "the root".into());
-        found.push(format!("found in {place}: `{} {action} {id}`", hints::leasectl_in_profile(profile)));
+        // Every option the operator gave comes along: a dry run stays a dry run when pasted.
+        let options: String = options.iter().map(|o| format!(" {o}")).collect();
+        found.push(format!("found in {place}: `{} {action} {id}{options}`", hints::leasectl_in_profile(profile)));
     }
     if found.is_empty() {
         return Ok(Named::Nowhere);
@@ -99,7 +102,11 @@ pub(super) fn release(
     as_json: bool,
     elsewhere: &[Location],
 ) -> Result<i32, Failure> {
-    let lease_id = &match name_lease(store, typed, elsewhere, "release")? {
+    let mut options: Vec<String> = owner_pid.map(|p| format!("--owner-pid {p}")).into_iter().collect();
+    if as_json {
+        options.push("--json".into());
+    }
+    let lease_id = &match name_lease(store, typed, elsewhere, "release", &options)? {
         Named::Id(id) => id,
         // A whole lease id gone everywhere: the owner's release is idempotent.
         Named::Nowhere if lease::ids::is_lease_id(typed) => typed.to_owned(),

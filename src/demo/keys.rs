@@ -21,7 +21,7 @@ pub const DEMO_KEYS: &[Binding<DemoKey>] = &[
     Binding {
         keys: &[(KeyCode::Char('o'), DemoKey::SpawnOwner)],
         shown: "o",
-        help: "spawn an owner: a real `leasectl hold` process on a session you name",
+        help: "spawn an owner: a real leasectl hold process on a session you name",
         footer: Footer::Plain("o", "spawn"),
     },
     Binding {

@@ -312,7 +312,7 @@ impl Playground {
             },
             Err(r) => Verdict::Refused {
                 reason: r.reason,
-                advice: store.advice(r.reason),
+                advice: store.advice(&r),
                 holder: r.holder.as_ref().map(|h| h.lease_id().to_owned()),
                 message: r.message,
             },

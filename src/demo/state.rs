@@ -58,7 +58,7 @@ pub enum FormKind {
 impl FormKind {
     pub fn title(self) -> &'static str {
         match self {
-            FormKind::SpawnOwner => "spawn an owner (a real `leasectl hold` process)",
+            FormKind::SpawnOwner => "spawn an owner (a real leasectl hold process)",
             FormKind::TryAcquire => "try to acquire",
             FormKind::SetCap => "set or clear the cap (sandbox config.yaml)",
             FormKind::Corrupt => "corrupt the sandbox registry",

@@ -10,7 +10,7 @@ use super::config::CapSetting;
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::location::Location;
-use super::refusal::{Reason, Refusal};
+use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
 use super::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
 
@@ -100,7 +100,7 @@ impl LeaseStore for Audited {
     fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
         self.inner.probe_lock(bound)
     }
-    fn advice(&self, reason: Reason) -> String {
-        self.inner.advice(reason)
+    fn advice(&self, refusal: &Refusal) -> String {
+        self.inner.advice(refusal)
     }
 }

@@ -10,7 +10,7 @@ use super::config::CapSetting;
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::location::Location;
-use super::refusal::{Reason, Refusal};
+use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 
@@ -87,8 +87,8 @@ pub trait LeaseStore: Send {
         None
     }
     /// What to do about a refusal here.
-    fn advice(&self, reason: Reason) -> String {
-        reason.advice().to_owned()
+    fn advice(&self, refusal: &Refusal) -> String {
+        refusal.advice()
     }
 }
 

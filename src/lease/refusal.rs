@@ -32,16 +32,16 @@ impl Reason {
         }
     }
 
-    /// What an operator can do about it.
+    /// What an operator can do about it, when the holder is not known (see [`Refusal::advice`]).
     pub fn advice(self) -> &'static str {
         match self {
             Reason::SessionNotOwned => {
                 "Attach through the owning surface or close the session there. If the owner is gone \
-                 but its pid lives on (a leaked lease), `leasectl force-release` it deliberately."
+                 but its pid lives on (a leaked lease), `leasectl ls` shows its lease to force-release."
             }
             Reason::MaxConcurrentSessions => {
-                "Retry when another session finishes, raise max_concurrent_sessions, or free a leaked \
-                 slot with `leasectl force-release`."
+                "Retry when another session finishes, or raise max_concurrent_sessions. `leasectl ls` shows \
+                 the holders, if a slot is held by a leaked lease."
             }
             Reason::SessionCoordinationUnavailable => {
                 "Run `leasectl doctor` to see what is wrong with the registry or its lock, fix it, and retry."
@@ -62,6 +62,27 @@ pub struct Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.message)
+    }
+}
+
+impl Refusal {
+    /// What an operator can do about it, each command one that runs as printed: the
+    /// holder is a live owner (that is why it was refused), so taking its lease is
+    /// `force-release ID --live`, on the operator's word.
+    pub fn advice(&self) -> String {
+        let holder = self.holder.as_ref().map(|h| h.lease_id().to_owned()).filter(|id| !id.is_empty());
+        match (self.reason, holder) {
+            (Reason::SessionNotOwned, Some(id)) => format!(
+                "Attach through the owning surface or close the session there. If the owner is gone \
+                 but its pid lives on (a leaked lease), remove it deliberately: `leasectl force-release {id} --live`."
+            ),
+            (Reason::MaxConcurrentSessions, Some(id)) => format!(
+                "Retry when another session finishes, or raise max_concurrent_sessions. A slot held by a leaked \
+                 lease is freed deliberately: `leasectl ls` shows the holders; the oldest is \
+                 `leasectl force-release {id} --live`."
+            ),
+            (reason, _) => reason.advice().to_owned(),
+        }
     }
 }
 

@@ -44,9 +44,11 @@ pub fn owner_may_be_alive(v: &LeaseView) -> bool {
     may_be_alive(&v.liveness)
 }
 
-/// The verdicts that forbid removing a lease without an explicit override.
+/// The verdicts that forbid removing a lease without an explicit override. A "recycled"
+/// owner whose start time is off by whole seconds is most likely the same, live process
+/// seen across a wall-clock step: prune keeps it, and so does every other removal.
 pub fn may_be_alive(l: &Liveness) -> bool {
-    matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. })
+    matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. }) || l.clock_step_suspected()
 }
 
 /// How a force-release goes.

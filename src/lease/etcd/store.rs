@@ -187,13 +187,13 @@ impl LeaseStore for EtcdStore {
         Ok(Some(Box::new(keep)))
     }
 
-    fn advice(&self, reason: Reason) -> String {
-        match reason {
+    fn advice(&self, refusal: &Refusal) -> String {
+        match refusal.reason {
             Reason::SessionCoordinationUnavailable => format!(
                 "Check that etcd is up and reachable (etcdctl --endpoints {} endpoint health), then retry.",
                 self.config.endpoints.join(",")
             ),
-            other => other.advice().to_owned(),
+            _ => refusal.advice(),
         }
     }
 }

@@ -1,0 +1,169 @@
+//! Every command leasectl suggests (`` `leasectl ...` `` in its messages) is one an
+//! operator can paste: it parses as a leasectl command line, carries the registry options
+//! and every option that changes what the command does, and does what the message says
+//! when a shell runs it as printed.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use clap::Parser as _;
+use leasectl::cli::{Cli, Command as Sub};
+
+use crate::cli_operators::{DEAD, entry, ids_in, write_registry};
+use crate::common::process::{BIN, Home, Out, Proc, Sleeper};
+
+/// The quoted commands in `text`, each as the shell would split it (single quotes and
+/// backslashes: that is how leasectl quotes).
+fn hints_in(text: &str) -> Vec<(String, Vec<String>)> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| quoted.starts_with("leasectl"))
+        .map(|quoted| (quoted.to_owned(), shell_words(quoted)))
+        .collect()
+}
+
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if !quoted => (word, any) = (word + &chars.next().map(String::from).unwrap_or_default(), true),
+            '\'' => (quoted, any) = (!quoted, true),
+            ' ' if !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            c => (word, any) = (word + &c.to_string(), true),
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+/// Every hint in `out` parses as a leasectl command line and names `home`; returns them.
+fn parsed_hints(out: &Out, home: &Path) -> Vec<(String, Cli)> {
+    let all = hints_in(&format!("{}\n{}", out.stdout, out.stderr));
+    assert!(!all.is_empty(), "no hint in {out:?}");
+    all.into_iter()
+        .map(|(text, words)| {
+            let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
+            assert_eq!(cli.home.as_deref(), Some(home), "hint `{text}` names the home used: {out:?}");
+            (text, cli)
+        })
+        .collect()
+}
+
+/// Run a hint as a shell would, with leasectl on PATH and no HERMES_HOME or real home to
+/// fall back on: it acts where it says or not at all.
+fn run_as_printed(hint: &str, home: &Home) -> Out {
+    let bin_dir = Path::new(BIN).parent().expect("bin dir");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(hint).env("PATH", path).env_remove("HERMES_HOME").env("HOME", home.outside());
+    Proc::run(hint, cmd)
+}
+
+#[test]
+fn a_refusals_advice_names_the_holder_and_runs_as_printed() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let id = home.acquire_ok(&["S", "--owner-pid", &owner.pid_arg()]);
+    let out = home.run(&["acquire", "S"]);
+    out.expect_exit(3);
+    let hints = parsed_hints(&out, home.path());
+    let (text, cli) = hints.iter().find(|(t, _)| t.contains("force-release")).expect("a force-release hint");
+    match &cli.command {
+        Some(Sub::ForceRelease(a)) => assert!(a.lease_id.as_deref() == Some(id.as_str()) && a.live, "{text}"),
+        other => panic!("{text}: {other:?}"),
+    }
+    run_as_printed(text, &home).expect_exit(0);
+    assert!(home.entries().is_empty(), "the advice, pasted, removed the holder's lease");
+    // Capacity: the oldest holder is named the same way; JSON's advice too.
+    home.acquire_ok(&["A", "--owner-pid", &owner.pid_arg(), "--live-id", "a"]);
+    let out = home.run(&["acquire", "B", "--max", "1", "--json"]);
+    out.expect_exit(4);
+    let advice = out.json()["advice"].as_str().unwrap_or_default().to_owned();
+    let hints = hints_in(&advice);
+    assert!(hints.iter().any(|(t, _)| t.contains("force-release") && t.ends_with("--live")), "{advice}");
+    for (text, words) in hints {
+        Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("`{text}`: {e}"));
+    }
+}
+
+#[test]
+fn a_lease_found_elsewhere_is_named_with_every_option_given() {
+    let home = Home::new();
+    let p3 = home.path().join("profiles/p3");
+    fs::create_dir_all(&p3).expect("profile");
+    write_registry(&p3, &[entry("8f190000000000000000000000000001", "W", DEAD)]);
+    let out = home.run(&["force-release", "8f19", "--dry-run"]);
+    out.expect_exit(1);
+    let hints = parsed_hints(&out, home.path());
+    let (text, cli) = &hints[0];
+    assert_eq!(cli.profile.as_deref(), Some("p3"), "{text}");
+    assert!(matches!(&cli.command, Some(Sub::ForceRelease(a)) if a.dry_run), "a dry run stays one: {text}");
+    run_as_printed(text, &home).expect_exit(0);
+    assert_eq!(ids_in(&p3).len(), 1, "pasted, it changed nothing");
+    // release keeps --owner-pid and --json.
+    let out = home.run(&["release", "8f19", "--owner-pid", "1", "--json"]);
+    out.expect_exit(1);
+    let hints = parsed_hints(&out, home.path());
+    assert!(matches!(&hints[0].1.command, Some(Sub::Release(a)) if a.json && a.owner_pid == Some(1)), "{out:?}");
+}
+
+#[test]
+fn doctors_and_releases_hints_run_as_printed() {
+    let home = Home::new();
+    let work = home.path().join("profiles/work");
+    fs::create_dir_all(&work).expect("profile");
+    write_registry(&work, &[entry("dead0000000000000000000000000001", "S", DEAD)]);
+    let out = home.run(&["--all-profiles", "doctor"]);
+    let hints = parsed_hints(&out, home.path());
+    let (prune, _) = hints.iter().find(|(t, _)| t.ends_with(" prune")).expect("a prune hint");
+    run_as_printed(prune, &home).expect_exit(0);
+    assert!(ids_in(&work).is_empty(), "the prune hint, pasted, pruned profile work");
+    // A live owner's lease, released by someone else: the hint is force-release --live.
+    let owner = Sleeper::new();
+    let id = home.acquire_ok(&["T", "--owner-pid", &owner.pid_arg()]);
+    let out = home.run(&["release", &id]);
+    out.expect_exit(1);
+    let hints = parsed_hints(&out, home.path());
+    run_as_printed(&hints[0].0, &home).expect_exit(0);
+    assert!(home.entries().is_empty(), "{out:?}");
+}
+
+#[test]
+fn hints_for_an_unusable_registry_and_without_a_terminal_parse() {
+    let home = Home::new();
+    fs::create_dir_all(home.runtime()).expect("runtime");
+    fs::write(home.registry(), "{not json").expect("break it");
+    let out = home.run(&["acquire", "S"]);
+    out.expect_exit(5);
+    parsed_hints(&out, home.path());
+    let out = home.run(&["tui"]);
+    out.expect_exit(2);
+    parsed_hints(&out, home.path());
+    let out = home.run(&["events"]);
+    parsed_hints(&out, home.path());
+}
+
+#[test]
+fn a_hint_quotes_a_home_with_spaces_and_quotes() {
+    let home = Home::new();
+    let odd = home.outside().join("it's a home");
+    fs::create_dir_all(odd.join("runtime")).expect("odd home");
+    write_registry(&odd, &[entry("dead0000000000000000000000000001", "S", DEAD)]);
+    let out = Proc::run("doctor", {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--home").arg(&odd).arg("doctor").env_remove("HERMES_HOME");
+        cmd
+    });
+    let hints = parsed_hints(&out, &odd);
+    run_as_printed(&hints[0].0, &home).expect_exit(0);
+}
