@@ -7,6 +7,7 @@ mod audit;
 mod cli;
 mod cli_operators;
 mod demo_tour;
+mod docs;
 mod events;
 mod hardening;
 mod hints;

@@ -486,4 +486,15 @@ fn help_keeps_global_options_apart_and_shows_etcd_only_in_an_etcd_build() {
         let help = leasectl_bare(&[command, "--help"]).stdout;
         assert_eq!(help.contains("etcd"), cfg!(feature = "etcd"), "{command} --help: {help}");
     }
+    // Completions and the manual offer what help offers, in every shell.
+    let man = leasectl_bare(&["man"]).stdout;
+    assert_eq!(man.contains("endpoints"), cfg!(feature = "etcd"), "man page");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = leasectl_bare(&["completions", shell]).stdout;
+        for option in ["--backend", "--endpoints", "--prefix", "--ttl"] {
+            // fish writes `-l endpoints`; the others the option as typed.
+            let offered = script.contains(option) || script.contains(&format!("-l {}", &option[2..]));
+            assert_eq!(offered, cfg!(feature = "etcd"), "{shell} completes {option}");
+        }
+    }
 }

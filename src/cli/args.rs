@@ -14,9 +14,6 @@ pub const ALL_PROFILES_COMMANDS: &str = "ls, prune, doctor, force-release, event
 const ALL_PROFILES_HELP: &str =
     "The root and every profile (ls, prune, doctor, force-release, events, metrics; the console shows them all)";
 
-/// A build without the etcd backend does not offer its options (they would only fail).
-const NO_ETCD: bool = cfg!(not(feature = "etcd"));
-
 /// A command's closing help: what holds on the registry file, then (in a build with
 /// the etcd backend only) what differs on etcd, then examples.
 macro_rules! etcd_aware_help {
@@ -96,22 +93,37 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::human::parse_idle, help_heading = GLOBAL)]
     pub idle_threshold: Option<std::time::Duration>,
     /// Where leases live: the Hermes registry file (one host) or etcd (across hosts)
-    #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL, hide = NO_ETCD)]
+    #[cfg(feature = "etcd")]
+    #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL)]
     pub backend: Backend,
     /// With --backend etcd: the etcd client URLs, comma-separated (http://host:port)
-    #[arg(long, global = true, value_name = "URL[,URL]", help_heading = GLOBAL, hide = NO_ETCD)]
+    #[cfg(feature = "etcd")]
+    #[arg(long, global = true, value_name = "URL[,URL]", help_heading = GLOBAL)]
     pub endpoints: Option<String>,
     /// With --backend etcd: the key prefix (default /leasectl/)
-    #[arg(long, global = true, value_name = "P", help_heading = GLOBAL, hide = NO_ETCD)]
+    #[cfg(feature = "etcd")]
+    #[arg(long, global = true, value_name = "P", help_heading = GLOBAL)]
+    pub prefix: Option<String>,
+    // A build without the etcd backend has none of its options: not in help, the man
+    // page or completions, and typed they are unknown (the error says why).
+    #[cfg(not(feature = "etcd"))]
+    #[arg(skip)]
+    pub backend: Backend,
+    #[cfg(not(feature = "etcd"))]
+    #[arg(skip)]
+    pub endpoints: Option<String>,
+    #[cfg(not(feature = "etcd"))]
+    #[arg(skip)]
     pub prefix: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
 /// Where leases live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Backend {
     /// `<home>/runtime/active_sessions.json` under flock: Hermes' registry, one host
+    #[default]
     File,
     /// etcd v3: one key per session and per slot, liveness by an etcd lease TTL
     Etcd,
@@ -377,7 +389,11 @@ pub struct AcquireOpts {
     pub meta: Vec<String>,
     /// With --backend etcd: the etcd lease TTL in seconds (default 10). hold/run renew it every
     /// TTL/3; a one-shot acquire does not, so its lease ends after TTL unless renewed
-    #[arg(long, value_name = "SECS", hide = NO_ETCD)]
+    #[cfg(feature = "etcd")]
+    #[arg(long, value_name = "SECS")]
+    pub ttl: Option<u64>,
+    #[cfg(not(feature = "etcd"))]
+    #[arg(skip)]
     pub ttl: Option<u64>,
     /// When refused because the session is held or every slot is taken, try again (backoff
     /// up to 1s) until granted or SECS have passed, naming the holder once

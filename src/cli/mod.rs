@@ -75,6 +75,19 @@ pub fn parse() -> Result<Cli, i32> {
         Some(ContextValue::String(s)) if e.kind() == ErrorKind::InvalidSubcommand => s.as_str(),
         _ => "",
     };
+    let unknown = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) if e.kind() == ErrorKind::UnknownArgument => s.as_str(),
+        _ => "",
+    };
+    if cfg!(not(feature = "etcd"))
+        && ["--backend", "--endpoints", "--prefix", "--ttl"].iter().any(|o| unknown.starts_with(o))
+    {
+        text = text.replacen(
+            '\n',
+            "\n\n  tip: this leasectl was built without the etcd backend (cargo install --features etcd)\n",
+            1,
+        );
+    }
     if let Some(instead) = renamed_command(typed) {
         text = text.replacen('\n', &format!("\n\n  tip: {instead}\n"), 1);
     }
