@@ -388,7 +388,7 @@ fn run_wait_gives_up_in_time_and_conflict_exit_code_replaces_3_and_4() {
     home.run(&["run", "S", "--conflict-exit-code", "75", "--", "true"]).expect_exit(5);
 }
 
-fn leasectl_bare(args: &[&str]) -> common::process::Out {
+pub(crate) fn leasectl_bare(args: &[&str]) -> common::process::Out {
     let mut cmd = Command::new(BIN);
     cmd.args(args).env_remove("HERMES_HOME").env("HOME", "/nonexistent-home-for-this-test");
     Proc::run(&args.join(" "), cmd)

@@ -12,3 +12,183 @@ const HELP: &str = if cfg!(feature = "etcd") { "tests/cmd/help-etcd/*.toml" } el
 fn every_help_is_as_reviewed() {
     trycmd::TestCases::new().register_bin("leasectl", std::path::Path::new(BIN)).env("COLUMNS", "100").case(HELP);
 }
+
+/// A Hermes-like owner process (named `hermes`: a link to sleep), killed when dropped.
+struct Owner(std::process::Child);
+
+impl Owner {
+    fn start(bin: &std::path::Path) -> Owner {
+        let child = std::process::Command::new(bin)
+            .arg("600")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", bin.display()));
+        Owner(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The home the README's examples run on, as the README describes it: cap 4, session S1
+/// held by two live owners (a conflict), S2 by a dead one, and profile `work` with a
+/// dead owner's lease 0f3c9e2a...; every start time real, so liveness is judged for real.
+fn readme_home(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Owner>) {
+    use std::fs;
+    let home = dir.join("hermes");
+    let bin = dir.join("bin");
+    fs::create_dir_all(&bin).expect("bin");
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"].into_iter().find(|p| std::path::Path::new(p).exists());
+    std::os::unix::fs::symlink(sleep.expect("sleep(1)"), bin.join("hermes")).expect("link hermes");
+    let owners = vec![Owner::start(&bin.join("hermes")), Owner::start(&bin.join("hermes"))];
+    let now = leasectl::lease::now();
+    let start = |pid: u32| leasectl::lease::liveness::process_start_time(u64::from(pid)).expect("start time");
+    let entry = |lease: &str, session: &str, surface: &str, pid: u64, pst: Option<f64>, age: f64, live: &str| {
+        serde_json::json!({"lease_id": lease, "session_id": session, "surface": surface, "pid": pid,
+            "process_start_time": pst, "started_at": now - age, "updated_at": now - age,
+            "metadata": {"live_session_id": live}})
+    };
+    let write = |home: &std::path::Path, entries: Vec<serde_json::Value>| {
+        fs::create_dir_all(home.join("runtime")).expect("runtime");
+        let text = serde_json::to_string_pretty(&serde_json::json!({ "entries": entries })).expect("json");
+        fs::write(home.join("runtime/active_sessions.json"), text).expect("registry");
+    };
+    fs::create_dir_all(&home).expect("home");
+    fs::write(home.join("config.yaml"), "max_concurrent_sessions: 4\n").expect("config");
+    let (a, b) = (owners[0].pid(), owners[1].pid());
+    write(
+        &home,
+        vec![
+            entry("010f9e00b1c4d2e3f4a5b6c7d8e9f001", "S1", "cli", a.into(), Some(start(a)), 190.0, "t1"),
+            entry("7c01aa52c3d4e5f6a7b8c9d0e1f20002", "S1", "tui", b.into(), Some(start(b)), 70.0, "t2"),
+            entry("56252e84d5e6f7a8b9c0d1e2f3a40003", "S2", "desktop", 4_000_000, Some(1.0), 7_500.0, ""),
+        ],
+    );
+    let work = home.join("profiles/work");
+    write(&work, vec![entry("0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13", "W1", "telegram", 4_000_001, Some(1.0), 600.0, "")]);
+    (home, owners)
+}
+
+#[test]
+fn the_readmes_examples_run_as_shown() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (home, _owners) = readme_home(dir.path());
+    trycmd::TestCases::new()
+        .register_bin("leasectl", std::path::Path::new(BIN))
+        .env("HERMES_HOME", home.display().to_string())
+        .env("HOME", dir.path().display().to_string())
+        .env("COLUMNS", "100")
+        .case("README.md");
+}
+
+/// The leasectl command lines in `text`'s shell examples (```sh blocks, or indented
+/// `leasectl ...` lines of a help's Example section), without pipes, redirections and
+/// comments, `$$` as a pid.
+fn example_lines(text: &str, fenced: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut in_sh = !fenced;
+    // `E="--backend etcd ..."` then `leasectl $E ls`: the shell's expansion, unquoted.
+    let mut vars: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if fenced && line.starts_with("```") {
+            in_sh = line == "```sh";
+            continue;
+        }
+        if let Some((name, value)) = line.split_once('=')
+            && !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+        {
+            vars.push((format!("${name}"), value.trim_matches('"').to_owned()));
+            continue;
+        }
+        let mut line = line.trim().trim_start_matches("$ ").to_owned();
+        for (name, value) in &vars {
+            line = line.replace(name.as_str(), value);
+        }
+        if !in_sh || !line.starts_with("leasectl") {
+            continue;
+        }
+        let cut = [" |", " >", " &&", "  #", " #"].iter().filter_map(|c| line.find(c)).min().unwrap_or(line.len());
+        lines.push(line[..cut].replace("$$", "1"));
+    }
+    lines
+}
+
+#[test]
+fn every_command_line_the_readme_and_help_show_parses() {
+    use clap::Parser as _;
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let mut lines = example_lines(&readme, true);
+    assert!(lines.len() > 20, "the README's examples: {lines:?}");
+    let commands = ["ls", "acquire", "release", "force-release", "prune", "doctor", "run", "hold", "tui", "demo"];
+    for command in commands.iter().chain(&["events", "metrics", "completions", "man"]) {
+        let help = crate::cli_operators::leasectl_bare(&[command, "--help"]);
+        let examples = help.stdout.split("Example:").nth(1).unwrap_or_default().to_owned();
+        let found = example_lines(&examples, false);
+        assert!(!found.is_empty(), "{command} --help has an example: {help:?}");
+        lines.extend(found);
+    }
+    for line in &lines {
+        let words = crate::hints::shell_words(line);
+        if let Err(e) = leasectl::cli::Cli::try_parse_from(&words) {
+            // A build without etcd does not know its options: those examples are etcd's.
+            let etcd_only = cfg!(not(feature = "etcd")) && line.contains("--backend etcd");
+            assert!(etcd_only, "`{line}` does not parse: {e}");
+        }
+    }
+}
+
+/// The README's block that starts with `first` (its fence's info string is `info`).
+fn readme_block(info: &str, first: &str) -> String {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let start = readme.find(&format!("```{info}\n{first}")).unwrap_or_else(|| panic!("a ```{info} block: {first}"));
+    let body = &readme[start + info.len() + 4..];
+    body[..body.find("```").expect("closing fence")].to_owned()
+}
+
+#[test]
+fn the_readmes_systemd_unit_verifies_and_is_hardened() {
+    use std::fs;
+    let unit = readme_block("ini", "# /etc/systemd/system/leasectl-recorder.service");
+    // A filesystem root of its own: systemd's units, the unit as printed, and leasectl
+    // where the unit runs it (the README's install line puts it there).
+    let root = tempfile::tempdir().expect("temp dir");
+    let r = root.path();
+    for dir in ["etc/systemd/system", "usr/local/bin", "usr/lib/systemd"] {
+        fs::create_dir_all(r.join(dir)).expect("root dirs");
+    }
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg("/usr/lib/systemd/system")
+        .arg(r.join("usr/lib/systemd/"))
+        .status()
+        .expect("cp systemd's units");
+    assert!(copied.success());
+    fs::write(r.join("etc/systemd/system/leasectl-recorder.service"), &unit).expect("unit");
+    fs::copy(BIN, r.join("usr/local/bin/leasectl")).expect("leasectl");
+    let analyze = |args: &[&str]| {
+        crate::common::process::Proc::run("systemd-analyze", {
+            let mut cmd = std::process::Command::new("systemd-analyze");
+            cmd.args(args).arg(format!("--root={}", r.display())).arg("/etc/systemd/system/leasectl-recorder.service");
+            cmd
+        })
+    };
+    let verify = analyze(&["verify"]);
+    verify.expect_exit(0);
+    assert!(verify.stderr.trim().is_empty(), "no warning either: {verify:?}");
+    // Exposure at most 3.0 of 10 ("OK"; the unit without hardening is 9.2, UNSAFE).
+    analyze(&["security", "--offline=true", "--threshold=30"]).expect_exit(0);
+    // Its command line is one leasectl takes.
+    use clap::Parser as _;
+    let exec = unit.split("ExecStart=").nth(1).expect("ExecStart").replace("\\\n", " ");
+    let exec = exec.lines().next().unwrap_or_default().replace("/usr/local/bin/leasectl", "leasectl");
+    leasectl::cli::Cli::try_parse_from(crate::hints::shell_words(&exec)).expect("ExecStart parses");
+}

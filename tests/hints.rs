@@ -24,7 +24,7 @@ fn hints_in(text: &str) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-fn shell_words(line: &str) -> Vec<String> {
+pub(crate) fn shell_words(line: &str) -> Vec<String> {
     let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
     let mut chars = line.chars();
     while let Some(c) = chars.next() {

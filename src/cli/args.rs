@@ -182,16 +182,16 @@ pub enum Command {
                             --since reads; with --metrics-file it keeps an OpenMetrics file current.\n\n\
                             Example:\n  leasectl events --since 2h\n  leasectl events -f -o json\n  \
                             leasectl --all-profiles events --follow --record --metrics-file \
-                            /var/lib/node_exporter/textfile/leasectl.prom")]
+                            /var/lib/prometheus/node-exporter/leasectl.prom")]
     Events(EventsArgs),
     /// Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap,
     /// conflicts, leak suspects, validity, oldest lease, lock wait)
     #[command(after_help = "Takes each registry's lock for an instant to measure the wait (1 s at most); \
                             writes nothing.\n\n\
                             Example:\n  leasectl metrics --all-profiles\n  \
-                            leasectl metrics --all-profiles > /var/lib/node_exporter/textfile/leasectl.prom.$$ && \
-                            mv /var/lib/node_exporter/textfile/leasectl.prom.$$ \
-                            /var/lib/node_exporter/textfile/leasectl.prom")]
+                            leasectl metrics --all-profiles > /var/lib/prometheus/node-exporter/leasectl.prom.$$ && \
+                            mv /var/lib/prometheus/node-exporter/leasectl.prom.$$ \
+                            /var/lib/prometheus/node-exporter/leasectl.prom")]
     Metrics,
     /// Print a shell completion script (from the same definitions as this help)
     #[command(

@@ -263,8 +263,7 @@ fn reader_gone() -> bool {
 
 fn stamp() -> (String, f64) {
     let now = jiff::Timestamp::now();
-    // Fixed width, UTC, milliseconds: lines stay aligned and sort as text.
-    (now.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(), now.as_millisecond() as f64 / 1000.0)
+    (crate::lease::human::event_time(now), now.as_millisecond() as f64 / 1000.0)
 }
 
 fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {

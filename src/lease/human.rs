@@ -57,6 +57,12 @@ pub fn parse_idle(text: &str) -> Result<Duration, Unusable> {
     parse_duration(text)
 }
 
+/// An event's time as every event line shows it: UTC, fixed width, milliseconds, so
+/// lines stay aligned and sort as text (the audit file's own microseconds included).
+pub fn event_time(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
 /// `n` and the word for that many: "1 lease", "3 leases", "0 leases".
 pub fn plural(n: usize, one: &str, many: &str) -> String {
     if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }

@@ -75,8 +75,8 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
         let mut lines = Lines::new(f, MAX_LINE);
         while let Some(line) = lines.next_line() {
             let Ok(rec) = serde_json::from_str::<Value>(line) else { continue };
-            let Some(ts) = rec["time"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { continue };
-            let ts = ts.as_millisecond() as f64 / 1000.0;
+            let Some(at) = rec["time"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { continue };
+            let ts = at.as_millisecond() as f64 / 1000.0;
             if ts < from {
                 continue;
             }
@@ -86,7 +86,7 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
                 rec["host"].as_str().unwrap_or("?"),
                 rec["command"].as_str().unwrap_or("?")
             );
-            let time = rec["time"].clone();
+            let time = super::human::event_time(at);
             let kind = match rec["action"].as_str() {
                 Some("prune") => "pruned",
                 Some("release-for-owner") => "released",
