@@ -380,6 +380,11 @@ fn run_wait_gives_up_in_time_and_conflict_exit_code_replaces_3_and_4() {
     let out = home.run(&["run", "S", "--wait", "0.5", "--", "true"]);
     out.expect_exit(3);
     assert!(started.elapsed() >= std::time::Duration::from_millis(500), "it waited: {:?}", started.elapsed());
+    assert!(out.stderr.contains("waiting up to"), "{out:?}");
+    // -q: no waiting line either; the refusal itself is still said.
+    let out = home.run(&["run", "S", "--wait", "0.3", "-q", "--", "true"]);
+    out.expect_exit(3);
+    assert!(!out.stderr.contains("waiting") && out.stderr.contains("SESSION_NOT_OWNED"), "{out:?}");
     home.run(&["run", "S", "--conflict-exit-code", "75", "--", "true"]).expect_exit(75);
     // The cap full: 4 becomes N too.
     home.run(&["run", "T", "--max", "1", "--conflict-exit-code", "75", "--", "true"]).expect_exit(75);

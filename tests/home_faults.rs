@@ -350,3 +350,28 @@ fn roots_repair_leaves_the_backup_to_the_homes_owner() {
     assert!(out.text().contains("symlink owned by uid 65534"), "{out:?}");
     assert!(fs::read_dir(&roots).expect("roots").next().is_none(), "nothing created in root's directory");
 }
+
+/// A registry this user may not read is "cannot read", not "invalid": nothing says its
+/// content is wrong, and the fix (owner, mode) differs from a repair.
+#[test]
+fn a_registry_nobody_may_read_is_unreadable_not_invalid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let home = dir.path().join("home");
+    fs::create_dir_all(home.join("runtime")).expect("runtime");
+    fs::write(home.join("runtime/active_sessions.json"), "{\"entries\": []}").expect("registry");
+    fs::set_permissions(home.join("runtime/active_sessions.json"), fs::Permissions::from_mode(0o000)).expect("chmod");
+    // Root reads every file: as root, the reader is a second user (the file stays root's).
+    let as_reader = |args: &[&str]| {
+        let mut cmd = leasectl(&home, args);
+        if rustix::process::geteuid().is_root() {
+            cmd.uid(MALLORY).gid(MALLORY).env("LEASECTL_SYSLOG_SOCKET", home.join("no-syslog"));
+        }
+        Proc::run(&format!("leasectl {}", args.join(" ")), cmd)
+    };
+    let ls = as_reader(&["ls"]);
+    assert!(ls.stdout.contains("cannot read registry") && !ls.stdout.contains("invalid registry"), "{ls:?}");
+    let doctor = as_reader(&["doctor"]);
+    doctor.expect_exit(1);
+    assert!(doctor.stdout.contains("UNREADABLE [cannot_read]") && !doctor.stdout.contains("INVALID"), "{doctor:?}");
+}

@@ -70,6 +70,8 @@ pub(super) enum Banner {
 pub(super) struct Waiting<'a> {
     until: Option<std::time::Instant>,
     stopped: &'a mut dyn FnMut() -> bool,
+    /// Say nothing while waiting (`run -q`: its stderr is the work's).
+    quiet: bool,
 }
 
 impl Waiting<'_> {
@@ -81,7 +83,12 @@ impl Waiting<'_> {
             }
             Some(secs) => return Err(usage(format!("--wait takes 0 to 31536000 seconds, not {secs}"))),
         };
-        Ok(Waiting { until, stopped })
+        Ok(Waiting { until, stopped, quiet: false })
+    }
+
+    /// Wait without naming the holder (`run -q`).
+    pub(super) fn quietly(self, quiet: bool) -> Self {
+        Waiting { quiet, ..self }
     }
 }
 
@@ -106,7 +113,7 @@ pub(super) fn acquire_waiting(
         if (waiting.stopped)() {
             return Err(refusal);
         }
-        if !named {
+        if !named && !waiting.quiet {
             named = true;
             let who = match &refusal.holder {
                 Some(h) => format!(

@@ -576,7 +576,7 @@ pub fn doctor_text(d: &DoctorReport) -> String {
 fn doctor_validity(d: &DoctorReport, s: &mut String) {
     use std::fmt::Write;
     for p in &d.problems {
-        let _ = writeln!(s, "  INVALID [{}] {}", p.rule.code(), escape(&p.to_string()));
+        let _ = writeln!(s, "  {} [{}] {}", p.rule.heading(), p.rule.code(), escape(&p.to_string()));
     }
     for i in &d.empty_session_ids {
         let _ = writeln!(

@@ -9,11 +9,20 @@ use super::target::Target;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("invalid registry {}: {}{}", path.display(), first_problem(problems), more_problems(problems))]
+#[error("{} {}: {}{}", what(problems), path.display(), first_problem(problems), more_problems(problems))]
 pub struct InvalidRegistry {
     pub path: PathBuf,
     /// At least one; the first is the one reported in one-line messages.
     pub problems: Vec<Problem>,
+}
+
+/// "invalid registry", unless the bytes could not be read at all: then nothing says the
+/// content is wrong, and the fix (owner, mode, disk) differs.
+fn what(problems: &[Problem]) -> &'static str {
+    match problems.first() {
+        Some(p) if p.rule == super::problem::Rule::CannotRead => "cannot read registry",
+        _ => "invalid registry",
+    }
 }
 
 fn first_problem(problems: &[Problem]) -> String {

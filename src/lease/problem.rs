@@ -4,6 +4,9 @@
 /// Which strict-validation rule an entry or file breaks (spec §3), in Hermes' order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
+    /// The operating system would not give the bytes (permissions, an I/O error): the
+    /// file may be fine; the fix is its owner, mode or disk, not its content.
+    CannotRead,
     Unreadable,
     NotJson,
     WrongShape,
@@ -22,6 +25,7 @@ impl Rule {
     /// A stable machine name for `--json` output.
     pub fn code(self) -> &'static str {
         match self {
+            Rule::CannotRead => "cannot_read",
             Rule::Unreadable => "unreadable",
             Rule::NotJson => "not_json",
             Rule::WrongShape => "wrong_shape",
@@ -35,6 +39,13 @@ impl Rule {
             Rule::Metadata => "invalid_metadata",
             Rule::ProcessStartTime => "invalid_process_start_time",
         }
+    }
+}
+
+impl Rule {
+    /// How doctor heads a problem of this rule.
+    pub fn heading(self) -> &'static str {
+        if self == Rule::CannotRead { "UNREADABLE" } else { "INVALID" }
     }
 }
 

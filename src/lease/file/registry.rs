@@ -59,18 +59,18 @@ fn read_into(path: &Path, bytes: &mut Vec<u8>) -> Result<bool, Error> {
         Ok(None) => return Ok(false),
         Err(e) if safe_file::is_refusal(&e) => return Err(Error::Invalid(unreadable(path, e.to_string()))),
         Err(e) => {
-            return Err(Error::Invalid(unreadable(path, format!("cannot open: {e}"))));
+            return Err(Error::Invalid(cannot_read(path, format!("cannot open: {e}"))));
         }
     };
     let size = match file.metadata() {
         Ok(m) => m.len(),
-        Err(e) => return Err(Error::Invalid(unreadable(path, format!("cannot inspect: {e}")))),
+        Err(e) => return Err(Error::Invalid(cannot_read(path, format!("cannot inspect: {e}")))),
     };
     // Sized up front (bounded by the limit): no regrowing copies of a large registry.
     bytes.reserve(size.min(MAX_REGISTRY_BYTES) as usize + 1);
     let limit = MAX_REGISTRY_BYTES + 1;
     if let Err(e) = (&mut file).take(limit).read_to_end(bytes) {
-        return Err(Error::Invalid(unreadable(path, format!("cannot read: {e}"))));
+        return Err(Error::Invalid(cannot_read(path, format!("cannot read: {e}"))));
     }
     if bytes.len() as u64 > MAX_REGISTRY_BYTES {
         return Err(Error::Invalid(unreadable(
@@ -79,6 +79,13 @@ fn read_into(path: &Path, bytes: &mut Vec<u8>) -> Result<bool, Error> {
         )));
     }
     Ok(true)
+}
+
+fn cannot_read(path: &Path, detail: String) -> InvalidRegistry {
+    InvalidRegistry {
+        path: path.to_path_buf(),
+        problems: vec![Problem { rule: Rule::CannotRead, entry_index: None, lease_id: None, detail }],
+    }
 }
 
 fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
