@@ -826,6 +826,11 @@ fn lock_timeout_refuses_with_5_and_names_the_flock_process_as_holder() {
     let out = home.run(&["doctor", "--json"]);
     out.expect_exit(0);
     assert_eq!(out.json()["registries"][0]["lock_holder"], u64::from(flock.pid()));
+    assert_eq!(out.json()["registries"][0]["lock_holder_command"], "flock");
+    // As the lock-timeout error does: the holder's command, and that it outlasted a watch.
+    let out = home.run(&["doctor"]);
+    let said = format!("lock held right now by pid {} (flock), still held after 1.0s of watching", flock.pid());
+    assert!(out.stdout.contains(&said), "{out:?}");
 }
 
 /// `leasectl` with no command and no terminal prints what the console would show: the

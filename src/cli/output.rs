@@ -262,6 +262,8 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
         "stale": d.stale.iter().map(|l| lease_json(l, None)).collect::<Vec<_>>(),
         "leftover_temp_files": d.leftover_temp_files,
         "lock_holder": d.lock_holder,
+        "lock_holder_command": d.lock_holder_command,
+        "lock_held_after_secs": d.lock_watched.filter(|(_, held)| *held).map(|(w, _)| w.as_secs_f64()),
         "lock_problem": d.lock_problem,
         "symlink_to": d.symlink_to,
         "live": d.live,
@@ -682,7 +684,13 @@ fn doctor_files(d: &DoctorReport, s: &mut String) {
         let _ = writeln!(s, "  LOCK: {problem}: {}", d.registry.lock_path().display());
     }
     if let Some(pid) = d.lock_holder {
-        let _ = writeln!(s, "  lock held right now by pid {pid}");
+        let command = d.lock_holder_command.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+        let watched = match d.lock_watched {
+            Some((for_, true)) => format!(", still held after {:.1}s of watching", for_.as_secs_f64()),
+            Some((after, false)) => format!(", released within {:.1}s", after.as_secs_f64()),
+            None => String::new(),
+        };
+        let _ = writeln!(s, "  lock held right now by pid {pid}{command}{watched}");
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::config::CapSetting;
 use super::entry::Entry;
@@ -102,6 +103,10 @@ pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid:
     foreign.then_some(view)
 }
 
+/// How long doctor watches a lock someone holds: a writer's instant passes well within
+/// it, so a lock still held after it is worth an operator's look.
+pub const LOCK_WATCH: Duration = Duration::from_secs(1);
+
 /// Everything `doctor` checks in one registry.
 #[derive(Debug, Clone)]
 pub struct DoctorReport {
@@ -120,6 +125,11 @@ pub struct DoctorReport {
     pub leftover_temp_files: Vec<PathBuf>,
     /// Who holds the registry lock right now, if anyone.
     pub lock_holder: Option<u32>,
+    /// That holder's command name, as lslocks shows it.
+    pub lock_holder_command: Option<String>,
+    /// How long doctor watched the holder keep the lock (at most [`LOCK_WATCH`]), and
+    /// whether it still held it then.
+    pub lock_watched: Option<(Duration, bool)>,
     /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.
     pub lock_problem: Option<String>,
     /// The registry is a symlink (to this target): every write refuses to go through it.

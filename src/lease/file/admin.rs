@@ -164,6 +164,8 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         stale: vec![],
         leftover_temp_files: old_temp_files(reg),
         lock_holder: lock::lock_holder(&reg.lock_path()),
+        lock_holder_command: None,
+        lock_watched: None,
         lock_problem: lock_problem(reg),
         symlink_to: symlink_target(&path),
         live: 0,
@@ -172,6 +174,15 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         context_unknown: None,
         idle_warning: None,
     };
+    if let Some(pid) = report.lock_holder {
+        report.lock_holder_command =
+            crate::lease::owner::command_name(u64::from(pid)).map(|c| crate::lease::human::escape(&c).into_owned());
+        // Watched for a moment: an instant's hold is a writer at work; one that outlasts
+        // the watch is held by something stuck (the lock-timeout error says the same).
+        let started = std::time::Instant::now();
+        let got = lock::lock(&reg.lock_path(), crate::lease::view::LOCK_WATCH);
+        report.lock_watched = Some((started.elapsed(), got.is_err()));
+    }
     match registry::read_bytes(&path) {
         Err(Error::Invalid(InvalidRegistry { problems, .. })) => report.problems = problems,
         Err(other) => report.problems.push(Problem {
