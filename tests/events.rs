@@ -104,3 +104,24 @@ fn the_recorder_keeps_a_journal_that_since_reads_back_with_who_force_released() 
     out.expect_exit(0);
     assert!(out.stderr.contains("no events recorded"), "{out:?}");
 }
+
+/// Events carry `conflict` in their lease objects, as ls does (two live owners of a session).
+#[test]
+fn event_leases_say_conflict_as_ls_does() {
+    let home = Home::new();
+    let (a, b) = (Sleeper::new(), Sleeper::new());
+    home.run(&["acquire", "S", "--owner-pid", &a.pid_arg(), "--live-id", "a"]).expect_exit(0);
+    let watch = home.spawn("ls -w", &["ls", "-w", "-o", "json"]);
+    let first = watch.json_line();
+    assert_eq!(first["lease"]["conflict"], false, "{first}");
+    // A second live owner of S (written as a second writer would, past the fence).
+    let mut entries = home.entries();
+    let mut second = entries[0].clone();
+    second["lease_id"] = "b".repeat(32).into();
+    second["pid"] = b.pid().into();
+    second["process_start_time"] = leasectl::lease::liveness::process_start_time(b.pid()).expect("start").into();
+    entries.push(second);
+    home.write_registry(serde_json::json!({ "entries": entries }).to_string());
+    let acquired = watch.json_line();
+    assert_eq!((acquired["event"].as_str(), acquired["lease"]["conflict"].as_bool()), (Some("acquired"), Some(true)));
+}

@@ -184,7 +184,7 @@ impl Seen {
         };
         // Filtered after the diff: an owner dying is shown under --liveness dead.
         let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
-        lines.extend(lease_events(&location, &events));
+        lines.extend(lease_events(&location, &events, &views));
         self.last_valid.clone_from(&views);
         self.last = Some(views);
         lines
@@ -273,10 +273,12 @@ fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {
 
 /// Lease events as JSON lines; a lease gone is named force-released (or pruned) by whom
 /// when the home's audit file recorded it.
-fn lease_events(location: &Location, events: &[LeaseEvent]) -> Vec<Value> {
+fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseView]) -> Vec<Value> {
     if events.is_empty() {
         return vec![];
     }
+    // `conflict` as ls judges it: over what the registry holds now.
+    let marks = super::marks::Marks::of(now_held, None);
     let pids: Vec<u64> = events.iter().map(|e| e.view.entry.pid()).collect();
     let owners = owner_infos(&pids);
     let (time, ts) = stamp();
@@ -319,6 +321,10 @@ fn lease_events(location: &Location, events: &[LeaseEvent]) -> Vec<Value> {
                 "profile": location.name(),
                 "lease": lease_json(&ev.view, owners.get(&ev.view.entry.pid())),
             });
+            let conflict = marks.of_lease(&ev.view).contains(&"CONFLICT");
+            if let Some(lease) = line.get_mut("lease").and_then(Value::as_object_mut) {
+                lease.insert("conflict".into(), conflict.into());
+            }
             if let (Some(d), Some(map)) = (detail, line.as_object_mut()) {
                 map.insert("detail".into(), d.into());
             }
