@@ -503,3 +503,40 @@ fn help_keeps_global_options_apart_and_shows_etcd_only_in_an_etcd_build() {
         }
     }
 }
+
+/// One rule for OWNER everywhere: the name while the owner lives, `-` when dead, and for a
+/// recycled pid the process that has it now, marked as not the owner (ls and every plan).
+#[test]
+fn owner_is_named_by_one_rule_in_ls_and_in_plans() {
+    let home = Home::new();
+    let live = Sleeper::new();
+    let reused = Sleeper::new();
+    let start = leasectl::lease::liveness::process_start_time(live.pid()).expect("start time");
+    let with_start = |id: &str, session: &str, pid: u64, pst: f64| {
+        entry(id, session, pid).replace("\"process_start_time\": null", &format!("\"process_start_time\": {pst:?}"))
+    };
+    write_registry(
+        home.path(),
+        &[
+            with_start("a1110000000000000000000000000001", "S-LIVE", live.pid(), start),
+            // The pid is alive, but not with the owner's start time: another process has it.
+            with_start("b2220000000000000000000000000002", "S-RECYCLED", reused.pid(), 1.5),
+            entry("c3330000000000000000000000000003", "S-DEAD", DEAD),
+        ],
+    );
+    let owner_of = |text: &str, session: &str| -> String {
+        let line =
+            text.lines().find(|l| l.contains(&format!(" {session} "))).unwrap_or_else(|| panic!("{session}: {text}"));
+        line.split("  ").map(str::trim).filter(|c| !c.is_empty()).nth(4).unwrap_or_default().to_owned()
+    };
+    let ls = home.run(&["ls"]);
+    assert_eq!(owner_of(&ls.stdout, "S-LIVE"), "sleep", "{ls:?}");
+    assert_eq!(owner_of(&ls.stdout, "S-RECYCLED"), "not owner: sleep", "{ls:?}");
+    assert_eq!(owner_of(&ls.stdout, "S-DEAD"), "-", "{ls:?}");
+    // A plan names the live owner it would need --live for, not `-`.
+    let plan = home.run(&["force-release", "a111", "--dry-run"]);
+    plan.expect_exit(0);
+    assert_eq!(owner_of(&plan.stdout, "S-LIVE"), "sleep", "{plan:?}");
+    let prune = home.run(&["prune", "--dry-run"]);
+    assert_eq!(owner_of(&prune.stdout, "S-RECYCLED"), "not owner: sleep", "{prune:?}");
+}

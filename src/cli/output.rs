@@ -180,7 +180,7 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
     let verb = if r.dry_run { "would remove" } else { "removed" };
     say!("{} ({}): {what} {verb} {}", location.name(), location.describe(), plural(r.removed.len(), "lease", "leases"));
     if !r.removed.is_empty() {
-        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &HashMap::new())));
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &owners_of(&r.removed))));
     }
     let working = r.removed.iter().filter(|v| matches!(v.liveness, crate::lease::Liveness::WorkRunning { .. })).count();
     if working > 0 {
@@ -194,7 +194,7 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
             "  and {} of LIVE owners would need --live (a run without it removes nothing and refuses):",
             plural(r.needs_live.len(), "lease", "leases")
         );
-        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.needs_live, &HashMap::new())));
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.needs_live, &owners_of(&r.needs_live))));
     }
     if !r.kept_clock_step.is_empty() {
         say!(
@@ -202,7 +202,7 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
              most likely the same process across a wall-clock step (--include-clock-step removes them too)",
             plural(r.kept_clock_step.len(), "lease", "leases")
         );
-        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.kept_clock_step, &HashMap::new())));
+        say!("{}", table(&LEASE_HEADER, &lease_rows(&r.kept_clock_step, &owners_of(&r.kept_clock_step))));
     }
     if !r.kept_work_running.is_empty() {
         say!(
@@ -397,6 +397,12 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// The owners of these leases' pids, as the OWNER column names them.
+fn owners_of(views: &[LeaseView]) -> HashMap<u64, OwnerInfo> {
+    let pids: Vec<u64> = views.iter().map(|v| v.entry.pid()).collect();
+    crate::lease::owner::owner_infos(&pids)
+}
+
 pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<Vec<String>> {
     let at = now();
     views
@@ -412,7 +418,7 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
                 e.session_id().to_owned(),
                 e.surface().unwrap_or("-").to_owned(),
                 e.pid().to_string(),
-                owners.get(&e.pid()).map(|o| o.name.clone()).unwrap_or_else(|| "-".into()),
+                crate::lease::owner::owner_label(v.liveness.name(), owners.get(&e.pid()).map(|o| o.name.as_str())),
                 liveness,
                 e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),

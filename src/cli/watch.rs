@@ -357,7 +357,11 @@ pub(super) fn print_line(format: Format, v: &Value) {
     let s = |v: &Value| v.as_str().map(|x| escape(x).into_owned()).unwrap_or_else(|| "-".into());
     let lease = &v["lease"];
     let entry = &lease["entry"];
-    let owner = lease["owner"]["name"].as_str().map(|o| escape(o).into_owned()).unwrap_or_else(|| "-".into());
+    let owner = escape(&crate::lease::owner::owner_label(
+        lease["liveness"].as_str().unwrap_or_default(),
+        lease["owner"]["name"].as_str(),
+    ))
+    .into_owned();
     let detail = v["detail"].as_str().map(|d| escape(d).into_owned());
     match format {
         Format::Json => {

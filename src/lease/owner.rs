@@ -14,6 +14,18 @@ pub struct OwnerInfo {
     pub user: Option<String>,
 }
 
+/// What the OWNER column says, one rule everywhere (ls, plans, events, the console):
+/// the process's name while the owner lives, `-` once it is dead, and for a recycled pid
+/// the process that has the pid now, marked as not the owner. `liveness` is the verdict's
+/// name ([`super::liveness::Liveness::name`]), as JSON carries it too.
+pub fn owner_label(liveness: &str, name: Option<&str>) -> String {
+    match (liveness, name) {
+        ("dead" | "work-running", _) | (_, None) => "-".into(),
+        ("recycled", Some(now)) => format!("not owner: {now}"),
+        (_, Some(name)) => name.to_owned(),
+    }
+}
+
 /// Keeps sysinfo's state between looks, so CPU usage is measured over the interval.
 pub struct OwnerProbe {
     sys: Option<System>,
