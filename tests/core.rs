@@ -361,5 +361,5 @@ fn capacity_message_names_the_holders() {
     r.cap = Some(3);
     let refusal = lease::acquire(&reg, &r).expect_err("full");
     assert_eq!(refusal.reason, Reason::MaxConcurrentSessions);
-    assert!(refusal.message.contains("(3/3). Held by: desktop x2, cli, oldest 0m ago."), "{}", refusal.message);
+    assert!(refusal.message.contains("(3/3). Held by: desktop x2, cli, oldest 0s ago."), "{}", refusal.message);
 }

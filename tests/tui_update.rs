@@ -229,18 +229,18 @@ fn snapshot_diffs_become_log_lines() {
     );
     let lines: Vec<String> = app.log.iter().skip(before).map(|l| l.text.clone()).collect();
     let expect = [
-        "cap changed: none -> 3",
-        "owner died: session A (cli, pid 11, lease aaaaaaaa)",
-        "pid recycled: session B (tui, pid 12, lease bbbbbbbb)",
+        "cap-changed: none -> 3",
+        "owner-died: session A (cli, pid 11, lease aaaaaaaa)",
+        "owner-recycled: session B (tui, pid 12, lease bbbbbbbb)",
         "acquired: session E (cli, pid 15, lease eeeeeeee)",
         "pruned: session C (desktop, pid 13, lease cccccccc)",
         "released: session D (cli, pid 14, lease dddddddd)",
     ];
     assert_eq!(lines, expect);
     update(&mut app, loaded(vec![snap(&root, Some(3), Err("not JSON: EOF".into()))]));
-    assert_eq!(last_log(&app), "registry became invalid: not JSON: EOF");
+    assert_eq!(last_log(&app), "registry-invalid: not JSON: EOF");
     update(&mut app, loaded(vec![snap(&root, Some(3), Ok(vec![]))]));
-    assert!(app.log.iter().any(|l| l.text == "registry is valid again"));
+    assert!(app.log.iter().any(|l| l.text == "registry-valid: readable again"));
 }
 
 #[test]

@@ -418,7 +418,11 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
                 e.session_id().to_owned(),
                 e.surface().unwrap_or("-").to_owned(),
                 e.pid().to_string(),
-                crate::lease::owner::owner_label(v.liveness.name(), owners.get(&e.pid()).map(|o| o.name.as_str())),
+                crate::lease::owner::owner_label(
+                    v.liveness.name(),
+                    v.liveness.clock_step_suspected(),
+                    owners.get(&e.pid()).map(|o| o.name.as_str()),
+                ),
                 liveness,
                 e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),

@@ -359,6 +359,7 @@ pub(super) fn print_line(format: Format, v: &Value) {
     let entry = &lease["entry"];
     let owner = escape(&crate::lease::owner::owner_label(
         lease["liveness"].as_str().unwrap_or_default(),
+        lease["liveness_detail"].as_str().is_some_and(|d| d.contains("clock step?")),
         lease["owner"]["name"].as_str(),
     ))
     .into_owned();

@@ -17,11 +17,12 @@ pub struct OwnerInfo {
 /// What the OWNER column says, one rule everywhere (ls, plans, events, the console):
 /// the process's name while the owner lives, `-` once it is dead, and for a recycled pid
 /// the process that has the pid now, marked as not the owner. `liveness` is the verdict's
-/// name ([`super::liveness::Liveness::name`]), as JSON carries it too.
-pub fn owner_label(liveness: &str, name: Option<&str>) -> String {
+/// name ([`super::liveness::Liveness::name`]), as JSON carries it too. A `clock_step`
+/// suspect is most likely the owner itself, seen across a wall-clock step: named as one.
+pub fn owner_label(liveness: &str, clock_step: bool, name: Option<&str>) -> String {
     match (liveness, name) {
         ("dead" | "work-running", _) | (_, None) => "-".into(),
-        ("recycled", Some(now)) => format!("not owner: {now}"),
+        ("recycled", Some(now)) if !clock_step => format!("not owner: {now}"),
         (_, Some(name)) => name.to_owned(),
     }
 }

@@ -91,17 +91,8 @@ pub fn refusal_stderr(r: &Refusal) -> String {
     format!("hermes-refusal-reason: {}\n{}", r.reason.code(), r.message)
 }
 
-/// Hermes' `format_age`: whole minutes, then hours and minutes (`5m`, `3h`, `3h12m`).
-pub fn format_age(seconds: f64) -> String {
-    let minutes = if seconds.is_finite() && seconds > 0.0 { (seconds / 60.0).floor() as u64 } else { 0 };
-    if minutes < 60 {
-        return format!("{minutes}m");
-    }
-    let (hours, minutes) = (minutes / 60, minutes % 60);
-    if minutes == 0 { format!("{hours}h") } else { format!("{hours}h{minutes}m") }
-}
-
-/// Hermes' `summarize_holders`: `desktop x4, cli, oldest 3h ago`.
+/// Hermes' `summarize_holders`: `desktop x4, cli, oldest 3h00m ago`. Ages are written as
+/// everywhere else in leasectl (`42s`, `5m`, `3h12m`, `2d04h`), not in Hermes' minutes.
 pub fn summarize_holders(entries: &[Entry], now: f64) -> String {
     if entries.is_empty() {
         return String::new();
@@ -119,7 +110,7 @@ pub fn summarize_holders(entries: &[Entry], now: f64) -> String {
         counts.iter().map(|(s, n)| if *n > 1 { format!("{s} x{n}") } else { s.clone() }).collect::<Vec<_>>().join(", ");
     let oldest = entries.iter().filter_map(Entry::started_at).filter(|t| *t != 0.0).reduce(f64::min);
     if let Some(t) = oldest {
-        held.push_str(&format!(", oldest {} ago", format_age(now - t)));
+        held.push_str(&format!(", oldest {} ago", super::human::duration(now - t)));
     }
     held
 }
@@ -134,7 +125,7 @@ pub fn not_owned_message(session_id: &str, holder: &Entry, now: f64) -> String {
 pub fn not_owned_message_with(session_id: &str, holder: &Entry, after_pid: &str, after_age: &str, now: f64) -> String {
     let surface = holder.surface().filter(|s| !s.is_empty()).unwrap_or("another surface");
     let age = match holder.started_at().filter(|t| *t != 0.0) {
-        Some(t) => format!(", lease age {}", format_age(now - t)),
+        Some(t) => format!(", lease age {}", super::human::duration(now - t)),
         None => String::new(),
     };
     format!(
@@ -173,11 +164,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ages_format_like_hermes() {
-        assert_eq!(format_age(0.0), "0m");
-        assert_eq!(format_age(299.0), "4m");
-        assert_eq!(format_age(3600.0), "1h");
-        assert_eq!(format_age(3.0 * 3600.0 + 12.0 * 60.0 + 5.0), "3h12m");
-        assert_eq!(format_age(-5.0), "0m");
+    fn ages_are_written_as_everywhere_else() {
+        let raw = serde_json::json!({"lease_id": "ab", "session_id": "S", "pid": 42, "surface": "cli",
+            "process_start_time": null, "started_at": 100.0, "updated_at": 100.0});
+        let holder = Entry::from_value(0, raw, &std::collections::HashSet::<String>::new()).expect("an entry");
+        let message = not_owned_message("S", &holder, 100.0 + 42.0);
+        assert!(message.contains("lease age 42s"), "{message}");
+        assert!(summarize_holders(&[holder], 100.0 + 2.0 * 86_400.0).ends_with("oldest 2d00h ago"));
     }
 }

@@ -37,52 +37,56 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     let mut out = Vec::new();
     if !old.loaded {
         if let Err(e) = &new.leases {
-            out.push(change(LogLevel::Warn, format!("registry is invalid: {e}")));
+            out.push(change(LogLevel::Warn, format!("registry-invalid: {e}")));
         }
         return out;
     }
     if old.cap != new.cap.cap {
         let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-        out.push(change(LogLevel::Change, format!("cap changed: {} -> {}", show(old.cap), show(new.cap.cap))));
+        out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));
     }
     let leases = match (&old.error, &new.leases) {
         (None, Err(e)) => {
-            out.push(change(LogLevel::Warn, format!("registry became invalid: {e}")));
+            out.push(change(LogLevel::Warn, format!("registry-invalid: {e}")));
             return out;
         }
         (Some(_), Err(e)) => {
             if old.error.as_ref() != Some(e) {
-                out.push(change(LogLevel::Warn, format!("registry still invalid: {e}")));
+                out.push(change(LogLevel::Warn, format!("registry-invalid (still): {e}")));
             }
             return out;
         }
         (Some(_), Ok(l)) => {
-            out.push(change(LogLevel::Info, "registry is valid again".into()));
+            out.push(change(LogLevel::Info, "registry-valid: readable again".into()));
             l
         }
         (None, Ok(l)) => l,
     };
-    // The one diff every follower uses; the log keeps its own words, acquisitions and
-    // changes before the leases gone.
+    // The one diff every follower uses, and its event names (as `events` and `ls -w`
+    // print them); acquisitions and changes before the leases gone.
     let mut found = changes::diff(&old.leases, leases);
     found.sort_by_key(|c| matches!(c.kind, EventKind::Released | EventKind::Pruned));
     for c in found {
         let l = c.lease;
         match c.kind {
-            EventKind::Acquired => out.push(change(LogLevel::Change, format!("acquired: {}", who(l)))),
+            EventKind::Acquired => out.push(change(LogLevel::Change, format!("{}: {}", c.kind.name(), who(l)))),
             EventKind::Updated => {
                 if let Some(prev) = c.previous.filter(|p| p.entry.session_id() != l.entry.session_id()) {
                     out.push(change(
                         LogLevel::Change,
-                        format!("moved: lease from session {} to {}", prev.entry.session_id(), who(l)),
+                        format!(
+                            "{}: lease moved from session {} to {}",
+                            c.kind.name(),
+                            prev.entry.session_id(),
+                            who(l)
+                        ),
                     ));
                 }
             }
-            EventKind::OwnerDied => out.push(change(LogLevel::Warn, format!("owner died: {}", who(l)))),
-            EventKind::OwnerRecycled => out.push(change(LogLevel::Warn, format!("pid recycled: {}", who(l)))),
+            EventKind::OwnerDied => out.push(change(LogLevel::Warn, format!("{}: {}", c.kind.name(), who(l)))),
+            EventKind::OwnerRecycled => out.push(change(LogLevel::Warn, format!("{}: {}", c.kind.name(), who(l)))),
             EventKind::Released | EventKind::Pruned => {
-                let verb = if c.kind == EventKind::Released { "released" } else { "pruned" };
-                let mut gone = change(LogLevel::Change, format!("{verb}: {}", who(l)));
+                let mut gone = change(LogLevel::Change, format!("{}: {}", c.kind.name(), who(l)));
                 gone.gone = Some(l.entry.lease_id().to_owned());
                 out.push(gone);
             }

@@ -297,7 +297,11 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, shown: &[bool; 7]) -> Line<'
     let (badge_text, color) = badge(&l.liveness);
     let started = e.process_start_time().map(|t| time::clock(t, app.now, &app.tz)).unwrap_or_else(|| "-".into());
     let age = e.started_at().map(|t| time::age(app.now - t)).unwrap_or_else(|| "-".into());
-    let owner = crate::lease::owner::owner_label(l.liveness.name(), l.owner.as_ref().map(|o| o.name.as_str()));
+    let owner = crate::lease::owner::owner_label(
+        l.liveness.name(),
+        l.liveness.clock_step_suspected(),
+        l.owner.as_ref().map(|o| o.name.as_str()),
+    );
     let live_id = Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
     let short: String = e.lease_id().chars().take(8).collect();
     let cells = [
