@@ -734,7 +734,7 @@ fn profiles_have_their_own_registry_and_all_profiles_is_for_ls_prune_doctor_forc
         let out = home.run(args);
         out.expect_exit(2);
         assert!(
-            out.stderr.contains("--all-profiles works with ls, prune, doctor and force-release only"),
+            out.stderr.contains("--all-profiles works with ls, prune, doctor, force-release, events and metrics only"),
             "{args:?}: {out:?}"
         );
     }
