@@ -23,7 +23,7 @@ const ROWS: u16 = 40;
 const COLS: u16 = 120;
 /// The playground panel's width (view_demo: `Constraint::Length(36)`), borders included.
 const PLAYGROUND_WIDTH: usize = 36;
-const SPAWN_FORM_TITLE: &str = "spawn an owner (a real `leasectl hold` process)";
+const SPAWN_FORM_TITLE: &str = "spawn an owner (a real leasectl hold process)";
 const BACKSPACE: &[u8] = b"\x7f";
 const ENTER: &[u8] = b"\r";
 

@@ -1,6 +1,6 @@
 //! Mutual exclusion under load: 32 workers for about 30 s acquire, hold briefly and
 //! release across 8 sessions with a cap of 3, while about a tenth of holders are
-//! SIGKILLed. Each holder is a real `leasectl hold` process; its hold is the window
+//! SIGKILLed. Each holder is a real leasectl hold process; its hold is the window
 //! between learning of its grant and being told to stop (a killed holder's hold ends
 //! at its kill). The checker proves: no two holds of one session overlap, never
 //! more than 3 holds at once, the registry parses afterwards and holds no live owner
