@@ -292,12 +292,8 @@ fn the_feed_says_how_many_versions_it_did_not_see() {
     let _ = child.kill();
     let _ = child.wait();
     let count = |kind: &str| lines.iter().filter(|v| v["event"] == kind).count();
-    let skipped: usize = lines
-        .iter()
-        .filter(|v| v["event"] == "gap")
-        .filter_map(|v| v["detail"].as_str()?.split("times").next()?.rsplit(' ').nth(1)?.parse::<usize>().ok())
-        .map(|n| n - 1)
-        .sum();
+    let skipped: usize =
+        lines.iter().filter(|v| v["event"] == "gap").filter_map(|v| v["unseen"].as_u64()).map(|n| n as usize).sum();
     let (acquired, released) = (count("acquired"), count("released"));
     eprintln!(
         "{acquired} acquired, {released} released, {} gap event(s) for {skipped} unseen version(s)",

@@ -59,6 +59,8 @@ struct Seen {
     cap: Option<Option<u64>>,
     /// Read for the first time next (all at the start; a profile created later).
     read: bool,
+    /// The version of the registry file the last reading read, when known exactly.
+    read_version: Option<lease::FileVersion>,
 }
 
 pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
@@ -71,7 +73,7 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     lease::watch(&scope, Arc::new(move |change| tx.send(change).is_ok()))?;
     // Versions of each registry file replaced since it was last read: more than one means
     // the ones between were never seen (a file gives its latest version only).
-    let mut replaced: HashMap<PathBuf, usize> = HashMap::new();
+    let mut replaced: HashMap<PathBuf, Vec<Option<lease::FileVersion>>> = HashMap::new();
     if f.format == Format::Tsv && !f.no_headers {
         say!("{TSV_HEADER}");
     }
@@ -86,8 +88,14 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
         }
         let mut changed = false;
         for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
+            let path = store.location().registry().map(|r| r.path());
+            let before = path.as_deref().and_then(lease::FileVersion::of);
             let listing = store.read();
-            let gap = listing.location.registry().and_then(|r| replaced.remove(&r.path()));
+            let after = path.as_deref().and_then(lease::FileVersion::of);
+            let versions = path.as_ref().and_then(|p| replaced.remove(p)).unwrap_or_default();
+            let gap = seen.unseen(&versions, after);
+            // Known exactly only when nothing replaced the file while it was read.
+            seen.read_version = before.filter(|_| before == after);
             let lines = seen.events(listing, gap, f);
             for line in &lines {
                 emit(store.location(), line, f);
@@ -126,21 +134,35 @@ fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOp
 }
 
 impl Seen {
-    /// The lines one reading gives: versions missed (`replaced` > 1), a cap changed, the
+    /// How many versions of the file were never read, of those replaced since the last
+    /// reading: all but the one read now, and but any that was the one read last time (its
+    /// event can come after that reading, as a burst gathers or the re-judge tick reads).
+    fn unseen(&self, replaced: &[Option<lease::FileVersion>], now: Option<lease::FileVersion>) -> usize {
+        let read_before = replaced.iter().filter(|v| v.is_some() && **v == self.read_version).count();
+        // The last replacement made the version read now, seen or not when its event came.
+        let _ = now;
+        replaced.len().saturating_sub(read_before + usize::from(!replaced.is_empty()))
+    }
+
+    /// The lines one reading gives: versions missed (`unseen`), a cap changed, the
     /// file turning invalid or valid, and each lease event `f` selects.
-    fn events(&mut self, listing: lease::Listing, replaced: Option<usize>, f: &Follow) -> Vec<Value> {
+    fn events(&mut self, listing: lease::Listing, unseen: usize, f: &Follow) -> Vec<Value> {
         let location = listing.location;
         let mut lines: Vec<Value> = Vec::new();
-        if let Some(n) = replaced.filter(|n| *n > 1) {
-            lines.push(registry_event(
+        if unseen > 0 {
+            let mut gap = registry_event(
                 &location,
                 "gap",
                 &format!(
-                    "the registry was replaced at least {n} times since it was last read: at least {} version(s) \
-                     between were never seen, and a lease acquired and released within them is not shown",
-                    n - 1
+                    "at least {} of the registry written since it was last read never seen: a lease \
+                     acquired and released within them is not shown",
+                    crate::lease::human::plural(unseen, "version", "versions")
                 ),
-            ));
+            );
+            if let Some(map) = gap.as_object_mut() {
+                map.insert("unseen".into(), unseen.into());
+            }
+            lines.push(gap);
         }
         if let Some(before) = self.cap
             && before != listing.cap.cap
@@ -212,10 +234,13 @@ fn emit(location: &Location, line: &Value, f: &Follow) {
 
 /// Wait for the next change (or the re-judge interval), counting the registry versions
 /// replaced meanwhile.
-fn wait_for_change(rx: &Receiver<lease::Change>, replaced: &mut HashMap<PathBuf, usize>) -> Result<(), Failure> {
+fn wait_for_change(
+    rx: &Receiver<lease::Change>,
+    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
+) -> Result<(), Failure> {
     let mut note = |change: lease::Change| {
-        if let lease::Change::Replaced(path, n) = change {
-            *replaced.entry(path).or_default() += n;
+        if let lease::Change::Replaced(path, versions) = change {
+            replaced.entry(path).or_default().extend(versions);
         }
     };
     match rx.recv_timeout(REJUDGE) {
@@ -400,5 +425,28 @@ pub(super) fn print_line(format: Format, v: &Value) {
                 s(&lease["liveness"])
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(ino: u64) -> Option<lease::FileVersion> {
+        Some(lease::FileVersion { ino, ctime_ns: 0 })
+    }
+
+    #[test]
+    fn a_late_event_of_the_version_read_is_no_gap() {
+        // The re-judge tick read v3 before v3's rename event came; v4 followed at once.
+        let seen = Seen { read_version: v(3), ..Seen::default() };
+        assert_eq!(seen.unseen(&[v(3), v(4)], v(4)), 0);
+        assert_eq!(seen.unseen(&[v(3)], v(3)), 0, "only the late event: nothing new");
+        // v2 and v3 written, v1 read before: v2 was never seen.
+        let seen = Seen { read_version: v(1), ..Seen::default() };
+        assert_eq!(seen.unseen(&[v(2), v(3)], v(3)), 1);
+        // Versions not looked at in time count as unseen (at least).
+        assert_eq!(seen.unseen(&[None, None, v(4)], v(4)), 2);
+        assert_eq!(Seen::default().unseen(&[], None), 0);
     }
 }

@@ -128,11 +128,30 @@ pub const MAX_GATHER: Duration = Duration::from_millis(100);
 pub enum Change {
     /// Paths under a watched home changed (a registry, a config, a new profile).
     Files(Vec<PathBuf>),
-    /// A registry was replaced this many times in one burst: a reader that reads once
-    /// per burst saw only the last of those versions. Sent before its `Files`.
-    Replaced(PathBuf, usize),
+    /// A registry was replaced in one burst, once per version listed (each as the file
+    /// was seen when its event came, None when it could not be looked at): a reader that
+    /// reads once per burst saw only the last of those versions. Sent before its `Files`.
+    Replaced(PathBuf, Vec<Option<FileVersion>>),
     /// Something changed under an etcd prefix (or its watch broke and was re-made).
     Remote,
+}
+
+/// One version of a file: its inode and change time. A rename over a registry makes a
+/// new one; a reader that knows which version it read can tell a version it missed from
+/// the one it saw, whichever order the read and the rename's event came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileVersion {
+    pub ino: u64,
+    pub ctime_ns: i128,
+}
+
+impl FileVersion {
+    /// The version at `path` now (the path itself, never a link's target).
+    pub fn of(path: &std::path::Path) -> Option<FileVersion> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(FileVersion { ino: m.ino(), ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()) })
+    }
 }
 
 /// What to watch: these locations, and (files) new profiles under `discover_root`.

@@ -42,7 +42,7 @@ pub mod view;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use backend::{Change, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope};
+pub use backend::{Change, FileVersion, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope};
 pub use clock::now;
 pub use entry::Entry;
 pub use error::{Error, InvalidRegistry};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
 
-use crate::lease::backend::MAX_GATHER;
+use crate::lease::backend::{FileVersion, MAX_GATHER};
 use crate::lease::paths::{self, LOCK_FILE, REGISTRY_FILE};
 
 /// What the watcher looks after: fixed homes, or a root whose profiles come and go.
@@ -101,7 +101,7 @@ fn replacement(kind: &EventKind, path: &Path) -> bool {
 pub fn spawn(
     scope: FileWatch,
     debounce: Duration,
-    report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, usize)>) -> bool + Send + 'static,
+    report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, Vec<Option<FileVersion>>)>) -> bool + Send + 'static,
 ) -> notify::Result<()> {
     let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
     let watcher = notify::recommended_watcher(fs_tx)?;
@@ -197,7 +197,7 @@ impl Renames {
 #[derive(Default)]
 struct Burst {
     paths: Vec<PathBuf>,
-    replaced: Vec<(PathBuf, usize)>,
+    replaced: Vec<(PathBuf, Vec<Option<FileVersion>>)>,
 }
 
 impl Burst {
@@ -215,10 +215,15 @@ impl Burst {
             let new_version =
                 replacement(&ev.kind, p) && ev.attrs.tracker().is_none_or(|cookie| renames.first_time(cookie));
             if new_version {
-                if let Some((_, n)) = self.replaced.iter_mut().find(|(q, _)| q == p) {
-                    *n += 1;
+                // Looked at as the event comes: the version this rename made (or a later
+                // one, if others followed at once).
+                let version = FileVersion::of(p);
+                if let Some((_, versions)) = self.replaced.iter_mut().find(|(q, _)| q == p) {
+                    if versions.len() < 100_000 {
+                        versions.push(version);
+                    }
                 } else if self.replaced.len() < 64 {
-                    self.replaced.push((p.clone(), 1));
+                    self.replaced.push((p.clone(), vec![version]));
                 }
             }
         }
