@@ -540,3 +540,35 @@ fn owner_is_named_by_one_rule_in_ls_and_in_plans() {
     let prune = home.run(&["prune", "--dry-run"]);
     assert_eq!(owner_of(&prune.stdout, "S-RECYCLED"), "not owner: sleep", "{prune:?}");
 }
+
+/// A reader that stops reading (`| head -1`) ends the command quietly, as it ends `ls`
+/// and `kubectl`: no "Broken pipe" error, exit 0, whatever the output's size.
+#[test]
+fn a_reader_that_closes_the_pipe_ends_the_command_quietly() {
+    let home = Home::new();
+    // Far more than a pipe's buffer (64 KiB) of output.
+    let many: Vec<String> = (0..3000).map(|n| entry(&format!("{n:032x}"), &format!("S{n}"), DEAD)).collect();
+    write_registry(home.path(), &many);
+    for args in [&["ls", "-o", "json"][..], &["ls"], &["ls", "-o", "tsv"]] {
+        // POSIX sh has no PIPESTATUS: leasectl's status and stderr go through files.
+        let status = home.outside().join("status");
+        let line = format!(
+            "('{BIN}' --home '{}' {} 2>'{}.err'; echo $? > '{}') | head -1 >/dev/null",
+            home.path().display(),
+            args.join(" "),
+            status.display(),
+            status.display()
+        );
+        let out = Proc::run("leasectl ... | head -1", {
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c").arg(line).env_remove("HERMES_HOME");
+            cmd
+        });
+        out.expect_exit(0);
+        let status = home.outside().join("status");
+        let code = fs::read_to_string(&status).expect("status");
+        let err = fs::read_to_string(format!("{}.err", status.display())).expect("stderr");
+        assert_eq!(code.trim(), "0", "{args:?}: exit {code}, stderr {err}");
+        assert!(err.is_empty(), "{args:?}: quiet, not {err:?}");
+    }
+}
