@@ -131,6 +131,24 @@ fn prune_asks_first_and_lists_only_dead_and_recycled() {
 }
 
 #[test]
+fn a_prune_with_only_clock_step_owners_left_names_the_command_for_this_home() {
+    // Only chat-11 (a clock step) in the work profile: the hint names that registry.
+    let mut work = mixed_root();
+    work.location = registry("work");
+    if let Ok(leases) = &mut work.leases {
+        leases.retain(|l| l.entry.session_id() == "chat-11");
+    }
+    let mut app = app(vec![mixed_root(), work]);
+    key(&mut app, KeyCode::Tab);
+    assert!(key(&mut app, KeyCode::Char('p')).is_empty());
+    let text = last_log(&app);
+    let hint = text.split('`').nth(1).unwrap_or_else(|| panic!("a hint: {text}"));
+    assert_eq!(hint, "leasectl --home /home/op/.hermes --profile work prune --include-clock-step", "{text}");
+    use clap::Parser as _;
+    leasectl::cli::Cli::try_parse_from(hint.split(' ')).expect("the hint parses");
+}
+
+#[test]
 fn releasing_a_dead_owner_needs_y() {
     let mut app = app(vec![mixed_root()]);
     app.filter = "chat-7".into();

@@ -63,6 +63,17 @@ pub fn event_time(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// `leasectl` with the options that reach `reg`, for a hint a person can paste as it is
+/// (the console's hints: it knows the registry, not how the operator named it).
+pub fn leasectl_for(reg: &super::paths::Registry) -> String {
+    let root = super::paths::root_of(&reg.home);
+    let mut command = format!("leasectl --home {}", shell_word(&root.to_string_lossy()));
+    if reg.home != root {
+        command.push_str(&format!(" --profile {}", shell_word(&reg.profile)));
+    }
+    command
+}
+
 /// `n` and the word for that many: "1 lease", "3 leases", "0 leases".
 pub fn plural(n: usize, one: &str, many: &str) -> String {
     if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }

@@ -301,6 +301,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
 fn ask_prune(app: &mut App) {
     let mut targets = Vec::new();
     let mut kept_clock_step = 0;
+    let mut kept_in: Vec<crate::lease::paths::Registry> = Vec::new();
     for r in app.tab_registries() {
         if refuse_if_invalid(app, r, "prune") {
             return;
@@ -316,16 +317,30 @@ fn ask_prune(app: &mut App) {
         let (suspects, dead): (Vec<LeaseRow>, Vec<LeaseRow>) =
             dead.into_iter().partition(|l| l.liveness.clock_step_suspected());
         kept_clock_step += suspects.len();
+        if !suspects.is_empty() {
+            kept_in.extend(app.registries[r].location.registry().cloned());
+        }
         if !dead.is_empty() {
             targets.push((app.registries[r].location.clone(), dead));
         }
     }
     if targets.is_empty() {
         let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
+        // The hint names the registry (a pasted `leasectl prune` would act on ~/.hermes).
+        let command = match kept_in.as_slice() {
+            [one] => format!("{} prune --include-clock-step", crate::lease::human::leasectl_for(one)),
+            several => {
+                let root = several
+                    .first()
+                    .map(|r| crate::lease::paths::Registry::new("root", crate::lease::paths::root_of(&r.home)));
+                let base = root.as_ref().map(crate::lease::human::leasectl_for).unwrap_or_else(|| "leasectl".into());
+                format!("{base} --all-profiles prune --include-clock-step")
+            }
+        };
         let text = if kept_clock_step > 0 {
             format!(
                 "prune: nothing to do; {} flagged clock step? kept (alive, start time off by whole seconds; \
-                 `leasectl prune --include-clock-step` removes {})",
+                 `{command}` removes {})",
                 plural(kept_clock_step, "owner", "owners"),
                 if kept_clock_step == 1 { "it" } else { "them" }
             )
