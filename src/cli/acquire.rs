@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::args::AcquireOpts;
+use super::hints::Hints;
 use super::messages::note_stdout;
 use super::messages::stdout_failure;
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json, usage};
@@ -141,8 +142,9 @@ pub(super) fn acquire_reported(
     as_json: bool,
     held: bool,
     waiting: &mut Waiting,
+    hints: &Hints,
 ) -> Result<lease::Grant, i32> {
-    acquire_reported_to(store, req, as_json, held, Banner::Stdout, waiting)
+    acquire_reported_to(store, req, as_json, held, Banner::Stdout, waiting, hints)
 }
 
 pub(super) fn acquire_reported_to(
@@ -152,6 +154,7 @@ pub(super) fn acquire_reported_to(
     held: bool,
     banner: Banner,
     waiting: &mut Waiting,
+    hints: &Hints,
 ) -> Result<lease::Grant, i32> {
     // run's stdout is CMD's: its JSON line goes to stderr, as its banner does.
     let cmds_stdout = held && !matches!(banner, Banner::Stdout);
@@ -196,7 +199,8 @@ pub(super) fn acquire_reported_to(
             Ok(g)
         }
         Err(r) => {
-            let advice = store.advice(&r);
+            // The core's advice names commands; they get this command line's registry options.
+            let advice = hints.apply(&store.advice(&r));
             if as_json {
                 show(&output::refusal_json(&r, &advice));
             } else {
@@ -216,6 +220,7 @@ pub(super) fn acquire(
     opts: &AcquireOpts,
     owner: Option<u64>,
     timeout: Duration,
+    hints: &Hints,
 ) -> Result<i32, Failure> {
     let owner_pid =
         owner.unwrap_or_else(|| u64::from(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)));
@@ -225,7 +230,7 @@ pub(super) fn acquire(
     let req = request(store, opts, owner_pid, timeout)?;
     let mut never = || false;
     let mut waiting = Waiting::of(opts.wait, &mut never)?;
-    Ok(match acquire_reported(store, &req, opts.json, false, &mut waiting) {
+    Ok(match acquire_reported(store, &req, opts.json, false, &mut waiting, hints) {
         Ok(_) => EXIT_OK,
         Err(code) => code,
     })

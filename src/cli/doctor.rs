@@ -6,7 +6,11 @@ use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json};
 use crate::lease::human::plural;
 use crate::lease::{self, Error, LeaseStore};
 
-pub(super) fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
+pub(super) fn doctor(
+    stores: &mut [Box<dyn LeaseStore>],
+    as_json: bool,
+    hints: &super::hints::Hints,
+) -> Result<i32, Failure> {
     let reports = stores.iter_mut().map(|s| s.doctor()).collect::<Result<Vec<lease::DoctorReport>, Error>>()?;
     let bad = reports.iter().any(lease::DoctorReport::has_problems);
     let summary = output::DoctorSummary::of(&reports);
@@ -21,7 +25,7 @@ pub(super) fn doctor(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Resul
             if i > 0 {
                 say!();
             }
-            say_raw!("{}", output::doctor_text(d));
+            say_raw!("{}", output::doctor_text(d, hints));
         }
         say!("\n{}", summary.line());
     }

@@ -22,6 +22,7 @@ pub(super) fn events(
     a: &EventsArgs,
     idle: Option<Duration>,
     discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
+    hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
     let format = a.format.format();
     // One header over both parts, the recorded events and the live ones.
@@ -36,8 +37,9 @@ pub(super) fn events(
         let (journals, printed_audit) = print_merged(&homes, from, audited, format);
         if journals == 0 && !a.follow && !printed_audit {
             say_err!(
-                "leasectl: no events recorded here: `leasectl events --follow --record` keeps the journal \
-                 (run it as a service; see the README)"
+                "leasectl: no events recorded here: `{} events --follow --record` keeps the journal (run it as \
+                 a service; see the README)",
+                hints.in_profile(None)
             );
         }
     }

@@ -11,9 +11,10 @@ pub(super) fn force_release(
     store: &mut dyn LeaseStore,
     a: &ForceReleaseArgs,
     elsewhere: &[Location],
+    hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
     let target = match (&a.lease_id, &a.session) {
-        (Some(typed), None) => match name_lease(store, typed, elsewhere, "force-release", &a.options())? {
+        (Some(typed), None) => match name_lease(store, typed, elsewhere, "force-release", &a.options(), hints)? {
             Named::Id(id) => Target::Lease(id),
             Named::Nowhere => Target::Lease(typed.clone()),
         },

@@ -1,73 +1,72 @@
 //! Hints a message gives (`leasectl prune` removes it) name the registry the operator
 //! chose: copied as printed, they act on the same home and profile, not on ~/.hermes.
 
-use std::sync::OnceLock;
-
 use super::args::{Backend, Cli};
 use crate::lease::human::shell_word as quote;
 
-/// `leasectl` and the options that chose the registry, as typed on this command line.
-static PREFIX: OnceLock<String> = OnceLock::new();
+/// `leasectl` and the options that chose the registry, as typed on this command line:
+/// made once from the command line and handed to whatever prints a hint.
+pub(super) struct Hints {
+    prefix: String,
+}
 
-/// Remember the options that select a registry (or an etcd prefix).
-pub fn set(cli: &Cli) {
-    let mut p = String::from("leasectl");
-    if cli.backend == Backend::Etcd {
-        p.push_str(" --backend etcd");
-        if let Some(e) = &cli.endpoints {
-            p.push_str(&format!(" --endpoints {}", quote(e)));
+impl Hints {
+    /// The options that select a registry (or an etcd prefix) on this command line.
+    pub(super) fn of(cli: &Cli) -> Hints {
+        let mut p = String::from("leasectl");
+        if cli.backend == Backend::Etcd {
+            p.push_str(" --backend etcd");
+            if let Some(e) = &cli.endpoints {
+                p.push_str(&format!(" --endpoints {}", quote(e)));
+            }
+            if let Some(x) = &cli.prefix {
+                p.push_str(&format!(" --prefix {}", quote(x)));
+            }
         }
-        if let Some(x) = &cli.prefix {
-            p.push_str(&format!(" --prefix {}", quote(x)));
+        if let Some(h) = &cli.home {
+            p.push_str(&format!(" --home {}", quote(&h.to_string_lossy())));
+        }
+        if let Some(name) = &cli.profile {
+            p.push_str(&format!(" --profile {}", quote(name)));
+        }
+        Hints { prefix: p }
+    }
+
+    /// `leasectl` with this command line's home (and backend) but another profile (None:
+    /// the root).
+    pub(super) fn in_profile(&self, profile: Option<&str>) -> String {
+        let base = self.prefix.as_str();
+        // The profile option is always last in the prefix: cut it, then add the wanted one.
+        let base = base.find(" --profile ").map(|at| &base[..at]).unwrap_or(base);
+        match profile {
+            Some(name) => format!("{base} --profile {}", quote(name)),
+            None => base.to_owned(),
         }
     }
-    if let Some(h) = &cli.home {
-        p.push_str(&format!(" --home {}", quote(&h.to_string_lossy())));
-    }
-    if let Some(name) = &cli.profile {
-        p.push_str(&format!(" --profile {}", quote(name)));
-    }
-    let _ = PREFIX.set(p);
-}
 
-/// `leasectl` with the registry options of this command line.
-pub fn leasectl() -> &'static str {
-    PREFIX.get().map(String::as_str).unwrap_or("leasectl")
-}
-
-/// `leasectl` with this command line's home (and backend) but another profile (None:
-/// the root).
-pub fn leasectl_in_profile(profile: Option<&str>) -> String {
-    let base = leasectl();
-    // The profile option is always last in the prefix: cut it, then add the wanted one.
-    let base = base.find(" --profile ").map(|at| &base[..at]).unwrap_or(base);
-    match profile {
-        Some(name) => format!("{base} --profile {}", quote(name)),
-        None => base.to_owned(),
+    /// `text` with every quoted command hint (`` `leasectl CMD...` ``) given this command
+    /// line's registry options; a hint that names its own options (`` `leasectl --profile
+    /// work ...` ``) is left as it is. For text made where the command line is not known
+    /// (the core's errors and advice): the CLI's own hints use [`Hints::in_profile`].
+    pub(super) fn apply(&self, text: &str) -> String {
+        const HINT: &str = "`leasectl ";
+        let prefix = self.prefix.as_str();
+        if prefix == "leasectl" || !text.contains(HINT) {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len() + 64);
+        let mut rest = text;
+        while let Some(at) = rest.find(HINT) {
+            let after = &rest[at + HINT.len()..];
+            out.push_str(&rest[..at]);
+            out.push('`');
+            out.push_str(if after.starts_with("--") { "leasectl" } else { prefix });
+            out.push(' ');
+            rest = after;
+        }
+        out.push_str(rest);
+        out
     }
-}
-
-/// `text` with every quoted command hint (`` `leasectl CMD...` ``) given this command
-/// line's registry options; a hint that names its own options (`` `leasectl --profile
-/// work ...` ``) is left as it is.
-pub fn hinted(text: &str) -> String {
-    const HINT: &str = "`leasectl ";
-    let prefix = leasectl();
-    if prefix == "leasectl" || !text.contains(HINT) {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 64);
-    let mut rest = text;
-    while let Some(at) = rest.find(HINT) {
-        let after = &rest[at + HINT.len()..];
-        out.push_str(&rest[..at]);
-        out.push('`');
-        out.push_str(if after.starts_with("--") { "leasectl" } else { prefix });
-        out.push(' ');
-        rest = after;
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]
@@ -76,12 +75,12 @@ mod tests {
 
     #[test]
     fn hints_get_the_registry_options_unless_they_name_their_own() {
-        let _ = PREFIX.set("leasectl --home /h --profile work".into());
-        assert_eq!(hinted("run `leasectl prune` now"), "run `leasectl --home /h --profile work prune` now");
-        assert_eq!(hinted("`leasectl --profile ops ls`"), "`leasectl --profile ops ls`");
-        assert_eq!(hinted("no hint here"), "no hint here");
-        assert_eq!(leasectl_in_profile(Some("ops")), "leasectl --home /h --profile ops");
-        assert_eq!(leasectl_in_profile(None), "leasectl --home /h");
+        let hints = Hints { prefix: "leasectl --home /h --profile work".into() };
+        assert_eq!(hints.apply("run `leasectl prune` now"), "run `leasectl --home /h --profile work prune` now");
+        assert_eq!(hints.apply("`leasectl --profile ops ls`"), "`leasectl --profile ops ls`");
+        assert_eq!(hints.apply("no hint here"), "no hint here");
+        assert_eq!(hints.in_profile(Some("ops")), "leasectl --home /h --profile ops");
+        assert_eq!(hints.in_profile(None), "leasectl --home /h");
     }
 
     #[test]

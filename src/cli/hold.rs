@@ -36,13 +36,18 @@ pub(super) fn lost_message(session: &str, why: &str) -> String {
     format!("lost the lease on session {session}: {why}. Stop writing to this session now.")
 }
 
-pub(super) fn hold(store: &mut dyn LeaseStore, opts: &AcquireOpts, timeout: Duration) -> Result<i32, Failure> {
+pub(super) fn hold(
+    store: &mut dyn LeaseStore,
+    opts: &AcquireOpts,
+    timeout: Duration,
+    hints: &super::hints::Hints,
+) -> Result<i32, Failure> {
     let req = request(store, opts, u64::from(std::process::id()), timeout)?;
     // Catch SIGINT/SIGTERM/SIGHUP before the lease exists, so no signal can leave it behind.
     let mut signals = stop_signals()?;
     let mut stopped = || signals.pending();
     let mut waiting = Waiting::of(opts.wait, &mut stopped)?;
-    let grant = match acquire_reported(store, &req, opts.json, true, &mut waiting) {
+    let grant = match acquire_reported(store, &req, opts.json, true, &mut waiting, hints) {
         Ok(g) => g,
         Err(code) => return Ok(code),
     };

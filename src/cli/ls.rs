@@ -51,6 +51,7 @@ pub(super) fn ls(
     a: &LsArgs,
     idle: Option<std::time::Duration>,
     discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
+    hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
     if a.watch {
         let selected = |v: &LeaseView| selected(v, a);
@@ -105,7 +106,10 @@ pub(super) fn ls(
                 }
             }
         }
-        Format::Table | Format::Wide => tables(&listings, &marks, &owners, format == Format::Wide, a.format.no_headers),
+        Format::Table | Format::Wide => {
+            let how = Tables { wide: format == Format::Wide, bare: a.format.no_headers, hints };
+            tables(&listings, &marks, &owners, &how)
+        }
     }
     Ok(if any_error { EXIT_ERROR } else { EXIT_OK })
 }
@@ -131,7 +135,16 @@ fn print_json_streamed(listings: &[lease::Listing], owners: &HashMap<u64, OwnerI
     note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
 }
 
-fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, OwnerInfo>, wide: bool, bare: bool) {
+/// How the tables are printed: wide, bare (--no-headers), and the hints an error's text
+/// names commands with.
+struct Tables<'a> {
+    wide: bool,
+    bare: bool,
+    hints: &'a super::hints::Hints,
+}
+
+fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, OwnerInfo>, how: &Tables) {
+    let Tables { wide, bare, hints } = *how;
     for (i, (s, m)) in listings.iter().zip(marks).enumerate() {
         // --no-headers: the lease rows only (for awk and cut); what is wrong goes to stderr.
         if i > 0 && !bare {
@@ -140,8 +153,8 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, Ow
         let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
         let (name, place) = (s.location.name(), s.location.describe());
         match &s.leases {
-            Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {e}"),
-            Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {e}"),
+            Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {}", hints.apply(&e.to_string())),
+            Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {}", hints.apply(&e.to_string())),
             Ok(views) => {
                 if !bare {
                     say!("{}", registry_line(name, &place, &cap, views.len(), s.cap.cap, m));

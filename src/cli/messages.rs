@@ -1,7 +1,7 @@
 //! Output that never panics: a closed pipe (`leasectl ls | head`) or a dead terminal
 //! must not turn into a crash after the work is done. A failed write is remembered:
-//! the command then exits non-zero (see [`stdout_failure`]). Human text carries this
-//! command line's registry options in its hints ([`super::hints`]).
+//! the command then exits non-zero (see [`stdout_lost`]), unless its reader just closed.
+//! The record is process-wide because standard output is.
 
 use std::sync::Mutex;
 
@@ -13,22 +13,19 @@ macro_rules! say {
     }};
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let text = $crate::cli::hints::hinted(&format!($($t)*));
-        $crate::cli::messages::note_stdout(writeln!(std::io::stdout(), "{text}"));
+        $crate::cli::messages::note_stdout(writeln!(std::io::stdout(), $($t)*));
     }};
 }
 macro_rules! say_raw {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let text = $crate::cli::hints::hinted(&format!($($t)*));
-        $crate::cli::messages::note_stdout(write!(std::io::stdout(), "{text}"));
+        $crate::cli::messages::note_stdout(write!(std::io::stdout(), $($t)*));
     }};
 }
 macro_rules! say_err {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let text = $crate::cli::hints::hinted(&format!($($t)*));
-        let _ = writeln!(std::io::stderr(), "{text}");
+        let _ = writeln!(std::io::stderr(), $($t)*);
     }};
 }
 

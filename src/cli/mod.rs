@@ -11,7 +11,7 @@ mod console;
 mod doctor;
 mod events;
 mod force_release;
-pub mod hints;
+mod hints;
 mod hold;
 mod ls;
 mod manual;
@@ -28,6 +28,7 @@ use completions::print_completions;
 use console::{console, demo};
 use doctor::{doctor, repair};
 use force_release::{force_release, force_release_everywhere};
+use hints::Hints;
 use hold::{hold, stop_signals};
 use manual::print_man;
 pub use messages::note_stdout;
@@ -117,13 +118,15 @@ pub fn run(cli: Cli) -> i32 {
         None => std::io::IsTerminal::is_terminal(&std::io::stdout()),
         _ => false,
     };
-    let code = match dispatch(cli) {
+    let hints = Hints::of(&cli);
+    let code = match dispatch(cli, &hints) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
             // Messages quote ids from files: shown, never obeyed by the terminal. An empty
-            // message was printed already (a list, each field escaped).
+            // message was printed already (a list, each field escaped). A hint in it (the
+            // core's errors have some) gets this command line's registry options.
             if !message.is_empty() {
-                say_err!("leasectl: {}", crate::lease::human::escape(&message));
+                say_err!("leasectl: {}", crate::lease::human::escape(&hints.apply(&message)));
             }
             code
         }
@@ -172,8 +175,7 @@ impl From<Error> for Failure {
     }
 }
 
-fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
-    hints::set(&cli);
+fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
     let timeout = lock_timeout(cli.lock_timeout)?;
     let implicit = cli.command.is_none();
     let command = cli.command.take().unwrap_or_else(implicit_command);
@@ -202,16 +204,16 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             .flatten()
     };
     match command {
-        Command::Ls(a) => ls::ls(&mut all()?, &a, options.idle_threshold, discover()),
-        Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout),
+        Command::Ls(a) => ls::ls(&mut all()?, &a, options.idle_threshold, discover(), hints),
+        Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout, hints),
         Command::Release(a) => {
             let elsewhere = other_registries(root.as_deref(), &locations);
-            release(&mut *single()?, &a.lease_id, a.owner_pid, a.json, &elsewhere)
+            release(&mut *single()?, &a.lease_id, a.owner_pid, a.json, &elsewhere, hints)
         }
         Command::ForceRelease(a) if cli.all_profiles => force_release_everywhere(&mut all()?, &a),
         Command::ForceRelease(a) => {
             let elsewhere = other_registries(root.as_deref(), &locations);
-            force_release(&mut *single()?, &a, &elsewhere)
+            force_release(&mut *single()?, &a, &elsewhere, hints)
         }
         Command::Prune(a) => prune(
             &mut all()?,
@@ -223,21 +225,21 @@ fn dispatch(mut cli: Cli) -> Result<i32, Failure> {
             a.json,
         ),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.force, a.json),
-        Command::Doctor(a) => doctor(&mut all()?, a.json),
+        Command::Doctor(a) => doctor(&mut all()?, a.json, hints),
         Command::Run(a) => match keeper::role() {
             // The process a script started: the work runs under a keeper it starts.
             Role::Relay => start_keeper(),
-            Role::Keeper(relay) => run_cmd(&mut *single()?, &a, relay, timeout),
+            Role::Keeper(relay) => run_cmd(&mut *single()?, &a, relay, timeout, hints),
             Role::Orphaned(relay) => Err(fail(format!("leasectl (pid {relay}) ended before CMD started"))),
         },
-        Command::Hold(a) => hold(&mut *single()?, &a, timeout),
+        Command::Hold(a) => hold(&mut *single()?, &a, timeout, hints),
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.
             let discover_root = root.filter(|_| cli.profile.is_none());
             console(discover_root, locations, timeout, options.idle_threshold)
         }
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
-        Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover()),
+        Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
         Command::Completions(_) | Command::Man => Ok(EXIT_OK),
     }

@@ -121,7 +121,7 @@ pub fn refusal_json(r: &Refusal, advice: &str) -> Value {
         "granted": false,
         "reason": r.reason.code(),
         "message": r.message,
-        "advice": super::hints::hinted(advice),
+        "advice": advice,
         "holder": r.holder.as_deref().map(Entry::to_value),
     })
 }
@@ -558,7 +558,7 @@ pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan)
     s
 }
 
-pub fn doctor_text(d: &DoctorReport) -> String {
+pub(super) fn doctor_text(d: &DoctorReport, hints: &super::hints::Hints) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let status = if d.has_problems() { "PROBLEMS" } else { "ok" };
@@ -578,7 +578,7 @@ pub fn doctor_text(d: &DoctorReport) -> String {
         let _ = writeln!(s, "  warning: {w}");
     }
     doctor_validity(d, &mut s);
-    doctor_leases(d, &mut s);
+    doctor_leases(d, &mut s, hints);
     doctor_files(d, &mut s);
     s
 }
@@ -637,11 +637,11 @@ fn stale_remedy(here: &str, liveness: &Liveness) -> String {
 
 /// Leases worth an operator's look: stale owners (prune) and leak suspects, with the
 /// command that deals with each; and why state.db could not tell.
-fn doctor_leases(d: &DoctorReport, s: &mut String) {
+fn doctor_leases(d: &DoctorReport, s: &mut String, hints: &super::hints::Hints) {
     use std::fmt::Write;
     // Named by profile: with --all-profiles a bare `leasectl prune` would act on the root only.
     let is_profile = d.registry.home != crate::lease::paths::root_of(&d.registry.home);
-    let here = super::hints::leasectl_in_profile(is_profile.then_some(d.registry.profile.as_str()));
+    let here = hints.in_profile(is_profile.then_some(d.registry.profile.as_str()));
     for v in &d.stale {
         let _ = writeln!(
             s,

@@ -2,7 +2,8 @@
 
 use serde_json::json;
 
-use super::{EXIT_OK, EXIT_USAGE, Failure, fail, hints, print_json, usage};
+use super::hints::Hints;
+use super::{EXIT_OK, EXIT_USAGE, Failure, fail, print_json, usage};
 use crate::lease::{self, LeaseStore, Location, StoreOptions, paths};
 
 /// The other registries of the selected one's home (the root and every profile): where a
@@ -32,6 +33,7 @@ pub(super) fn name_lease(
     elsewhere: &[Location],
     action: &str,
     options: &[String],
+    hints: &Hints,
 ) -> Result<Named, Failure> {
     use lease::lookup::{Lookup, lookup};
     let Ok(views) = store.read().leases else {
@@ -63,7 +65,7 @@ pub(super) fn name_lease(
         let place = profile.map(|p| format!("profile {p}")).unwrap_or_else(|| "the root".into());
         // Every option the operator gave comes along: a dry run stays a dry run when pasted.
         let options: String = options.iter().map(|o| format!(" {o}")).collect();
-        found.push(format!("found in {place}: `{} {action} {id}{options}`", hints::leasectl_in_profile(profile)));
+        found.push(format!("found in {place}: `{} {action} {id}{options}`", hints.in_profile(profile)));
     }
     if found.is_empty() {
         return Ok(Named::Nowhere);
@@ -101,12 +103,13 @@ pub(super) fn release(
     owner_pid: Option<u64>,
     as_json: bool,
     elsewhere: &[Location],
+    hints: &Hints,
 ) -> Result<i32, Failure> {
     let mut options: Vec<String> = owner_pid.map(|p| format!("--owner-pid {p}")).into_iter().collect();
     if as_json {
         options.push("--json".into());
     }
-    let lease_id = &match name_lease(store, typed, elsewhere, "release", &options)? {
+    let lease_id = &match name_lease(store, typed, elsewhere, "release", &options, hints)? {
         Named::Id(id) => id,
         // A whole lease id gone everywhere: the owner's release is idempotent.
         Named::Nowhere if lease::ids::is_lease_id(typed) => typed.to_owned(),

@@ -17,6 +17,7 @@ pub(super) fn run_cmd(
     a: &args::RunArgs,
     relay: u32,
     timeout: Duration,
+    hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
     let (opts, quiet, cmd, conflict_exit_code) = (&a.opts, a.quiet, &a.cmd, a.conflict_exit_code);
     let mut req = request(store, opts, u64::from(std::process::id()), timeout)?;
@@ -30,7 +31,7 @@ pub(super) fn run_cmd(
     let mut signals = signals;
     let mut stopped = || signals.pending();
     let mut waiting = Waiting::of(opts.wait, &mut stopped)?.quietly(quiet);
-    let grant = match acquire_reported_to(store, &req, opts.json, true, banner, &mut waiting) {
+    let grant = match acquire_reported_to(store, &req, opts.json, true, banner, &mut waiting, hints) {
         Ok(g) => g,
         // flock -E: a conflict can have an exit code of its own.
         Err(code) if [Reason::SessionNotOwned, Reason::MaxConcurrentSessions].iter().any(|r| r.exit_code() == code) => {
