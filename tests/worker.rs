@@ -24,7 +24,7 @@ fn sessions(loaded: &leasectl::tui::event::Loaded, index: usize) -> Result<Vec<S
         .leases
         .as_ref()
         .map(|ls| ls.iter().map(|l| l.entry.session_id().to_owned()).collect())
-        .map_err(Clone::clone)
+        .map_err(ToString::to_string)
 }
 
 #[test]

@@ -139,6 +139,14 @@ fn holder_text(holder_pid: Option<u32>, command: Option<&str>) -> String {
     }
 }
 
+/// Two errors are the same when they say the same: the console compares a registry's
+/// error with the last one to log only a change (io::Error has no equality of its own).
+impl PartialEq for Error {
+    fn eq(&self, other: &Error) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
 impl Error {
     pub fn io(action: impl Into<String>, path: &Path, source: std::io::Error) -> Error {
         Error::Io { action: action.into(), path: path.to_path_buf(), source: Arc::new(source) }

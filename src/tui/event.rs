@@ -112,7 +112,7 @@ pub struct RegistrySnapshot {
     pub modified: Option<f64>,
     pub cap: CapSetting,
     /// The leases, or the exact reason the file could not be used.
-    pub leases: Result<Vec<LeaseRow>, String>,
+    pub leases: Result<Vec<LeaseRow>, crate::lease::Error>,
     /// Who has held the registry lock for more than a moment (from /proc/locks), if anyone.
     pub lock_holder: Option<LockHolder>,
     /// What the home's state.db says of the leased sessions (None: not a registry file).

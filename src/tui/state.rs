@@ -24,7 +24,7 @@ pub struct RegistryState {
     /// The last good snapshot (kept, marked stale, while the file is invalid).
     pub leases: Vec<LeaseRow>,
     /// The exact validation error while the file is invalid.
-    pub error: Option<String>,
+    pub error: Option<crate::lease::Error>,
     /// When the leases last changed (epoch seconds).
     pub last_change: Option<f64>,
     /// Slots used (live leases), one sample per tick.

@@ -235,7 +235,7 @@ fn banner(app: &App) -> Vec<Line<'static>> {
             out.push(Line::from(format!(
                 " {what} ({}): {} — {shows}; nothing is rewritten",
                 shown_text(reg.location.name()),
-                shown_text(e)
+                shown_text(&e.to_string())
             )));
         }
         if let Some((holder, held)) = reg.stuck_lock(app.now) {

@@ -267,7 +267,7 @@ impl Worker {
                     exists: l.exists,
                     modified: l.modified,
                     cap: l.cap,
-                    leases: l.leases.map_err(|e| e.to_string()).map(|views| {
+                    leases: l.leases.map(|views| {
                         views
                             .into_iter()
                             .map(|v| LeaseRow {

@@ -75,7 +75,9 @@ pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
     }
 }
 
+/// A snapshot as the worker reads it; an error is given as the text the console shows.
 pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, String>) -> RegistrySnapshot {
+    let leases = leases.map_err(leasectl::lease::Error::Refused);
     RegistrySnapshot {
         location: reg.clone(),
         exists: true,
