@@ -32,7 +32,8 @@ fn first_problem(problems: &[Problem]) -> String {
 fn more_problems(problems: &[Problem]) -> String {
     match problems.len() {
         0 | 1 => String::new(),
-        n => format!(" (and {} more; run `leasectl doctor`)", super::human::plural(n - 1, "problem", "problems")),
+        2 => " (and 1 more problem; run `leasectl doctor`)".into(),
+        n => format!(" (and {} more problems; run `leasectl doctor`)", n - 1),
     }
 }
 
