@@ -572,3 +572,15 @@ fn a_reader_that_closes_the_pipe_ends_the_command_quietly() {
         assert!(err.is_empty(), "{args:?}: quiet, not {err:?}");
     }
 }
+
+/// The grant banner shows a session id as refusals do: a control character in it is
+/// written visibly, never sent to the terminal.
+#[test]
+fn the_grant_banner_escapes_the_session_id() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let out = home.run(&["acquire", "E2\u{1b}[31mRED", "--owner-pid", &owner.pid_arg()]);
+    out.expect_exit(0);
+    assert!(!out.stdout.contains('\u{1b}'), "{out:?}");
+    assert!(out.stdout.contains("E2\\u{1b}[31mRED"), "{out:?}");
+}

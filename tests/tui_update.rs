@@ -165,6 +165,17 @@ fn releasing_a_dead_owner_needs_y() {
     );
 }
 
+/// A clock-step suspect is most likely the same, live process (prune keeps it): releasing
+/// it is a live owner's release, with the session id typed, not a dead one's `y`.
+#[test]
+fn releasing_a_clock_step_owner_is_a_live_owners_release() {
+    let mut app = app(vec![mixed_root()]);
+    app.filter = "chat-11".into();
+    key(&mut app, KeyCode::Char('x'));
+    assert!(matches!(app.dialog, Some(Dialog::ConfirmRelease { live: true, .. })), "{:?}", app.dialog);
+    assert!(key(&mut app, KeyCode::Char('y')).is_empty(), "y alone is not enough");
+}
+
 #[test]
 fn releasing_a_live_owner_needs_the_session_id_typed() {
     let mut app = app(vec![mixed_root()]);
