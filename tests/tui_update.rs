@@ -87,6 +87,30 @@ fn filter_matches_session_surface_pid_and_lease_id() {
     assert!(app.filter.is_empty() && app.filter_input.is_none(), "Esc cancels typing");
 }
 
+/// `/` on a filter in force shows it selected: typing replaces it (k9s), Backspace edits
+/// it, Esc clears it (`dead` then `/!alive` was `dead!alive`).
+#[test]
+fn slash_on_a_filter_in_force_replaces_it_as_typed() {
+    let mut app = app(vec![mixed_root()]);
+    key(&mut app, KeyCode::Char('/'));
+    chars(&mut app, "dead");
+    key(&mut app, KeyCode::Enter);
+    key(&mut app, KeyCode::Char('/'));
+    assert!(app.filter_selected, "the text in force is selected");
+    chars(&mut app, "!alive");
+    assert_eq!(app.filter_input.as_deref(), Some("!alive"), "typing replaced it");
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.filter, "!alive");
+    // Backspace edits the selected text instead.
+    key(&mut app, KeyCode::Char('/'));
+    key(&mut app, KeyCode::Backspace);
+    chars(&mut app, "x");
+    assert_eq!(app.filter_input.as_deref(), Some("!alivx"));
+    // Esc clears the filter, typed or in force.
+    key(&mut app, KeyCode::Esc);
+    assert!(app.filter.is_empty() && app.filter_input.is_none());
+}
+
 #[test]
 fn sort_cycles_and_only_not_alive_hides_live_owners() {
     let mut app = app(vec![mixed_root()]);
@@ -479,13 +503,13 @@ fn the_filter_covers_every_column_and_a_leading_bang_inverts_it() {
         app.filter = needle.into();
         assert_eq!(sessions(&app), expect, "{needle}");
     }
-    // Esc while typing puts the last applied filter back.
+    // Typing over the filter in force replaces it; Esc clears it (issue 25: k9s' way).
     app.filter = "dead".into();
     key(&mut app, KeyCode::Char('/'));
     chars(&mut app, "zzz");
     assert!(sessions(&app).is_empty());
     key(&mut app, KeyCode::Esc);
-    assert_eq!(sessions(&app), ["chat-7"]);
+    assert_eq!(sessions(&app).len(), 4);
 }
 
 #[test]

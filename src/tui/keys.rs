@@ -159,9 +159,41 @@ pub const LINE_KEYS: &[Binding<Edit>] = &[
     Binding { keys: &[(KeyCode::Backspace, Edit::Erase)], shown: "Backspace", help: "erase", footer: Footer::None },
 ];
 
+/// The filter line's keys: as an input line's, but Esc clears the filter (k9s), and a
+/// filter opened on the one in force is replaced by what is typed.
+pub const FILTER_KEYS: &[Binding<Edit>] = &[
+    Binding {
+        keys: &[(KeyCode::Enter, Edit::Done)],
+        shown: "Enter",
+        help: "keep",
+        footer: Footer::Plain("Enter", "keep"),
+    },
+    Binding {
+        keys: &[(KeyCode::Esc, Edit::Cancel)],
+        shown: "Esc",
+        help: "clear",
+        footer: Footer::Plain("Esc", "clear"),
+    },
+    Binding {
+        keys: &[(KeyCode::Backspace, Edit::Erase)],
+        shown: "Backspace",
+        help: "edit",
+        footer: Footer::Plain("Backspace", "edit"),
+    },
+];
+
 /// An input line's hint from its table: `Enter apply · Esc cancel`; `done` renames Enter's word.
 pub fn line_hint(done: Option<&str>) -> String {
-    let words: Vec<String> = LINE_KEYS
+    table_hint(LINE_KEYS, done)
+}
+
+/// The filter line's hint: `Enter keep · Esc clear · Backspace edit`.
+pub fn filter_hint() -> String {
+    table_hint(FILTER_KEYS, None)
+}
+
+fn table_hint(table: &[Binding<Edit>], done: Option<&str>) -> String {
+    let words: Vec<String> = table
         .iter()
         .filter_map(|b| match (b.footer, b.keys.first()) {
             (Footer::Plain(k, w), Some((_, Edit::Done))) => Some(format!("{k} {}", done.unwrap_or(w))),
@@ -258,7 +290,7 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
     Binding {
         keys: &[(KeyCode::Char('/'), Action::Filter)],
         shown: "/",
-        help: "filter any column as you type; !text hides matches (Enter keep, Esc cancel)",
+        help: "filter any column as you type; !text hides matches (Enter keep, Esc clear; typing replaces it)",
         footer: Footer::Plain("/", "filter"),
     },
     Binding {
@@ -405,6 +437,7 @@ mod tests {
         assert_eq!(answer_hint(CONFIRM_KEYS, "prune 3"), "y prune 3 · n/Esc cancel");
         assert_eq!(answer_hint(FORCE_KEYS, "repair"), "! repair anyway · n/Esc cancel");
         assert_eq!(line_hint(None), "Enter apply · Esc cancel");
+        assert_eq!(filter_hint(), "Enter keep · Esc clear · Backspace edit");
         assert_eq!(line_key_hint(Edit::Cancel), "Esc cancel");
     }
 

@@ -196,6 +196,9 @@ pub struct App {
     pub filter: String,
     /// Some while the filter is being typed.
     pub filter_input: Option<String>,
+    /// The filter being typed is the one in force, shown selected: a typed character
+    /// replaces it whole (k9s), Backspace edits it.
+    pub filter_selected: bool,
     pub sort: SortMode,
     /// The sort turned around (its key pressed again).
     pub sort_reverse: bool,
@@ -246,6 +249,7 @@ impl App {
             selected: 0,
             filter: String::new(),
             filter_input: None,
+            filter_selected: false,
             sort: SortMode::Session,
             sort_reverse: false,
             only_not_alive: false,

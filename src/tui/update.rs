@@ -7,8 +7,8 @@ use super::event::LogLevel;
 use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded};
 use super::extension::KeyContext;
 use super::keys::{
-    self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS, lookup,
-    typed_char,
+    self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FILTER_KEYS, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS,
+    lookup, typed_char,
 };
 use super::state::{App, Dialog, RegistryState};
 use crate::lease::human::plural;
@@ -168,19 +168,31 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     effects
 }
 
-/// The filter being typed: Enter keeps it, Esc drops it, other keys edit it.
+/// The filter being typed: Enter keeps it, Esc clears it, other keys edit it. Opened on
+/// a filter in force, its text is selected: typing replaces it, Backspace edits it.
 fn on_filter_key(app: &mut App, key: &KeyEvent) {
     let Some(input) = app.filter_input.as_mut() else { return };
-    match lookup(LINE_KEYS, key) {
+    let selected = std::mem::take(&mut app.filter_selected);
+    match lookup(FILTER_KEYS, key) {
         Some(Edit::Done) => {
             app.filter = app.filter_input.take().unwrap_or_default();
             app.selected = 0;
         }
-        Some(Edit::Cancel) => app.filter_input = None,
+        Some(Edit::Cancel) => {
+            app.filter_input = None;
+            app.filter.clear();
+        }
         Some(Edit::Erase) => {
             input.pop();
         }
-        None => input.extend(typed_char(key)),
+        None => {
+            let typed = typed_char(key);
+            if selected && typed.is_some() {
+                input.clear();
+            }
+            app.filter_selected = selected && typed.is_none();
+            input.extend(typed);
+        }
     }
 }
 
@@ -230,7 +242,10 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
             app.selected = 0;
         }
         Action::ToggleDetails => app.show_details = !app.show_details,
-        Action::Filter => app.filter_input = Some(app.filter.clone()),
+        Action::Filter => {
+            app.filter_input = Some(app.filter.clone());
+            app.filter_selected = !app.filter.is_empty();
+        }
         Action::Sort => {
             app.sort = app.sort.next();
             app.sort_reverse = false;

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::event::LeaseRow;
 use super::event::LogLevel;
-use super::keys::{Binding, CONSOLE_KEYS, KeyRow, footer_entries, line_hint};
+use super::keys::{Binding, CONSOLE_KEYS, KeyRow, filter_hint, footer_entries};
 use super::state::{App, Row};
 use super::style::{Palette, badge, shown_text};
 use super::time;
@@ -568,10 +568,16 @@ fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
 
 fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let line = match &app.filter_input {
+        // Selected (typing replaces it): shown reversed, as a selection is.
+        Some(input) if app.filter_selected => Line::from(vec![
+            Span::styled("filter: ", p.bold(Color::Cyan)),
+            Span::styled(shown_text(input), Style::default().add_modifier(Modifier::REVERSED)),
+            Span::raw(format!("▏   {}", filter_hint())),
+        ]),
         Some(input) => Line::from(vec![
             Span::styled("filter: ", p.bold(Color::Cyan)),
-            Span::raw(format!("{input}▏")),
-            Span::raw(format!("   {}", line_hint(None))),
+            Span::raw(format!("{}▏", shown_text(input))),
+            Span::raw(format!("   {}", filter_hint())),
         ]),
         None => {
             let console: Vec<KeyRow> = CONSOLE_KEYS.iter().map(Binding::row).collect();
