@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::common;
 use common::pty::{BIN, Pty};
 
-const PRUNE_DIALOG: &str = "Prune removes these 1 dead or recycled owners' leases:";
+const PRUNE_DIALOG: &str = "Prune removes this dead or recycled owner's lease:";
 /// How long `q` may take to end the console, and then the terminal's restoring to show.
 const QUIT_WITHIN: Duration = Duration::from_secs(3);
 const RESTORED_WITHIN: Duration = Duration::from_secs(2);
@@ -369,4 +369,63 @@ fn a_terminal_hangup_releases_hold_and_run_like_sigterm() {
         let left = registry_entries(&registry).unwrap_or_default();
         assert!(left.is_empty(), "{what}: a hangup releases the lease (exit {status:?}); left: {left:?}");
     }
+}
+
+/// TERM=dumb cannot show a full-screen interface: the console says so and lists what it
+/// would show (as `less` and `htop` decline), never entering the alternate screen.
+#[test]
+fn a_dumb_terminal_gets_the_listing_not_the_console() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut pty = Pty::spawn(
+        "console",
+        &[OsStr::new("--home"), home.path().as_os_str()],
+        &[("TERM", OsStr::new("dumb"))],
+        home.path(),
+        24,
+        80,
+    );
+    let (status, _) = pty.wait_exit(Duration::from_secs(5));
+    assert!(status.success(), "{status:?}: {}", pty.text());
+    pty.wait_for("the listing", Duration::from_secs(2), |s| s.contains("TERM=dumb") && s.contains("0 leases"));
+    assert!(!pty.wrote(b"\x1b[?1049h"), "it never entered the alternate screen");
+}
+
+/// At a person's pace: `/` over a filter in force replaces it as typed (it used to append:
+/// `S1` then `/S2` filtered on `S1S2`), and Ctrl-x does not act as x (no release dialog).
+#[test]
+fn slash_replaces_the_filter_and_ctrl_x_does_not_release() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let dead = |id: &str, session: &str| {
+        serde_json::json!({"lease_id": id, "session_id": session, "pid": 4_000_000u64, "surface": "cli",
+            "process_start_time": 1.0, "started_at": 1.0, "updated_at": 1.0})
+    };
+    let entries =
+        vec![dead("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "FIRST"), dead("b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2", "OTHER")];
+    std::fs::create_dir_all(home.path().join("runtime")).expect("runtime");
+    std::fs::write(
+        home.path().join("runtime/active_sessions.json"),
+        serde_json::json!({ "entries": entries }).to_string(),
+    )
+    .expect("registry");
+    let mut console = Pty::console(home.path(), 30, 100);
+    console.wait_for("both leases", Duration::from_secs(5), |s| s.contains("FIRST") && s.contains("OTHER"));
+    let pace = Duration::from_millis(1500);
+    console.send(b"/FIRST\r");
+    console.wait_for("FIRST alone", Duration::from_secs(3), |s| s.contains("FIRST") && !s.contains("OTHER"));
+    thread::sleep(pace);
+    console.send(b"/");
+    thread::sleep(pace);
+    console.send(b"OTHER\r");
+    console.wait_for("OTHER alone: the filter was replaced", Duration::from_secs(3), |s| {
+        s.contains("OTHER") && !s.contains("FIRST")
+    });
+    thread::sleep(pace);
+    // Ctrl-x is byte 0x18: bound to nothing, it opens no dialog, even after a tick or two.
+    console.send(b"\x18");
+    thread::sleep(Duration::from_millis(2500));
+    assert!(!console.text().contains("force-release?"), "Ctrl-x released: {}", console.text());
+    console.send(b"x");
+    console.wait_for("x opens the release dialog", Duration::from_secs(3), |s| s.contains("force-release?"));
+    console.send(b"n");
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }

@@ -21,7 +21,7 @@ use common::pty::{POLL, Pty, cpu_time};
 
 const HELP_TEXT: &str = "force-release the selected lease";
 const HELP_END: &str = "Esc closes this help.";
-const PRUNE_DIALOG: &str = "Prune removes these 1 dead or recycled owners' leases:";
+const PRUNE_DIALOG: &str = "Prune removes this dead or recycled owner's lease:";
 /// A pid no process has (far above any `pid_max`), recorded with a start time: dead.
 const DEAD_PID: u64 = 2_147_483_646;
 /// How long `q` may take to end the console, and then the terminal's restoring to show.

@@ -8,10 +8,19 @@ use crate::lease::{self, Location, StoreOptions};
 /// The console draws on standard output: without a terminal there, say so before
 /// anything is set up (a demo sandbox included) rather than fail half-way.
 pub(super) fn needs_terminal(what: &str) -> Result<(), Failure> {
+    if dumb_terminal() {
+        return Err(usage(format!("{what} needs a full-screen terminal, and this one is TERM=dumb")));
+    }
     if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return Ok(());
     }
     Err(usage(format!("{what} needs a terminal; in scripts and pipes use `leasectl ls` (or `leasectl ls --json`)")))
+}
+
+/// A terminal that cannot move its cursor (TERM=dumb: Emacs' shell, some CI logs): the
+/// console declines there and lists instead, as `less` and `htop` decline.
+pub(super) fn dumb_terminal() -> bool {
+    std::env::var_os("TERM").is_some_and(|t| t == "dumb")
 }
 
 pub(super) fn console(

@@ -233,6 +233,10 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
             Role::Orphaned(relay) => Err(fail(format!("leasectl (pid {relay}) ended before CMD started"))),
         },
         Command::Hold(a) => hold(&mut *single()?, &a, timeout, hints),
+        Command::Tui if console::dumb_terminal() => {
+            say_err!("leasectl: this terminal (TERM=dumb) cannot show the console; here is what it would list");
+            ls::ls(&mut all()?, &args::LsArgs::default(), options.idle_threshold, None, hints)
+        }
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.
             let discover_root = root.filter(|_| cli.profile.is_none());

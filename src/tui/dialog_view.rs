@@ -60,8 +60,14 @@ fn repair(location: &Location, plan: &[String], needs_force: bool, p: &Palette) 
 fn prune(targets: &[(Location, Vec<LeaseRow>)], kept_clock_step: usize, p: &Palette) -> DialogText<'static> {
     let bold = bold();
     let total: usize = targets.iter().map(|(_, l)| l.len()).sum();
-    let mut lines =
-        vec![Line::from(Span::styled(format!("Prune removes these {total} dead or recycled owners' leases:"), bold))];
+    let mut lines = vec![Line::from(Span::styled(
+        if total == 1 {
+            "Prune removes this dead or recycled owner's lease:".to_owned()
+        } else {
+            format!("Prune removes these {total} dead or recycled owners' leases:")
+        },
+        bold,
+    ))];
     for (reg, leases) in targets {
         lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
         lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));

@@ -79,12 +79,13 @@ impl Pty {
             native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
         let mut cmd = CommandBuilder::new(BIN);
         cmd.args(args);
-        for (key, value) in env {
-            cmd.env(key, value);
-        }
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("HERMES_HOME");
         cmd.env_remove("NO_COLOR");
+        // After the defaults: a test may give a TERM (or NO_COLOR) of its own.
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
         cmd.cwd(cwd);
         let child = pair
             .slave
@@ -188,6 +189,11 @@ impl Pty {
     /// The screen's text.
     pub fn text(&self) -> String {
         lock(&self.parser).screen().contents()
+    }
+
+    /// The child ever wrote `needle` (a control sequence, say) to the terminal.
+    pub fn wrote(&self, needle: &[u8]) -> bool {
+        find(&lock(&self.raw), needle).is_some()
     }
 
     /// The terminal is on the alternate screen.
