@@ -168,7 +168,7 @@ fn a_prune_of_a_thousand_shows_the_total_scrolls_and_keeps_its_confirm_line() {
     let help = screen(&app, 60, 15);
     assert!(help.contains("Esc closes this help."), "{help}");
     key(&mut app, KeyCode::End);
-    assert!(screen(&app, 60, 15).contains("Badges"), "the help's end is reachable");
+    assert!(screen(&app, 60, 15).contains("STALE"), "the help's end (its last mark) is reachable");
 }
 
 #[test]
@@ -349,4 +349,24 @@ fn a_registry_never_read_shows_no_counts() {
     for wrong in ["0 alive", "no leases held", "slots 0", "last good snapshot"] {
         assert!(!text.contains(wrong), "says {wrong:?}:\n{text}");
     }
+}
+
+/// What a colour says is also said in words (NO_COLOR, a colour-blind reader): a registry
+/// over its cap says OVER CAP beside the slots, a full one FULL. A long path is cut from
+/// the left, never run into the gauge.
+#[test]
+fn over_cap_is_a_word_and_a_long_path_keeps_its_end_at_80_columns() {
+    let long = leasectl::lease::Location::File(leasectl::lease::paths::Registry::new(
+        "a-profile-with-a-long-name",
+        "/home/operator-with-a-long-name/.hermes/profiles/a-profile-with-a-long-name",
+    ));
+    let two = vec![
+        alive(entry("a1b2c3d4e5f60718293a4b5c6d7e8f90", "S1", "cli", 4101, 60.0, None), "hermes"),
+        alive(entry("b1b2c3d4e5f60718293a4b5c6d7e8f90", "S2", "cli", 4102, 60.0, None), "hermes"),
+    ];
+    let app = app(vec![snap(&long, Some(1), Ok(two))]);
+    let text = screen(&app, 80, 24);
+    let header = text.lines().nth(2).unwrap_or_default();
+    assert!(header.contains("slots 2/1 OVER CAP"), "{text}");
+    assert!(header.contains("…") && header.contains("runtime/active_sessions.json "), "cut from the left: {header}");
 }

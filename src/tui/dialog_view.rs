@@ -25,6 +25,20 @@ fn bold() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
 }
 
+/// The marks the console shows and what each means (the help lists them all).
+const MARKS: &[(&str, &str)] = &[
+    ("● alive", "the owner process runs (its start time matches)"),
+    ("✖ dead", "the owner is gone: prune or release removes the lease"),
+    ("♻ recycled", "the pid now belongs to another process: the owner is gone"),
+    ("clock step?", "recycled by whole seconds: most likely the owner across a clock step"),
+    ("? unknown", "cannot tell (another user's process, /proc unreadable): kept"),
+    ("⚙ WORK RUNNING", "a dead `run` owner whose work still runs"),
+    ("CONFLICT", "two live owners of one session"),
+    ("OVER CAP", "more live leases than the cap (FULL: exactly at it)"),
+    ("LEAK?", "a live owner whose session ended or went idle (state.db)"),
+    ("STALE", "the registry is invalid: its last good reading is shown"),
+];
+
 fn help(app: &App) -> DialogText<'static> {
     let bold = bold();
     let help_line = |r: KeyRow| Line::from(vec![Span::styled(format!("{:<16}", r.shown), bold), Span::raw(r.help)]);
@@ -34,7 +48,11 @@ fn help(app: &App) -> DialogText<'static> {
         lines.extend(ext.keys().into_iter().map(help_line));
     }
     lines.push(Line::from(""));
-    lines.push(Line::from("Badges: ● alive  ✖ dead  ♻ recycled (pid reused)  ? unknown"));
+    // Every mark the console draws, each a word or symbol as well as a colour.
+    lines.push(Line::from(Span::styled("Marks", bold)));
+    for (mark, meaning) in MARKS {
+        lines.push(Line::from(vec![Span::styled(format!("{mark:<16}"), bold), Span::raw(*meaning)]));
+    }
     DialogText { title: " help ", lines, footer: vec![Line::from("Esc closes this help.")] }
 }
 

@@ -103,7 +103,8 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let block = Block::default().borders(Borders::ALL).title(" leasectl ");
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let cols = Layout::horizontal([Constraint::Min(30), Constraint::Length(24)]).split(inner);
+    // A column between the text and the gauge: a long path never runs into it.
+    let cols = Layout::horizontal([Constraint::Min(30), Constraint::Length(1), Constraint::Length(24)]).split(inner);
     let regs = app.tab_registries();
     let unreadable: Vec<String> = regs
         .iter()
@@ -119,12 +120,23 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         .map(|t| time::clock(t, app.now, &app.tz))
         .unwrap_or_else(|| "-".into());
     let lines = vec![
-        Line::from(where_text(app, &regs)),
+        // Cut from the left: the end of a path (profile, file) says which registry it is.
+        Line::from(fit_left(&where_text(app, &regs), usize::from(cols[0].width))),
         counts_line(app, p, &regs, &unreadable, none_read),
         Line::from(format!("changed {last}  ·  {}", cap_text(app, &regs))),
     ];
     frame.render_widget(Paragraph::new(lines), cols[0]);
-    render_slots(app, p, &regs, none_read, frame, cols[1]);
+    render_slots(app, p, &regs, none_read, frame, cols[2]);
+}
+
+/// `text` in `width` columns: whole when it fits, else its end after a `…`.
+fn fit_left(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width || width == 0 {
+        return text.to_owned();
+    }
+    let tail: String = text.chars().skip(count - (width - 1)).collect();
+    format!("…{tail}")
 }
 
 /// Which registry the tab shows, or how many under which home.
@@ -198,7 +210,14 @@ fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: 
         Some(cap) if cap > 0 => {
             let ratio = (used as f64 / cap as f64).clamp(0.0, 1.0);
             let color = if used >= cap { Color::Red } else { Color::Green };
-            let gauge = Gauge::default().ratio(ratio).label(format!("slots {used}/{cap}")).gauge_style(p.fg(color));
+            // The colour's meaning in words too (NO_COLOR, a colour-blind reader).
+            let state = match used.cmp(&cap) {
+                std::cmp::Ordering::Greater => " OVER CAP",
+                std::cmp::Ordering::Equal => " FULL",
+                std::cmp::Ordering::Less => "",
+            };
+            let gauge =
+                Gauge::default().ratio(ratio).label(format!("slots {used}/{cap}{state}")).gauge_style(p.fg(color));
             frame.render_widget(gauge, right[0]);
         }
         _ => frame.render_widget(Paragraph::new(format!("slots {used} live, no cap")), right[0]),
