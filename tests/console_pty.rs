@@ -429,3 +429,26 @@ fn slash_replaces_the_filter_and_ctrl_x_does_not_release() {
     console.send(b"n");
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
+
+/// With 100,000 profiles the console is drawn at once and answers `q` within a second
+/// while the registries are still being read (it once sat on "reading..." for over 75 s,
+/// deaf to q and SIGTERM: a list of tabs scanned for every tab, and every home's journal
+/// looked for before the first frame).
+#[test]
+fn a_home_with_100_000_profiles_draws_at_once_and_quits_within_a_second() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let profiles = home.path().join("profiles");
+    std::fs::create_dir(&profiles).expect("profiles");
+    for n in 0..100_000 {
+        std::fs::create_dir(profiles.join(format!("p{n:06}"))).expect("a profile");
+    }
+    let mut console = Pty::console(home.path(), 30, 120);
+    let drawn = console.wait_for("the first screen", Duration::from_secs(5), |s| s.contains("leasectl"));
+    eprintln!("first screen after {drawn:?}");
+    thread::sleep(Duration::from_secs(2));
+    console.send(b"q");
+    let (status, took) = console.wait_exit(Duration::from_secs(5));
+    eprintln!("q answered in {took:?}");
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(1), "q took {took:?} while loading");
+}

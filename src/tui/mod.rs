@@ -61,6 +61,9 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
     let from = app.now - HISTORY;
     // The newest HISTORY_EVENTS of each journal, read a line at a time (bounded memory).
     let mut past: Vec<serde_json::Value> = Vec::new();
+    // Only homes with a logs/ directory can have a journal: one lstat each, where reading
+    // each (its path checked for planted links) cost 15 s for 100,000 profiles.
+    homes.retain(|h| std::fs::symlink_metadata(h.join("logs")).is_ok());
     for home in &homes {
         let Some(mut journal) = crate::lease::journal::read_since(home, from) else { continue };
         let mut newest = std::collections::VecDeque::with_capacity(HISTORY_EVENTS);
@@ -88,6 +91,9 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
     app.log("", event::LogLevel::Info, "— above: recorded before this console opened (↶); below: live —");
 }
 
+/// How long a quitting console waits for its worker's action in flight.
+const QUIT_GRACE: Duration = Duration::from_millis(200);
+
 /// The console: its sources and worker started, the loop run until quit, then
 /// everything stopped and the terminal restored (in that order).
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
@@ -95,11 +101,10 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (effects_tx, effects_rx) = channel::<Effect>();
     let scope = worker::Scope { locations: opts.locations.clone(), discover_root: opts.discover_root.clone() };
     let (mut plugin, runner) = opts.extension.map_or((None, None), |(x, r)| (Some(x), Some(r)));
-    let worker = worker::spawn(
-        worker::Worker::new(scope, opts.lock_timeout, runner).with_idle_threshold(opts.idle_threshold),
-        effects_rx,
-        tx.clone(),
-    );
+    let has_runner = runner.is_some();
+    let worker = worker::Worker::new(scope, opts.lock_timeout, runner).with_idle_threshold(opts.idle_threshold);
+    let stop_worker = worker.stopper();
+    let worker = worker::spawn(worker, effects_rx, tx.clone());
     let watch = crate::lease::WatchScope {
         locations: opts.locations.clone(),
         discover_root: opts.discover_root.clone(),
@@ -127,9 +132,20 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let result = main_loop(&mut terminal, &mut app, &rx, &effects_tx);
     // Clean up first (the worker owns the extension's runner: the demo's owners and
     // sandbox), then restore the terminal.
+    stop_worker.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = effects_tx.send(Effect::Quit);
     drop(effects_tx);
-    let _ = worker.join();
+    // An extension's runner has something to clean up (the demo's owners and sandbox):
+    // then the worker is waited for. Otherwise it is given a moment to finish an action
+    // in flight (each write is whole either way), but a read of thousands of registries
+    // does not hold the quit up: exit ends it.
+    let grace = std::time::Instant::now() + QUIT_GRACE;
+    while !has_runner && !worker.is_finished() && std::time::Instant::now() < grace {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if has_runner || worker.is_finished() {
+        let _ = worker.join();
+    }
     restore(terminal);
     result
 }

@@ -29,6 +29,12 @@ pub struct Worker {
     runner: Option<Box<dyn Runner>>,
     /// One store per location, in tab order; discovered profiles are added at the end.
     stores: Vec<Box<dyn LeaseStore>>,
+    /// The locations of `stores`: a home with 100,000 profiles looks each up at every
+    /// reload, and a scan of the list each time made that quadratic (minutes).
+    opened: std::collections::HashSet<Location>,
+    /// Set when the console quits: a long read (thousands of registries) stops at the
+    /// next registry instead of holding the quit up.
+    stop: Arc<std::sync::atomic::AtomicBool>,
     options: StoreOptions,
     owners: OwnerProbe,
     host: String,
@@ -79,6 +85,8 @@ impl Worker {
             scope,
             runner,
             stores: vec![],
+            opened: std::collections::HashSet::new(),
+            stop: Arc::default(),
             options: StoreOptions { lock_timeout, ..StoreOptions::default() },
             owners: OwnerProbe::new(),
             host: hostname(),
@@ -91,6 +99,15 @@ impl Worker {
             sessions: SessionCache::default(),
             audit_failures: Arc::default(),
         }
+    }
+
+    /// A flag that, set, makes a read in progress stop at the next registry (quit).
+    pub fn stopper(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Leak suspects are judged against this idle threshold (else each home's config).
@@ -144,9 +161,13 @@ impl Worker {
             wanted.extend(paths::all_registries(root).into_iter().map(Location::File));
         }
         for location in wanted {
-            if self.stores.iter().any(|s| *s.location() == location) {
+            if self.stopping() {
+                return;
+            }
+            if self.opened.contains(&location) {
                 continue;
             }
+            self.opened.insert(location.clone());
             // The CLI opened each location once before starting the console, so this cannot fail.
             if let Ok(store) = lease::open(&location, self.options) {
                 // Every change the console makes is on record, as the CLI's are.
@@ -164,7 +185,9 @@ impl Worker {
     /// Re-read every location.
     pub fn reload(&mut self) -> Loaded {
         self.open_new();
-        let listings: Vec<Listing> = self.stores.iter_mut().map(|s| s.read()).collect();
+        let stop = Arc::clone(&self.stop);
+        let still = |_: &_| !stop.load(std::sync::atomic::Ordering::Relaxed);
+        let listings: Vec<Listing> = self.stores.iter_mut().take_while(still).map(|s| s.read()).collect();
         self.snapshots(listings)
     }
 
