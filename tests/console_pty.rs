@@ -84,10 +84,15 @@ impl Holder {
 // ---------------------------------------------------------------------------
 
 /// The lease table's row for lease `short` (the first 8 chars of its id), if shown.
-/// Table rows start `│  <short> `; dialog lines (`│ │  …`) and event lines do not.
+/// Table rows start `│  <short>` (the whole id where it fits); dialog lines (`│ │  …`) and event lines do not.
 fn lease_row(screen: &str, short: &str) -> Option<String> {
-    let prefix = format!("  {short} ");
-    screen.lines().find(|l| l.strip_prefix('│').is_some_and(|rest| rest.starts_with(&prefix))).map(str::to_owned)
+    // The id is short, or whole where the terminal has room for it.
+    let prefix = format!("  {short}");
+    let is_row = |rest: &str| {
+        rest.strip_prefix(&prefix)
+            .is_some_and(|after| after.starts_with(' ') || after.starts_with(|c: char| c.is_ascii_hexdigit()))
+    };
+    screen.lines().find(|l| l.strip_prefix('│').is_some_and(is_row)).map(str::to_owned)
 }
 
 /// The row reads `<short> cli <pid> <owner> …` and ends with the badge.

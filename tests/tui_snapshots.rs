@@ -370,3 +370,67 @@ fn over_cap_is_a_word_and_a_long_path_keeps_its_end_at_80_columns() {
     assert!(header.contains("slots 2/1 OVER CAP"), "{text}");
     assert!(header.contains("…") && header.contains("runtime/active_sessions.json "), "cut from the left: {header}");
 }
+
+/// A home as operators have them: the root with session titles and a leak suspect, a
+/// profile with a conflict over its cap, and one with long surfaces, owners and live ids.
+fn rich_home() -> App {
+    let mut root = leaked_home();
+    let work = registry("work");
+    let conflict = snap(
+        &work,
+        Some(1),
+        Ok(vec![
+            alive(
+                entry("c0000000000000000000000000000003", "chat-9", "desktop", 503, 90.0, Some("d-9")),
+                "hermes-desk",
+            ),
+            alive(entry("d0000000000000000000000000000004", "chat-9", "tui", 504, 30.0, Some("t-9")), "hermes"),
+        ]),
+    );
+    let long = registry("a-profile-with-a-rather-long-name");
+    let named = snap(
+        &long,
+        None,
+        Ok(vec![alive(
+            entry(
+                "e0000000000000000000000000000005",
+                "chat-with-a-long-id-0123456789",
+                "matrix-gateway-eu-west",
+                123456,
+                45.0,
+                Some("live-session-id-abcdefghijklmnop"),
+            ),
+            "hermes-gateway-worker",
+        )]),
+    );
+    update(&mut root, loaded(vec![conflict, named]));
+    root.tab = root.tab_count() - 1;
+    root
+}
+
+/// The console at every size an operator uses, on the all tab: snapshots of each, and
+/// under NO_COLOR not one coloured cell while every state is still said in words.
+#[test]
+fn a_rich_home_at_every_size_with_and_without_colour() {
+    for (w, h) in [(200, 60), (120, 30), (80, 24), (60, 15), (40, 10)] {
+        let mut app = rich_home();
+        let text = screen(&app, w, h);
+        insta::assert_snapshot!(format!("rich_home_{w}x{h}"), text);
+        app.no_color = true;
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        terminal.draw(|f| view::render(&app, f)).expect("draw");
+        let buffer = terminal.backend().buffer().clone();
+        let coloured = buffer
+            .content
+            .iter()
+            .filter(|c| c.fg != ratatui::style::Color::Reset || c.bg != ratatui::style::Color::Reset)
+            .count();
+        assert_eq!(coloured, 0, "{w}x{h}: coloured cells under NO_COLOR");
+        assert_eq!(terminal.backend().to_string(), text, "{w}x{h}: the same words without colour");
+        if w >= 80 {
+            for word in ["CONFLICT", "LEAK?", "OVER CAP"] {
+                assert!(text.contains(word), "{w}x{h}: {word} said in words:\n{text}");
+            }
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! lets an operator clean up safely. State in `state`, changes in `update`,
 //! drawing in `view`, I/O in `worker`, event sources in `sources`.
 
+mod columns;
 mod dialog_view;
 pub mod diff;
 pub mod event;

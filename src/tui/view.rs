@@ -6,6 +6,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
+use super::columns::{Columns, HEADERS, Widest};
 use super::event::LeaseRow;
 use super::event::LogLevel;
 use super::keys::{Binding, CONSOLE_KEYS, KeyRow, filter_hint, footer_entries};
@@ -193,7 +194,9 @@ fn cap_text(app: &App, regs: &[usize]) -> String {
         .map(|r| {
             let reg = &app.registries[*r];
             let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-            format!("{} {}/{cap}", reg.location.name(), reg.live_count())
+            // Over its cap said in words here too, where no gauge shows this registry alone.
+            let over = if reg.cap.is_some_and(|c| c > 0 && reg.live_count() > c) { " OVER CAP" } else { "" };
+            format!("{} {}/{cap}{over}", reg.location.name(), reg.live_count())
         })
         .collect::<Vec<_>>()
         .join("  ")
@@ -274,29 +277,31 @@ fn banner(app: &App) -> Vec<Line<'static>> {
     out
 }
 
-/// Column widths of the lease table (the last column takes the rest).
-// AGE fits the longest duration, `18h21m`, and a space; OWNER gives a column back for it.
-const COLUMNS: [usize; 7] = [11, 9, 8, 11, 10, 7, 11];
-const HEADERS: [&str; 8] = ["  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS"];
-/// Room kept for the widest badge, `♻ recycled clock step?`.
-const BADGE_ROOM: usize = 22;
-/// The order columns give way on a narrow terminal: live id, started, owner, surface,
-/// age. The lease id, the pid and the badge always stay.
-const GIVE_WAY: [usize; 5] = [6, 4, 3, 1, 5];
 /// Below this the console shows only a note asking for more room.
 pub const MIN_SIZE: (u16, u16) = (60, 15);
 
-/// Which columns fit in `width` with the badge after them.
-fn columns_shown(width: usize) -> [bool; 7] {
-    let mut shown = [true; 7];
-    let used = |shown: &[bool; 7]| COLUMNS.iter().zip(shown).filter(|(_, s)| **s).map(|(w, _)| w).sum::<usize>();
-    for i in GIVE_WAY {
-        if used(&shown) + BADGE_ROOM <= width {
-            break;
+/// The widest cells of the lease rows on this tab (lengths only: cheap for thousands).
+fn widest(app: &App, rows: &[Row]) -> Widest {
+    let mut w = Widest::default();
+    for row in rows {
+        if let Row::Lease { registry, lease } = row {
+            let l = &app.registries[*registry].leases[*lease];
+            let e = &l.entry;
+            w.surface = w.surface.max(e.surface().unwrap_or("-").chars().count());
+            w.pid = w.pid.max(e.pid().to_string().len());
+            w.owner = w.owner.max(owner_of(l).chars().count());
+            w.live_id = w.live_id.max(e.live_session_id().chars().count());
         }
-        shown[i] = false;
     }
-    shown
+    w
+}
+
+fn owner_of(l: &LeaseRow) -> String {
+    crate::lease::owner::owner_label(
+        l.liveness.name(),
+        l.liveness.clock_step_suspected(),
+        l.owner.as_ref().map(|o| o.name.as_str()),
+    )
 }
 
 /// `text` cut or padded to exactly `width` columns, one space kept before the next column.
@@ -311,18 +316,15 @@ fn fit(text: &str, width: usize) -> String {
     }
 }
 
-fn lease_line(app: &App, p: &Palette, l: &LeaseRow, shown: &[bool; 7]) -> Line<'static> {
+fn lease_line(app: &App, p: &Palette, l: &LeaseRow, cols: &Columns) -> Line<'static> {
     let e = &l.entry;
     let (badge_text, color) = badge(&l.liveness);
-    let started = e.process_start_time().map(|t| time::clock(t, app.now, &app.tz)).unwrap_or_else(|| "-".into());
+    let when = |t: f64| if cols.full_time() { time::full(t, &app.tz) } else { time::clock(t, app.now, &app.tz) };
+    let started = e.process_start_time().map(when).unwrap_or_else(|| "-".into());
     let age = e.started_at().map(|t| time::age(app.now - t)).unwrap_or_else(|| "-".into());
-    let owner = crate::lease::owner::owner_label(
-        l.liveness.name(),
-        l.liveness.clock_step_suspected(),
-        l.owner.as_ref().map(|o| o.name.as_str()),
-    );
+    let owner = owner_of(l);
     let live_id = Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into());
-    let short: String = e.lease_id().chars().take(8).collect();
+    let short: String = if cols.whole_id() { e.lease_id().to_owned() } else { e.lease_id().chars().take(8).collect() };
     let cells = [
         format!("  {}", shown_text(&short)),
         shown_text(e.surface().unwrap_or("-")),
@@ -333,7 +335,7 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, shown: &[bool; 7]) -> Line<'
         shown_text(&live_id),
     ];
     let mut text = String::new();
-    for ((cell, width), _) in cells.iter().zip(COLUMNS).zip(shown).filter(|(_, s)| **s) {
+    for ((cell, width), _) in cells.iter().zip(cols.widths).zip(cols.shown).filter(|(_, s)| *s) {
         text.push_str(&fit(cell, width));
     }
     let mut spans = vec![Span::raw(text), Span::styled(badge_text, p.bold(color))];
@@ -375,9 +377,9 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let offset = offset.min(rows.len().saturating_sub(height));
     let many = app.tab_registries().len() > 1;
     let marked = app.extension.as_ref().and_then(|x| x.marked_lease());
-    let shown = columns_shown(usize::from(block.inner(area).width));
+    let cols = Columns::fit(usize::from(block.inner(area).width), widest(app, &rows));
     let mut lines =
-        vec![Line::from(Span::styled(header_line(app, &shown), Style::default().add_modifier(Modifier::BOLD)))];
+        vec![Line::from(Span::styled(header_line(app, &cols), Style::default().add_modifier(Modifier::BOLD)))];
     for (i, row) in rows.iter().enumerate().skip(offset).take(height) {
         lines.push(match row {
             Row::Session { registry, session, count, conflict } => {
@@ -385,7 +387,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             }
             Row::Lease { registry, lease } => {
                 let row = &app.registries[*registry].leases[*lease];
-                let mut line = lease_line(app, p, row, &shown);
+                let mut line = lease_line(app, p, row, &cols);
                 if let Some((id, mark)) = marked
                     && id == row.entry.lease_id()
                 {
@@ -425,14 +427,14 @@ fn table_title(app: &App) -> String {
 }
 
 /// The column headers that fit; the sort column marked ▲ as labelled, ▼ reversed.
-fn header_line(app: &App, shown: &[bool]) -> String {
+fn header_line(app: &App, cols: &Columns) -> String {
     let arrow = if app.sort_reverse { " ▼" } else { " ▲" };
     let head = |i: usize| match app.sort.column() {
         Some(c) if c == i => format!("{}{arrow}", HEADERS[i]),
         _ => HEADERS[i].to_owned(),
     };
     let mut header = String::new();
-    for (i, (w, _)) in COLUMNS.iter().zip(shown).enumerate().filter(|(_, (_, s))| **s) {
+    for (i, (w, _)) in cols.widths.iter().zip(cols.shown).enumerate().filter(|(_, (_, s))| *s) {
         header.push_str(&fit(&head(i), *w));
     }
     header.push_str(&head(7));

@@ -1,0 +1,108 @@
+//! The lease table's columns. Each takes the width its widest cell needs (the whole
+//! lease id, a full date and time) while the terminal has room, and gives it back in a
+//! fixed order as the terminal narrows (as htop and k9s do); narrower still, columns give
+//! way whole. The lease id, the pid and the liveness badge always stay.
+
+pub(super) const HEADERS: [&str; 8] = ["  LEASE", "SURFACE", "PID", "OWNER", "STARTED", "AGE", "LIVE ID", "LIVENESS"];
+
+/// Each column's narrow width: the short id, the clock time, cut names.
+// AGE fits the longest duration, `18h21m`, and a space.
+const NARROW: [usize; 7] = [11, 9, 8, 11, 10, 7, 11];
+/// The widest a column grows: a name longer than this is cut even on a wide terminal.
+const WIDEST: usize = 40;
+/// Room kept for the widest badge, `♻ recycled clock step?`.
+const BADGE_ROOM: usize = 22;
+/// The order columns give their extra width back: live id, started, owner, surface, lease id.
+const GIVE_BACK: [usize; 5] = [6, 4, 3, 1, 0];
+/// The order columns give way whole on a narrow terminal: live id, started, owner,
+/// surface, age.
+const GIVE_WAY: [usize; 5] = [6, 4, 3, 1, 5];
+/// The width of a whole lease id column (two spaces, 32 hex digits, a space).
+const WHOLE_ID: usize = 35;
+/// The width of a full start time column, `2026-11-29 22:18:07` and a space.
+const FULL_TIME: usize = 20;
+
+/// How wide each column is, and which are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Columns {
+    pub(super) widths: [usize; 7],
+    pub(super) shown: [bool; 7],
+}
+
+/// The widest cell of the columns whose cells vary (in characters).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Widest {
+    pub(super) surface: usize,
+    pub(super) pid: usize,
+    pub(super) owner: usize,
+    pub(super) live_id: usize,
+}
+
+impl Columns {
+    /// The lease id column shows whole ids.
+    pub(super) fn whole_id(&self) -> bool {
+        self.widths[0] >= WHOLE_ID
+    }
+
+    /// The start time column shows the date too.
+    pub(super) fn full_time(&self) -> bool {
+        self.widths[4] >= FULL_TIME
+    }
+
+    /// The columns for `width` terminal columns, given the widest cells.
+    pub(super) fn fit(width: usize, widest: Widest) -> Columns {
+        let want = |cell: usize, narrow: usize| (cell + 1).clamp(narrow, WIDEST);
+        let mut widths = [
+            WHOLE_ID,
+            want(widest.surface, NARROW[1]),
+            want(widest.pid, NARROW[2]),
+            want(widest.owner, NARROW[3]),
+            FULL_TIME,
+            NARROW[5],
+            want(widest.live_id, NARROW[6]),
+        ];
+        let mut shown = [true; 7];
+        let used = |w: &[usize; 7], s: &[bool; 7]| w.iter().zip(s).filter(|(_, s)| **s).map(|(w, _)| w).sum::<usize>();
+        for i in GIVE_BACK {
+            if used(&widths, &shown) + BADGE_ROOM <= width {
+                break;
+            }
+            widths[i] = NARROW[i];
+        }
+        for i in GIVE_WAY {
+            if used(&widths, &shown) + BADGE_ROOM <= width {
+                break;
+            }
+            shown[i] = false;
+        }
+        Columns { widths, shown }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CELLS: Widest = Widest { surface: 8, pid: 7, owner: 14, live_id: 12 };
+
+    #[test]
+    fn wide_terminals_show_whole_ids_and_dates_narrow_ones_give_them_back_in_order() {
+        let wide = Columns::fit(200, CELLS);
+        assert!(wide.whole_id() && wide.full_time() && wide.shown.iter().all(|s| *s), "{wide:?}");
+        assert_eq!(wide.widths[3], 15, "the owner column fits its longest name");
+        let mid = Columns::fit(120, CELLS);
+        assert!(mid.shown.iter().all(|s| *s), "{mid:?}");
+        assert!(!mid.full_time() || !mid.whole_id() || mid.widths[6] == NARROW[6], "something was given back: {mid:?}");
+        let narrow = Columns::fit(80, CELLS);
+        assert!(!narrow.whole_id() && !narrow.full_time(), "{narrow:?}");
+        // The lease id, the pid and the badge always stay.
+        let tiny = Columns::fit(40, CELLS);
+        assert!(tiny.shown[0] && tiny.shown[2], "{tiny:?}");
+        // Every width used stays within the terminal where it can.
+        for w in [80, 100, 120, 160, 200] {
+            let c = Columns::fit(w, CELLS);
+            let used: usize = c.widths.iter().zip(c.shown).filter(|(_, s)| *s).map(|(w, _)| w).sum();
+            assert!(used + BADGE_ROOM <= w, "{w}: {c:?}");
+        }
+    }
+}
