@@ -117,3 +117,17 @@ fn spawn_owner_form() {
     update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('o'), KeyModifiers::NONE)));
     insta::assert_snapshot!(screen(&app));
 }
+
+/// Below the size the demo's view needs, it says so rather than cut the refusal's reason
+/// and advice off (at 80x24 the REFUSED result was cut).
+#[test]
+fn the_demo_below_its_size_says_what_it_needs() {
+    let app = demo_app();
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    terminal.draw(|f| view::render(&app, f)).expect("draw");
+    let text = terminal.backend().to_string();
+    assert!(text.contains("needs 100x30; now 80x24"), "{text}");
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
+    terminal.draw(|f| view::render(&app, f)).expect("draw");
+    assert!(terminal.backend().to_string().contains("playground"), "100x30 is enough");
+}

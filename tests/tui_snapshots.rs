@@ -197,8 +197,8 @@ fn the_liveness_badge_is_never_cut_and_a_tiny_terminal_is_told_so() {
     let wide = screen(&app, 200, 60);
     assert!(wide.contains("LIVE ID") && wide.contains("tab-1"), "wide: every column:\n{wide}");
     let tiny = screen(&app, 59, 15);
-    assert!(tiny.contains("terminal too small (need 60x15)"), "{tiny}");
-    assert!(screen(&app, 60, 14).contains("terminal too small (need 60x15)"));
+    assert!(tiny.contains("needs 60x15; now 59x15"), "{tiny}");
+    assert!(screen(&app, 60, 14).contains("needs 60x15; now 60x14"));
 }
 
 #[test]

@@ -258,6 +258,12 @@ impl Extension for DemoState {
         if screen_height >= 30 { 16 } else { 12 }
     }
 
+    /// The playground, its result and the table beside them: below this the refusal's
+    /// reason and advice are cut off.
+    fn min_size(&self) -> (u16, u16) {
+        (100, 30)
+    }
+
     fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect) {
         super::view::render_demo_panel(self, no_color, frame, area);
     }

@@ -45,6 +45,11 @@ pub trait Extension: Send {
     fn on_done(&mut self, done: JobDone) -> Vec<(LogLevel, String)>;
     /// Rows of screen its panel wants, given the screen's height (0: no panel).
     fn panel_height(&self, screen_height: u16) -> u16;
+    /// The smallest terminal (columns, rows) its view can be read in: below it the
+    /// console says what it needs rather than cut what matters.
+    fn min_size(&self) -> (u16, u16) {
+        (0, 0)
+    }
     fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect);
     /// Drawn over everything (a form), when it has one open.
     fn render_overlay(&self, _no_color: bool, _frame: &mut Frame, _area: Rect) {}

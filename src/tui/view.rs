@@ -20,8 +20,10 @@ use crate::lease::{Liveness, Location};
 pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
     let area = frame.area();
-    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
-        let note = format!("terminal too small (need {}x{})", MIN_SIZE.0, MIN_SIZE.1);
+    let (ext_w, ext_h) = app.extension.as_ref().map_or((0, 0), |x| x.min_size());
+    let (need_w, need_h) = (MIN_SIZE.0.max(ext_w), MIN_SIZE.1.max(ext_h));
+    if area.width < need_w || area.height < need_h {
+        let note = format!("needs {need_w}x{need_h}; now {}x{}", area.width, area.height);
         let y = area.y + area.height / 2;
         let line = Rect { y, height: area.height.min(1), ..area };
         frame.render_widget(Paragraph::new(note).alignment(ratatui::layout::Alignment::Center), line);
@@ -365,7 +367,7 @@ fn activity(now: f64, ctx: &SessionContext) -> String {
 fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     let rows = app.rows();
     let selected = app.selection_in(&rows);
-    let block = Block::default().borders(Borders::ALL).title(table_title(app));
+    let mut block = Block::default().borders(Borders::ALL).title(table_title(app));
     let height = block.inner(area).height.saturating_sub(1) as usize;
     let sel_index = rows
         .iter()
@@ -375,6 +377,14 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     // The selection sits in the lower part of the window, so its session row stays in view.
     let offset = sel_index.saturating_sub(height.saturating_sub(1).min(height * 3 / 4));
     let offset = offset.min(rows.len().saturating_sub(height));
+    // Rows out of view are said, not silently cut (the frame's foot: how many, which way).
+    let (above, below) = (offset, rows.len().saturating_sub(offset + height));
+    if above + below > 0 {
+        let marks = [(above, "↑", "above"), (below, "↓", "below")];
+        let said: Vec<String> =
+            marks.iter().filter(|(n, ..)| *n > 0).map(|(n, arrow, side)| format!("{arrow} {n} more {side}")).collect();
+        block = block.title_bottom(format!(" {} ", said.join(" · ")));
+    }
     let many = app.tab_registries().len() > 1;
     let marked = app.extension.as_ref().and_then(|x| x.marked_lease());
     let cols = Columns::fit(usize::from(block.inner(area).width), widest(app, &rows));
