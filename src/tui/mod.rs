@@ -4,6 +4,7 @@
 
 mod columns;
 mod dialog_view;
+pub mod layout;
 pub mod diff;
 pub mod event;
 pub mod extension;

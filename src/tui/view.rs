@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::columns::{Columns, HEADERS, Widest};
+use super::layout::{areas, table_offset, too_small};
 use super::event::LeaseRow;
 use super::event::LogLevel;
 use super::keys::{Binding, CONSOLE_KEYS, KeyRow, filter_hint, footer_entries};
@@ -17,12 +18,32 @@ use crate::lease::context::{Contexts, SessionContext};
 use crate::lease::pyjson;
 use crate::lease::{Liveness, Location};
 
+/// The banner's height: it wraps (the validation error is quoted whole), at most 6 lines.
+pub fn banner_height(lines: &[Line], width: u16) -> u16 {
+    let width = usize::from(width.max(1));
+    lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(6) as u16
+}
+
+/// The tab bar's titles, as drawn.
+pub fn tab_titles(app: &App) -> Vec<String> {
+    let mut titles: Vec<String> = app
+        .registries
+        .iter()
+        .map(|r| {
+            let mark = if r.error.is_some() { " !" } else { "" };
+            format!("{}{mark}", shown_text(r.location.name()))
+        })
+        .collect();
+    if app.has_all_tab() {
+        titles.push("all".into());
+    }
+    titles
+}
+
 pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
     let area = frame.area();
-    let (ext_w, ext_h) = app.extension.as_ref().map_or((0, 0), |x| x.min_size());
-    let (need_w, need_h) = (MIN_SIZE.0.max(ext_w), MIN_SIZE.1.max(ext_h));
-    if area.width < need_w || area.height < need_h {
+    if let Some((need_w, need_h)) = too_small(app, area) {
         let note = format!("needs {need_w}x{need_h}; now {}x{}", area.width, area.height);
         let y = area.y + area.height / 2;
         let line = Rect { y, height: area.height.min(1), ..area };
@@ -30,51 +51,23 @@ pub fn render(app: &App, frame: &mut Frame) {
         return;
     }
     let banner_lines = banner(app);
-    // The banner wraps: the validation error is quoted whole.
-    let width = usize::from(area.width.max(1));
-    let banner_height = banner_lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(6) as u16;
-    let panel_height = app.extension.as_ref().map_or(0, |x| x.panel_height(area.height));
-    let log_height = match (panel_height, app.show_details && area.width < 120) {
-        (_, true) => 12,
-        (1.., false) if area.height < 36 => 0,
-        // A small terminal keeps its rows for the leases.
-        _ if area.height < 20 => 0,
-        _ => 6,
-    };
-    let chunks = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(5),
-        Constraint::Length(banner_height),
-        Constraint::Min(4),
-        Constraint::Length(panel_height),
-        Constraint::Length(log_height),
-        Constraint::Length(1),
-    ])
-    .split(area);
+    let areas = areas(app, area, banner_height(&banner_lines, area.width));
     if let Some(ext) = &app.extension {
-        ext.render_panel(app.no_color, frame, chunks[4]);
+        ext.render_panel(app.no_color, frame, areas.panel);
     }
-    let chunks = [chunks[0], chunks[1], chunks[2], chunks[3], chunks[5], chunks[6]];
-    render_tabs(app, &p, frame, chunks[0]);
-    render_header(app, &p, frame, chunks[1]);
+    render_tabs(app, &p, frame, areas.tabs);
+    render_header(app, &p, frame, areas.header);
     if !banner_lines.is_empty() {
-        frame.render_widget(Paragraph::new(banner_lines).style(p.alert()).wrap(Wrap { trim: false }), chunks[2]);
+        frame.render_widget(Paragraph::new(banner_lines).style(p.alert()).wrap(Wrap { trim: false }), areas.banner);
     }
-    let main = chunks[3];
-    if app.show_details && main.width >= 120 {
-        let split = Layout::horizontal([Constraint::Percentage(58), Constraint::Percentage(42)]).split(main);
-        render_table(app, &p, frame, split[0]);
-        render_details(app, &p, frame, split[1]);
-        render_log(app, &p, frame, chunks[4]);
-    } else if app.show_details {
-        // Narrow: the details take the event log's place.
-        render_table(app, &p, frame, main);
-        render_details(app, &p, frame, chunks[4]);
-    } else {
-        render_table(app, &p, frame, main);
-        render_log(app, &p, frame, chunks[4]);
+    render_table(app, &p, frame, areas.table);
+    if let Some(details) = areas.details {
+        render_details(app, &p, frame, details);
     }
-    render_footer(app, &p, frame, chunks[5]);
+    if let Some(log) = areas.log {
+        render_log(app, &p, frame, log);
+    }
+    render_footer(app, &p, frame, areas.footer);
     if let Some(d) = &app.dialog {
         super::dialog_view::render_dialog(app, d, &p, frame, area);
     }
@@ -84,17 +77,7 @@ pub fn render(app: &App, frame: &mut Frame) {
 }
 
 fn render_tabs(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
-    let mut titles: Vec<Line> = app
-        .registries
-        .iter()
-        .map(|r| {
-            let mark = if r.error.is_some() { " !" } else { "" };
-            Line::from(format!("{}{mark}", shown_text(r.location.name())))
-        })
-        .collect();
-    if app.has_all_tab() {
-        titles.push(Line::from("all"));
-    }
+    let titles: Vec<Line> = tab_titles(app).into_iter().map(Line::from).collect();
     let tabs = Tabs::new(titles)
         .select(app.tab)
         .highlight_style(p.bold(Color::Cyan).add_modifier(Modifier::REVERSED))
@@ -279,9 +262,6 @@ fn banner(app: &App) -> Vec<Line<'static>> {
     out
 }
 
-/// Below this the console shows only a note asking for more room.
-pub const MIN_SIZE: (u16, u16) = (60, 15);
-
 /// The widest cells of the lease rows on this tab (lengths only: cheap for thousands).
 fn widest(app: &App, rows: &[Row]) -> Widest {
     let mut w = Widest::default();
@@ -374,9 +354,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         .position(|r| matches!(r, Row::Lease { registry, lease } if Some((*registry, *lease)) == selected))
         .unwrap_or(0);
     // Only the visible window is laid out: a registry may hold thousands of leases.
-    // The selection sits in the lower part of the window, so its session row stays in view.
-    let offset = sel_index.saturating_sub(height.saturating_sub(1).min(height * 3 / 4));
-    let offset = offset.min(rows.len().saturating_sub(height));
+    let offset = table_offset(&rows, sel_index, height);
     // Rows out of view are said, not silently cut (the frame's foot: how many, which way).
     let (above, below) = (offset, rows.len().saturating_sub(offset + height));
     if above + below > 0 {
