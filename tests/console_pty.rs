@@ -457,3 +457,63 @@ fn a_home_with_100_000_profiles_draws_at_once_and_quits_within_a_second() {
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(1), "q took {took:?} while loading");
 }
+
+/// The mouse, as a terminal reports it (SGR sequences written to the PTY), at a person's
+/// pace: a click on a tab shows it, a click on a lease row selects it, the wheel moves
+/// the selection; `m` gives the mouse back to the terminal, and the wheel does nothing then.
+#[test]
+fn the_mouse_clicks_tabs_and_rows_and_scrolls_until_m_gives_it_back() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let write = |dir: &Path, entries: Vec<Value>| {
+        std::fs::create_dir_all(dir.join("runtime")).expect("runtime");
+        std::fs::write(dir.join("runtime/active_sessions.json"), serde_json::json!({ "entries": entries }).to_string())
+            .expect("registry");
+    };
+    let dead = |id: &str, session: &str| {
+        serde_json::json!({"lease_id": id, "session_id": session, "pid": 4_000_000u64, "surface": "cli",
+            "process_start_time": 1.0, "started_at": 1.0, "updated_at": 1.0})
+    };
+    let sessions = ["ALPHA", "BRAVO", "CHARLIE", "DELTA", "ECHO"];
+    write(
+        home.path(),
+        sessions.iter().enumerate().map(|(i, s)| dead(&format!("{:x}{}", i + 10, "0".repeat(31)), s)).collect(),
+    );
+    write(&home.path().join("profiles/other"), vec![dead("f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1", "ONLY-IN-OTHER")]);
+    let mut console = Pty::console(home.path(), 30, 100);
+    console.wait_for("the root's leases", Duration::from_secs(5), |s| s.contains("ECHO"));
+    let pace = Duration::from_millis(1200);
+    // SGR mouse reports: button;column;row (1-based), M for a press.
+    let click = |col: u16, row: u16| format!("\x1b[<0;{col};{row}M").into_bytes();
+    // The tab bar reads " root │ other │ all ": "other" starts at column 9.
+    thread::sleep(pace);
+    console.send(&click(10, 1));
+    console.wait_for("the other tab", Duration::from_secs(3), |s| s.contains("ONLY-IN-OTHER") && !s.contains("ECHO"));
+    thread::sleep(pace);
+    console.send(&click(3, 1));
+    console.wait_for("the root tab again", Duration::from_secs(3), |s| s.contains("ECHO"));
+    // Click the row of CHARLIE's lease, then open the details: they are CHARLIE's.
+    thread::sleep(pace);
+    let screen = console.text();
+    let row = screen.lines().position(|l| l.contains("c0000000")).expect("CHARLIE's lease row") as u16 + 1;
+    console.send(&click(5, row));
+    thread::sleep(pace);
+    console.send(b"\r");
+    console.wait_for("CHARLIE's details", Duration::from_secs(3), |s| s.contains("\"CHARLIE\""));
+    console.send(b"\r");
+    // The wheel: down a notch moves the selection three rows (to ECHO, the last).
+    thread::sleep(pace);
+    console.send(b"\x1b[<65;5;12M");
+    thread::sleep(pace);
+    console.send(b"\r");
+    console.wait_for("ECHO's details", Duration::from_secs(3), |s| s.contains("\"ECHO\""));
+    console.send(b"\r");
+    // `m`: the mouse is the terminal's again; a wheel report now moves nothing.
+    thread::sleep(pace);
+    console.send(b"m");
+    thread::sleep(pace);
+    console.send(b"\x1b[<64;5;12M");
+    thread::sleep(pace);
+    console.send(b"\r");
+    console.wait_for("still ECHO's details", Duration::from_secs(3), |s| s.contains("\"ECHO\""));
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}

@@ -274,6 +274,10 @@ impl Extension for DemoState {
         }
     }
 
+    fn has_overlay(&self) -> bool {
+        self.form.is_some()
+    }
+
     fn marked_lease(&self) -> Option<(&str, &'static str)> {
         self.blocking_lease().map(|id| (id, " ◀ blocking"))
     }

@@ -5,7 +5,7 @@ use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ratatui::crossterm::event::KeyEvent;
+use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 
 use crate::lease::config::CapSetting;
 use crate::lease::context::Contexts;
@@ -15,7 +15,10 @@ use crate::lease::{Entry, Error, Liveness, Location, Removal, Target};
 #[derive(Debug)]
 pub enum Event {
     Key(KeyEvent),
-    Resize,
+    /// A click or the wheel (while the console captures the mouse).
+    Mouse(MouseEvent),
+    /// The terminal's new size (columns, rows).
+    Resize(u16, u16),
     /// Something changed under a watched directory (already debounced and filtered).
     FsChanged(Vec<PathBuf>),
     /// Something changed under the watched etcd prefix (or the watch broke and was re-made).

@@ -53,6 +53,10 @@ pub trait Extension: Send {
     fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect);
     /// Drawn over everything (a form), when it has one open.
     fn render_overlay(&self, _no_color: bool, _frame: &mut Frame, _area: Rect) {}
+    /// It has something open over the console (a form): a click is not the console's.
+    fn has_overlay(&self) -> bool {
+        false
+    }
     /// A lease to mark in the table, by lease id, with the mark's text.
     fn marked_lease(&self) -> Option<(&str, &'static str)> {
         None

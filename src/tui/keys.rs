@@ -254,6 +254,8 @@ pub enum Action {
     ReleaseSession,
     Reload,
     Repair,
+    /// Take the mouse, or give it back to the terminal (for selecting text).
+    Mouse,
 }
 
 /// Every key the console knows, in the order the help lists them.
@@ -355,6 +357,12 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         keys: &[(KeyCode::Char('r'), Action::Reload)],
         shown: "r",
         help: "re-read the registries now",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('m'), Action::Mouse)],
+        shown: "m",
+        help: "mouse on/off: click a row or tab, wheel scrolls; off, the terminal selects text",
         footer: Footer::None,
     },
     Binding {

@@ -4,11 +4,12 @@
 
 mod columns;
 mod dialog_view;
-pub mod layout;
 pub mod diff;
 pub mod event;
 pub mod extension;
 pub mod keys;
+pub mod layout;
+mod mouse;
 pub mod sessions;
 pub mod sort;
 pub mod sources;
@@ -130,6 +131,17 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
 
     // ratatui::init installs a panic hook that restores the terminal.
     let mut terminal = ratatui::init();
+    // ratatui's panic hook restores the terminal but knows nothing of the mouse: give the
+    // mouse back first, then let it run.
+    let restore_terminal = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = set_mouse(false);
+        restore_terminal(info);
+    }));
+    if let Ok(size) = terminal.size() {
+        app.size = (size.width, size.height);
+    }
+    app.mouse = std::env::var_os("LEASECTL_NO_MOUSE").is_none_or(|v| v.is_empty());
     sources::spawn_input(tx);
     let result = main_loop(&mut terminal, &mut app, &rx, &effects_tx);
     // Clean up first (the worker owns the extension's runner: the demo's owners and
@@ -163,7 +175,12 @@ fn main_loop(
     // The minute last drawn: ages past a minute change only with it.
     let mut drawn_minute = None;
     let mut draw = true;
+    let mut mouse_taken = false;
     loop {
+        // The mouse is the terminal's until the console takes it (on, and `m` toggles).
+        if app.mouse != mouse_taken && set_mouse(app.mouse).is_ok() {
+            mouse_taken = app.mouse;
+        }
         if draw {
             if terminal.draw(|f| view::render(app, f)).is_err() {
                 // The terminal is gone (hangup, closed pty): end as if asked to quit.
@@ -207,8 +224,19 @@ fn main_loop(
     }
 }
 
+/// Take the mouse (clicks and the wheel come as events) or give it back to the terminal.
+fn set_mouse(on: bool) -> std::io::Result<()> {
+    use ratatui::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
+    if on {
+        ratatui::crossterm::execute!(std::io::stdout(), EnableMouseCapture)
+    } else {
+        ratatui::crossterm::execute!(std::io::stdout(), DisableMouseCapture)
+    }
+}
+
 /// Give the terminal back. It may be gone (SIGHUP): restoring must not print or panic.
 fn restore(terminal: ratatui::DefaultTerminal) {
+    let _ = set_mouse(false);
     let _ = ratatui::try_restore();
     // ratatui's restore leaves the cursor as the last frame left it (hidden); the
     // Terminal's Drop would show it but prints to a possibly dead stderr when that fails.

@@ -15,7 +15,8 @@ pub fn spawn_input(tx: Sender<Event>) {
         while let Ok(ev) = term::read() {
             let sent = match ev {
                 TermEvent::Key(k) => tx.send(Event::Key(k)),
-                TermEvent::Resize(..) => tx.send(Event::Resize),
+                TermEvent::Resize(w, h) => tx.send(Event::Resize(w, h)),
+                TermEvent::Mouse(m) => tx.send(Event::Mouse(m)),
                 _ => Ok(()),
             };
             if sent.is_err() {

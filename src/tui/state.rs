@@ -218,6 +218,11 @@ pub struct App {
     /// The time zone timestamps are shown in.
     pub tz: jiff::tz::TimeZone,
     pub no_color: bool,
+    /// The terminal's size (columns, rows): where a click lands.
+    pub size: (u16, u16),
+    /// The console takes the mouse (clicks, the wheel); off, the terminal's own text
+    /// selection works (`m`, or LEASECTL_NO_MOUSE).
+    pub mouse: bool,
     pub quit: bool,
     /// A plug-in with a panel, keys and jobs of its own (the demo).
     pub extension: Option<Box<dyn Extension>>,
@@ -263,6 +268,8 @@ impl App {
             now,
             tz,
             no_color: false,
+            size: (0, 0),
+            mouse: false,
             quit: false,
             extension: None,
             rows_cache: RefCell::new(None),

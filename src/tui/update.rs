@@ -18,7 +18,11 @@ use crate::lease::{Liveness, Target};
 pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
     match event {
         Event::Key(key) => on_key(app, key),
-        Event::Resize => vec![],
+        Event::Resize(w, h) => {
+            app.size = (w, h);
+            vec![]
+        }
+        Event::Mouse(m) => super::mouse::on_mouse(app, m),
         // No paths: directories came or went, or the watcher lost track; read everything.
         Event::FsChanged(paths) if !paths.is_empty() => vec![Effect::ReloadChanged(paths)],
         Event::FsChanged(_) | Event::RemoteChanged => vec![Effect::Reload],
@@ -138,7 +142,7 @@ fn is_ctrl_c(key: &KeyEvent) -> bool {
     key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c')
 }
 
-fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
+pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     if key.kind == KeyEventKind::Release {
         return vec![];
     }
@@ -268,6 +272,7 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
         }
         Action::Help => app.dialog = Some(Dialog::Help),
         Action::Reload => return vec![Effect::Reload],
+        Action::Mouse => app.mouse = !app.mouse,
         Action::Prune => ask_prune(app),
         Action::ReleaseLease => ask_release(app, false),
         Action::ReleaseSession => ask_release(app, true),

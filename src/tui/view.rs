@@ -7,10 +7,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
 use super::columns::{Columns, HEADERS, Widest};
-use super::layout::{areas, table_offset, too_small};
 use super::event::LeaseRow;
 use super::event::LogLevel;
 use super::keys::{Binding, CONSOLE_KEYS, KeyRow, filter_hint, footer_entries};
+use super::layout::{areas, table_offset, too_small};
 use super::state::{App, Row};
 use super::style::{Palette, badge, shown_text};
 use super::time;
@@ -50,7 +50,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         frame.render_widget(Paragraph::new(note).alignment(ratatui::layout::Alignment::Center), line);
         return;
     }
-    let banner_lines = banner(app);
+    let banner_lines = banner_lines(app);
     let areas = areas(app, area, banner_height(&banner_lines, area.width));
     if let Some(ext) = &app.extension {
         ext.render_panel(app.no_color, frame, areas.panel);
@@ -228,7 +228,8 @@ fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: 
     frame.render_widget(spark, right[1]);
 }
 
-fn banner(app: &App) -> Vec<Line<'static>> {
+/// The banner's lines: each registry that cannot be read, or is locked, said.
+pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     for r in app.tab_registries() {
         let reg = &app.registries[r];

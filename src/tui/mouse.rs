@@ -1,0 +1,68 @@
+//! The mouse: the wheel scrolls what the arrow keys scroll (the table, the event log
+//! when it has the focus, a dialog's list), a click on a tab shows it, a click on a
+//! lease row selects it. Where things are is `layout`'s, as the view draws them.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Rect;
+
+use super::event::Effect;
+use super::layout::{areas, tab_at, table_offset, too_small};
+use super::state::{App, Row};
+use super::update::on_key;
+use super::view::{banner_height, tab_titles};
+
+/// Rows one notch of the wheel moves.
+const WHEEL_ROWS: usize = 3;
+
+pub(super) fn on_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
+    if !app.mouse {
+        return vec![];
+    }
+    let arrow = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    match m.kind {
+        MouseEventKind::ScrollDown => (0..WHEEL_ROWS).flat_map(|_| on_key(app, arrow(KeyCode::Down))).collect(),
+        MouseEventKind::ScrollUp => (0..WHEEL_ROWS).flat_map(|_| on_key(app, arrow(KeyCode::Up))).collect(),
+        MouseEventKind::Down(MouseButton::Left) => {
+            click(app, m.column, m.row);
+            vec![]
+        }
+        _ => vec![],
+    }
+}
+
+/// A click on the screen as last drawn: a tab, or a row of the lease table. Nothing
+/// while a dialog, a form or the filter line has the keys.
+fn click(app: &mut App, column: u16, row: u16) {
+    let busy =
+        app.dialog.is_some() || app.filter_input.is_some() || app.extension.as_ref().is_some_and(|x| x.has_overlay());
+    let screen = Rect::new(0, 0, app.size.0, app.size.1);
+    if busy || too_small(app, screen).is_some() {
+        return;
+    }
+    let banner = super::view::banner_lines(app);
+    let parts = areas(app, screen, banner_height(&banner, screen.width));
+    if row == parts.tabs.y {
+        if let Some(tab) = tab_at(&tab_titles(app), column) {
+            app.tab = tab;
+            app.selected = 0;
+        }
+        return;
+    }
+    let table = parts.table;
+    // Inside the frame, below the column names: the rows as drawn.
+    let first = table.y + 2;
+    let last = table.y + table.height.saturating_sub(1);
+    if column <= table.x || column >= table.x + table.width.saturating_sub(1) || row < first || row >= last {
+        return;
+    }
+    let rows = app.rows();
+    let height = usize::from(table.height.saturating_sub(3));
+    let leases: Vec<usize> =
+        rows.iter().enumerate().filter(|(_, r)| matches!(r, Row::Lease { .. })).map(|(i, _)| i).collect();
+    let selected_row = leases.get(app.selected).copied().unwrap_or(0);
+    let at = table_offset(&rows, selected_row, height) + usize::from(row - first);
+    // A session's row selects its first lease.
+    if let Some(index) = leases.iter().position(|i| *i >= at) {
+        app.selected = index;
+    }
+}
