@@ -434,3 +434,43 @@ fn a_rich_home_at_every_size_with_and_without_colour() {
         }
     }
 }
+
+/// The details pane and the event log scroll (keys and the wheel over them), and a long
+/// log line opens whole: at 120x30 the details cut the session and the owner off, and a
+/// 14-lease prune's line was cut with no way to read it.
+#[test]
+fn details_scroll_and_a_long_log_line_opens_whole() {
+    use ratatui::crossterm::event::{MouseEvent, MouseEventKind};
+    let mut app = leaked_home();
+    app.size = (120, 30);
+    app.mouse = true;
+    key(&mut app, KeyCode::Enter);
+    let before = screen(&app, 120, 30);
+    assert!(before.contains("more below (J/K)"), "the cut is said:\n{before}");
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('J'), KeyModifiers::SHIFT)));
+    let after = screen(&app, 120, 30);
+    assert!(after.contains("↑ 1 more above"), "J scrolled the details:\n{after}");
+    // The wheel over the details (beside the table at 120 columns).
+    let (title_row, title) =
+        after.lines().enumerate().find(|(_, l)| l.contains(" details ")).expect("the details pane");
+    // Each screen line is quoted: one character before column 0.
+    let column = title.split(" details ").next().map_or(0, |l| l.chars().count()) as u16 + 2;
+    let details_row = title_row as u16 + 2;
+    let wheel = |kind, row| Event::Mouse(MouseEvent { kind, column, row, modifiers: KeyModifiers::NONE });
+    update(&mut app, wheel(MouseEventKind::ScrollDown, details_row));
+    assert!(screen(&app, 120, 30).contains("↑ 4 more above"), "{}", screen(&app, 120, 30));
+    update(&mut app, wheel(MouseEventKind::ScrollUp, details_row));
+    update(&mut app, wheel(MouseEventKind::ScrollUp, details_row));
+    assert!(!screen(&app, 120, 30).contains("more above"), "back at the top");
+    // A long log line, opened whole from the focused log.
+    key(&mut app, KeyCode::Enter);
+    let long =
+        format!("prune: removed 14 leases {}", (0..14).map(|i| format!("{i:08x}")).collect::<Vec<_>>().join(" "));
+    app.log("root", leasectl::tui::event::LogLevel::Change, long.clone());
+    key(&mut app, KeyCode::Char('e'));
+    key(&mut app, KeyCode::Enter);
+    let opened = screen(&app, 120, 30);
+    assert!(opened.contains(" event ") && opened.contains("0000000d"), "the whole line:\n{opened}");
+    key(&mut app, KeyCode::Esc);
+    assert!(!screen(&app, 120, 30).contains(" event "));
+}

@@ -160,6 +160,14 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
 pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
     let DialogText { title, lines, footer } = match d {
         Dialog::Help => help(app),
+        Dialog::LogLine { at, profile, text } => DialogText {
+            title: " event ",
+            lines: vec![
+                Line::from(format!("{}  {}", super::time::full(*at, &app.tz), shown_text(profile))),
+                Line::from(shown_text(text)),
+            ],
+            footer: vec![Line::from("Esc closes it.")],
+        },
         Dialog::ConfirmRepair { location, lines, needs_force } => repair(location, lines, *needs_force, p),
         Dialog::ConfirmPrune { targets, kept_clock_step } => prune(targets, *kept_clock_step, p),
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {

@@ -220,7 +220,7 @@ pub fn line_key_hint(edit: Edit) -> String {
 pub const HELP_KEYS: &[Binding<()>] = &[Binding {
     keys: &[(KeyCode::Esc, ()), (KeyCode::Char('?'), ()), (KeyCode::Char('q'), ()), (KeyCode::Enter, ())],
     shown: "Esc / ? / q / Enter",
-    help: "close this help",
+    help: "close",
     footer: Footer::None,
 }];
 
@@ -256,6 +256,9 @@ pub enum Action {
     Repair,
     /// Take the mouse, or give it back to the terminal (for selecting text).
     Mouse,
+    /// Scroll the details pane.
+    DetailsDown,
+    DetailsUp,
 }
 
 /// Every key the console knows, in the order the help lists them.
@@ -357,6 +360,12 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         keys: &[(KeyCode::Char('r'), Action::Reload)],
         shown: "r",
         help: "re-read the registries now",
+        footer: Footer::None,
+    },
+    Binding {
+        keys: &[(KeyCode::Char('J'), Action::DetailsDown), (KeyCode::Char('K'), Action::DetailsUp)],
+        shown: "J / K",
+        help: "scroll the details down / up (the wheel over them too)",
         footer: Footer::None,
     },
     Binding {

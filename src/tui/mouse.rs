@@ -19,14 +19,64 @@ pub(super) fn on_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
         return vec![];
     }
     let arrow = |code| KeyEvent::new(code, KeyModifiers::NONE);
-    match m.kind {
-        MouseEventKind::ScrollDown => (0..WHEEL_ROWS).flat_map(|_| on_key(app, arrow(KeyCode::Down))).collect(),
-        MouseEventKind::ScrollUp => (0..WHEEL_ROWS).flat_map(|_| on_key(app, arrow(KeyCode::Up))).collect(),
+    let down = match m.kind {
+        MouseEventKind::ScrollDown => true,
+        MouseEventKind::ScrollUp => false,
         MouseEventKind::Down(MouseButton::Left) => {
             click(app, m.column, m.row);
+            return vec![];
+        }
+        _ => return vec![],
+    };
+    // The wheel over the details or the event log scrolls them; elsewhere it is the arrows.
+    match pane_at(app, m.column, m.row) {
+        Some(Pane::Details) => {
+            app.details_scroll = if down {
+                app.details_scroll.saturating_add(WHEEL_ROWS)
+            } else {
+                app.details_scroll.saturating_sub(WHEEL_ROWS)
+            };
             vec![]
         }
-        _ => vec![],
+        Some(Pane::Log) => {
+            // The log counts up from its newest line: down the wheel is towards it.
+            let newest_up = app.log.len().saturating_sub(1);
+            app.log_scroll = if down {
+                app.log_scroll.saturating_sub(WHEEL_ROWS)
+            } else {
+                (app.log_scroll + WHEEL_ROWS).min(newest_up)
+            };
+            vec![]
+        }
+        None => {
+            let code = if down { KeyCode::Down } else { KeyCode::Up };
+            (0..WHEEL_ROWS).flat_map(|_| on_key(app, arrow(code))).collect()
+        }
+    }
+}
+
+/// The pane under the pointer that scrolls on its own.
+enum Pane {
+    Details,
+    Log,
+}
+
+fn pane_at(app: &App, column: u16, row: u16) -> Option<Pane> {
+    if app.dialog.is_some() {
+        return None;
+    }
+    let screen = Rect::new(0, 0, app.size.0, app.size.1);
+    if too_small(app, screen).is_some() {
+        return None;
+    }
+    let parts = areas(app, screen, banner_height(&super::view::banner_lines(app), screen.width));
+    let inside = |r: Rect| column >= r.x && column < r.x + r.width && row >= r.y && row < r.y + r.height;
+    if parts.details.is_some_and(inside) {
+        Some(Pane::Details)
+    } else if parts.log.is_some_and(inside) {
+        Some(Pane::Log)
+    } else {
+        None
     }
 }
 

@@ -139,6 +139,12 @@ impl RegistryState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Dialog {
     Help,
+    /// One event log line, whole (a long one is cut in the log).
+    LogLine {
+        at: f64,
+        profile: String,
+        text: String,
+    },
     /// Repair an invalid registry: what the repair will keep and drop.
     ConfirmRepair {
         location: Location,
@@ -170,6 +176,7 @@ impl Dialog {
     pub fn list_len(&self) -> usize {
         match self {
             Dialog::Help => 64,
+            Dialog::LogLine { text, .. } => text.len() / 40 + 2,
             Dialog::ConfirmRepair { lines, .. } => lines.len() + 1,
             Dialog::ConfirmPrune { targets, .. } => targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1,
             Dialog::ConfirmRelease { leases, .. } => leases.len() + 1,
@@ -210,6 +217,8 @@ pub struct App {
     /// The event log has the arrow keys (`e`), and how many lines up from the newest it shows.
     pub log_focus: bool,
     pub log_scroll: usize,
+    /// Lines the details pane is scrolled down (back to 0 when another lease is selected).
+    pub details_scroll: usize,
     /// How far the open dialog's list is scrolled (rows; the view clamps it to the end).
     pub dialog_scroll: usize,
     pub log: VecDeque<LogLine>,
@@ -263,6 +272,7 @@ impl App {
             dialog: None,
             log_focus: false,
             log_scroll: 0,
+            details_scroll: 0,
             dialog_scroll: 0,
             log: VecDeque::new(),
             now,

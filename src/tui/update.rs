@@ -171,8 +171,21 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     if app.log_focus && scroll_log(app, action) {
         return vec![];
     }
+    // Enter on the focused log opens the line at its foot whole.
+    if app.log_focus && action == Action::ToggleDetails {
+        let newest = app.log.len().saturating_sub(1 + app.log_scroll);
+        if let Some(l) = app.log.get(newest) {
+            app.dialog = Some(Dialog::LogLine { at: l.at, profile: l.profile.clone(), text: l.text.clone() });
+            app.dialog_scroll = 0;
+        }
+        return vec![];
+    }
+    let selected = app.selected;
     let effects = on_action(app, action);
     app.clamp_selection();
+    if app.selected != selected {
+        app.details_scroll = 0;
+    }
     effects
 }
 
@@ -203,6 +216,9 @@ fn on_filter_key(app: &mut App, key: &KeyEvent) {
         }
     }
 }
+
+/// The furthest the details scroll (the view stops at their end).
+const DETAILS_MAX: usize = 200;
 
 /// Rows moved by a page of the table or the log.
 const PAGE: usize = 10;
@@ -273,6 +289,8 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
         Action::Help => app.dialog = Some(Dialog::Help),
         Action::Reload => return vec![Effect::Reload],
         Action::Mouse => app.mouse = !app.mouse,
+        Action::DetailsDown => app.details_scroll = app.details_scroll.saturating_add(1).min(DETAILS_MAX),
+        Action::DetailsUp => app.details_scroll = app.details_scroll.saturating_sub(1),
         Action::Prune => ask_prune(app),
         Action::ReleaseLease => ask_release(app, false),
         Action::ReleaseSession => ask_release(app, true),
@@ -485,7 +503,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         return vec![];
     };
     match dialog {
-        Dialog::Help => {
+        Dialog::Help | Dialog::LogLine { .. } => {
             if lookup(HELP_KEYS, &key).is_some() {
                 app.dialog = None;
             }

@@ -542,7 +542,25 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         }
         None => lines.push(Line::from("owner process: not running")),
     }
-    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
+    // Scrolled (J/K, the wheel) within what there is; what is out of view is said.
+    let inner_width = usize::from(area.width.saturating_sub(2).max(1));
+    let total: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum();
+    let height = usize::from(area.height.saturating_sub(2));
+    let scroll = app.details_scroll.min(total.saturating_sub(height));
+    let below = total.saturating_sub(scroll + height);
+    let mut block = block;
+    if scroll + below > 0 {
+        let mut said = Vec::new();
+        if scroll > 0 {
+            said.push(format!("↑ {scroll} more above"));
+        }
+        if below > 0 {
+            said.push(format!("↓ {below} more below (J/K)"));
+        }
+        block = block.title_bottom(format!(" {} ", said.join(" · ")));
+    }
+    let paragraph = Paragraph::new(lines).block(block).wrap(Wrap { trim: false });
+    frame.render_widget(paragraph.scroll((scroll.min(usize::from(u16::MAX)) as u16, 0)), area);
 }
 
 fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
