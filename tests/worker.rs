@@ -179,3 +179,35 @@ fn a_console_repair_is_recorded() {
     let backup = record["backup"].as_str().expect("the backup's path");
     assert!(std::path::Path::new(backup).is_file(), "{record}");
 }
+
+/// A full read of a home with many profiles is sent in parts as it goes, so the
+/// console's first tabs fill in at once (and a quit stops it at the next part).
+#[test]
+fn a_full_read_of_many_profiles_arrives_in_parts_in_tab_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    for n in 0..600 {
+        std::fs::create_dir_all(root.join("profiles").join(format!("p{n:03}"))).expect("profile");
+    }
+    let first = lease::paths::profile_registry(&root, "p000").expect("a profile");
+    acquire(&first, "IN-P000");
+    let scope =
+        Scope { locations: vec![Location::File(lease::paths::registry_for_home(&root))], discover_root: Some(root) };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    let mut parts: Vec<Vec<Location>> = Vec::new();
+    let mut send = |loaded: leasectl::tui::event::Loaded| {
+        parts.push(loaded.snapshots.into_iter().map(|s| s.location).collect());
+        true
+    };
+    assert!(worker.reload_in_parts(&mut send));
+    let sizes: Vec<usize> = parts.iter().map(Vec::len).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 601, "the root and 600 profiles, each once: {sizes:?}");
+    assert!(sizes.len() >= 3 && sizes[0] < 601, "in parts: {sizes:?}");
+    let names: Vec<String> = parts.iter().flatten().map(|l| l.name().to_owned()).collect();
+    assert_eq!(names[0], "root");
+    assert_eq!(names[1], "p000", "tab order");
+    // A quit stops a read at the next part.
+    worker.stopper().store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut none = |_| true;
+    assert!(!worker.reload_in_parts(&mut none));
+}

@@ -23,6 +23,9 @@ pub struct Scope {
     pub discover_root: Option<PathBuf>,
 }
 
+/// Registries read before their snapshots are sent, on a full reload.
+const RELOAD_PART: usize = 256;
+
 pub struct Worker {
     scope: Scope,
     /// The extension's runner (the demo's playground), if any.
@@ -191,6 +194,29 @@ impl Worker {
         self.snapshots(listings)
     }
 
+    /// Re-read every location, sending the snapshots in parts as they are read: with
+    /// thousands of profiles the first tabs fill in at once, not after the last is read.
+    /// False when nobody listens any more (or the console quits).
+    pub fn reload_in_parts(&mut self, send: &mut dyn FnMut(Loaded) -> bool) -> bool {
+        self.open_new();
+        let count = self.stores.len();
+        let mut start = 0;
+        while start < count {
+            if self.stopping() {
+                return false;
+            }
+            let end = (start + RELOAD_PART).min(count);
+            let listings: Vec<Listing> = self.stores[start..end].iter_mut().map(|s| s.read()).collect();
+            let loaded = self.snapshots_from(start, listings);
+            if !send(loaded) {
+                return false;
+            }
+            start = end;
+        }
+        // Nothing to read yet (no store): an empty snapshot says the first read is done.
+        count > 0 || send(self.snapshots(vec![]))
+    }
+
     /// Re-read the registries `changed` paths belong to (a registry, its runtime
     /// directory, its home or config.yaml), re-judge the others, open new profiles.
     pub fn reload_changed(&mut self, changed: &[PathBuf]) -> Loaded {
@@ -250,6 +276,11 @@ impl Worker {
     }
 
     fn snapshots(&mut self, listings: Vec<Listing>) -> Loaded {
+        self.snapshots_from(0, listings)
+    }
+
+    /// Snapshots of `listings`, the stores' from `start` on.
+    fn snapshots_from(&mut self, start: usize, listings: Vec<Listing>) -> Loaded {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
         let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
@@ -270,7 +301,7 @@ impl Worker {
             self.owner_pids = pids;
             self.owners_checked = Some(Instant::now());
         }
-        let holders = self.stuck_locks();
+        let holders: Vec<Option<LockHolder>> = self.stuck_locks().into_iter().skip(start).collect();
         let owners = &self.owner_infos;
         self.last_holders = holders.iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
         let at = lease::now();
@@ -470,7 +501,11 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                 }
             }
             let loaded = if reload {
-                worker.reload()
+                let mut send = |loaded| events.send(Event::Loaded(loaded)).is_ok();
+                if !worker.reload_in_parts(&mut send) {
+                    return;
+                }
+                continue;
             } else if !changed.is_empty() {
                 worker.reload_changed(&changed)
             } else if relive {
