@@ -16,16 +16,13 @@
 
 mod support;
 
-use std::io::Read;
-use std::num::NonZeroU16;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use leasectl::lease::Registry;
-use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 use support::Owner;
+use support::console::Console;
 
 const BUILT: &str = env!("CARGO_BIN_EXE_leasectl");
 
@@ -36,98 +33,6 @@ fn binary() -> String {
 }
 const ROWS: u16 = 60;
 const COLS: u16 = 200;
-
-/// The console in a pty; SIGKILLed and reaped on drop.
-struct Console {
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    _master: Box<dyn portable_pty::MasterPty + Send>,
-    screen: Arc<Mutex<vt100::Parser>>,
-    pid: u32,
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.pid as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-impl Console {
-    fn start(home: &Path) -> Console {
-        let pair = native_pty_system()
-            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
-            .expect("openpty");
-        let mut cmd = CommandBuilder::new(binary());
-        cmd.arg("--home");
-        cmd.arg(home);
-        cmd.arg("tui");
-        cmd.env("TERM", "xterm-256color");
-        cmd.env_remove("HERMES_HOME");
-        cmd.env_remove("NO_COLOR");
-        cmd.cwd(home);
-        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl tui in the pty");
-        drop(pair.slave);
-        let pid = child.process_id().expect("the console has a pid");
-        let size = |n: u16| NonZeroU16::new(n).expect("non-zero");
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(size(ROWS), size(COLS), 0)));
-        let mut reader = pair.master.try_clone_reader().expect("pty reader");
-        let s = Arc::clone(&screen);
-        // Keep draining the pty so the console never blocks on a full terminal.
-        thread::spawn(move || {
-            let mut buf = [0u8; 16384];
-            while let Ok(n @ 1..) = reader.read(&mut buf) {
-                s.lock().unwrap_or_else(|p| p.into_inner()).process(&buf[..n]);
-            }
-        });
-        Console { child, _master: pair.master, screen, pid }
-    }
-
-    fn text(&self) -> String {
-        self.screen.lock().unwrap_or_else(|p| p.into_inner()).screen().contents()
-    }
-
-    fn wait_for(&mut self, needle: &str, deadline: Duration) -> Duration {
-        let start = Instant::now();
-        loop {
-            if self.text().contains(needle) {
-                return start.elapsed();
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the console exited ({status:?}) before showing {needle:?}:\n{}", self.text());
-            }
-            assert!(
-                start.elapsed() < deadline,
-                "the console did not show {needle:?} within {deadline:?}:\n{}",
-                self.text()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// utime + stime of every thread, in seconds.
-    fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).expect("read /proc/<pid>/stat");
-        let rest = &stat[stat.rfind(')').expect("comm closes") + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // After ')' the fields start at field 3; utime is field 14, stime field 15.
-        let ticks: u64 = fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-        let clk = rustix::param::clock_ticks_per_second() as f64;
-        ticks as f64 / clk
-    }
-
-    /// A `VmXxx:` line of /proc/<pid>/status, in MB.
-    fn status_mb(&self, key: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).expect("read /proc/<pid>/status");
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in /proc/<pid>/status"));
-        kb / 1024.0
-    }
-}
 
 struct Idle {
     n: usize,
@@ -154,7 +59,7 @@ fn measure(n: usize, profiles: usize, aged: bool, settle: Duration, window: Dura
         std::fs::create_dir_all(profile.runtime_dir()).expect("mkdir runtime");
         support::fill_at(&profile, n, &[Owner::me()], newest);
     }
-    let mut console = Console::start(dir.path());
+    let mut console = Console::start(&binary(), dir.path(), ROWS, COLS);
     let first_draw = console.wait_for(&format!("● {n} alive"), Duration::from_secs(30));
     thread::sleep(settle);
     let perf = std::env::var_os("CONSOLE_IDLE_PERF").map(|dir| {

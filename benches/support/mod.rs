@@ -3,6 +3,7 @@
 //! works in its own temp home; nothing here touches `~/.hermes`.
 #![allow(dead_code)]
 
+pub mod console;
 #[path = "../../tests/common/owners.rs"]
 mod owners;
 pub use owners::owner as owner_info;
