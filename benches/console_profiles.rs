@@ -6,7 +6,8 @@
 //! `q` takes to end it once every tab is in (target: first screen and q within a second).
 //!
 //! Plain main (harness = false). Without `--bench` (under `cargo test --benches`): a
-//! 100-profile smoke run. `CONSOLE_PROFILES_BIN` measures another build side by side.
+//! 100-profile smoke run. `CONSOLE_PROFILES_BIN` measures another build side by side;
+//! `CONSOLE_PROFILES_SIZES=1000,10000` picks the sizes.
 
 mod support;
 
@@ -57,7 +58,17 @@ fn main() {
         eprintln!("console_profiles: {} is missing; build it first with `cargo build --release`", binary());
         std::process::exit(1);
     }
-    let sizes: &[usize] = if bench { &[1_000, 10_000, 100_000] } else { &[100] };
+    // CONSOLE_PROFILES_SIZES=1000,10000 picks the sizes (an old build may not finish 100,000).
+    let chosen: Vec<usize> = std::env::var("CONSOLE_PROFILES_SIZES")
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let sizes: &[usize] = if !chosen.is_empty() {
+        &chosen
+    } else if bench {
+        &[1_000, 10_000, 100_000]
+    } else {
+        &[100]
+    };
     println!("console with many profiles: `leasectl tui` in a {COLS}x{ROWS} pty");
     println!("{:>9}  {:>12}  {:>14}  {:>9}", "profiles", "first screen", "all tabs in", "q ends");
     for &n in sizes {
