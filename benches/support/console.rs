@@ -30,9 +30,8 @@ impl Drop for Console {
 
 impl Console {
     pub fn start(binary: &str, home: &Path, rows: u16, cols: u16) -> Console {
-        let pair = native_pty_system()
-            .openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 })
-            .expect("openpty");
+        let pair =
+            native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
         let mut cmd = CommandBuilder::new(binary);
         cmd.arg("--home");
         cmd.arg(home);
