@@ -107,7 +107,14 @@ fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect
             }
         }
     }
-    let block = Block::default().borders(Borders::ALL).title(" result ");
+    // A result longer than the panel says so at its foot rather than end mid-advice.
+    let inner_width = usize::from(area.width.saturating_sub(2).max(1));
+    let total: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum();
+    let cut = total.saturating_sub(usize::from(area.height.saturating_sub(2)));
+    let mut block = Block::default().borders(Borders::ALL).title(" result ");
+    if cut > 0 {
+        block = block.title_bottom(format!(" ↓ {cut} more lines: a taller terminal shows them "));
+    }
     frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
 }
 

@@ -542,11 +542,16 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         }
         None => lines.push(Line::from("owner process: not running")),
     }
-    // Scrolled (J/K, the wheel) within what there is; what is out of view is said.
+    render_scrolled(frame, area, block, lines, app.details_scroll, "J/K");
+}
+
+/// `lines` in a framed `area`, wrapped and scrolled down `scroll` lines (within what
+/// there is); the frame's foot says what is out of view and which keys scroll it.
+fn render_scrolled(frame: &mut Frame, area: Rect, block: Block, lines: Vec<Line>, scroll: usize, keys: &str) {
     let inner_width = usize::from(area.width.saturating_sub(2).max(1));
     let total: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner_width)).sum();
     let height = usize::from(area.height.saturating_sub(2));
-    let scroll = app.details_scroll.min(total.saturating_sub(height));
+    let scroll = scroll.min(total.saturating_sub(height));
     let below = total.saturating_sub(scroll + height);
     let mut block = block;
     if scroll + below > 0 {
@@ -555,7 +560,7 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             said.push(format!("↑ {scroll} more above"));
         }
         if below > 0 {
-            said.push(format!("↓ {below} more below (J/K)"));
+            said.push(format!("↓ {below} more below ({keys})"));
         }
         block = block.title_bottom(format!(" {} ", said.join(" · ")));
     }
