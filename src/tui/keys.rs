@@ -363,8 +363,8 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         footer: Footer::None,
     },
     Binding {
-        keys: &[(KeyCode::Char('J'), Action::DetailsDown), (KeyCode::Char('K'), Action::DetailsUp)],
-        shown: "J / K",
+        keys: &[(KeyCode::Char(']'), Action::DetailsDown), (KeyCode::Char('['), Action::DetailsUp)],
+        shown: "] / [",
         help: "scroll the details down / up (the wheel over them too)",
         footer: Footer::None,
     },

@@ -542,7 +542,7 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         }
         None => lines.push(Line::from("owner process: not running")),
     }
-    render_scrolled(frame, area, block, lines, app.details_scroll, "J/K");
+    render_scrolled(frame, area, block, lines, app.details_scroll, "] and [");
 }
 
 /// `lines` in a framed `area`, wrapped and scrolled down `scroll` lines (within what
