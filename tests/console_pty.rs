@@ -400,18 +400,11 @@ fn a_dumb_terminal_gets_the_listing_not_the_console() {
 #[test]
 fn slash_replaces_the_filter_and_ctrl_x_does_not_release() {
     let home = tempfile::tempdir().expect("tempdir");
-    let dead = |id: &str, session: &str| {
-        serde_json::json!({"lease_id": id, "session_id": session, "pid": 4_000_000u64, "surface": "cli",
-            "process_start_time": 1.0, "started_at": 1.0, "updated_at": 1.0})
-    };
-    let entries =
-        vec![dead("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "FIRST"), dead("b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2", "OTHER")];
-    std::fs::create_dir_all(home.path().join("runtime")).expect("runtime");
-    std::fs::write(
-        home.path().join("runtime/active_sessions.json"),
-        serde_json::json!({ "entries": entries }).to_string(),
-    )
-    .expect("registry");
+    let entries = vec![
+        dead_lease("a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "FIRST"),
+        dead_lease("b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2", "OTHER"),
+    ];
+    write_leases(home.path(), entries);
     let mut console = Pty::console(home.path(), 30, 100);
     console.wait_for("both leases", Duration::from_secs(5), |s| s.contains("FIRST") && s.contains("OTHER"));
     let pace = Duration::from_millis(1500);
@@ -464,21 +457,13 @@ fn a_home_with_100_000_profiles_draws_at_once_and_quits_within_a_second() {
 #[test]
 fn the_mouse_clicks_tabs_and_rows_and_scrolls_until_m_gives_it_back() {
     let home = tempfile::tempdir().expect("tempdir");
-    let write = |dir: &Path, entries: Vec<Value>| {
-        std::fs::create_dir_all(dir.join("runtime")).expect("runtime");
-        std::fs::write(dir.join("runtime/active_sessions.json"), serde_json::json!({ "entries": entries }).to_string())
-            .expect("registry");
-    };
-    let dead = |id: &str, session: &str| {
-        serde_json::json!({"lease_id": id, "session_id": session, "pid": 4_000_000u64, "surface": "cli",
-            "process_start_time": 1.0, "started_at": 1.0, "updated_at": 1.0})
-    };
     let sessions = ["ALPHA", "BRAVO", "CHARLIE", "DELTA", "ECHO"];
-    write(
-        home.path(),
-        sessions.iter().enumerate().map(|(i, s)| dead(&format!("{:x}{}", i + 10, "0".repeat(31)), s)).collect(),
+    let leases = sessions.iter().enumerate().map(|(i, s)| dead_lease(&format!("{:x}{}", i + 10, "0".repeat(31)), s));
+    write_leases(home.path(), leases.collect());
+    write_leases(
+        &home.path().join("profiles/other"),
+        vec![dead_lease("f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1", "ONLY-IN-OTHER")],
     );
-    write(&home.path().join("profiles/other"), vec![dead("f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1f1", "ONLY-IN-OTHER")]);
     let mut console = Pty::console(home.path(), 30, 100);
     console.wait_for("the root's leases", Duration::from_secs(5), |s| s.contains("ECHO"));
     let pace = Duration::from_millis(1200);
@@ -516,4 +501,17 @@ fn the_mouse_clicks_tabs_and_rows_and_scrolls_until_m_gives_it_back() {
     console.send(b"\r");
     console.wait_for("still ECHO's details", Duration::from_secs(3), |s| s.contains("\"ECHO\""));
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}
+
+/// A lease whose owner is gone (a pid no process has), as Hermes writes one.
+fn dead_lease(id: &str, session: &str) -> Value {
+    serde_json::json!({"lease_id": id, "session_id": session, "pid": 4_000_000u64, "surface": "cli",
+        "process_start_time": 1.0, "started_at": 1.0, "updated_at": 1.0})
+}
+
+/// `entries` as `home`'s registry (runtime/ made).
+fn write_leases(home: &Path, entries: Vec<Value>) {
+    std::fs::create_dir_all(home.join("runtime")).expect("runtime");
+    std::fs::write(home.join("runtime/active_sessions.json"), serde_json::json!({ "entries": entries }).to_string())
+        .expect("registry");
 }
