@@ -55,7 +55,7 @@ fn refused(app: &mut App, reason: Reason, message: String, holder: Option<&str>)
 }
 
 fn screen(app: &App) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(110, 36)).expect("terminal");
+    let mut terminal = Terminal::new(TestBackend::new(120, 36)).expect("terminal");
     terminal.draw(|f| view::render(app, f)).expect("draw");
     terminal.backend().to_string()
 }
@@ -126,13 +126,13 @@ fn the_demo_below_its_size_says_what_it_needs() {
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
     terminal.draw(|f| view::render(&app, f)).expect("draw");
     let text = terminal.backend().to_string();
-    assert!(text.contains("needs 100x36; now 80x24"), "{text}");
+    assert!(text.contains("needs 120x36; now 80x24"), "{text}");
     // At 120x30 the event log gave way and a refusal's advice was cut: not enough.
     let mut terminal = Terminal::new(TestBackend::new(120, 30)).expect("terminal");
     terminal.draw(|f| view::render(&app, f)).expect("draw");
-    assert!(terminal.backend().to_string().contains("needs 100x36; now 120x30"));
-    // 100x36 is enough: the playground, the result and the event log, all there.
-    let mut terminal = Terminal::new(TestBackend::new(100, 36)).expect("terminal");
+    assert!(terminal.backend().to_string().contains("needs 120x36; now 120x30"));
+    // 120x36 is enough: the playground, the result and the event log, all there.
+    let mut terminal = Terminal::new(TestBackend::new(120, 36)).expect("terminal");
     terminal.draw(|f| view::render(&app, f)).expect("draw");
     let shown = terminal.backend().to_string();
     assert!(shown.contains("playground") && shown.contains(" events "), "{shown}");

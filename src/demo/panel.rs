@@ -254,16 +254,16 @@ impl Extension for DemoState {
         }
     }
 
-    /// What is left after the tabs, the header, a table of at least 6 rows, the event log
-    /// and the footer (19 rows), between 16 and 24: a refusal's reason and advice fit.
+    /// 18 rows: every tour step's reason and advice fit at 120 columns; a taller terminal
+    /// gives its rows to the table, which holds the leases being talked about.
     fn panel_height(&self, screen_height: u16) -> u16 {
-        screen_height.saturating_sub(19).clamp(16, 24)
+        if screen_height >= 36 { 18 } else { 12 }
     }
 
     /// The playground, its result, the table and the event log: below this a refusal's
     /// advice is cut off, or the event log gives way (at 30 rows it did).
     fn min_size(&self) -> (u16, u16) {
-        (100, 36)
+        (120, 36)
     }
 
     fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect) {

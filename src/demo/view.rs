@@ -113,7 +113,8 @@ fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect
     let cut = total.saturating_sub(usize::from(area.height.saturating_sub(2)));
     let mut block = Block::default().borders(Borders::ALL).title(" result ");
     if cut > 0 {
-        block = block.title_bottom(format!(" ↓ {cut} more lines: a taller terminal shows them "));
+        let more = crate::lease::human::plural(cut, "more line", "more lines");
+        block = block.title_bottom(format!(" ↓ {more}: a wider or taller terminal shows them "));
     }
     frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
 }
