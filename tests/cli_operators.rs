@@ -263,6 +263,7 @@ fn usage_errors_say_what_to_type_in_our_words() {
         (&["events", "--since", "1x"][..], "not a duration; write it as 2h, 90m"),
         (&["--idle-threshold", "10y", "ls"][..], "not a duration; write it as 2h, 90m"),
         (&["--lock-timeout", "1e300", "ls"][..], "must be between 0 and 86400 seconds"),
+        (&["acquire", "S", "--wait", "1e300"][..], "must be between 0 and 31536000 seconds"),
         (&["repair", "--yes"][..], "`leasectl doctor --repair`"),
         (&["--all-profiles", "acquire", "S"][..], "works with ls, prune, doctor, force-release, events and metrics"),
     ] {

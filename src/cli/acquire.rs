@@ -76,15 +76,10 @@ pub(super) struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
-    pub(super) fn of(wait: Option<f64>, stopped: &mut dyn FnMut() -> bool) -> Result<Waiting<'_>, Failure> {
-        let until = match wait {
-            None => None,
-            Some(secs) if (0.0..=86_400.0 * 365.0).contains(&secs) => {
-                Some(std::time::Instant::now() + Duration::from_secs_f64(secs))
-            }
-            Some(secs) => return Err(usage(format!("--wait takes 0 to 31536000 seconds, not {secs}"))),
-        };
-        Ok(Waiting { until, stopped, quiet: false })
+    /// `wait`: seconds, within the bound --wait's parser holds it to.
+    pub(super) fn of(wait: Option<f64>, stopped: &mut dyn FnMut() -> bool) -> Waiting<'_> {
+        let until = wait.map(|secs| std::time::Instant::now() + Duration::from_secs_f64(secs));
+        Waiting { until, stopped, quiet: false }
     }
 
     /// Wait without naming the holder (`run -q`).
@@ -229,7 +224,7 @@ pub(super) fn acquire(
     }
     let req = request(store, opts, owner_pid, timeout)?;
     let mut never = || false;
-    let mut waiting = Waiting::of(opts.wait, &mut never)?;
+    let mut waiting = Waiting::of(opts.wait, &mut never);
     Ok(match acquire_reported(store, &req, opts.json, false, &mut waiting, hints) {
         Ok(_) => EXIT_OK,
         Err(code) => code,

@@ -397,7 +397,7 @@ pub struct AcquireOpts {
     pub ttl: Option<u64>,
     /// When refused because the session is held or every slot is taken, try again (backoff
     /// up to 1s) until granted or SECS have passed, naming the holder once
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_wait)]
     pub wait: Option<f64>,
     /// Machine-readable output
     #[arg(long)]
@@ -511,12 +511,22 @@ fn parse_metrics_every(text: &str) -> Result<std::time::Duration, Unusable> {
     Ok(d)
 }
 
-/// `--lock-timeout`: seconds, 0 to a day. The error does not echo the number: clap
-/// shows what was typed, and `1e300` printed back is 300 digits.
+/// `--lock-timeout`: seconds, 0 to a day.
 fn parse_lock_timeout(text: &str) -> Result<f64, Unusable> {
+    seconds_up_to(text, 86_400)
+}
+
+/// `--wait`: seconds, 0 to a year.
+fn parse_wait(text: &str) -> Result<f64, Unusable> {
+    seconds_up_to(text, 86_400 * 365)
+}
+
+/// Seconds from 0 to `max`. The error does not echo the number: clap shows what was
+/// typed, and `1e300` printed back is 300 digits.
+fn seconds_up_to(text: &str, max: u32) -> Result<f64, Unusable> {
     match text.trim().parse::<f64>() {
-        Ok(secs) if (0.0..=86_400.0).contains(&secs) => Ok(secs),
-        Ok(_) => Err(Unusable("must be between 0 and 86400 seconds".into())),
+        Ok(secs) if (0.0..=f64::from(max)).contains(&secs) => Ok(secs),
+        Ok(_) => Err(Unusable(format!("must be between 0 and {max} seconds"))),
         Err(_) => Err(Unusable("not a number of seconds (10, 0.5)".into())),
     }
 }

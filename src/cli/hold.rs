@@ -46,7 +46,7 @@ pub(super) fn hold(
     // Catch SIGINT/SIGTERM/SIGHUP before the lease exists, so no signal can leave it behind.
     let mut signals = stop_signals()?;
     let mut stopped = || signals.pending();
-    let mut waiting = Waiting::of(opts.wait, &mut stopped)?;
+    let mut waiting = Waiting::of(opts.wait, &mut stopped);
     let grant = match acquire_reported(store, &req, opts.json, true, &mut waiting, hints) {
         Ok(g) => g,
         Err(code) => return Ok(code),

@@ -345,11 +345,9 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     Ok(Selection { locations: registries.into_iter().map(Location::File).collect(), root: Some(root) })
 }
 
+/// --lock-timeout as a duration (its parser holds it to 0..=86400 seconds).
 fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
-    if !(0.0..=86_400.0).contains(&secs) {
-        return Err(usage(format!("--lock-timeout must be between 0 and 86400 seconds, not {secs}")));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| usage("--lock-timeout must be between 0 and 86400 seconds"))
 }
 
 /// JSON is exact: written as is, never hinted (an `advice` field is hinted where it is made).

@@ -30,7 +30,7 @@ pub(super) fn run_cmd(
     let banner = if quiet { Banner::Quiet } else { Banner::Stderr };
     let mut signals = signals;
     let mut stopped = || signals.pending();
-    let mut waiting = Waiting::of(opts.wait, &mut stopped)?.quietly(quiet);
+    let mut waiting = Waiting::of(opts.wait, &mut stopped).quietly(quiet);
     let grant = match acquire_reported_to(store, &req, opts.json, true, banner, &mut waiting, hints) {
         Ok(g) => g,
         // flock -E: a conflict can have an exit code of its own.
