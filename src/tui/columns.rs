@@ -12,8 +12,9 @@ const NARROW: [usize; 7] = [11, 9, 8, 11, 10, 7, 11];
 const WIDEST: usize = 40;
 /// Room kept for the widest badge, `♻ recycled clock step?`.
 const BADGE_ROOM: usize = 22;
-/// The order columns give their extra width back: live id, started, owner, surface, lease id.
-const GIVE_BACK: [usize; 5] = [6, 4, 3, 1, 0];
+/// The order columns give their extra width back: the whole lease id first (the short
+/// one names it, and it takes 24 columns), then the date, the live id, owner, surface.
+const GIVE_BACK: [usize; 5] = [0, 4, 6, 3, 1];
 /// The order columns give way whole on a narrow terminal: live id, started, owner,
 /// surface, age.
 const GIVE_WAY: [usize; 5] = [6, 4, 3, 1, 5];
