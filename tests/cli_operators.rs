@@ -382,6 +382,10 @@ fn run_wait_gives_up_in_time_and_conflict_exit_code_replaces_3_and_4() {
     out.expect_exit(3);
     assert!(started.elapsed() >= std::time::Duration::from_millis(500), "it waited: {:?}", started.elapsed());
     assert!(out.stderr.contains("waiting up to"), "{out:?}");
+    // Every slot taken is not "held by": the session is free, the cap is full.
+    let out = home.run(&["run", "T", "--max", "1", "--wait", "0.3", "--", "true"]);
+    out.expect_exit(4);
+    assert!(out.stderr.contains("every slot is taken") && !out.stderr.contains("is held by"), "{out:?}");
     // -q: no waiting line either; the refusal itself is still said.
     let out = home.run(&["run", "S", "--wait", "0.3", "-q", "--", "true"]);
     out.expect_exit(3);

@@ -111,20 +111,23 @@ pub(super) fn acquire_waiting(
         }
         if !named && !waiting.quiet {
             named = true;
-            let who = match &refusal.holder {
-                Some(h) => format!(
-                    "held by pid {} ({}, {})",
+            // A capacity refusal names its oldest holder, but the session itself is free.
+            let holder = |h: &lease::Entry| {
+                format!(
+                    "pid {} ({}, {})",
                     h.pid(),
                     crate::lease::human::escape(h.surface().unwrap_or("-")),
                     lease::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
-                ),
-                None => "every slot is taken".into(),
+                )
             };
-            say_err!(
-                "leasectl: session {} is {who}; waiting up to {}",
-                crate::lease::human::escape(&req.session_id),
-                crate::lease::human::duration(left.as_secs_f64().ceil())
-            );
+            let why = match (refusal.reason, refusal.holder.as_deref()) {
+                (Reason::SessionNotOwned, Some(h)) => {
+                    format!("session {} is held by {}", crate::lease::human::escape(&req.session_id), holder(h))
+                }
+                (_, Some(h)) => format!("every slot is taken (the oldest by {})", holder(h)),
+                (_, None) => "every slot is taken".into(),
+            };
+            say_err!("leasectl: {why}; waiting up to {}", crate::lease::human::duration(left.as_secs_f64().ceil()));
         }
         std::thread::sleep(pause.min(left));
         pause = (pause * 2).min(Duration::from_secs(1));
