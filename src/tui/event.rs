@@ -135,6 +135,9 @@ pub struct LockHolder {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {
     pub at: f64,
+    /// The tab the first snapshot is expected at: a reload in parts sends the registries
+    /// from here on (where the app looks first, instead of scanning every tab).
+    pub first: usize,
     pub snapshots: Vec<RegistrySnapshot>,
 }
 

@@ -70,10 +70,12 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
     // only "all" (always last) moves, and the operator on it stays on it.
     let on_all = app.has_all_tab() && app.tab >= app.registries.len();
     for (i, snap) in loaded.snapshots.iter().enumerate() {
-        // Snapshots come in tab order: the same place first (a scan of 100,000 tabs for
-        // each of 100,000 snapshots took minutes), else wherever it is.
-        let at_place = app.registries.get(i).is_some_and(|r| r.location == snap.location);
-        let found = if at_place { Some(i) } else { app.registries.iter().position(|r| r.location == snap.location) };
+        // Snapshots come in tab order from `first`: the same place first (a scan of 100,000
+        // tabs for each of 100,000 snapshots took minutes), else wherever it is.
+        let place = loaded.first + i;
+        let at_place = app.registries.get(place).is_some_and(|r| r.location == snap.location);
+        let found =
+            if at_place { Some(place) } else { app.registries.iter().position(|r| r.location == snap.location) };
         let index = match found {
             Some(i) => i,
             None => {

@@ -344,7 +344,7 @@ impl Worker {
             })
             .collect();
         self.sessions.judged(at);
-        Loaded { at, snapshots }
+        Loaded { at, first: start, snapshots }
     }
 
     /// Run an operator action through the location's store.
