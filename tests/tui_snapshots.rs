@@ -474,3 +474,39 @@ fn details_scroll_and_a_long_log_line_opens_whole() {
     key(&mut app, KeyCode::Esc);
     assert!(!screen(&app, 120, 30).contains(" event "));
 }
+
+/// Hundreds of profiles: the tab bar shows the tabs round the selected one and says how
+/// many are left out each side; a click on a marker steps to the nearest tab it hides.
+/// (All tabs were drawn from the first: the selected one was off the screen.)
+#[test]
+fn many_profiles_keep_the_selected_tab_in_view_with_more_markers() {
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut snapshots = vec![snap(&registry("root"), None, Ok(vec![]))];
+    snapshots.extend((1..300).map(|i| snap(&registry(&format!("p{i:03}")), None, Ok(vec![]))));
+    let mut app = app(snapshots);
+    app.size = (80, 24);
+    app.mouse = true;
+    app.tab = 150;
+    let text = screen(&app, 80, 24);
+    insta::assert_snapshot!(text);
+    let tabs = text.lines().next().unwrap_or_default();
+    assert!(tabs.contains("p150") && tabs.contains("‹ ") && tabs.contains(" more ›"), "{tabs}");
+    // The "‹ N more" marker is the bar's first title: a click there steps back one tab.
+    let first_shown = app.tab;
+    let click = Event::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 2,
+        row: 0,
+        modifiers: KeyModifiers::NONE,
+    });
+    update(&mut app, click);
+    assert!(app.tab < first_shown, "the marker before went back: tab {}", app.tab);
+    let back = screen(&app, 80, 24);
+    let shown = back.lines().next().unwrap_or_default().to_owned();
+    assert!(shown.contains(&format!("p{:03}", app.tab)), "the tab stepped to is shown: {shown}");
+    // At the far end only the marker before, and "all" last.
+    app.tab = app.tab_count() - 1;
+    let end = screen(&app, 80, 24);
+    let bar = end.lines().next().unwrap_or_default();
+    assert!(bar.contains("all") && bar.contains("‹ ") && !bar.contains("more ›"), "{bar}");
+}

@@ -78,8 +78,108 @@ pub fn table_offset(rows: &[Row], selected_row: usize, height: usize) -> usize {
     offset.min(rows.len().saturating_sub(height))
 }
 
-/// The tab whose title is at `column` of the tab bar (titles padded by a space each
-/// side and parted by `│`, as ratatui's Tabs draws them).
+/// The tab bar as drawn in a given width: the tabs around the selected one, and how
+/// many are left out each side (a home with thousands of profiles has more tabs than
+/// any terminal is wide; formatting all of them for every frame cost most of a frame).
+pub struct TabBar {
+    /// The first tab shown.
+    pub first: usize,
+    /// The titles shown: a "more" marker first when tabs are left out before, the tabs
+    /// from `first` on, and a marker last when tabs are left out after.
+    pub titles: Vec<String>,
+    pub before: usize,
+    pub after: usize,
+}
+
+impl TabBar {
+    /// The tab a title of this bar stands for: a marker stands for the nearest tab it hides.
+    pub fn tab(&self, title: usize) -> usize {
+        let shown = self.titles.len() - usize::from(self.before > 0) - usize::from(self.after > 0);
+        match title.checked_sub(usize::from(self.before > 0)) {
+            None => self.first - 1,
+            Some(i) if i < shown => self.first + i,
+            Some(_) => self.first + shown,
+        }
+    }
+
+    /// The index among `titles` of the selected tab.
+    pub fn selected(&self, tab: usize) -> usize {
+        let shown = self.titles.len() - usize::from(self.before > 0) - usize::from(self.after > 0);
+        tab.saturating_sub(self.first).min(shown.saturating_sub(1)) + usize::from(self.before > 0)
+    }
+}
+
+/// "‹ N more" / "N more ›": tabs left out on that side.
+fn more_marker(count: usize, before: bool) -> String {
+    if before { format!("‹ {count} more") } else { format!("{count} more ›") }
+}
+
+/// The tabs that fit `width` around `selected`, of `count` titled by `title`. Each tab
+/// takes its title and a space each side, and a `│` parts two (as ratatui's Tabs draws).
+pub fn tab_bar(count: usize, selected: usize, width: u16, title: impl Fn(usize) -> String) -> TabBar {
+    if count == 0 {
+        return TabBar { first: 0, titles: vec![], before: 0, after: 0 };
+    }
+    let width = usize::from(width);
+    let selected = selected.min(count - 1);
+    let cost = |t: &str| t.chars().count() + 3;
+    // Room for the markers each side that needs one (the widest count they could say).
+    // Every tab costs 4 columns at least: only a few can all fit, and then need no marker.
+    if count * 4 <= width + 1 {
+        let all: Vec<String> = (0..count).map(&title).collect();
+        if all.iter().map(|t| cost(t)).sum::<usize>() <= width + 1 {
+            return TabBar { first: 0, titles: all, before: 0, after: 0 };
+        }
+    }
+    let marker_cost = cost(&more_marker(count, true));
+    let (mut first, mut last) = (selected, selected);
+    let mut titles = std::collections::VecDeque::from([title(selected)]);
+    let mut used = titles.iter().map(|t| cost(t)).sum::<usize>();
+    for reserve in [2 * marker_cost, 0] {
+        loop {
+            let room = |used: usize, first: usize, last: usize| {
+                let markers = usize::from(first > 0) + usize::from(last + 1 < count);
+                let reserved = if reserve == 0 { markers * marker_cost } else { reserve };
+                used + reserved <= width + 1
+            };
+            let mut grew = false;
+            if last + 1 < count {
+                let t = title(last + 1);
+                if room(used + cost(&t), first, last + 1) {
+                    used += cost(&t);
+                    titles.push_back(t);
+                    last += 1;
+                    grew = true;
+                }
+            }
+            if first > 0 {
+                let t = title(first - 1);
+                if room(used + cost(&t), first - 1, last) {
+                    used += cost(&t);
+                    titles.push_front(t);
+                    first -= 1;
+                    grew = true;
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+    }
+    let (before, after) = (first, count.saturating_sub(last + 1));
+    let mut shown: Vec<String> = Vec::with_capacity(titles.len() + 2);
+    if before > 0 {
+        shown.push(more_marker(before, true));
+    }
+    shown.extend(titles);
+    if after > 0 {
+        shown.push(more_marker(after, false));
+    }
+    TabBar { first, titles: shown, before, after }
+}
+
+/// The title at `column` of the tab bar (titles padded by a space each side and parted
+/// by `│`, as ratatui's Tabs draws them).
 pub fn tab_at(titles: &[String], column: u16) -> Option<usize> {
     let mut x = 0u16;
     for (i, title) in titles.iter().enumerate() {
@@ -109,5 +209,42 @@ mod tests {
         assert_eq!(tab_at(&titles, 7), Some(1));
         assert_eq!(tab_at(&titles, 12), Some(2));
         assert_eq!(tab_at(&titles, 40), None);
+    }
+
+    fn numbered(i: usize) -> String {
+        format!("p{i:05}")
+    }
+
+    #[test]
+    fn a_bar_that_fits_shows_every_tab_and_no_marker() {
+        let bar = tab_bar(3, 1, 80, numbered);
+        assert_eq!(bar.titles, ["p00000", "p00001", "p00002"]);
+        assert_eq!((bar.first, bar.before, bar.after), (0, 0, 0));
+        // Exactly the width: 3 x 8 columns, 2 dividers.
+        assert_eq!(tab_bar(3, 0, 26, numbered).after, 0);
+        assert!(tab_bar(3, 0, 25, numbered).after > 0, "one column short: a marker");
+    }
+
+    #[test]
+    fn many_tabs_show_a_window_round_the_selected_one_with_markers() {
+        let bar = tab_bar(100_000, 50_000, 120, numbered);
+        let drawn: usize = bar.titles.iter().map(|t| t.chars().count() + 3).sum::<usize>() - 1;
+        assert!(drawn <= 120, "{drawn} columns: {:?}", bar.titles);
+        assert!(bar.titles.contains(&numbered(50_000)));
+        assert_eq!(bar.titles[bar.selected(50_000)], numbered(50_000));
+        assert_eq!(bar.titles.first().map(String::as_str), Some(format!("‹ {} more", bar.before).as_str()));
+        assert_eq!(bar.titles.last().map(String::as_str), Some(format!("{} more ›", bar.after).as_str()));
+        assert_eq!(bar.before + (bar.titles.len() - 2) + bar.after, 100_000);
+        // A marker stands for the nearest tab it hides; a title for its own tab.
+        assert_eq!(bar.tab(0), bar.first - 1);
+        assert_eq!(bar.tab(bar.titles.len() - 1), bar.first + bar.titles.len() - 2);
+        assert_eq!(bar.tab(bar.selected(50_000)), 50_000);
+        // At either end only one marker, and the room it leaves is used.
+        let start = tab_bar(100_000, 0, 120, numbered);
+        assert_eq!((start.first, start.before), (0, 0));
+        assert!(start.titles.len() > bar.titles.len() - 1);
+        let end = tab_bar(100_000, 99_999, 120, numbered);
+        assert_eq!(end.after, 0);
+        assert_eq!(end.titles.last(), Some(&numbered(99_999)));
     }
 }

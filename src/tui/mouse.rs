@@ -9,7 +9,7 @@ use super::event::Effect;
 use super::layout::{areas, tab_at, table_offset, too_small};
 use super::state::{App, Row};
 use super::update::on_key;
-use super::view::{banner_height, tab_titles};
+use super::view::{banner_height, tab_bar};
 
 /// Rows one notch of the wheel moves.
 const WHEEL_ROWS: usize = 3;
@@ -92,8 +92,9 @@ fn click(app: &mut App, column: u16, row: u16) {
     let banner = super::view::banner_lines(app);
     let parts = areas(app, screen, banner_height(&banner, screen.width));
     if row == parts.tabs.y {
-        if let Some(tab) = tab_at(&tab_titles(app), column) {
-            app.tab = tab;
+        let bar = tab_bar(app, parts.tabs.width);
+        if let Some(title) = tab_at(&bar.titles, column.saturating_sub(parts.tabs.x)) {
+            app.tab = bar.tab(title);
             app.selected = 0;
         }
         return;

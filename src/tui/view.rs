@@ -24,20 +24,16 @@ pub fn banner_height(lines: &[Line], width: u16) -> u16 {
     lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(6) as u16
 }
 
-/// The tab bar's titles, as drawn.
-pub fn tab_titles(app: &App) -> Vec<String> {
-    let mut titles: Vec<String> = app
-        .registries
-        .iter()
-        .map(|r| {
+/// The tab bar in `width` columns: the tabs round the selected one, and markers.
+pub fn tab_bar(app: &App, width: u16) -> super::layout::TabBar {
+    let count = app.registries.len() + usize::from(app.has_all_tab());
+    super::layout::tab_bar(count, app.tab, width, |i| match app.registries.get(i) {
+        Some(r) => {
             let mark = if r.error.is_some() { " !" } else { "" };
             format!("{}{mark}", shown_text(r.location.name()))
-        })
-        .collect();
-    if app.has_all_tab() {
-        titles.push("all".into());
-    }
-    titles
+        }
+        None => "all".into(),
+    })
 }
 
 pub fn render(app: &App, frame: &mut Frame) {
@@ -77,9 +73,11 @@ pub fn render(app: &App, frame: &mut Frame) {
 }
 
 fn render_tabs(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
-    let titles: Vec<Line> = tab_titles(app).into_iter().map(Line::from).collect();
+    let bar = tab_bar(app, area.width);
+    let selected = bar.selected(app.tab);
+    let titles: Vec<Line> = bar.titles.into_iter().map(Line::from).collect();
     let tabs = Tabs::new(titles)
-        .select(app.tab)
+        .select(selected)
         .highlight_style(p.bold(Color::Cyan).add_modifier(Modifier::REVERSED))
         .divider("│");
     frame.render_widget(tabs, area);

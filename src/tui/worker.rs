@@ -122,7 +122,9 @@ impl Worker {
     /// Lock holders seen on two checks in a row (a lock is normally held for
     /// milliseconds). `/proc/locks` is read at most every `LOCK_CHECK_EVERY`: reading it
     /// makes the kernel synchronize RCU, which slows every flock on the machine meanwhile.
-    fn stuck_locks(&mut self) -> Vec<Option<LockHolder>> {
+    /// Only the stores in `range` are answered for: a reload in parts asks for each part,
+    /// and answering for all 100,000 stores each time made it quadratic.
+    fn stuck_locks(&mut self, range: std::ops::Range<usize>) -> Vec<Option<LockHolder>> {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
         if due {
             self.lock_checked = Some(Instant::now());
@@ -143,7 +145,8 @@ impl Worker {
             }
             self.lock_seen = seen;
         }
-        self.stores
+        let range = range.start.min(self.stores.len())..range.end.min(self.stores.len());
+        self.stores[range]
             .iter()
             .map(|s| match s.location().lock_path().and_then(|p| self.lock_seen.get(&p)) {
                 Some((holder, true)) => Some(holder.clone()),
@@ -263,7 +266,8 @@ impl Worker {
                     owners_changed = true;
                 }
             }
-            let now: Vec<Option<u32>> = self.stuck_locks().iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
+            let all = 0..self.stores.len();
+            let now: Vec<Option<u32>> = self.stuck_locks(all).iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
             if !owners_changed && now == self.last_holders && !self.sessions.due(lease::now()) {
                 return None;
             }
@@ -301,9 +305,13 @@ impl Worker {
             self.owner_pids = pids;
             self.owners_checked = Some(Instant::now());
         }
-        let holders: Vec<Option<LockHolder>> = self.stuck_locks().into_iter().skip(start).collect();
+        let range = start..start + listings.len();
+        let holders: Vec<Option<LockHolder>> = self.stuck_locks(range.clone());
         let owners = &self.owner_infos;
-        self.last_holders = holders.iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
+        // A part's holders stand in for that part's place among all of them.
+        self.last_holders.resize(self.stores.len(), None);
+        let part = range.start.min(self.last_holders.len())..range.end.min(self.last_holders.len());
+        self.last_holders.splice(part, holders.iter().map(|h| h.as_ref().map(|h| h.pid)));
         let at = lease::now();
         let sessions = &mut self.sessions;
         let snapshots = listings
