@@ -114,7 +114,7 @@ fn main() {
                 || {
                     let app = support::app_with(support::snapshot(&reg, deep(&case.rows[..case.n])));
                     let next = support::snapshot(&reg, deep(&case.rows[10..]));
-                    (app, Loaded { at: support::NOW + 1.0, first: 0, snapshots: vec![next] })
+                    (app, Loaded { at: support::NOW + 1.0, first: 0, initial: false, snapshots: vec![next] })
                 },
                 |(mut app, loaded)| {
                     update::update(&mut app, Event::Loaded(loaded));
@@ -125,7 +125,12 @@ fn main() {
         });
         group.bench_with_input(BenchmarkId::new("update_loaded_tick", case.n), case, |b, case| {
             b.iter_batched(
-                || (case.app.clone(), Loaded { at: support::NOW + 1.0, first: 0, snapshots: vec![case.tick.clone()] }),
+                || {
+                    (
+                        case.app.clone(),
+                        Loaded { at: support::NOW + 1.0, first: 0, initial: false, snapshots: vec![case.tick.clone()] },
+                    )
+                },
                 |(mut app, loaded)| {
                     update::update(&mut app, Event::Loaded(loaded));
                     app

@@ -2,8 +2,10 @@
 //! in a pseudo-terminal (200x60), on a root with 1,000, 10,000 and then 100,000 empty
 //! profiles (their directories only: every registry is read, none holds a lease).
 //! Measured per size: the time to the first screen (the header drawn), the time until
-//! every tab is filled (the log names the last profile's registry as read), and how long
-//! `q` takes to end it once every tab is in (target: first screen and q within a second).
+//! every tab is filled (the log names the last profile's registry as read), how long a
+//! key takes to show (`?` opens the help, Esc closes it) while the tabs are still being
+//! read, and how long `q` takes to end it once every tab is in (target: first screen and
+//! q within a second, a key within 100 ms; the screen is looked at every 5 ms).
 //!
 //! Plain main (harness = false). Without `--bench` (under `cargo test --benches`): a
 //! 100-profile smoke run. `CONSOLE_PROFILES_BIN` measures another build side by side;
@@ -28,6 +30,8 @@ struct Loaded {
     profiles: usize,
     first_screen: Duration,
     all_tabs: Duration,
+    /// `?` to the help on screen, while loading; None when the load was done first.
+    key_while_loading: Option<Duration>,
     quit: Duration,
 }
 
@@ -42,14 +46,22 @@ fn measure(profiles: usize) -> Loaded {
     let mut console = Console::start(&binary(), dir.path(), ROWS, COLS);
     console.wait_for("┌ leasectl", Duration::from_secs(60));
     let first_screen = started.elapsed();
-    // Profiles are read in tab order: the last one's "watching" line comes last.
     let last = format!("profiles/p{:06}/runtime", profiles - 1);
+    let key_while_loading = (!console.text().contains(&last)).then(|| {
+        let asked = Instant::now();
+        console.send(b"?");
+        console.wait_for("Esc closes this help", Duration::from_secs(30));
+        let shown = asked.elapsed();
+        console.send(b"\x1b");
+        shown
+    });
+    // Profiles are read in tab order: the last one's "watching" line comes last.
     console.wait_for(&last, Duration::from_secs(600));
     let all_tabs = started.elapsed();
     let asked = Instant::now();
     console.send(b"q");
     console.wait_exit(Duration::from_secs(30));
-    Loaded { profiles, first_screen, all_tabs, quit: asked.elapsed() }
+    Loaded { profiles, first_screen, all_tabs, key_while_loading, quit: asked.elapsed() }
 }
 
 fn main() {
@@ -70,14 +82,18 @@ fn main() {
         &[100]
     };
     println!("console with many profiles: `leasectl tui` in a {COLS}x{ROWS} pty");
-    println!("{:>9}  {:>12}  {:>14}  {:>9}", "profiles", "first screen", "all tabs in", "q ends");
+    println!(
+        "{:>9}  {:>12}  {:>14}  {:>16}  {:>9}",
+        "profiles", "first screen", "all tabs in", "key while loading", "q ends"
+    );
     for &n in sizes {
         let l = measure(n);
         println!(
-            "{:>9}  {:>10.0}ms  {:>12.0}ms  {:>7.0}ms",
+            "{:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>7.0}ms",
             l.profiles,
             l.first_screen.as_secs_f64() * 1000.0,
             l.all_tabs.as_secs_f64() * 1000.0,
+            l.key_while_loading.map_or("(loaded first)".to_owned(), |d| format!("{:.0}ms", d.as_secs_f64() * 1000.0)),
             l.quit.as_secs_f64() * 1000.0
         );
     }

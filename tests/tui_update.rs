@@ -598,3 +598,59 @@ fn keys_with_ctrl_or_alt_are_not_their_plain_keys() {
     update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('X'), KeyModifiers::SHIFT)));
     assert!(matches!(app.dialog, Some(Dialog::ConfirmRelease { .. })), "Shift-X is X");
 }
+
+/// The console opens on the root alone and finds the profiles itself, after its first
+/// screen: those it finds on its first read were there before (a "watching" line each,
+/// no "new profile"); one made later is new. The recorder's history, read on a thread of
+/// its own, goes above whatever was logged before it came.
+#[test]
+fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
+    use leasectl::lease::{Location, Registry};
+    use leasectl::tui::worker::{Scope, Worker};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    for p in ["lab", "work"] {
+        std::fs::create_dir_all(root.join("profiles").join(p)).expect("a profile");
+    }
+    let journal = root.join("profiles/work/logs");
+    std::fs::create_dir_all(&journal).expect("logs/");
+    let now = leasectl::lease::now();
+    std::fs::write(
+        journal.join("leasectl-events.jsonl"),
+        format!(
+            "{{\"time\": \"x\", \"ts\": {}, \"event\": \"pruned\", \"profile\": \"work\", \"lease\": {{\"entry\": \
+             {{\"lease_id\": \"0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13\", \"session_id\": \"S1\", \"surface\": \"cli\", \"pid\": 4433}}}}}}\n",
+            now - 600.0
+        ),
+    )
+    .expect("journal");
+    let location = Location::File(Registry::new("root", root));
+    let scope = Scope { locations: vec![location.clone()], discover_root: Some(root.to_path_buf()) };
+    let mut worker = Worker::new(scope, std::time::Duration::from_secs(2), None);
+    let mut app = leasectl::tui::state::App::new(vec![location.clone()], now, jiff::tz::TimeZone::UTC);
+    let mut parts = vec![];
+    assert!(worker.reload_in_parts(&mut |l| {
+        parts.push(l);
+        true
+    }));
+    for part in parts {
+        update(&mut app, Event::Loaded(part));
+    }
+    let names: Vec<&str> = app.registries.iter().map(|r| r.location.name()).collect();
+    assert_eq!(names, ["root", "lab", "work"]);
+    let text = |app: &leasectl::tui::state::App| app.log.iter().map(|l| l.text.clone()).collect::<Vec<_>>();
+    assert!(text(&app).iter().all(|l| !l.contains("new profile")), "{:?}", text(&app));
+    assert_eq!(text(&app).iter().filter(|l| l.starts_with("watching ")).count(), 3, "{:?}", text(&app));
+    // The history arrives after the first lines: it goes above them.
+    let homes = leasectl::tui::history_homes(&[location], Some(root));
+    update(&mut app, Event::History(leasectl::tui::read_history(&homes, now)));
+    let lines = text(&app);
+    assert!(lines[0].starts_with("↶ pruned session S1"), "{lines:?}");
+    assert!(lines[1].contains("recorded before this console opened"), "{lines:?}");
+    assert!(lines[2].starts_with("watching "), "{lines:?}");
+    // A profile made now is new.
+    std::fs::create_dir_all(root.join("profiles/late")).expect("a profile");
+    let later = worker.reload_changed(&[root.join("profiles/late")]);
+    update(&mut app, Event::Loaded(later));
+    assert!(text(&app).iter().any(|l| l.starts_with("new profile: ") && l.contains("late")), "{:?}", text(&app));
+}

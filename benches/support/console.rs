@@ -76,7 +76,7 @@ impl Console {
                 "the console did not show {needle:?} within {deadline:?}:\n{}",
                 self.text()
             );
-            thread::sleep(Duration::from_millis(20));
+            thread::sleep(Duration::from_millis(5));
         }
     }
 

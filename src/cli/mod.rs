@@ -329,7 +329,11 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     if !fence && !home.is_dir() {
         return Err(fail(format!("the Hermes home {} does not exist (check --home or HERMES_HOME)", home.display())));
     }
-    let registries = if cli.all_profiles || (console && cli.profile.is_none()) {
+    // The console finds the profiles itself, after its first screen: listing 100,000 of
+    // them here held that screen up for 0.3 s.
+    let registries = if matches!(command, Command::Tui) && cli.profile.is_none() && !console::dumb_terminal() {
+        vec![paths::Registry::new("root", &root)]
+    } else if cli.all_profiles || (console && cli.profile.is_none()) {
         paths::all_registries(&root)
     } else if let Some(name) = &cli.profile {
         let reg = paths::profile_registry(&root, name).map_err(usage)?;

@@ -31,6 +31,8 @@ pub enum Event {
     ActionDone(ActionDone),
     /// An extension's job finished on the worker thread.
     Extension(JobDone),
+    /// What the recorder saw before the console opened, read on a thread of its own.
+    History(History),
     /// SIGTERM/SIGHUP: leave as if the operator pressed q.
     Shutdown,
     /// A repair's plan, to confirm: one line per kept/dropped/re-keyed entry.
@@ -138,7 +140,25 @@ pub struct Loaded {
     /// The tab the first snapshot is expected at: a reload in parts sends the registries
     /// from here on (where the app looks first, instead of scanning every tab).
     pub first: usize,
+    /// Part of the console's first read: a profile first seen here was there before the
+    /// console opened (not a new one).
+    pub initial: bool,
     pub snapshots: Vec<RegistrySnapshot>,
+}
+
+/// The recorder's events from before the console opened, oldest first, and what could
+/// not be read of its journals.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    pub lines: Vec<HistoryLine>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryLine {
+    pub at: f64,
+    pub profile: String,
+    pub text: String,
 }
 
 #[derive(Debug)]

@@ -55,19 +55,31 @@ const HISTORY_EVENTS: usize = 500;
 /// Put what the recorder (`events --follow --record`) saw in the last day at the top of
 /// the event log, marked as from before this console opened.
 pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option<&std::path::Path>) {
+    let history = read_history(&history_homes(locations, discover_root), app.now);
+    app.prepend_history(history);
+}
+
+/// The homes whose journals hold the console's history: the locations', and every
+/// profile's under `discover_root`.
+pub fn history_homes(locations: &[Location], discover_root: Option<&std::path::Path>) -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = locations.iter().filter_map(|l| l.registry()).map(|r| r.home.clone()).collect();
     if let Some(root) = discover_root {
         homes.extend(crate::lease::paths::all_registries(root).into_iter().map(|r| r.home));
     }
     homes.sort();
     homes.dedup();
-    let from = app.now - HISTORY;
+    homes
+}
+
+/// The newest [`HISTORY_EVENTS`] recorded in `homes`' journals in the day before `now`.
+pub fn read_history(homes: &[PathBuf], now: f64) -> event::History {
+    let from = now - HISTORY;
+    let mut history = event::History::default();
     // The newest HISTORY_EVENTS of each journal, read a line at a time (bounded memory).
     let mut past: Vec<serde_json::Value> = Vec::new();
     // Only homes with a logs/ directory can have a journal: one lstat each, where reading
     // each (its path checked for planted links) cost 15 s for 100,000 profiles.
-    homes.retain(|h| std::fs::symlink_metadata(h.join("logs")).is_ok());
-    for home in &homes {
+    for home in homes.iter().filter(|h| std::fs::symlink_metadata(h.join("logs")).is_ok()) {
         let Some(mut journal) = crate::lease::journal::read_since(home, from) else { continue };
         let mut newest = std::collections::VecDeque::with_capacity(HISTORY_EVENTS);
         for v in journal.by_ref() {
@@ -77,21 +89,20 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
             newest.push_back(v);
         }
         past.extend(newest);
-        for w in journal.finish() {
-            app.log("", event::LogLevel::Warn, w);
-        }
-    }
-    if past.is_empty() {
-        return;
+        history.warnings.extend(journal.finish());
     }
     past.sort_by(|a, b| a["ts"].as_f64().unwrap_or(0.0).total_cmp(&b["ts"].as_f64().unwrap_or(0.0)));
     let skip = past.len().saturating_sub(HISTORY_EVENTS);
-    for v in past.iter().skip(skip) {
-        let at = v["ts"].as_f64().unwrap_or(app.now);
-        let profile = v["profile"].as_str().unwrap_or("?");
-        app.log_at(at, profile, event::LogLevel::Info, format!("↶ {}", crate::lease::journal::describe(v)));
-    }
-    app.log("", event::LogLevel::Info, "— above: recorded before this console opened (↶); below: live —");
+    history.lines = past
+        .iter()
+        .skip(skip)
+        .map(|v| event::HistoryLine {
+            at: v["ts"].as_f64().unwrap_or(now),
+            profile: v["profile"].as_str().unwrap_or("?").to_owned(),
+            text: crate::lease::journal::describe(v),
+        })
+        .collect();
+    history
 }
 
 /// How long a quitting console waits for its worker's action in flight.
@@ -118,9 +129,13 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
 
     let mut app = App::new(opts.locations.clone(), crate::lease::now(), time::local_zone());
     app.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    // The locations already hold every profile the CLI found: listing `profiles/` again
-    // (each entry checked for a planted link) cost 0.3 s at 100,000 profiles.
-    load_history(&mut app, &opts.locations, None);
+    // The history comes on a thread of its own: listing 100,000 profiles for their
+    // journals takes 0.3 s, and the first screen does not wait for it.
+    let (locations, root, now, history_tx) = (opts.locations.clone(), opts.discover_root.clone(), app.now, tx.clone());
+    std::thread::spawn(move || {
+        let history = read_history(&history_homes(&locations, root.as_deref()), now);
+        let _ = history_tx.send(Event::History(history));
+    });
     let _ = effects_tx.send(Effect::Reload);
     // The extension's first jobs (the demo's tour) go after the first read.
     if let Some(ext) = plugin.as_mut() {

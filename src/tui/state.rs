@@ -196,6 +196,9 @@ pub struct LogLine {
 #[derive(Debug, Clone)]
 pub struct App {
     pub registries: Vec<RegistryState>,
+    /// Where each location is in `registries`: 100,000 profiles arrive in parts, and a
+    /// scan for each new one made the load quadratic (100 s).
+    positions: HashMap<Location, usize>,
     /// Index into `registries`, or `registries.len()` for the "all" tab.
     pub tab: usize,
     /// Index among the visible lease rows.
@@ -259,6 +262,7 @@ impl App {
     pub fn new(registries: Vec<Location>, now: f64, tz: jiff::tz::TimeZone) -> App {
         App {
             registries: registries.into_iter().map(RegistryState::new).collect(),
+            positions: HashMap::new(),
             tab: 0,
             selected: 0,
             filter: String::new(),
@@ -315,6 +319,61 @@ impl App {
         if self.log_scroll > 0 {
             self.log_scroll = (self.log_scroll + 1).min(self.log.len().saturating_sub(1));
         }
+    }
+
+    /// The place of `location` among the registries, if it has one.
+    pub fn position(&mut self, location: &Location) -> Option<usize> {
+        // `registries` is open to change: a map out of step is made again.
+        if self.positions.len() != self.registries.len() {
+            self.positions = self.registries.iter().enumerate().map(|(i, r)| (r.location.clone(), i)).collect();
+        }
+        self.positions
+            .get(location)
+            .copied()
+            .filter(|i| self.registries.get(*i).is_some_and(|r| r.location == *location))
+    }
+
+    /// Add a registry's tab after the others; its place.
+    pub fn add_registry(&mut self, location: Location) -> usize {
+        let place = self.registries.len();
+        if self.positions.len() == place {
+            self.positions.insert(location.clone(), place);
+        }
+        self.registries.push(RegistryState::new(location));
+        place
+    }
+
+    /// Put what the recorder saw before the console opened above what it has logged
+    /// since, marked as such (it is read on a thread of its own and may come late).
+    pub fn prepend_history(&mut self, history: super::event::History) {
+        if history.lines.is_empty() && history.warnings.is_empty() {
+            return;
+        }
+        let mut before: VecDeque<LogLine> = history
+            .warnings
+            .into_iter()
+            .map(|w| LogLine { at: self.now, profile: String::new(), text: w, level: LogLevel::Warn })
+            .collect();
+        if !history.lines.is_empty() {
+            before.extend(history.lines.into_iter().map(|l| LogLine {
+                at: l.at,
+                profile: l.profile,
+                text: format!("↶ {}", l.text),
+                level: LogLevel::Info,
+            }));
+            before.push_back(LogLine {
+                at: self.now,
+                profile: String::new(),
+                text: "— above: recorded before this console opened (↶); below: live —".into(),
+                level: LogLevel::Info,
+            });
+        }
+        // Counted from the newest line, a scrolled-back view stays on the lines it shows.
+        before.append(&mut self.log);
+        // The oldest give way, as they do for live lines.
+        let over = before.len().saturating_sub(LOG_LEN);
+        before.drain(..over);
+        self.log = before;
     }
 
     /// The table's rows: the current tab's sessions and their leases, grouped, filtered

@@ -10,7 +10,7 @@ use super::keys::{
     self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FILTER_KEYS, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS,
     lookup, typed_char,
 };
-use super::state::{App, Dialog, RegistryState};
+use super::state::{App, Dialog};
 use crate::lease::human::plural;
 use crate::lease::view::may_be_alive;
 use crate::lease::{Liveness, Target};
@@ -57,6 +57,10 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             }
             vec![]
         }
+        Event::History(history) => {
+            app.prepend_history(history);
+            vec![]
+        }
         Event::Shutdown => {
             app.quit = true;
             vec![Effect::Quit]
@@ -74,15 +78,18 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
         // tabs for each of 100,000 snapshots took minutes), else wherever it is.
         let place = loaded.first + i;
         let at_place = app.registries.get(place).is_some_and(|r| r.location == snap.location);
-        let found =
-            if at_place { Some(place) } else { app.registries.iter().position(|r| r.location == snap.location) };
+        let found = if at_place { Some(place) } else { app.position(&snap.location) };
         let index = match found {
             Some(i) => i,
             None => {
-                app.registries.push(RegistryState::new(snap.location.clone()));
-                let profile = snap.location.name().to_owned();
-                app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.location.describe()));
-                app.registries.len() - 1
+                let index = app.add_registry(snap.location.clone());
+                // Profiles found by the first read were there before: each gets its
+                // "watching" line below, like the ones the console opened with.
+                if !loaded.initial {
+                    let profile = snap.location.name().to_owned();
+                    app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.location.describe()));
+                }
+                index
             }
         };
         if !app.registries[index].loaded {

@@ -54,6 +54,8 @@ pub struct Worker {
     sessions: SessionCache,
     /// What the stores' audit could not record since the last action was reported.
     audit_failures: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The first whole read is done: profiles found after it are new ones.
+    first_read_done: bool,
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -101,6 +103,7 @@ impl Worker {
             last_holders: Vec::new(),
             sessions: SessionCache::default(),
             audit_failures: Arc::default(),
+            first_read_done: false,
         }
     }
 
@@ -194,7 +197,9 @@ impl Worker {
         let stop = Arc::clone(&self.stop);
         let still = |_: &_| !stop.load(std::sync::atomic::Ordering::Relaxed);
         let listings: Vec<Listing> = self.stores.iter_mut().take_while(still).map(|s| s.read()).collect();
-        self.snapshots(listings)
+        let loaded = self.snapshots(listings);
+        self.first_read_done = true;
+        loaded
     }
 
     /// Re-read every location, sending the snapshots in parts as they are read: with
@@ -217,7 +222,9 @@ impl Worker {
             start = end;
         }
         // Nothing to read yet (no store): an empty snapshot says the first read is done.
-        count > 0 || send(self.snapshots(vec![]))
+        let sent = count > 0 || send(self.snapshots(vec![]));
+        self.first_read_done = true;
+        sent
     }
 
     /// Re-read the registries `changed` paths belong to (a registry, its runtime
@@ -352,7 +359,7 @@ impl Worker {
             })
             .collect();
         self.sessions.judged(at);
-        Loaded { at, first: start, snapshots }
+        Loaded { at, first: start, initial: !self.first_read_done, snapshots }
     }
 
     /// Run an operator action through the location's store.
