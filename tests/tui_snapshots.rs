@@ -510,3 +510,26 @@ fn many_profiles_keep_the_selected_tab_in_view_with_more_markers() {
     let bar = end.lines().next().unwrap_or_default();
     assert!(bar.contains("all") && bar.contains("‹ ") && !bar.contains("more ›"), "{bar}");
 }
+
+/// Where the start time drops its year and seconds, a start on another day keeps its date
+/// and time whole (`MM-DD HH:MM`, not `11-26 22…`).
+#[test]
+fn a_start_on_another_day_is_not_cut_in_a_narrow_column() {
+    let started_days_ago =
+        alive(entry("f0000000000000000000000000000006", "chat-old", "cli", 606, 3.0 * 86_400.0, None), "hermes");
+    let today = alive(entry("a0000000000000000000000000000007", "chat-new", "cli", 607, 60.0, None), "hermes");
+    let app = app(vec![snap(&registry("root"), None, Ok(vec![started_days_ago, today]))]);
+    let expected = leasectl::tui::time::clock(NOW - 3.0 * 86_400.0 - 5.25, NOW, &jiff::tz::TimeZone::UTC);
+    assert_eq!(expected.chars().count(), 11, "{expected}");
+    let mut narrow_seen = 0;
+    for width in 80..=140 {
+        let text = screen(&app, width, 24);
+        if !text.contains("STARTED") || text.contains("2026-") {
+            continue;
+        }
+        narrow_seen += 1;
+        let row = text.lines().find(|l| l.contains("f0000000")).unwrap_or_default();
+        assert!(row.contains(&expected), "{width} columns: {expected} whole in: {row}\n{text}");
+    }
+    assert!(narrow_seen > 0, "some width shows the narrow start column");
+}

@@ -37,6 +37,9 @@ pub(super) struct Widest {
     pub(super) pid: usize,
     pub(super) owner: usize,
     pub(super) live_id: usize,
+    /// The start time as the narrow column writes it: `HH:MM:SS`, or `MM-DD HH:MM` for
+    /// another day (cut to `11-30 14…` in a column sized for the clock alone).
+    pub(super) started: usize,
 }
 
 impl Columns {
@@ -62,13 +65,15 @@ impl Columns {
             NARROW[5],
             want(widest.live_id, NARROW[6]),
         ];
+        let narrow =
+            [NARROW[0], NARROW[1], NARROW[2], NARROW[3], want(widest.started, NARROW[4]), NARROW[5], NARROW[6]];
         let mut shown = [true; 7];
         let used = |w: &[usize; 7], s: &[bool; 7]| w.iter().zip(s).filter(|(_, s)| **s).map(|(w, _)| w).sum::<usize>();
         for i in GIVE_BACK {
             if used(&widths, &shown) + BADGE_ROOM <= width {
                 break;
             }
-            widths[i] = NARROW[i];
+            widths[i] = narrow[i];
         }
         for i in GIVE_WAY {
             if used(&widths, &shown) + BADGE_ROOM <= width {
@@ -84,7 +89,16 @@ impl Columns {
 mod tests {
     use super::*;
 
-    const CELLS: Widest = Widest { surface: 8, pid: 7, owner: 14, live_id: 12 };
+    const CELLS: Widest = Widest { surface: 8, pid: 7, owner: 14, live_id: 12, started: 8 };
+
+    #[test]
+    fn a_start_on_another_day_keeps_its_date_and_time_whole_when_narrow() {
+        let today = Columns::fit(80, CELLS);
+        assert_eq!(today.widths[4], NARROW[4], "`HH:MM:SS` and a space: {today:?}");
+        let other_day = Columns::fit(80, Widest { started: 11, ..CELLS });
+        assert!(!other_day.full_time() && other_day.shown[4], "{other_day:?}");
+        assert_eq!(other_day.widths[4], 12, "`MM-DD HH:MM` and a space: {other_day:?}");
+    }
 
     #[test]
     fn wide_terminals_show_whole_ids_and_dates_narrow_ones_give_them_back_in_order() {

@@ -23,6 +23,11 @@ pub fn clock(t: f64, now: f64, tz: &TimeZone) -> String {
     }
 }
 
+/// When the local day of `now` began (epoch seconds): a time before it is shown with its date.
+pub fn day_start(now: f64, tz: &TimeZone) -> f64 {
+    zoned(now, tz).and_then(|z| z.start_of_day().ok()).map_or(now, |z| z.timestamp().as_second() as f64)
+}
+
 /// A full local timestamp, `YYYY-MM-DD HH:MM:SS`.
 pub fn full(t: f64, tz: &TimeZone) -> String {
     zoned(t, tz).map_or_else(|| "-".into(), |z| z.strftime("%Y-%m-%d %H:%M:%S").to_string())

@@ -263,7 +263,8 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
 
 /// The widest cells of the lease rows on this tab (lengths only: cheap for thousands).
 fn widest(app: &App, rows: &[Row]) -> Widest {
-    let mut w = Widest::default();
+    let mut w = Widest { started: 8, ..Widest::default() };
+    let today = time::day_start(app.now, &app.tz);
     for row in rows {
         if let Row::Lease { registry, lease } = row {
             let l = &app.registries[*registry].leases[*lease];
@@ -272,6 +273,9 @@ fn widest(app: &App, rows: &[Row]) -> Widest {
             w.pid = w.pid.max(e.pid().to_string().len());
             w.owner = w.owner.max(owner_of(l).chars().count());
             w.live_id = w.live_id.max(e.live_session_id().chars().count());
+            if e.process_start_time().is_some_and(|t| t < today) {
+                w.started = 11;
+            }
         }
     }
     w
