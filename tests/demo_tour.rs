@@ -29,9 +29,18 @@ fn the_tour_reaches_every_reason_and_both_prunes() {
         }
         let last = last.expect("every step acts");
         match (step.expect, &last.verdict) {
-            (Expect::Refused(want), Verdict::Refused { reason, message, .. }) => {
+            (Expect::Refused(want), Verdict::Refused { reason, message, advice, .. }) => {
                 assert_eq!(*reason, want, "{}: {message}", step.title);
                 assert!(!message.is_empty());
+                // Every hint names the sandbox: pasted, it acts on the demo's registry.
+                let said = format!("{message} {advice}");
+                let hints: Vec<&str> =
+                    said.split('`').skip(1).step_by(2).filter(|q| q.starts_with("leasectl")).collect();
+                for hint in hints {
+                    let words: Vec<&str> = hint.split(' ').collect();
+                    let at = words.iter().position(|w| *w == "--home").map(|i| words[i + 1].trim_matches('\''));
+                    assert_eq!(at.map(PathBuf::from), Some(home.clone()), "{}: `{hint}`", step.title);
+                }
             }
             (Expect::GrantedAfterPrune, Verdict::Granted { pruned, .. }) => {
                 assert!(*pruned >= 1, "{}: nothing was pruned", step.title)
@@ -110,4 +119,35 @@ fn the_tour_does_not_start_on_a_home_with_other_owners_leases() {
     let mut owner = owner;
     let _ = owner.kill();
     let _ = owner.wait();
+}
+
+/// An owner the demo already runs, tried on a session another owner holds: the refusal
+/// comes from the core in this process (not from a `hold` child given `--home`), and its
+/// hints still name the sandbox.
+#[test]
+fn a_refusal_for_an_existing_owner_hints_at_the_sandbox() {
+    use leasectl::demo::{Action, OwnerChoice};
+    let mut pg = playground();
+    let home = pg.sandbox.home().to_path_buf();
+    let spawn = |session: &str| Action::SpawnOwner {
+        session: session.into(),
+        surface: "cli".into(),
+        live_id: format!("live-{session}"),
+        track_liveness: false,
+    };
+    for session in ["S-held", "S-other"] {
+        let outcome = pg.run(&spawn(session));
+        assert!(matches!(outcome.verdict, Verdict::Granted { .. }), "{outcome:?}");
+    }
+    let outcome = pg.run(&Action::TryAcquire {
+        session: "S-held".into(),
+        surface: "cli".into(),
+        live_id: "live-x".into(),
+        cap: None,
+        owner: OwnerChoice::Nth(1),
+    });
+    let Verdict::Refused { advice, .. } = &outcome.verdict else { panic!("{outcome:?}") };
+    let hint = advice.split('`').nth(1).unwrap_or_default();
+    assert!(hint.starts_with("leasectl --home "), "{advice}");
+    assert!(hint.contains(&home.display().to_string()), "`{hint}` names {}", home.display());
 }

@@ -167,3 +167,45 @@ fn a_hint_quotes_a_home_with_spaces_and_quotes() {
     let hints = parsed_hints(&out, &odd);
     run_as_printed(&hints[0].0, &home).expect_exit(0);
 }
+
+/// The console's hints name the registry of the tab they are about (`--home` and
+/// `--profile`), in its own words and in the core's: pasted, they act there, not on
+/// ~/.hermes (the console knows the registry, not how the operator named it).
+#[test]
+fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
+    use leasectl::lease::{Location, Registry};
+    use leasectl::tui::event::Event;
+    use leasectl::tui::worker::{Scope, Worker};
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let home = Home::new();
+    let work = home.path().join("profiles/work");
+    fs::create_dir_all(work.join("runtime")).expect("profile");
+    fs::write(work.join("runtime/active_sessions.json"), "{not json").expect("break it");
+    let root = Location::File(Registry::new("root", home.path()));
+    let scope = Scope { locations: vec![root.clone()], discover_root: Some(home.path().to_path_buf()) };
+    let mut worker = Worker::new(scope, std::time::Duration::from_secs(2), None);
+    let mut app = leasectl::tui::state::App::new(vec![root], leasectl::lease::now(), jiff::tz::TimeZone::UTC);
+    leasectl::tui::update::update(&mut app, Event::Loaded(worker.reload()));
+    app.tab = app.registries.iter().position(|r| r.location.name() == "work").expect("the work tab");
+    leasectl::tui::update::update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('p'), KeyModifiers::NONE)));
+    let refused =
+        app.log.iter().rev().find(|l| l.text.starts_with("prune refused")).expect("prune refused").text.clone();
+    let hints = hints_in(&refused);
+    assert!(!hints.is_empty(), "a hint in: {refused}");
+    for (text, words) in hints {
+        let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
+        assert_eq!(cli.home.as_deref(), Some(home.path()), "`{text}` names the home");
+        assert_eq!(cli.profile.as_deref(), Some("work"), "`{text}` names the profile");
+        assert!(matches!(cli.command, Some(Sub::Doctor(_))), "`{text}`");
+        // Run as printed (without --yes, no terminal): it looks at profile work's registry.
+        let out = run_as_printed(&text, &home);
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains("profiles/work/runtime/active_sessions.json"), "`{text}` acted on work: {out:?}");
+    }
+    // The core's own hints, in an error shown on the console, get the options too.
+    let shown =
+        leasectl::tui::view::hinted(&app.registries[app.tab].location, "(and 2 more problems; run `leasectl doctor`)");
+    let (text, words) = hints_in(&shown).remove(0);
+    let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
+    assert_eq!((cli.home.as_deref(), cli.profile.as_deref()), (Some(home.path()), Some("work")), "{shown}");
+}

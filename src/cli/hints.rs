@@ -49,23 +49,7 @@ impl Hints {
     /// work ...` ``) is left as it is. For text made where the command line is not known
     /// (the core's errors and advice): the CLI's own hints use [`Hints::in_profile`].
     pub(super) fn apply(&self, text: &str) -> String {
-        const HINT: &str = "`leasectl ";
-        let prefix = self.prefix.as_str();
-        if prefix == "leasectl" || !text.contains(HINT) {
-            return text.to_owned();
-        }
-        let mut out = String::with_capacity(text.len() + 64);
-        let mut rest = text;
-        while let Some(at) = rest.find(HINT) {
-            let after = &rest[at + HINT.len()..];
-            out.push_str(&rest[..at]);
-            out.push('`');
-            out.push_str(if after.starts_with("--") { "leasectl" } else { prefix });
-            out.push(' ');
-            rest = after;
-        }
-        out.push_str(rest);
-        out
+        crate::lease::human::with_options(text, &self.prefix)
     }
 }
 

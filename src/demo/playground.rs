@@ -221,7 +221,21 @@ impl Playground {
             },
             Action::EndSession { session, hours_ago } => self.end_session(session, *hours_ago),
         };
-        Outcome { action: action.describe(), verdict }
+        Outcome { action: action.describe(), verdict: self.hinted(verdict) }
+    }
+
+    /// A verdict whose hints (`leasectl ls`) name the sandbox: pasted as shown, they act
+    /// on the demo's registry, not on ~/.hermes.
+    fn hinted(&self, verdict: Verdict) -> Verdict {
+        let prefix = crate::lease::human::leasectl_for(&self.sandbox.registry());
+        let hint = |text: String| crate::lease::human::with_options(&text, &prefix);
+        match verdict {
+            Verdict::Refused { reason, message, advice, holder } => {
+                Verdict::Refused { reason, message: hint(message), advice: hint(advice), holder }
+            }
+            Verdict::Failed(why) => Verdict::Failed(hint(why)),
+            other => other,
+        }
     }
 
     /// A real `leasectl hold` child; its first stdout line is the grant or refusal.

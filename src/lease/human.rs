@@ -74,6 +74,41 @@ pub fn leasectl_for(reg: &super::paths::Registry) -> String {
     command
 }
 
+/// `leasectl` with the options that reach `location` (a registry file, or an etcd prefix).
+pub fn leasectl_at(location: &super::Location) -> String {
+    match location {
+        super::Location::File(reg) => leasectl_for(reg),
+        super::Location::Etcd(at) => format!(
+            "leasectl --backend etcd --endpoints {} --prefix {}",
+            shell_word(&at.endpoints.join(",")),
+            shell_word(&at.prefix)
+        ),
+    }
+}
+
+/// `text` with every quoted command hint (`` `leasectl CMD...` ``) given `prefix` (the
+/// options that reach a registry) in place of plain `leasectl`; a hint that names its own
+/// options (`` `leasectl --profile work ...` ``) is left as it is. For text made where the
+/// registry is not known (the core's errors and advice).
+pub fn with_options(text: &str, prefix: &str) -> String {
+    const HINT: &str = "`leasectl ";
+    if prefix == "leasectl" || !text.contains(HINT) {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut rest = text;
+    while let Some(at) = rest.find(HINT) {
+        let after = &rest[at + HINT.len()..];
+        out.push_str(&rest[..at]);
+        out.push('`');
+        out.push_str(if after.starts_with("--") { "leasectl" } else { prefix });
+        out.push(' ');
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `n` and the word for that many: "1 lease", "3 leases", "0 leases".
 pub fn plural(n: usize, one: &str, many: &str) -> String {
     if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }

@@ -53,7 +53,10 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         Event::RepairPlanned { location, result, needs_force } => {
             match result {
                 Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines, needs_force }),
-                Err(e) => app.log(location.name(), LogLevel::Warn, format!("repair refused: {e}")),
+                Err(e) => {
+                    let why = super::view::hinted(&location, &e.to_string());
+                    app.log(location.name(), LogLevel::Warn, format!("repair refused: {why}"))
+                }
             }
             vec![]
         }
@@ -143,7 +146,10 @@ fn on_action_done(app: &mut App, done: ActionDone) {
                 format!("{}: removed {} {}{warn}", done.what, plural(ids.len(), "lease", "leases"), ids.join(" ")),
             );
         }
-        Err(e) => app.log(&profile, LogLevel::Warn, format!("{} refused: {e}", done.what)),
+        Err(e) => {
+            let why = super::view::hinted(&done.location, &e.to_string());
+            app.log(&profile, LogLevel::Warn, format!("{} refused: {why}", done.what))
+        }
     }
 }
 
@@ -339,11 +345,16 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
     if let Some(err) = r.error.clone() {
         let profile = r.location.name().to_owned();
-        app.log(
-            &profile,
-            LogLevel::Warn,
-            format!("{what} refused: the registry is invalid ({err}); repair it first (leasectl doctor)"),
-        );
+        let err = super::view::hinted(&r.location, &err.to_string());
+        let text = if r.location.is_remote() {
+            format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
+        } else {
+            let doctor = crate::lease::human::leasectl_at(&r.location);
+            format!(
+                "{what} refused: the registry is invalid ({err}); repair it first (F, or `{doctor} doctor --repair`)"
+            )
+        };
+        app.log(&profile, LogLevel::Warn, text);
         return true;
     }
     false

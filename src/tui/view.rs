@@ -241,7 +241,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             out.push(Line::from(format!(
                 " {what} ({}): {} — {shows}; nothing is rewritten",
                 shown_text(reg.location.name()),
-                shown_text(&e.to_string())
+                shown_text(&hinted(&reg.location, &e.to_string()))
             )));
         }
         if let Some((holder, held)) = reg.stuck_lock(app.now) {
@@ -259,6 +259,12 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         }
     }
     out
+}
+
+/// `text` (the core's words) with its hints (`leasectl doctor`) naming `location`: pasted
+/// as shown, they act on that registry, not on ~/.hermes.
+pub fn hinted(location: &crate::lease::Location, text: &str) -> String {
+    crate::lease::human::with_options(text, &crate::lease::human::leasectl_at(location))
 }
 
 /// The widest cells of the lease rows on this tab (lengths only: cheap for thousands).
