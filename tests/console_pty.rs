@@ -433,7 +433,7 @@ fn slash_replaces_the_filter_and_ctrl_x_does_not_release() {
 /// deaf to q and SIGTERM: a list of tabs scanned for every tab, and every home's journal
 /// looked for before the first frame).
 #[test]
-fn a_home_with_100_000_profiles_draws_at_once_and_quits_within_a_second() {
+fn a_home_with_100_000_profiles_draws_at_once_and_answers_keys_and_sigterm_while_loading() {
     let home = tempfile::tempdir().expect("tempdir");
     let profiles = home.path().join("profiles");
     std::fs::create_dir(&profiles).expect("profiles");
@@ -449,6 +449,19 @@ fn a_home_with_100_000_profiles_draws_at_once_and_quits_within_a_second() {
     eprintln!("q answered in {took:?}");
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(1), "q took {took:?} while loading");
+    // SIGTERM and the help key while loading, on the same home (its tabs take seconds).
+    let mut console = Pty::console(home.path(), 30, 120);
+    console.wait_for("the first screen", Duration::from_secs(5), |s| s.contains("leasectl"));
+    thread::sleep(Duration::from_secs(1));
+    console.send(b"?");
+    let help = console.wait_for("the help, while loading", Duration::from_secs(1), |s| s.contains("Esc closes"));
+    eprintln!("? answered in {help:?} while loading");
+    console.send(b"\x1b");
+    let loading = !console.text().contains("p099999");
+    common::signals::kill(console.pid(), libc::SIGTERM).expect("SIGTERM to the console");
+    let (_, took) = console.wait_exit(Duration::from_secs(5));
+    eprintln!("SIGTERM answered in {took:?} (still loading: {loading})");
+    assert!(took < Duration::from_secs(1), "SIGTERM took {took:?} while loading");
 }
 
 /// The mouse, as a terminal reports it (SGR sequences written to the PTY), at a person's
