@@ -533,3 +533,23 @@ fn a_start_on_another_day_is_not_cut_in_a_narrow_column() {
     }
     assert!(narrow_seen > 0, "some width shows the narrow start column");
 }
+
+/// The banner is as tall as its words wrap to: at 80 columns an invalid registry's banner
+/// lost its last line ("rewritten") when its height was the characters over the width.
+#[test]
+fn an_invalid_registry_banner_is_whole_at_80_columns() {
+    let mut app = app(vec![mixed_root()]);
+    let err = "invalid registry /home/op/.hermes/profiles/p3/runtime/active_sessions.json: not JSON: key must be a \
+               string at line 1 column 2";
+    update(&mut app, loaded(vec![snap(&registry("root"), Some(4), Err(err.into()))]));
+    for width in [60, 80, 100, 120] {
+        let text = screen(&app, width, 24);
+        let banner: String = text
+            .lines()
+            .skip_while(|l| !l.contains("INVALID REGISTRY"))
+            .take_while(|l| !l.contains("┌ leases"))
+            .collect::<Vec<_>>()
+            .join("");
+        assert!(banner.contains("rewritten"), "{width}: the banner ends with its last word:\n{text}");
+    }
+}

@@ -19,9 +19,11 @@ use crate::lease::pyjson;
 use crate::lease::{Liveness, Location};
 
 /// The banner's height: it wraps (the validation error is quoted whole), at most 6 lines.
-pub fn banner_height(lines: &[Line], width: u16) -> u16 {
-    let width = usize::from(width.max(1));
-    lines.iter().map(|l| l.width().max(1).div_ceil(width)).sum::<usize>().min(6) as u16
+pub fn banner_height(lines: &[Line<'static>], width: u16) -> u16 {
+    // Counted as drawn: wrapped at words, which takes more rows than the characters
+    // divided by the width (an 80-column banner lost its last line that way).
+    let drawn = Paragraph::new(lines.to_vec()).wrap(Wrap { trim: false }).line_count(width.max(1));
+    drawn.min(6) as u16
 }
 
 /// The tab bar in `width` columns: the tabs round the selected one, and markers.
