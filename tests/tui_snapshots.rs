@@ -552,4 +552,8 @@ fn an_invalid_registry_banner_is_whole_at_80_columns() {
             .join("");
         assert!(banner.contains("rewritten"), "{width}: the banner ends with its last word:\n{text}");
     }
+    // Never read: the header says so whole at 80 columns (it was cut at "(see belo").
+    let never = common::app(vec![snap(&registry("root"), Some(4), Err(err.into()))]);
+    let text = screen(&never, 80, 24);
+    assert!(text.contains("leases unknown: cannot be read (see below)"), "{text}");
 }

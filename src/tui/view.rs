@@ -139,7 +139,7 @@ fn where_text(app: &App, regs: &[usize]) -> String {
 /// The owners by verdict (the registries that could not be read named, not counted).
 fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], none_read: bool) -> Line<'static> {
     if none_read {
-        return Line::from(Span::styled("leases unknown: the registry cannot be read (see below)", p.bold(Color::Red)));
+        return Line::from(Span::styled("leases unknown: cannot be read (see below)", p.bold(Color::Red)));
     }
     let (mut alive, mut dead, mut recycled, mut unknown, mut work) = (0, 0, 0, 0, 0);
     for l in regs.iter().flat_map(|r| &app.registries[*r].leases) {
