@@ -17,6 +17,7 @@ use leasectl::lease::{AcquireRequest, Reason};
 use serde_json::Value;
 
 mod common;
+mod etcd_cluster;
 use common::Reaped;
 use common::pty::{BIN, Pty, eventually};
 

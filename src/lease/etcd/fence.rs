@@ -129,12 +129,12 @@ impl Attempt<'_> {
         let (key, slots) = (session_key.to_owned(), cfg.slots_prefix());
         let resp = self
             .etcd
-            .call("read the session", |mut c| async move {
-                c.txn(Txn::new().and_then([
-                    TxnOp::get(key, None),
-                    TxnOp::get(slots, Some(GetOptions::new().with_prefix().with_keys_only())),
-                ]))
-                .await
+            .call("read the session", |mut c| {
+                let read = Txn::new().and_then([
+                    TxnOp::get(key.clone(), None),
+                    TxnOp::get(slots.clone(), Some(GetOptions::new().with_prefix().with_keys_only())),
+                ]);
+                async move { c.txn(read).await }
             })
             .map_err(|e| unavailable(self.etcd, &e))?;
         let mut gets = resp.op_responses().into_iter().filter_map(|r| match r {
@@ -265,9 +265,13 @@ impl Attempt<'_> {
         replaced: Option<String>,
         slot: Option<u64>,
     ) -> Result<Option<Won>, Refusal> {
+        let txn = Txn::new().when(when).and_then(then);
         let resp = self
             .etcd
-            .call("write the session", |mut c| async move { c.txn(Txn::new().when(when).and_then(then)).await })
+            .call_once("write the session", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
             .map_err(|e| unavailable(self.etcd, &e))?;
         if !resp.succeeded() {
             return Ok(None);
@@ -364,8 +368,13 @@ fn release_keys(etcd: &Etcd, session_key: &str, slot: Option<u64>, etcd_lease_id
         when.push(Compare::lease(slot_key.clone(), CompareOp::Equal, etcd_lease_id));
         then.push(TxnOp::delete(slot_key, None));
     }
-    let resp =
-        etcd.call("release the session", |mut c| async move { c.txn(Txn::new().when(when).and_then(then)).await })?;
+    // Guarded by the owner's own lease: sent again after a lost answer, it finds the keys
+    // gone and revokes the lease, which is already what the first one did.
+    let txn = Txn::new().when(when).and_then(then);
+    let resp = etcd.call("release the session", |mut c| {
+        let txn = txn.clone();
+        async move { c.txn(txn).await }
+    })?;
     if resp.succeeded() {
         // The lease holds nothing now; revoking it only ends it early (it expires anyway).
         let _ = etcd.revoke(etcd_lease_id);

@@ -7,9 +7,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use etcd_client::Client;
-
 use super::EtcdConfig;
+use super::endpoints::{Endpoints, Resend};
 
 /// How soon a failed renewal is tried again (bounded by TTL/3).
 const RETRY: Duration = Duration::from_millis(500);
@@ -89,7 +88,7 @@ fn renew_until_stopped(
     let mut last_ok = granted_at;
     let mut next = granted_at + period;
     let mut last_error = String::from("the renewal loop did not get to run in time (was this process stopped?)");
-    let mut client: Option<Client> = None;
+    let mut endpoints: Option<Endpoints> = None;
     loop {
         let deadline = last_ok + ttl - ttl / 3;
         let now = Instant::now();
@@ -111,7 +110,7 @@ fn renew_until_stopped(
         }
         let sent = Instant::now();
         let bound = deadline.saturating_duration_since(sent).min(config.timeout).max(Duration::from_millis(100));
-        match rt.block_on(renew_once(config, &mut client, id, bound)) {
+        match rt.block_on(renew_once(config, &mut endpoints, id, bound)) {
             Renewal::Renewed => {
                 last_ok = sent;
                 next = sent + period;
@@ -123,29 +122,29 @@ fn renew_until_stopped(
                 ));
             }
             Renewal::Failed(why) => {
+                // Every endpoint was tried; the next try starts again from the next one.
                 last_error = why;
-                client = None; // reconnect on the next try
                 next = Instant::now() + RETRY.min(period);
             }
         }
     }
 }
 
-async fn renew_once(config: &EtcdConfig, client: &mut Option<Client>, id: i64, bound: Duration) -> Renewal {
-    let attempt = async {
-        if client.is_none() {
-            *client = Some(Client::connect(config.endpoints.clone(), Some(config.connect_options())).await?);
+async fn renew_once(config: &EtcdConfig, endpoints: &mut Option<Endpoints>, id: i64, bound: Duration) -> Renewal {
+    if endpoints.is_none() {
+        match Endpoints::connect(config).await {
+            Ok(e) => *endpoints = Some(e),
+            Err(e) => return Renewal::Failed(e.to_string()),
         }
-        let Some(c) = client.as_mut() else {
-            return Err(etcd_client::Error::InvalidArgs("no client".into()));
-        };
-        // One request, one answer: the answer's TTL is what etcd restarted the lease with.
-        c.lease_keep_alive(id).await.map(|_| ())
-    };
-    match tokio::time::timeout(bound, attempt).await {
-        Ok(Ok(())) => Renewal::Renewed,
-        Ok(Err(etcd_client::Error::LeaseKeepAliveError(why))) if why.contains("lease not found") => Renewal::Gone,
-        Ok(Err(e)) => Renewal::Failed(e.to_string()),
-        Err(_) => Renewal::Failed(format!("no answer within {:.1}s", bound.as_secs_f64())),
+    }
+    let Some(to) = endpoints.as_ref() else { return Renewal::Failed("no etcd client".into()) };
+    // One request, one answer: the answer's TTL is what etcd restarted the lease with. A
+    // renewal may go to any endpoint that answers (a killed node, a leader election).
+    match to.run(Resend::Safe, bound, |mut c| async move { c.lease_keep_alive(id).await.map(|_| ()) }).await {
+        Ok(()) => Renewal::Renewed,
+        Err((_, Some(etcd_client::Error::LeaseKeepAliveError(why)))) if why.contains("lease not found") => {
+            Renewal::Gone
+        }
+        Err((none, _)) => Renewal::Failed(none.describe()),
     }
 }

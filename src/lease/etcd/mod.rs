@@ -11,6 +11,7 @@
 //! owner stops renewing it. Callers stay synchronous: every call runs on a
 //! current-thread tokio runtime owned by [`Etcd`], bounded by a timeout.
 
+pub mod endpoints;
 pub mod fence;
 pub mod keepalive;
 pub mod store;
@@ -21,6 +22,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
+
+use endpoints::{Endpoints, Resend};
 use serde_json::{Map, Value};
 
 use super::entry::Entry;
@@ -30,8 +33,10 @@ pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
 pub use super::owner::hostname;
 use super::view::{LeaseView, RemoteLease};
 
-/// The bound on one etcd request (connecting included).
+/// The bound on one etcd request (connecting included, every endpoint tried).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The bound on connecting to one endpoint.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Where the fence lives and how long a lease lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,9 +86,14 @@ impl EtcdConfig {
 
     pub(crate) fn connect_options(&self) -> ConnectOptions {
         ConnectOptions::new()
-            .with_connect_timeout(self.timeout)
+            // A node that does not take the connection within a second is passed over for
+            // the next endpoint; the request's own bound is the caller's.
+            .with_connect_timeout(self.timeout.min(CONNECT_TIMEOUT))
             .with_timeout(self.timeout)
             .with_keep_alive(Duration::from_secs(2), self.timeout)
+            // A member cut off from its leader says so at once ("no leader") instead of
+            // holding the request: the next endpoint is tried.
+            .with_require_leader(true)
     }
 }
 
@@ -106,47 +116,59 @@ impl From<EtcdError> for Error {
     }
 }
 
-/// A connection: a current-thread runtime and a client that only runs inside it.
+/// A connection: a current-thread runtime and a client per endpoint that only runs inside it.
 pub struct Etcd {
     rt: tokio::runtime::Runtime,
-    client: Client,
+    endpoints: Endpoints,
     pub config: EtcdConfig,
 }
 
 impl Etcd {
-    /// Build the client. etcd-client connects lazily: an unreachable server shows on the first call.
+    /// Build the clients. etcd-client connects lazily: an unreachable server shows on the first call.
     pub fn connect(config: &EtcdConfig) -> Result<Etcd, EtcdError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| EtcdError::Unavailable(format!("cannot start the etcd client runtime: {e}")))?;
-        let client = rt
-            .block_on(async {
-                tokio::time::timeout(
-                    config.timeout,
-                    Client::connect(config.endpoints.clone(), Some(config.connect_options())),
-                )
-                .await
-            })
+        let endpoints = rt
+            .block_on(async { tokio::time::timeout(config.timeout, Endpoints::connect(config)).await })
             .map_err(|_| unreachable(config, "connect", "timed out"))?
             .map_err(|e| unreachable(config, "connect", &e.to_string()))?;
-        Ok(Etcd { rt, client, config: config.clone() })
+        Ok(Etcd { rt, endpoints, config: config.clone() })
     }
 
-    /// Run one request on the runtime, bounded by the configured timeout.
-    pub(crate) fn call<T, F>(&self, what: &str, make: impl FnOnce(Client) -> F) -> Result<T, EtcdError>
+    /// Run one request that may be sent again (a read, a grant, a revoke, a release
+    /// guarded by the owner's lease) on any endpoint that answers, bounded by the timeout.
+    pub(crate) fn call<T, F>(&self, what: &str, make: impl Fn(Client) -> F) -> Result<T, EtcdError>
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let fut = make(self.client.clone());
-        match self.rt.block_on(async { tokio::time::timeout(self.config.timeout, fut).await }) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(unreachable(&self.config, what, &e.to_string())),
-            Err(_) => Err(unreachable(
-                &self.config,
-                what,
-                &format!("no answer within {:.1}s (the outcome is unknown)", self.config.timeout.as_secs_f64()),
-            )),
+        self.send(what, Resend::Safe, make)
+    }
+
+    /// Run one write that must not land twice: it goes to another endpoint only when it
+    /// never reached the one tried; an unknown outcome is an error.
+    pub(crate) fn call_once<T, F>(&self, what: &str, make: impl Fn(Client) -> F) -> Result<T, EtcdError>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.send(what, Resend::IfNotSent, make)
+    }
+
+    fn send<T, F>(&self, what: &str, resend: Resend, make: impl Fn(Client) -> F) -> Result<T, EtcdError>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        match self.rt.block_on(self.endpoints.run(resend, self.config.timeout, make)) {
+            Ok(v) => Ok(v),
+            // A refusal etcd answered keeps its words (callers look for "lease not found").
+            Err((_, Some(e))) if !matches!(e, etcd_client::Error::GRpcStatus(ref s) if s.code() == tonic::Code::Unavailable) => {
+                Err(EtcdError::Unavailable(format!("cannot {what} on etcd: {}", endpoints::in_words(&e))))
+            }
+            Err((none, _)) => Err(EtcdError::Unavailable(format!(
+                "cannot {what} on etcd: no endpoint answered ({})",
+                none.describe()
+            ))),
         }
     }
 
@@ -154,12 +176,13 @@ impl Etcd {
     pub fn list(&self) -> Result<PrefixRead, EtcdError> {
         let sessions = self.config.sessions_prefix();
         let slots = self.config.slots_prefix();
-        let resp = self.call("list the leases", |mut c| async move {
-            let txn = etcd_client::Txn::new().and_then([
-                etcd_client::TxnOp::get(sessions, Some(GetOptions::new().with_prefix())),
-                etcd_client::TxnOp::get(slots, Some(GetOptions::new().with_prefix())),
-            ]);
-            c.txn(txn).await
+        let txn = etcd_client::Txn::new().and_then([
+            etcd_client::TxnOp::get(sessions, Some(GetOptions::new().with_prefix())),
+            etcd_client::TxnOp::get(slots, Some(GetOptions::new().with_prefix())),
+        ]);
+        let resp = self.call("list the leases", |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
         })?;
         let revision = resp.header().map(|h| h.revision()).unwrap_or(0);
         let mut gets = resp.op_responses().into_iter().filter_map(|r| match r {

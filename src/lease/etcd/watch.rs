@@ -18,7 +18,11 @@ pub fn spawn(at: EtcdLocation, debounce: Duration, report: impl Fn() -> bool + S
             report();
             return;
         };
-        while rt.block_on(watch_once(&config, &report, debounce)) {
+        let Ok(endpoints) = rt.block_on(super::endpoints::Endpoints::connect(&config)) else {
+            report();
+            return;
+        };
+        while rt.block_on(watch_once(&config, &endpoints, &report, debounce)) {
             std::thread::sleep(Duration::from_secs(1));
             if !report() {
                 return;
@@ -28,15 +32,21 @@ pub fn spawn(at: EtcdLocation, debounce: Duration, report: impl Fn() -> bool + S
 }
 
 /// One watch stream, until it breaks (true: try again) or the console is gone (false).
-async fn watch_once(config: &EtcdConfig, report: &impl Fn() -> bool, debounce: Duration) -> bool {
-    use etcd_client::{Client, WatchOptions};
-    let setup = async {
-        let mut client = Client::connect(config.endpoints.clone(), Some(config.connect_options())).await?;
-        client.watch(config.prefix.clone(), Some(WatchOptions::new().with_prefix())).await
-    };
-    let mut stream = match tokio::time::timeout(config.timeout, setup).await {
-        Ok(Ok(s)) => s,
-        _ => return true,
+async fn watch_once(
+    config: &EtcdConfig,
+    endpoints: &super::endpoints::Endpoints,
+    report: &impl Fn() -> bool,
+    debounce: Duration,
+) -> bool {
+    use etcd_client::WatchOptions;
+    // On whichever endpoint answers: a node that is down is passed over.
+    let setup = endpoints.run(super::endpoints::Resend::Safe, config.timeout, |mut c| {
+        let prefix = config.prefix.clone();
+        async move { c.watch(prefix, Some(WatchOptions::new().with_prefix())).await }
+    });
+    let mut stream = match setup.await {
+        Ok(s) => s,
+        Err(_) => return true,
     };
     // The watch is open: anything before it is caught by one reload now.
     if !report() {

@@ -1,0 +1,230 @@
+//! One etcd client per endpoint, tried in turn. etcd-client's own balancer hands a
+//! request to any endpoint listed, a dead one included ("tcp connect error"): with one
+//! of two endpoints down most commands failed. Here a request goes to the endpoint that
+//! answered last, and on to the next when one cannot be used; etcd is unavailable only
+//! when no endpoint answers before the request's deadline.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use etcd_client::Client;
+use tokio::time::Instant;
+
+use super::EtcdConfig;
+
+/// Whether a request may be sent again after an attempt whose outcome is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resend {
+    /// A read, a renewal, a revoke, a grant (an extra lease expires on its own), or a
+    /// delete guarded by the owner's own lease: sending it twice changes nothing more.
+    Safe,
+    /// A write that must not land twice: only a request that never reached a server (no
+    /// connection, or a server without a leader, which refuses before proposing) goes on.
+    IfNotSent,
+}
+
+/// What one attempt's failure says about the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// It never reached a server that could act on it.
+    No,
+    /// It may have been acted on (no answer, a broken connection, a leader lost mid-way).
+    Maybe,
+    /// A server answered with a refusal: another endpoint would answer the same.
+    Answered,
+}
+
+/// Pause between rounds over every endpoint (an election takes about a second).
+const ROUND_PAUSE: Duration = Duration::from_millis(200);
+
+pub struct Endpoints {
+    clients: Vec<(String, Client)>,
+    /// The endpoint that answered last: tried first.
+    preferred: AtomicUsize,
+}
+
+/// Why no endpoint gave an answer.
+#[derive(Debug)]
+pub struct NoAnswer {
+    /// Each endpoint's last failure, in words.
+    pub tried: Vec<(String, String)>,
+    /// The last attempt may have been acted on (a write's outcome is unknown).
+    pub outcome_unknown: bool,
+    /// Nothing answered before the deadline.
+    pub timed_out: bool,
+}
+
+impl NoAnswer {
+    /// `http://a:2379: connection refused; http://b:2379: no leader`
+    pub fn describe(&self) -> String {
+        let tried: Vec<String> = self.tried.iter().map(|(e, why)| format!("{e}: {why}")).collect();
+        let mut text = tried.join("; ");
+        if self.timed_out {
+            text.push_str(if text.is_empty() { "no answer in time" } else { " (then no answer in time)" });
+        }
+        if self.outcome_unknown {
+            text.push_str(" (the outcome is unknown)");
+        }
+        text
+    }
+}
+
+impl Endpoints {
+    /// A client for each endpoint. etcd-client connects lazily: nothing is dialled here.
+    pub async fn connect(config: &EtcdConfig) -> Result<Endpoints, etcd_client::Error> {
+        let mut clients = Vec::with_capacity(config.endpoints.len());
+        for endpoint in &config.endpoints {
+            let client = Client::connect([endpoint.as_str()], Some(config.connect_options())).await?;
+            clients.push((endpoint.clone(), client));
+        }
+        Ok(Endpoints { clients, preferred: AtomicUsize::new(0) })
+    }
+
+    /// Send the request `make` builds to the endpoints in turn, the last to answer first,
+    /// round after round until one answers or `within` has passed.
+    pub async fn run<T, F>(
+        &self,
+        resend: Resend,
+        within: Duration,
+        make: impl Fn(Client) -> F,
+    ) -> Result<T, (NoAnswer, Option<etcd_client::Error>)>
+    where
+        F: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = Instant::now() + within;
+        let count = self.clients.len().max(1);
+        let mut tried: Vec<(String, String)> = Vec::new();
+        let mut round = 0u32;
+        loop {
+            let first = self.preferred.load(Ordering::Relaxed);
+            for step in 0..count {
+                let index = (first + step) % count;
+                let Some((endpoint, client)) = self.clients.get(index) else { continue };
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err((NoAnswer { tried, outcome_unknown: false, timed_out: true }, None));
+                }
+                let (why, sent, error) = match tokio::time::timeout(left, make(client.clone())).await {
+                    Ok(Ok(answer)) => {
+                        self.preferred.store(index, Ordering::Relaxed);
+                        return Ok(answer);
+                    }
+                    Ok(Err(e)) => (in_words(&e), was_sent(&e), Some(e)),
+                    Err(_) => (format!("no answer within {:.1}s", left.as_secs_f64()), Sent::Maybe, None),
+                };
+                remember(&mut tried, endpoint, why);
+                match (sent, resend) {
+                    (Sent::Answered, _) => {
+                        return Err((NoAnswer { tried, outcome_unknown: false, timed_out: false }, error));
+                    }
+                    (Sent::Maybe, Resend::IfNotSent) => {
+                        return Err((NoAnswer { tried, outcome_unknown: true, timed_out: false }, error));
+                    }
+                    _ => {}
+                }
+            }
+            round += 1;
+            let pause = (ROUND_PAUSE * round).min(Duration::from_secs(1));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left <= pause {
+                return Err((NoAnswer { tried, outcome_unknown: false, timed_out: !left.is_zero() }, None));
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// The endpoint tried first now.
+    pub fn preferred(&self) -> &str {
+        let index = self.preferred.load(Ordering::Relaxed);
+        self.clients.get(index).map_or("", |(e, _)| e.as_str())
+    }
+
+    /// Try another endpoint first from now on (the one in use broke a stream).
+    pub fn skip_preferred(&self) {
+        let count = self.clients.len().max(1);
+        let _ = self.preferred.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % count));
+    }
+
+    /// The client tried first now.
+    pub fn client(&self) -> Option<Client> {
+        let index = self.preferred.load(Ordering::Relaxed);
+        self.clients.get(index).map(|(_, c)| c.clone())
+    }
+}
+
+/// One failure per endpoint, the latest.
+fn remember(tried: &mut Vec<(String, String)>, endpoint: &str, why: String) {
+    match tried.iter_mut().find(|(e, _)| e == endpoint) {
+        Some(slot) => slot.1 = why,
+        None => tried.push((endpoint.to_owned(), why)),
+    }
+}
+
+/// Whether a failed request reached a server that may have acted on it.
+fn was_sent(e: &etcd_client::Error) -> Sent {
+    use etcd_client::Error as E;
+    use tonic::Code;
+    match e {
+        E::TransportError(_) | E::IoError(_) => Sent::No,
+        E::GRpcStatus(status) => {
+            let message = status.message();
+            match status.code() {
+                // No connection could be made: the request never left.
+                Code::Unavailable if message.contains("connect") => Sent::No,
+                // etcd refuses before proposing when it has no leader (require_leader).
+                Code::Unavailable if message.contains("no leader") => Sent::No,
+                Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown | Code::Aborted => {
+                    Sent::Maybe
+                }
+                _ => Sent::Answered,
+            }
+        }
+        E::LeaseKeepAliveError(why) if why.contains("lease not found") => Sent::Answered,
+        E::LeaseKeepAliveError(_) | E::WatchError(_) => Sent::Maybe,
+        _ => Sent::Answered,
+    }
+}
+
+/// A failure in words: etcd's own message, not the client library's debug dump.
+pub(super) fn in_words(e: &etcd_client::Error) -> String {
+    use etcd_client::Error as E;
+    match e {
+        E::GRpcStatus(status) => {
+            let message = status.message();
+            // tonic's transport message is "tcp connect error"; the OS says why.
+            let cause = std::error::Error::source(status)
+                .map(|s| {
+                    let mut inner: &dyn std::error::Error = s;
+                    while let Some(next) = inner.source() {
+                        inner = next;
+                    }
+                    inner.to_string()
+                })
+                .filter(|c| !c.is_empty() && !message.contains(c.as_str()));
+            match cause {
+                Some(c) => format!("{message} ({c})"),
+                None => message.to_owned(),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_connection_was_not_sent_a_lost_leader_mid_way_maybe_was() {
+        let unavailable = |m: &str| etcd_client::Error::GRpcStatus(tonic::Status::unavailable(m));
+        assert_eq!(was_sent(&unavailable("tcp connect error")), Sent::No);
+        assert_eq!(was_sent(&unavailable("etcdserver: no leader")), Sent::No);
+        assert_eq!(was_sent(&unavailable("etcdserver: leader changed")), Sent::Maybe);
+        assert_eq!(
+            was_sent(&etcd_client::Error::GRpcStatus(tonic::Status::not_found("lease not found"))),
+            Sent::Answered
+        );
+        assert_eq!(was_sent(&etcd_client::Error::LeaseKeepAliveError("lease not found".into())), Sent::Answered);
+    }
+}

@@ -1,0 +1,224 @@
+//! The etcd backend with more than one endpoint: a dead endpoint listed first or last,
+//! and a real 3-node cluster (etcd's default timings: 100 ms heartbeat, 1 s election)
+//! with a node killed, its leader killed and a node restarted. One node down is not an
+//! outage: every command is answered, every holder keeps its lease at the default TTL,
+//! and a release goes through on a live node.
+
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::common::Reaped;
+use super::common::pty::eventually;
+use super::{
+    DATA_PREFIX, free_port, json_of, me, run, shared_endpoint, start_holding, sweep_stale_data_dirs, unique_prefix,
+};
+
+/// An endpoint nobody listens on: connections to it are refused at once.
+fn dead_endpoint() -> String {
+    format!("http://127.0.0.1:{}", free_port())
+}
+
+/// One member of a test cluster; its data dir outlives a kill so it can come back.
+struct Member {
+    name: String,
+    client_url: String,
+    peer_url: String,
+    data: std::path::PathBuf,
+    child: Option<Reaped>,
+}
+
+/// Three etcd members on 127.0.0.1 with etcd's default timings. Dropping it kills them.
+struct Cluster {
+    members: Vec<Member>,
+    initial: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        sweep_stale_data_dirs();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DATA_PREFIX}{}-cluster-", std::process::id()))
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .expect("cluster dir");
+        let members: Vec<Member> = (0..3)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client_url: format!("http://127.0.0.1:{}", free_port()),
+                peer_url: format!("http://127.0.0.1:{}", free_port()),
+                data: dir.path().join(format!("m{i}")),
+                child: None,
+            })
+            .collect();
+        let initial = members.iter().map(|m| format!("{}={}", m.name, m.peer_url)).collect::<Vec<_>>().join(",");
+        let mut cluster = Cluster { members, initial, _dir: dir };
+        for i in 0..3 {
+            cluster.spawn(i);
+        }
+        assert!(
+            eventually(Duration::from_secs(30), || cluster.leader().is_some()),
+            "the cluster elected no leader within 30s"
+        );
+        cluster
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let initial = self.initial.clone();
+        let m = &mut self.members[i];
+        let log = std::fs::File::options().create(true).append(true).open(m.data.with_extension("log")).expect("log");
+        // setpriv: the member dies with the test process.
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--pdeathsig", "KILL", "--", "etcd", "--name", &m.name, "--data-dir"])
+            .arg(&m.data)
+            .args(["--listen-client-urls", &m.client_url, "--advertise-client-urls", &m.client_url])
+            .args(["--listen-peer-urls", &m.peer_url, "--initial-advertise-peer-urls", &m.peer_url])
+            .args(["--initial-cluster", &initial, "--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", "leasectl-test-cluster"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        m.child = Some(Reaped(cmd.spawn().expect("spawn etcd (apt-get install etcd-server)")));
+    }
+
+    fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.members[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Every member's client URL, in this order.
+    fn endpoints(&self, order: &[usize]) -> String {
+        order.iter().map(|i| self.members[*i].client_url.clone()).collect::<Vec<_>>().join(",")
+    }
+
+    /// The member that is leader now, as a running member sees it.
+    fn leader(&self) -> Option<usize> {
+        for m in self.members.iter().filter(|m| m.child.is_some()) {
+            let out = Command::new("etcdctl")
+                .args(["--endpoints", &m.client_url, "--command-timeout=1s", "endpoint", "status", "-w", "json"])
+                .env("ETCDCTL_API", "3")
+                .output()
+                .ok()?;
+            let status: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let s = &status[0]["Status"];
+            let (leader, member) = (s["leader"].as_u64()?, s["header"]["member_id"].as_u64()?);
+            if leader == 0 {
+                continue;
+            }
+            if leader == member {
+                return self.members.iter().position(|x| x.client_url == m.client_url);
+            }
+            // Ask the others: the leader answers for itself.
+        }
+        None
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// `count` runs of `args` against `endpoints`: the exit codes that were not 0, with stderr.
+fn failures(endpoints: &str, prefix: &str, count: usize, args: &dyn Fn(usize) -> Vec<String>) -> Vec<String> {
+    (0..count)
+        .filter_map(|i| {
+            let a = args(i);
+            let out = run(endpoints, prefix, &a.iter().map(String::as_str).collect::<Vec<_>>());
+            (!out.status.success()).then(|| {
+                format!("{a:?}: exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr).trim())
+            })
+        })
+        .collect()
+}
+
+/// The commands an operator runs, each many times: every one must be answered.
+fn every_command_answers(endpoints: &str, label: &str) {
+    let prefix = unique_prefix(label);
+    let me = me();
+    let mut failed = failures(endpoints, &prefix, 10, &|_| vec!["ls".into()]);
+    failed.extend(failures(endpoints, &prefix, 10, &|i| {
+        vec!["acquire".into(), format!("S{i}"), "--owner-pid".into(), me.clone(), "--json".into()]
+    }));
+    failed
+        .extend(failures(endpoints, &prefix, 5, &|i| vec!["run".into(), format!("R{i}"), "--".into(), "true".into()]));
+    assert!(failed.is_empty(), "{label}: {} of 25 commands failed:\n{}", failed.len(), failed.join("\n"));
+}
+
+#[test]
+fn a_dead_endpoint_listed_first_or_last_fails_no_command() {
+    let live = shared_endpoint();
+    let dead = dead_endpoint();
+    every_command_answers(&format!("{dead},{live}"), "dead-first");
+    every_command_answers(&format!("{live},{dead}"), "dead-last");
+    // No endpoint answers: unavailable (exit 5), each endpoint named with why, in words.
+    let other = dead_endpoint();
+    let out = run(&format!("{dead},{other}"), &unique_prefix("all-dead"), &["ls"]);
+    assert_eq!(out.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no endpoint answered") && err.contains(&dead) && err.contains(&other), "{err}");
+    assert!(err.contains("Connection refused") && !err.contains("tonic::"), "in words: {err}");
+}
+
+/// Holders on a 3-node cluster at the default TTL keep their leases through a follower's
+/// death, the leader's death (an election) and a restart; commands are answered all along;
+/// SIGTERM releases on a live node.
+#[test]
+fn a_three_node_cluster_rides_out_a_node_and_its_leader_dying() {
+    let mut cluster = Cluster::start();
+    let orders = [[0, 1, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let prefix = unique_prefix("cluster");
+    let mut holders: Vec<_> = orders
+        .iter()
+        .enumerate()
+        .map(|(i, order)| {
+            let (holder, grant) =
+                start_holding(&cluster.endpoints(order), &prefix, &["hold", &format!("H{i}"), "--json"]);
+            assert_eq!(grant["ttl_secs"], 10, "the default TTL");
+            (holder, grant)
+        })
+        .collect();
+    let all = cluster.endpoints(&[0, 1, 2]);
+    let held = |cluster: &Cluster| -> usize {
+        let out = run(&cluster.endpoints(&[0, 1, 2]), &prefix, &["ls", "--json"]);
+        assert!(out.status.success(), "ls: {}", String::from_utf8_lossy(&out.stderr));
+        json_of(&out)["leases"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(held(&cluster), 4);
+
+    // A follower dies: nothing is lost, every command is answered.
+    let leader = cluster.leader().expect("a leader");
+    let follower = (leader + 1) % 3;
+    cluster.kill(follower);
+    every_command_answers(&all, "follower-down");
+    cluster.spawn(follower);
+    assert!(eventually(Duration::from_secs(20), || cluster.leader().is_some()), "the member came back");
+
+    // The leader dies: the two left elect another within about a second; the holders
+    // ride it out (their renewals go to a live member), and commands are answered.
+    let leader = cluster.leader().expect("a leader");
+    let killed = Instant::now();
+    cluster.kill(leader);
+    every_command_answers(&all, "leader-down");
+    // Twice the TTL after the kill: a holder that lost its lease would have exited.
+    thread::sleep(Duration::from_secs(20).saturating_sub(killed.elapsed()));
+    for (i, (holder, _)) in holders.iter_mut().enumerate() {
+        assert!(holder.0.try_wait().expect("try_wait").is_none(), "holder H{i} ended after the leader died");
+    }
+    assert_eq!(held(&cluster), 4, "every holder kept its lease");
+
+    // SIGTERM: each holder releases on a member that is up, whichever it listed first.
+    for (holder, _) in &holders {
+        holder.signal(libc::SIGTERM);
+    }
+    for (i, (holder, _)) in holders.iter_mut().enumerate() {
+        let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
+        assert_eq!(code, Some(0), "H{i} released: {err}");
+    }
+    assert_eq!(held(&cluster), 0, "released at once, not left to their TTL");
+}
