@@ -380,6 +380,8 @@ fn the_cap_holds_across_clients_and_a_release_frees_a_slot() {
     let err = String::from_utf8_lossy(&full.stderr);
     assert!(err.starts_with("hermes-refusal-reason: MAX_CONCURRENT_SESSIONS\n"), "{err}");
     assert!(err.contains("active session limit (3/3)"), "{err}");
+    // The advice names what sets the cap here (--max), not a config.yaml etcd never reads.
+    assert!(err.contains("(--max)") && !err.contains("max_concurrent_sessions"), "{err}");
 
     // A release frees its slot for the next client.
     let lease = granted[0]["lease_id"].as_str().expect("lease id");
@@ -480,6 +482,8 @@ fn an_owner_that_stops_renewing_loses_the_session_after_the_ttl() {
     let (code, err, _) = holder.wait_exit(Duration::from_secs(5));
     assert_eq!(code, Some(6), "a lost lease exits 6, as on a registry file; stderr: {err}");
     assert!(err.contains("lost the lease on session TTL-S"), "{err}");
+    // A TTL one leader election can outlast is said, after the grant line.
+    assert!(err.contains("warning: --ttl 3 is shorter than an etcd leader election"), "{err}");
 }
 
 #[test]
@@ -583,6 +587,19 @@ fn usage_errors_name_what_is_wrong() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--ttl works with --backend etcd only"));
+    // Control characters in --prefix or --endpoints would reach the terminal raw in every
+    // header and grant line: refused, shown escaped.
+    for (option, value) in [("--prefix", "/lease\x1b[2Jctl/"), ("--endpoints", "http://h:1\x1b[31m")] {
+        let args = if option == "--endpoints" {
+            vec!["--backend", "etcd", option, value, "ls"]
+        } else {
+            vec!["--backend", "etcd", "--endpoints", "http://x:1", option, value, "ls"]
+        };
+        let out = Command::new(BIN).args(&args).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{option}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("contains a control character") && !err.contains('\x1b'), "{option}: {err:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------

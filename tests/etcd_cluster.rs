@@ -219,6 +219,7 @@ fn a_three_node_cluster_rides_out_a_node_and_its_leader_dying() {
     for (i, (holder, _)) in holders.iter_mut().enumerate() {
         let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
         assert_eq!(code, Some(0), "H{i} released: {err}");
+        assert!(!err.contains("warning"), "the default TTL rides out an election: {err}");
     }
     assert_eq!(held(&cluster), 0, "released at once, not left to their TTL");
 }

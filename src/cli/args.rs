@@ -388,7 +388,8 @@ pub struct AcquireOpts {
     #[arg(long = "meta", value_name = "K=V")]
     pub meta: Vec<String>,
     /// With --backend etcd: the etcd lease TTL in seconds (default 10). hold/run renew it every
-    /// TTL/3; a one-shot acquire does not, so its lease ends after TTL unless renewed
+    /// TTL/3 (below 6, one leader election can outlast the renewals: a warning says so); a
+    /// one-shot acquire does not, so its lease ends after TTL unless renewed
     #[cfg(feature = "etcd")]
     #[arg(long, value_name = "SECS")]
     pub ttl: Option<u64>,

@@ -53,6 +53,7 @@ pub(super) fn hold(
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    super::warn_if_ttl_too_short(opts.ttl);
     let lost: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let (slot, wake) = (Arc::clone(&lost), signals.waker());
     let renewal = renew(

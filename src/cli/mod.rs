@@ -259,6 +259,20 @@ fn implicit_command() -> Command {
     }
 }
 
+/// A holder (`hold`, `run`) renews its etcd lease every TTL/3: below
+/// [`lease::location::ELECTION_SAFE_TTL_SECS`] one leader election can outlast that. Said
+/// after the grant line, which scripts read first.
+fn warn_if_ttl_too_short(ttl: Option<u64>) {
+    if let Some(secs) = ttl.filter(|s| *s < lease::location::ELECTION_SAFE_TTL_SECS) {
+        say_err!(
+            "leasectl: warning: --ttl {secs} is shorter than an etcd leader election can keep renewals away \
+             (about 2 s at etcd's default 1 s election timeout): if a member dies, this holder may lose its \
+             lease; {} seconds or more rides one out",
+            lease::location::ELECTION_SAFE_TTL_SECS
+        );
+    }
+}
+
 /// How to open the stores: the lock bound, the TTL an etcd grant asks for, the idle threshold.
 fn store_options(cli: &Cli, command: &Command, timeout: Duration) -> Result<StoreOptions, Failure> {
     let ttl = match command {

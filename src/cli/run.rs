@@ -39,6 +39,9 @@ pub(super) fn run_cmd(
         }
         Err(code) => return Ok(code),
     };
+    if !quiet {
+        super::warn_if_ttl_too_short(opts.ttl);
+    }
     let token = grant.fencing_token().map(|t| t.to_string());
     let mut env = vec![("LEASECTL_LEASE_ID", grant.lease_id.as_str()), ("LEASECTL_SESSION_ID", opts.session.as_str())];
     if let Some(t) = &token {

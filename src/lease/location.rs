@@ -13,6 +13,11 @@ pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// etcd raises shorter TTLs to its minimum (about 2 s with default settings).
 pub const MIN_TTL_SECS: u64 = 2;
+/// The shortest TTL a renewed lease keeps through one etcd leader election. A holder
+/// renews every TTL/3 and gives up 2/3 TTL after its last renewal: a renewal may fail for
+/// up to TTL/3 (then tried on another member every 0.5 s). etcd's default election timeout
+/// (1 s, randomized up to 2 s) plus a second to reach the new leader needs TTL/3 >= 2 s.
+pub const ELECTION_SAFE_TTL_SECS: u64 = 6;
 pub const MAX_TTL_SECS: u64 = 86_400;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -41,6 +46,13 @@ impl EtcdLocation {
             ));
         }
         for e in &list {
+            // Echoed in every header, grant and error: never raw control characters.
+            if e.contains(char::is_control) {
+                return Err(Unusable(format!(
+                    "--endpoints {}: contains a control character",
+                    crate::lease::human::escape(e)
+                )));
+            }
             if e.starts_with("https://") {
                 return Err(Unusable(format!(
                     "--endpoints {e}: TLS is not supported by this build; use an http:// endpoint (e.g. over a \
@@ -59,6 +71,12 @@ impl EtcdLocation {
         let mut prefix = prefix.unwrap_or(DEFAULT_ETCD_PREFIX).to_owned();
         if prefix.is_empty() {
             return Err(Unusable("--prefix is empty: give a key prefix such as /leasectl/".into()));
+        }
+        if prefix.contains(char::is_control) {
+            return Err(Unusable(format!(
+                "--prefix {}: contains a control character (it would reach terminals raw in headers and grant lines)",
+                crate::lease::human::escape(&prefix)
+            )));
         }
         if !prefix.ends_with('/') {
             prefix.push('/');

@@ -193,6 +193,10 @@ impl LeaseStore for EtcdStore {
                 "Check that etcd is up and reachable (etcdctl --endpoints {} endpoint health), then retry.",
                 self.config.endpoints.join(",")
             ),
+            // etcd keeps no config.yaml: the cap is the --max each client passes.
+            Reason::MaxConcurrentSessions => {
+                refusal.advice().replace("raise max_concurrent_sessions", "raise the cap every client passes (--max)")
+            }
             _ => refusal.advice(),
         }
     }
