@@ -18,6 +18,7 @@ use serde_json::Value;
 
 mod common;
 mod etcd_cluster;
+mod etcd_feed;
 use common::Reaped;
 use common::pty::{BIN, Pty, eventually};
 

@@ -29,14 +29,20 @@ struct Member {
 }
 
 /// Three etcd members on 127.0.0.1 with etcd's default timings. Dropping it kills them.
-struct Cluster {
+pub(super) struct Cluster {
     members: Vec<Member>,
     initial: String,
     _dir: tempfile::TempDir,
+    /// One cluster at a time: on two cores, two clusters' elections under each other's
+    /// load took longer than a request's 3 s bound.
+    _alone: std::sync::MutexGuard<'static, ()>,
 }
 
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Cluster {
-    fn start() -> Cluster {
+    pub(super) fn start() -> Cluster {
+        let alone = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
         sweep_stale_data_dirs();
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DATA_PREFIX}{}-cluster-", std::process::id()))
@@ -52,7 +58,7 @@ impl Cluster {
             })
             .collect();
         let initial = members.iter().map(|m| format!("{}={}", m.name, m.peer_url)).collect::<Vec<_>>().join(",");
-        let mut cluster = Cluster { members, initial, _dir: dir };
+        let mut cluster = Cluster { members, initial, _dir: dir, _alone: alone };
         for i in 0..3 {
             cluster.spawn(i);
         }
@@ -63,7 +69,7 @@ impl Cluster {
         cluster
     }
 
-    fn spawn(&mut self, i: usize) {
+    pub(super) fn spawn(&mut self, i: usize) {
         let initial = self.initial.clone();
         let m = &mut self.members[i];
         let log = std::fs::File::options().create(true).append(true).open(m.data.with_extension("log")).expect("log");
@@ -81,7 +87,7 @@ impl Cluster {
         m.child = Some(Reaped(cmd.spawn().expect("spawn etcd (apt-get install etcd-server)")));
     }
 
-    fn kill(&mut self, i: usize) {
+    pub(super) fn kill(&mut self, i: usize) {
         if let Some(mut child) = self.members[i].child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -89,7 +95,7 @@ impl Cluster {
     }
 
     /// Every member's client URL, in this order.
-    fn endpoints(&self, order: &[usize]) -> String {
+    pub(super) fn endpoints(&self, order: &[usize]) -> String {
         order.iter().map(|i| self.members[*i].client_url.clone()).collect::<Vec<_>>().join(",")
     }
 

@@ -25,6 +25,10 @@ use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 /// The column names over events printed as tsv.
 pub(super) const TSV_HEADER: &str = "TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFACE\tPID\tOWNER\tLIVENESS\tDETAIL";
 
+/// How long following waits for etcd's watch to open before its first reading (an
+/// unreachable etcd is then said by the reading).
+const WATCH_OPEN: Duration = Duration::from_secs(5);
+
 /// How often liveness is judged again without a file change.
 const REJUDGE: Duration = Duration::from_secs(1);
 
@@ -61,6 +65,8 @@ struct Seen {
     read: bool,
     /// The version of the registry file the last reading read, when known exactly.
     read_version: Option<lease::FileVersion>,
+    /// etcd: the revision up to which lease events are said (from the watch after it).
+    said_up_to: Option<i64>,
 }
 
 pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
@@ -71,9 +77,16 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
         debounce: Duration::from_millis(20),
     };
     lease::watch(&scope, Arc::new(move |change| tx.send(change).is_ok()))?;
+    // etcd: read only once the watch is open, so every change after the first reading
+    // comes as a watch event (those before it, up to the reading's revision, are skipped).
+    if stores.iter().any(|s| s.location().is_remote()) {
+        let _ = rx.recv_timeout(WATCH_OPEN);
+    }
     // Versions of each registry file replaced since it was last read: more than one means
     // the ones between were never seen (a file gives its latest version only).
     let mut replaced: HashMap<PathBuf, Vec<Option<lease::FileVersion>>> = HashMap::new();
+    // etcd's watch events since the last reading, in revision order.
+    let mut remote: Vec<lease::RemoteChange> = Vec::new();
     if f.format == Format::Tsv && !f.no_headers {
         say!("{TSV_HEADER}");
     }
@@ -96,7 +109,11 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             let gap = seen.unseen(&versions, after);
             // Known exactly only when nothing replaced the file while it was read.
             seen.read_version = before.filter(|_| before == after);
-            let lines = seen.events(listing, gap, f);
+            let lines = if store.location().is_remote() {
+                seen.remote_events(listing, std::mem::take(&mut remote), f)
+            } else {
+                seen.events(listing, gap, f)
+            };
             for line in &lines {
                 emit(store.location(), line, f);
             }
@@ -119,7 +136,7 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
         if stdout_failure().is_some() || reader_gone() {
             return Ok(EXIT_OK);
         }
-        wait_for_change(&rx, &mut replaced)?;
+        wait_for_change(&rx, &mut replaced, &mut remote)?;
     }
 }
 
@@ -213,6 +230,87 @@ impl Seen {
     }
 }
 
+impl Seen {
+    /// The lines one reading of an etcd prefix gives. Leases coming and going are etcd's
+    /// watch events after the revision said last (each once, in order: a lease acquired
+    /// and released between two readings is said too); owners' liveness comes from the
+    /// readings, as on files. After a watch that lost history, the reading is compared.
+    fn remote_events(&mut self, listing: lease::Listing, changes: Vec<lease::RemoteChange>, f: &Follow) -> Vec<Value> {
+        let location = listing.location.clone();
+        let revision = listing.remote.as_ref().map(|r| r.revision);
+        let resync = changes.contains(&lease::RemoteChange::Resync);
+        let from = self.said_up_to;
+        let mut lines: Vec<Value> = Vec::new();
+        if resync || from.is_none() {
+            // From this reading on, the watch's events say the rest.
+            self.said_up_to = revision.or(self.said_up_to);
+            let before = self.last.clone();
+            let mut compared = self.events(listing, 0, f);
+            if resync && before.is_some() {
+                lines.push(registry_event(
+                    &location,
+                    "gap",
+                    "etcd's watch lost history (compacted, or reconnected too late): what changed meanwhile is \
+                     compared between two readings",
+                ));
+            }
+            lines.append(&mut compared);
+            return lines;
+        }
+        let held_now: Vec<LeaseView> = listing.leases.clone().unwrap_or_default();
+        let mut said = from.unwrap_or(0);
+        let mut watched: Vec<(LeaseEvent, Option<(&'static str, String)>)> = Vec::new();
+        for change in changes {
+            if change.revision() <= said {
+                continue;
+            }
+            said = change.revision();
+            watched.push(match change {
+                lease::RemoteChange::Put { view, created, .. } => {
+                    let kind = if created { EventKind::Acquired } else { EventKind::Updated };
+                    (LeaseEvent { kind, view }, None)
+                }
+                lease::RemoteChange::Deleted { view, ended, .. } => {
+                    let (kind, named) = match ended {
+                        lease::Ending::Released => (EventKind::Released, None),
+                        lease::Ending::ForceReleased { by } => (EventKind::Released, Some(("force-released", by))),
+                        lease::Ending::Pruned { by } => (EventKind::Pruned, Some(("pruned", by))),
+                        lease::Ending::Expired => (
+                            EventKind::Released,
+                            Some(("expired", "its etcd lease ran out: the owner stopped renewing it".to_owned())),
+                        ),
+                    };
+                    (LeaseEvent { kind, view }, named)
+                }
+                lease::RemoteChange::Resync => continue,
+            });
+        }
+        // Only the watch moves this on: a reading can be at a revision whose events are
+        // still on their way, and they must be said when they come.
+        self.said_up_to = Some(said);
+        // Liveness from the reading (an owner on this host dying); leases from the watch.
+        let mut compared = self.events(listing, 0, f);
+        compared.retain(|line| {
+            let kind = line["event"].as_str().unwrap_or("");
+            !["acquired", "released", "pruned", "updated", "force-released"].contains(&kind)
+        });
+        let selected: Vec<(LeaseEvent, Option<(&'static str, String)>)> =
+            watched.into_iter().filter(|(e, _)| (f.selected)(&e.view)).collect();
+        let events: Vec<LeaseEvent> = selected.iter().map(|(e, _)| e.clone()).collect();
+        let mut said_lines = lease_events(&location, &events, &held_now);
+        for (line, (_, named)) in said_lines.iter_mut().zip(&selected) {
+            if let (Some((kind, detail)), Some(map)) = (named, line.as_object_mut()) {
+                map.insert("event".into(), (*kind).into());
+                let detail = if *kind == "expired" { detail.clone() } else { format!("by {detail}") };
+                map.insert("detail".into(), detail.into());
+            }
+        }
+        lines.append(&mut said_lines);
+        lines.append(&mut compared);
+        lines
+    }
+}
+
 /// One line out: recorded first (a reader who has seen the line can find it in the
 /// journal), then printed.
 fn emit(location: &Location, line: &Value, f: &Follow) {
@@ -237,11 +335,12 @@ fn emit(location: &Location, line: &Value, f: &Follow) {
 fn wait_for_change(
     rx: &Receiver<lease::Change>,
     replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
+    remote: &mut Vec<lease::RemoteChange>,
 ) -> Result<(), Failure> {
-    let mut note = |change: lease::Change| {
-        if let lease::Change::Replaced(path, versions) = change {
-            replaced.entry(path).or_default().extend(versions);
-        }
+    let mut note = |change: lease::Change| match change {
+        lease::Change::Replaced(path, versions) => replaced.entry(path).or_default().extend(versions),
+        lease::Change::Remote(changes) => remote.extend(changes),
+        lease::Change::Files(_) => {}
     };
     match rx.recv_timeout(REJUDGE) {
         Ok(change) => {

@@ -57,12 +57,24 @@ pub fn audit_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-audit.jsonl")
 }
 
+/// The name of user `uid`, when the system knows it.
+fn user_name(uid: u32) -> Option<String> {
+    sysinfo::Users::new_with_refreshed_list()
+        .ok()
+        .and_then(|users| users.iter().find(|u| **u.id() == uid).map(|u| u.name().to_owned()))
+}
+
+/// Who this process acts as, in a few words: `ops@gw (pid 4711)`.
+pub fn who() -> String {
+    let uid = rustix::process::getuid().as_raw();
+    let user = user_name(uid).unwrap_or_else(|| format!("uid {uid}"));
+    format!("{user}@{} (pid {})", super::owner::hostname(), std::process::id())
+}
+
 /// One action as recorded.
 pub fn record_of(action: &str, location: &Location, actor: &Actor, removed: &[LeaseView], live: bool) -> Value {
     let uid = rustix::process::getuid().as_raw();
-    let user = sysinfo::Users::new_with_refreshed_list()
-        .ok()
-        .and_then(|users| users.iter().find(|u| **u.id() == uid).map(|u| u.name().to_owned()));
+    let user = user_name(uid);
     json!({
         "time": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
         "action": action,

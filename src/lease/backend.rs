@@ -132,8 +132,45 @@ pub enum Change {
     /// was seen when its event came, None when it could not be looked at): a reader that
     /// reads once per burst saw only the last of those versions. Sent before its `Files`.
     Replaced(PathBuf, Vec<Option<FileVersion>>),
-    /// Something changed under an etcd prefix (or its watch broke and was re-made).
-    Remote,
+    /// Changes under an etcd prefix, from etcd's watch: each once, in revision order (a
+    /// re-made watch resumes after the last revision seen). Empty: the watch (re)opened
+    /// and nothing was missed; a re-read shows the same.
+    Remote(Vec<RemoteChange>),
+}
+
+/// One change to a lease under an etcd prefix, as etcd's watch reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RemoteChange {
+    /// A session key written: a new lease (`created`), or its writer's re-acquire.
+    Put { revision: i64, view: LeaseView, created: bool },
+    /// A session key gone: the lease as it was held, and how it ended.
+    Deleted { revision: i64, view: LeaseView, ended: Ending },
+    /// The watch lost history (etcd compacted past the last revision seen, or a deleted
+    /// key's last value was not given): what changed meanwhile is only known by a re-read.
+    Resync,
+}
+
+/// How a lease under an etcd prefix ended, as its ender marked it (`P/ended/<lease id>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Its owner (or someone on its behalf) released it.
+    Released,
+    /// An operator revoked it (`force-release`), named.
+    ForceReleased { by: String },
+    /// The console's or `prune`'s removal of a dead owner's lease, named.
+    Pruned { by: String },
+    /// Nobody ended it: its etcd lease ran out (the owner stopped renewing), or was
+    /// revoked outside leasectl.
+    Expired,
+}
+
+impl RemoteChange {
+    pub fn revision(&self) -> i64 {
+        match self {
+            RemoteChange::Put { revision, .. } | RemoteChange::Deleted { revision, .. } => *revision,
+            RemoteChange::Resync => 0,
+        }
+    }
 }
 
 /// One version of a file: its inode and change time. A rename over a registry makes a

@@ -42,7 +42,9 @@ pub mod view;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use backend::{Change, FileVersion, LeaseStore, Listing, RemoteListing, StoreOptions, WatchScope};
+pub use backend::{
+    Change, Ending, FileVersion, LeaseStore, Listing, RemoteChange, RemoteListing, StoreOptions, WatchScope,
+};
 pub use clock::now;
 pub use entry::Entry;
 pub use error::{Error, InvalidRegistry};
@@ -98,7 +100,7 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
             #[cfg(feature = "etcd")]
             {
                 let report = Arc::clone(&on_change);
-                etcd::watch::spawn(_at.clone(), scope.debounce, move || report(Change::Remote));
+                etcd::watch::spawn(_at.clone(), scope.debounce, move |changes| report(Change::Remote(changes)));
             }
         }
     }

@@ -35,6 +35,12 @@ enum Sent {
     Answered,
 }
 
+/// The longest one attempt on one endpoint may take, as a share of the request's bound:
+/// a member whose leader just died holds requests until it notices (about a second), and
+/// the others must still get their turn.
+const ATTEMPT_SHARE: u32 = 3;
+const ATTEMPT_MIN: Duration = Duration::from_millis(500);
+
 /// Pause between rounds over every endpoint (an election takes about a second).
 const ROUND_PAUSE: Duration = Duration::from_millis(200);
 
@@ -93,6 +99,7 @@ impl Endpoints {
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
         let deadline = Instant::now() + within;
+        let attempt_bound = (within / ATTEMPT_SHARE).max(ATTEMPT_MIN);
         let count = self.clients.len().max(1);
         let mut tried: Vec<(String, String)> = Vec::new();
         let mut round = 0u32;
@@ -105,13 +112,14 @@ impl Endpoints {
                 if left.is_zero() {
                     return Err((NoAnswer { tried, outcome_unknown: false, timed_out: true }, None));
                 }
-                let (why, sent, error) = match tokio::time::timeout(left, make(client.clone())).await {
+                let bound = left.min(attempt_bound);
+                let (why, sent, error) = match tokio::time::timeout(bound, make(client.clone())).await {
                     Ok(Ok(answer)) => {
                         self.preferred.store(index, Ordering::Relaxed);
                         return Ok(answer);
                     }
                     Ok(Err(e)) => (in_words(&e), was_sent(&e), Some(e)),
-                    Err(_) => (format!("no answer within {:.1}s", left.as_secs_f64()), Sent::Maybe, None),
+                    Err(_) => (format!("no answer within {:.1}s", bound.as_secs_f64()), Sent::Maybe, None),
                 };
                 remember(&mut tried, endpoint, why);
                 match (sent, resend) {

@@ -21,6 +21,9 @@ use crate::lease::view::{ForceOptions, LeaseView, Removal, Target, may_be_alive}
 /// A lost race (another client took the session or the slot first) is retried on a
 /// fresh read at most this many times; then the acquire is refused.
 const MAX_ATTEMPTS: usize = 16;
+/// Transactions sent without an answer (each followed by a reading) before etcd is
+/// called unavailable: a leader election loses one or two.
+const MAX_UNKNOWN: u32 = 3;
 
 /// What the transaction needs from the request.
 struct Attempt<'a> {
@@ -31,6 +34,8 @@ struct Attempt<'a> {
     host: &'a str,
     at: f64,
     process_start_time: Option<f64>,
+    /// Transactions of this attempt whose answer was lost.
+    unknown: std::cell::Cell<u32>,
 }
 
 /// Acquire a session on etcd for `req.owner_pid` on this host. The new etcd lease has
@@ -61,6 +66,7 @@ pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
         host: &host,
         at: now(),
         process_start_time: Prober::new().start_time(req.owner_pid),
+        unknown: std::cell::Cell::new(0),
     };
     let result = attempt.run();
     match result {
@@ -99,6 +105,10 @@ impl Attempt<'_> {
         for _ in 0..MAX_ATTEMPTS {
             let (held, taken) = self.read(&session_key)?;
             let outcome = match held {
+                // A transaction of ours whose answer was lost did land: the grant is ours.
+                Some(holder) if holder.etcd_lease_id == self.etcd_lease_id => {
+                    return Ok((holder.entry, None, holder.fencing_token, holder.slot));
+                }
                 Some(holder) if self.is_same_writer(&holder) => self.replace(&session_key, &holder, &taken)?,
                 Some(holder) => return Err(self.not_owned(&holder)),
                 None => self.take_new(&session_key, &taken)?,
@@ -266,13 +276,24 @@ impl Attempt<'_> {
         slot: Option<u64>,
     ) -> Result<Option<Won>, Refusal> {
         let txn = Txn::new().when(when).and_then(then);
-        let resp = self
-            .etcd
-            .call_once("write the session", |mut c| {
-                let txn = txn.clone();
-                async move { c.txn(txn).await }
-            })
-            .map_err(|e| unavailable(self.etcd, &e))?;
+        let sent = self.etcd.call_once("write the session", |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        });
+        let resp = match sent {
+            // Sent, not answered (a leader lost mid-way): the next reading tells. The
+            // transaction compares before it writes, so it lands once at most, and a
+            // landed one is found holding this lease.
+            Err(EtcdError::OutcomeUnknown(why)) => {
+                let unknown = self.unknown.get() + 1;
+                self.unknown.set(unknown);
+                if unknown > MAX_UNKNOWN {
+                    return Err(unavailable(self.etcd, &EtcdError::Unavailable(why)));
+                }
+                return Ok(None);
+            }
+            other => other.map_err(|e| unavailable(self.etcd, &e))?,
+        };
         if !resp.succeeded() {
             return Ok(None);
         }
@@ -349,20 +370,31 @@ pub fn release(etcd: &Etcd, lease_id: &str) -> Result<Released, EtcdError> {
 /// Delete the session key and its slot key in one transaction guarded by the
 /// lease (so a successor's keys are never touched), then revoke the lease.
 pub fn release_held(etcd: &Etcd, held: &Held) -> Result<Released, EtcdError> {
-    release_keys(etcd, &held.key, held.slot, held.etcd_lease_id)
+    release_keys(etcd, &held.key, held.entry.lease_id(), held.slot, held.etcd_lease_id)
 }
 
 /// [`release_held`] for a grant this process holds.
 pub fn release_grant(etcd: &Etcd, grant: &Grant) -> Result<Released, EtcdError> {
     match &grant.remote {
-        Some(r) if grant.recorded => release_keys(etcd, &r.session_key, r.slot, r.etcd_lease_id),
+        Some(r) if grant.recorded => release_keys(etcd, &r.session_key, &grant.lease_id, r.slot, r.etcd_lease_id),
         _ => Ok(Released { removed: false, pruned: vec![], lease_id: None }),
     }
 }
 
-fn release_keys(etcd: &Etcd, session_key: &str, slot: Option<u64>, etcd_lease_id: i64) -> Result<Released, EtcdError> {
+fn release_keys(
+    etcd: &Etcd,
+    session_key: &str,
+    lease_id: &str,
+    slot: Option<u64>,
+    etcd_lease_id: i64,
+) -> Result<Released, EtcdError> {
     let mut when = vec![Compare::lease(session_key, CompareOp::Equal, etcd_lease_id)];
-    let mut then = vec![TxnOp::delete(session_key, None)];
+    // The mark says "released" to watchers; it goes with the lease when that is revoked.
+    let mark = ended_mark("released");
+    let mut then = vec![
+        TxnOp::delete(session_key, None),
+        TxnOp::put(etcd.config.ended_key(lease_id), mark, Some(PutOptions::new().with_lease(etcd_lease_id))),
+    ];
     if let Some(s) = slot {
         let slot_key = etcd.config.slot_key(s);
         when.push(Compare::lease(slot_key.clone(), CompareOp::Equal, etcd_lease_id));
@@ -430,12 +462,30 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
         }));
     }
     if !dry_run {
-        for (_, id) in &views {
-            etcd.revoke(*id)?;
+        for held in &chosen {
+            mark_and_revoke(etcd, held, "force-released")?;
         }
     }
     let live_owner = !live.is_empty();
     Ok(Removal { removed: views.into_iter().map(|(v, _)| v).collect(), dry_run, live_owner, ..Removal::default() })
+}
+
+/// The value of an `ended/<lease id>` key: how, and by whom.
+fn ended_mark(how: &str) -> String {
+    serde_json::json!({"how": how, "by": crate::lease::audit::who()}).to_string()
+}
+
+/// Mark `held` as ended `how` (attached to its lease), then revoke the lease: a watcher
+/// sees the mark before the keys go. A mark that cannot be written (the lease ended
+/// meanwhile) does not stop the revoke.
+fn mark_and_revoke(etcd: &Etcd, held: &Held, how: &str) -> Result<bool, EtcdError> {
+    let key = etcd.config.ended_key(held.entry.lease_id());
+    let (mark, id) = (ended_mark(how), held.etcd_lease_id);
+    let _ = etcd.call("mark the lease ended", |mut c| {
+        let (key, mark) = (key.clone(), mark.clone());
+        async move { c.put(key, mark, Some(PutOptions::new().with_lease(id))).await }
+    });
+    etcd.revoke(id)
 }
 
 /// Revoke the leases of owners on this host whose pid is dead or recycled (the
@@ -449,7 +499,7 @@ pub fn prune_local(etcd: &Etcd, dry_run: bool) -> Result<Removal, EtcdError> {
         let liveness = h.liveness(&mut prober, &host);
         if matches!(liveness, Liveness::Dead(_) | Liveness::Recycled { .. }) {
             if !dry_run {
-                etcd.revoke(h.etcd_lease_id)?;
+                mark_and_revoke(etcd, h, "pruned")?;
             }
             removed.push(h.view(liveness, None));
         }

@@ -83,6 +83,14 @@ impl EtcdConfig {
     pub fn slots_prefix(&self) -> String {
         format!("{}slot/", self.prefix)
     }
+    /// `ended/<lease id>`: how a lease was ended and by whom, written attached to the
+    /// lease as it ends, so a watcher tells a release from a revoke from an expiry.
+    pub fn ended_key(&self, lease_id: &str) -> String {
+        format!("{}ended/{lease_id}", self.prefix)
+    }
+    pub fn ended_prefix(&self) -> String {
+        format!("{}ended/", self.prefix)
+    }
 
     pub(crate) fn connect_options(&self) -> ConnectOptions {
         ConnectOptions::new()
@@ -104,6 +112,9 @@ pub enum EtcdError {
     /// No answer in time, a connection error, or an answer that cannot be trusted.
     #[error("{0}")]
     Unavailable(String),
+    /// A write was sent but no answer came: it may or may not have been applied.
+    #[error("{0}")]
+    OutcomeUnknown(String),
     /// A key under the prefix holds something that is not an entry.
     #[error("etcd key {key} does not hold a leasectl entry: {detail}")]
     BadData { key: String, detail: String },
@@ -164,6 +175,9 @@ impl Etcd {
             // A refusal etcd answered keeps its words (callers look for "lease not found").
             Err((_, Some(e))) if !matches!(e, etcd_client::Error::GRpcStatus(ref s) if s.code() == tonic::Code::Unavailable) => {
                 Err(EtcdError::Unavailable(format!("cannot {what} on etcd: {}", endpoints::in_words(&e))))
+            }
+            Err((none, _)) if none.outcome_unknown => {
+                Err(EtcdError::OutcomeUnknown(format!("cannot {what} on etcd: {}", none.describe())))
             }
             Err((none, _)) => Err(EtcdError::Unavailable(format!(
                 "cannot {what} on etcd: no endpoint answered ({})",

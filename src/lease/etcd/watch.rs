@@ -1,82 +1,183 @@
-//! The change feed of an etcd prefix: etcd's watch API, re-made when it breaks.
+//! The change feed of an etcd prefix: etcd's watch API, whose events are the changes
+//! themselves (each put and delete, with its revision and the key's last value), not a
+//! hint to re-read and compare. A broken watch is re-made from the revision after the
+//! last one seen, so nothing is missed and nothing comes twice; a deleted lease is
+//! named by the mark its ender left (`ended/<lease id>`), or expired when none did.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use super::EtcdConfig;
-use crate::lease::backend::MAX_GATHER;
+use etcd_client::{EventType, WatchOptions, WatchResponse};
+use serde_json::Value;
+
+use super::endpoints::{Endpoints, Resend};
+use super::{EtcdConfig, Held};
+use crate::lease::backend::{Ending, MAX_GATHER, RemoteChange};
+use crate::lease::liveness::Liveness;
 use crate::lease::location::EtcdLocation;
 
-/// Watch the etcd prefix with etcd's watch API; every burst of changes (gathered like
-/// file events) becomes one change report. A broken watch is re-made after a second,
-/// with a change report each time so the worker's reload shows the outage and the
-/// recovery (and catches anything missed while no watch was open).
-/// `report` returns false when nobody listens any more: the watcher then stops.
-pub fn spawn(at: EtcdLocation, debounce: Duration, report: impl Fn() -> bool + Send + 'static) {
+/// Marks kept for deletes still to come (a force-release marks, then revokes).
+const MARKS_KEPT: usize = 4096;
+
+/// Watch the etcd prefix; every burst of changes (gathered like file events) is reported
+/// in revision order. `report` gets an empty list when the watch opens or re-opens with
+/// nothing missed, and [`RemoteChange::Resync`] when history was lost. It returns false
+/// when nobody listens any more: the watcher then stops.
+pub fn spawn(at: EtcdLocation, debounce: Duration, report: impl Fn(Vec<RemoteChange>) -> bool + Send + 'static) {
     let config = EtcdConfig::at(&at, super::DEFAULT_TTL);
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-            report();
+            report(vec![RemoteChange::Resync]);
             return;
         };
-        let Ok(endpoints) = rt.block_on(super::endpoints::Endpoints::connect(&config)) else {
-            report();
+        let Ok(endpoints) = rt.block_on(Endpoints::connect(&config)) else {
+            report(vec![RemoteChange::Resync]);
             return;
         };
-        while rt.block_on(watch_once(&config, &endpoints, &report, debounce)) {
+        let mut feed = Feed { config: &config, last_revision: None, marks: HashMap::new() };
+        while rt.block_on(feed.watch_once(&endpoints, &report, debounce)) {
             std::thread::sleep(Duration::from_secs(1));
-            if !report() {
-                return;
-            }
         }
     });
 }
 
-/// One watch stream, until it breaks (true: try again) or the console is gone (false).
-async fn watch_once(
-    config: &EtcdConfig,
-    endpoints: &super::endpoints::Endpoints,
-    report: &impl Fn() -> bool,
-    debounce: Duration,
-) -> bool {
-    use etcd_client::WatchOptions;
-    // On whichever endpoint answers: a node that is down is passed over.
-    let setup = endpoints.run(super::endpoints::Resend::Safe, config.timeout, |mut c| {
-        let prefix = config.prefix.clone();
-        async move { c.watch(prefix, Some(WatchOptions::new().with_prefix())).await }
-    });
-    let mut stream = match setup.await {
-        Ok(s) => s,
-        Err(_) => return true,
-    };
-    // The watch is open: anything before it is caught by one reload now.
-    if !report() {
-        return false;
-    }
-    loop {
-        match stream.message().await {
-            Ok(Some(resp)) if resp.canceled() => return true,
-            Ok(Some(resp)) if resp.events().is_empty() => continue,
-            Ok(Some(_)) => {}
-            Ok(None) | Err(_) => return true,
+struct Feed<'a> {
+    config: &'a EtcdConfig,
+    /// The last revision reported: a re-made watch starts after it.
+    last_revision: Option<i64>,
+    /// `ended/` marks seen, by leasectl lease id: how and by whom.
+    marks: HashMap<String, Ending>,
+}
+
+impl Feed<'_> {
+    /// One watch stream, until it breaks (true: make another) or nobody listens (false).
+    async fn watch_once(
+        &mut self,
+        endpoints: &Endpoints,
+        report: &impl Fn(Vec<RemoteChange>) -> bool,
+        debounce: Duration,
+    ) -> bool {
+        let mut options = WatchOptions::new().with_prefix().with_prev_key();
+        if let Some(last) = self.last_revision {
+            options = options.with_start_revision(last + 1);
         }
-        // Gather until quiet for `debounce`, never longer than MAX_GATHER.
-        let started = tokio::time::Instant::now();
-        loop {
-            let left = MAX_GATHER.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break;
-            }
-            match tokio::time::timeout(debounce.min(left), stream.message()).await {
-                Ok(Ok(Some(_))) => {}
-                Ok(_) => {
-                    report();
-                    return true;
-                }
-                Err(_) => break,
-            }
-        }
-        if !report() {
+        let setup = endpoints.run(Resend::Safe, self.config.timeout, |mut c| {
+            let (prefix, options) = (self.config.prefix.clone(), options.clone());
+            async move { c.watch(prefix, Some(options)).await }
+        });
+        // Not open: a reader re-reads (and shows etcd unreachable); tried again in a second.
+        let Ok(mut stream) = setup.await else { return report(vec![]) };
+        // Open: from the revision after the last one seen, nothing was missed; the first
+        // time, a reader reads now and counts from there.
+        if !report(vec![]) {
             return false;
         }
+        loop {
+            let first = match stream.message().await {
+                Ok(Some(resp)) => resp,
+                Ok(None) | Err(_) => return true,
+            };
+            let mut changes = match self.changes_of(&first) {
+                Some(c) => c,
+                None => return self.lost_history(report),
+            };
+            // Gather until quiet for `debounce`, never longer than MAX_GATHER.
+            let started = tokio::time::Instant::now();
+            let mut broken = false;
+            loop {
+                let left = MAX_GATHER.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    break;
+                }
+                match tokio::time::timeout(debounce.min(left), stream.message()).await {
+                    Ok(Ok(Some(resp))) => match self.changes_of(&resp) {
+                        Some(more) => changes.extend(more),
+                        None => {
+                            if !changes.is_empty() && !report(changes) {
+                                return false;
+                            }
+                            return self.lost_history(report);
+                        }
+                    },
+                    Ok(_) => {
+                        broken = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if !changes.is_empty() && !report(changes) {
+                return false;
+            }
+            if broken {
+                return true;
+            }
+        }
+    }
+
+    /// History was compacted away, or a delete came without the key's last value: say so
+    /// (a reader re-reads) and start again from now.
+    fn lost_history(&mut self, report: &impl Fn(Vec<RemoteChange>) -> bool) -> bool {
+        self.last_revision = None;
+        report(vec![RemoteChange::Resync])
+    }
+
+    /// The changes to session keys in one watch response, in order; None when history
+    /// was lost (the watch was cancelled as compacted, or a delete lacks its last value).
+    fn changes_of(&mut self, resp: &WatchResponse) -> Option<Vec<RemoteChange>> {
+        if resp.canceled() {
+            return if resp.compact_revision() > 0 { None } else { Some(vec![]) };
+        }
+        let sessions = self.config.sessions_prefix();
+        let ended = self.config.ended_prefix();
+        // A release writes its mark in the same transaction as the deletes, after them:
+        // every mark of the response is known before its deletes are named.
+        for event in resp.events() {
+            let Some(kv) = event.kv() else { continue };
+            let key = String::from_utf8_lossy(kv.key());
+            if event.event_type() == EventType::Put
+                && let Some(lease_id) = key.strip_prefix(&ended)
+            {
+                if self.marks.len() >= MARKS_KEPT {
+                    self.marks.clear();
+                }
+                self.marks.insert(lease_id.to_owned(), ending_of(kv.value()));
+            }
+        }
+        let mut out = Vec::new();
+        for event in resp.events() {
+            let Some(kv) = event.kv() else { continue };
+            let revision = kv.mod_revision();
+            self.last_revision = Some(self.last_revision.map_or(revision, |r| r.max(revision)));
+            let key = String::from_utf8_lossy(kv.key());
+            if !key.starts_with(&sessions) {
+                continue;
+            }
+            match event.event_type() {
+                EventType::Put => {
+                    // Not an entry: shown by a re-read as a bad key, never trusted here.
+                    let Ok(held) = Held::decode(kv) else { continue };
+                    let created = kv.create_revision() == kv.mod_revision();
+                    out.push(RemoteChange::Put { revision, view: held.view(Liveness::Alive, None), created });
+                }
+                EventType::Delete => {
+                    let held = event.prev_kv().and_then(|prev| Held::decode(prev).ok())?;
+                    let ended = self.marks.remove(held.entry.lease_id()).unwrap_or(Ending::Expired);
+                    out.push(RemoteChange::Deleted { revision, view: held.view(Liveness::Alive, None), ended });
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// An `ended/` mark's value: `{"how": "released"|"force-released"|"pruned", "by": ...}`.
+fn ending_of(value: &[u8]) -> Ending {
+    let v: Value = serde_json::from_slice(value).unwrap_or(Value::Null);
+    let by = v["by"].as_str().unwrap_or("someone").to_owned();
+    match v["how"].as_str() {
+        Some("force-released") => Ending::ForceReleased { by },
+        Some("pruned") => Ending::Pruned { by },
+        _ => Ending::Released,
     }
 }

@@ -1,0 +1,167 @@
+//! The etcd change feed is etcd's watch: `events --follow` says every lease that came
+//! and went, as `etcdctl watch` sees the keys, each once; after a reconnect nothing comes
+//! twice; a lease that nobody ended is `expired`, a revoked one `force-released` by whom.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::common::Reaped;
+use super::common::pty::eventually;
+use super::etcd_cluster::Cluster;
+use super::{leasectl, me, run, shared_endpoint, start_holding, unique_prefix};
+
+/// A child whose standard output is collected line by line, killed when dropped.
+struct Collected {
+    _child: Reaped,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Collected {
+    fn start(mut cmd: Command) -> Collected {
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn");
+        let out = child.stdout.take().expect("piped stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&lines);
+        thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                into.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            }
+        });
+        Collected { _child: Reaped(child), lines }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn events(&self) -> Vec<Value> {
+        self.lines().iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
+
+/// `events --follow -o json` on a prefix, once it says it follows.
+fn follow(endpoints: &str, prefix: &str) -> Collected {
+    let mut cmd = leasectl(endpoints, prefix, &["events", "--follow", "-o", "json"]);
+    cmd.stdin(Stdio::null());
+    let feed = Collected::start(cmd);
+    assert!(
+        eventually(Duration::from_secs(10), || feed.events().iter().any(|e| e["event"] == "following")),
+        "events --follow did not start: {:?}",
+        feed.lines()
+    );
+    feed
+}
+
+/// Per session: the events said, in order.
+fn by_session(events: &[Value]) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for e in events {
+        if let Some(s) = e["lease"]["entry"]["session_id"].as_str() {
+            out.entry(s.to_owned()).or_default().push(e["event"].as_str().unwrap_or("?").to_owned());
+        }
+    }
+    out
+}
+
+/// Per session: PUT and DELETE of its key, as `etcdctl watch --prefix` printed them.
+fn etcdctl_by_session(lines: &[String], prefix: &str) -> BTreeMap<String, Vec<String>> {
+    let keys = format!("{prefix}session/");
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut it = lines.iter();
+    while let Some(op) = it.next() {
+        if op != "PUT" && op != "DELETE" {
+            continue;
+        }
+        let Some(session) = it.next().and_then(|k| k.strip_prefix(&keys)) else { continue };
+        if op == "PUT" {
+            it.next(); // the value
+        }
+        out.entry(session.to_owned()).or_default().push(op.clone());
+    }
+    out
+}
+
+fn etcdctl_watch(endpoints: &str, prefix: &str) -> Collected {
+    let mut cmd = Command::new("etcdctl");
+    cmd.args(["--endpoints", endpoints, "watch", "--prefix", &format!("{prefix}session/")]).env("ETCDCTL_API", "3");
+    Collected::start(cmd)
+}
+
+#[test]
+fn every_short_run_is_said_once_as_etcdctl_watch_sees_it() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("feed");
+    let watch = etcdctl_watch(&endpoint, &prefix);
+    let feed = follow(&endpoint, &prefix);
+    thread::sleep(Duration::from_millis(300));
+    let runs = 200;
+    for i in 0..runs {
+        let out = run(&endpoint, &prefix, &["run", &format!("R{i:03}"), "-q", "--", "true"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    // A lease nobody ends expires; a revoked one is force-released, by whom.
+    let me = me();
+    let out = run(&endpoint, &prefix, &["acquire", "EXPIRES", "--owner-pid", &me, "--ttl", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (mut holder, grant) = start_holding(&endpoint, &prefix, &["hold", "REVOKED", "--json"]);
+    let lease = grant["lease_id"].as_str().expect("lease id").to_owned();
+    assert!(run(&endpoint, &prefix, &["force-release", &lease, "--live"]).status.success());
+    let _ = holder.wait_exit(Duration::from_secs(10));
+    let done = |f: &Collected| {
+        let said = by_session(&f.events());
+        said.get("EXPIRES").is_some_and(|e| e.len() == 2) && said.get("REVOKED").is_some_and(|e| e.len() == 2)
+    };
+    assert!(eventually(Duration::from_secs(15), || done(&feed)), "{:?}", by_session(&feed.events()));
+    thread::sleep(Duration::from_millis(500));
+
+    let said = by_session(&feed.events());
+    let seen = etcdctl_by_session(&watch.lines(), &prefix);
+    for i in 0..runs {
+        let s = format!("R{i:03}");
+        assert_eq!(said.get(&s).map(Vec::as_slice), Some(&["acquired".to_owned(), "released".to_owned()][..]), "{s}");
+        assert_eq!(seen.get(&s).map(Vec::as_slice), Some(&["PUT".to_owned(), "DELETE".to_owned()][..]), "{s}");
+    }
+    assert_eq!(said.len(), seen.len(), "one session each: {said:?}\n{seen:?}");
+    assert_eq!(said["EXPIRES"], ["acquired", "expired"]);
+    assert_eq!(said["REVOKED"], ["acquired", "force-released"]);
+    let revoked = feed.events().into_iter().find(|e| e["event"] == "force-released").expect("the revoke");
+    assert!(revoked["detail"].as_str().is_some_and(|d| d.starts_with("by ") && d.contains("(pid ")), "{revoked}");
+}
+
+/// The member the feed watches dies: the watch is re-made on another member from the
+/// revision after the last one seen. A lease held all along is not "acquired" again, and
+/// runs during and after the outage are each said once.
+#[test]
+fn a_watch_re_made_after_a_member_dies_misses_nothing_and_doubles_nothing() {
+    let mut cluster = Cluster::start();
+    let endpoints = cluster.endpoints(&[0, 1, 2]);
+    let prefix = unique_prefix("feed-reconnect");
+    let (_holder, _) = start_holding(&endpoints, &prefix, &["hold", "HELD", "--json"]);
+    let feed = follow(&endpoints, &prefix);
+    let runs = |from: usize| {
+        for i in from..from + 20 {
+            let out = run(&endpoints, &prefix, &["run", &format!("R{i:03}"), "-q", "--", "true"]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    };
+    runs(0);
+    cluster.kill(0); // the first listed: the one the feed watched
+    runs(20);
+    cluster.spawn(0);
+    runs(40);
+    let all_said = |f: &Collected| by_session(&f.events()).values().filter(|e| e.len() >= 2).count() >= 60;
+    assert!(eventually(Duration::from_secs(20), || all_said(&feed)), "{:?}", by_session(&feed.events()));
+    thread::sleep(Duration::from_secs(2));
+    let said = by_session(&feed.events());
+    assert!(!said.contains_key("HELD"), "a lease held all along is said again: {:?}", said.get("HELD"));
+    for i in 0..60 {
+        let s = format!("R{i:03}");
+        assert_eq!(said.get(&s).map(Vec::as_slice), Some(&["acquired".to_owned(), "released".to_owned()][..]), "{s}");
+    }
+}
