@@ -372,6 +372,23 @@ fn run_wait_retries_until_the_holder_ends_and_names_it_once() {
     assert!(out.stderr.contains(&format!("held by pid {}", grant["pid"])), "{out:?}");
 }
 
+/// A waiter wakes when the registry changes, but a holder that dies changes nothing:
+/// its own timer still finds the session free (the dead owner's lease pruned on the way).
+#[test]
+fn run_wait_gets_a_session_whose_holder_died_without_a_word() {
+    let home = Home::new();
+    let mut owner = Sleeper::new();
+    home.run(&["acquire", "S", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    let marker = home.outside().join("ran");
+    let script = format!("touch {}", marker.display());
+    let mut waiter = home.spawn("run --wait", &["run", "S", "--wait", "20", "--", "sh", "-c", &script]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!marker.exists(), "CMD must not run while the session is held");
+    owner.kill();
+    waiter.finish().expect_exit(0);
+    assert!(marker.exists(), "CMD ran once the holder was gone");
+}
+
 #[test]
 fn run_wait_gives_up_in_time_and_conflict_exit_code_replaces_3_and_4() {
     let home = Home::new();

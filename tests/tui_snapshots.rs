@@ -557,3 +557,69 @@ fn an_invalid_registry_banner_is_whole_at_80_columns() {
     let text = screen(&never, 80, 24);
     assert!(text.contains("leases unknown: cannot be read (see below)"), "{text}");
 }
+
+/// On etcd each lease's owner may run on another host: a HOST column, and the details
+/// say where the owner is and its TTL (they said "owner process: not running" while the
+/// badge said alive). Registry files have no HOST column.
+#[test]
+fn an_etcd_tab_shows_each_owners_host_and_a_remote_owner_in_words() {
+    let at = leasectl::lease::Location::Etcd(
+        leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
+    );
+    let remote = |lease: &str, session: &str, pid: u64, host: &str, ttl: i64| {
+        let mut row = alive(entry(lease, session, "gateway", pid, 120.0, None), "hermes");
+        row.owner = None;
+        row.host = Some(host.into());
+        row.ttl_left = Some(ttl);
+        row
+    };
+    let mut app = app(vec![snap(
+        &at,
+        None,
+        Ok(vec![
+            remote("a1000000000000000000000000000001", "chat-gw1", 4101, "gw-1", 8),
+            remote("b2000000000000000000000000000002", "chat-gw2", 4202, "gw-2.example.net", 7),
+        ]),
+    )]);
+    app.size = (120, 30);
+    let table = screen(&app, 120, 30);
+    assert!(table.contains("HOST") && table.contains("gw-2.example.net"), "{table}");
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Enter);
+    let details = screen(&app, 120, 30);
+    insta::assert_snapshot!(details);
+    assert!(details.contains("on host gw-2.example.net, pid 4202"), "{details}");
+    assert!(details.contains("etcd lease TTL: 7s left when last read"), "{details}");
+    assert!(!details.contains("not running"), "{details}");
+    // A registry file: no HOST column.
+    let files = screen(&common::app(vec![mixed_root()]), 120, 30);
+    assert!(!files.contains("HOST"), "{files}");
+}
+
+/// etcd not answering is said as that, with since when, in the banner and the log; the
+/// time the leases last changed does not move (nothing changed in them).
+#[test]
+fn an_etcd_outage_is_unreachable_since_a_time_not_an_invalid_registry() {
+    let at = leasectl::lease::Location::Etcd(
+        leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
+    );
+    let mut row = alive(entry("a1000000000000000000000000000001", "chat-gw1", "gateway", 4101, 120.0, None), "hermes");
+    row.owner = None;
+    row.host = Some("gw-1".into());
+    let mut app = app(vec![snap(&at, None, Ok(vec![row]))]);
+    let changed = app.registries[0].last_change;
+    let why = "cannot list the leases on etcd: no endpoint answered (http://10.0.0.5:2379: tcp connect error \
+               (Connection refused (os error 111)))";
+    let mut down = snap(&at, None, Err(why.into()));
+    down.modified = None;
+    update(
+        &mut app,
+        Event::Loaded(leasectl::tui::event::Loaded { at: NOW + 30.0, first: 0, initial: false, snapshots: vec![down] }),
+    );
+    let text = screen(&app, 120, 30);
+    assert!(text.contains("ETCD UNREACHABLE since 22:19:48"), "{text}");
+    assert!(!text.contains("INVALID"), "{text}");
+    let log: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(log.iter().any(|l| l.starts_with("etcd-unreachable: ")), "{log:?}");
+    assert_eq!(app.registries[0].last_change, changed, "an outage changes no lease");
+}

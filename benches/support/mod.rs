@@ -168,7 +168,14 @@ pub fn rows(entries: &[Arc<Entry>]) -> Vec<LeaseRow> {
             } else {
                 (Liveness::Alive, Some(owner_info("hermes")))
             };
-            LeaseRow { entry: Arc::clone(e), liveness, owner: owner.map(Arc::new), ttl_left: None, leak: None }
+            LeaseRow {
+                entry: Arc::clone(e),
+                liveness,
+                owner: owner.map(Arc::new),
+                ttl_left: None,
+                leak: None,
+                host: None,
+            }
         })
         .collect()
 }

@@ -88,9 +88,22 @@ impl Waiting<'_> {
     }
 }
 
+/// A signal for a waiter: the registry (or the etcd prefix) changed. The owner's release
+/// is a change; an owner that dies changes nothing, which the waiter's own timer covers.
+fn wake_on_change(location: &lease::Location) -> Option<std::sync::mpsc::Receiver<()>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let scope = lease::WatchScope { locations: vec![location.clone()], discover_root: None, debounce: WAKE_DEBOUNCE };
+    lease::watch(&scope, std::sync::Arc::new(move |_| tx.send(()).is_ok())).ok()?;
+    Some(rx)
+}
+
+/// How long a waiter's change feed gathers a burst (a release is one rename).
+const WAKE_DEBOUNCE: Duration = Duration::from_millis(2);
+
 /// Ask the fence; with --wait, ask again while the refusal is a conflict (the session
-/// held, every slot taken) and time is left: 50 ms, doubling up to 1 s. The holder is
-/// named once, on stderr.
+/// held, every slot taken) and time is left: as soon as the registry (or etcd prefix)
+/// changes, and at the latest after 50 ms, doubling up to 1 s (an owner that dies changes
+/// nothing). The holder is named once, on stderr.
 pub(super) fn acquire_waiting(
     store: &mut dyn LeaseStore,
     req: &AcquireRequest,
@@ -98,6 +111,9 @@ pub(super) fn acquire_waiting(
 ) -> Result<lease::Grant, lease::Refusal> {
     let mut pause = Duration::from_millis(50);
     let mut named = false;
+    // Made at the first refusal: polling with a backoff alone took 31 s for 100 jobs of
+    // 50 ms on one session.
+    let mut changes: Option<Option<std::sync::mpsc::Receiver<()>>> = None;
     loop {
         let refusal = match store.acquire(req) {
             Ok(g) => return Ok(g),
@@ -129,8 +145,22 @@ pub(super) fn acquire_waiting(
             };
             say_err!("leasectl: {why}; waiting up to {}", crate::lease::human::duration(left.as_secs_f64().ceil()));
         }
-        std::thread::sleep(pause.min(left));
-        pause = (pause * 2).min(Duration::from_secs(1));
+        let feed = changes.get_or_insert_with(|| wake_on_change(store.location()));
+        match feed {
+            Some(rx) => match rx.recv_timeout(pause.min(left)) {
+                // Changed: ask again now, after whatever else came in the same moment.
+                Ok(()) => while rx.try_recv().is_ok() {},
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => pause = (pause * 2).min(Duration::from_secs(1)),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    *feed = None;
+                    std::thread::sleep(pause.min(left));
+                }
+            },
+            None => {
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
     }
 }
 

@@ -396,8 +396,9 @@ pub struct AcquireOpts {
     #[cfg(not(feature = "etcd"))]
     #[arg(skip)]
     pub ttl: Option<u64>,
-    /// When refused because the session is held or every slot is taken, try again (backoff
-    /// up to 1s) until granted or SECS have passed, naming the holder once
+    /// When refused because the session is held or every slot is taken, try again as soon
+    /// as the registry changes (and at least every second) until granted or SECS have
+    /// passed, naming the holder once
     #[arg(long, value_name = "SECS", value_parser = parse_wait)]
     pub wait: Option<f64>,
     /// Machine-readable output

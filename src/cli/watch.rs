@@ -194,10 +194,11 @@ impl Seen {
         self.cap = Some(listing.cap.cap);
         let first = !self.read;
         self.read = true;
+        let (invalid, valid) = changes::unreadable_names(location.is_remote());
         let views = match listing.leases {
             Err(e) => {
                 if self.last.is_some() || first {
-                    lines.push(registry_event(&location, "registry-invalid", &e.to_string()));
+                    lines.push(registry_event(&location, invalid, &e.to_string()));
                 }
                 self.last = None;
                 return lines;
@@ -216,7 +217,8 @@ impl Seen {
                 vec![]
             }
             None => {
-                lines.push(registry_event(&location, "registry-valid", "readable again"));
+                let again = if location.is_remote() { "answering again" } else { "readable again" };
+                lines.push(registry_event(&location, valid, again));
                 changes::between(&self.last_valid, &views)
             }
             Some(old) => changes::between(old, &views),

@@ -41,6 +41,12 @@ impl EventKind {
     }
 }
 
+/// The events' names for a registry that cannot be read and reads again: a file is
+/// invalid, etcd unreachable (nothing is wrong with its data).
+pub fn unreadable_names(remote: bool) -> (&'static str, &'static str) {
+    if remote { ("etcd-unreachable", "etcd-reachable") } else { ("registry-invalid", "registry-valid") }
+}
+
 /// One change to one lease; `view` is the lease as last seen (before it went, for
 /// released and pruned).
 #[derive(Debug, Clone, PartialEq)]

@@ -45,19 +45,23 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
         out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));
     }
+    // etcd not answering is not an invalid registry: said in its own words.
+    let (invalid, valid) = crate::lease::changes::unreadable_names(old.location.is_remote());
+    let valid =
+        if old.location.is_remote() { format!("{valid}: answering again") } else { format!("{valid}: readable again") };
     let leases = match (&old.error, &new.leases) {
         (None, Err(e)) => {
-            out.push(change(LogLevel::Warn, format!("registry-invalid: {e}")));
+            out.push(change(LogLevel::Warn, format!("{invalid}: {e}")));
             return out;
         }
         (Some(_), Err(e)) => {
             if old.error.as_ref() != Some(e) {
-                out.push(change(LogLevel::Warn, format!("registry-invalid (still): {e}")));
+                out.push(change(LogLevel::Warn, format!("{invalid} (still): {e}")));
             }
             return out;
         }
         (Some(_), Ok(l)) => {
-            out.push(change(LogLevel::Info, "registry-valid: readable again".into()));
+            out.push(change(LogLevel::Info, valid));
             l
         }
         (None, Ok(l)) => l,

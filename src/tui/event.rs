@@ -96,6 +96,8 @@ pub struct LeaseRow {
     pub ttl_left: Option<i64>,
     /// Why this lease looks leaked (a live owner, its session ended or idle), if it does.
     pub leak: Option<Arc<str>>,
+    /// On etcd: the host its owner runs on. None on files (this host).
+    pub host: Option<Arc<str>>,
 }
 
 impl PartialEq for LeaseRow {
@@ -104,6 +106,7 @@ impl PartialEq for LeaseRow {
             && self.liveness == other.liveness
             && self.owner == other.owner
             && self.ttl_left == other.ttl_left
+            && self.host == other.host
             && self.leak == other.leak
     }
 }

@@ -51,7 +51,7 @@ impl SortMode {
             SortMode::Started => Some(4),
             SortMode::Age => Some(5),
             SortMode::LiveId => Some(6),
-            SortMode::Liveness => Some(7),
+            SortMode::Liveness => Some(super::columns::BADGE),
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct RegistryState {
     /// True once a valid reading arrived: until then an error means nothing is known of
     /// the leases (no last good snapshot to show, and no counts).
     pub ever_read: bool,
+    /// Since when the registry has been unreadable (etcd: unreachable), while it is.
+    pub error_since: Option<f64>,
     /// The leased sessions' context from state.db, or why it is unknown.
     pub sessions: Option<std::sync::Arc<crate::lease::context::Contexts>>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
@@ -60,6 +62,7 @@ impl RegistryState {
             lock_seen: None,
             loaded: false,
             ever_read: false,
+            error_since: None,
             sessions: None,
             generation: 0,
         }
@@ -108,12 +111,16 @@ impl RegistryState {
                     self.generation += 1;
                 }
                 self.error = None;
+                self.error_since = None;
                 self.ever_read = true;
             }
             Err(e) => {
-                if self.error.as_ref() != Some(e) {
+                // A file turning invalid is a change to it; etcd not answering changes no
+                // lease, and the time the leases last changed stays what it was.
+                if self.error.as_ref() != Some(e) && !self.location.is_remote() {
                     self.last_change = Some(at);
                 }
+                self.error_since = self.error_since.or(Some(at));
                 self.error = Some(e.clone());
             }
         }
@@ -199,6 +206,8 @@ pub struct App {
     /// Where each location is in `registries`: 100,000 profiles arrive in parts, and a
     /// scan for each new one made the load quadratic (100 s).
     positions: HashMap<Location, usize>,
+    /// This host's name: an etcd owner elsewhere is not a process here.
+    pub host: String,
     /// Index into `registries`, or `registries.len()` for the "all" tab.
     pub tab: usize,
     /// Index among the visible lease rows.
@@ -263,6 +272,7 @@ impl App {
         App {
             registries: registries.into_iter().map(RegistryState::new).collect(),
             positions: HashMap::new(),
+            host: crate::lease::owner::hostname(),
             tab: 0,
             selected: 0,
             filter: String::new(),

@@ -6,7 +6,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Sparkline, Tabs, Wrap};
 
-use super::columns::{Columns, HEADERS, Widest};
+use super::columns::{BADGE, Columns, HEADERS, Widest};
 use super::event::LeaseRow;
 use super::event::LogLevel;
 use super::keys::{Binding, CONSOLE_KEYS, KeyRow, filter_hint, footer_entries};
@@ -234,7 +234,10 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
     for r in app.tab_registries() {
         let reg = &app.registries[r];
         if let Some(e) = &reg.error {
-            let what = if reg.location.is_remote() { "ETCD UNAVAILABLE" } else { "INVALID REGISTRY" };
+            let since =
+                reg.error_since.map(|t| format!(" since {}", time::clock(t, app.now, &app.tz))).unwrap_or_default();
+            let what =
+                if reg.location.is_remote() { format!("ETCD UNREACHABLE{since}") } else { "INVALID REGISTRY".into() };
             let shows = if reg.ever_read {
                 "showing the last good snapshot (STALE)"
             } else {
@@ -281,6 +284,7 @@ fn widest(app: &App, rows: &[Row]) -> Widest {
             w.pid = w.pid.max(e.pid().to_string().len());
             w.owner = w.owner.max(owner_of(l).chars().count());
             w.live_id = w.live_id.max(e.live_session_id().chars().count());
+            w.host = w.host.max(l.host.as_deref().map_or(0, |h| h.chars().count()));
             if e.process_start_time().is_some_and(|t| t < today) {
                 w.started = 11;
             }
@@ -326,6 +330,7 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, cols: &Columns) -> Line<'sta
         started,
         age,
         shown_text(&live_id),
+        shown_text(l.host.as_deref().unwrap_or("-")),
     ];
     let mut text = String::new();
     for ((cell, width), _) in cells.iter().zip(cols.widths).zip(cols.shown).filter(|(_, s)| *s) {
@@ -436,7 +441,7 @@ fn header_line(app: &App, cols: &Columns) -> String {
     for (i, (w, _)) in cols.widths.iter().zip(cols.shown).enumerate().filter(|(_, (_, s))| *s) {
         header.push_str(&fit(&head(i), *w));
     }
-    header.push_str(&head(7));
+    header.push_str(&head(BADGE));
     header
 }
 
@@ -549,6 +554,17 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 o.rss_bytes as f64 / (1024.0 * 1024.0)
             )));
             lines.push(Line::from(format!("  cmd: {}", shown_text(&o.cmdline.join(" ")))));
+        }
+        // On etcd an owner on another host is not a process here: say where it is.
+        None if l.host.as_deref().is_some_and(|h| h != app.host) => {
+            lines.push(Line::from(Span::styled("owner process", bold)));
+            let host = shown_text(l.host.as_deref().unwrap_or("-"));
+            lines.push(Line::from(format!("  on host {host}, pid {} (not looked at from here)", l.entry.pid())));
+            let ttl = match l.ttl_left {
+                Some(t) if t >= 0 => format!("{t}s left when last read"),
+                _ => "not known".into(),
+            };
+            lines.push(Line::from(format!("  etcd lease TTL: {ttl}")));
         }
         None => lines.push(Line::from("owner process: not running")),
     }

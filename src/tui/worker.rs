@@ -350,6 +350,7 @@ impl Worker {
                                     None
                                 },
                                 ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
+                                host: v.remote.as_ref().map(|r| Arc::from(r.host.as_str())),
                                 liveness: v.liveness,
                                 entry: Arc::new(v.entry),
                             })

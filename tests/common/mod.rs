@@ -50,6 +50,7 @@ pub fn alive(e: Entry, name: &str) -> LeaseRow {
         owner: Some(Arc::new(owner(name))),
         ttl_left: None,
         leak: None,
+        host: None,
     }
 }
 
@@ -60,6 +61,7 @@ pub fn dead(e: Entry) -> LeaseRow {
         owner: None,
         ttl_left: None,
         leak: None,
+        host: None,
     }
 }
 
@@ -72,6 +74,7 @@ pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
         owner: Some(Arc::new(owner("bash"))),
         ttl_left: None,
         leak: None,
+        host: None,
     }
 }
 
