@@ -19,6 +19,7 @@ use serde_json::Value;
 mod common;
 mod etcd_cluster;
 mod etcd_feed;
+mod etcd_listing;
 use common::Reaped;
 use common::pty::{BIN, Pty, eventually};
 

@@ -165,3 +165,56 @@ fn a_watch_re_made_after_a_member_dies_misses_nothing_and_doubles_nothing() {
         assert_eq!(said.get(&s).map(Vec::as_slice), Some(&["acquired".to_owned(), "released".to_owned()][..]), "{s}");
     }
 }
+
+/// `events --follow --record` on etcd keeps its journal in the recorder's state directory
+/// (`$XDG_STATE_HOME/leasectl/etcd-...`), a second recorder is refused, and `events
+/// --since` reads the journal back (it recorded nothing and pointed back at itself).
+#[test]
+fn the_recorder_on_etcd_keeps_a_journal_that_since_reads_back() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("record");
+    let state = tempfile::tempdir().expect("state dir");
+    let with_state = |args: &[&str]| {
+        let mut cmd = leasectl(&endpoint, &prefix, args);
+        cmd.env("XDG_STATE_HOME", state.path()).env_remove("HOME");
+        cmd
+    };
+    let recorder = Collected::start(with_state(&["events", "--follow", "--record", "-o", "json"]));
+    assert!(
+        eventually(Duration::from_secs(10), || recorder.events().iter().any(|e| e["event"] == "following")),
+        "the recorder did not start: {:?}",
+        recorder.lines()
+    );
+    let second = with_state(&["events", "--follow", "--record"]).output().expect("run");
+    assert_eq!(second.status.code(), Some(1), "a second recorder is refused");
+    assert!(String::from_utf8_lossy(&second.stderr).contains("records"), "{second:?}");
+    for i in 0..3 {
+        let out = run(&endpoint, &prefix, &["run", &format!("REC{i}"), "-q", "--", "true"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || by_session(&recorder.events()).len() == 3),
+        "{:?}",
+        recorder.lines()
+    );
+    drop(recorder);
+    let journal = std::fs::read_dir(state.path().join("leasectl"))
+        .expect("the state directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("logs/leasectl-events.jsonl"))
+        .find(|p| p.is_file())
+        .expect("a journal under $XDG_STATE_HOME/leasectl");
+    assert!(journal.to_string_lossy().contains("/leasectl/etcd-leasectl-test-record-"), "{}", journal.display());
+    let out = with_state(&["events", "--since", "1h", "-o", "json"]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let read: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let said = by_session(&read);
+    for i in 0..3 {
+        assert_eq!(
+            said.get(&format!("REC{i}")).map(Vec::as_slice),
+            Some(&["acquired".to_owned(), "released".to_owned()][..])
+        );
+    }
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("no events recorded"), "{out:?}");
+}

@@ -30,8 +30,8 @@ pub(super) fn events(
         say!("{}", super::watch::TSV_HEADER);
     }
     if let Some(since) = a.since.or((!a.follow).then_some(DEFAULT_SINCE)) {
-        let homes: Vec<PathBuf> =
-            stores.iter().filter_map(|s| s.location().registry().map(|r| r.home.clone())).collect();
+        // An etcd prefix's journal is in the recorder's state directory.
+        let homes: Vec<PathBuf> = stores.iter().filter_map(|s| journal::journal_home(s.location())).collect();
         let from = now() - since.as_secs_f64();
         let audited = unrecorded_removals(&homes, from);
         let (journals, printed_audit) = print_merged(&homes, from, audited, format);
@@ -50,8 +50,18 @@ pub(super) fn events(
     let mut _claims = Vec::new();
     if a.record {
         for store in stores.iter() {
-            let Some(reg) = store.location().registry() else { continue };
-            match claim_recorder(&reg.home) {
+            let Some(home) = journal::journal_home(store.location()) else {
+                return Err(fail(format!(
+                    "no place to record {}: set XDG_STATE_HOME or HOME",
+                    store.location().describe()
+                )));
+            };
+            if store.location().is_remote()
+                && let Err(e) = journal::create_journal_home(&home)
+            {
+                return Err(fail(format!("cannot create {} to record in: {e}", home.display())));
+            }
+            match claim_recorder(&home) {
                 Ok(claim) => _claims.push(claim),
                 Err(Unclaimed::Busy(message)) => return Err(fail(message)),
                 // One home's broken logs/ is that home's problem: the others are recorded.

@@ -85,8 +85,8 @@ pub(super) fn ls(
         let views = listing.leases.as_ref().map_err(|e| Failure::from(e.clone()))?;
         let remote = listing.remote.clone().unwrap_or_default();
         match format {
-            Format::Tsv => tsv(&[("etcd", views.as_slice(), &marks[0])], &HashMap::new(), a.format.no_headers),
-            _ => output::etcd_listing(at, views, &remote, format == Format::Json),
+            Format::Tsv => tsv(&[("etcd", views.as_slice(), &marks[0])], &owners, a.format.no_headers),
+            _ => output::etcd_listing(at, views, &remote, &owners, format),
         }
         return Ok(EXIT_OK);
     }
@@ -265,27 +265,44 @@ const TSV_HEADER: [&str; 12] = [
     "IDLE_SECS",
 ];
 
+/// On etcd, after the columns every backend has (a script reading by position keeps working).
+const ETCD_TSV_COLUMNS: [&str; 3] = ["HOST", "TTL_SECS", "FENCING_TOKEN"];
+
 /// One line per lease, fields joined by tabs; text from files escaped, so a tab or a
-/// newline inside a field can never split it.
+/// newline inside a field can never split it. On etcd, the owner's host, the TTL left
+/// and the fencing token follow.
 fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerInfo>, bare: bool) {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut written = Ok(());
+    let etcd = registries.iter().any(|(_, views, _)| views.iter().any(|v| v.remote.is_some()));
     if !bare {
-        written = writeln!(out, "{}", TSV_HEADER.join("\t"));
+        let mut header: Vec<&str> = TSV_HEADER.to_vec();
+        if etcd {
+            header.extend(ETCD_TSV_COLUMNS);
+        }
+        written = writeln!(out, "{}", header.join("\t"));
     }
+    let here = crate::lease::owner::hostname();
     let at = now();
     for (profile, views, marks) in registries {
         for v in *views {
             let e = &v.entry;
             let m = marks.of_lease(v);
-            let fields = [
+            // A pid on another host is no process here.
+            let local = v.remote.as_ref().is_none_or(|r| r.host == here);
+            let mut fields = vec![
                 escape(profile).into_owned(),
                 escape(e.lease_id()).into_owned(),
                 escape(e.session_id()).into_owned(),
                 escape(e.surface().unwrap_or("-")).into_owned(),
                 e.pid().to_string(),
-                owners.get(&e.pid()).map(|o| escape(&o.name).into_owned()).unwrap_or_else(|| "-".into()),
+                escape(&crate::lease::owner::owner_label(
+                    v.liveness.name(),
+                    v.liveness.clock_step_suspected(),
+                    owners.get(&e.pid()).filter(|_| local).map(|o| o.name.as_str()),
+                ))
+                .into_owned(),
                 v.liveness.name().to_owned(),
                 e.started_at().map(|t| format!("{:.0}", (at - t).max(0.0))).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id())
@@ -304,6 +321,12 @@ fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerI
                     .map(|t| format!("{:.0}", (at - t).max(0.0)))
                     .unwrap_or_else(|| "-".into()),
             ];
+            if etcd {
+                let r = v.remote.as_ref();
+                fields.push(r.map(|r| escape(&r.host).into_owned()).unwrap_or_else(|| "-".into()));
+                fields.push(r.and_then(|r| r.ttl_left).map(|t| t.to_string()).unwrap_or_else(|| "-".into()));
+                fields.push(r.map(|r| r.fencing_token.to_string()).unwrap_or_else(|| "-".into()));
+            }
             if written.is_ok() {
                 written = writeln!(out, "{}", fields.join("\t"));
             }

@@ -50,7 +50,11 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     let at = now();
     for store in stores.iter_mut() {
         let listing = store.read();
-        let profile = vec![("profile", label_value(listing.location.name()))];
+        let mut profile = vec![("profile", label_value(listing.location.name()))];
+        // Every etcd prefix is profile "etcd": its prefix tells two fences apart.
+        if let crate::lease::Location::Etcd(fence) = &listing.location {
+            profile.push(("prefix", label_value(&fence.prefix)));
+        }
         valid.samples.push((profile.clone(), f64::from(u8::from(listing.leases.is_ok()))));
         if let Some(c) = listing.cap.cap {
             cap.samples.push((profile.clone(), c as f64));

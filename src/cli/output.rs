@@ -433,9 +433,11 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
 
 pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
 
-/// The lease table on etcd: the owner's host instead of its process, the TTL with the liveness.
-pub const ETCD_LEASE_HEADER: [&str; 9] =
-    ["LEASE", "SESSION", "SURFACE", "HOST", "PID", "LIVENESS", "AGE", "LIVE ID", "FENCING TOKEN"];
+/// The lease table on etcd: the owner's host, the TTL with the liveness, the fencing token.
+pub const ETCD_LEASE_HEADER: [&str; 10] =
+    ["LEASE", "SESSION", "SURFACE", "HOST", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID", "FENCING TOKEN"];
+/// `-o wide` adds the etcd lease and the slot (whole lease ids, too).
+pub const ETCD_WIDE_COLUMNS: [&str; 2] = ["ETCD LEASE", "SLOT"];
 
 /// Seconds left on an etcd lease, for people.
 pub fn ttl_text(ttl: Option<i64>) -> String {
@@ -445,24 +447,34 @@ pub fn ttl_text(ttl: Option<i64>) -> String {
     }
 }
 
-pub fn etcd_lease_rows(views: &[LeaseView]) -> Vec<Vec<String>> {
+/// The rows of the etcd table; `wide`: whole lease ids, the etcd lease and the slot. An
+/// owner on this host is named by its process (`owners`), one elsewhere is `-`.
+pub fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wide: bool) -> Vec<Vec<String>> {
     let at = now();
+    let here = crate::lease::owner::hostname();
     views
         .iter()
         .filter_map(|v| {
             let r = v.remote.as_ref()?;
             let e = &v.entry;
-            Some(vec![
-                short_id(e.lease_id()),
+            let owner = owners.get(&e.pid()).filter(|_| r.host == here).map(|o| o.name.as_str());
+            let mut row = vec![
+                if wide { e.lease_id().to_owned() } else { short_id(e.lease_id()) },
                 e.session_id().to_owned(),
                 e.surface().unwrap_or("-").to_owned(),
                 r.host.clone(),
                 e.pid().to_string(),
+                crate::lease::owner::owner_label(v.liveness.name(), v.liveness.clock_step_suspected(), owner),
                 format!("{} ({})", v.liveness.name(), ttl_text(r.ttl_left)),
                 e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
                 r.fencing_token.to_string(),
-            ])
+            ];
+            if wide {
+                row.push(format!("{:x}", r.etcd_lease_id));
+                row.push(r.slot.map(|s| s.to_string()).unwrap_or_else(|| "-".into()));
+            }
+            Some(row)
         })
         .collect()
 }
@@ -484,8 +496,14 @@ pub fn etcd_lease_json(v: &LeaseView) -> Value {
 }
 
 /// `ls` on etcd, as a table or JSON.
-pub fn etcd_listing(at: &EtcdLocation, views: &[LeaseView], remote: &RemoteListing, as_json: bool) {
-    if as_json {
+pub fn etcd_listing(
+    at: &EtcdLocation,
+    views: &[LeaseView],
+    remote: &RemoteListing,
+    owners: &HashMap<u64, OwnerInfo>,
+    format: super::args::Format,
+) {
+    if format == super::args::Format::Json {
         let v = json!({
             "backend": "etcd",
             "endpoints": at.endpoints,
@@ -506,7 +524,12 @@ pub fn etcd_listing(at: &EtcdLocation, views: &[LeaseView], remote: &RemoteListi
         remote.revision
     );
     if !views.is_empty() {
-        say!("{}", table(&ETCD_LEASE_HEADER, &etcd_lease_rows(views)));
+        let wide = format == super::args::Format::Wide;
+        let mut header: Vec<&str> = ETCD_LEASE_HEADER.to_vec();
+        if wide {
+            header.extend(ETCD_WIDE_COLUMNS);
+        }
+        say!("{}", table(&header, &etcd_lease_rows(views, owners, wide)));
     }
     for b in &remote.bad {
         say!("  warning: {b}");

@@ -319,15 +319,15 @@ fn emit(location: &Location, line: &Value, f: &Follow) {
     if f.record
         && line["event"] != "present"
         && line["event"] != "following"
-        && let Some(reg) = location.registry()
+        && let Some(home) = lease::journal::journal_home(location)
         && let Err(e) = lease::audit::append_rotating(
-            &journal_file(&reg.home),
+            &journal_file(&home),
             &line.to_string(),
             lease::audit::MAX_BYTES,
             lease::audit::KEEP,
         )
     {
-        say_err!("leasectl: warning: cannot record the event in {}: {e}", journal_file(&reg.home).display());
+        say_err!("leasectl: warning: cannot record the event in {}: {e}", journal_file(&home).display());
     }
     print_line(f.format, line);
 }

@@ -8,6 +8,33 @@ use serde_json::Value;
 
 use super::safe_file::{self, Lines, Spot};
 
+/// Where `location`'s journal is kept: a file registry's home, or for an etcd prefix
+/// (which has no home) `$XDG_STATE_HOME/leasectl/etcd-<prefix>-<hash>` (by default
+/// `~/.local/state/...`) of whoever runs the recorder. None when there is no such place.
+pub fn journal_home(location: &super::Location) -> Option<PathBuf> {
+    match location {
+        super::Location::File(reg) => Some(reg.home.clone()),
+        super::Location::Etcd(at) => Some(dirs::state_dir()?.join("leasectl").join(etcd_slug(&at.prefix))),
+    }
+}
+
+/// `/leasectl/` -> `etcd-leasectl-1f2e3d4c`: readable, and two prefixes that read alike
+/// (`/a_b/`, `/a-b/`) still get journals of their own.
+fn etcd_slug(prefix: &str) -> String {
+    use std::hash::BuildHasher;
+    let readable: String = prefix.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect::<String>();
+    let readable = readable.trim_matches('-');
+    let hash = rustc_hash::FxBuildHasher.hash_one(prefix) as u32;
+    format!("etcd-{readable}-{hash:08x}")
+}
+
+/// Make an etcd prefix's journal home (the recorder's own state directory: created
+/// whole, private to its user).
+pub fn create_journal_home(home: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(home)
+}
+
 /// The journal of a home.
 pub fn journal_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-events.jsonl")

@@ -62,7 +62,7 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
 /// The homes whose journals hold the console's history: the locations', and every
 /// profile's under `discover_root`.
 pub fn history_homes(locations: &[Location], discover_root: Option<&std::path::Path>) -> Vec<PathBuf> {
-    let mut homes: Vec<PathBuf> = locations.iter().filter_map(|l| l.registry()).map(|r| r.home.clone()).collect();
+    let mut homes: Vec<PathBuf> = locations.iter().filter_map(crate::lease::journal::journal_home).collect();
     if let Some(root) = discover_root {
         homes.extend(crate::lease::paths::all_registries(root).into_iter().map(|r| r.home));
     }
