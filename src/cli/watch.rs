@@ -154,10 +154,17 @@ impl Seen {
     /// How many versions of the file were never read, of those replaced since the last
     /// reading: all but the one read now, and but any that was the one read last time (its
     /// event can come after that reading, as a burst gathers or the re-judge tick reads).
+    ///
+    /// A version is looked at when its event is handled, which can be after the next one
+    /// replaced it: then two events name the later version, and the earlier may well be
+    /// the one read last time. Only what is certain is said ("at least N"), so such a
+    /// repeat is credited to the version read before when no event names it.
     fn unseen(&self, replaced: &[Option<lease::FileVersion>], now: Option<lease::FileVersion>) -> usize {
-        let read_before = replaced.iter().filter(|v| v.is_some() && **v == self.read_version).count();
-        // The last replacement made the version read now, seen or not when its event came.
         let _ = now;
+        let named_read_before = replaced.iter().any(|v| v.is_some() && *v == self.read_version);
+        let repeated = replaced.iter().enumerate().any(|(i, v)| v.is_some() && replaced[..i].contains(v));
+        let read_before = usize::from(named_read_before || (self.read_version.is_some() && repeated));
+        // The last replacement made the version read now, seen or not when its event came.
         replaced.len().saturating_sub(read_before + usize::from(!replaced.is_empty()))
     }
 
@@ -549,5 +556,10 @@ mod tests {
         // Versions not looked at in time count as unseen (at least).
         assert_eq!(seen.unseen(&[None, None, v(4)], v(4)), 2);
         assert_eq!(Seen::default().unseen(&[], None), 0);
+        // v3 read by the tick; v3's event handled after v4 replaced it: both name v4.
+        let seen = Seen { read_version: v(3), ..Seen::default() };
+        assert_eq!(seen.unseen(&[v(4), v(4)], v(4)), 0, "no false gap");
+        // Three events, two naming v5, v3 read before: v4 may be unseen, v3 is credited.
+        assert_eq!(seen.unseen(&[v(5), v(5), v(5)], v(5)), 1);
     }
 }
