@@ -384,6 +384,9 @@ fn the_cap_holds_across_clients_and_a_release_frees_a_slot() {
     assert!(err.contains("active session limit (3/3)"), "{err}");
     // The advice names what sets the cap here (--max), not a config.yaml etcd never reads.
     assert!(err.contains("(--max)") && !err.contains("max_concurrent_sessions"), "{err}");
+    // The cap the holders were granted under is known (the console said "no cap").
+    let metrics = String::from_utf8_lossy(&run(&endpoint, &prefix, &["metrics"]).stdout).into_owned();
+    assert!(metrics.lines().any(|l| l.starts_with("leasectl_cap{") && l.ends_with(" 3")), "{metrics}");
 
     // A release frees its slot for the next client.
     let lease = granted[0]["lease_id"].as_str().expect("lease id");

@@ -199,6 +199,10 @@ impl Attempt<'_> {
         }
         raw.insert("etcd_lease_id".into(), Value::from(self.etcd_lease_id));
         raw.insert("slot".into(), slot.map(Value::from).unwrap_or(Value::Null));
+        // What cap this holder was granted under: etcd keeps no config.yaml to show it from.
+        if let Some(cap) = self.req.cap {
+            raw.insert("cap".into(), Value::from(cap));
+        }
         let text = crate::lease::pyjson::to_string(&Value::Object(raw.clone()));
         let entry = entry_from_map(raw).map_err(|e| Refusal {
             reason: Reason::SessionCoordinationUnavailable,

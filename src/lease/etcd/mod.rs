@@ -277,6 +277,8 @@ pub struct Held {
     pub host: String,
     pub etcd_lease_id: i64,
     pub slot: Option<u64>,
+    /// The cap (`--max`) its acquire asked for, if any: the console shows it.
+    pub cap: Option<u64>,
     /// The key's mod revision: the revision of the winning acquire transaction.
     pub fencing_token: i64,
 }
@@ -301,8 +303,9 @@ impl Held {
             )));
         }
         let slot = map.get("slot").and_then(Value::as_u64);
+        let cap = map.get("cap").and_then(Value::as_u64);
         let entry = entry_from_map(map).map_err(bad)?;
-        Ok(Held { entry, key, host, etcd_lease_id, slot, fencing_token: kv.mod_revision() })
+        Ok(Held { entry, key, host, etcd_lease_id, slot, cap, fencing_token: kv.mod_revision() })
     }
 
     /// This lease as the core reports it, with the TTL left when it was read.

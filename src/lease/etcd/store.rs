@@ -63,14 +63,11 @@ impl EtcdStore {
             Ok((views, remote)) => (Ok(views), Some(remote)),
             Err(e) => (Err(e), None),
         };
-        Listing {
-            location: self.location.clone(),
-            exists: true,
-            modified: None,
-            cap: CapSetting::default(),
-            leases,
-            remote,
-        }
+        let cap = match &self.last {
+            Some(Ok((held, _))) => holders_cap(held),
+            _ => CapSetting::default(),
+        };
+        Listing { location: self.location.clone(), exists: true, modified: None, cap, leases, remote }
     }
 
     /// Local owners judged by pid, remote ones alive while their key exists; TTLs read.
@@ -200,6 +197,26 @@ impl LeaseStore for EtcdStore {
             _ => refusal.advice(),
         }
     }
+}
+
+/// The cap on etcd is the `--max` each client passes: the one the holders were granted
+/// under (the largest, with a warning when they differ); none when none asked for one.
+fn holders_cap(held: &[Held]) -> CapSetting {
+    let mut caps: Vec<u64> = held.iter().filter_map(|h| h.cap).collect();
+    caps.sort_unstable();
+    caps.dedup();
+    let mut setting = CapSetting { cap: caps.last().copied(), key: None, warnings: vec![] };
+    if !caps.is_empty() {
+        setting.key = Some("--max".into());
+    }
+    if caps.len() > 1 {
+        let listed: Vec<String> = caps.iter().map(u64::to_string).collect();
+        setting.warnings.push(format!(
+            "holders were granted under different caps (--max {}): every client of a prefix must pass the same --max",
+            listed.join(", ")
+        ));
+    }
+    setting
 }
 
 impl Renewal for KeepAlive {
