@@ -653,6 +653,8 @@ fn the_console_follows_changes_made_by_another_client() {
     // The holder is frozen: its key expires with the TTL and the console follows.
     holder.signal(libc::SIGSTOP);
     console.wait_for("the expired lease to go", Duration::from_secs(8), |s| !s.contains("▸ CONSOLE-S2"));
+    // Nobody ended it: the log says it expired (it said "pruned" or "released").
+    console.wait_for("the expiry in the log", Duration::from_secs(3), |s| s.contains("expired: session CONSOLE-S2"));
     holder.signal(libc::SIGCONT);
     console.quit_and_check_restored(Duration::from_secs(5), Duration::from_secs(2));
 }

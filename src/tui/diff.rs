@@ -41,7 +41,9 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         }
         return out;
     }
-    if old.cap != new.cap.cap {
+    // On etcd the cap is what the holders asked: none holding says nothing of it.
+    let cap_unknown = old.location.is_remote() && new.cap.cap.is_none();
+    if old.cap != new.cap.cap && !cap_unknown {
         let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
         out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));
     }
@@ -69,6 +71,11 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     // The one diff every follower uses, and its event names (as `events` and `ls -w`
     // print them); acquisitions and changes before the leases gone.
     let mut found = changes::diff(&old.leases, leases);
+    // On etcd, leases coming and going are the watch's to say (each once, named as they
+    // ended); a reading adds only what the watch cannot see: owners dying on this host.
+    if old.location.is_remote() {
+        found.retain(|c| matches!(c.kind, EventKind::OwnerDied | EventKind::OwnerRecycled | EventKind::OwnerAlive));
+    }
     found.sort_by_key(|c| matches!(c.kind, EventKind::Released | EventKind::Pruned));
     for c in found {
         let l = c.lease;

@@ -21,8 +21,9 @@ pub enum Event {
     Resize(u16, u16),
     /// Something changed under a watched directory (already debounced and filtered).
     FsChanged(Vec<PathBuf>),
-    /// Something changed under the watched etcd prefix (or the watch broke and was re-made).
-    RemoteChanged,
+    /// Changes under the watched etcd prefix, from etcd's watch (empty: the watch opened
+    /// or re-opened; a re-read shows the rest).
+    RemoteChanged(Vec<crate::lease::RemoteChange>),
     /// The liveness tick (about once a second), with the time it fired.
     Tick(f64),
     /// Fresh snapshots from the worker.

@@ -57,7 +57,7 @@ pub fn spawn_watcher(scope: &crate::lease::WatchScope, tx: Sender<Event>) -> Res
         std::sync::Arc::new(move |change| {
             let event = match change {
                 Change::Files(paths) => Event::FsChanged(paths),
-                Change::Remote(_) => Event::RemoteChanged,
+                Change::Remote(changes) => Event::RemoteChanged(changes),
                 // The console shows the registry as it is; the versions between are the feed's.
                 Change::Replaced(..) => return true,
             };

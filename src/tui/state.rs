@@ -90,7 +90,10 @@ impl RegistryState {
         if snap.lock_holder.is_none() {
             self.locked_by = None;
         }
-        self.cap = snap.cap.cap;
+        // On etcd the cap is the one its holders were granted under: kept while none holds.
+        if !(self.location.is_remote() && snap.cap.cap.is_none()) {
+            self.cap = snap.cap.cap;
+        }
         self.cap_warnings = snap.cap.warnings.clone();
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {

@@ -25,7 +25,11 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         Event::Mouse(m) => super::mouse::on_mouse(app, m),
         // No paths: directories came or went, or the watcher lost track; read everything.
         Event::FsChanged(paths) if !paths.is_empty() => vec![Effect::ReloadChanged(paths)],
-        Event::FsChanged(_) | Event::RemoteChanged => vec![Effect::Reload],
+        Event::FsChanged(_) => vec![Effect::Reload],
+        Event::RemoteChanged(changes) => {
+            log_remote(app, &changes);
+            vec![Effect::Reload]
+        }
         Event::Tick(at) => {
             app.now = at;
             for r in &mut app.registries {
@@ -68,6 +72,44 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             app.quit = true;
             vec![Effect::Quit]
         }
+    }
+}
+
+/// etcd's watch events in the log, each once and in order, named as their enders marked
+/// them: a lease acquired and released between two readings shows too, and one nobody
+/// ended is `expired` (not "pruned" after an outage). The readings' comparison says only
+/// what the watch cannot: owners dying on this host.
+fn log_remote(app: &mut App, changes: &[crate::lease::RemoteChange]) {
+    use crate::lease::{Ending, RemoteChange};
+    let Some(profile) = app.registries.iter().find(|r| r.location.is_remote()).map(|r| r.location.name().to_owned())
+    else {
+        return;
+    };
+    for change in changes {
+        let who = |v: &crate::lease::LeaseView| {
+            let e = &v.entry;
+            let id: String = e.lease_id().chars().take(8).collect();
+            format!("session {} ({}, pid {}, lease {id})", e.session_id(), e.surface().unwrap_or("-"), e.pid())
+        };
+        let text = match change {
+            RemoteChange::Put { view, created: true, .. } => format!("acquired: {}", who(view)),
+            RemoteChange::Put { .. } => continue,
+            RemoteChange::Deleted { view, ended, .. } => {
+                if app.was_removed_here(view.entry.lease_id()) {
+                    continue;
+                }
+                match ended {
+                    Ending::Released => format!("released: {}", who(view)),
+                    Ending::ForceReleased { by } => format!("force-released: {} — by {by}", who(view)),
+                    Ending::Pruned { by } => format!("pruned: {} — by {by}", who(view)),
+                    Ending::Expired => format!("expired: {} — its etcd lease ran out", who(view)),
+                }
+            }
+            RemoteChange::Resync => {
+                "gap: etcd's watch lost history; what changed meanwhile is not in this log".to_owned()
+            }
+        };
+        app.log(&profile, LogLevel::Change, text);
     }
 }
 
