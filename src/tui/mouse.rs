@@ -5,16 +5,16 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
-use super::event::Effect;
 use super::layout::{areas, tab_at, table_offset, too_small};
 use super::state::{App, Row};
-use super::update::on_key;
 use super::view::{banner_height, tab_bar};
 
 /// Rows one notch of the wheel moves.
 const WHEEL_ROWS: usize = 3;
 
-pub(super) fn on_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
+/// A click or the wheel: what it changed itself, and the keys it stands for (the wheel
+/// over the table is the arrows), which the caller runs as keys.
+pub(super) fn on_mouse(app: &mut App, m: MouseEvent) -> Vec<KeyEvent> {
     if !app.mouse {
         return vec![];
     }
@@ -50,7 +50,7 @@ pub(super) fn on_mouse(app: &mut App, m: MouseEvent) -> Vec<Effect> {
         }
         None => {
             let code = if down { KeyCode::Down } else { KeyCode::Up };
-            (0..WHEEL_ROWS).flat_map(|_| on_key(app, arrow(code))).collect()
+            (0..WHEEL_ROWS).map(|_| arrow(code)).collect()
         }
     }
 }

@@ -22,7 +22,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             app.size = (w, h);
             vec![]
         }
-        Event::Mouse(m) => super::mouse::on_mouse(app, m),
+        Event::Mouse(m) => super::mouse::on_mouse(app, m).into_iter().flat_map(|key| on_key(app, key)).collect(),
         // No paths: directories came or went, or the watcher lost track; read everything.
         Event::FsChanged(paths) if !paths.is_empty() => vec![Effect::ReloadChanged(paths)],
         Event::FsChanged(_) => vec![Effect::Reload],
@@ -199,7 +199,7 @@ fn is_ctrl_c(key: &KeyEvent) -> bool {
     key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c')
 }
 
-pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
+fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     if key.kind == KeyEventKind::Release {
         return vec![];
     }

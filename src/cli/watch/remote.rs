@@ -1,0 +1,94 @@
+//! Following an etcd prefix: leases coming and going are etcd's watch events (each once,
+//! in order, named as they ended); its readings add what the watch cannot see.
+
+use serde_json::Value;
+
+use super::{Follow, Seen, lease_events, registry_event};
+use crate::lease::changes::{EventKind, LeaseEvent};
+use crate::lease::{self, LeaseView};
+
+impl Seen {
+    /// The lines one reading of an etcd prefix gives. Leases coming and going are etcd's
+    /// watch events after the revision said last (each once, in order: a lease acquired
+    /// and released between two readings is said too); owners' liveness comes from the
+    /// readings, as on files. After a watch that lost history, the reading is compared.
+    pub(super) fn remote_events(
+        &mut self,
+        listing: lease::Listing,
+        changes: Vec<lease::RemoteChange>,
+        f: &Follow,
+    ) -> Vec<Value> {
+        let location = listing.location.clone();
+        let revision = listing.remote.as_ref().map(|r| r.revision);
+        let resync = changes.contains(&lease::RemoteChange::Resync);
+        let from = self.said_up_to;
+        let mut lines: Vec<Value> = Vec::new();
+        if resync || from.is_none() {
+            // From this reading on, the watch's events say the rest.
+            self.said_up_to = revision.or(self.said_up_to);
+            let before = self.last.clone();
+            let mut compared = self.events(listing, 0, f);
+            if resync && before.is_some() {
+                lines.push(registry_event(
+                    &location,
+                    "gap",
+                    "etcd's watch lost history (compacted, or reconnected too late): what changed meanwhile is \
+                     compared between two readings",
+                ));
+            }
+            lines.append(&mut compared);
+            return lines;
+        }
+        let held_now: Vec<LeaseView> = listing.leases.clone().unwrap_or_default();
+        let mut said = from.unwrap_or(0);
+        let mut watched: Vec<(LeaseEvent, Option<(&'static str, String)>)> = Vec::new();
+        for change in changes {
+            if change.revision() <= said {
+                continue;
+            }
+            said = change.revision();
+            watched.push(match change {
+                lease::RemoteChange::Put { view, created, .. } => {
+                    let kind = if created { EventKind::Acquired } else { EventKind::Updated };
+                    (LeaseEvent { kind, view }, None)
+                }
+                lease::RemoteChange::Deleted { view, ended, .. } => {
+                    let (kind, named) = match ended {
+                        lease::Ending::Released => (EventKind::Released, None),
+                        lease::Ending::ForceReleased { by } => (EventKind::Released, Some(("force-released", by))),
+                        lease::Ending::Pruned { by } => (EventKind::Pruned, Some(("pruned", by))),
+                        lease::Ending::Expired => (
+                            EventKind::Released,
+                            Some(("expired", "its etcd lease ran out: the owner stopped renewing it".to_owned())),
+                        ),
+                    };
+                    (LeaseEvent { kind, view }, named)
+                }
+                lease::RemoteChange::Resync => continue,
+            });
+        }
+        // Only the watch moves this on: a reading can be at a revision whose events are
+        // still on their way, and they must be said when they come.
+        self.said_up_to = Some(said);
+        // Liveness from the reading (an owner on this host dying); leases from the watch.
+        let mut compared = self.events(listing, 0, f);
+        compared.retain(|line| {
+            let kind = line["event"].as_str().unwrap_or("");
+            !["acquired", "released", "pruned", "updated", "force-released"].contains(&kind)
+        });
+        let selected: Vec<(LeaseEvent, Option<(&'static str, String)>)> =
+            watched.into_iter().filter(|(e, _)| (f.selected)(&e.view)).collect();
+        let events: Vec<LeaseEvent> = selected.iter().map(|(e, _)| e.clone()).collect();
+        let mut said_lines = lease_events(&location, &events, &held_now);
+        for (line, (_, named)) in said_lines.iter_mut().zip(&selected) {
+            if let (Some((kind, detail)), Some(map)) = (named, line.as_object_mut()) {
+                map.insert("event".into(), (*kind).into());
+                let detail = if *kind == "expired" { detail.clone() } else { format!("by {detail}") };
+                map.insert("detail".into(), detail.into());
+            }
+        }
+        lines.append(&mut said_lines);
+        lines.append(&mut compared);
+        lines
+    }
+}
