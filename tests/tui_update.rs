@@ -655,3 +655,46 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
     update(&mut app, Event::Loaded(later));
     assert!(text(&app).iter().any(|l| l.starts_with("new profile: ") && l.contains("late")), "{:?}", text(&app));
 }
+
+/// On etcd the console logs the watch's events: a lease gone is named as its ender marked
+/// it, and this console's own removal is said once (by its action's line), even when the
+/// watch's event comes before the action's answer.
+#[test]
+fn etcd_watch_events_are_logged_once_and_the_consoles_own_removal_not_twice() {
+    use leasectl::lease::{Ending, EtcdLocation, Location, RemoteChange};
+    let at = Location::Etcd(EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"));
+    let mut app = app(vec![snap(&at, None, Ok(vec![]))]);
+    let view = |lease: &str, session: &str| leasectl::lease::LeaseView {
+        entry: entry(lease, session, "cli", 4242, 10.0, None),
+        liveness: Liveness::Alive,
+        remote: None,
+    };
+    let me = leasectl::lease::audit::who();
+    let changes = vec![
+        RemoteChange::Put { revision: 5, view: view("a1000000000000000000000000000001", "S1"), created: true },
+        RemoteChange::Deleted {
+            revision: 6,
+            view: view("a1000000000000000000000000000001", "S1"),
+            ended: Ending::Expired,
+        },
+        RemoteChange::Deleted {
+            revision: 7,
+            view: view("b2000000000000000000000000000002", "S2"),
+            ended: Ending::ForceReleased { by: "ops@gw (pid 1)".into() },
+        },
+        RemoteChange::Deleted {
+            revision: 8,
+            view: view("c3000000000000000000000000000003", "S3"),
+            ended: Ending::ForceReleased { by: me },
+        },
+    ];
+    update(&mut app, Event::RemoteChanged(changes));
+    let log: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(log.iter().any(|l| l.starts_with("acquired: session S1")), "{log:?}");
+    assert!(log.iter().any(|l| l.starts_with("expired: session S1")), "{log:?}");
+    assert!(
+        log.iter().any(|l| l.starts_with("force-released: session S2") && l.ends_with("by ops@gw (pid 1)")),
+        "{log:?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("session S3")), "this console's own removal, said by its action: {log:?}");
+}

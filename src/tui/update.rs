@@ -95,7 +95,11 @@ fn log_remote(app: &mut App, changes: &[crate::lease::RemoteChange]) {
             RemoteChange::Put { view, created: true, .. } => format!("acquired: {}", who(view)),
             RemoteChange::Put { .. } => continue,
             RemoteChange::Deleted { view, ended, .. } => {
-                if app.was_removed_here(view.entry.lease_id()) {
+                // This console's own removal: its action's line says it (the watch's event
+                // can come before the action's answer, so the mark's pid tells).
+                let me = format!("(pid {})", std::process::id());
+                let by_me = matches!(ended, Ending::ForceReleased { by } | Ending::Pruned { by } if by.ends_with(&me));
+                if app.was_removed_here(view.entry.lease_id()) || by_me {
                     continue;
                 }
                 match ended {
