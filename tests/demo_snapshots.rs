@@ -137,3 +137,22 @@ fn the_demo_below_its_size_says_what_it_needs() {
     let shown = terminal.backend().to_string();
     assert!(shown.contains("playground") && shown.contains(" events "), "{shown}");
 }
+
+/// The tour corrupts the registry: its banner takes two rows at 120x36. The event log
+/// gives way rather than the header's last line (it was squeezed off, found by hand).
+#[test]
+fn a_corrupted_registry_banner_in_the_demo_keeps_the_header_whole() {
+    let mut app = demo_app();
+    let broken = snap(
+        &registry("root"),
+        None,
+        Err("invalid registry /tmp/leasectl-demo-0123456789/runtime/active_sessions.json: not JSON: EOF while \
+             parsing a string at line 1 column 386"
+            .into()),
+    );
+    update(&mut app, loaded(vec![broken]));
+    let text = screen(&app);
+    assert!(text.contains("INVALID REGISTRY"), "{text}");
+    assert!(text.lines().any(|l| l.contains("│changed ") && l.contains("no cap")), "the header's last line:\n{text}");
+    assert!(text.contains("┌ playground"), "{text}");
+}

@@ -227,13 +227,15 @@ pub(super) fn acquire_reported_to(
             Ok(g)
         }
         Err(r) => {
-            // The core's advice names commands; they get this command line's registry options.
+            // The core's advice names commands; they get this command line's registry
+            // options, and so do the message's for a person (JSON keeps the core's words,
+            // as `ls --json` reports the same error).
             let advice = hints.apply(&store.advice(&r));
             if as_json {
                 show(&output::refusal_json(&r, &advice));
             } else {
                 let shown = crate::lease::Refusal {
-                    message: crate::lease::human::escape(&r.message).into_owned(),
+                    message: crate::lease::human::escape(&hints.apply(&r.message)).into_owned(),
                     ..r.clone()
                 };
                 say_err!("{}\nwhat to do: {advice}", refusal_stderr(&shown));

@@ -154,7 +154,7 @@ pub fn unavailable_message(path: &Path, err: &Error) -> String {
     format!(
         "leasectl could not use the active-session registry at {}, so it cannot prove this \
          session has no other live owner: {err}. The registry was left as it was. \
-         Fix the problem (leasectl doctor) and try again.",
+         Fix the problem (`leasectl doctor` says what it is) and try again.",
         path.display()
     )
 }

@@ -32,11 +32,14 @@ pub fn too_small(app: &App, area: Rect) -> Option<(u16, u16)> {
 /// The areas of the console in `area`; `banner_height` is the banner's wrapped lines.
 pub fn areas(app: &App, area: Rect, banner_height: u16) -> Areas {
     let panel_height = app.extension.as_ref().map_or(0, |x| x.panel_height(area.height));
+    // Everything but the log at its least: tabs, header, banner, four table rows, panel, footer.
+    let least = 1 + 5 + banner_height + 4 + panel_height + 1;
     let log_height = match (panel_height, app.show_details && area.width < 120) {
         (_, true) => 12,
         (1.., false) if area.height < 36 => 0,
-        // A small terminal keeps its rows for the leases.
-        _ if area.height < 20 => 0,
+        // A small terminal keeps its rows for the leases; a banner (the demo's corrupted
+        // registry at 120x36) must not squeeze the header's last line away.
+        _ if area.height < 20 || least + 6 > area.height => 0,
         _ => 6,
     };
     let chunks = Layout::vertical([
