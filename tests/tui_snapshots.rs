@@ -623,3 +623,41 @@ fn an_etcd_outage_is_unreachable_since_a_time_not_an_invalid_registry() {
     assert!(log.iter().any(|l| l.starts_with("etcd-unreachable: ")), "{log:?}");
     assert_eq!(app.registries[0].last_change, changed, "an outage changes no lease");
 }
+
+/// Hundreds of profiles: `T` and a name jump to that profile's tab as it is typed (Tab is
+/// one step at a time); Enter stays there, Esc goes back, a name no tab has is said.
+#[test]
+fn t_jumps_to_a_profile_tab_by_name_as_it_is_typed() {
+    let mut snapshots = vec![snap(&registry("root"), None, Ok(vec![]))];
+    snapshots.extend((1..300).map(|i| snap(&registry(&format!("p{i:03}")), None, Ok(vec![]))));
+    let mut app = app(snapshots);
+    let name = |app: &App| app.registries.get(app.tab).map(|r| r.location.name().to_owned()).unwrap_or_default();
+    key(&mut app, KeyCode::Char('T'));
+    for c in "p25".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    assert_eq!(name(&app), "p250", "the first that starts with p25");
+    key(&mut app, KeyCode::Char('7'));
+    assert_eq!(name(&app), "p257");
+    let text = screen(&app, 80, 24);
+    assert!(text.contains("go to tab: p257▏") && text.contains("Enter stay"), "{text}");
+    assert!(text.lines().next().is_some_and(|tabs| tabs.contains("p257")), "the tab is in view:\n{text}");
+    key(&mut app, KeyCode::Enter);
+    assert!(app.tab_input.is_none() && name(&app) == "p257", "Enter stays");
+    // A name no tab has: said, and the tab stays; Esc goes back to where it started.
+    key(&mut app, KeyCode::Char('T'));
+    for c in "p0".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    assert_eq!(name(&app), "p001");
+    for c in "zz".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    assert_eq!(name(&app), "p001", "no tab is p0zz: the tab stays");
+    assert!(screen(&app, 80, 24).contains("no tab has that in its name"));
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(name(&app), "p257", "Esc goes back");
+    // The help lists it.
+    key(&mut app, KeyCode::Char('?'));
+    assert!(screen(&app, 120, 60).contains("go to a profile's tab by name"));
+}

@@ -241,6 +241,8 @@ pub enum Action {
     PreviousTab,
     ToggleDetails,
     Filter,
+    /// Jump to a registry's tab by typing its name (thousands of profiles: Tab is one step).
+    GoToTab,
     Sort,
     /// Sort by this column; again to reverse.
     SortBy(SortMode),
@@ -285,6 +287,12 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         shown: "Tab / Shift-Tab",
         help: "next / previous registry tab",
         footer: Footer::Plain("Tab", "tabs"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('T'), Action::GoToTab)],
+        shown: "T",
+        help: "go to a profile's tab by name: typing jumps to the first that starts with it (Enter stay, Esc back)",
+        footer: Footer::None,
     },
     Binding {
         keys: &[(KeyCode::Enter, Action::ToggleDetails)],

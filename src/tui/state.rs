@@ -218,6 +218,8 @@ pub struct App {
     pub filter: String,
     /// Some while the filter is being typed.
     pub filter_input: Option<String>,
+    /// The tab name being typed (`T`), and the tab to go back to on Esc.
+    pub tab_input: Option<(String, usize)>,
     /// The filter being typed is the one in force, shown selected: a typed character
     /// replaces it whole (k9s), Backspace edits it.
     pub filter_selected: bool,
@@ -280,6 +282,7 @@ impl App {
             selected: 0,
             filter: String::new(),
             filter_input: None,
+            tab_input: None,
             filter_selected: false,
             sort: SortMode::Session,
             sort_reverse: false,
@@ -354,6 +357,20 @@ impl App {
         }
         self.registries.push(RegistryState::new(location));
         place
+    }
+
+    /// The first tab whose name starts with `typed` (case aside), else the first that
+    /// contains it; None when none does (or nothing is typed).
+    pub fn tab_named(&self, typed: &str) -> Option<usize> {
+        let typed = typed.to_lowercase();
+        if typed.is_empty() {
+            return None;
+        }
+        let name = |r: &RegistryState| r.location.name().to_lowercase();
+        self.registries
+            .iter()
+            .position(|r| name(r).starts_with(&typed))
+            .or_else(|| self.registries.iter().position(|r| name(r).contains(&typed)))
     }
 
     /// Put what the recorder saw before the console opened above what it has logged
@@ -496,7 +513,8 @@ impl App {
     pub fn ticks_visibly(&self) -> bool {
         // One more sample than the sparkline is wide: equal ones mean it does not move.
         const SPARK: usize = 25;
-        if self.dialog.is_some() || self.filter_input.is_some() || self.extension.is_some() {
+        if self.dialog.is_some() || self.filter_input.is_some() || self.tab_input.is_some() || self.extension.is_some()
+        {
             return true;
         }
         self.tab_registries().iter().map(|r| &self.registries[*r]).any(|r| {

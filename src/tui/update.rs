@@ -222,6 +222,10 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         on_filter_key(app, &key);
         return vec![];
     }
+    if app.tab_input.is_some() {
+        on_tab_name_key(app, &key);
+        return vec![];
+    }
     if let Some(effects) = extension_key(app, &key) {
         return effects;
     }
@@ -248,6 +252,33 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.details_scroll = 0;
     }
     effects
+}
+
+/// A tab's name being typed (`T`): each key jumps to the first tab it names; Enter stays
+/// there, Esc goes back to the tab it started from.
+fn on_tab_name_key(app: &mut App, key: &KeyEvent) {
+    let Some((mut typed, from)) = app.tab_input.take() else { return };
+    match lookup(LINE_KEYS, key) {
+        Some(Edit::Done) => return,
+        Some(Edit::Cancel) => {
+            app.tab = from;
+            app.selected = 0;
+            return;
+        }
+        Some(Edit::Erase) => {
+            typed.pop();
+        }
+        None => {
+            if let Some(c) = typed_char(key) {
+                typed.push(c);
+            }
+        }
+    }
+    if let Some(tab) = app.tab_named(&typed) {
+        app.tab = tab;
+        app.selected = 0;
+    }
+    app.tab_input = Some((typed, from));
 }
 
 /// The filter being typed: Enter keeps it, Esc clears it, other keys edit it. Opened on
@@ -331,6 +362,7 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
             app.filter_input = Some(app.filter.clone());
             app.filter_selected = !app.filter.is_empty();
         }
+        Action::GoToTab => app.tab_input = Some((String::new(), app.tab)),
         Action::Sort => {
             app.sort = app.sort.next();
             app.sort_reverse = false;

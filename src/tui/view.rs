@@ -638,6 +638,19 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Span::raw(format!("{}▏", shown_text(input))),
             Span::raw(format!("   {}", filter_hint())),
         ]),
+        None if app.tab_input.is_some() => {
+            let typed = app.tab_input.as_ref().map_or("", |(t, _)| t.as_str());
+            let none = if !typed.is_empty() && app.tab_named(typed).is_none() {
+                "  (no tab has that in its name)"
+            } else {
+                ""
+            };
+            Line::from(vec![
+                Span::styled("go to tab: ", p.bold(Color::Cyan)),
+                Span::raw(format!("{}▏{none}", shown_text(typed))),
+                Span::raw(format!("   {}", super::keys::line_hint(Some("stay")))),
+            ])
+        }
         None => {
             let console: Vec<KeyRow> = CONSOLE_KEYS.iter().map(Binding::row).collect();
             let extension = app.extension.as_ref().map(|x| x.keys()).unwrap_or_default();
