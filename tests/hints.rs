@@ -203,8 +203,10 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
         assert!(said.contains("profiles/work/runtime/active_sessions.json"), "`{text}` acted on work: {out:?}");
     }
     // The core's own hints, in an error shown on the console, get the options too.
-    let shown =
-        leasectl::tui::view::hinted(&app.registries[app.tab].location, "(and 2 more problems; run `leasectl doctor`)");
+    let shown = leasectl::lease::human::hinted(
+        &app.registries[app.tab].location,
+        "(and 2 more problems; run `leasectl doctor`)",
+    );
     let (text, words) = hints_in(&shown).remove(0);
     let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
     assert_eq!((cli.home.as_deref(), cli.profile.as_deref()), (Some(home.path()), Some("work")), "{shown}");

@@ -106,7 +106,7 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             let listing = store.read();
             let after = path.as_deref().and_then(lease::FileVersion::of);
             let versions = path.as_ref().and_then(|p| replaced.remove(p)).unwrap_or_default();
-            let gap = seen.unseen(&versions, after);
+            let gap = seen.unseen(&versions);
             // Known exactly only when nothing replaced the file while it was read.
             seen.read_version = before.filter(|_| before == after);
             let lines = if store.location().is_remote() {
@@ -159,8 +159,7 @@ impl Seen {
     /// replaced it: then two events name the later version, and the earlier may well be
     /// the one read last time. Only what is certain is said ("at least N"), so such a
     /// repeat is credited to the version read before when no event names it.
-    fn unseen(&self, replaced: &[Option<lease::FileVersion>], now: Option<lease::FileVersion>) -> usize {
-        let _ = now;
+    fn unseen(&self, replaced: &[Option<lease::FileVersion>]) -> usize {
         let named_read_before = replaced.iter().any(|v| v.is_some() && *v == self.read_version);
         let repeated = replaced.iter().enumerate().any(|(i, v)| v.is_some() && replaced[..i].contains(v));
         let read_before = usize::from(named_read_before || (self.read_version.is_some() && repeated));
@@ -469,18 +468,18 @@ mod tests {
     fn a_late_event_of_the_version_read_is_no_gap() {
         // The re-judge tick read v3 before v3's rename event came; v4 followed at once.
         let seen = Seen { read_version: v(3), ..Seen::default() };
-        assert_eq!(seen.unseen(&[v(3), v(4)], v(4)), 0);
-        assert_eq!(seen.unseen(&[v(3)], v(3)), 0, "only the late event: nothing new");
+        assert_eq!(seen.unseen(&[v(3), v(4)]), 0);
+        assert_eq!(seen.unseen(&[v(3)]), 0, "only the late event: nothing new");
         // v2 and v3 written, v1 read before: v2 was never seen.
         let seen = Seen { read_version: v(1), ..Seen::default() };
-        assert_eq!(seen.unseen(&[v(2), v(3)], v(3)), 1);
+        assert_eq!(seen.unseen(&[v(2), v(3)]), 1);
         // Versions not looked at in time count as unseen (at least).
-        assert_eq!(seen.unseen(&[None, None, v(4)], v(4)), 2);
-        assert_eq!(Seen::default().unseen(&[], None), 0);
+        assert_eq!(seen.unseen(&[None, None, v(4)]), 2);
+        assert_eq!(Seen::default().unseen(&[]), 0);
         // v3 read by the tick; v3's event handled after v4 replaced it: both name v4.
         let seen = Seen { read_version: v(3), ..Seen::default() };
-        assert_eq!(seen.unseen(&[v(4), v(4)], v(4)), 0, "no false gap");
+        assert_eq!(seen.unseen(&[v(4), v(4)]), 0, "no false gap");
         // Three events, two naming v5, v3 read before: v4 may be unseen, v3 is credited.
-        assert_eq!(seen.unseen(&[v(5), v(5), v(5)], v(5)), 1);
+        assert_eq!(seen.unseen(&[v(5), v(5), v(5)]), 1);
     }
 }

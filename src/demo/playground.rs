@@ -227,8 +227,8 @@ impl Playground {
     /// A verdict whose hints (`leasectl ls`) name the sandbox: pasted as shown, they act
     /// on the demo's registry, not on ~/.hermes.
     fn hinted(&self, verdict: Verdict) -> Verdict {
-        let prefix = crate::lease::human::leasectl_for(&self.sandbox.registry());
-        let hint = |text: String| crate::lease::human::with_options(&text, &prefix);
+        let at = crate::lease::Location::File(self.sandbox.registry());
+        let hint = |text: String| crate::lease::human::hinted(&at, &text);
         match verdict {
             Verdict::Refused { reason, message, advice, holder } => {
                 Verdict::Refused { reason, message: hint(message), advice: hint(advice), holder }

@@ -86,6 +86,13 @@ pub fn leasectl_at(location: &super::Location) -> String {
     }
 }
 
+/// `text` (the core's words) with its hints (`leasectl doctor`) naming `location`: pasted
+/// as shown, they act on that registry, not on ~/.hermes (the console and the demo know
+/// the registry, not how the operator named it).
+pub fn hinted(location: &super::Location, text: &str) -> String {
+    with_options(text, &leasectl_at(location))
+}
+
 /// `text` with every quoted command hint (`` `leasectl CMD...` ``) given `prefix` (the
 /// options that reach a registry) in place of plain `leasectl`; a hint that names its own
 /// options (`` `leasectl --profile work ...` ``) is left as it is. For text made where the

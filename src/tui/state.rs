@@ -202,6 +202,15 @@ pub struct LogLine {
     pub level: LogLevel,
 }
 
+/// A tab's name being typed (`T`): the text, the tab to go back to on Esc, and whether
+/// the text names a tab (found as it is typed: the view draws without scanning the tabs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TabInput {
+    pub typed: String,
+    pub from: usize,
+    pub found: bool,
+}
+
 /// Everything the console knows.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -218,8 +227,8 @@ pub struct App {
     pub filter: String,
     /// Some while the filter is being typed.
     pub filter_input: Option<String>,
-    /// The tab name being typed (`T`), and the tab to go back to on Esc.
-    pub tab_input: Option<(String, usize)>,
+    /// The tab name being typed (`T`).
+    pub tab_input: Option<TabInput>,
     /// The filter being typed is the one in force, shown selected: a typed character
     /// replaces it whole (k9s), Backspace edits it.
     pub filter_selected: bool,

@@ -58,7 +58,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             match result {
                 Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines, needs_force }),
                 Err(e) => {
-                    let why = super::view::hinted(&location, &e.to_string());
+                    let why = crate::lease::human::hinted(&location, &e.to_string());
                     app.log(location.name(), LogLevel::Warn, format!("repair refused: {why}"))
                 }
             }
@@ -193,7 +193,7 @@ fn on_action_done(app: &mut App, done: ActionDone) {
             );
         }
         Err(e) => {
-            let why = super::view::hinted(&done.location, &e.to_string());
+            let why = crate::lease::human::hinted(&done.location, &e.to_string());
             app.log(&profile, LogLevel::Warn, format!("{} refused: {why}", done.what))
         }
     }
@@ -257,28 +257,30 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
 /// A tab's name being typed (`T`): each key jumps to the first tab it names; Enter stays
 /// there, Esc goes back to the tab it started from.
 fn on_tab_name_key(app: &mut App, key: &KeyEvent) {
-    let Some((mut typed, from)) = app.tab_input.take() else { return };
+    let Some(mut input) = app.tab_input.take() else { return };
     match lookup(LINE_KEYS, key) {
         Some(Edit::Done) => return,
         Some(Edit::Cancel) => {
-            app.tab = from;
+            app.tab = input.from;
             app.selected = 0;
             return;
         }
         Some(Edit::Erase) => {
-            typed.pop();
+            input.typed.pop();
         }
         None => {
             if let Some(c) = typed_char(key) {
-                typed.push(c);
+                input.typed.push(c);
             }
         }
     }
-    if let Some(tab) = app.tab_named(&typed) {
+    let found = app.tab_named(&input.typed);
+    input.found = found.is_some() || input.typed.is_empty();
+    if let Some(tab) = found {
         app.tab = tab;
         app.selected = 0;
     }
-    app.tab_input = Some((typed, from));
+    app.tab_input = Some(input);
 }
 
 /// The filter being typed: Enter keeps it, Esc clears it, other keys edit it. Opened on
@@ -362,7 +364,9 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
             app.filter_input = Some(app.filter.clone());
             app.filter_selected = !app.filter.is_empty();
         }
-        Action::GoToTab => app.tab_input = Some((String::new(), app.tab)),
+        Action::GoToTab => {
+            app.tab_input = Some(super::state::TabInput { typed: String::new(), from: app.tab, found: true })
+        }
         Action::Sort => {
             app.sort = app.sort.next();
             app.sort_reverse = false;
@@ -423,7 +427,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
     if let Some(err) = r.error.clone() {
         let profile = r.location.name().to_owned();
-        let err = super::view::hinted(&r.location, &err.to_string());
+        let err = crate::lease::human::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
         } else {

@@ -246,7 +246,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             out.push(Line::from(format!(
                 " {what} ({}): {} — {shows}; nothing is rewritten",
                 shown_text(reg.location.name()),
-                shown_text(&hinted(&reg.location, &e.to_string()))
+                shown_text(&crate::lease::human::hinted(&reg.location, &e.to_string()))
             )));
         }
         if let Some((holder, held)) = reg.stuck_lock(app.now) {
@@ -264,12 +264,6 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         }
     }
     out
-}
-
-/// `text` (the core's words) with its hints (`leasectl doctor`) naming `location`: pasted
-/// as shown, they act on that registry, not on ~/.hermes.
-pub fn hinted(location: &crate::lease::Location, text: &str) -> String {
-    crate::lease::human::with_options(text, &crate::lease::human::leasectl_at(location))
 }
 
 /// The widest cells of the lease rows on this tab (lengths only: cheap for thousands).
@@ -639,12 +633,8 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Span::raw(format!("   {}", filter_hint())),
         ]),
         None if app.tab_input.is_some() => {
-            let typed = app.tab_input.as_ref().map_or("", |(t, _)| t.as_str());
-            let none = if !typed.is_empty() && app.tab_named(typed).is_none() {
-                "  (no tab has that in its name)"
-            } else {
-                ""
-            };
+            let (typed, found) = app.tab_input.as_ref().map_or(("", true), |t| (t.typed.as_str(), t.found));
+            let none = if found { "" } else { "  (no tab has that in its name)" };
             Line::from(vec![
                 Span::styled("go to tab: ", p.bold(Color::Cyan)),
                 Span::raw(format!("{}▏{none}", shown_text(typed))),

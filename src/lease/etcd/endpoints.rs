@@ -141,24 +141,6 @@ impl Endpoints {
             tokio::time::sleep(pause).await;
         }
     }
-
-    /// The endpoint tried first now.
-    pub fn preferred(&self) -> &str {
-        let index = self.preferred.load(Ordering::Relaxed);
-        self.clients.get(index).map_or("", |(e, _)| e.as_str())
-    }
-
-    /// Try another endpoint first from now on (the one in use broke a stream).
-    pub fn skip_preferred(&self) {
-        let count = self.clients.len().max(1);
-        let _ = self.preferred.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % count));
-    }
-
-    /// The client tried first now.
-    pub fn client(&self) -> Option<Client> {
-        let index = self.preferred.load(Ordering::Relaxed);
-        self.clients.get(index).map(|(_, c)| c.clone())
-    }
 }
 
 /// One failure per endpoint, the latest.
