@@ -266,7 +266,7 @@ fn warn_if_ttl_too_short(ttl: Option<u64>) {
     if let Some(secs) = ttl.filter(|s| *s < lease::location::ELECTION_SAFE_TTL_SECS) {
         say_err!(
             "leasectl: warning: --ttl {secs} is shorter than an etcd leader election can keep renewals away \
-             (about 2 s at etcd's default 1 s election timeout): if a member dies, this holder may lose its \
+             (over a second at etcd's default 1 s election timeout, more under load): if a member dies, this holder may lose its \
              lease; {} seconds or more rides one out",
             lease::location::ELECTION_SAFE_TTL_SECS
         );
