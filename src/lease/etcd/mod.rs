@@ -33,8 +33,9 @@ pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
 pub use super::owner::hostname;
 use super::view::{LeaseView, RemoteLease};
 
-/// The bound on one etcd request (connecting included, every endpoint tried).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The bound on one etcd request (connecting included, every endpoint tried): etcdctl's
+/// own default, and room for an election on a busy disk (3 s was not, under fsync load).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The bound on connecting to one endpoint.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
