@@ -9,5 +9,6 @@
 pub mod cli;
 pub mod demo;
 pub mod lease;
+pub mod serve;
 pub mod supervise;
 pub mod tui;

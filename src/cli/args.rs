@@ -92,6 +92,14 @@ pub struct Cli {
     /// (LEAK?): 2h, 90m, 3600... (default: config.yaml's leasectl.idle_threshold, else 2h)
     #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::human::parse_idle, help_heading = GLOBAL)]
     pub idle_threshold: Option<std::time::Duration>,
+    /// A Hermes home on another host, over your own ssh (repeatable; default:
+    /// $LEASECTL_HOSTS): ssh://[user@]host[:port][/path], local[:/path], name=SPEC, or a
+    /// name from the hosts file
+    #[arg(long = "host", global = true, value_name = "SPEC", help_heading = GLOBAL)]
+    pub hosts: Vec<String>,
+    /// Every host in the hosts file ($XDG_CONFIG_HOME/leasectl/hosts)
+    #[arg(long, global = true, help_heading = GLOBAL)]
+    pub all_hosts: bool,
     /// Where leases live: the Hermes registry file (one host) or etcd (across hosts)
     #[cfg(feature = "etcd")]
     #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL)]
@@ -193,6 +201,15 @@ pub enum Command {
                             mv /var/lib/prometheus/node-exporter/leasectl.prom.$$ \
                             /var/lib/prometheus/node-exporter/leasectl.prom")]
     Metrics,
+    /// Answer another leasectl's --host over standard input and output (run by ssh)
+    #[command(after_help = "What `leasectl --host ssh://HOST ...` runs on HOST, as `leasectl serve --stdio` \
+                            (LEASECTL_REMOTE_COMMAND names another program). It speaks JSON lines on standard \
+                            input and output: it says its version first, opens the home the client names (else \
+                            --home, $HERMES_HOME, ~/.hermes), and answers listings, force-release, prune and \
+                            doctor with the same guards as its own command line, each removal audited here \
+                            with the operator's name and SSH_CONNECTION. It takes no lease and opens no port.\n\n\
+                            Example:\n  leasectl serve --stdio")]
+    Serve(ServeArgs),
     /// Print a shell completion script (from the same definitions as this help)
     #[command(
         after_help = "Example:\n  leasectl completions bash > ~/.local/share/bash-completion/completions/leasectl\n  \
@@ -205,6 +222,13 @@ pub enum Command {
         after_help = "Example:\n  leasectl man > /usr/local/share/man/man1/leasectl.1\n  leasectl man | man -l -"
     )]
     Man,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Speak on standard input and output (the only way it serves)
+    #[arg(long, required = true)]
+    pub stdio: bool,
 }
 
 #[derive(Debug, Args)]

@@ -9,7 +9,7 @@ use super::output::{self, LEASE_HEADER, lease_rows, table};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
 use crate::lease::context::SessionContext;
 use crate::lease::human::{duration, escape, plural};
-use crate::lease::owner::{OwnerInfo, owner_infos};
+use crate::lease::owner::{OwnerInfo, owners_of_listing};
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
 /// True when the filters select this lease.
@@ -69,10 +69,9 @@ pub(super) fn ls(
         return super::watch::follow(stores, &follow);
     }
     let mut listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
-    let pids: Vec<u64> =
-        listings.iter().filter_map(|s| s.leases.as_ref().ok()).flatten().map(|v| v.entry.pid()).collect();
-    let owners = owner_infos(&pids);
-    let marks: Vec<Marks> = listings.iter().map(|l| marks_of(l, &owners, idle)).collect();
+    // Per registry: pids on other hosts are other processes than the same pids here.
+    let owners: Vec<HashMap<u64, OwnerInfo>> = listings.iter().map(owners_of_listing).collect();
+    let marks: Vec<Marks> = listings.iter().zip(&owners).map(|(l, o)| marks_of(l, o, idle)).collect();
     for l in &mut listings {
         if let Ok(views) = &mut l.leases {
             select(views, a);
@@ -85,8 +84,8 @@ pub(super) fn ls(
         let views = listing.leases.as_ref().map_err(|e| Failure::from(e.clone()))?;
         let remote = listing.remote.clone().unwrap_or_default();
         match format {
-            Format::Tsv => tsv(&[("etcd", views.as_slice(), &marks[0])], &owners, a.format.no_headers),
-            _ => output::etcd_listing(at, views, &remote, &owners, format),
+            Format::Tsv => tsv(&[(&listing.location, views.as_slice(), &marks[0], &owners[0])], a.format.no_headers),
+            _ => output::etcd_listing(at, views, &remote, &owners[0], format),
         }
         return Ok(EXIT_OK);
     }
@@ -94,12 +93,13 @@ pub(super) fn ls(
     match format {
         Format::Json => print_json_streamed(&listings, &owners, &marks),
         Format::Tsv => {
-            let rows: Vec<(&str, &[LeaseView], &Marks)> = listings
+            let rows: Vec<Rows> = listings
                 .iter()
                 .zip(&marks)
-                .filter_map(|(l, m)| Some((l.location.name(), l.leases.as_deref().ok()?, m)))
+                .zip(&owners)
+                .filter_map(|((l, m), o)| Some((&l.location, l.leases.as_deref().ok()?, m, o)))
                 .collect();
-            tsv(&rows, &owners, a.format.no_headers);
+            tsv(&rows, a.format.no_headers);
             for l in &listings {
                 if let Err(e) = &l.leases {
                     say_err!("leasectl: {} ({}): {e}", l.location.name(), l.location.describe());
@@ -127,7 +127,7 @@ fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<s
 
 /// `ls --json`, streamed one lease's JSON at a time: a tree of 50,000 leases would take
 /// 40 times the registry's size in memory. The bytes are those of the tree, pretty-printed.
-fn print_json_streamed(listings: &[lease::Listing], owners: &HashMap<u64, OwnerInfo>, marks: &[Marks]) {
+fn print_json_streamed(listings: &[lease::Listing], owners: &[HashMap<u64, OwnerInfo>], marks: &[Marks]) {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let json = output::LsJson { listings, owners, marks };
@@ -143,15 +143,19 @@ struct Tables<'a> {
     hints: &'a super::hints::Hints,
 }
 
-fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &HashMap<u64, OwnerInfo>, how: &Tables) {
+fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, OwnerInfo>], how: &Tables) {
     let Tables { wide, bare, hints } = *how;
-    for (i, (s, m)) in listings.iter().zip(marks).enumerate() {
+    for (i, ((s, m), owners)) in listings.iter().zip(marks).zip(owners).enumerate() {
         // --no-headers: the lease rows only (for awk and cut); what is wrong goes to stderr.
         if i > 0 && !bare {
             say!();
         }
         let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
-        let (name, place) = (s.location.name(), s.location.describe());
+        let name = match s.location.host() {
+            Some(h) => format!("{}:{}", h.name, s.location.name()),
+            None => s.location.name().to_owned(),
+        };
+        let (name, place) = (name.as_str(), s.location.describe());
         match &s.leases {
             Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {}", hints.apply(&e.to_string())),
             Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {}", hints.apply(&e.to_string())),
@@ -271,13 +275,21 @@ const ETCD_TSV_COLUMNS: [&str; 3] = ["HOST", "TTL_SECS", "FENCING_TOKEN"];
 /// One line per lease, fields joined by tabs; text from files escaped, so a tab or a
 /// newline inside a field can never split it. On etcd, the owner's host, the TTL left
 /// and the fencing token follow.
-fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerInfo>, bare: bool) {
+/// One registry's rows: its name, leases, marks and owners.
+type Rows<'a> = (&'a Location, &'a [LeaseView], &'a Marks, &'a HashMap<u64, OwnerInfo>);
+
+fn tsv(registries: &[Rows], bare: bool) {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut written = Ok(());
-    let etcd = registries.iter().any(|(_, views, _)| views.iter().any(|v| v.remote.is_some()));
+    let etcd = registries.iter().any(|(_, views, _, _)| views.iter().any(|v| v.remote.is_some()));
+    // Over --host: the host first, on every line.
+    let hosts = registries.iter().any(|(l, ..)| l.host().is_some());
     if !bare {
         let mut header: Vec<&str> = TSV_HEADER.to_vec();
+        if hosts {
+            header.insert(0, "HOST");
+        }
         if etcd {
             header.extend(ETCD_TSV_COLUMNS);
         }
@@ -285,7 +297,8 @@ fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerI
     }
     let here = crate::lease::owner::hostname();
     let at = now();
-    for (profile, views, marks) in registries {
+    for (location, views, marks, owners) in registries {
+        let profile = location.name();
         for v in *views {
             let e = &v.entry;
             let m = marks.of_lease(v);
@@ -321,6 +334,9 @@ fn tsv(registries: &[(&str, &[LeaseView], &Marks)], owners: &HashMap<u64, OwnerI
                     .map(|t| format!("{:.0}", (at - t).max(0.0)))
                     .unwrap_or_else(|| "-".into()),
             ];
+            if hosts {
+                fields.insert(0, location.host().map_or("-".into(), |h| escape(&h.name).into_owned()));
+            }
             if etcd {
                 let r = v.remote.as_ref();
                 fields.push(r.map(|r| escape(&r.host).into_owned()).unwrap_or_else(|| "-".into()));

@@ -13,6 +13,7 @@ mod events;
 mod force_release;
 mod hints;
 mod hold;
+mod hosts;
 mod ls;
 mod manual;
 mod marks;
@@ -185,8 +186,16 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Man => return print_man(),
         _ => {}
     }
-    let Selection { locations, root } = select_locations(&cli, &command, implicit)?;
     let options = store_options(&cli, &command, timeout)?;
+    if let Command::Serve(_) = &command {
+        return Ok(crate::serve::serve_stdio(cli.home.as_deref(), options));
+    }
+    let hosts = hosts::selected(&cli)?;
+    let on_hosts = !hosts.is_empty();
+    let Selection { locations, root } = match on_hosts {
+        true => hosts::select_locations(&cli, &command, implicit, hosts)?,
+        false => select_locations(&cli, &command, implicit)?,
+    };
     let single = || -> Result<Box<dyn LeaseStore>, Failure> {
         if cli.all_profiles {
             return Err(usage(format!("--all-profiles works with {} only", args::ALL_PROFILES_COMMANDS)));
@@ -210,7 +219,8 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
             let elsewhere = other_registries(root.as_deref(), &locations);
             release(&mut *single()?, &a.lease_id, a.owner_pid, a.json, &elsewhere, hints)
         }
-        Command::ForceRelease(a) if cli.all_profiles => force_release_everywhere(&mut all()?, &a),
+        // Over --host an id or session is looked for on every host.
+        Command::ForceRelease(a) if cli.all_profiles || on_hosts => force_release_everywhere(&mut all()?, &a),
         Command::ForceRelease(a) => {
             let elsewhere = other_registries(root.as_deref(), &locations);
             force_release(&mut *single()?, &a, &elsewhere, hints)
@@ -245,7 +255,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
-        Command::Completions(_) | Command::Man => Ok(EXIT_OK),
+        Command::Completions(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
     }
 }
 

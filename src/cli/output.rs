@@ -147,7 +147,8 @@ fn removal_json_of(location: &Location, r: &Removal, removed: Vec<Value>) -> Val
             "live_owner": r.live_owner,
             "removed": removed,
         }),
-        Location::File(_) => json!({
+        Location::File(_) | Location::Ssh(_) => json!({
+            "host": location.host().map(|h| h.name.as_str()),
             "profile": location.name(),
             "path": location.describe(),
             "dry_run": r.dry_run,
@@ -732,7 +733,8 @@ fn doctor_files(d: &DoctorReport, s: &mut String) {
 /// built as a value only while it is written.
 pub struct LsJson<'a> {
     pub listings: &'a [crate::lease::Listing],
-    pub owners: &'a HashMap<u64, OwnerInfo>,
+    /// Per listing: who its owners are (looked up where they run).
+    pub owners: &'a [HashMap<u64, OwnerInfo>],
     /// Per listing: its conflicts and whether it is over its cap.
     pub marks: &'a [super::marks::Marks],
 }
@@ -755,8 +757,10 @@ impl serde::Serialize for Registries<'_> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.listings.len()))?;
         let none = super::marks::Marks::default();
+        let nobody = HashMap::new();
         for (i, l) in self.0.listings.iter().enumerate() {
-            seq.serialize_element(&OneRegistry(l, self.0.owners, self.0.marks.get(i).unwrap_or(&none)))?;
+            let owners = self.0.owners.get(i).unwrap_or(&nobody);
+            seq.serialize_element(&OneRegistry(l, owners, self.0.marks.get(i).unwrap_or(&none)))?;
         }
         seq.end()
     }
@@ -770,6 +774,9 @@ impl serde::Serialize for OneRegistry<'_> {
         m.serialize_entry("cap", &l.cap.cap)?;
         m.serialize_entry("cap_warnings", &l.cap.warnings)?;
         m.serialize_entry("error", &l.leases.as_ref().err().map(|e| e.to_string()))?;
+        if let Some(host) = l.location.host() {
+            m.serialize_entry("host", &host.name)?;
+        }
         m.serialize_entry("leases", &Leases(l.leases.as_deref().unwrap_or_default(), self.1, self.2))?;
         // Counted over every lease, before any filter.
         m.serialize_entry("live", &self.2.live)?;

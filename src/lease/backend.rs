@@ -29,7 +29,7 @@ pub struct Listing {
     pub remote: Option<RemoteListing>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RemoteListing {
     pub revision: i64,
     /// Used slots: index and the session key holding it.

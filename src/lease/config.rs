@@ -6,7 +6,7 @@ use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
 
 /// The resolved cap and any warnings about values that were ignored.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CapSetting {
     /// `None`: no cap.
     pub cap: Option<u64>,

@@ -650,6 +650,24 @@ fn quote_short(s: &str) -> String {
     format!("{t:?}")
 }
 
+/// Between hosts (`serve --stdio`) an entry travels as its text and is validated again
+/// where it arrives, as if read from a registry.
+impl serde::Serialize for Entry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.text())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Entry, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        Entry::from_text(0, &text, &std::collections::HashSet::<String>::new()).map_err(|problems| {
+            let first = problems.first().map(ToString::to_string).unwrap_or_default();
+            <D::Error as serde::de::Error>::custom(format!("an entry that is not valid: {first}"))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use super::problem::Problem;
 use super::target::Target;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[error("{} {}: {}{}", what(problems), path.display(), first_problem(problems), more_problems(problems))]
 pub struct InvalidRegistry {
     pub path: PathBuf,
@@ -69,7 +69,7 @@ pub enum Error {
 }
 
 /// What an action named that is not there, and where it looked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Missing {
     pub target: Target,
     /// Only a live lease would do (a transfer).
@@ -89,7 +89,7 @@ impl std::fmt::Display for Missing {
 }
 
 /// Leases whose owners may be alive, which an action would take without an override.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LiveOwners {
     pub action: Guarded,
     /// Each lease described for a person (lease id, session, pid, verdict).
@@ -97,7 +97,7 @@ pub struct LiveOwners {
 }
 
 /// The action a live owner's lease stopped, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Guarded {
     /// A force-release in a registry file.
     Release,

@@ -83,6 +83,13 @@ pub fn leasectl_at(location: &super::Location) -> String {
             shell_word(&at.endpoints.join(",")),
             shell_word(&at.prefix)
         ),
+        super::Location::Ssh(at) => {
+            let mut command = format!("leasectl --host {}", shell_word(&at.host.text()));
+            if at.profile != "root" {
+                command.push_str(&format!(" --profile {}", shell_word(&at.profile)));
+            }
+            command
+        }
     }
 }
 

@@ -15,6 +15,8 @@ pub fn journal_home(location: &super::Location) -> Option<PathBuf> {
     match location {
         super::Location::File(reg) => Some(reg.home.clone()),
         super::Location::Etcd(at) => Some(dirs::state_dir()?.join("leasectl").join(etcd_slug(&at.prefix))),
+        // Another host keeps its own journal, where its recorder runs.
+        super::Location::Ssh(_) => None,
     }
 }
 

@@ -10,7 +10,7 @@ use rustc_hash::FxBuildHasher as FxBuild;
 use rustix::time::ClockId;
 
 /// How an owner stands, as judged now.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Liveness {
     Alive,
     Dead(DeadCause),
@@ -32,7 +32,7 @@ pub use super::entry::WORK_KEY;
 /// The environment variable that names the lease in the work's processes.
 pub const WORK_ENV: &str = "LEASECTL_LEASE_ID";
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum DeadCause {
     PidGone,
     Zombie,
@@ -42,7 +42,7 @@ pub enum DeadCause {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum UnknownCause {
     /// Whether the pid exists could not be found out.
     ProbeFailed(String),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::error::Unusable;
 use super::paths::Registry;
+use super::ssh::spec::HostSpec;
 
 /// The default etcd key prefix.
 pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
@@ -26,6 +27,16 @@ pub enum Location {
     File(Registry),
     /// Keys under a prefix on an etcd cluster.
     Etcd(EtcdLocation),
+    /// A registry file on another host, reached through `leasectl serve --stdio` there.
+    Ssh(SshLocation),
+}
+
+/// One registry of a home on another host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SshLocation {
+    pub host: HostSpec,
+    /// `root` or a profile's name, as on that host.
+    pub profile: String,
 }
 
 /// The etcd client URLs and the key prefix (always ending with `/`).
@@ -100,11 +111,21 @@ pub fn lease_ttl(secs: Option<u64>) -> Result<Duration, Unusable> {
 }
 
 impl Location {
-    /// The short name tabs and tables show: `root`, a profile's name, or `etcd`.
+    /// The short name tabs and tables show: `root`, a profile's name (on another host too:
+    /// see [`Location::host`]), or `etcd`.
     pub fn name(&self) -> &str {
         match self {
             Location::File(r) => &r.profile,
             Location::Etcd(_) => "etcd",
+            Location::Ssh(s) => &s.profile,
+        }
+    }
+
+    /// The host a registry is on, when it is on another host (`--host`).
+    pub fn host(&self) -> Option<&HostSpec> {
+        match self {
+            Location::Ssh(s) => Some(&s.host),
+            _ => None,
         }
     }
 
@@ -113,6 +134,13 @@ impl Location {
         match self {
             Location::File(r) => r.path().display().to_string(),
             Location::Etcd(e) => e.describe(),
+            Location::Ssh(s) => match &s.host.target {
+                super::ssh::spec::HostTarget::Ssh(t) => format!("{} profile {}", t.url(), s.profile),
+                super::ssh::spec::HostTarget::Local { home } => {
+                    let home = home.as_ref().map(|h| h.display().to_string()).unwrap_or_default();
+                    format!("local:{home} profile {}", s.profile)
+                }
+            },
         }
     }
 
@@ -120,7 +148,7 @@ impl Location {
     pub fn registry(&self) -> Option<&Registry> {
         match self {
             Location::File(r) => Some(r),
-            Location::Etcd(_) => None,
+            Location::Etcd(_) | Location::Ssh(_) => None,
         }
     }
 

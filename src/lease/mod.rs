@@ -36,6 +36,7 @@ pub mod pyjson;
 pub mod refusal;
 pub mod repair;
 pub mod safe_file;
+pub mod ssh;
 pub mod target;
 pub mod view;
 
@@ -52,7 +53,7 @@ pub use file::admin::{doctor, force_release, prune, snapshot};
 pub use file::fence::{acquire, release, transfer};
 pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};
 pub use liveness::{Liveness, Prober};
-pub use location::{EtcdLocation, Location};
+pub use location::{EtcdLocation, Location, SshLocation};
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use paths::Registry;
 pub use problem::{Problem, Rule};
@@ -69,6 +70,7 @@ pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseS
         }
         #[cfg(feature = "etcd")]
         Location::Etcd(at) => Ok(Box::new(etcd::store::EtcdStore::new(at, options.ttl))),
+        Location::Ssh(at) => Ok(Box::new(ssh::store::SshStore::new(at))),
         #[cfg(not(feature = "etcd"))]
         Location::Etcd(_) => Err(Error::Unsupported(
             "this leasectl was built without the etcd backend: rebuild it with `cargo build --release --features \
@@ -94,6 +96,15 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
             replaced.into_iter().all(|(p, n)| report(Change::Replaced(p, n))) && report(Change::Files(paths))
         })
         .map_err(|e| Error::Refused(format!("cannot watch the registries: {e}")))?;
+    }
+    // Another host's leasectl watches its own home and sends each changed listing: a
+    // re-read here takes it from what was sent.
+    let mut hosts: Vec<&ssh::spec::HostSpec> = scope.locations.iter().filter_map(Location::host).collect();
+    hosts.dedup();
+    for host in hosts {
+        let report = Arc::clone(&on_change);
+        let link = ssh::link::Link::to(host);
+        link.subscribe(Arc::new(move |_, _| report(Change::Files(vec![]))));
     }
     for location in &scope.locations {
         if let Location::Etcd(_at) = location {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct OwnerInfo {
     pub name: String,
     pub cmdline: Vec<String>,
@@ -86,6 +86,16 @@ impl OwnerProbe {
 /// One-off lookup of the given pids.
 pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
     OwnerProbe::new().infos(pids)
+}
+
+/// Who owns each lease of `listing`, looked up where the owners run: here, or for a
+/// registry on another host (`--host`), as that host's leasectl named them.
+pub fn owners_of_listing(listing: &super::Listing) -> HashMap<u64, OwnerInfo> {
+    if let super::Location::Ssh(at) = &listing.location {
+        return super::ssh::link::Link::to(&at.host).owners(&at.profile);
+    }
+    let pids: Vec<u64> = listing.leases.iter().flatten().map(|v| v.entry.pid()).collect();
+    owner_infos(&pids)
 }
 
 /// This machine's host name: half of an etcd owner's identity (pids mean nothing across hosts).

@@ -13,7 +13,7 @@ pub const TEMP_PREFIX: &str = ".active_sessions_";
 pub const TEMP_SUFFIX: &str = ".tmp";
 
 /// One home's registry: the root home or one profile.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Registry {
     /// `"root"` or the profile's directory name.
     pub profile: String,

@@ -2,7 +2,7 @@
 //! one broken rule located in the file.
 
 /// Which strict-validation rule an entry or file breaks (spec §3), in Hermes' order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Rule {
     /// The operating system would not give the bytes (permissions, an I/O error): the
     /// file may be fine; the fix is its owner, mode or disk, not its content.
@@ -50,7 +50,7 @@ impl Rule {
 }
 
 /// One broken rule, located: which entry (0-based index) and its lease id if readable.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Problem {
     pub rule: Rule,
     pub entry_index: Option<usize>,

@@ -13,7 +13,7 @@ use super::problem::Problem;
 pub use super::target::Target;
 
 /// One lease as seen now.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LeaseView {
     pub entry: Entry,
     pub liveness: Liveness,
@@ -22,7 +22,7 @@ pub struct LeaseView {
 }
 
 /// A lease's etcd side.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RemoteLease {
     pub key: String,
     pub host: String,
@@ -73,7 +73,7 @@ pub struct PruneOptions {
 }
 
 /// What an admin write removed (or, on a dry run, would remove).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Removal {
     pub removed: Vec<LeaseView>,
     pub dry_run: bool,
@@ -108,7 +108,7 @@ pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid:
 pub const LOCK_WATCH: Duration = Duration::from_secs(1);
 
 /// Everything `doctor` checks in one registry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DoctorReport {
     pub registry: Registry,
     pub exists: bool,

@@ -1,0 +1,78 @@
+//! `--host`, `--all-hosts` and `LEASECTL_HOSTS`: which registries on which hosts a
+//! command acts on. Each host is asked for its profiles over its one session, all at
+//! once, so a host that is slow to answer holds up no other.
+
+use crate::lease::ssh::link::Link;
+use crate::lease::ssh::spec::{self, HostSpec, HostTarget};
+use crate::lease::{Location, SshLocation, paths};
+
+use super::args::{Backend, Cli, Command};
+use super::{Failure, Selection, fail, usage};
+
+/// The commands that work across hosts (the others take or give back a lease, which
+/// is done where its owner runs).
+const HOST_COMMANDS: &str = "ls, events, metrics, doctor, prune, force-release and the console";
+
+/// The hosts named on this command line, else in `LEASECTL_HOSTS`; none: this machine.
+pub(super) fn selected(cli: &Cli) -> Result<Vec<HostSpec>, Failure> {
+    let env = std::env::var(spec::HOSTS_ENV).ok();
+    let file = spec::hosts_file();
+    let mut hosts = spec::select(&cli.hosts, env.as_deref(), cli.all_hosts, file.as_deref()).map_err(usage)?;
+    // `local` without a path is the home this command line names.
+    for h in &mut hosts {
+        if let HostTarget::Local { home: home @ None } = &mut h.target {
+            *home = Some(paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?);
+        }
+    }
+    Ok(hosts)
+}
+
+pub(super) fn select_locations(
+    cli: &Cli,
+    command: &Command,
+    implicit: bool,
+    hosts: Vec<HostSpec>,
+) -> Result<Selection, Failure> {
+    if cli.backend == Backend::Etcd {
+        return Err(usage("--host reaches registry files on other hosts; etcd is reached with --endpoints"));
+    }
+    let what = match command {
+        Command::Ls(_) | Command::Events(_) | Command::Metrics | Command::Prune(_) | Command::ForceRelease(_) => None,
+        Command::Tui => None,
+        Command::Doctor(a) if !a.repair => None,
+        Command::Doctor(_) => Some("doctor --repair (run it on the host itself: it shows what it keeps, and asks)"),
+        Command::Acquire(_) => Some("acquire"),
+        Command::Release(_) => Some("release"),
+        Command::Run(_) => Some("run"),
+        Command::Hold(_) => Some("hold"),
+        Command::Demo(_) => Some("demo"),
+        Command::Completions(_) | Command::Man | Command::Serve(_) => None,
+    };
+    if let Some(what) = what {
+        return Err(usage(format!(
+            "{what} runs on the owner's host, not over --host; --host works with {HOST_COMMANDS}"
+        )));
+    }
+    let every_profile = cli.all_profiles || ((implicit || matches!(command, Command::Tui)) && cli.profile.is_none());
+    // Each host's profiles, asked of all hosts at once.
+    let answers: Vec<Option<Vec<String>>> = std::thread::scope(|scope| {
+        let asks: Vec<_> = hosts
+            .iter()
+            .map(|h| scope.spawn(move || every_profile.then(|| Link::to(h).profiles().ok()).flatten()))
+            .collect();
+        asks.into_iter().map(|a| a.join().ok().flatten()).collect()
+    });
+    let mut locations = Vec::new();
+    for (host, profiles) in hosts.into_iter().zip(answers) {
+        let names = match (&cli.profile, profiles) {
+            (Some(p), _) => vec![p.clone()],
+            (None, Some(all)) if every_profile && !all.is_empty() => all,
+            // Not reached (it is listed as unreachable), or the root only.
+            _ => vec!["root".to_owned()],
+        };
+        for profile in names {
+            locations.push(Location::Ssh(SshLocation { host: host.clone(), profile }));
+        }
+    }
+    Ok(Selection { locations, root: None })
+}

@@ -1,0 +1,560 @@
+//! One long-lived session to one host: `ssh ... leasectl serve --stdio` (or, for
+//! `local`, leasectl's own `serve --stdio`), shared by every registry and action on that
+//! host in this process. Requests wait for their answer a bounded time; a host that is
+//! down is said at once with why, and tried again with a growing pause.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::spec::{HostSpec, HostTarget};
+use super::wire::{Answer, ClientLine, Hello, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireListing};
+use crate::lease::error::Error;
+
+/// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
+/// arguments after it as `"$@"`, never spliced into its text.
+pub const SSH_COMMAND_ENV: &str = "LEASECTL_SSH_COMMAND";
+/// The program on the remote side, instead of `leasectl` on the remote's PATH.
+pub const REMOTE_COMMAND_ENV: &str = "LEASECTL_REMOTE_COMMAND";
+/// The remote's arguments: fixed words. A home, profile or id travels in the JSON lines.
+pub const SERVE_ARGS: &str = "serve --stdio";
+
+/// The longest a connection may take to say hello and open the home.
+const CONNECT_WITHIN: Duration = Duration::from_secs(15);
+/// The pause before trying a host that failed again, doubled each time up to the most.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const MOST_RETRY: Duration = Duration::from_secs(30);
+/// A line longer than this is not one the server sends (a listing of 100,000 leases is ~30 MB).
+const MAX_LINE: usize = 256 << 20;
+/// Lines of the ssh client's stderr kept for the error message.
+const STDERR_LINES: usize = 8;
+
+/// What a host's subscribers are told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostEvent {
+    /// These registries' listings changed (a profile not seen before included).
+    Changed(Vec<String>),
+    /// The session ended or could not be made (why), or was made again (None).
+    Reachable(Option<String>),
+}
+
+pub type Watcher = Arc<dyn Fn(&HostSpec, HostEvent) -> bool + Send + Sync>;
+
+/// Why a host cannot be reached, and since when.
+#[derive(Debug, Clone)]
+pub struct Down {
+    pub why: String,
+    pub since: SystemTime,
+}
+
+pub struct Link {
+    spec: HostSpec,
+    state: Mutex<State>,
+}
+
+struct Conn {
+    stdin: ChildStdin,
+    child: Child,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Conn>,
+    generation: u64,
+    down: Option<Down>,
+    retry_at: Option<Instant>,
+    retry_pause: Duration,
+    hello: Option<Hello>,
+    ready: Option<Ready>,
+    next_id: u64,
+    pending: HashMap<u64, Sender<Result<Answer, Error>>>,
+    subscribed: bool,
+    listings: HashMap<String, WireListing>,
+    watchers: Vec<Watcher>,
+    reconnecting: bool,
+}
+
+static LINKS: LazyLock<Mutex<HashMap<HostSpec, Arc<Link>>>> = LazyLock::new(Mutex::default);
+
+/// The operator on this side and what they run, for the remote's audit record.
+static OPERATOR: LazyLock<(String, String)> = LazyLock::new(|| {
+    let words: Vec<String> = std::env::args().map(|a| crate::lease::human::shell_word(&a)).collect();
+    (crate::lease::audit::who(), words.join(" "))
+});
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Link {
+    /// The one link to `spec` in this process.
+    pub fn to(spec: &HostSpec) -> Arc<Link> {
+        let mut links = LINKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            links.entry(spec.clone()).or_insert_with(|| Arc::new(Link { spec: spec.clone(), state: Mutex::default() })),
+        )
+    }
+
+    pub fn spec(&self) -> &HostSpec {
+        &self.spec
+    }
+
+    /// The registries there (`root` first), connecting if need be.
+    pub fn profiles(self: &Arc<Self>) -> Result<Vec<String>, Error> {
+        let mut s = lock(&self.state);
+        self.ensure(&mut s)?;
+        Ok(s.ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default())
+    }
+
+    /// Why the host cannot be reached now, if it cannot.
+    pub fn down(&self) -> Option<Down> {
+        lock(&self.state).down.clone()
+    }
+
+    /// The remote's leasectl version and home, once connected.
+    pub fn remote(&self) -> Option<(Hello, Ready)> {
+        let s = lock(&self.state);
+        Some((s.hello.clone()?, s.ready.clone()?))
+    }
+
+    /// The listing the subscription last brought for `profile`, while it is live.
+    pub fn pushed(&self, profile: &str) -> Option<WireListing> {
+        let s = lock(&self.state);
+        if s.subscribed && s.conn.is_some() { s.listings.get(profile).cloned() } else { None }
+    }
+
+    /// The owners of `profile`'s leases as the remote named them in its last listing.
+    pub fn owners(&self, profile: &str) -> HashMap<u64, crate::lease::owner::OwnerInfo> {
+        lock(&self.state).listings.get(profile).map(|l| l.owners.clone()).unwrap_or_default()
+    }
+
+    /// Keep a listing read on request (its owners are asked for with it), unless the
+    /// subscription keeps them.
+    pub fn remember(&self, profile: &str, listing: &WireListing) {
+        let mut s = lock(&self.state);
+        if !s.subscribed {
+            s.listings.insert(profile.to_owned(), listing.clone());
+        }
+    }
+
+    /// Ask, and wait at most `within` for the answer.
+    pub fn call(self: &Arc<Self>, request: Request, within: Duration) -> Result<Answer, Error> {
+        let rx = self.send(request)?;
+        self.wait(&rx, within)
+    }
+
+    fn send(self: &Arc<Self>, request: Request) -> Result<Receiver<Result<Answer, Error>>, Error> {
+        let mut s = lock(&self.state);
+        self.ensure(&mut s)?;
+        s.next_id += 1;
+        let id = s.next_id;
+        let (tx, rx) = channel();
+        s.pending.insert(id, tx);
+        let line = serde_json::to_string(&ClientLine::Request { id, request })
+            .map_err(|e| Error::Refused(format!("cannot encode a request: {e}")))?;
+        if let Err(e) = write_line(&mut s, &line) {
+            s.pending.remove(&id);
+            let why = format!("the session broke while sending: {e}");
+            return Err(self.unreachable(&why));
+        }
+        Ok(rx)
+    }
+
+    fn wait(&self, rx: &Receiver<Result<Answer, Error>>, within: Duration) -> Result<Answer, Error> {
+        match rx.recv_timeout(within) {
+            Ok(answer) => answer,
+            Err(RecvTimeoutError::Timeout) => Err(Error::Unavailable(format!(
+                "host {}: no answer within {}s (slow or stuck; the session stays open)",
+                self.spec.name,
+                within.as_secs()
+            ))),
+            Err(RecvTimeoutError::Disconnected) => Err(self.unreachable("the session ended")),
+        }
+    }
+
+    /// Listings pushed from now on (and at once, for every registry); `watcher` hears
+    /// of each change and of the host going down or coming back. Reconnects while
+    /// anyone listens.
+    pub fn subscribe(self: &Arc<Self>, watcher: Watcher) {
+        let mut s = lock(&self.state);
+        s.watchers.push(watcher);
+        let first = !s.subscribed;
+        s.subscribed = true;
+        if first {
+            drop(s);
+            if self.start_subscription().is_err() {
+                self.keep_reconnecting();
+            }
+        }
+    }
+
+    fn start_subscription(self: &Arc<Self>) -> Result<(), Error> {
+        let rx = self.send(Request::Subscribe)?;
+        self.wait(&rx, CONNECT_WITHIN).map(|_| ())
+    }
+
+    /// A thread that tries again after each pause until the host answers (one a host).
+    fn keep_reconnecting(self: &Arc<Self>) {
+        let mut s = lock(&self.state);
+        if s.reconnecting {
+            return;
+        }
+        s.reconnecting = true;
+        drop(s);
+        let link = Arc::clone(self);
+        std::thread::spawn(move || {
+            loop {
+                let wait = lock(&link.state).retry_at.map(|at| at.saturating_duration_since(Instant::now()));
+                std::thread::sleep(wait.unwrap_or(FIRST_RETRY).max(Duration::from_millis(50)));
+                if link.start_subscription().is_ok() {
+                    break;
+                }
+            }
+            lock(&link.state).reconnecting = false;
+        });
+    }
+
+    /// An error that says the host is unreachable, with why and since when.
+    fn unreachable(&self, fallback: &str) -> Error {
+        let s = lock(&self.state);
+        let why = s.down.as_ref().map_or(fallback.to_owned(), |d| d.why.clone());
+        Error::Unavailable(format!("host {} is unreachable: {why}", self.spec.name))
+    }
+
+    /// Connected, or why not (at once while waiting to try again).
+    fn ensure(self: &Arc<Self>, s: &mut MutexGuard<'_, State>) -> Result<(), Error> {
+        if s.conn.is_some() {
+            return Ok(());
+        }
+        if let (Some(at), Some(down)) = (s.retry_at, &s.down)
+            && Instant::now() < at
+        {
+            return Err(Error::Unavailable(format!("host {} is unreachable: {}", self.spec.name, down.why)));
+        }
+        match self.connect(s) {
+            Ok(()) => {
+                let was_down = s.down.take().is_some();
+                s.retry_at = None;
+                s.retry_pause = FIRST_RETRY;
+                if was_down {
+                    self.tell(s, HostEvent::Reachable(None));
+                }
+                Ok(())
+            }
+            Err(why) => {
+                let pause = if s.retry_pause.is_zero() { FIRST_RETRY } else { (s.retry_pause * 2).min(MOST_RETRY) };
+                s.retry_pause = pause;
+                s.retry_at = Some(Instant::now() + pause);
+                let first = s.down.is_none();
+                if first {
+                    s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
+                } else if let Some(d) = s.down.as_mut() {
+                    d.why.clone_from(&why);
+                }
+                self.tell(s, HostEvent::Reachable(Some(why.clone())));
+                Err(Error::Unavailable(format!("host {} is unreachable: {why}", self.spec.name)))
+            }
+        }
+    }
+
+    /// Tell every watcher, from a thread of its own (they may call back into the link).
+    fn tell(&self, s: &MutexGuard<'_, State>, event: HostEvent) {
+        let watchers = s.watchers.clone();
+        if watchers.is_empty() {
+            return;
+        }
+        let spec = self.spec.clone();
+        std::thread::spawn(move || {
+            for w in &watchers {
+                w(&spec, event.clone());
+            }
+        });
+    }
+
+    fn connect(self: &Arc<Self>, s: &mut MutexGuard<'_, State>) -> Result<(), String> {
+        let mut child = self.command().spawn().map_err(|e| format!("cannot start {}: {e}", self.program()))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = child.kill();
+            return Err("cannot talk to the ssh client (no pipes)".into());
+        };
+        s.generation += 1;
+        let generation = s.generation;
+        let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+        let kept = Arc::clone(&errors);
+        std::thread::spawn(move || keep_stderr(stderr, &kept));
+        let (first_tx, first_rx) = channel::<Result<ServerLine, Option<String>>>();
+        let link = Arc::clone(self);
+        let said = Arc::clone(&errors);
+        std::thread::spawn(move || link.read_lines(stdout, generation, first_tx, said));
+        let deadline = Instant::now() + CONNECT_WITHIN;
+        let mut conn = Conn { stdin, child, generation };
+        // The session ended while opening: ssh's status and stderr say why.
+        let ended = |mut conn: Conn, end: Option<String>| {
+            let status = wait_briefly(&mut conn.child);
+            ended_why(status, &errors, end)
+        };
+        let hello = match next_first(&first_rx, deadline) {
+            Ok(ServerLine::Hello(h)) => h,
+            Ok(other) => return Err(abandon(conn, format!("the remote did not say hello first ({other:?})"))),
+            Err(Ended::Early(end)) => return Err(ended(conn, end)),
+            Err(Ended::Late(why)) => return Err(abandon(conn, why)),
+        };
+        if hello.protocol != PROTOCOL {
+            let why = format!(
+                "it runs leasectl {} (protocol {}), this is leasectl {VERSION} (protocol {PROTOCOL}): install the \
+                 same leasectl on both",
+                hello.leasectl, hello.protocol
+            );
+            return Err(abandon(conn, why));
+        }
+        let home = match &self.spec.target {
+            HostTarget::Ssh(t) => t.home.clone(),
+            HostTarget::Local { home } => home.as_ref().map(|h| h.display().to_string()),
+        };
+        let (operator, command) = OPERATOR.clone();
+        let open = ClientLine::Open(Open { leasectl: VERSION.into(), protocol: PROTOCOL, home, operator, command });
+        let line = serde_json::to_string(&open).map_err(|e| e.to_string())?;
+        if let Err(e) = conn.stdin.write_all(format!("{line}\n").as_bytes()).and_then(|()| conn.stdin.flush()) {
+            return Err(abandon(conn, format!("the session broke: {e}")));
+        }
+        let ready = match next_first(&first_rx, deadline) {
+            Ok(ServerLine::Ready(r)) => r,
+            Ok(ServerLine::Refused(why)) => return Err(abandon(conn, crate::lease::human::escape(&why).into_owned())),
+            Ok(other) => return Err(abandon(conn, format!("an unexpected answer to opening the home ({other:?})"))),
+            Err(Ended::Early(end)) => return Err(ended(conn, end)),
+            Err(Ended::Late(why)) => return Err(abandon(conn, why)),
+        };
+        s.hello = Some(hello);
+        s.ready = Some(ready);
+        s.conn = Some(conn);
+        Ok(())
+    }
+
+    /// `ssh -T -o BatchMode=yes ... -- HOST 'leasectl serve --stdio'`, or this machine's own.
+    fn command(&self) -> Command {
+        let mut cmd = match &self.spec.target {
+            HostTarget::Local { .. } => {
+                let mut c = Command::new(std::env::current_exe().unwrap_or_else(|_| "leasectl".into()));
+                c.args(["serve", "--stdio"]);
+                c
+            }
+            HostTarget::Ssh(t) => {
+                let mut c = match std::env::var(SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
+                    Some(text) => {
+                        let mut c = Command::new("sh");
+                        c.arg("-c").arg(format!("{text} \"$@\"")).arg("ssh");
+                        c
+                    }
+                    None => Command::new("ssh"),
+                };
+                // BatchMode: never a prompt (a password, an unknown host key): refused, and said.
+                c.args(["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]);
+                c.args(["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]);
+                if let Some(p) = t.port {
+                    c.arg("-p").arg(p.to_string());
+                }
+                if let Some(u) = &t.user {
+                    c.arg("-l").arg(u);
+                }
+                let program = std::env::var(REMOTE_COMMAND_ENV)
+                    .ok()
+                    .filter(|p| !p.trim().is_empty())
+                    .unwrap_or_else(|| "leasectl".into());
+                c.arg("--").arg(t.host.trim_start_matches('[').trim_end_matches(']'));
+                c.arg(format!("{program} {SERVE_ARGS}"));
+                c
+            }
+        };
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd
+    }
+
+    fn program(&self) -> String {
+        match &self.spec.target {
+            HostTarget::Local { .. } => "leasectl serve --stdio".into(),
+            HostTarget::Ssh(_) => std::env::var(SSH_COMMAND_ENV).unwrap_or_else(|_| "ssh".into()),
+        }
+    }
+
+    /// The session's output, line by line, until it ends; then the host is down.
+    fn read_lines(
+        self: Arc<Self>,
+        stdout: impl Read,
+        generation: u64,
+        first: Sender<Result<ServerLine, Option<String>>>,
+        errors: Arc<Mutex<Vec<String>>>,
+    ) {
+        let mut reader = BufReader::with_capacity(1 << 16, stdout);
+        let mut buf = Vec::new();
+        let mut opening = true;
+        let end = loop {
+            buf.clear();
+            match reader.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut buf) {
+                Ok(0) => break None,
+                Ok(_) if !buf.ends_with(b"\n") => break Some("a line too long, or cut off".to_owned()),
+                Ok(_) => {}
+                Err(e) => break Some(format!("cannot read the session: {e}")),
+            }
+            let line: ServerLine = match serde_json::from_slice(&buf) {
+                Ok(l) => l,
+                Err(e) => {
+                    let start = String::from_utf8_lossy(&buf[..buf.len().min(200)]).into_owned();
+                    let shown = crate::lease::human::escape(&start);
+                    break Some(format!("the remote said something that is not leasectl's protocol ({e}): {shown}"));
+                }
+            };
+            if opening {
+                let done = matches!(line, ServerLine::Ready(_) | ServerLine::Refused(_));
+                let _ = first.send(Ok(line));
+                opening = !done;
+                continue;
+            }
+            self.take_line(line);
+        };
+        if opening {
+            // The opener holds the state and the ssh process: it says why.
+            let _ = first.send(Err(end));
+            return;
+        }
+        // The ssh client's exit says why (its stderr, its status).
+        let mut s = lock(&self.state);
+        let Some(mut conn) = s.conn.take_if(|c| c.generation == generation) else { return };
+        let status = wait_briefly(&mut conn.child);
+        let why = ended_why(status, &errors, end);
+        for (_, tx) in s.pending.drain() {
+            let _ = tx.send(Err(Error::Unavailable(format!("host {} is unreachable: {why}", self.spec.name))));
+        }
+        s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
+        s.retry_at = Some(Instant::now() + FIRST_RETRY);
+        s.retry_pause = FIRST_RETRY;
+        self.tell(&s, HostEvent::Reachable(Some(why)));
+        let again = s.subscribed;
+        drop(s);
+        if again {
+            self.keep_reconnecting();
+        }
+    }
+
+    fn take_line(&self, line: ServerLine) {
+        let mut s = lock(&self.state);
+        match line {
+            ServerLine::Answer { id, answer } => {
+                if let Some(tx) = s.pending.remove(&id) {
+                    let _ = tx.send(answer.map_err(super::wire::WireError::into_error));
+                }
+            }
+            ServerLine::Listing { profile, listing } => {
+                s.listings.insert(profile.clone(), listing);
+                if let Some(r) = s.ready.as_mut()
+                    && !r.profiles.contains(&profile)
+                {
+                    r.profiles.push(profile.clone());
+                }
+                self.tell(&s, HostEvent::Changed(vec![profile]));
+            }
+            ServerLine::Hello(_) | ServerLine::Ready(_) | ServerLine::Refused(_) => {}
+        }
+    }
+}
+
+fn write_line(s: &mut MutexGuard<'_, State>, line: &str) -> std::io::Result<()> {
+    let conn = s.conn.as_mut().ok_or_else(|| std::io::Error::other("not connected"))?;
+    conn.stdin.write_all(format!("{line}\n").as_bytes())?;
+    conn.stdin.flush()
+}
+
+/// How opening a session failed: it ended (with the reader's reason, if any), or
+/// nothing came in time.
+enum Ended {
+    Early(Option<String>),
+    Late(String),
+}
+
+fn next_first(rx: &Receiver<Result<ServerLine, Option<String>>>, deadline: Instant) -> Result<ServerLine, Ended> {
+    match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(Ok(line)) => Ok(line),
+        Ok(Err(end)) => Err(Ended::Early(end)),
+        Err(RecvTimeoutError::Timeout) => Err(Ended::Late(format!("no answer within {}s", CONNECT_WITHIN.as_secs()))),
+        Err(RecvTimeoutError::Disconnected) => Err(Ended::Early(None)),
+    }
+}
+
+/// Stop a session that will not be used; the reason stands.
+fn abandon(mut conn: Conn, why: String) -> String {
+    let _ = conn.child.kill();
+    let _ = conn.child.wait();
+    why
+}
+
+fn keep_stderr(stderr: impl Read, kept: &Mutex<Vec<String>>) {
+    for line in BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        let line = line.trim().to_owned();
+        if line.is_empty() {
+            continue;
+        }
+        let mut k = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        k.push(line);
+        if k.len() > STDERR_LINES {
+            k.remove(0);
+        }
+    }
+}
+
+/// The ssh client has closed its output: its status, if it exits at once.
+fn wait_briefly(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+        }
+    }
+}
+
+/// Why a session ended, in words: what ssh or the remote shell said, and what it means.
+fn ended_why(status: Option<std::process::ExitStatus>, errors: &Mutex<Vec<String>>, end: Option<String>) -> String {
+    // stderr is read by its own thread: give it a moment to take the last lines.
+    std::thread::sleep(Duration::from_millis(20));
+    let said = errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
+    let said = crate::lease::human::escape(&said);
+    let code = status.and_then(|s| s.code());
+    let program = std::env::var(REMOTE_COMMAND_ENV).ok().filter(|p| !p.trim().is_empty());
+    let program = program.as_deref().unwrap_or("leasectl");
+    let meaning = match code {
+        Some(127) => {
+            format!("{program} is not on the remote's PATH: install leasectl there or set {REMOTE_COMMAND_ENV}")
+        }
+        Some(2) if said.contains("unrecognized subcommand") => {
+            format!("the remote {program} has no `{SERVE_ARGS}` (older than this one): update it")
+        }
+        Some(255) => "ssh could not connect or log in".to_owned(),
+        _ => String::new(),
+    };
+    let mut parts: Vec<String> = Vec::new();
+    if !meaning.is_empty() {
+        parts.push(meaning);
+    }
+    if !said.is_empty() {
+        parts.push(format!("({said})"));
+    }
+    if let Some(e) = end {
+        parts.push(e);
+    }
+    if parts.is_empty() {
+        parts.push(match code {
+            Some(c) => format!("the session ended (exit {c})"),
+            None => "the session ended".to_owned(),
+        });
+    }
+    parts.join(" ")
+}

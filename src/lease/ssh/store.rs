@@ -1,0 +1,146 @@
+//! A registry on another host, as a [`LeaseStore`]: each read and action is a request
+//! to that host's `leasectl serve --stdio`, which runs it on its own registry with its
+//! own guards and audit. Taking and giving back leases stays on the owner's host.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::link::Link;
+use super::wire::{Answer, Request};
+use crate::lease::backend::{LeaseStore, Listing, OnLost, Renewal};
+use crate::lease::config::CapSetting;
+use crate::lease::error::Error;
+use crate::lease::grant::{AcquireRequest, Grant, Released};
+use crate::lease::location::{Location, SshLocation};
+use crate::lease::refusal::{Reason, Refusal};
+use crate::lease::repair::{RepairOptions, RepairReport};
+use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
+
+/// A read's answer: a registry of a thousand leases crosses in well under a second.
+const READ_WITHIN: Duration = Duration::from_secs(10);
+/// An action's answer: the remote waits for its lock (10 s at most by default).
+const ACT_WITHIN: Duration = Duration::from_secs(30);
+
+pub struct SshStore {
+    location: Location,
+    at: SshLocation,
+    link: Arc<Link>,
+}
+
+impl SshStore {
+    pub fn new(at: &SshLocation) -> SshStore {
+        SshStore { location: Location::Ssh(at.clone()), at: at.clone(), link: Link::to(&at.host) }
+    }
+
+    fn elsewhere(&self, what: &str) -> String {
+        format!(
+            "{what} runs where the owner runs: on {} itself (`ssh {} leasectl ...`); over --host leasectl lists, \
+             force-releases, prunes and checks",
+            self.at.host.name, self.at.host.name
+        )
+    }
+
+    fn unlisted(&self, e: Error) -> Listing {
+        Listing {
+            location: self.location.clone(),
+            exists: false,
+            modified: None,
+            cap: CapSetting::default(),
+            leases: Err(e),
+            remote: None,
+        }
+    }
+
+    fn removal(&self, request: Request) -> Result<Removal, Error> {
+        match self.link.call(request, ACT_WITHIN)? {
+            Answer::Removal(r) => Ok(r),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+fn unexpected(answer: &Answer) -> Error {
+    Error::Unavailable(format!("the remote answered something else than was asked ({answer:?})"))
+}
+
+impl LeaseStore for SshStore {
+    fn location(&self) -> &Location {
+        &self.location
+    }
+
+    fn cap_setting(&self) -> CapSetting {
+        self.link.pushed(&self.at.profile).map(|l| l.cap).unwrap_or_default()
+    }
+
+    fn read(&mut self) -> Listing {
+        if let Some(pushed) = self.link.pushed(&self.at.profile) {
+            return pushed.at(self.location.clone());
+        }
+        match self.link.call(Request::Read { profile: self.at.profile.clone() }, READ_WITHIN) {
+            Ok(Answer::Listing(l)) => {
+                self.link.remember(&self.at.profile, &l);
+                l.at(self.location.clone())
+            }
+            Ok(other) => self.unlisted(unexpected(&other)),
+            Err(e) => self.unlisted(e),
+        }
+    }
+
+    /// The remote judges its owners itself (it alone can see them): its latest listing.
+    fn rejudge(&mut self) -> Listing {
+        self.read()
+    }
+
+    fn acquire(&mut self, _req: &AcquireRequest) -> Result<Grant, Refusal> {
+        Err(Refusal {
+            reason: Reason::SessionCoordinationUnavailable,
+            message: self.elsewhere("acquire"),
+            holder: None,
+        })
+    }
+
+    fn release(&mut self, _lease_id: &str) -> Result<Released, Error> {
+        Err(Error::Unsupported(self.elsewhere("release")))
+    }
+
+    fn release_grant(&mut self, _grant: &Grant) -> Result<Released, Error> {
+        Err(Error::Unsupported(self.elsewhere("release")))
+    }
+
+    fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error> {
+        self.removal(Request::ForceRelease {
+            profile: self.at.profile.clone(),
+            target: target.clone(),
+            allow_live: opts.allow_live,
+            dry_run: opts.dry_run,
+        })
+    }
+
+    fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
+        self.removal(Request::Prune {
+            profile: self.at.profile.clone(),
+            dry_run: opts.dry_run,
+            include_clock_step: opts.include_clock_step,
+            include_work_running: opts.include_work_running,
+        })
+    }
+
+    fn doctor(&mut self) -> Result<DoctorReport, Error> {
+        match self.link.call(Request::Doctor { profile: self.at.profile.clone() }, ACT_WITHIN)? {
+            Answer::Doctor(d) => Ok(*d),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    fn repair(&mut self, _opts: RepairOptions) -> Result<RepairReport, Error> {
+        Err(Error::Unsupported(format!(
+            "a repair is done on the host itself: `ssh {} leasectl doctor --repair` (it shows what it would keep and \
+             lose, and asks)",
+            self.at.host.name
+        )))
+    }
+
+    fn keep_alive(&self, _grant: &Grant, _on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
+        Err(Error::Unsupported(self.elsewhere("holding a lease")))
+    }
+}

@@ -1,0 +1,241 @@
+//! What crosses an SSH session between leasectl here and `leasectl serve --stdio` there:
+//! one JSON object a line each way. The server speaks first (its [`Hello`]), so even a
+//! client of another protocol learns which leasectl it reached; the client then says who
+//! it is and which home ([`Open`]); after [`Ready`], requests carry an id their answer
+//! repeats, and a subscription's listings come unasked.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::lease::backend::{Listing, RemoteListing};
+use crate::lease::config::CapSetting;
+use crate::lease::error::{Error, InvalidRegistry, LiveOwners, Missing};
+use crate::lease::location::Location;
+use crate::lease::owner::OwnerInfo;
+use crate::lease::view::{DoctorReport, LeaseView, Removal, Target};
+
+/// Raised when a message changes shape in a way an older peer would misread.
+pub const PROTOCOL: u32 = 1;
+/// This build's version, said in every hello.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The server's first line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    pub leasectl: String,
+    pub protocol: u32,
+    /// The remote's host name and the user leasectl runs as there.
+    pub host: String,
+    pub user: String,
+}
+
+/// The client's first line: which home, and who asks (for the remote's audit record).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Open {
+    pub leasectl: String,
+    pub protocol: u32,
+    /// None: the remote's `$HERMES_HOME`, else `~/.hermes`.
+    pub home: Option<String>,
+    /// `alice@laptop`: the operator on the client's side.
+    pub operator: String,
+    /// What the operator runs there (`leasectl ls`, `leasectl console`).
+    pub command: String,
+}
+
+/// The server's answer to [`Open`]: the home it resolved and its registries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ready {
+    pub home: String,
+    /// `root` first, then each profile.
+    pub profiles: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerLine {
+    Hello(Hello),
+    Ready(Ready),
+    /// The home cannot be served (it does not exist, the open was not understood).
+    Refused(String),
+    Answer {
+        id: u64,
+        answer: Result<Answer, WireError>,
+    },
+    /// After [`Request::Subscribe`]: a registry's listing whenever it changed.
+    Listing {
+        profile: String,
+        listing: WireListing,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientLine {
+    Open(Open),
+    Request { id: u64, request: Request },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "op")]
+pub enum Request {
+    Read {
+        profile: String,
+    },
+    /// Every registry's listing now and after each change (new profiles included).
+    Subscribe,
+    ForceRelease {
+        profile: String,
+        target: Target,
+        allow_live: bool,
+        dry_run: bool,
+    },
+    Prune {
+        profile: String,
+        dry_run: bool,
+        include_clock_step: bool,
+        include_work_running: bool,
+    },
+    Doctor {
+        profile: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    Listing(WireListing),
+    Removal(Removal),
+    Doctor(Box<DoctorReport>),
+    Subscribed,
+}
+
+/// A [`Listing`] without its location (the receiver knows which it asked for).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireListing {
+    pub exists: bool,
+    pub modified: Option<f64>,
+    pub cap: CapSetting,
+    pub leases: Result<Vec<LeaseView>, WireError>,
+    pub remote: Option<RemoteListing>,
+    /// Who the owners are (name, command, memory, user), looked up where they run.
+    #[serde(default)]
+    pub owners: HashMap<u64, OwnerInfo>,
+}
+
+impl WireListing {
+    pub fn of(l: Listing) -> WireListing {
+        let owners = crate::lease::owner::owners_of_listing(&l);
+        WireListing {
+            owners,
+            exists: l.exists,
+            modified: l.modified,
+            cap: l.cap,
+            leases: l.leases.map_err(WireError::of),
+            remote: l.remote,
+        }
+    }
+
+    pub fn at(self, location: Location) -> Listing {
+        Listing {
+            location,
+            exists: self.exists,
+            modified: self.modified,
+            cap: self.cap,
+            leases: self.leases.map_err(WireError::into_error),
+            remote: self.remote,
+        }
+    }
+}
+
+/// An [`Error`] as it crosses: the kinds the client acts on keep their parts; the rest
+/// keep their words and their exit code's class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireError {
+    Invalid(InvalidRegistry),
+    NotFound(Missing),
+    LiveOwner(LiveOwners),
+    /// Nothing could be coordinated on (a lock held, an owner unprovable): exit 5.
+    Unavailable(String),
+    Refused(String),
+    Unsupported(String),
+}
+
+impl WireError {
+    pub fn of(e: Error) -> WireError {
+        match e {
+            Error::Invalid(i) => WireError::Invalid(i),
+            Error::NotFound(m) => WireError::NotFound(m),
+            Error::LiveOwner(l) => WireError::LiveOwner(l),
+            Error::LockTimeout { .. } | Error::LivenessUnknown { .. } | Error::Unavailable(_) => {
+                WireError::Unavailable(e.to_string())
+            }
+            Error::Io { .. } | Error::Refused(_) => WireError::Refused(e.to_string()),
+            Error::Unsupported(m) => WireError::Unsupported(m),
+        }
+    }
+
+    pub fn into_error(self) -> Error {
+        match self {
+            WireError::Invalid(i) => Error::Invalid(i),
+            WireError::NotFound(m) => Error::NotFound(m),
+            WireError::LiveOwner(l) => Error::LiveOwner(l),
+            WireError::Unavailable(m) => Error::Unavailable(m),
+            WireError::Refused(m) => Error::Refused(m),
+            WireError::Unsupported(m) => Error::Unsupported(m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::Entry;
+    use crate::lease::liveness::Liveness;
+
+    #[test]
+    fn a_listing_crosses_whole_and_unknown_fields_survive() {
+        let text = r#"{"lease_id": "a1", "metadata": {"x": 1}, "pid": 42, "session_id": "s 1; $(rm -rf /)", "zz_future": [1.50]}"#;
+        let entry = Entry::from_text(0, text, &std::collections::HashSet::<String>::new()).expect("entry");
+        let view = LeaseView::local(entry, Liveness::Recycled { recorded: 1.5, actual: 2.25 });
+        let line = serde_json::to_string(&ServerLine::Listing {
+            profile: "root".into(),
+            listing: WireListing {
+                exists: true,
+                modified: Some(1.0),
+                cap: CapSetting::default(),
+                leases: Ok(vec![view.clone()]),
+                remote: None,
+                owners: HashMap::new(),
+            },
+        })
+        .expect("to json");
+        assert!(!line.contains('\n'), "one line");
+        let ServerLine::Listing { listing, .. } = serde_json::from_str(&line).expect("from json") else {
+            panic!("{line}")
+        };
+        let got = listing.leases.expect("leases");
+        assert_eq!(got, vec![view]);
+        assert_eq!(got[0].entry.text(), text);
+    }
+
+    #[test]
+    fn errors_keep_their_kind() {
+        let missing = Error::NotFound(Missing {
+            target: Target::Session("s".into()),
+            live_only: false,
+            place: "in /h/runtime/active_sessions.json".into(),
+        });
+        let back: WireError =
+            serde_json::from_str(&serde_json::to_string(&WireError::of(missing.clone())).expect("ser")).expect("de");
+        assert_eq!(back.into_error(), missing);
+        let lock = Error::LockTimeout {
+            lock_path: "/h/l".into(),
+            waited: std::time::Duration::from_secs(1),
+            holder_pid: None,
+            holder_command: None,
+        };
+        assert!(matches!(WireError::of(lock).into_error(), Error::Unavailable(m) if m.contains("still held")));
+    }
+}

@@ -1,0 +1,292 @@
+//! `leasectl serve --stdio`: the remote end of `--host`. Another leasectl starts it over
+//! SSH and speaks JSON lines with it (`lease::ssh::wire`): it says hello, opens the home
+//! it is asked for, and answers each request by running the same store calls as its own
+//! command line, with the same guards, audited here with the operator's SSH identity.
+//! Nothing it is sent is ever run by a shell: ids, profiles and paths are data.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::lease::audit::Actor;
+use crate::lease::ssh::wire::{
+    Answer, ClientLine, Hello, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireError, WireListing,
+};
+use crate::lease::{self, Change, Error, LeaseStore, Location, Registry, StoreOptions, WatchScope, paths};
+
+/// A request line is small; anything far larger is not one.
+const MAX_REQUEST: u64 = 1 << 20;
+/// How often owners are judged again when nothing in the home changed (an owner can die
+/// without writing anything).
+const REJUDGE: Duration = Duration::from_secs(1);
+
+type Out = Arc<Mutex<std::io::Stdout>>;
+
+/// One line out, whole (the feed and the answers share standard output).
+fn send(out: &Out, line: &ServerLine) -> bool {
+    let Ok(text) = serde_json::to_string(line) else { return false };
+    let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    o.write_all(text.as_bytes()).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()).is_ok()
+}
+
+/// Serve until standard input ends. `home` is this command line's `--home`, used when
+/// the client names none.
+pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
+    let out: Out = Arc::new(Mutex::new(std::io::stdout()));
+    let user = crate::lease::audit::who();
+    let hello = Hello {
+        leasectl: VERSION.into(),
+        protocol: PROTOCOL,
+        host: crate::lease::owner::hostname(),
+        user: user.split('@').next().unwrap_or_default().to_owned(),
+    };
+    if !send(&out, &ServerLine::Hello(hello)) {
+        return 1;
+    }
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let open = match next_line(&mut input) {
+        Some(Ok(ClientLine::Open(open))) => open,
+        Some(Ok(_)) => return refuse(&out, "the first request must open a home".into()),
+        Some(Err(e)) => return refuse(&out, e),
+        None => return 0,
+    };
+    if open.protocol != PROTOCOL {
+        return refuse(
+            &out,
+            format!(
+                "this is leasectl {VERSION} (protocol {PROTOCOL}), the client is leasectl {} (protocol {}): install \
+                 the same leasectl on both",
+                open.leasectl, open.protocol
+            ),
+        );
+    }
+    let home = open.home.as_deref().map(PathBuf::from).or_else(|| home.map(Path::to_path_buf));
+    let home = match paths::resolve_home(home.as_deref()) {
+        Ok(h) => h,
+        Err(e) => return refuse(&out, e.0),
+    };
+    if !home.is_dir() {
+        let host = crate::lease::owner::hostname();
+        return refuse(&out, format!("the Hermes home {} does not exist on {host}", home.display()));
+    }
+    let root = paths::root_of(&home);
+    let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.profile).collect();
+    if !send(&out, &ServerLine::Ready(Ready { home: root.display().to_string(), profiles })) {
+        return 1;
+    }
+    let mut server = Server { root, options, actor: actor_for(&open), stores: HashMap::new(), feeding: false };
+    while let Some(line) = next_line(&mut input) {
+        let (id, request) = match line {
+            Ok(ClientLine::Request { id, request }) => (id, request),
+            Ok(ClientLine::Open(_)) => continue,
+            Err(e) => return refuse(&out, e),
+        };
+        let answer = server.answer(request, &out).map_err(WireError::of);
+        if !send(&out, &ServerLine::Answer { id, answer }) {
+            return 1;
+        }
+    }
+    0
+}
+
+/// The remote's audit names the operator as the client said, and the SSH connection
+/// and user as this side knows them.
+fn actor_for(open: &Open) -> Actor {
+    let via = std::env::var("SSH_CONNECTION").ok().map(|c| format!(", ssh connection {c}")).unwrap_or_default();
+    Actor { command: format!("{} (for {} over --host{via})", open.command, open.operator), names_action: false }
+}
+
+fn refuse(out: &Out, why: String) -> i32 {
+    send(out, &ServerLine::Refused(why));
+    1
+}
+
+fn next_line<R: BufRead>(input: &mut R) -> Option<Result<ClientLine, String>> {
+    let mut buf = Vec::new();
+    match <&mut R as std::io::Read>::take(input, MAX_REQUEST).read_until(b'\n', &mut buf) {
+        Ok(0) => None,
+        Ok(_) if !buf.ends_with(b"\n") => Some(Err("a request line too long, or cut off".into())),
+        Ok(_) => Some(serde_json::from_slice(&buf).map_err(|e| format!("a request that is not understood: {e}"))),
+        Err(e) => Some(Err(format!("cannot read the requests: {e}"))),
+    }
+}
+
+struct Server {
+    root: PathBuf,
+    options: StoreOptions,
+    actor: Actor,
+    stores: HashMap<String, Box<dyn LeaseStore>>,
+    feeding: bool,
+}
+
+impl Server {
+    fn store(&mut self, profile: &str) -> Result<&mut Box<dyn LeaseStore>, Error> {
+        if !self.stores.contains_key(profile) {
+            let registry = registry_named(&self.root, profile)?;
+            let store = lease::open(&Location::File(registry), self.options)?;
+            let warn = Box::new(|f: String| eprintln!("leasectl serve: warning: audit: {f}"));
+            let store = lease::audited::Audited::wrap(store, self.actor.clone(), warn);
+            self.stores.insert(profile.to_owned(), store);
+        }
+        self.stores.get_mut(profile).ok_or_else(|| Error::Refused(format!("no registry {profile}")))
+    }
+
+    fn answer(&mut self, request: Request, out: &Out) -> Result<Answer, Error> {
+        match request {
+            Request::Read { profile } => Ok(Answer::Listing(WireListing::of(self.store(&profile)?.read()))),
+            Request::Subscribe => {
+                if !self.feeding {
+                    self.feeding = true;
+                    start_feed(self.root.clone(), self.options, Arc::clone(out))?;
+                }
+                Ok(Answer::Subscribed)
+            }
+            Request::ForceRelease { profile, target, allow_live, dry_run } => {
+                let opts = lease::ForceOptions { allow_live, dry_run };
+                Ok(Answer::Removal(self.store(&profile)?.force_release(&target, opts)?))
+            }
+            Request::Prune { profile, dry_run, include_clock_step, include_work_running } => {
+                let opts = lease::PruneOptions { dry_run, include_clock_step, include_work_running };
+                Ok(Answer::Removal(self.store(&profile)?.prune(opts)?))
+            }
+            Request::Doctor { profile } => Ok(Answer::Doctor(Box::new(self.store(&profile)?.doctor()?))),
+        }
+    }
+}
+
+/// `root` or a profile that exists under the root (a name, never a path).
+fn registry_named(root: &Path, profile: &str) -> Result<Registry, Error> {
+    if profile == "root" {
+        return Ok(Registry::new("root", root));
+    }
+    let registry = paths::profile_registry(root, profile).map_err(|e| Error::Refused(e.0))?;
+    if !registry.home.is_dir() {
+        return Err(Error::Refused(format!("no profile {profile} in {}", root.display())));
+    }
+    Ok(registry)
+}
+
+/// Whether a change at `path` can change what `registry` lists.
+fn touches(registry: &Registry, path: &Path) -> bool {
+    path.starts_with(registry.runtime_dir()) || path == registry.config_path() || path == registry.home
+}
+
+/// Every registry's listing now, then again whenever it changes: on a change in the
+/// home, and when a re-judgement of its owners (every second) finds one that ended.
+fn start_feed(root: PathBuf, options: StoreOptions, out: Out) -> Result<(), Error> {
+    let (tx, rx) = channel::<Change>();
+    let registries = paths::all_registries(&root);
+    let scope = WatchScope {
+        locations: registries.iter().cloned().map(Location::File).collect(),
+        discover_root: Some(root.clone()),
+        debounce: Duration::from_millis(20),
+    };
+    lease::watch(&scope, Arc::new(move |c| tx.send(c).is_ok()))?;
+    let mut feed = Feed { root, options, out, fed: Vec::new() };
+    for registry in registries {
+        feed.add(registry);
+    }
+    // The first listings go before the answer to the subscription.
+    if !feed.push_all(|_| true) {
+        return Err(Error::Refused("standard output closed".into()));
+    }
+    std::thread::spawn(move || {
+        loop {
+            match rx.recv_timeout(REJUDGE) {
+                Ok(change) => {
+                    let mut paths = Vec::new();
+                    for c in std::iter::once(change).chain(rx.try_iter()) {
+                        if let Change::Files(p) = c {
+                            paths.extend(p);
+                        }
+                    }
+                    feed.discover(&paths);
+                    if !feed.push_all(|reg| paths.iter().any(|p| touches(reg, p))) {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if !feed.rejudge() {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    });
+    Ok(())
+}
+
+struct Fed {
+    registry: Registry,
+    store: Box<dyn LeaseStore>,
+    /// The listing last sent, as sent: a change is sent once.
+    last: Option<String>,
+}
+
+struct Feed {
+    root: PathBuf,
+    options: StoreOptions,
+    out: Out,
+    fed: Vec<Fed>,
+}
+
+impl Feed {
+    fn add(&mut self, registry: Registry) {
+        if let Ok(store) = lease::open(&Location::File(registry.clone()), self.options) {
+            self.fed.push(Fed { registry, store, last: None });
+        }
+    }
+
+    /// New profiles (a directory made under `profiles/`) join the feed.
+    fn discover(&mut self, paths: &[PathBuf]) {
+        let profiles = self.root.join("profiles");
+        if !paths.iter().any(|p| p.parent() == Some(profiles.as_path()) || *p == profiles) {
+            return;
+        }
+        for registry in paths::all_registries(&self.root) {
+            if !self.fed.iter().any(|f| f.registry == registry) {
+                self.add(registry);
+            }
+        }
+    }
+
+    fn push_all(&mut self, which: impl Fn(&Registry) -> bool) -> bool {
+        for f in self.fed.iter_mut().filter(|f| f.last.is_none() || which(&f.registry)) {
+            let listing = f.store.read();
+            if !push(&self.out, f, listing) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn rejudge(&mut self) -> bool {
+        for f in &mut self.fed {
+            if f.store.rejudge_needed() {
+                let listing = f.store.rejudge();
+                if !push(&self.out, f, listing) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Send `listing` if it differs from the last one sent for its registry.
+fn push(out: &Out, f: &mut Fed, listing: lease::Listing) -> bool {
+    let line = ServerLine::Listing { profile: f.registry.profile.clone(), listing: WireListing::of(listing) };
+    let Ok(text) = serde_json::to_string(&line) else { return true };
+    if f.last.as_deref() == Some(text.as_str()) {
+        return true;
+    }
+    let mut o = out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sent = o.write_all(text.as_bytes()).and_then(|()| o.write_all(b"\n")).and_then(|()| o.flush()).is_ok();
+    f.last = Some(text);
+    sent
+}
