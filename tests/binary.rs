@@ -18,4 +18,5 @@ mod operator_pace;
 mod repair;
 mod run_work;
 mod session_context;
+mod ssh_hosts;
 mod stress;

@@ -51,6 +51,10 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     for store in stores.iter_mut() {
         let listing = store.read();
         let mut profile = vec![("profile", label_value(listing.location.name()))];
+        // Over --host: each host's registries under its name.
+        if let Some(host) = listing.location.host() {
+            profile.insert(0, ("host", label_value(&host.name)));
+        }
         // Every etcd prefix is profile "etcd": its prefix tells two fences apart.
         if let crate::lease::Location::Etcd(fence) = &listing.location {
             profile.push(("prefix", label_value(&fence.prefix)));

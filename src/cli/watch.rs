@@ -19,7 +19,7 @@ use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::human::escape;
 use crate::lease::journal::journal_file;
-use crate::lease::owner::owner_infos;
+use crate::lease::owner::owners_at;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
 /// The column names over events printed as tsv.
@@ -321,7 +321,16 @@ fn stamp() -> (String, f64) {
 
 fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {
     let (time, ts) = stamp();
-    json!({"time": time, "ts": ts, "event": kind, "profile": location.name(), "detail": detail})
+    let mut line = json!({"time": time, "ts": ts, "event": kind, "profile": location.name(), "detail": detail});
+    with_host(&mut line, location);
+    line
+}
+
+/// Over --host every line names its host.
+fn with_host(line: &mut Value, location: &Location) {
+    if let (Some(host), Some(map)) = (location.host(), line.as_object_mut()) {
+        map.insert("host".into(), host.name.clone().into());
+    }
 }
 
 /// Lease events as JSON lines; a lease gone is named force-released (or pruned) by whom
@@ -333,7 +342,7 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
     // `conflict` as ls judges it: over what the registry holds now.
     let marks = super::marks::Marks::of(now_held, None);
     let pids: Vec<u64> = events.iter().map(|e| e.view.entry.pid()).collect();
-    let owners = owner_infos(&pids);
+    let owners = owners_at(location, &pids);
     let (time, ts) = stamp();
     let audited = match location.registry() {
         Some(reg) if events.iter().any(|e| matches!(e.kind, EventKind::Released | EventKind::Pruned)) => {
@@ -374,6 +383,7 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
                 "profile": location.name(),
                 "lease": lease_json(&ev.view, owners.get(&ev.view.entry.pid())),
             });
+            with_host(&mut line, location);
             let conflict = marks.of_lease(&ev.view).contains(&"CONFLICT");
             if let Some(lease) = line.get_mut("lease").and_then(Value::as_object_mut) {
                 lease.insert("conflict".into(), conflict.into());
@@ -417,6 +427,11 @@ pub(super) fn print_line(format: Format, v: &Value) {
     ))
     .into_owned();
     let detail = v["detail"].as_str().map(|d| escape(d).into_owned());
+    // Over --host: `host:profile`.
+    let place = match v["host"].as_str() {
+        Some(h) => format!("{}:{}", escape(h), s(&v["profile"])),
+        None => s(&v["profile"]),
+    };
     match format {
         Format::Json => {
             use std::io::Write as _;
@@ -426,7 +441,7 @@ pub(super) fn print_line(format: Format, v: &Value) {
             "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             s(&v["time"]),
             s(&v["event"]),
-            s(&v["profile"]),
+            place,
             s(&entry["lease_id"]),
             s(&entry["session_id"]),
             s(&entry["surface"]),
@@ -436,7 +451,7 @@ pub(super) fn print_line(format: Format, v: &Value) {
             detail.unwrap_or_else(|| "-".into())
         ),
         Format::Table | Format::Wide if entry.is_null() => {
-            say!("{}  {:<16}  {}  {}", s(&v["time"]), s(&v["event"]), s(&v["profile"]), detail.unwrap_or_default())
+            say!("{}  {:<16}  {}  {}", s(&v["time"]), s(&v["event"]), place, detail.unwrap_or_default())
         }
         Format::Table | Format::Wide => {
             let tail = detail.map(|d| format!("  — {d}")).unwrap_or_default();
@@ -444,7 +459,7 @@ pub(super) fn print_line(format: Format, v: &Value) {
                 "{}  {:<16}  {}  lease {}  session {}  {}  pid {} ({})  {}{tail}",
                 s(&v["time"]),
                 s(&v["event"]),
-                s(&v["profile"]),
+                place,
                 escape(&short_id(entry["lease_id"].as_str().unwrap_or("-"))),
                 s(&entry["session_id"]),
                 s(&entry["surface"]),

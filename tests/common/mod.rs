@@ -7,6 +7,7 @@ mod owners;
 pub mod process;
 pub mod pty;
 pub mod signals;
+pub mod sshd;
 
 pub use owners::owner;
 

@@ -1,0 +1,212 @@
+//! `--host` against a real sshd the test starts (issue 27): several homes behind it are
+//! several hosts; the remote's leasectl is this build, reached through the operator's
+//! own ssh with the test's key and known host key only.
+
+use crate::common;
+
+use std::fs;
+use std::path::Path;
+
+use common::process::{Home, Out, Proc, Sleeper, wait_for};
+use common::sshd::Sshd;
+use serde_json::Value;
+
+fn run(sshd: &Sshd, args: &[&str]) -> Out {
+    Proc::run(&common::process::label(args), sshd.leasectl(args))
+}
+
+fn audit_lines(home: &Path) -> Vec<Value> {
+    let text = fs::read_to_string(home.join("logs/leasectl-audit.jsonl")).unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
+}
+
+/// Two homes behind one sshd, listed together: each lease under its host, the owner
+/// named as the remote sees it, in the table, tsv and JSON.
+#[test]
+fn ls_lists_every_host_with_its_host_named() {
+    let sshd = Sshd::start();
+    let (a, b) = (Home::new(), Home::new());
+    b.make_profile("work");
+    let owner = Sleeper::new();
+    a.acquire_ok(&["S-a", "--surface", "cli", "--owner-pid", &owner.pid_arg()]);
+    b.acquire_ok(&["S-b", "--surface", "gateway", "--owner-pid", &owner.pid_arg()]);
+    let (ha, hb) = (sshd.spec("gw1", a.path()), sshd.spec("gw2", b.path()));
+    let out = run(&sshd, &["--host", &ha, "--host", &hb, "--all-profiles", "ls", "--json"]);
+    out.expect_exit(0);
+    let v = out.json();
+    let regs = v["registries"].as_array().expect("registries");
+    let places: Vec<(String, String)> = regs
+        .iter()
+        .map(|r| (r["host"].as_str().unwrap_or("?").into(), r["profile"].as_str().unwrap_or("?").into()))
+        .collect();
+    assert_eq!(
+        places,
+        [("gw1".into(), "root".into()), ("gw2".into(), "root".into()), ("gw2".into(), "work".into())],
+        "{out:?}"
+    );
+    assert_eq!(regs[0]["leases"][0]["entry"]["session_id"], "S-a");
+    assert_eq!(regs[1]["leases"][0]["entry"]["session_id"], "S-b");
+    assert_eq!(regs[1]["leases"][0]["liveness"], "alive");
+    assert_eq!(regs[1]["leases"][0]["owner"]["name"], "sleep", "the owner as the remote names it");
+
+    let out = run(&sshd, &["--host", &ha, "--host", &hb, "ls", "-o", "tsv"]);
+    out.expect_exit(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].starts_with("HOST\tPROFILE\tLEASE"), "{out:?}");
+    assert!(lines.iter().any(|l| l.starts_with("gw1\troot\t") && l.contains("\tS-a\t")), "{out:?}");
+    assert!(lines.iter().any(|l| l.starts_with("gw2\troot\t") && l.contains("\tS-b\t")), "{out:?}");
+
+    let out = run(&sshd, &["--host", &ha, "ls"]);
+    out.expect_exit(0);
+    assert!(out.stdout.starts_with("gw1:root  ssh://"), "{out:?}");
+    assert!(out.stdout.contains("S-a") && out.stdout.contains("sleep"), "{out:?}");
+}
+
+/// force-release and prune act through the remote's own leasectl, with its guards, and
+/// are recorded in the remote home's audit file with the operator and the SSH connection.
+#[test]
+fn force_release_and_prune_keep_their_guards_and_are_audited_on_the_remote() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let mut dead = Sleeper::new();
+    let live = Sleeper::new();
+    home.acquire_ok(&["S-dead", "--owner-pid", &dead.pid_arg()]);
+    let live_id = home.acquire_ok(&["S-live", "--owner-pid", &live.pid_arg()]);
+    dead.kill();
+    let h = sshd.spec("gw1", home.path());
+
+    let plan = run(&sshd, &["--host", &h, "prune", "--dry-run"]);
+    plan.expect_exit(0);
+    assert!(plan.stdout.contains("S-dead") && !plan.stdout.contains("S-live"), "{plan:?}");
+    assert!(
+        plan.stdout.contains("ssh://") && plan.stdout.contains("would remove"),
+        "the plan names the host: {plan:?}"
+    );
+    assert_eq!(home.entries().len(), 2, "a dry run changes nothing");
+
+    let out = run(&sshd, &["--host", &h, "prune", "--json"]);
+    out.expect_exit(0);
+    let left: Vec<Value> = home.entries();
+    assert_eq!(left.len(), 1, "{out:?}");
+    assert_eq!(left[0]["session_id"], "S-live");
+
+    // A live owner's lease needs --live, there as here.
+    let refused = run(&sshd, &["--host", &h, "force-release", "--session", "S-live"]);
+    assert_ne!(refused.status.code(), Some(0), "{refused:?}");
+    assert!(refused.stderr.contains("live owner") && refused.stderr.contains("--live"), "{refused:?}");
+    assert_eq!(home.entries().len(), 1);
+    let out = run(&sshd, &["--host", &h, "force-release", &live_id[..8], "--live"]);
+    out.expect_exit(0);
+    assert!(home.entries().is_empty(), "{out:?}");
+
+    let records = audit_lines(home.path());
+    let actions: Vec<&str> = records.iter().map(|r| r["action"].as_str().unwrap_or("?")).collect();
+    assert_eq!(actions, ["prune", "force-release"], "{records:?}");
+    for r in &records {
+        let command = r["command"].as_str().unwrap_or_default();
+        assert!(command.contains("over --host") && command.contains("ssh connection 127.0.0.1"), "{r}");
+        assert!(command.contains(&format!("for {}@", sshd.user)), "the operator passed along: {r}");
+        assert_eq!(r["user"], sshd.user.as_str(), "the remote user: {r}");
+    }
+    assert_eq!(records[1]["live_owner_overridden"], true);
+}
+
+/// A closed port, a host without leasectl, an older leasectl and another protocol are
+/// each named with why, and hold up no other host.
+#[test]
+fn hosts_that_cannot_serve_are_named_and_block_no_other() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let owner = Sleeper::new();
+    home.acquire_ok(&["S1", "--owner-pid", &owner.pid_arg()]);
+    let good = sshd.spec("good", home.path());
+    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let out = run(&sshd, &["--host", &closed, "--host", &good, "ls", "-o", "tsv"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.contains("good\troot\t") && out.stdout.contains("\tS1\t"), "the other host answers: {out:?}");
+    assert!(out.stderr.contains("host closed is unreachable") && out.stderr.contains("Connection refused"), "{out:?}");
+
+    let dir = sshd.dir();
+    let answer_as = |name: &str, script: &str| -> Out {
+        let path = dir.join(name);
+        fs::write(&path, format!("#!/bin/sh\n{script}\n")).expect("script");
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let mut cmd = sshd.leasectl(&["--host", &good, "ls"]);
+        cmd.env("LEASECTL_REMOTE_COMMAND", &path);
+        Proc::run(name, cmd)
+    };
+    let missing = {
+        let mut cmd = sshd.leasectl(&["--host", &good, "ls"]);
+        cmd.env("LEASECTL_REMOTE_COMMAND", "/nonexistent/leasectl");
+        Proc::run("missing", cmd)
+    };
+    assert!(missing.stdout.contains("not on the remote's PATH"), "{missing:?}");
+    let old = answer_as("old", "echo \"error: unrecognized subcommand 'serve'\" >&2; exit 2");
+    assert!(old.stdout.contains("has no `serve --stdio` (older than this one)"), "{old:?}");
+    let other =
+        answer_as("other", r#"echo '{"hello":{"leasectl":"9.0.0","protocol":99,"host":"h","user":"u"}}'; sleep 5"#);
+    assert!(
+        other.stdout.contains("leasectl 9.0.0 (protocol 99)") && other.stdout.contains("(protocol 1)"),
+        "both versions named: {other:?}"
+    );
+    assert!(other.status.code() == Some(1), "{other:?}");
+}
+
+/// Session ids and a home path full of shell syntax are data on the remote, never code.
+#[test]
+fn hostile_ids_and_paths_never_reach_a_shell() {
+    let sshd = Sshd::start();
+    let outer = tempfile::tempdir().expect("dir");
+    let marker = outer.path().join("pwned");
+    let home_path = outer.path().join(format!("home $(touch {m}) `touch {m}`; touch {m} 'q\"", m = marker.display()));
+    fs::create_dir_all(&home_path).expect("hostile home");
+    let owner = Sleeper::new();
+    let hostile = [
+        format!("s; touch {}", marker.display()),
+        format!("$(touch {})", marker.display()),
+        format!("a'b\"c `touch {}`", marker.display()),
+    ];
+    for s in &hostile {
+        let out = Proc::run(
+            "acquire",
+            common::process::leasectl(&home_path, &["acquire", s, "--owner-pid", &owner.pid_arg()]),
+        );
+        out.expect_exit(0);
+    }
+    let h = sshd.spec("gw1", &home_path);
+    let out = run(&sshd, &["--host", &h, "ls", "--json"]);
+    out.expect_exit(0);
+    let sessions: Vec<String> = out.json()["registries"][0]["leases"]
+        .as_array()
+        .expect("leases")
+        .iter()
+        .map(|l| l["entry"]["session_id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(sessions, hostile, "{out:?}");
+    for s in &hostile {
+        let out = run(&sshd, &["--host", &h, "force-release", "--session", s, "--live"]);
+        out.expect_exit(0);
+    }
+    let out = run(&sshd, &["--host", &h, "ls", "--json"]);
+    assert_eq!(out.json()["registries"][0]["leases"].as_array().map(Vec::len), Some(0), "{out:?}");
+    assert!(!marker.exists(), "a shell ran something it was sent as data");
+}
+
+/// `events --follow` over --host: a change on the remote home is a line naming the host.
+#[test]
+fn events_follow_names_the_host_on_every_line() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let h = sshd.spec("gw1", home.path());
+    let feed = Proc::spawn("events -f", sshd.leasectl(&["--host", &h, "events", "--follow", "-o", "json"]));
+    let first: Value = serde_json::from_str(&feed.line()).expect("json");
+    assert_eq!((first["event"].as_str(), first["host"].as_str()), (Some("following"), Some("gw1")), "{first}");
+    let owner = Sleeper::new();
+    home.acquire_ok(&["S-new", "--owner-pid", &owner.pid_arg()]);
+    let line = wait_for("the acquired event", || {
+        let v: Value = serde_json::from_str(&feed.line()).ok()?;
+        (v["event"] == "acquired").then_some(v)
+    });
+    assert_eq!(line["host"], "gw1");
+    assert_eq!(line["lease"]["entry"]["session_id"], "S-new");
+}
