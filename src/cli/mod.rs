@@ -167,9 +167,11 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         let code = match e {
             // The registry cannot be coordinated on: the same code as the fence's refusal.
-            Error::Invalid(_) | Error::LockTimeout { .. } | Error::LivenessUnknown { .. } | Error::Unavailable(_) => {
-                Reason::SessionCoordinationUnavailable.exit_code()
-            }
+            Error::Invalid(_)
+            | Error::LockTimeout { .. }
+            | Error::LivenessUnknown { .. }
+            | Error::Unavailable(_)
+            | Error::Unreachable { .. } => Reason::SessionCoordinationUnavailable.exit_code(),
             _ => EXIT_ERROR,
         };
         Failure { code, message: e.to_string() }

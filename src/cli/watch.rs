@@ -67,6 +67,8 @@ struct Seen {
     read_version: Option<lease::FileVersion>,
     /// etcd: the revision up to which lease events are said (from the watch after it).
     said_up_to: Option<i64>,
+    /// Why the last reading failed, if it did (its end is said in the same words).
+    last_error: Option<lease::Error>,
 }
 
 pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
@@ -200,17 +202,19 @@ impl Seen {
         self.cap = Some(listing.cap.cap);
         let first = !self.read;
         self.read = true;
-        let (invalid, valid) = changes::unreadable_names(location.is_remote());
         let views = match listing.leases {
             Err(e) => {
                 if self.last.is_some() || first {
+                    let (invalid, _) = changes::unreadable_names(&location, Some(&e));
                     lines.push(registry_event(&location, invalid, &e.to_string()));
                 }
                 self.last = None;
+                self.last_error = Some(e);
                 return lines;
             }
             Ok(views) => views,
         };
+        let was = self.last_error.take();
         let events = match self.last.as_ref() {
             None if first && f.present => changes::present(&views),
             // A line to say the watch is on (a script can wait for it); never recorded.
@@ -223,8 +227,8 @@ impl Seen {
                 vec![]
             }
             None => {
-                let again = if location.is_remote() { "answering again" } else { "readable again" };
-                lines.push(registry_event(&location, valid, again));
+                let (_, valid) = changes::unreadable_names(&location, was.as_ref());
+                lines.push(registry_event(&location, valid, changes::again_words(&location, was.as_ref())));
                 changes::between(&self.last_valid, &views)
             }
             Some(old) => changes::between(old, &views),

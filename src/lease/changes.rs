@@ -41,10 +41,22 @@ impl EventKind {
     }
 }
 
-/// The events' names for a registry that cannot be read and reads again: a file is
-/// invalid, etcd unreachable (nothing is wrong with its data).
-pub fn unreadable_names(remote: bool) -> (&'static str, &'static str) {
-    if remote { ("etcd-unreachable", "etcd-reachable") } else { ("registry-invalid", "registry-valid") }
+/// The events' names for a registry that cannot be read (for `error`) and reads again:
+/// a file is invalid, etcd or another host unreachable (nothing is wrong with its data).
+pub fn unreadable_names(location: &super::Location, error: Option<&super::Error>) -> (&'static str, &'static str) {
+    match (location, error) {
+        (super::Location::Etcd(_), _) => ("etcd-unreachable", "etcd-reachable"),
+        (_, Some(super::Error::Unreachable { .. })) => ("host-unreachable", "host-reachable"),
+        _ => ("registry-invalid", "registry-valid"),
+    }
+}
+
+/// What a registry reading again is said with: a host or etcd answers, a file reads.
+pub fn again_words(location: &super::Location, error: Option<&super::Error>) -> &'static str {
+    match (location, error) {
+        (super::Location::Etcd(_), _) | (_, Some(super::Error::Unreachable { .. })) => "answering again",
+        _ => "readable again",
+    }
 }
 
 /// One change to one lease; `view` is the lease as last seen (before it went, for

@@ -66,6 +66,10 @@ pub enum Error {
     /// What this backend or build cannot do at all (doctor on etcd, etcd in a build without it).
     #[error("{0}")]
     Unsupported(String),
+    /// Another host (`--host`) could not be reached, or its session ended: nothing there
+    /// is known now, so nothing is acted on.
+    #[error("host {host} is unreachable: {why}")]
+    Unreachable { host: String, why: String },
 }
 
 /// What an action named that is not there, and where it looked.

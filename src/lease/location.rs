@@ -121,6 +121,14 @@ impl Location {
         }
     }
 
+    /// What a person is shown: the name, after its host's when on another host (`gw1:root`).
+    pub fn label(&self) -> String {
+        match self {
+            Location::Ssh(s) => format!("{}:{}", s.host.name, s.profile),
+            _ => self.name().to_owned(),
+        }
+    }
+
     /// The host a registry is on, when it is on another host (`--host`).
     pub fn host(&self) -> Option<&HostSpec> {
         match self {

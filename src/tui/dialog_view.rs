@@ -87,7 +87,7 @@ fn prune(targets: &[(Location, Vec<LeaseRow>)], kept_clock_step: usize, p: &Pale
         bold,
     ))];
     for (reg, leases) in targets {
-        lines.push(Line::from(format!("{} ({})", reg.name(), reg.describe())));
+        lines.push(Line::from(format!("{} ({})", reg.label(), reg.describe())));
         lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
     }
     let mut footer = vec![Line::from("")];
@@ -115,7 +115,7 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
     let Release { location, leases, live, expected, typed, mismatch } = r;
     let bold = bold();
     let mut lines = vec![Line::from(Span::styled(
-        format!("Force-release {} in {}:", plural(leases.len(), "lease", "leases"), location.name()),
+        format!("Force-release {} in {}:", plural(leases.len(), "lease", "leases"), location.label()),
         bold,
     ))];
     for l in leases {

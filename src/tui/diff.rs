@@ -37,7 +37,8 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     let mut out = Vec::new();
     if !old.loaded {
         if let Err(e) = &new.leases {
-            out.push(change(LogLevel::Warn, format!("registry-invalid: {e}")));
+            let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, Some(e));
+            out.push(change(LogLevel::Warn, format!("{invalid}: {e}")));
         }
         return out;
     }
@@ -48,9 +49,9 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));
     }
     // etcd not answering is not an invalid registry: said in its own words.
-    let (invalid, valid) = crate::lease::changes::unreadable_names(old.location.is_remote());
-    let valid =
-        if old.location.is_remote() { format!("{valid}: answering again") } else { format!("{valid}: readable again") };
+    let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, new.leases.as_ref().err());
+    let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_ref());
+    let valid = format!("{valid}: {}", crate::lease::changes::again_words(&old.location, old.error.as_ref()));
     let leases = match (&old.error, &new.leases) {
         (None, Err(e)) => {
             out.push(change(LogLevel::Warn, format!("{invalid}: {e}")));

@@ -375,7 +375,7 @@ impl App {
         if typed.is_empty() {
             return None;
         }
-        let name = |r: &RegistryState| r.location.name().to_lowercase();
+        let name = |r: &RegistryState| r.location.label().to_lowercase();
         self.registries
             .iter()
             .position(|r| name(r).starts_with(&typed))

@@ -59,7 +59,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
                 Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines, needs_force }),
                 Err(e) => {
                     let why = crate::lease::human::hinted(&location, &e.to_string());
-                    app.log(location.name(), LogLevel::Warn, format!("repair refused: {why}"))
+                    app.log(&location.label(), LogLevel::Warn, format!("repair refused: {why}"))
                 }
             }
             vec![]
@@ -81,8 +81,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
 /// what the watch cannot: owners dying on this host.
 fn log_remote(app: &mut App, changes: &[crate::lease::RemoteChange]) {
     use crate::lease::{Ending, RemoteChange};
-    let Some(profile) = app.registries.iter().find(|r| r.location.is_remote()).map(|r| r.location.name().to_owned())
-    else {
+    let Some(profile) = app.registries.iter().find(|r| r.location.is_remote()).map(|r| r.location.label()) else {
         return;
     };
     for change in changes {
@@ -135,7 +134,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
                 // Profiles found by the first read were there before: each gets its
                 // "watching" line below, like the ones the console opened with.
                 if !loaded.initial {
-                    let profile = snap.location.name().to_owned();
+                    let profile = snap.location.label();
                     app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.location.describe()));
                 }
                 index
@@ -147,11 +146,11 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
                 Ok(l) => format!("watching {place} ({})", plural(l.len(), "lease", "leases")),
                 Err(_) => format!("watching {place}"),
             };
-            let profile = snap.location.name().to_owned();
+            let profile = snap.location.label();
             app.log(&profile, LogLevel::Info, what);
         }
         let changes = diff(&app.registries[index], snap);
-        let profile = app.registries[index].location.name().to_owned();
+        let profile = app.registries[index].location.label();
         for c in changes {
             if c.gone.as_deref().is_some_and(|id| app.was_removed_here(id)) {
                 continue;
@@ -167,7 +166,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
 }
 
 fn on_action_done(app: &mut App, done: ActionDone) {
-    let profile = done.location.name().to_owned();
+    let profile = done.location.label();
     if let Some(r) = app.registries.iter_mut().find(|r| r.location == done.location) {
         r.locked_by = done.lock_holder();
     }
@@ -426,7 +425,7 @@ fn extension_key(app: &mut App, key: &KeyEvent) -> Option<Vec<Effect>> {
 fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
     if let Some(err) = r.error.clone() {
-        let profile = r.location.name().to_owned();
+        let profile = r.location.label();
         let err = crate::lease::human::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
@@ -469,7 +468,7 @@ fn ask_prune(app: &mut App) {
         }
     }
     if targets.is_empty() {
-        let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
+        let profile = app.tab_registries().first().map(|r| app.registries[*r].location.label());
         // The hint names the registry (a pasted `leasectl prune` would act on ~/.hermes).
         let command = match kept_in.as_slice() {
             [one] => format!("{} prune --include-clock-step", crate::lease::human::leasectl_for(one)),
@@ -503,7 +502,7 @@ fn ask_repair(app: &mut App) -> Vec<Effect> {
     match invalid.first() {
         Some(r) => vec![Effect::PlanRepair { location: app.registries[*r].location.clone() }],
         None => {
-            let profile = app.tab_registries().first().map(|r| app.registries[*r].location.name().to_owned());
+            let profile = app.tab_registries().first().map(|r| app.registries[*r].location.label());
             app.log(&profile.unwrap_or_default(), LogLevel::Info, "repair: the registry is valid; nothing to repair");
             vec![]
         }

@@ -32,7 +32,7 @@ pub fn tab_bar(app: &App, width: u16) -> super::layout::TabBar {
     super::layout::tab_bar(count, app.tab, width, |i| match app.registries.get(i) {
         Some(r) => {
             let mark = if r.error.is_some() { " !" } else { "" };
-            format!("{}{mark}", shown_text(r.location.name()))
+            format!("{}{mark}", shown_text(&r.location.label()))
         }
         None => "all".into(),
     })
@@ -92,11 +92,8 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     // A column between the text and the gauge: a long path never runs into it.
     let cols = Layout::horizontal([Constraint::Min(30), Constraint::Length(1), Constraint::Length(24)]).split(inner);
     let regs = app.tab_registries();
-    let unreadable: Vec<String> = regs
-        .iter()
-        .filter(|r| app.registries[**r].unknown())
-        .map(|r| app.registries[*r].location.name().to_owned())
-        .collect();
+    let unreadable: Vec<String> =
+        regs.iter().filter(|r| app.registries[**r].unknown()).map(|r| app.registries[*r].location.label()).collect();
     // Nothing could be read: zeros would say "nobody holds anything", which is not known.
     let none_read = !regs.is_empty() && regs.len() == unreadable.len();
     let last = regs
@@ -181,7 +178,7 @@ fn cap_text(app: &App, regs: &[usize]) -> String {
             let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
             // Over its cap said in words here too, where no gauge shows this registry alone.
             let over = if reg.cap.is_some_and(|c| c > 0 && reg.live_count() > c) { " OVER CAP" } else { "" };
-            format!("{} {}/{cap}{over}", reg.location.name(), reg.live_count())
+            format!("{} {}/{cap}{over}", reg.location.label(), reg.live_count())
         })
         .collect::<Vec<_>>()
         .join("  ")
@@ -236,8 +233,15 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         if let Some(e) = &reg.error {
             let since =
                 reg.error_since.map(|t| format!(" since {}", time::clock(t, app.now, &app.tz))).unwrap_or_default();
-            let what =
-                if reg.location.is_remote() { format!("ETCD UNREACHABLE{since}") } else { "INVALID REGISTRY".into() };
+            let what = match &reg.location {
+                crate::lease::Location::Etcd(_) => format!("ETCD UNREACHABLE{since}"),
+                // The link's own words for a host it cannot reach (else the remote's error).
+                crate::lease::Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { .. }) => {
+                    format!("HOST UNREACHABLE{since}")
+                }
+                crate::lease::Location::Ssh(_) => format!("CANNOT READ{since}"),
+                crate::lease::Location::File(_) => "INVALID REGISTRY".into(),
+            };
             let shows = if reg.ever_read {
                 "showing the last good snapshot (STALE)"
             } else {
@@ -245,7 +249,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             };
             out.push(Line::from(format!(
                 " {what} ({}): {} — {shows}; nothing is rewritten",
-                shown_text(reg.location.name()),
+                shown_text(&reg.location.label()),
                 shown_text(&crate::lease::human::hinted(&reg.location, &e.to_string()))
             )));
         }
@@ -255,12 +259,12 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             let command = holder.command.as_deref().map(|c| format!(" ({})", clean(c))).unwrap_or_default();
             out.push(Line::from(format!(
                 " registry {} locked by pid {}{command} for {} — actions wait for it, then give up",
-                reg.location.name(),
+                reg.location.label(),
                 holder.pid,
                 time::age(held)
             )));
         } else if let Some(pid) = reg.locked_by {
-            out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.location.name())));
+            out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.location.label())));
         }
     }
     out
@@ -452,7 +456,7 @@ fn session_line(
 ) -> Line<'static> {
     let mut spans = vec![Span::styled(format!("▸ {}", shown_text(session)), p.bold(Color::Cyan))];
     if many {
-        spans.push(Span::raw(format!("  [{}]", app.registries[registry].location.name())));
+        spans.push(Span::raw(format!("  [{}]", app.registries[registry].location.label())));
     }
     spans.push(Span::raw(format!("  {}", crate::lease::human::plural(count, "lease", "leases"))));
     if let Some(ctx) = app.registries[registry].session(session) {

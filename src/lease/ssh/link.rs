@@ -167,11 +167,10 @@ impl Link {
     fn wait(&self, rx: &Receiver<Result<Answer, Error>>, within: Duration) -> Result<Answer, Error> {
         match rx.recv_timeout(within) {
             Ok(answer) => answer,
-            Err(RecvTimeoutError::Timeout) => Err(Error::Unavailable(format!(
-                "host {}: no answer within {}s (slow or stuck; the session stays open)",
-                self.spec.name,
-                within.as_secs()
-            ))),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Unreachable {
+                host: self.spec.name.clone(),
+                why: format!("no answer within {}s (slow or stuck; the session stays open)", within.as_secs()),
+            }),
             Err(RecvTimeoutError::Disconnected) => Err(self.unreachable("the session ended")),
         }
     }
@@ -222,7 +221,7 @@ impl Link {
     fn unreachable(&self, fallback: &str) -> Error {
         let s = lock(&self.state);
         let why = s.down.as_ref().map_or(fallback.to_owned(), |d| d.why.clone());
-        Error::Unavailable(format!("host {} is unreachable: {why}", self.spec.name))
+        Error::Unreachable { host: self.spec.name.clone(), why }
     }
 
     /// Connected, or why not (at once while waiting to try again).
@@ -233,7 +232,7 @@ impl Link {
         if let (Some(at), Some(down)) = (s.retry_at, &s.down)
             && Instant::now() < at
         {
-            return Err(Error::Unavailable(format!("host {} is unreachable: {}", self.spec.name, down.why)));
+            return Err(Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() });
         }
         match self.connect(s) {
             Ok(()) => {
@@ -256,7 +255,7 @@ impl Link {
                     d.why.clone_from(&why);
                 }
                 self.tell(s, HostEvent::Reachable(Some(why.clone())));
-                Err(Error::Unavailable(format!("host {} is unreachable: {why}", self.spec.name)))
+                Err(Error::Unreachable { host: self.spec.name.clone(), why })
             }
         }
     }
@@ -427,7 +426,7 @@ impl Link {
         let status = wait_briefly(&mut conn.child);
         let why = ended_why(status, &errors, end);
         for (_, tx) in s.pending.drain() {
-            let _ = tx.send(Err(Error::Unavailable(format!("host {} is unreachable: {why}", self.spec.name))));
+            let _ = tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone() }));
         }
         s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
         s.retry_at = Some(Instant::now() + FIRST_RETRY);

@@ -168,9 +168,10 @@ impl WireError {
             Error::Invalid(i) => WireError::Invalid(i),
             Error::NotFound(m) => WireError::NotFound(m),
             Error::LiveOwner(l) => WireError::LiveOwner(l),
-            Error::LockTimeout { .. } | Error::LivenessUnknown { .. } | Error::Unavailable(_) => {
-                WireError::Unavailable(e.to_string())
-            }
+            Error::LockTimeout { .. }
+            | Error::LivenessUnknown { .. }
+            | Error::Unavailable(_)
+            | Error::Unreachable { .. } => WireError::Unavailable(e.to_string()),
             Error::Io { .. } | Error::Refused(_) => WireError::Refused(e.to_string()),
             Error::Unsupported(m) => WireError::Unsupported(m),
         }
