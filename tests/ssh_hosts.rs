@@ -210,3 +210,42 @@ fn events_follow_names_the_host_on_every_line() {
     assert_eq!(line["host"], "gw1");
     assert_eq!(line["lease"]["entry"]["session_id"], "S-new");
 }
+
+/// One session a host, however many registries and actions: every removal of one
+/// command is recorded by the same `serve` process. A key pinned to `serve --stdio` in
+/// authorized_keys (a forced command) loses nothing; an unknown host key is refused.
+#[test]
+fn one_session_a_host_a_forced_command_and_no_unknown_host_key() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let mut dead = Sleeper::new();
+    let work = home.make_profile("work");
+    home.acquire_ok(&["S-root", "--owner-pid", &dead.pid_arg()]);
+    let out =
+        Proc::run("acquire", common::process::leasectl(&work, &["acquire", "S-work", "--owner-pid", &dead.pid_arg()]));
+    out.expect_exit(0);
+    dead.kill();
+    // Only `serve --stdio` may run with this key, whatever the client asks for.
+    sshd.force_command(&format!("{} serve --stdio", common::process::BIN));
+    let mut cmd = sshd.leasectl(&["--host", &sshd.spec("gw1", home.path()), "--all-profiles", "prune"]);
+    cmd.env("LEASECTL_REMOTE_COMMAND", "/nonexistent/not-what-runs");
+    let out = Proc::run("prune", cmd);
+    out.expect_exit(0);
+    let records: Vec<Value> = audit_lines(home.path()).into_iter().chain(audit_lines(&work)).collect();
+    assert_eq!(records.len(), 2, "{out:?}");
+    assert_eq!(records[0]["pid"], records[1]["pid"], "both removals went through one session: {records:?}");
+
+    let mut cmd = sshd.leasectl(&["--host", &sshd.spec("gw1", home.path()), "ls"]);
+    let config = sshd.dir().join("strangers_config");
+    let text = fs::read_to_string(sshd.dir().join("ssh_config")).expect("config");
+    fs::write(&config, text.replace("known_hosts", "empty_known_hosts")).expect("write");
+    fs::write(sshd.dir().join("empty_known_hosts"), "").expect("write");
+    cmd.env("LEASECTL_SSH_COMMAND", format!("ssh -F {}", config.display()));
+    let out = Proc::run("unknown host key", cmd);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.contains("Host key verification failed"), "{out:?}");
+    assert!(
+        fs::read_to_string(sshd.dir().join("empty_known_hosts")).unwrap_or_default().is_empty(),
+        "nothing accepted"
+    );
+}

@@ -113,6 +113,13 @@ impl Sshd {
         format!("ssh -F {}", self.dir.path().join("ssh_config").display())
     }
 
+    /// Pin the test's key to `command` (authorized_keys' forced command).
+    pub fn force_command(&self, command: &str) {
+        let key = fs::read_to_string(self.dir.path().join("user_key.pub")).expect("user key");
+        let line = format!("command=\"{command}\",no-pty,no-port-forwarding,no-agent-forwarding {key}");
+        fs::write(self.dir.path().join("authorized_keys"), line).expect("authorized_keys");
+    }
+
     pub fn dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }
