@@ -75,7 +75,8 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
     }
     let root = paths::root_of(&home);
     let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.profile).collect();
-    if !send(&out, &ServerLine::Ready(Ready { home: root.display().to_string(), profiles })) {
+    let default = paths::registry_for_home(&home).profile;
+    if !send(&out, &ServerLine::Ready(Ready { home: root.display().to_string(), profiles, default })) {
         return 1;
     }
     let mut server = Server { root, options, actor: actor_for(&open), stores: HashMap::new(), feeding: false };

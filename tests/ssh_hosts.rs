@@ -56,6 +56,14 @@ fn ls_lists_every_host_with_its_host_named() {
     assert!(lines.iter().any(|l| l.starts_with("gw1\troot\t") && l.contains("\tS-a\t")), "{out:?}");
     assert!(lines.iter().any(|l| l.starts_with("gw2\troot\t") && l.contains("\tS-b\t")), "{out:?}");
 
+    // A profile's path names that profile, as --home does here.
+    let work = sshd.spec("gw3", &b.path().join("profiles/work"));
+    let out = run(&sshd, &["--host", &work, "ls", "--json"]);
+    out.expect_exit(0);
+    let regs = out.json()["registries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(regs.len(), 1, "{out:?}");
+    assert_eq!((regs[0]["host"].as_str(), regs[0]["profile"].as_str()), (Some("gw3"), Some("work")), "{out:?}");
+
     let out = run(&sshd, &["--host", &ha, "ls"]);
     out.expect_exit(0);
     assert!(out.stdout.starts_with("gw1:root  ssh://"), "{out:?}");

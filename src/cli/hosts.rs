@@ -54,11 +54,20 @@ pub(super) fn select_locations(
         )));
     }
     let every_profile = cli.all_profiles || ((implicit || matches!(command, Command::Tui)) && cli.profile.is_none());
-    // Each host's profiles, asked of all hosts at once.
+    // Each host's registries (every one, or the one its home names), asked of all hosts
+    // at once.
     let answers: Vec<Option<Vec<String>>> = std::thread::scope(|scope| {
         let asks: Vec<_> = hosts
             .iter()
-            .map(|h| scope.spawn(move || every_profile.then(|| Link::to(h).profiles().ok()).flatten()))
+            .map(|h| {
+                scope.spawn(move || {
+                    let link = Link::to(h);
+                    match every_profile {
+                        true => link.profiles().ok(),
+                        false => link.default_profile().ok().map(|p| vec![p]),
+                    }
+                })
+            })
             .collect();
         asks.into_iter().map(|a| a.join().ok().flatten()).collect()
     });
@@ -66,8 +75,8 @@ pub(super) fn select_locations(
     for (host, profiles) in hosts.into_iter().zip(answers) {
         let names = match (&cli.profile, profiles) {
             (Some(p), _) => vec![p.clone()],
-            (None, Some(all)) if every_profile && !all.is_empty() => all,
-            // Not reached (it is listed as unreachable), or the root only.
+            (None, Some(found)) if !found.is_empty() => found,
+            // Not reached: listed (as unreachable) under its root.
             _ => vec!["root".to_owned()],
         };
         for profile in names {

@@ -110,6 +110,13 @@ impl Link {
         Ok(s.ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default())
     }
 
+    /// The registry the host's home stands for (`root`, or the profile its path names).
+    pub fn default_profile(self: &Arc<Self>) -> Result<String, Error> {
+        let mut s = lock(&self.state);
+        self.ensure(&mut s)?;
+        Ok(s.ready.as_ref().map_or_else(|| "root".to_owned(), |r| r.default.clone()))
+    }
+
     /// Why the host cannot be reached now, if it cannot.
     pub fn down(&self) -> Option<Down> {
         lock(&self.state).down.clone()

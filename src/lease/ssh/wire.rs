@@ -49,6 +49,14 @@ pub struct Ready {
     pub home: String,
     /// `root` first, then each profile.
     pub profiles: Vec<String>,
+    /// The registry the named home stands for: `root`, or the profile when the path
+    /// is `<root>/profiles/NAME` (as `--home` means locally).
+    #[serde(default = "root_name")]
+    pub default: String,
+}
+
+fn root_name() -> String {
+    "root".to_owned()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
