@@ -25,6 +25,7 @@ pub(super) fn dumb_terminal() -> bool {
 
 pub(super) fn console(
     discover_root: Option<std::path::PathBuf>,
+    discover_hosts: bool,
     locations: Vec<Location>,
     timeout: Duration,
     idle_threshold: Option<Duration>,
@@ -38,6 +39,7 @@ pub(super) fn console(
     let opts = crate::tui::ConsoleOptions {
         locations,
         discover_root,
+        discover_hosts,
         // The console must stay responsive: a held lock is reported, not waited out.
         lock_timeout: timeout.min(Duration::from_secs(3)),
         idle_threshold,
@@ -60,6 +62,7 @@ pub(super) fn demo(home: Option<&std::path::Path>, tour: bool) -> Result<i32, Fa
     let opts = crate::tui::ConsoleOptions {
         locations: vec![Location::File(reg)],
         discover_root: None,
+        discover_hosts: false,
         lock_timeout: Duration::from_secs(3),
         idle_threshold: None,
         extension: Some(crate::demo::console::extension(crate::demo::Playground::new(sandbox, exe), tour)),

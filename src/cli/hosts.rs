@@ -27,6 +27,16 @@ pub(super) fn selected(cli: &Cli) -> Result<Vec<HostSpec>, Failure> {
     Ok(hosts)
 }
 
+/// The registry a SPEC's path stands for, as `--home` means it here: a path
+/// `<root>/profiles/NAME` is that profile; anything else (or no path) the root.
+fn named_registry(host: &HostSpec) -> String {
+    let path = match &host.target {
+        HostTarget::Ssh(t) => t.home.as_ref().map(std::path::PathBuf::from),
+        HostTarget::Local { home } => home.clone(),
+    };
+    path.map_or_else(|| "root".to_owned(), |p| paths::registry_for_home(&p).profile)
+}
+
 pub(super) fn select_locations(
     cli: &Cli,
     command: &Command,
@@ -53,7 +63,19 @@ pub(super) fn select_locations(
             "{what} runs on the owner's host, not over --host; --host works with {HOST_COMMANDS}"
         )));
     }
-    let every_profile = cli.all_profiles || ((implicit || matches!(command, Command::Tui)) && cli.profile.is_none());
+    // The console opens on what each SPEC names and adds the rest as each host answers:
+    // a slow host does not hold its first screen up.
+    if matches!(command, Command::Tui) {
+        let locations = hosts
+            .into_iter()
+            .map(|host| {
+                let profile = cli.profile.clone().unwrap_or_else(|| named_registry(&host));
+                Location::Ssh(SshLocation { host, profile })
+            })
+            .collect();
+        return Ok(Selection { locations, root: None });
+    }
+    let every_profile = cli.all_profiles || (implicit && cli.profile.is_none());
     // Each host's registries (every one, or the one its home names), asked of all hosts
     // at once.
     let answers: Vec<Option<Vec<String>>> = std::thread::scope(|scope| {

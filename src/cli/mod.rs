@@ -171,7 +171,8 @@ impl From<Error> for Failure {
             | Error::LockTimeout { .. }
             | Error::LivenessUnknown { .. }
             | Error::Unavailable(_)
-            | Error::Unreachable { .. } => Reason::SessionCoordinationUnavailable.exit_code(),
+            | Error::Unreachable { .. }
+            | Error::Connecting { .. } => Reason::SessionCoordinationUnavailable.exit_code(),
             _ => EXIT_ERROR,
         };
         Failure { code, message: e.to_string() }
@@ -252,7 +253,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.
             let discover_root = root.filter(|_| cli.profile.is_none());
-            console(discover_root, locations, timeout, options.idle_threshold)
+            console(discover_root, on_hosts && cli.profile.is_none(), locations, timeout, options.idle_threshold)
         }
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),

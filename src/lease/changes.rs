@@ -47,6 +47,7 @@ pub fn unreadable_names(location: &super::Location, error: Option<&super::Error>
     match (location, error) {
         (super::Location::Etcd(_), _) => ("etcd-unreachable", "etcd-reachable"),
         (_, Some(super::Error::Unreachable { .. })) => ("host-unreachable", "host-reachable"),
+        (_, Some(super::Error::Connecting { .. })) => ("host-connecting", "host-reachable"),
         _ => ("registry-invalid", "registry-valid"),
     }
 }
@@ -55,6 +56,7 @@ pub fn unreadable_names(location: &super::Location, error: Option<&super::Error>
 pub fn again_words(location: &super::Location, error: Option<&super::Error>) -> &'static str {
     match (location, error) {
         (super::Location::Etcd(_), _) | (_, Some(super::Error::Unreachable { .. })) => "answering again",
+        (_, Some(super::Error::Connecting { .. })) => "answering",
         _ => "readable again",
     }
 }

@@ -70,6 +70,9 @@ pub enum Error {
     /// is known now, so nothing is acted on.
     #[error("host {host} is unreachable: {why}")]
     Unreachable { host: String, why: String },
+    /// Its session is being opened and has not answered yet (the console reads on).
+    #[error("host {host}: connecting (no answer yet)")]
+    Connecting { host: String },
 }
 
 /// What an action named that is not there, and where it looked.

@@ -34,6 +34,8 @@ pub struct ConsoleOptions {
     pub locations: Vec<Location>,
     /// Discover `<root>/profiles/*` (new profiles appear as new tabs).
     pub discover_root: Option<PathBuf>,
+    /// Add every registry the hosts of `locations` (`--host`) report, as they report them.
+    pub discover_hosts: bool,
     pub lock_timeout: Duration,
     /// The idle threshold for leak suspects given on the command line, if any.
     pub idle_threshold: Option<Duration>,
@@ -113,7 +115,11 @@ const QUIT_GRACE: Duration = Duration::from_millis(200);
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
-    let scope = worker::Scope { locations: opts.locations.clone(), discover_root: opts.discover_root.clone() };
+    let scope = worker::Scope {
+        locations: opts.locations.clone(),
+        discover_root: opts.discover_root.clone(),
+        discover_hosts: opts.discover_hosts,
+    };
     let (mut plugin, runner) = opts.extension.map_or((None, None), |(x, r)| (Some(x), Some(r)));
     let has_runner = runner.is_some();
     let worker = worker::Worker::new(scope, opts.lock_timeout, runner).with_idle_threshold(opts.idle_threshold);

@@ -132,8 +132,9 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             None => {
                 let index = app.add_registry(snap.location.clone());
                 // Profiles found by the first read were there before: each gets its
-                // "watching" line below, like the ones the console opened with.
-                if !loaded.initial {
+                // "watching" line below, like the ones the console opened with. So do a
+                // host's (they come as it answers, new or not).
+                if !loaded.initial && snap.location.host().is_none() {
                     let profile = snap.location.label();
                     app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.location.describe()));
                 }

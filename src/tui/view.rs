@@ -239,6 +239,9 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 crate::lease::Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { .. }) => {
                     format!("HOST UNREACHABLE{since}")
                 }
+                crate::lease::Location::Ssh(_) if matches!(e, crate::lease::Error::Connecting { .. }) => {
+                    format!("CONNECTING{since}")
+                }
                 crate::lease::Location::Ssh(_) => format!("CANNOT READ{since}"),
                 crate::lease::Location::File(_) => "INVALID REGISTRY".into(),
             };

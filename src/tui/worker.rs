@@ -21,6 +21,8 @@ pub struct Scope {
     pub locations: Vec<Location>,
     /// When set, `<root>/profiles/*` are discovered on every reload.
     pub discover_root: Option<PathBuf>,
+    /// Every registry the hosts (`--host`) report joins, as they report it.
+    pub discover_hosts: bool,
 }
 
 /// Registries read before their snapshots are sent, on a full reload.
@@ -168,6 +170,9 @@ impl Worker {
         let mut wanted = self.scope.locations.clone();
         if let Some(root) = &self.scope.discover_root {
             wanted.extend(paths::all_registries(root).into_iter().map(Location::File));
+        }
+        if self.scope.discover_hosts {
+            wanted.extend(lease::ssh::link::known_registries(&self.scope.locations));
         }
         for location in wanted {
             if self.stopping() {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::spec::{HostSpec, HostTarget};
@@ -24,6 +24,9 @@ pub const SERVE_ARGS: &str = "serve --stdio";
 
 /// The longest a connection may take to say hello and open the home.
 const CONNECT_WITHIN: Duration = Duration::from_secs(15);
+/// How long a read waits for a session another thread is opening, while a subscription
+/// keeps the host (the console): a slow host must not hold up the others' reads.
+const SUBSCRIBED_WAIT: Duration = Duration::from_millis(300);
 /// The pause before trying a host that failed again, doubled each time up to the most.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MOST_RETRY: Duration = Duration::from_secs(30);
@@ -43,6 +46,21 @@ pub enum HostEvent {
 
 pub type Watcher = Arc<dyn Fn(&HostSpec, HostEvent) -> bool + Send + Sync>;
 
+/// Every registry the hosts among `locations` have said they have (never waits: a
+/// host not answered yet adds its registries when it does).
+pub fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::lease::Location> {
+    let mut hosts: Vec<&HostSpec> = locations.iter().filter_map(crate::lease::Location::host).collect();
+    hosts.dedup();
+    let mut out = Vec::new();
+    for host in hosts {
+        let profiles = lock(&Link::to(host).state).ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default();
+        for profile in profiles {
+            out.push(crate::lease::Location::Ssh(crate::lease::SshLocation { host: host.clone(), profile }));
+        }
+    }
+    out
+}
+
 /// Why a host cannot be reached, and since when.
 #[derive(Debug, Clone)]
 pub struct Down {
@@ -53,6 +71,8 @@ pub struct Down {
 pub struct Link {
     spec: HostSpec,
     state: Mutex<State>,
+    /// Signalled when an opening ends, either way.
+    opened: Condvar,
 }
 
 struct Conn {
@@ -64,6 +84,8 @@ struct Conn {
 #[derive(Default)]
 struct State {
     conn: Option<Conn>,
+    /// A thread is opening a session (since then): the others wait for it.
+    connecting: Option<Instant>,
     generation: u64,
     down: Option<Down>,
     retry_at: Option<Instant>,
@@ -95,7 +117,9 @@ impl Link {
     pub fn to(spec: &HostSpec) -> Arc<Link> {
         let mut links = LINKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(
-            links.entry(spec.clone()).or_insert_with(|| Arc::new(Link { spec: spec.clone(), state: Mutex::default() })),
+            links.entry(spec.clone()).or_insert_with(|| {
+                Arc::new(Link { spec: spec.clone(), state: Mutex::default(), opened: Condvar::new() })
+            }),
         )
     }
 
@@ -105,16 +129,14 @@ impl Link {
 
     /// The registries there (`root` first), connecting if need be.
     pub fn profiles(self: &Arc<Self>) -> Result<Vec<String>, Error> {
-        let mut s = lock(&self.state);
-        self.ensure(&mut s)?;
-        Ok(s.ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default())
+        self.ensure(false)?;
+        Ok(lock(&self.state).ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default())
     }
 
     /// The registry the host's home stands for (`root`, or the profile its path names).
     pub fn default_profile(self: &Arc<Self>) -> Result<String, Error> {
-        let mut s = lock(&self.state);
-        self.ensure(&mut s)?;
-        Ok(s.ready.as_ref().map_or_else(|| "root".to_owned(), |r| r.default.clone()))
+        self.ensure(false)?;
+        Ok(lock(&self.state).ready.as_ref().map_or_else(|| "root".to_owned(), |r| r.default.clone()))
     }
 
     /// Why the host cannot be reached now, if it cannot.
@@ -150,13 +172,17 @@ impl Link {
 
     /// Ask, and wait at most `within` for the answer.
     pub fn call(self: &Arc<Self>, request: Request, within: Duration) -> Result<Answer, Error> {
-        let rx = self.send(request)?;
+        let rx = self.send(request, false)?;
         self.wait(&rx, within)
     }
 
-    fn send(self: &Arc<Self>, request: Request) -> Result<Receiver<Result<Answer, Error>>, Error> {
+    fn send(self: &Arc<Self>, request: Request, opener: bool) -> Result<Receiver<Result<Answer, Error>>, Error> {
+        self.ensure(opener)?;
         let mut s = lock(&self.state);
-        self.ensure(&mut s)?;
+        if s.conn.is_none() {
+            drop(s);
+            return Err(self.unreachable("the session ended"));
+        }
         s.next_id += 1;
         let id = s.next_id;
         let (tx, rx) = channel();
@@ -165,7 +191,13 @@ impl Link {
             .map_err(|e| Error::Refused(format!("cannot encode a request: {e}")))?;
         if let Err(e) = write_line(&mut s, &line) {
             s.pending.remove(&id);
+            // The reader says why when it sees the end; until then this is why.
+            if let Some(mut conn) = s.conn.take() {
+                let _ = conn.child.kill();
+            }
             let why = format!("the session broke while sending: {e}");
+            s.down.get_or_insert(Down { why: why.clone(), since: SystemTime::now() });
+            drop(s);
             return Err(self.unreachable(&why));
         }
         Ok(rx)
@@ -190,16 +222,15 @@ impl Link {
         s.watchers.push(watcher);
         let first = !s.subscribed;
         s.subscribed = true;
+        drop(s);
+        // Opened on a thread of its own: a slow host holds up no caller.
         if first {
-            drop(s);
-            if self.start_subscription().is_err() {
-                self.keep_reconnecting();
-            }
+            self.keep_reconnecting();
         }
     }
 
     fn start_subscription(self: &Arc<Self>) -> Result<(), Error> {
-        let rx = self.send(Request::Subscribe)?;
+        let rx = self.send(Request::Subscribe, true)?;
         self.wait(&rx, CONNECT_WITHIN).map(|_| ())
     }
 
@@ -214,11 +245,11 @@ impl Link {
         let link = Arc::clone(self);
         std::thread::spawn(move || {
             loop {
-                let wait = lock(&link.state).retry_at.map(|at| at.saturating_duration_since(Instant::now()));
-                std::thread::sleep(wait.unwrap_or(FIRST_RETRY).max(Duration::from_millis(50)));
                 if link.start_subscription().is_ok() {
                     break;
                 }
+                let wait = lock(&link.state).retry_at.map(|at| at.saturating_duration_since(Instant::now()));
+                std::thread::sleep(wait.unwrap_or(FIRST_RETRY).max(Duration::from_millis(50)));
             }
             lock(&link.state).reconnecting = false;
         });
@@ -231,8 +262,23 @@ impl Link {
         Error::Unreachable { host: self.spec.name.clone(), why }
     }
 
-    /// Connected, or why not (at once while waiting to try again).
-    fn ensure(self: &Arc<Self>, s: &mut MutexGuard<'_, State>) -> Result<(), Error> {
+    /// Connected, or why not (at once while waiting to try again). The session is opened
+    /// without holding the state: a reader meanwhile waits for it a bounded time. While
+    /// a subscription keeps the host, only its own thread (`opener`) opens sessions.
+    fn ensure(self: &Arc<Self>, opener: bool) -> Result<(), Error> {
+        let mut s = lock(&self.state);
+        let bound = if s.subscribed { SUBSCRIBED_WAIT } else { CONNECT_WITHIN + Duration::from_secs(1) };
+        let deadline = Instant::now() + bound;
+        while s.conn.is_none() && s.connecting.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Connecting { host: self.spec.name.clone() });
+            }
+            s = match self.opened.wait_timeout(s, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
         if s.conn.is_some() {
             return Ok(());
         }
@@ -241,13 +287,30 @@ impl Link {
         {
             return Err(Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() });
         }
-        match self.connect(s) {
-            Ok(()) => {
+        if s.subscribed && !opener {
+            return Err(match &s.down {
+                Some(down) => Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() },
+                None => Error::Connecting { host: self.spec.name.clone() },
+            });
+        }
+        s.connecting = Some(Instant::now());
+        s.generation += 1;
+        let generation = s.generation;
+        drop(s);
+        let opened = self.connect(generation);
+        let mut s = lock(&self.state);
+        s.connecting = None;
+        self.opened.notify_all();
+        match opened {
+            Ok((conn, hello, ready)) => {
+                s.conn = Some(conn);
+                s.hello = Some(hello);
+                s.ready = Some(ready);
                 let was_down = s.down.take().is_some();
                 s.retry_at = None;
                 s.retry_pause = FIRST_RETRY;
                 if was_down {
-                    self.tell(s, HostEvent::Reachable(None));
+                    self.tell(&s, HostEvent::Reachable(None));
                 }
                 Ok(())
             }
@@ -261,7 +324,7 @@ impl Link {
                 } else if let Some(d) = s.down.as_mut() {
                     d.why.clone_from(&why);
                 }
-                self.tell(s, HostEvent::Reachable(Some(why.clone())));
+                self.tell(&s, HostEvent::Reachable(Some(why.clone())));
                 Err(Error::Unreachable { host: self.spec.name.clone(), why })
             }
         }
@@ -281,15 +344,13 @@ impl Link {
         });
     }
 
-    fn connect(self: &Arc<Self>, s: &mut MutexGuard<'_, State>) -> Result<(), String> {
+    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Hello, Ready), String> {
         let mut child = self.command().spawn().map_err(|e| format!("cannot start {}: {e}", self.program()))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             let _ = child.kill();
             return Err("cannot talk to the ssh client (no pipes)".into());
         };
-        s.generation += 1;
-        let generation = s.generation;
         let errors = Arc::new(Mutex::new(Vec::<String>::new()));
         let kept = Arc::clone(&errors);
         std::thread::spawn(move || keep_stderr(stderr, &kept));
@@ -335,10 +396,7 @@ impl Link {
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
             Err(Ended::Late(why)) => return Err(abandon(conn, why)),
         };
-        s.hello = Some(hello);
-        s.ready = Some(ready);
-        s.conn = Some(conn);
-        Ok(())
+        Ok((conn, hello, ready))
     }
 
     /// `ssh -T -o BatchMode=yes ... -- HOST 'leasectl serve --stdio'`, or this machine's own.

@@ -179,7 +179,8 @@ impl WireError {
             Error::LockTimeout { .. }
             | Error::LivenessUnknown { .. }
             | Error::Unavailable(_)
-            | Error::Unreachable { .. } => WireError::Unavailable(e.to_string()),
+            | Error::Unreachable { .. }
+            | Error::Connecting { .. } => WireError::Unavailable(e.to_string()),
             Error::Io { .. } | Error::Refused(_) => WireError::Refused(e.to_string()),
             Error::Unsupported(m) => WireError::Unsupported(m),
         }
