@@ -109,8 +109,11 @@ fn console(owners: &[Owner]) -> Console {
         std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
         support::fill(reg, PROFILE_LEASES, owners);
     }
-    let scope =
-        Scope { locations: vec![Location::File(registries[0].clone())], discover_root: Some(dir.path().into()) };
+    let scope = Scope {
+        locations: vec![Location::File(registries[0].clone())],
+        discover_root: Some(dir.path().into()),
+        discover_hosts: false,
+    };
     let mut worker = Worker::new(scope, LOCK_TIMEOUT, None);
     let loaded = worker.reload();
     assert_eq!(loaded.snapshots.len(), PROFILES + 1, "the worker reads the root and every profile");

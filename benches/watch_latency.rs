@@ -118,7 +118,8 @@ fn run(n: usize, profiles: usize, changes: usize) -> (Vec<Sample>, f64) {
         debounce: DEBOUNCE,
     };
     spawn_watcher(&scope, tx).expect("start the watcher");
-    let worker = Worker::new(Scope { locations: vec![location], discover_root }, LOCK_TIMEOUT, None);
+    let worker =
+        Worker::new(Scope { locations: vec![location], discover_root, discover_hosts: false }, LOCK_TIMEOUT, None);
     let mut console =
         Console { worker, app: App::new(vec![reg.clone().into()], lease::now(), jiff::tz::TimeZone::UTC), rx };
     let first = console.worker.reload();

@@ -182,7 +182,8 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
     fs::create_dir_all(work.join("runtime")).expect("profile");
     fs::write(work.join("runtime/active_sessions.json"), "{not json").expect("break it");
     let root = Location::File(Registry::new("root", home.path()));
-    let scope = Scope { locations: vec![root.clone()], discover_root: Some(home.path().to_path_buf()) };
+    let scope =
+        Scope { locations: vec![root.clone()], discover_root: Some(home.path().to_path_buf()), discover_hosts: false };
     let mut worker = Worker::new(scope, std::time::Duration::from_secs(2), None);
     let mut app = leasectl::tui::state::App::new(vec![root], leasectl::lease::now(), jiff::tz::TimeZone::UTC);
     leasectl::tui::update::update(&mut app, Event::Loaded(worker.reload()));

@@ -112,7 +112,11 @@ fn a_bad_idle_threshold_in_one_profile_is_that_profiles_warning() {
     assert!(out.stderr.contains(&config.display().to_string()) && out.stderr.contains("100 years"), "{out:?}");
     // The console's worker reads every profile the same way.
     let root = leasectl::lease::Location::File(leasectl::lease::Registry::new("root", home.path()));
-    let scope = leasectl::tui::worker::Scope { locations: vec![root], discover_root: Some(home.path().into()) };
+    let scope = leasectl::tui::worker::Scope {
+        locations: vec![root],
+        discover_root: Some(home.path().into()),
+        discover_hosts: false,
+    };
     let loaded = leasectl::tui::worker::Worker::new(scope, Duration::from_secs(3), None).reload();
     assert_eq!(loaded.snapshots.len(), 3);
 }

@@ -398,7 +398,7 @@ fn console(w: &World) -> Ran {
     use leasectl::tui::event::Effect;
     use leasectl::tui::worker::{Scope, Worker};
     let location = Location::File(Registry::new("root", &w.home));
-    let scope = Scope { locations: vec![location.clone()], discover_root: Some(w.home.clone()) };
+    let scope = Scope { locations: vec![location.clone()], discover_root: Some(w.home.clone()), discover_hosts: false };
     let mut worker = Worker::new(scope, Duration::from_secs(2), None);
     worker.reload();
     // The console opens with the recorder's last day (a FIFO or link there must not hang it).

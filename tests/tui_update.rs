@@ -626,7 +626,8 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
     )
     .expect("journal");
     let location = Location::File(Registry::new("root", root));
-    let scope = Scope { locations: vec![location.clone()], discover_root: Some(root.to_path_buf()) };
+    let scope =
+        Scope { locations: vec![location.clone()], discover_root: Some(root.to_path_buf()), discover_hosts: false };
     let mut worker = Worker::new(scope, std::time::Duration::from_secs(2), None);
     let mut app = leasectl::tui::state::App::new(vec![location.clone()], now, jiff::tz::TimeZone::UTC);
     let mut parts = vec![];

@@ -35,7 +35,11 @@ fn a_change_rereads_only_the_registry_it_belongs_to() {
     std::fs::create_dir_all(&work.home).expect("create the profile");
     acquire(&root, "S-root");
     acquire(&work, "S-work");
-    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: Some(dir.path().into()) };
+    let scope = Scope {
+        locations: vec![Location::File(root.clone())],
+        discover_root: Some(dir.path().into()),
+        discover_hosts: false,
+    };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     let first = worker.reload();
     assert_eq!(first.snapshots.len(), 2);
@@ -91,7 +95,7 @@ fn a_state_db_change_is_read_and_leaks_are_judged() {
         a = now - 60.0
     ))
     .expect("schema");
-    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None, discover_hosts: false };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     let first = worker.reload();
     let rows = first.snapshots[0].leases.as_ref().expect("leases");
@@ -111,7 +115,7 @@ fn a_console_force_release_is_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());
     let id = acquire(&root, "S");
-    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None, discover_hosts: false };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     worker.reload();
     let effect = leasectl::tui::event::Effect::ForceRelease {
@@ -145,7 +149,7 @@ fn a_session_crossing_the_idle_threshold_is_judged_with_nothing_written() {
     ))
     .expect("schema");
     drop(db);
-    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None, discover_hosts: false };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None).with_idle_threshold(Some(Duration::from_secs(2)));
     let first = worker.reload();
     assert_eq!(first.snapshots[0].leases.as_ref().expect("leases")[0].leak, None, "active half a second ago");
@@ -163,7 +167,7 @@ fn a_console_repair_is_recorded() {
     acquire(&root, "S");
     let good = std::fs::read_to_string(root.path()).expect("registry");
     std::fs::write(root.path(), good.replace("]}", ", {\"lease_id\": 7}]}")).expect("an invalid entry");
-    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None };
+    let scope = Scope { locations: vec![Location::File(root.clone())], discover_root: None, discover_hosts: false };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     worker.reload();
     let effect = leasectl::tui::event::Effect::Repair { location: Location::File(root.clone()), force: false };
@@ -191,8 +195,11 @@ fn a_full_read_of_many_profiles_arrives_in_parts_in_tab_order() {
     }
     let first = lease::paths::profile_registry(&root, "p000").expect("a profile");
     acquire(&first, "IN-P000");
-    let scope =
-        Scope { locations: vec![Location::File(lease::paths::registry_for_home(&root))], discover_root: Some(root) };
+    let scope = Scope {
+        locations: vec![Location::File(lease::paths::registry_for_home(&root))],
+        discover_root: Some(root),
+        discover_hosts: false,
+    };
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     let mut parts: Vec<Vec<Location>> = Vec::new();
     let mut send = |loaded: leasectl::tui::event::Loaded| {
