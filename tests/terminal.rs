@@ -6,3 +6,4 @@ mod common;
 mod console_pty;
 mod console_stress_pty;
 mod demo_pty;
+mod ssh_console_pty;

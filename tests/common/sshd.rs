@@ -15,10 +15,12 @@ use tempfile::TempDir;
 use super::process::BIN;
 
 pub struct Sshd {
-    child: Child,
+    child: Option<Child>,
     pub port: u16,
     pub user: String,
-    dir: TempDir,
+    dir: std::sync::Arc<TempDir>,
+    /// This server's own config (several servers share one key directory).
+    config: PathBuf,
 }
 
 /// The user the tests run as: the one the server lets in with the generated key.
@@ -48,6 +50,26 @@ impl Sshd {
         keygen(&d.join("host_key"));
         keygen(&d.join("user_key"));
         fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).expect("authorized_keys");
+        fs::write(
+            d.join("ssh_config"),
+            format!(
+                "Host *\n  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  UserKnownHostsFile {d}/known_hosts\n  \
+                     GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n",
+                d = d.display()
+            ),
+        )
+        .expect("ssh_config");
+        Sshd::serve(std::sync::Arc::new(dir))
+    }
+
+    /// A second server ("another host") with the same keys: the same client reaches both.
+    pub fn another(&self) -> Sshd {
+        Sshd::serve(std::sync::Arc::clone(&self.dir))
+    }
+
+    /// A server on a free port, in a key directory made by [`Sshd::start`].
+    fn serve(dir: std::sync::Arc<TempDir>) -> Sshd {
+        let d = dir.path().to_path_buf();
         let user = me();
         // sshd checks that its privilege separation directory exists (root only).
         if rustix::process::geteuid().is_root() {
@@ -55,52 +77,82 @@ impl Sshd {
         }
         for _ in 0..5 {
             let port = free_port();
-            let config = format!(
-                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
+            let config = d.join(format!("sshd_config.{port}"));
+            let text = format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.{port}.pid\n\
                  AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nUsePAM no\n\
                  PermitRootLogin prohibit-password\nMaxStartups 100\nMaxSessions 100\nLogLevel ERROR\n",
                 d = d.display()
             );
-            fs::write(d.join("sshd_config"), config).expect("sshd_config");
+            fs::write(&config, text).expect("sshd_config");
             let host_pub = fs::read_to_string(d.join("host_key.pub")).expect("host key");
             let key = host_pub.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-            fs::write(d.join("known_hosts"), format!("[127.0.0.1]:{port} {key}\n")).expect("known_hosts");
-            fs::write(
-                d.join("ssh_config"),
-                format!(
-                    "Host *\n  IdentityFile {d}/user_key\n  IdentitiesOnly yes\n  UserKnownHostsFile {d}/known_hosts\n  \
-                     GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n",
-                    d = d.display()
-                ),
-            )
-            .expect("ssh_config");
-            let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
-                .into_iter()
-                .find(|p| Path::new(p).exists())
-                .expect("sshd (openssh-server) must be installed: .ci/run installs it");
-            let mut child = Command::new(sshd)
-                .args(["-D", "-e", "-f"])
-                .arg(d.join("sshd_config"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start sshd");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Sshd { child, port, user, dir };
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // the port was taken meanwhile: another one
-                }
-                thread::sleep(Duration::from_millis(20));
+            let mut known =
+                fs::OpenOptions::new().create(true).append(true).open(d.join("known_hosts")).expect("known_hosts");
+            std::io::Write::write_all(&mut known, format!("[127.0.0.1]:{port} {key}\n").as_bytes())
+                .expect("known_hosts");
+            let mut server = Sshd { child: None, port, user: user.clone(), dir: std::sync::Arc::clone(&dir), config };
+            if server.listen() {
+                return server;
             }
+        }
+        panic!("sshd did not start");
+    }
+
+    /// Start listening (again, on the same port); false when it could not.
+    fn listen(&mut self) -> bool {
+        let port = self.port;
+        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("sshd (openssh-server) must be installed: .ci/run installs it");
+        let mut child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sshd");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                self.child = Some(child);
+                return true;
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // the port was taken meanwhile
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// The host goes down: the server stops listening and every session it carries ends
+    /// (found by `SSH_CONNECTION`'s server port in each process's environment).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
-        panic!("sshd did not start");
+        let suffix = format!(" {}", self.port);
+        for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(environ) = fs::read(entry.path().join("environ")) else { continue };
+            let here = environ
+                .split(|b| *b == 0)
+                .any(|v| v.strip_prefix(b"SSH_CONNECTION=").is_some_and(|c| c.ends_with(suffix.as_bytes())));
+            if let (true, Ok(pid)) = (here, entry.file_name().to_string_lossy().parse::<i32>()) {
+                kill_pid(pid);
+            }
+        }
+    }
+
+    /// The host comes back, on the same port.
+    pub fn restart(&mut self) {
+        assert!(self.listen(), "sshd did not start again on port {}", self.port);
     }
 
     /// `name=ssh://user@127.0.0.1:PORT/home`.
@@ -140,7 +192,15 @@ impl Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn kill_pid(pid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
 }

@@ -1,0 +1,74 @@
+//! The console over `--host` in a real pseudo-terminal, against two sshd "hosts" the
+//! test starts (issue 27): a change on a host shows, a host going down is bannered
+//! while the other stays live, and it is reconnected when it comes back.
+
+use std::ffi::OsStr;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common;
+use common::process::{BIN, Home, Sleeper};
+use common::pty::Pty;
+use common::sshd::Sshd;
+
+fn acquire(home: &Home, session: &str, owner: &Sleeper) {
+    let out = Command::new(BIN)
+        .arg("--home")
+        .arg(home.path())
+        .args(["acquire", session, "--owner-pid", &owner.pid_arg()])
+        .env_remove("HERMES_HOME")
+        .output()
+        .expect("acquire");
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn the_console_shows_hosts_and_rides_out_one_going_down() {
+    let one = Sshd::start();
+    let mut two = one.another();
+    let (a, b) = (Home::new(), Home::new());
+    let owner = Sleeper::new();
+    acquire(&a, "S-on-gw1", &owner);
+    acquire(&b, "S-on-gw2", &owner);
+    let (h1, h2) = (one.spec("gw1", a.path()), two.spec("gw2", b.path()));
+    let ssh = one.ssh_command();
+    let dir = one.dir();
+    let args: Vec<&OsStr> = ["--host", &h1, "--host", &h2, "tui"].into_iter().map(OsStr::new).collect();
+    let env = [
+        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
+        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
+        ("XDG_CONFIG_HOME", dir.as_os_str()),
+    ];
+    let mut pty = Pty::spawn("console over --host", &args, &env, a.path(), 30, 120);
+    pty.wait_for("both hosts' tabs and gw1's lease", Duration::from_secs(10), |s| {
+        s.contains("gw1:root") && s.contains("gw2:root") && s.contains("S-on-gw1")
+    });
+    // The "all" tab: every host's leases.
+    pty.send(b"\t");
+    std::thread::sleep(Duration::from_millis(300));
+    pty.send(b"\t");
+    pty.wait_for("the all tab with both hosts' leases", Duration::from_secs(5), |s| {
+        s.contains("S-on-gw1") && s.contains("S-on-gw2")
+    });
+    // A change on a host is on screen.
+    acquire(&a, "S-new-gw1", &owner);
+    let took = pty.wait_for("the new lease on gw1", Duration::from_secs(5), |s| s.contains("S-new-gw1"));
+    assert!(took < Duration::from_secs(2), "a change on a host took {took:?} to show");
+
+    // gw2 goes down: bannered with why; gw1 stays live.
+    two.stop();
+    pty.wait_for("gw2 bannered unreachable", Duration::from_secs(10), |s| {
+        s.contains("HOST UNREACHABLE") && s.contains("gw2:root")
+    });
+    acquire(&a, "S-while-down", &owner);
+    pty.wait_for("gw1 still live while gw2 is down", Duration::from_secs(5), |s| s.contains("S-while-down"));
+    assert!(pty.text().contains("S-on-gw2"), "gw2's last snapshot stays on screen, marked stale");
+
+    // gw2 comes back: reconnected (the pause doubles from 1 s), the banner goes.
+    std::thread::sleep(Duration::from_secs(2));
+    two.restart();
+    pty.wait_for("gw2 reconnected", Duration::from_secs(25), |s| !s.contains("HOST UNREACHABLE"));
+    acquire(&b, "S-back-gw2", &owner);
+    pty.wait_for("gw2 live again", Duration::from_secs(5), |s| s.contains("S-back-gw2"));
+    pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
+}
