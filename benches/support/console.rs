@@ -58,6 +58,39 @@ impl Console {
         Console { child, _master: pair.master, writer, screen, pid }
     }
 
+    /// `binary ARGS` with `env` set (and `HERMES_HOME`, `NO_COLOR` removed), in a temp directory.
+    pub fn start_with(binary: &str, args: &[String], env: &[(String, String)], rows: u16, cols: u16) -> Console {
+        let pair =
+            native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
+        let mut cmd = CommandBuilder::new(binary);
+        cmd.args(args);
+        cmd.env_remove("HERMES_HOME");
+        cmd.env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.cwd(std::env::temp_dir());
+        Console::attach(pair, cmd, rows, cols)
+    }
+
+    fn attach(pair: portable_pty::PtyPair, cmd: CommandBuilder, rows: u16, cols: u16) -> Console {
+        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl in the pty");
+        drop(pair.slave);
+        let pid = child.process_id().expect("the console has a pid");
+        let size = |n: u16| NonZeroU16::new(n).expect("non-zero");
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(size(rows), size(cols), 0)));
+        let mut reader = pair.master.try_clone_reader().expect("pty reader");
+        let s = Arc::clone(&screen);
+        thread::spawn(move || {
+            let mut buf = [0u8; 16384];
+            while let Ok(n @ 1..) = reader.read(&mut buf) {
+                s.lock().unwrap_or_else(|p| p.into_inner()).process(&buf[..n]);
+            }
+        });
+        let writer = pair.master.take_writer().ok();
+        Console { child, _master: pair.master, writer, screen, pid }
+    }
+
     pub fn text(&self) -> String {
         self.screen.lock().unwrap_or_else(|p| p.into_inner()).screen().contents()
     }

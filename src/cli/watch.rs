@@ -84,6 +84,14 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     if stores.iter().any(|s| s.location().is_remote()) {
         let _ = rx.recv_timeout(WATCH_OPEN);
     }
+    // Other hosts: their first listings come with the subscription; asking for them
+    // again as well would send each twice.
+    let deadline = Instant::now() + WATCH_OPEN;
+    for store in stores.iter() {
+        if let Some(host) = store.location().host() {
+            lease::ssh::link::Link::to(host).wait_fed(deadline);
+        }
+    }
     // Versions of each registry file replaced since it was last read: more than one means
     // the ones between were never seen (a file gives its latest version only).
     let mut replaced: HashMap<PathBuf, Vec<Option<lease::FileVersion>>> = HashMap::new();
@@ -103,6 +111,10 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
         }
         let mut changed = false;
         for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
+            // Another host sends each change it sees: nothing sent, nothing to read again.
+            if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
+                continue;
+            }
             let path = store.location().registry().map(|r| r.path());
             let before = path.as_deref().and_then(lease::FileVersion::of);
             let listing = store.read();

@@ -300,8 +300,10 @@ impl Worker {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
         let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
+        // Owners on another host (--host) are described by that host.
         let mut pids: Vec<u64> = listings
             .iter()
+            .filter(|l| l.location.host().is_none())
             .filter_map(|l| l.leases.as_ref().ok())
             .flatten()
             // A dead owner has no process to describe: its death changes this set, so the
@@ -330,6 +332,10 @@ impl Worker {
             .into_iter()
             .zip(holders)
             .map(|(l, lock_holder)| {
+                let remote_owners: Option<HashMap<u64, Arc<lease::owner::OwnerInfo>>> = l.location.host().map(|_| {
+                    lease::owner::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect()
+                });
+                let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
                     (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views, at)),
                     _ => None,
@@ -349,7 +355,9 @@ impl Worker {
                                     let owner = owners.get(&v.entry.pid()).map(|o| o.name.as_str());
                                     super::sessions::leak(&v, c, *idle, at, owner)
                                 }),
-                                owner: if local(&v) && !matches!(v.liveness, lease::Liveness::Dead(_)) {
+                                owner: if (local(&v) || remote_owners.is_some())
+                                    && !matches!(v.liveness, lease::Liveness::Dead(_))
+                                {
                                     owners.get(&v.entry.pid()).cloned()
                                 } else {
                                     None

@@ -95,7 +95,13 @@ struct State {
     next_id: u64,
     pending: HashMap<u64, Sender<Result<Answer, Error>>>,
     subscribed: bool,
+    /// The subscription was answered on the current session: every registry's listing
+    /// has come (the server sends them before its answer).
+    fed: bool,
     listings: HashMap<String, WireListing>,
+    /// Bumped with every listing that arrives and every change of reachability: a reader
+    /// that saw the same number has nothing new to read.
+    changes: u64,
     watchers: Vec<Watcher>,
     reconnecting: bool,
 }
@@ -231,7 +237,26 @@ impl Link {
 
     fn start_subscription(self: &Arc<Self>) -> Result<(), Error> {
         let rx = self.send(Request::Subscribe, true)?;
-        self.wait(&rx, CONNECT_WITHIN).map(|_| ())
+        self.wait(&rx, CONNECT_WITHIN)?;
+        lock(&self.state).fed = true;
+        self.opened.notify_all();
+        Ok(())
+    }
+
+    /// Wait (until `deadline`) for the subscription's first listings, or for the host
+    /// to be found down: a first read then takes what was sent instead of asking again.
+    pub fn wait_fed(&self, deadline: Instant) {
+        let mut s = lock(&self.state);
+        while s.subscribed && !s.fed && s.down.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            s = match self.opened.wait_timeout(s, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
     }
 
     /// A thread that tries again after each pause until the host answers (one a host).
@@ -307,6 +332,7 @@ impl Link {
                 s.hello = Some(hello);
                 s.ready = Some(ready);
                 let was_down = s.down.take().is_some();
+                s.changes += 1;
                 s.retry_at = None;
                 s.retry_pause = FIRST_RETRY;
                 if was_down {
@@ -318,6 +344,7 @@ impl Link {
                 let pause = if s.retry_pause.is_zero() { FIRST_RETRY } else { (s.retry_pause * 2).min(MOST_RETRY) };
                 s.retry_pause = pause;
                 s.retry_at = Some(Instant::now() + pause);
+                s.changes += 1;
                 let first = s.down.is_none();
                 if first {
                     s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
@@ -325,9 +352,15 @@ impl Link {
                     d.why.clone_from(&why);
                 }
                 self.tell(&s, HostEvent::Reachable(Some(why.clone())));
+                self.opened.notify_all();
                 Err(Error::Unreachable { host: self.spec.name.clone(), why })
             }
         }
+    }
+
+    /// How many listings and reachability changes have come so far (see `State::changes`).
+    pub fn changes(&self) -> u64 {
+        lock(&self.state).changes
     }
 
     /// Tell every watcher, from a thread of its own (they may call back into the link).
@@ -488,12 +521,14 @@ impl Link {
         // The ssh client's exit says why (its stderr, its status).
         let mut s = lock(&self.state);
         let Some(mut conn) = s.conn.take_if(|c| c.generation == generation) else { return };
+        s.fed = false;
         let status = wait_briefly(&mut conn.child);
         let why = ended_why(status, &errors, end);
         for (_, tx) in s.pending.drain() {
             let _ = tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone() }));
         }
         s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
+        s.changes += 1;
         s.retry_at = Some(Instant::now() + FIRST_RETRY);
         s.retry_pause = FIRST_RETRY;
         self.tell(&s, HostEvent::Reachable(Some(why)));
@@ -514,6 +549,7 @@ impl Link {
             }
             ServerLine::Listing { profile, listing } => {
                 s.listings.insert(profile.clone(), listing);
+                s.changes += 1;
                 if let Some(r) = s.ready.as_mut()
                     && !r.profiles.contains(&profile)
                 {

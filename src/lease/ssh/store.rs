@@ -25,11 +25,13 @@ pub struct SshStore {
     location: Location,
     at: SshLocation,
     link: Arc<Link>,
+    /// The link's change count at the last read: the same count, nothing new to read.
+    read_at: Option<u64>,
 }
 
 impl SshStore {
     pub fn new(at: &SshLocation) -> SshStore {
-        SshStore { location: Location::Ssh(at.clone()), at: at.clone(), link: Link::to(&at.host) }
+        SshStore { location: Location::Ssh(at.clone()), at: at.clone(), link: Link::to(&at.host), read_at: None }
     }
 
     fn elsewhere(&self, what: &str) -> String {
@@ -73,6 +75,7 @@ impl LeaseStore for SshStore {
     }
 
     fn read(&mut self) -> Listing {
+        self.read_at = Some(self.link.changes());
         if let Some(pushed) = self.link.pushed(&self.at.profile) {
             return pushed.at(self.location.clone());
         }
@@ -89,6 +92,11 @@ impl LeaseStore for SshStore {
     /// The remote judges its owners itself (it alone can see them): its latest listing.
     fn rejudge(&mut self) -> Listing {
         self.read()
+    }
+
+    /// Only when the host sent something since (a listing, or went down or came back).
+    fn rejudge_needed(&mut self) -> bool {
+        self.read_at != Some(self.link.changes())
     }
 
     fn acquire(&mut self, _req: &AcquireRequest) -> Result<Grant, Refusal> {
