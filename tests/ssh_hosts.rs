@@ -257,3 +257,35 @@ fn one_session_a_host_a_forced_command_and_no_unknown_host_key() {
         "nothing accepted"
     );
 }
+
+/// doctor and metrics over --host: every host checked where it is, each named; a host
+/// that is down is said and counted, and the others are checked all the same. A hint
+/// names the host it is about, so it acts there when pasted.
+#[test]
+fn doctor_and_metrics_cover_every_host_and_name_the_one_down() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let mut dead = Sleeper::new();
+    home.acquire_ok(&["S-stale", "--owner-pid", &dead.pid_arg()]);
+    dead.kill();
+    let good = sshd.spec("good", home.path());
+    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let out = run(&sshd, &["--host", &good, "--host", &closed, "doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.contains("good:root:"), "{out:?}");
+    assert!(out.stdout.contains("S-stale") || out.stdout.contains("stale"), "{out:?}");
+    assert!(out.stdout.contains("closed:root (") && out.stdout.contains("cannot check"), "{out:?}");
+    assert!(out.stdout.contains("1 registry could not be checked"), "{out:?}");
+    assert!(!out.stdout.contains("`leasectl prune`"), "a bare hint would act on this machine: {out:?}");
+
+    let out = run(&sshd, &["--host", &good, "--host", &closed, "doctor", "--json"]);
+    let v = out.json();
+    assert_eq!(v["summary"]["unchecked"], 1, "{out:?}");
+    let hosts: Vec<&str> =
+        v["registries"].as_array().expect("registries").iter().filter_map(|r| r["host"].as_str()).collect();
+    assert_eq!(hosts, ["good", "closed"], "{out:?}");
+
+    let out = run(&sshd, &["--host", &good, "--host", &closed, "metrics"]);
+    assert!(out.stdout.contains(r#"leasectl_registry_valid{host="good",profile="root"} 1"#), "{out:?}");
+    assert!(out.stdout.contains(r#"leasectl_registry_valid{host="closed",profile="root"} 0"#), "{out:?}");
+}

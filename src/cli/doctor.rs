@@ -11,6 +11,9 @@ pub(super) fn doctor(
     as_json: bool,
     hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
+    if stores.iter().any(|s| s.location().host().is_some()) {
+        return doctor_hosts(stores, as_json);
+    }
     let reports = stores.iter_mut().map(|s| s.doctor()).collect::<Result<Vec<lease::DoctorReport>, Error>>()?;
     let bad = reports.iter().any(lease::DoctorReport::has_problems);
     let summary = output::DoctorSummary::of(&reports);
@@ -28,6 +31,52 @@ pub(super) fn doctor(
             say_raw!("{}", output::doctor_text(d, hints));
         }
         say!("\n{}", summary.line());
+    }
+    Ok(if bad { EXIT_ERROR } else { EXIT_OK })
+}
+
+/// Doctor over `--host`: each registry checked where it is and named with its host; a
+/// host that cannot be reached is said and the others are checked all the same.
+fn doctor_hosts(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32, Failure> {
+    let results: Vec<(lease::Location, Result<lease::DoctorReport, Error>)> =
+        stores.iter_mut().map(|s| (s.location().clone(), s.doctor())).collect();
+    let reports: Vec<lease::DoctorReport> = results.iter().filter_map(|(_, r)| r.as_ref().ok().cloned()).collect();
+    let unchecked = results.iter().filter(|(_, r)| r.is_err()).count();
+    let bad = unchecked > 0 || reports.iter().any(lease::DoctorReport::has_problems);
+    let summary = output::DoctorSummary::of(&reports);
+    if as_json {
+        let registries: Vec<Value> = results
+            .iter()
+            .map(|(location, r)| {
+                let mut v = match r {
+                    Ok(d) => output::doctor_json(d),
+                    Err(e) => json!({"profile": location.name(), "path": location.describe(), "error": e.to_string()}),
+                };
+                v["host"] = location.host().map(|h| h.name.clone()).into();
+                v
+            })
+            .collect();
+        let mut summary = summary.json();
+        summary["unchecked"] = unchecked.into();
+        print_json(&json!({ "ok": !bad, "registries": registries, "summary": summary }));
+    } else {
+        for (i, (location, r)) in results.iter().enumerate() {
+            if i > 0 {
+                say!();
+            }
+            match r {
+                Ok(d) => {
+                    say!("{}:", location.label());
+                    say_raw!("{}", output::doctor_text(d, &super::hints::Hints::at(location)));
+                }
+                Err(e) => say!("{} ({}): cannot check: {e}", location.label(), location.describe()),
+            }
+        }
+        let unchecked = match unchecked {
+            0 => String::new(),
+            n => format!("; {} could not be checked", crate::lease::human::plural(n, "registry", "registries")),
+        };
+        say!("\n{}{unchecked}", summary.line());
     }
     Ok(if bad { EXIT_ERROR } else { EXIT_OK })
 }

@@ -23,6 +23,13 @@ impl Hints {
                 p.push_str(&format!(" --prefix {}", quote(x)));
             }
         }
+        // Over --host a hint reaches the same hosts (LEASECTL_HOSTS is in the environment).
+        for host in &cli.hosts {
+            p.push_str(&format!(" --host {}", quote(host)));
+        }
+        if cli.all_hosts {
+            p.push_str(" --all-hosts");
+        }
         if let Some(h) = &cli.home {
             p.push_str(&format!(" --home {}", quote(&h.to_string_lossy())));
         }
@@ -30,6 +37,11 @@ impl Hints {
             p.push_str(&format!(" --profile {}", quote(name)));
         }
         Hints { prefix: p }
+    }
+
+    /// The options that reach `location` alone (a host's registry named by its SPEC).
+    pub(super) fn at(location: &crate::lease::Location) -> Hints {
+        Hints { prefix: crate::lease::human::leasectl_at(location) }
     }
 
     /// `leasectl` with this command line's home (and backend) but another profile (None:

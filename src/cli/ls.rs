@@ -102,7 +102,7 @@ pub(super) fn ls(
             tsv(&rows, a.format.no_headers);
             for l in &listings {
                 if let Err(e) = &l.leases {
-                    say_err!("leasectl: {} ({}): {e}", l.location.name(), l.location.describe());
+                    say_err!("leasectl: {} ({}): {e}", l.location.label(), l.location.describe());
                 }
             }
         }
@@ -151,10 +151,7 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
             say!();
         }
         let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
-        let name = match s.location.host() {
-            Some(h) => format!("{}:{}", h.name, s.location.name()),
-            None => s.location.name().to_owned(),
-        };
+        let name = s.location.label();
         let (name, place) = (name.as_str(), s.location.describe());
         match &s.leases {
             Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {}", hints.apply(&e.to_string())),

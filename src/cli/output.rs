@@ -179,7 +179,12 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
         return;
     }
     let verb = if r.dry_run { "would remove" } else { "removed" };
-    say!("{} ({}): {what} {verb} {}", location.name(), location.describe(), plural(r.removed.len(), "lease", "leases"));
+    say!(
+        "{} ({}): {what} {verb} {}",
+        location.label(),
+        location.describe(),
+        plural(r.removed.len(), "lease", "leases")
+    );
     if !r.removed.is_empty() {
         say!("{}", table(&LEASE_HEADER, &lease_rows(&r.removed, &owners_of(&r.removed))));
     }
@@ -540,7 +545,7 @@ pub fn etcd_listing(
 pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "{} ({}): invalid", location.name(), location.describe());
+    let _ = writeln!(s, "{} ({}): invalid", location.label(), location.describe());
     if plan.salvaged {
         let _ =
             writeln!(s, "  the JSON is broken: {} salvaged", plural(plan.found, "complete entry", "complete entries"));

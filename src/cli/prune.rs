@@ -24,7 +24,7 @@ pub(super) fn prune(
             Err(e) => {
                 let f = Failure::from(e);
                 if !as_json {
-                    say_err!("leasectl: {} ({}): {}", location.name(), location.describe(), f.message);
+                    say_err!("leasectl: {} ({}): {}", location.label(), location.describe(), f.message);
                 }
                 results.push(json!({"profile": location.name(), "path": location.describe(), "error": f.message}));
                 failed = Some(f.code);
