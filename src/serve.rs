@@ -155,6 +155,7 @@ impl Server {
                 Ok(Answer::Removal(self.store(&profile)?.prune(opts)?))
             }
             Request::Doctor { profile } => Ok(Answer::Doctor(Box::new(self.store(&profile)?.doctor()?))),
+            Request::Ping => Ok(Answer::Pong),
         }
     }
 }

@@ -189,6 +189,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         leases: Ok(leases),
         lock_holder: None,
         sessions: None,
+        lag: None,
     }
 }
 

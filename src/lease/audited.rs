@@ -97,6 +97,9 @@ impl LeaseStore for Audited {
     fn keep_alive(&self, grant: &Grant, on_lost: OnLost) -> Result<Option<Box<dyn Renewal>>, Error> {
         self.inner.keep_alive(grant, on_lost)
     }
+    fn lag(&self) -> Option<Duration> {
+        self.inner.lag()
+    }
     fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
         self.inner.probe_lock(bound)
     }

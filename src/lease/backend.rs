@@ -86,6 +86,11 @@ pub trait LeaseStore: Send {
     fn probe_lock(&self, _bound: Duration) -> Option<LockProbe> {
         None
     }
+    /// How far behind this location's answers are, when noticeably (another host whose
+    /// answers are slow: what is read may be that late).
+    fn lag(&self) -> Option<Duration> {
+        None
+    }
     /// What to do about a refusal here.
     fn advice(&self, refusal: &Refusal) -> String {
         refusal.advice()

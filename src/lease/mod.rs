@@ -100,6 +100,7 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
     // Another host's leasectl watches its own home and sends each changed listing: a
     // re-read here takes it from what was sent.
     let mut hosts: Vec<&ssh::spec::HostSpec> = scope.locations.iter().filter_map(Location::host).collect();
+    hosts.sort_by(|a, b| a.name.cmp(&b.name));
     hosts.dedup();
     for host in hosts {
         let report = Arc::clone(&on_change);

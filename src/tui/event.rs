@@ -126,6 +126,8 @@ pub struct RegistrySnapshot {
     pub lock_holder: Option<LockHolder>,
     /// What the home's state.db says of the leased sessions (None: not a registry file).
     pub sessions: Option<Arc<Contexts>>,
+    /// How far behind its answers are, when noticeably (a slow host over --host).
+    pub lag: Option<std::time::Duration>,
 }
 
 /// A process holding a registry lock.

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::event::{LeaseRow, LockHolder, LogLevel, RegistrySnapshot};
 use super::extension::Extension;
 use super::sort::SortMode;
-use crate::lease::{Liveness, Location, Target};
+use crate::lease::{Error, Liveness, Location, Target};
 use rustc_hash::FxBuildHasher;
 
 /// Samples of slots used kept for the sparkline (one per tick: five minutes).
@@ -43,6 +43,8 @@ pub struct RegistryState {
     pub error_since: Option<f64>,
     /// The leased sessions' context from state.db, or why it is unknown.
     pub sessions: Option<std::sync::Arc<crate::lease::context::Contexts>>,
+    /// How far behind its answers are, when noticeably (a slow host).
+    pub lag: Option<std::time::Duration>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
     generation: u64,
 }
@@ -60,6 +62,7 @@ impl RegistryState {
             history: VecDeque::new(),
             locked_by: None,
             lock_seen: None,
+            lag: None,
             loaded: false,
             ever_read: false,
             error_since: None,
@@ -95,14 +98,16 @@ impl RegistryState {
             self.cap = snap.cap.cap;
         }
         self.cap_warnings = snap.cap.warnings.clone();
+        self.lag = snap.lag;
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {
             self.sessions = snap.sessions.clone();
         }
         match &snap.leases {
             Ok(leases) => {
-                if !self.loaded {
-                    // First sight: the file's own time says when it last changed.
+                if !self.ever_read {
+                    // First sight (a host may answer only after a first try): the file's
+                    // own time says when it last changed.
                     self.last_change = snap.modified.or(Some(at));
                 } else if self.leases.len() != leases.len()
                     || self.leases.iter().zip(leases).any(|(a, b)| a.entry != b.entry)
@@ -120,7 +125,8 @@ impl RegistryState {
             Err(e) => {
                 // A file turning invalid is a change to it; etcd not answering changes no
                 // lease, and the time the leases last changed stays what it was.
-                if self.error.as_ref() != Some(e) && !self.location.is_remote() {
+                let unanswered = matches!(e, Error::Unreachable { .. } | Error::Connecting { .. });
+                if self.error.as_ref() != Some(e) && !self.location.is_remote() && !unanswered {
                     self.last_change = Some(at);
                 }
                 self.error_since = self.error_since.or(Some(at));

@@ -126,8 +126,15 @@ fn fit_left(text: &str, width: usize) -> String {
 fn where_text(app: &App, regs: &[usize]) -> String {
     if let [one] = regs {
         let r = &app.registries[*one];
-        let missing = if r.exists || !r.loaded { "" } else { " (no file yet)" };
+        // Only a registry that was read can be known to have no file (not a host unreached).
+        let missing = if r.exists || !r.loaded || r.error.is_some() { "" } else { " (no file yet)" };
         format!("{}{missing}", shown_text(&r.location.describe()))
+    } else if app.registries[0].location.host().is_some() {
+        let mut hosts: Vec<&str> =
+            regs.iter().filter_map(|r| app.registries[*r].location.host()).map(|h| h.name.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        format!("{} registries on {}", regs.len(), crate::lease::human::plural(hosts.len(), "host", "hosts"))
     } else {
         format!("{} registries under {}", regs.len(), home_of(&app.registries[0].location))
     }
@@ -254,6 +261,13 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 " {what} ({}): {} — {shows}; nothing is rewritten",
                 shown_text(&reg.location.label()),
                 shown_text(&crate::lease::human::hinted(&reg.location, &e.to_string()))
+            )));
+        }
+        if let Some(lag) = reg.lag.filter(|_| reg.error.is_none()) {
+            out.push(Line::from(format!(
+                " HOST LAGGING ({}): its answers take {:.1} s — what is shown may be that late",
+                shown_text(&reg.location.label()),
+                lag.as_secs_f64()
             )));
         }
         if let Some((holder, held)) = reg.stuck_lock(app.now) {

@@ -321,6 +321,8 @@ impl Worker {
         }
         let range = start..start + listings.len();
         let holders: Vec<Option<LockHolder>> = self.stuck_locks(range.clone());
+        let lags: Vec<Option<std::time::Duration>> =
+            self.stores.get(range.clone()).map(|s| s.iter().map(|s| s.lag()).collect()).unwrap_or_default();
         let owners = &self.owner_infos;
         // A part's holders stand in for that part's place among all of them.
         self.last_holders.resize(self.stores.len(), None);
@@ -331,7 +333,8 @@ impl Worker {
         let snapshots = listings
             .into_iter()
             .zip(holders)
-            .map(|(l, lock_holder)| {
+            .zip(lags.into_iter().chain(std::iter::repeat(None)))
+            .map(|((l, lock_holder), lag)| {
                 let remote_owners: Option<HashMap<u64, Arc<lease::owner::OwnerInfo>>> = l.location.host().map(|_| {
                     lease::owner::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect()
                 });
@@ -342,6 +345,7 @@ impl Worker {
                 };
                 RegistrySnapshot {
                     lock_holder,
+                    lag,
                     sessions: context.as_ref().map(|(c, _)| Arc::clone(c)),
                     location: l.location,
                     exists: l.exists,

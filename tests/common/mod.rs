@@ -90,6 +90,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         leases,
         lock_holder: None,
         sessions: None,
+        lag: None,
     }
 }
 

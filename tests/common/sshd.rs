@@ -165,6 +165,15 @@ impl Sshd {
         format!("ssh -F {}", self.dir.path().join("ssh_config").display())
     }
 
+    /// Trust this server's host key on another port too (a proxy in front of it).
+    pub fn trust_port(&self, port: u16) {
+        let d = self.dir.path();
+        let host_pub = fs::read_to_string(d.join("host_key.pub")).expect("host key");
+        let key = host_pub.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        let mut known = fs::OpenOptions::new().append(true).open(d.join("known_hosts")).expect("known_hosts");
+        std::io::Write::write_all(&mut known, format!("[127.0.0.1]:{port} {key}\n").as_bytes()).expect("write");
+    }
+
     /// Pin the test's key to `command` (authorized_keys' forced command).
     pub fn force_command(&self, command: &str) {
         let key = fs::read_to_string(self.dir.path().join("user_key.pub")).expect("user key");

@@ -30,6 +30,11 @@ const SUBSCRIBED_WAIT: Duration = Duration::from_millis(300);
 /// The pause before trying a host that failed again, doubled each time up to the most.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MOST_RETRY: Duration = Duration::from_secs(30);
+/// How often a kept session is asked how far behind it is, and from what answer time
+/// on it is said to lag (a listing then may be that late).
+const PING_EVERY: Duration = Duration::from_secs(2);
+const LAG_AFTER: Duration = Duration::from_secs(1);
+const LAG_GIVE_UP: Duration = Duration::from_secs(10);
 /// A line longer than this is not one the server sends (a listing of 100,000 leases is ~30 MB).
 const MAX_LINE: usize = 256 << 20;
 /// Lines of the ssh client's stderr kept for the error message.
@@ -50,6 +55,7 @@ pub type Watcher = Arc<dyn Fn(&HostSpec, HostEvent) -> bool + Send + Sync>;
 /// host not answered yet adds its registries when it does).
 pub fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::lease::Location> {
     let mut hosts: Vec<&HostSpec> = locations.iter().filter_map(crate::lease::Location::host).collect();
+    hosts.sort_by(|a, b| a.name.cmp(&b.name));
     hosts.dedup();
     let mut out = Vec::new();
     for host in hosts {
@@ -104,6 +110,8 @@ struct State {
     changes: u64,
     watchers: Vec<Watcher>,
     reconnecting: bool,
+    /// How long the last ping's answer took, when over [`LAG_AFTER`].
+    lag: Option<Duration>,
 }
 
 static LINKS: LazyLock<Mutex<HashMap<HostSpec, Arc<Link>>>> = LazyLock::new(Mutex::default);
@@ -268,15 +276,17 @@ impl Link {
         s.reconnecting = true;
         drop(s);
         let link = Arc::clone(self);
+        // While subscribed: open the session, watch how far behind it is until it ends,
+        // then open it again after a pause that doubles while it cannot be opened.
         std::thread::spawn(move || {
             loop {
                 if link.start_subscription().is_ok() {
-                    break;
+                    link.watch_lag();
+                    continue;
                 }
                 let wait = lock(&link.state).retry_at.map(|at| at.saturating_duration_since(Instant::now()));
                 std::thread::sleep(wait.unwrap_or(FIRST_RETRY).max(Duration::from_millis(50)));
             }
-            lock(&link.state).reconnecting = false;
         });
     }
 
@@ -354,6 +364,40 @@ impl Link {
                 self.tell(&s, HostEvent::Reachable(Some(why.clone())));
                 self.opened.notify_all();
                 Err(Error::Unreachable { host: self.spec.name.clone(), why })
+            }
+        }
+    }
+
+    /// How far behind the host's answers are, when they lag.
+    pub fn lag(&self) -> Option<Duration> {
+        lock(&self.state).lag
+    }
+
+    /// Ask how far behind the host is, every [`PING_EVERY`], until the session ends.
+    fn watch_lag(self: &Arc<Self>) {
+        loop {
+            std::thread::sleep(PING_EVERY);
+            if lock(&self.state).conn.is_none() {
+                return;
+            }
+            let asked = Instant::now();
+            let answered = self.call(Request::Ping, LAG_GIVE_UP).is_ok();
+            if !answered && lock(&self.state).conn.is_none() {
+                return;
+            }
+            let took = asked.elapsed();
+            let lag = (took > LAG_AFTER || !answered).then_some(took);
+            let mut s = lock(&self.state);
+            let changed = match (s.lag, lag) {
+                (None, None) => false,
+                (Some(_), None) | (None, Some(_)) => true,
+                // Said again only when it moved by a second or more.
+                (Some(a), Some(b)) => a.abs_diff(b) >= Duration::from_secs(1),
+            };
+            if changed {
+                s.lag = lag;
+                s.changes += 1;
+                self.tell(&s, HostEvent::Changed(vec![]));
             }
         }
     }
@@ -522,6 +566,7 @@ impl Link {
         let mut s = lock(&self.state);
         let Some(mut conn) = s.conn.take_if(|c| c.generation == generation) else { return };
         s.fed = false;
+        s.lag = None;
         let status = wait_briefly(&mut conn.child);
         let why = ended_why(status, &errors, end);
         for (_, tx) in s.pending.drain() {
@@ -532,11 +577,7 @@ impl Link {
         s.retry_at = Some(Instant::now() + FIRST_RETRY);
         s.retry_pause = FIRST_RETRY;
         self.tell(&s, HostEvent::Reachable(Some(why)));
-        let again = s.subscribed;
-        drop(s);
-        if again {
-            self.keep_reconnecting();
-        }
+        // A subscription's own thread opens the session again.
     }
 
     fn take_line(&self, line: ServerLine) {

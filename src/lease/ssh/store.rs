@@ -94,6 +94,10 @@ impl LeaseStore for SshStore {
         self.read()
     }
 
+    fn lag(&self) -> Option<Duration> {
+        self.link.lag()
+    }
+
     /// Only when the host sent something since (a listing, or went down or came back).
     fn rejudge_needed(&mut self) -> bool {
         self.read_at != Some(self.link.changes())

@@ -107,6 +107,8 @@ pub enum Request {
     Doctor {
         profile: String,
     },
+    /// Answered at once: how long the answer takes is how far behind the host is.
+    Ping,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,6 +118,7 @@ pub enum Answer {
     Removal(Removal),
     Doctor(Box<DoctorReport>),
     Subscribed,
+    Pong,
 }
 
 /// A [`Listing`] without its location (the receiver knows which it asked for).
