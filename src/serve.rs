@@ -94,11 +94,14 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
     0
 }
 
-/// The remote's audit names the operator as the client said, and the SSH connection
-/// and user as this side knows them.
+/// The remote's audit names the operator as the client said (and the command they
+/// ran), and the SSH connection and user as this side knows them (`record_of`).
 fn actor_for(open: &Open) -> Actor {
-    let via = std::env::var("SSH_CONNECTION").ok().map(|c| format!(", ssh connection {c}")).unwrap_or_default();
-    Actor { command: format!("{} (for {} over --host{via})", open.command, open.operator), names_action: false }
+    Actor {
+        command: format!("{} (over --host)", open.command),
+        names_action: false,
+        operator: Some(open.operator.clone()),
+    }
 }
 
 fn refuse(out: &Out, why: String) -> i32 {

@@ -112,8 +112,11 @@ fn force_release_and_prune_keep_their_guards_and_are_audited_on_the_remote() {
     assert_eq!(actions, ["prune", "force-release"], "{records:?}");
     for r in &records {
         let command = r["command"].as_str().unwrap_or_default();
-        assert!(command.contains("over --host") && command.contains("ssh connection 127.0.0.1"), "{r}");
-        assert!(command.contains(&format!("for {}@", sshd.user)), "the operator passed along: {r}");
+        assert!(command.contains("over --host") && command.contains("--host gw1=ssh://"), "{r}");
+        let connection = r["ssh_connection"].as_str().unwrap_or_default();
+        assert!(connection.starts_with("127.0.0.1 ") && connection.ends_with(&format!(" {}", sshd.port)), "{r}");
+        let operator = r["operator"].as_str().unwrap_or_default();
+        assert!(operator.starts_with(&format!("{}@", sshd.user)) && operator.contains("(pid "), "passed along: {r}");
         assert_eq!(r["user"], sshd.user.as_str(), "the remote user: {r}");
     }
     assert_eq!(records[1]["live_owner_overridden"], true);
@@ -217,6 +220,13 @@ fn events_follow_names_the_host_on_every_line() {
     });
     assert_eq!(line["host"], "gw1");
     assert_eq!(line["lease"]["entry"]["session_id"], "S-new");
+    // Recorded events are on each host: said, not an empty answer.
+    let out = run(&sshd, &["--host", &h, "events", "--since", "1h"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("kept on each host"), "{out:?}");
+    let out = run(&sshd, &["--host", &h, "events", "--follow", "--record"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("on each host"), "{out:?}");
 }
 
 /// One session a host, however many registries and actions: every removal of one

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::args::{EventsArgs, Format};
 use super::watch::{Follow, follow, print_line};
-use super::{EXIT_OK, Failure, fail};
+use super::{EXIT_OK, Failure, fail, usage};
 use crate::lease::human::escape;
 use crate::lease::journal::{self, Unclaimed, claim_recorder};
 use crate::lease::{LeaseStore, now};
@@ -24,6 +24,21 @@ pub(super) fn events(
     discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
     hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
+    // Each host keeps its own journal, where its recorder runs.
+    if stores.iter().any(|s| s.location().host().is_some()) {
+        if a.record {
+            return Err(usage(
+                "--record keeps the journal beside the registry: over --host run `leasectl events --follow --record` \
+                 on each host",
+            ));
+        }
+        if a.since.is_some() || !a.follow {
+            return Err(usage(
+                "recorded events are kept on each host, by its recorder: read them there (`ssh HOST leasectl events \
+                 --since 1h`); over --host, `events --follow` shows them as they happen",
+            ));
+        }
+    }
     let format = a.format.format();
     // One header over both parts, the recorded events and the live ones.
     if format == Format::Tsv && !a.format.no_headers {

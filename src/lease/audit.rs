@@ -29,24 +29,31 @@ pub struct Actor {
     /// The console's: each record adds what was done to `command` (a command line
     /// already says it).
     pub names_action: bool,
+    /// Over --host: the operator on the other side (`alice@laptop (pid 4711)`), as their
+    /// leasectl said; the SSH connection is this process's own `SSH_CONNECTION`.
+    pub operator: Option<String>,
 }
 
 impl Actor {
     /// This process's own command line, as typed (each word shell-quoted when needed).
     pub fn this_command() -> Actor {
         let words: Vec<String> = std::env::args().map(|a| super::human::shell_word(&a)).collect();
-        Actor { command: words.join(" "), names_action: false }
+        Actor { command: words.join(" "), names_action: false, operator: None }
     }
 
     /// The console: `leasectl console: prune`, `leasectl console: force-release lease 8f19a2c3`.
     pub fn console() -> Actor {
-        Actor { command: "leasectl console".into(), names_action: true }
+        Actor { command: "leasectl console".into(), names_action: true, operator: None }
     }
 
     /// The actor as recorded for `what`.
     pub fn doing(&self, what: &str) -> Actor {
         match self.names_action {
-            true => Actor { command: format!("{}: {what}", self.command), names_action: false },
+            true => Actor {
+                command: format!("{}: {what}", self.command),
+                names_action: false,
+                operator: self.operator.clone(),
+            },
             false => self.clone(),
         }
     }
@@ -86,6 +93,8 @@ pub fn record_of(action: &str, location: &Location, actor: &Actor, removed: &[Le
         "host": super::owner::hostname(),
         "pid": std::process::id(),
         "command": actor.command,
+        "operator": actor.operator,
+        "ssh_connection": std::env::var("SSH_CONNECTION").ok(),
         "live_owner_overridden": live,
         "removed": removed.iter().map(|v| v.entry.to_value()).collect::<Vec<_>>(),
     })
