@@ -17,6 +17,7 @@ mod metrics;
 mod operator_pace;
 mod repair;
 mod run_work;
+mod serve_stdio;
 mod session_context;
 mod ssh_hosts;
 mod stress;

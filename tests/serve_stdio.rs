@@ -1,0 +1,122 @@
+//! `leasectl serve --stdio` alone, over pipes (what ssh carries for --host): it speaks
+//! first, refuses another protocol naming both versions, opens the home it is asked
+//! for, and answers requests by id; anything it is sent is data.
+
+use crate::common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use common::process::{BIN, Home, Sleeper};
+use serde_json::{Value, json};
+
+struct Server {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--stdio"])
+            .env_remove("HERMES_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve --stdio");
+        let input = child.stdin.take().expect("stdin");
+        let output = BufReader::new(child.stdout.take().expect("stdout"));
+        Server { child, input, output }
+    }
+
+    fn say(&mut self, line: &Value) {
+        writeln!(self.input, "{line}").expect("write");
+        self.input.flush().expect("flush");
+    }
+
+    fn hear(&mut self) -> Value {
+        let mut line = String::new();
+        self.output.read_line(&mut line).expect("read");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not one JSON line ({e}): {line:?}"))
+    }
+
+    fn open(&mut self, home: &std::path::Path, protocol: u32) -> Value {
+        let hello = self.hear();
+        assert_eq!(hello["hello"]["protocol"], 1, "{hello}");
+        assert_eq!(hello["hello"]["leasectl"], env!("CARGO_PKG_VERSION"), "{hello}");
+        self.say(&json!({"open": {"leasectl": "9.9.9", "protocol": protocol, "home": home,
+            "operator": "tester@here (pid 1)", "command": "test"}}));
+        self.hear()
+    }
+
+    fn ask(&mut self, id: u64, request: Value) -> Value {
+        self.say(&json!({"request": {"id": id, "request": request}}));
+        let answer = self.hear();
+        assert_eq!(answer["answer"]["id"], id, "{answer}");
+        answer["answer"]["answer"].clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn another_protocol_is_refused_with_both_versions_named() {
+    let home = Home::new();
+    let mut server = Server::start();
+    let refused = server.open(home.path(), 7);
+    let why = refused["refused"].as_str().unwrap_or_default();
+    assert!(why.contains("(protocol 1)") && why.contains("leasectl 9.9.9 (protocol 7)"), "{refused}");
+    assert_eq!(server.child.wait().expect("exit").code(), Some(1));
+}
+
+#[test]
+fn a_home_is_opened_and_requests_are_answered_as_data() {
+    let home = Home::new();
+    home.make_profile("work");
+    let owner = Sleeper::new();
+    let id = home.acquire_ok(&["S1", "--owner-pid", &owner.pid_arg()]);
+    let mut server = Server::start();
+    let ready = server.open(home.path(), 1);
+    assert_eq!(ready["ready"]["profiles"], json!(["root", "work"]), "{ready}");
+    assert_eq!(ready["ready"]["default"], "root", "{ready}");
+
+    let listing = server.ask(1, json!({"op": "read", "profile": "root"}));
+    let leases = &listing["Ok"]["listing"]["leases"]["Ok"];
+    assert_eq!(leases[0]["entry"].as_str().map(|t| t.contains("\"S1\"")), Some(true), "{listing}");
+    assert_eq!(listing["Ok"]["listing"]["owners"][owner.pid_arg()]["name"], "sleep", "{listing}");
+
+    // A profile is a name, never a path.
+    let answer = server.ask(2, json!({"op": "read", "profile": "../../etc"}));
+    assert!(answer["Err"]["refused"].as_str().is_some_and(|m| m.contains("invalid profile name")), "{answer}");
+    // A session id with shell syntax is looked for, not run.
+    let marker = home.outside().join("pwned");
+    let hostile = format!("$(touch {})", marker.display());
+    let answer = server.ask(
+        3,
+        json!({"op": "force_release", "profile": "root", "target": {"Session": hostile}, "allow_live": true, "dry_run": false}),
+    );
+    assert!(answer["Err"]["not_found"].is_object(), "{answer}");
+    assert!(!marker.exists());
+    // The live owner's lease needs allow_live, there as here.
+    let answer = server.ask(
+        4,
+        json!({"op": "force_release", "profile": "root", "target": {"Lease": id}, "allow_live": false, "dry_run": false}),
+    );
+    assert!(answer["Err"]["live_owner"].is_object(), "{answer}");
+    assert_eq!(home.entries().len(), 1);
+    let answer = server.ask(5, json!({"op": "ping"}));
+    assert_eq!(answer["Ok"], "pong", "{answer}");
+
+    // A line that is not the protocol ends the session with why.
+    writeln!(server.input, "rm -rf /").expect("write");
+    let refused = server.hear();
+    assert!(refused["refused"].as_str().is_some_and(|m| m.contains("not understood")), "{refused}");
+    assert_eq!(server.child.wait().expect("exit").code(), Some(1));
+}
