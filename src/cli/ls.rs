@@ -9,7 +9,8 @@ use super::output::{self, LEASE_HEADER, lease_rows, table};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
 use crate::lease::context::SessionContext;
 use crate::lease::human::{duration, escape, plural};
-use crate::lease::owner::{OwnerInfo, owners_of_listing};
+use crate::lease::owner::OwnerInfo;
+use crate::lease::owners_at::owners_of_listing;
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
 /// True when the filters select this lease.

@@ -19,7 +19,7 @@ use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::human::escape;
 use crate::lease::journal::journal_file;
-use crate::lease::owner::owners_at;
+use crate::lease::owners_at::owners_at;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
 /// The column names over events printed as tsv.

@@ -28,6 +28,7 @@ pub mod location;
 pub mod lock;
 pub mod lookup;
 pub mod owner;
+pub mod owners_at;
 pub mod paths;
 pub mod pidfds;
 pub mod problem;

@@ -88,21 +88,6 @@ pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
     OwnerProbe::new().infos(pids)
 }
 
-/// Who owns each lease of `listing`, looked up where the owners run: here, or for a
-/// registry on another host (`--host`), as that host's leasectl named them.
-pub fn owners_of_listing(listing: &super::Listing) -> HashMap<u64, OwnerInfo> {
-    let pids: Vec<u64> = listing.leases.iter().flatten().map(|v| v.entry.pid()).collect();
-    owners_at(&listing.location, &pids)
-}
-
-/// The owners of `pids` at `location`: here, or as another host's leasectl last named them.
-pub fn owners_at(location: &super::Location, pids: &[u64]) -> HashMap<u64, OwnerInfo> {
-    match location {
-        super::Location::Ssh(at) => super::ssh::link::Link::to(&at.host).owners(&at.profile),
-        _ => owner_infos(pids),
-    }
-}
-
 /// This machine's host name: half of an etcd owner's identity (pids mean nothing across hosts).
 pub fn hostname() -> String {
     let name = rustix::system::uname().nodename().to_string_lossy().into_owned();

@@ -336,7 +336,7 @@ impl Worker {
             .zip(lags.into_iter().chain(std::iter::repeat(None)))
             .map(|((l, lock_holder), lag)| {
                 let remote_owners: Option<HashMap<u64, Arc<lease::owner::OwnerInfo>>> = l.location.host().map(|_| {
-                    lease::owner::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect()
+                    lease::owners_at::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect()
                 });
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {

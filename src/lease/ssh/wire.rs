@@ -136,7 +136,9 @@ pub struct WireListing {
 
 impl WireListing {
     pub fn of(l: Listing) -> WireListing {
-        let owners = crate::lease::owner::owners_of_listing(&l);
+        // Made where the registry is (serve --stdio): its owners are processes here.
+        let pids: Vec<u64> = l.leases.iter().flatten().map(|v| v.entry.pid()).collect();
+        let owners = crate::lease::owner::owner_infos(&pids);
         WireListing {
             owners,
             exists: l.exists,
