@@ -657,7 +657,56 @@ fn t_jumps_to_a_profile_tab_by_name_as_it_is_typed() {
     assert!(screen(&app, 80, 24).contains("no tab has that in its name"));
     key(&mut app, KeyCode::Esc);
     assert_eq!(name(&app), "p257", "Esc goes back");
+    // The "all" tab is a tab too ("no tab has that" would be false).
+    key(&mut app, KeyCode::Char('T'));
+    for c in "al".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    assert_eq!(app.tab, app.registries.len(), "the all tab");
+    assert!(!screen(&app, 80, 24).contains("no tab has"));
+    key(&mut app, KeyCode::Enter);
     // The help lists it.
     key(&mut app, KeyCode::Char('?'));
     assert!(screen(&app, 120, 60).contains("go to a profile's tab by name"));
+}
+
+/// Over --host a host that cannot be reached is one banner line for all its registries
+/// (not one a profile), with its count; the header says the cap is unknown, not "no cap";
+/// a host that answers is not bannered.
+#[test]
+fn an_unreachable_host_is_one_banner_for_all_its_registries() {
+    use leasectl::lease::ssh::spec::HostSpec;
+    use leasectl::lease::{Error, Location, SshLocation};
+    let at = |spec: &str, profile: &str| {
+        Location::Ssh(SshLocation { host: HostSpec::parse(spec).expect("spec"), profile: profile.into() })
+    };
+    let down = |location: Location| {
+        let mut s = snap(&location, None, Ok(vec![]));
+        s.leases = Err(Error::Unreachable { host: "gw2".into(), why: "ssh could not connect or log in".into() });
+        s
+    };
+    let snapshots = vec![
+        snap(&at("gw1=ssh://gw1", "root"), Some(4), Ok(vec![])),
+        down(at("gw2=ssh://gw2", "root")),
+        down(at("gw2=ssh://gw2", "work")),
+    ];
+    let mut app = app(snapshots);
+    key(&mut app, KeyCode::Char('T'));
+    for c in "all".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    let text = screen(&app, 120, 30);
+    assert_eq!(text.matches("HOST UNREACHABLE").count(), 1, "{text}");
+    assert!(text.contains("(gw2: 2 registries)"), "{text}");
+    assert!(text.contains("3 registries on 2 hosts"), "{text}");
+    key(&mut app, KeyCode::Char('T'));
+    for c in "gw2:w".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    let text = screen(&app, 120, 30);
+    assert!(text.contains("HOST UNREACHABLE since") && text.contains("(gw2:work): host gw2 is unreachable"), "{text}");
+    assert!(text.contains("cap unknown"), "{text}");
+    assert!(!text.contains("no cap") && !text.contains("no file yet"), "{text}");
 }

@@ -36,7 +36,12 @@ const MARKS: &[(&str, &str)] = &[
     ("CONFLICT", "two live owners of one session"),
     ("OVER CAP", "more live leases than the cap (FULL: exactly at it)"),
     ("LEAK?", "a live owner whose session ended or went idle (state.db)"),
-    ("STALE", "the registry is invalid: its last good reading is shown"),
+    (
+        "STALE",
+        "the registry cannot be read now (invalid, or etcd or its host unreachable): its last good reading is shown",
+    ),
+    ("HOST UNREACHABLE", "--host: no ssh session to it; tried again after 1 s, doubling to 30 s"),
+    ("HOST LAGGING", "--host: its answers take over 1 s; what is shown may be that late"),
 ];
 
 fn help(app: &App) -> DialogText<'static> {

@@ -382,10 +382,14 @@ impl App {
             return None;
         }
         let name = |r: &RegistryState| r.location.label().to_lowercase();
+        // The "all" tab is a tab too (found after the registries' own).
+        let all = self.has_all_tab().then_some(self.registries.len());
         self.registries
             .iter()
             .position(|r| name(r).starts_with(&typed))
+            .or_else(|| all.filter(|_| "all".starts_with(&typed)))
             .or_else(|| self.registries.iter().position(|r| name(r).contains(&typed)))
+            .or_else(|| all.filter(|_| "all".contains(&typed)))
     }
 
     /// Put what the recorder saw before the console opened above what it has logged

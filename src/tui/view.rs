@@ -174,8 +174,11 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
 /// The cap of one registry, or each registry's live leases over its cap.
 fn cap_text(app: &App, regs: &[usize]) -> String {
     if let [one] = regs {
-        return match app.registries[*one].cap {
+        let reg = &app.registries[*one];
+        return match reg.cap {
             Some(c) => format!("cap {c}"),
+            // Never read (a host not reached): whether there is a cap is not known.
+            None if reg.unknown() => "cap unknown".to_owned(),
             None => "no cap".to_owned(),
         };
     }
@@ -232,41 +235,76 @@ fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: 
     frame.render_widget(spark, right[1]);
 }
 
-/// The banner's lines: each registry that cannot be read, or is locked, said.
+/// What a banner calls a registry that cannot be read, in its own words.
+fn unreadable_title(location: &Location, e: &crate::lease::Error, since: &str) -> String {
+    match location {
+        Location::Etcd(_) => format!("ETCD UNREACHABLE{since}"),
+        // The link's own words for a host it cannot reach (else the remote's error).
+        Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { .. }) => format!("HOST UNREACHABLE{since}"),
+        Location::Ssh(_) if matches!(e, crate::lease::Error::Connecting { .. }) => format!("CONNECTING{since}"),
+        Location::Ssh(_) => format!("CANNOT READ{since}"),
+        Location::File(_) => "INVALID REGISTRY".into(),
+    }
+}
+
+/// The banner's lines: each registry that cannot be read, or is locked, said; a host
+/// that cannot be reached or lags (--host) is said once, for all its registries.
 pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
     let mut out = Vec::new();
-    for r in app.tab_registries() {
+    let tab = app.tab_registries();
+    // What a host's line said already: (host, what).
+    let mut hosts_said: Vec<(String, &'static str)> = Vec::new();
+    let host_line = |reg: &super::state::RegistryState, what: &'static str, said: &mut Vec<(String, &'static str)>| {
+        let host = reg.location.host()?.name.clone();
+        if said.contains(&(host.clone(), what)) {
+            return Some(None);
+        }
+        said.push((host.clone(), what));
+        let same = |r: &super::state::RegistryState| {
+            r.location.host().is_some_and(|h| h.name == host)
+                && match what {
+                    "lag" => r.lag.is_some() && r.error.is_none(),
+                    _ => matches!(
+                        r.error,
+                        Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
+                    ),
+                }
+        };
+        let n = tab.iter().filter(|i| same(&app.registries[**i])).count();
+        Some(Some(if n > 1 { format!("{host}: {n} registries") } else { reg.location.label() }))
+    };
+    for &r in &tab {
         let reg = &app.registries[r];
         if let Some(e) = &reg.error {
             let since =
                 reg.error_since.map(|t| format!(" since {}", time::clock(t, app.now, &app.tz))).unwrap_or_default();
-            let what = match &reg.location {
-                crate::lease::Location::Etcd(_) => format!("ETCD UNREACHABLE{since}"),
-                // The link's own words for a host it cannot reach (else the remote's error).
-                crate::lease::Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { .. }) => {
-                    format!("HOST UNREACHABLE{since}")
-                }
-                crate::lease::Location::Ssh(_) if matches!(e, crate::lease::Error::Connecting { .. }) => {
-                    format!("CONNECTING{since}")
-                }
-                crate::lease::Location::Ssh(_) => format!("CANNOT READ{since}"),
-                crate::lease::Location::File(_) => "INVALID REGISTRY".into(),
+            let unanswered =
+                matches!(e, crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. });
+            let label = match unanswered.then(|| host_line(reg, "down", &mut hosts_said)).flatten() {
+                Some(None) => None,
+                Some(Some(label)) => Some(label),
+                None => Some(reg.location.label()),
             };
-            let shows = if reg.ever_read {
-                "showing the last good snapshot (STALE)"
-            } else {
-                "it has not been read since the console opened: its leases are unknown"
-            };
-            out.push(Line::from(format!(
-                " {what} ({}): {} — {shows}; nothing is rewritten",
-                shown_text(&reg.location.label()),
-                shown_text(&crate::lease::human::hinted(&reg.location, &e.to_string()))
-            )));
+            if let Some(label) = label {
+                let what = unreadable_title(&reg.location, e, &since);
+                let shows = if reg.ever_read {
+                    "showing the last good snapshot (STALE)"
+                } else {
+                    "it has not been read since the console opened: its leases are unknown"
+                };
+                out.push(Line::from(format!(
+                    " {what} ({}): {} — {shows}; nothing is rewritten",
+                    shown_text(&label),
+                    shown_text(&crate::lease::human::hinted(&reg.location, &e.to_string()))
+                )));
+            }
         }
-        if let Some(lag) = reg.lag.filter(|_| reg.error.is_none()) {
+        if let Some(lag) = reg.lag.filter(|_| reg.error.is_none())
+            && let Some(Some(label)) = host_line(reg, "lag", &mut hosts_said)
+        {
             out.push(Line::from(format!(
                 " HOST LAGGING ({}): its answers take {:.1} s — what is shown may be that late",
-                shown_text(&reg.location.label()),
+                shown_text(&label),
                 lag.as_secs_f64()
             )));
         }
