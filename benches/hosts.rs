@@ -9,6 +9,8 @@
 //!   to the next host in turn) until ls -w prints the new lease's line;
 //! - the console (200x60 pty, the `all` tab filtered to the new sessions): from the
 //!   acquire until the new session id is on screen;
+//! - with them, always: a host behind a link that holds each chunk 300 ms (an empty
+//!   home) and a closed port: neither may slow the others;
 //! - idle cost: CPU of the console and of each remote `serve --stdio` over a window
 //!   with nothing changing (% of one core), and how many `serve` processes (SSH
 //!   sessions) the console holds: one a host.
@@ -64,8 +66,16 @@ fn homes(dir: &Path, s: &Setup, owners: &[Owner]) -> (Vec<PathBuf>, PathBuf) {
     (remote, local)
 }
 
-fn host_args(sshd: &sshd::Sshd, remote: &[PathBuf]) -> Vec<String> {
-    remote.iter().enumerate().flat_map(|(i, h)| ["--host".to_owned(), sshd.spec(&format!("h{i:02}"), h)]).collect()
+/// The 20 hosts, a slow one (behind `slow`, an empty home) and a closed port.
+fn host_args(sshd: &sshd::Sshd, remote: &[PathBuf], slow: &(sshd::SlowProxy, PathBuf)) -> Vec<String> {
+    let mut args: Vec<String> =
+        remote.iter().enumerate().flat_map(|(i, h)| ["--host".to_owned(), sshd.spec(&format!("h{i:02}"), h)]).collect();
+    let (proxy, empty) = slow;
+    args.push("--host".into());
+    args.push(format!("slow=ssh://{}@127.0.0.1:{}{}", sshd.user, proxy.port, empty.display()));
+    args.push("--host".into());
+    args.push(format!("closed=ssh://{}@127.0.0.1:1/nowhere", sshd.user));
+    args
 }
 
 fn with_ssh(cmd: &mut Command, sshd: &sshd::Sshd) {
@@ -158,6 +168,9 @@ fn console(mut console: Console, homes_changed: &[PathBuf], s: &Setup, owner: u6
         acquire(home, &session, owner);
         console.wait_for(&session, Duration::from_secs(30));
         out.push(t0.elapsed().as_secs_f64() * 1e3);
+        if std::env::var_os("HOSTS_BENCH_SLOW").is_some() && t0.elapsed() > Duration::from_millis(300) {
+            eprintln!("slow: {tag} change {k}: {:?}\n{}", t0.elapsed(), console.text());
+        }
         thread::sleep(Duration::from_millis(50));
     }
     (out, console)
@@ -222,19 +235,29 @@ fn main() {
     let owners = sleepers.owners();
     let owner = owners[0].pid;
     let (remote, local) = homes(dir.path(), &s, &owners);
+    let empty = dir.path().join("slow-home");
+    fs::create_dir_all(&empty).expect("slow home");
+    let proxy = sshd::SlowProxy::start(sshd.port);
+    sshd.trust_port(proxy.port);
+    proxy.delay.store(300, std::sync::atomic::Ordering::Relaxed);
+    let slow = (proxy, empty);
     let local_profiles: Vec<PathBuf> = (0..s.hosts).map(|i| local.join("profiles").join(format!("h{i:02}"))).collect();
-    println!("{} hosts x {} leases over ssh, against the same registries read locally", s.hosts, s.leases);
+    println!(
+        "{} hosts x {} leases over ssh (with a host behind a 300 ms link and a closed port), against the same \
+         registries read locally",
+        s.hosts, s.leases
+    );
     println!("{:<34} {:>8} {:>8} {:>8}", "a change seen, ms", "p50", "p99", "max");
 
     let mut cmd = Command::new(BIN);
-    cmd.args(host_args(&sshd, &remote)).args(["ls", "-w", "-o", "json"]);
+    cmd.args(host_args(&sshd, &remote, &slow)).args(["ls", "-w", "-o", "json"]);
     with_ssh(&mut cmd, &sshd);
     row("ls -w over ssh", &ls_watch(cmd, &remote, &s, owner, "lsw-ssh"));
     let mut cmd = Command::new(BIN);
     cmd.arg("--home").arg(&local).args(["--all-profiles", "ls", "-w", "-o", "json"]).env_remove("HERMES_HOME");
     row("ls -w locally", &ls_watch(cmd, &local_profiles, &s, owner, "lsw-local"));
 
-    let mut args = host_args(&sshd, &remote);
+    let mut args = host_args(&sshd, &remote, &slow);
     args.push("tui".into());
     let (ssh_times, ssh_console) = console(console_with(&args, Some(&sshd)), &remote, &s, owner, "tuissh");
     row("console over ssh", &ssh_times);
@@ -261,8 +284,10 @@ fn main() {
     println!("  console locally      {local_idle:.2}");
     let max_serve = serve_idle.iter().copied().fold(0.0, f64::max);
     println!(
-        "  each serve --stdio   max {max_serve:.2}, mean {:.2} ({} processes: one ssh session a host)",
+        "  each serve --stdio   max {max_serve:.2}, mean {:.2} ({} processes for the {} hosts reached: one ssh \
+         session a host)",
         serve_idle.iter().sum::<f64>() / serve_idle.len().max(1) as f64,
-        idle_pids.len()
+        idle_pids.len(),
+        s.hosts + 1
     );
 }

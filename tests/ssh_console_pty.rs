@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common;
 use common::process::{BIN, Home, Sleeper};
 use common::pty::Pty;
-use common::sshd::Sshd;
+use common::sshd::{SlowProxy, Sshd};
 
 fn acquire(home: &Home, session: &str, owner: &Sleeper) {
     let out = Command::new(BIN)
@@ -73,49 +73,13 @@ fn the_console_shows_hosts_and_rides_out_one_going_down() {
     pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
 }
 
-/// A TCP proxy in front of `to` that holds each chunk `delay` ms before passing it on.
-struct SlowProxy {
-    port: u16,
-    delay: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-fn slow_proxy(to: u16) -> SlowProxy {
-    use std::io::{Read, Write};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let delay = std::sync::Arc::new(AtomicU64::new(0));
-    let d = std::sync::Arc::clone(&delay);
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let Ok(upstream) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
-            for (mut from, mut into) in
-                [(client.try_clone().expect("clone"), upstream.try_clone().expect("clone")), (upstream, client)]
-            {
-                let d = std::sync::Arc::clone(&d);
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = from.read(&mut buf) {
-                        std::thread::sleep(Duration::from_millis(d.load(Ordering::Relaxed)));
-                        if into.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = into.shutdown(std::net::Shutdown::Write);
-                });
-            }
-        }
-    });
-    SlowProxy { port, delay }
-}
-
 /// A host behind a slow link is bannered HOST LAGGING with how late its answers are,
 /// and the banner goes when the link is quick again.
 #[test]
 fn a_host_whose_answers_lag_is_said_to_lag() {
     use std::sync::atomic::Ordering;
     let sshd = Sshd::start();
-    let proxy = slow_proxy(sshd.port);
+    let proxy = SlowProxy::start(sshd.port);
     sshd.trust_port(proxy.port);
     let home = Home::new();
     let owner = Sleeper::new();

@@ -299,3 +299,41 @@ fn doctor_and_metrics_cover_every_host_and_name_the_one_down() {
     assert!(out.stdout.contains(r#"leasectl_registry_valid{host="good",profile="root"} 1"#), "{out:?}");
     assert!(out.stdout.contains(r#"leasectl_registry_valid{host="closed",profile="root"} 0"#), "{out:?}");
 }
+
+/// `ls -w` over a fast host and one behind a slow link: the fast one's leases are listed
+/// at once, the slow one's when it answers, as `present` (they were there before; not
+/// `acquired`), and nothing says its cap changed.
+#[test]
+fn a_slow_host_holds_no_other_up_and_its_leases_are_present_when_it_answers() {
+    use std::sync::atomic::Ordering;
+    let sshd = Sshd::start();
+    let proxy = common::sshd::SlowProxy::start(sshd.port);
+    sshd.trust_port(proxy.port);
+    proxy.delay.store(200, Ordering::Relaxed);
+    let (fast, slow) = (Home::new(), Home::new());
+    fs::write(slow.path().join("config.yaml"), "max_concurrent_sessions: 4\n").expect("config");
+    let owner = Sleeper::new();
+    fast.acquire_ok(&["S-fast", "--owner-pid", &owner.pid_arg()]);
+    slow.acquire_ok(&["S-slow", "--owner-pid", &owner.pid_arg()]);
+    let slow_spec = format!("slow=ssh://{}@127.0.0.1:{}{}", sshd.user, proxy.port, slow.path().display());
+    let started = std::time::Instant::now();
+    let feed = Proc::spawn(
+        "ls -w",
+        sshd.leasectl(&["--host", &slow_spec, "--host", &sshd.spec("fast", fast.path()), "ls", "-w", "-o", "json"]),
+    );
+    let mut lines: Vec<Value> = Vec::new();
+    let fast_at = wait_for("the fast host's lease", || {
+        let v: Value = serde_json::from_str(&feed.line()).ok()?;
+        lines.push(v.clone());
+        (v["lease"]["entry"]["session_id"] == "S-fast").then(|| started.elapsed())
+    });
+    assert!(!lines.iter().any(|l| l["host"] == "slow" && l["lease"].is_object()), "{lines:?}");
+    let slow_line = wait_for("the slow host's lease", || {
+        let v: Value = serde_json::from_str(&feed.line()).ok()?;
+        lines.push(v.clone());
+        (v["lease"]["entry"]["session_id"] == "S-slow").then_some(v)
+    });
+    assert!(started.elapsed() > fast_at, "the slow host came later");
+    assert_eq!(slow_line["event"], "present", "it was there before: {lines:?}");
+    assert!(!lines.iter().any(|l| l["event"] == "cap-changed" || l["event"] == "acquired"), "{lines:?}");
+}

@@ -21,7 +21,7 @@ pub(super) fn events(
     stores: &mut Vec<Box<dyn LeaseStore>>,
     a: &EventsArgs,
     idle: Option<Duration>,
-    discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
+    discover: super::watch::Discover,
     hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
     // Each host keeps its own journal, where its recorder runs.

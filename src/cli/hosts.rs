@@ -65,7 +65,9 @@ pub(super) fn select_locations(
     }
     // The console opens on what each SPEC names and adds the rest as each host answers:
     // a slow host does not hold its first screen up.
-    if matches!(command, Command::Tui) {
+    // So do the followers (ls -w, events -f): each host's registries are said as it answers.
+    let follows = matches!(command, Command::Ls(a) if a.watch) || matches!(command, Command::Events(a) if a.follow);
+    if matches!(command, Command::Tui) || follows {
         let locations = hosts
             .into_iter()
             .map(|host| {

@@ -51,7 +51,7 @@ pub(super) fn ls(
     stores: &mut Vec<Box<dyn LeaseStore>>,
     a: &LsArgs,
     idle: Option<std::time::Duration>,
-    discover: Option<(std::path::PathBuf, crate::lease::StoreOptions)>,
+    discover: super::watch::Discover,
     hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
     if a.watch {

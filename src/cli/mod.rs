@@ -210,10 +210,15 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         locations.iter().map(|l| lease::open(l, options).map(audited).map_err(Failure::from)).collect()
     };
     // --all-profiles on files: a profile created while ls -w or events -f runs is followed too.
-    let discover = || {
-        cli.all_profiles
-            .then(|| locations.first().and_then(Location::registry).map(|r| (r.home.clone(), options)))
-            .flatten()
+    // Over --host: the registries each host reports, as it reports them.
+    let discover = || match locations.first() {
+        _ if !cli.all_profiles => watch::Discover::Nothing,
+        _ if on_hosts => watch::Discover::Hosts(options),
+        Some(first) => match first.registry() {
+            Some(r) => watch::Discover::Profiles(r.home.clone(), options),
+            None => watch::Discover::Nothing,
+        },
+        None => watch::Discover::Nothing,
     };
     match command {
         Command::Ls(a) => ls::ls(&mut all()?, &a, options.idle_threshold, discover(), hints),
@@ -248,7 +253,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Hold(a) => hold(&mut *single()?, &a, timeout, hints),
         Command::Tui if console::dumb_terminal() => {
             say_err!("leasectl: this terminal (TERM=dumb) cannot show the console; here is what it would list");
-            ls::ls(&mut all()?, &args::LsArgs::default(), options.idle_threshold, None, hints)
+            ls::ls(&mut all()?, &args::LsArgs::default(), options.idle_threshold, watch::Discover::Nothing, hints)
         }
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.

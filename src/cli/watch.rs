@@ -28,6 +28,8 @@ pub(super) const TSV_HEADER: &str = "TIME\tEVENT\tPROFILE\tLEASE\tSESSION\tSURFA
 /// How long following waits for etcd's watch to open before its first reading (an
 /// unreachable etcd is then said by the reading).
 const WATCH_OPEN: Duration = Duration::from_secs(5);
+/// How long a follower waits for the hosts' first listings before its first reading.
+const HOSTS_FED: Duration = Duration::from_millis(300);
 
 /// How often liveness is judged again without a file change.
 const REJUDGE: Duration = Duration::from_secs(1);
@@ -47,9 +49,17 @@ pub(super) struct Follow<'a> {
     pub metrics_file: Option<std::path::PathBuf>,
     pub metrics_every: Duration,
     pub idle: Option<Duration>,
-    /// With --all-profiles: the root whose profiles created later are followed too, and
-    /// how to open their stores.
-    pub discover: Option<(std::path::PathBuf, lease::StoreOptions)>,
+    /// With --all-profiles: registries that appear later are followed too.
+    pub discover: Discover,
+}
+
+/// Which registries that appear while following are followed too.
+pub(super) enum Discover {
+    Nothing,
+    /// Profiles created under this root (opened with these options).
+    Profiles(std::path::PathBuf, lease::StoreOptions),
+    /// The registries the hosts followed report (--host), as they report them.
+    Hosts(lease::StoreOptions),
 }
 
 /// What following knows of one registry between readings.
@@ -69,13 +79,18 @@ struct Seen {
     said_up_to: Option<i64>,
     /// Why the last reading failed, if it did (its end is said in the same words).
     last_error: Option<lease::Error>,
+    /// Read validly at least once (a host that answers only later is then first read).
+    ever_valid: bool,
 }
 
 pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
     let (tx, rx) = channel::<lease::Change>();
     let scope = WatchScope {
         locations: stores.iter().map(|s| s.location().clone()).collect(),
-        discover_root: f.discover.as_ref().map(|(root, _)| root.clone()),
+        discover_root: match &f.discover {
+            Discover::Profiles(root, _) => Some(root.clone()),
+            _ => None,
+        },
         debounce: Duration::from_millis(20),
     };
     lease::watch(&scope, Arc::new(move |change| tx.send(change).is_ok()))?;
@@ -85,8 +100,9 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
         let _ = rx.recv_timeout(WATCH_OPEN);
     }
     // Other hosts: their first listings come with the subscription; asking for them
-    // again as well would send each twice.
-    let deadline = Instant::now() + WATCH_OPEN;
+    // again as well would send each twice. Waited for a moment only: a slow host's
+    // registries are said when it answers, and hold no other up.
+    let deadline = Instant::now() + HOSTS_FED;
     for store in stores.iter() {
         if let Some(host) = store.location().host() {
             lease::ssh::link::Link::to(host).wait_fed(deadline);
@@ -102,12 +118,16 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     }
     let mut seen: Vec<Seen> = stores.iter().map(|_| Seen::default()).collect();
     let mut metrics_written: Option<Instant> = None;
+    let hosts_followed: Vec<Location> = stores.iter().map(|s| s.location().clone()).collect();
     loop {
-        if let Some((root, options)) = &f.discover {
-            for store in discover(stores, root, *options) {
-                stores.push(store);
-                seen.push(Seen::default());
-            }
+        let found = match &f.discover {
+            Discover::Nothing => vec![],
+            Discover::Profiles(root, options) => discover(stores, root, *options),
+            Discover::Hosts(options) => discover_on_hosts(stores, &hosts_followed, *options),
+        };
+        for store in found {
+            stores.push(store);
+            seen.push(Seen::default());
         }
         let mut changed = false;
         for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
@@ -154,6 +174,19 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     }
 }
 
+/// Stores for the registries the hosts of `followed` have reported since the last look.
+fn discover_on_hosts(
+    stores: &[Box<dyn LeaseStore>],
+    followed: &[Location],
+    options: lease::StoreOptions,
+) -> Vec<Box<dyn LeaseStore>> {
+    lease::ssh::link::known_registries(followed)
+        .into_iter()
+        .filter(|location| !stores.iter().any(|s| s.location() == location))
+        .filter_map(|location| lease::open(&location, options).ok())
+        .collect()
+}
+
 /// Stores for the profiles created under `root` since the last look.
 fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOptions) -> Vec<Box<dyn LeaseStore>> {
     lease::paths::all_registries(root)
@@ -165,6 +198,13 @@ fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOp
 }
 
 impl Seen {
+    /// A `cap-changed` line when the cap read now is not the one read last.
+    fn cap_change(&mut self, location: &Location, cap: Option<u64>) -> Option<Value> {
+        let before = self.cap.replace(cap)?;
+        let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
+        (before != cap).then(|| registry_event(location, "cap-changed", &format!("{} -> {}", show(before), show(cap))))
+    }
+
     /// How many versions of the file were never read, of those replaced since the last
     /// reading: all but the one read now, and but any that was the one read last time (its
     /// event can come after that reading, as a burst gathers or the re-judge tick reads).
@@ -201,17 +241,19 @@ impl Seen {
             }
             lines.push(gap);
         }
-        if let Some(before) = self.cap
-            && before != listing.cap.cap
+        // A host not answered yet says nothing of its registry, nor of its cap: a session
+        // still being opened is said once it answers (or fails).
+        let unanswered =
+            matches!(listing.leases, Err(lease::Error::Unreachable { .. } | lease::Error::Connecting { .. }));
+        if matches!(listing.leases, Err(lease::Error::Connecting { .. }))
+            && !self.ever_valid
+            && self.last_error.is_none()
         {
-            let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-            lines.push(registry_event(
-                &location,
-                "cap-changed",
-                &format!("{} -> {}", show(before), show(listing.cap.cap)),
-            ));
+            return lines;
         }
-        self.cap = Some(listing.cap.cap);
+        if !unanswered {
+            lines.extend(self.cap_change(&location, listing.cap.cap));
+        }
         let first = !self.read;
         self.read = true;
         let views = match listing.leases {
@@ -227,6 +269,14 @@ impl Seen {
             Ok(views) => views,
         };
         let was = self.last_error.take();
+        // The first valid reading after a start it could not be read at (a host that
+        // answered late): what it holds was there before, not acquired now.
+        let first = first || !self.ever_valid;
+        self.ever_valid = true;
+        if first && was.is_some() {
+            let (_, valid) = changes::unreadable_names(&location, was.as_ref());
+            lines.push(registry_event(&location, valid, changes::again_words(&location, was.as_ref())));
+        }
         let events = match self.last.as_ref() {
             None if first && f.present => changes::present(&views),
             // A line to say the watch is on (a script can wait for it); never recorded.

@@ -43,7 +43,10 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         return out;
     }
     // On etcd the cap is what the holders asked: none holding says nothing of it.
-    let cap_unknown = old.location.is_remote() && new.cap.cap.is_none();
+    // Nor does a host that does not answer (--host).
+    let unanswered =
+        matches!(new.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+    let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered;
     if old.cap != new.cap.cap && !cap_unknown {
         let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
         out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));

@@ -94,10 +94,15 @@ impl RegistryState {
             self.locked_by = None;
         }
         // On etcd the cap is the one its holders were granted under: kept while none holds.
-        if !(self.location.is_remote() && snap.cap.cap.is_none()) {
+        // A host not answering says nothing of its cap: the last one read is kept.
+        let unanswered = matches!(snap.leases, Err(Error::Unreachable { .. } | Error::Connecting { .. }));
+        let keeps_cap = unanswered || (self.location.is_remote() && snap.cap.cap.is_none());
+        if !keeps_cap {
             self.cap = snap.cap.cap;
         }
-        self.cap_warnings = snap.cap.warnings.clone();
+        if !unanswered {
+            self.cap_warnings = snap.cap.warnings.clone();
+        }
         self.lag = snap.lag;
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {

@@ -213,3 +213,41 @@ fn kill_pid(pid: i32) {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
     }
 }
+
+/// A TCP proxy in front of `to` that holds each chunk `delay` ms before passing it on.
+pub struct SlowProxy {
+    pub port: u16,
+    pub delay: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl SlowProxy {
+    pub fn start(to: u16) -> SlowProxy {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let delay = std::sync::Arc::new(AtomicU64::new(0));
+        let d = std::sync::Arc::clone(&delay);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(upstream) = std::net::TcpStream::connect(("127.0.0.1", to)) else { continue };
+                for (mut from, mut into) in
+                    [(client.try_clone().expect("clone"), upstream.try_clone().expect("clone")), (upstream, client)]
+                {
+                    let d = std::sync::Arc::clone(&d);
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        while let Ok(n @ 1..) = from.read(&mut buf) {
+                            std::thread::sleep(Duration::from_millis(d.load(Ordering::Relaxed)));
+                            if into.write_all(&buf[..n]).is_err() {
+                                break;
+                            }
+                        }
+                        let _ = into.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        SlowProxy { port, delay }
+    }
+}

@@ -24,9 +24,12 @@ pub const SERVE_ARGS: &str = "serve --stdio";
 
 /// The longest a connection may take to say hello and open the home.
 const CONNECT_WITHIN: Duration = Duration::from_secs(15);
-/// How long a read waits for a session another thread is opening, while a subscription
-/// keeps the host (the console): a slow host must not hold up the others' reads.
+/// How long reads wait for sessions being opened while subscriptions keep their hosts
+/// (the console), counted once for the whole process from the first subscription: the
+/// first screen has its hosts' listings when they answer at once, and a slow host never
+/// holds a later read up.
 const SUBSCRIBED_WAIT: Duration = Duration::from_millis(300);
+static FIRST_SUBSCRIPTION: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 /// The pause before trying a host that failed again, doubled each time up to the most.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MOST_RETRY: Duration = Duration::from_secs(30);
@@ -236,6 +239,7 @@ impl Link {
         s.watchers.push(watcher);
         let first = !s.subscribed;
         s.subscribed = true;
+        FIRST_SUBSCRIPTION.get_or_init(Instant::now);
         drop(s);
         // Opened on a thread of its own: a slow host holds up no caller.
         if first {
@@ -302,8 +306,10 @@ impl Link {
     /// a subscription keeps the host, only its own thread (`opener`) opens sessions.
     fn ensure(self: &Arc<Self>, opener: bool) -> Result<(), Error> {
         let mut s = lock(&self.state);
-        let bound = if s.subscribed { SUBSCRIBED_WAIT } else { CONNECT_WITHIN + Duration::from_secs(1) };
-        let deadline = Instant::now() + bound;
+        let deadline = match s.subscribed {
+            true => *FIRST_SUBSCRIPTION.get_or_init(Instant::now) + SUBSCRIBED_WAIT,
+            false => Instant::now() + CONNECT_WITHIN + Duration::from_secs(1),
+        };
         while s.conn.is_none() && s.connecting.is_some() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
