@@ -168,9 +168,6 @@ fn console(mut console: Console, homes_changed: &[PathBuf], s: &Setup, owner: u6
         acquire(home, &session, owner);
         console.wait_for(&session, Duration::from_secs(30));
         out.push(t0.elapsed().as_secs_f64() * 1e3);
-        if std::env::var_os("HOSTS_BENCH_SLOW").is_some() && t0.elapsed() > Duration::from_millis(300) {
-            eprintln!("slow: {tag} change {k}: {:?}\n{}", t0.elapsed(), console.text());
-        }
         thread::sleep(Duration::from_millis(50));
     }
     (out, console)

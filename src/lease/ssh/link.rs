@@ -178,6 +178,20 @@ impl Link {
         lock(&self.state).listings.get(profile).map(|l| l.owners.clone()).unwrap_or_default()
     }
 
+    /// While a subscription keeps the host and its first listings have not come on the
+    /// session now open: why not (down, or being opened). A read then does not ask: what
+    /// it would ask for is on its way.
+    pub fn awaiting_feed(&self) -> Option<Error> {
+        let s = lock(&self.state);
+        if !s.subscribed || (s.fed && s.conn.is_some()) {
+            return None;
+        }
+        Some(match &s.down {
+            Some(down) => Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() },
+            None => Error::Connecting { host: self.spec.name.clone() },
+        })
+    }
+
     /// Keep a listing read on request (its owners are asked for with it), unless the
     /// subscription keeps them.
     pub fn remember(&self, profile: &str, listing: &WireListing) {

@@ -79,6 +79,11 @@ impl LeaseStore for SshStore {
         if let Some(pushed) = self.link.pushed(&self.at.profile) {
             return pushed.at(self.location.clone());
         }
+        // Subscribed: the listing comes when the host answers; never wait for it here (a
+        // slow link made a reload wait on a request of its own).
+        if let Some(why) = self.link.awaiting_feed() {
+            return self.unlisted(why);
+        }
         match self.link.call(Request::Read { profile: self.at.profile.clone() }, READ_WITHIN) {
             Ok(Answer::Listing(l)) => {
                 self.link.remember(&self.at.profile, &l);
