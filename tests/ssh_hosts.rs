@@ -67,6 +67,8 @@ fn ls_lists_every_host_with_its_host_named() {
     let out = run(&sshd, &["--host", &ha, "ls"]);
     out.expect_exit(0);
     assert!(out.stdout.starts_with("gw1:root  ssh://"), "{out:?}");
+    assert!(out.stdout.lines().nth(1).is_some_and(|h| h.trim_start().starts_with("HOST  LEASE")), "{out:?}");
+    assert!(out.stdout.lines().nth(2).is_some_and(|r| r.trim_start().starts_with("gw1  ")), "{out:?}");
     assert!(out.stdout.contains("S-a") && out.stdout.contains("sleep"), "{out:?}");
 }
 
@@ -136,6 +138,10 @@ fn hosts_that_cannot_serve_are_named_and_block_no_other() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.contains("good\troot\t") && out.stdout.contains("\tS1\t"), "the other host answers: {out:?}");
     assert!(out.stderr.contains("host closed is unreachable") && out.stderr.contains("Connection refused"), "{out:?}");
+    // The table: the host that answered listed, the other's cap not claimed.
+    let out = run(&sshd, &["--host", &closed, "--host", &good, "ls"]);
+    let closed_line = out.stdout.lines().find(|l| l.starts_with("closed:root")).unwrap_or_default();
+    assert!(closed_line.ends_with("cap unknown"), "{out:?}");
 
     let dir = sshd.dir();
     let answer_as = |name: &str, script: &str| -> Out {
@@ -336,4 +342,32 @@ fn a_slow_host_holds_no_other_up_and_its_leases_are_present_when_it_answers() {
     assert!(started.elapsed() > fast_at, "the slow host came later");
     assert_eq!(slow_line["event"], "present", "it was there before: {lines:?}");
     assert!(!lines.iter().any(|l| l["event"] == "cap-changed" || l["event"] == "acquired"), "{lines:?}");
+}
+
+/// The hosts file names hosts for --host NAME and --all-hosts; LEASECTL_HOSTS is the
+/// default list; a name nobody defined is said.
+#[test]
+fn the_hosts_file_and_leasectl_hosts_name_hosts() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let owner = Sleeper::new();
+    home.acquire_ok(&["S-file", "--owner-pid", &owner.pid_arg()]);
+    fs::create_dir_all(sshd.dir().join("leasectl")).expect("config dir");
+    fs::write(
+        sshd.dir().join("leasectl/hosts"),
+        format!("# the fleet\n{}  # one host\n", sshd.spec("gw1", home.path())),
+    )
+    .expect("hosts file");
+    let listed = |out: &Out| out.stdout.lines().any(|l| l.starts_with("gw1\troot\t") && l.contains("\tS-file\t"));
+    let out = run(&sshd, &["--host", "gw1", "ls", "-o", "tsv"]);
+    assert!(out.status.success() && listed(&out), "{out:?}");
+    let out = run(&sshd, &["--all-hosts", "ls", "-o", "tsv"]);
+    assert!(out.status.success() && listed(&out), "{out:?}");
+    let mut cmd = sshd.leasectl(&["ls", "-o", "tsv"]);
+    cmd.env("LEASECTL_HOSTS", "gw1");
+    let out = Proc::run("LEASECTL_HOSTS", cmd);
+    assert!(out.status.success() && listed(&out), "{out:?}");
+    let out = run(&sshd, &["--host", "gw9", "ls"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("names none such"), "{out:?}");
 }

@@ -151,7 +151,14 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
         if i > 0 && !bare {
             say!();
         }
-        let cap = s.cap.cap.map(|c| format!("cap {c}")).unwrap_or_else(|| "no cap".into());
+        // A host that did not answer said nothing of its cap.
+        let unanswered =
+            matches!(s.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+        let cap = match s.cap.cap {
+            Some(c) => format!("cap {c}"),
+            None if unanswered => "cap unknown".into(),
+            None => "no cap".into(),
+        };
         let name = s.location.label();
         let (name, place) = (name.as_str(), s.location.describe());
         match &s.leases {
@@ -162,14 +169,26 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
                     say!("{}", registry_line(name, &place, &cap, views.len(), s.cap.cap, m));
                 }
                 if !views.is_empty() {
-                    let text = if wide {
-                        table(&WIDE_HEADER, &wide_rows(views, owners, m))
+                    let (header, mut rows): (&[&str], _) = if wide {
+                        (&WIDE_HEADER, wide_rows(views, owners, m))
                     } else {
                         let mut rows = lease_rows(views, owners);
                         for (row, v) in rows.iter_mut().zip(views) {
                             mark_liveness(&mut row[5], &m.of_lease(v));
                         }
-                        table(&LEASE_HEADER, &rows)
+                        (&LEASE_HEADER, rows)
+                    };
+                    // Over --host: the host first, on every row (so rows from several hosts
+                    // piped together still say where each lease is).
+                    let text = match s.location.host() {
+                        Some(host) => {
+                            let header: Vec<&str> = std::iter::once("HOST").chain(header.iter().copied()).collect();
+                            for row in &mut rows {
+                                row.insert(0, host.name.clone());
+                            }
+                            table(&header, &rows)
+                        }
+                        None => table(header, &rows),
                     };
                     if bare {
                         for row in text.lines().skip(1) {
