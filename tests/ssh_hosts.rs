@@ -371,3 +371,24 @@ fn the_hosts_file_and_leasectl_hosts_name_hosts() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stderr.contains("names none such"), "{out:?}");
 }
+
+/// force-release over --host with a host down: a lease id or a session is acted on where
+/// it is reached, the host not reached is said (its leases as they were), and the exit
+/// says not everything was reached.
+#[test]
+fn force_release_acts_where_it_reaches_and_says_the_host_it_did_not() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let mut dead = Sleeper::new();
+    home.acquire_ok(&["S-here", "--owner-pid", &dead.pid_arg()]);
+    dead.kill();
+    let good = sshd.spec("good", home.path());
+    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let out = run(&sshd, &["--host", &closed, "--host", &good, "force-release", "--session", "S-here"]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(home.entries().is_empty(), "released where reached: {out:?}");
+    assert!(out.stderr.contains("closed:root: not reached"), "{out:?}");
+    let out = run(&sshd, &["--host", &closed, "--host", &good, "force-release", "0123abcd"]);
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(out.stderr.contains("not searched: closed:root"), "{out:?}");
+}

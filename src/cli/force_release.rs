@@ -43,42 +43,88 @@ pub(super) fn force_release_everywhere(
     stores: &mut [Box<dyn LeaseStore>],
     a: &ForceReleaseArgs,
 ) -> Result<i32, Failure> {
-    use lease::lookup::{Lookup, lookup};
     if let Some(typed) = &a.lease_id {
-        let mut hits = Vec::new();
-        for (i, store) in stores.iter_mut().enumerate() {
-            let Ok(views) = store.read().leases else { continue };
-            match lookup(&views, typed) {
-                Lookup::Found(id) => hits.push((i, id)),
-                Lookup::Ambiguous(c) => return Err(ambiguous(typed, store.location(), &c)),
-                Lookup::Missing => {}
-            }
-        }
-        return match hits.as_slice() {
-            [] => Err(fail(format!(
-                "no lease {typed} in any of {} registries (the root and every profile)",
-                stores.len()
-            ))),
-            [(i, id)] => {
-                let store = &mut stores[*i];
-                let r = store.force_release(
-                    &Target::Lease(id.clone()),
-                    ForceOptions { allow_live: a.live, dry_run: a.dry_run },
-                )?;
-                report_force_release(store.location(), &r, a.json);
-                Ok(EXIT_OK)
-            }
-            many => {
-                let places: Vec<&str> = many.iter().map(|(i, _)| stores[*i].location().name()).collect();
-                Err(usage(format!(
-                    "lease id {typed} is in several registries ({}): name one with --profile",
-                    places.join(", ")
-                )))
-            }
-        };
+        return release_id_everywhere(stores, typed, a);
     }
     let Some(session) = &a.session else { return Err(usage("give either LEASE_ID or --session S")) };
-    let target = Target::Session(session.clone());
+    release_session_everywhere(stores, session, a)
+}
+
+/// A lease id (or its prefix) looked for in every registry and released where it is.
+fn release_id_everywhere(
+    stores: &mut [Box<dyn LeaseStore>],
+    typed: &str,
+    a: &ForceReleaseArgs,
+) -> Result<i32, Failure> {
+    use lease::lookup::{Lookup, lookup};
+    let mut hits = Vec::new();
+    // Registries that could not be read (a host not reached): not searched, and said.
+    let mut unread: Vec<String> = Vec::new();
+    for (i, store) in stores.iter_mut().enumerate() {
+        let views = match store.read().leases {
+            Ok(views) => views,
+            Err(e) => {
+                unread.push(format!("{} ({e})", store.location().label()));
+                continue;
+            }
+        };
+        match lookup(&views, typed) {
+            Lookup::Found(id) => hits.push((i, id)),
+            Lookup::Ambiguous(c) => return Err(ambiguous(typed, store.location(), &c)),
+            Lookup::Missing => {}
+        }
+    }
+    match hits.as_slice() {
+        [] if !unread.is_empty() => Err(Failure {
+            code: lease::Reason::SessionCoordinationUnavailable.exit_code(),
+            message: format!(
+                "no lease {typed} in the {} registries read; not searched: {}",
+                stores.len() - unread.len(),
+                unread.join("; ")
+            ),
+        }),
+        [] => Err(fail(format!(
+            "no lease {typed} in any of {} registries (the root and every profile{})",
+            stores.len(),
+            if stores.iter().any(|s| s.location().host().is_some()) { " of every host" } else { "" }
+        ))),
+        [(i, id)] => {
+            let store = &mut stores[*i];
+            let r = store
+                .force_release(&Target::Lease(id.clone()), ForceOptions { allow_live: a.live, dry_run: a.dry_run })?;
+            report_force_release(store.location(), &r, a.json);
+            Ok(EXIT_OK)
+        }
+        many => {
+            let places: Vec<String> = many.iter().map(|(i, _)| stores[*i].location().label()).collect();
+            Err(usage(format!(
+                "lease id {typed} is in several registries ({}): name one with --profile",
+                places.join(", ")
+            )))
+        }
+    }
+}
+
+/// A host not reached (--host): said once, and true, so the caller leaves it out.
+fn not_reached(store: &dyn LeaseStore, e: &Error, unreached: &mut Vec<String>) -> bool {
+    let host_down = matches!(e, Error::Unreachable { .. } | Error::Connecting { .. });
+    if host_down && !unreached.contains(&store.location().label()) {
+        say_err!("leasectl: {}: not reached, its leases are as they were: {e}", store.location().label());
+        unreached.push(store.location().label());
+    }
+    host_down
+}
+
+/// A session's leases released in every registry that has them.
+fn release_session_everywhere(
+    stores: &mut [Box<dyn LeaseStore>],
+    session: &str,
+    a: &ForceReleaseArgs,
+) -> Result<i32, Failure> {
+    let target = Target::Session(session.to_owned());
+    // A host not reached (--host) is left out and said; every other registry is acted on
+    // with its own guards, and the exit says not everything was reached.
+    let mut unreached: Vec<String> = Vec::new();
     // All or nothing: a live owner in one registry stops the release in every one.
     if !a.live && !a.dry_run {
         for store in stores.iter_mut() {
@@ -87,12 +133,16 @@ pub(super) fn force_release_everywhere(
                     store.force_release(&target, ForceOptions::default())?;
                 }
                 Ok(_) | Err(Error::NotFound(_)) => {}
+                Err(e) if not_reached(&**store, &e, &mut unreached) => {}
                 Err(e) => return Err(e.into()),
             }
         }
     }
     let mut results = Vec::new();
     for store in stores.iter_mut() {
+        if unreached.contains(&store.location().label()) {
+            continue;
+        }
         match store.force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run }) {
             Ok(r) => {
                 if !a.json {
@@ -105,14 +155,26 @@ pub(super) fn force_release_everywhere(
                 results.push(output::removal_json(store.location(), &r));
             }
             Err(Error::NotFound(_)) => {}
+            Err(e) if not_reached(&**store, &e, &mut unreached) => {}
             Err(e) => return Err(e.into()),
         }
     }
+    let unavailable = lease::Reason::SessionCoordinationUnavailable.exit_code();
     if results.is_empty() {
-        return Err(fail(format!("no lease holds session {session} in any of {} registries", stores.len())));
+        let searched = stores.len() - unreached.len();
+        return Err(match unreached.is_empty() {
+            true => fail(format!("no lease holds session {session} in any of {} registries", stores.len())),
+            false => Failure {
+                code: unavailable,
+                message: format!(
+                    "no lease holds session {session} in the {searched} registries reached; not reached: {}",
+                    unreached.join(", ")
+                ),
+            },
+        });
     }
     if a.json {
-        print_json(&json!({ "registries": results }));
+        print_json(&json!({ "registries": results, "not_reached": unreached }));
     }
-    Ok(EXIT_OK)
+    Ok(if unreached.is_empty() { EXIT_OK } else { unavailable })
 }
