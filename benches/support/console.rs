@@ -40,22 +40,7 @@ impl Console {
         cmd.env_remove("HERMES_HOME");
         cmd.env_remove("NO_COLOR");
         cmd.cwd(home);
-        let child = pair.slave.spawn_command(cmd).expect("spawn leasectl tui in the pty");
-        drop(pair.slave);
-        let pid = child.process_id().expect("the console has a pid");
-        let size = |n: u16| NonZeroU16::new(n).expect("non-zero");
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(size(rows), size(cols), 0)));
-        let mut reader = pair.master.try_clone_reader().expect("pty reader");
-        let s = Arc::clone(&screen);
-        // Keep draining the pty so the console never blocks on a full terminal.
-        thread::spawn(move || {
-            let mut buf = [0u8; 16384];
-            while let Ok(n @ 1..) = reader.read(&mut buf) {
-                s.lock().unwrap_or_else(|p| p.into_inner()).process(&buf[..n]);
-            }
-        });
-        let writer = pair.master.take_writer().ok();
-        Console { child, _master: pair.master, writer, screen, pid }
+        Console::attach(pair, cmd, rows, cols)
     }
 
     /// `binary ARGS` with `env` set (and `HERMES_HOME`, `NO_COLOR` removed), in a temp directory.
@@ -73,6 +58,8 @@ impl Console {
         Console::attach(pair, cmd, rows, cols)
     }
 
+    /// The console's child in the pty, its screen kept by a thread that drains the pty so
+    /// the console never blocks on a full terminal.
     fn attach(pair: portable_pty::PtyPair, cmd: CommandBuilder, rows: u16, cols: u16) -> Console {
         let child = pair.slave.spawn_command(cmd).expect("spawn leasectl in the pty");
         drop(pair.slave);

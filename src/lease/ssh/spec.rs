@@ -372,6 +372,13 @@ mod tests {
         let e = read_hosts_file(&file).expect_err("same name").0;
         assert!(e.contains("two hosts are both named a"), "{e}");
         assert!(read_hosts_file(&dir.path().join("none")).expect("missing").is_empty());
+        // A hosts file that is a symlink or a FIFO is not read (nor waited on).
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).expect("symlink");
+        assert!(read_hosts_file(&link).expect_err("symlink").0.contains("cannot read the hosts file"));
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()));
+        assert!(read_hosts_file(&fifo).expect_err("fifo").0.contains("cannot read the hosts file"));
         let e = select(&[], None, true, Some(&dir.path().join("none"))).expect_err("empty").0;
         assert!(e.contains("lists no host"), "{e}");
     }
