@@ -141,7 +141,7 @@ impl Server {
 
     fn answer(&mut self, request: Request, out: &Out) -> Result<Answer, Error> {
         match request {
-            Request::Read { profile } => Ok(Answer::Listing(WireListing::of(self.store(&profile)?.read()))),
+            Request::Read { profile } => Ok(Answer::Listing(Box::new(WireListing::of(self.store(&profile)?.read())))),
             Request::Subscribe => {
                 if !self.feeding {
                     self.feeding = true;
@@ -231,6 +231,9 @@ struct Fed {
     store: Box<dyn LeaseStore>,
     /// The listing last sent, as sent: a change is sent once.
     last: Option<String>,
+    /// The home's state.db as last looked at: the sessions' context rides with the
+    /// listing, so a change there is sent too.
+    db: crate::lease::context::Signature,
 }
 
 struct Feed {
@@ -243,7 +246,8 @@ struct Feed {
 impl Feed {
     fn add(&mut self, registry: Registry) {
         if let Ok(store) = lease::open(&Location::File(registry.clone()), self.options) {
-            self.fed.push(Fed { registry, store, last: None });
+            let db = crate::lease::context::signature(&crate::lease::context::state_db(&registry.home));
+            self.fed.push(Fed { registry, store, last: None, db });
         }
     }
 
@@ -272,8 +276,11 @@ impl Feed {
 
     fn rejudge(&mut self) -> bool {
         for f in &mut self.fed {
-            if f.store.rejudge_needed() {
-                let listing = f.store.rejudge();
+            let db = crate::lease::context::signature(&crate::lease::context::state_db(&f.registry.home));
+            let context_changed = db != f.db;
+            f.db = db;
+            if f.store.rejudge_needed() || context_changed {
+                let listing = if context_changed { f.store.read() } else { f.store.rejudge() };
                 if !push(&self.out, f, listing) {
                     return false;
                 }
@@ -285,7 +292,7 @@ impl Feed {
 
 /// Send `listing` if it differs from the last one sent for its registry.
 fn push(out: &Out, f: &mut Fed, listing: lease::Listing) -> bool {
-    let line = ServerLine::Listing { profile: f.registry.profile.clone(), listing: WireListing::of(listing) };
+    let line = ServerLine::Listing { profile: f.registry.profile.clone(), listing: Box::new(WireListing::of(listing)) };
     let Ok(text) = serde_json::to_string(&line) else { return true };
     if f.last.as_deref() == Some(text.as_str()) {
         return true;

@@ -102,3 +102,42 @@ fn a_host_whose_answers_lag_is_said_to_lag() {
     pty.wait_for("the banner gone once answers are quick", Duration::from_secs(20), |s| !s.contains("HOST LAGGING"));
     pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
 }
+
+/// A session that ends in a remote home's state.db, with its registry untouched, makes
+/// its live owner's lease a leak suspect on screen: the host sends its sessions' context
+/// with its listing, and again when state.db changes.
+#[test]
+fn a_session_ending_on_another_host_shows_its_lease_as_a_leak_suspect() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let owner = Sleeper::new();
+    acquire(&home, "S-chat", &owner);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    let db = rusqlite::Connection::open(home.path().join("state.db")).expect("state.db");
+    db.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
+         end_reason TEXT); CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, \
+         timestamp REAL); INSERT INTO sessions VALUES ('S-chat', 'cli', 'a remote chat', 0, NULL, NULL);",
+    )
+    .expect("state.db");
+    db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES ('S-chat', 'user', '.', ?1)", [now])
+        .expect("message");
+    let spec = sshd.spec("gw1", home.path());
+    let ssh = sshd.ssh_command();
+    let dir = sshd.dir();
+    let args: Vec<&OsStr> = ["--host", &spec, "tui"].into_iter().map(OsStr::new).collect();
+    let env = [
+        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
+        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
+        ("XDG_CONFIG_HOME", dir.as_os_str()),
+    ];
+    let mut pty = Pty::spawn("console over --host", &args, &env, home.path(), 30, 120);
+    pty.wait_for("the remote session's title", Duration::from_secs(10), |s| s.contains("a remote chat"));
+    assert!(!pty.text().contains("LEAK?"), "an active session is no leak suspect:\n{}", pty.text());
+    std::thread::sleep(Duration::from_secs(2));
+    db.execute("UPDATE sessions SET ended_at = ?1, end_reason = 'user_exit' WHERE id = 'S-chat'", [now])
+        .expect("end the session");
+    pty.wait_for("the leak suspect", Duration::from_secs(10), |s| s.contains("LEAK?"));
+    pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
+}

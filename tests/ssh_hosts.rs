@@ -392,3 +392,46 @@ fn force_release_acts_where_it_reaches_and_says_the_host_it_did_not() {
     assert_eq!(out.status.code(), Some(5), "{out:?}");
     assert!(out.stderr.contains("not searched: closed:root"), "{out:?}");
 }
+
+/// state.db's word travels with a remote registry: a live owner whose session ended on
+/// that host is a leak suspect over --host too (ls, JSON), read where the home is.
+#[test]
+fn leak_suspects_on_another_host_are_judged_from_its_state_db() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let owner = Sleeper::new();
+    home.acquire_ok(&["S-ended", "--owner-pid", &owner.pid_arg()]);
+    home.acquire_ok(&["S-busy", "--owner-pid", &owner.pid_arg()]);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    let db = rusqlite::Connection::open(home.path().join("state.db")).expect("state.db");
+    db.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
+         end_reason TEXT); CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, \
+         timestamp REAL);",
+    )
+    .expect("schema");
+    for (id, ended) in [("S-ended", Some(now - 600.0)), ("S-busy", None)] {
+        db.execute(
+            "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, ?4, ?5)",
+            rusqlite::params![id, format!("chat {id}"), now - 3600.0, ended, ended.map(|_| "tui_shutdown")],
+        )
+        .expect("insert");
+    }
+    db.execute(
+        "INSERT INTO messages (session_id, role, content, timestamp) VALUES ('S-busy', 'user', '.', ?1)",
+        [now - 5.0],
+    )
+    .expect("message");
+    let h = sshd.spec("gw1", home.path());
+    let out = run(&sshd, &["--host", &h, "ls", "--json"]);
+    out.expect_exit(0);
+    let v = out.json();
+    let leases = v["registries"][0]["leases"].as_array().cloned().unwrap_or_default();
+    let of = |s: &str| leases.iter().find(|l| l["entry"]["session_id"] == s).cloned().unwrap_or_default();
+    assert!(of("S-ended")["leak_suspect"].as_str().is_some_and(|w| w.contains("ended")), "{out:?}");
+    assert!(of("S-busy")["leak_suspect"].is_null(), "{out:?}");
+    assert_eq!(of("S-busy")["session"]["title"], "chat S-busy", "{out:?}");
+    let out = run(&sshd, &["--host", &h, "ls"]);
+    assert!(out.stdout.lines().any(|l| l.contains("S-ended") && l.contains("LEAK?")), "{out:?}");
+}

@@ -122,6 +122,8 @@ fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<s
     let mut m = Marks::of(views, l.cap.cap);
     if let Some(reg) = l.location.registry() {
         m.add_context(&reg.home, views, owners, idle);
+    } else if let Some((contexts, threshold)) = crate::lease::owners_at::remote_sessions(&l.location) {
+        m.judge_context(contexts, idle.unwrap_or(threshold), views, owners);
     }
     m
 }

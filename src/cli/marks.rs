@@ -73,6 +73,19 @@ impl Marks {
         ids.sort_unstable();
         ids.dedup();
         let contexts = context::read(home, &ids);
+        self.judge_context(contexts, threshold, views, owners);
+        warning
+    }
+
+    /// Leak suspects by `contexts` (state.db, read here or on the registry's host) and
+    /// the idle `threshold`.
+    pub fn judge_context(
+        &mut self,
+        contexts: context::Contexts,
+        threshold: std::time::Duration,
+        views: &[LeaseView],
+        owners: &HashMap<u64, OwnerInfo>,
+    ) {
         let at = now();
         for v in views {
             let owner = owners.get(&v.entry.pid()).map(|o| o.name.as_str()).unwrap_or("-");
@@ -81,7 +94,6 @@ impl Marks {
             }
         }
         self.context = Some(contexts);
-        warning
     }
 
     /// The session's context, when state.db has it.

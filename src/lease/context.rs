@@ -17,6 +17,17 @@ use super::human::duration;
 use super::liveness::Liveness;
 use super::view::LeaseView;
 
+/// What identifies the database's content without reading it: state.db's and its
+/// WAL's size and modification time.
+pub type Signature = [Option<(u64, std::time::SystemTime)>; 2];
+
+pub fn signature(db: &Path) -> Signature {
+    let look = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.len(), m.modified().ok()?)));
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    [look(db), look(&PathBuf::from(wal))]
+}
+
 /// The default idle threshold: a session with no activity for this long, held by a live
 /// owner, is a leak suspect.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(2 * 3600);
@@ -25,7 +36,7 @@ pub const DEFAULT_IDLE: Duration = Duration::from_secs(2 * 3600);
 const SANE_FROM: f64 = 946_684_800.0;
 
 /// What `state.db` says about one session.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SessionContext {
     pub session_id: String,
     pub title: Option<String>,
@@ -39,7 +50,7 @@ pub struct SessionContext {
 }
 
 /// One home's contexts, or why there are none.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Contexts {
     /// By session id; a leased id absent here has no row in `sessions`.
     Read(HashMap<String, SessionContext>),

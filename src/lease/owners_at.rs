@@ -1,5 +1,6 @@
 //! Who owns each lease, looked up where the owners run: on this machine by pid, or for
-//! a registry on another host (`--host`) as that host's leasectl named them.
+//! a registry on another host (`--host`) as that host's leasectl named them; and what
+//! such a registry's state.db says of its sessions, read there.
 
 use std::collections::HashMap;
 
@@ -19,4 +20,15 @@ pub fn owners_at(location: &Location, pids: &[u64]) -> HashMap<u64, OwnerInfo> {
         Location::Ssh(at) => super::ssh::link::Link::to(&at.host).owners(&at.profile),
         _ => owner_infos(pids),
     }
+}
+
+/// For a registry on another host: what its state.db said of the leased sessions and the
+/// idle threshold its home sets (None: a registry here, read here; or nothing said).
+pub fn remote_sessions(location: &Location) -> Option<(super::context::Contexts, std::time::Duration)> {
+    let Location::Ssh(at) = location else { return None };
+    let said = super::ssh::link::Link::to(&at.host).sessions(&at.profile)?;
+    Some((
+        said.contexts,
+        std::time::Duration::try_from_secs_f64(said.idle_secs).unwrap_or(super::context::DEFAULT_IDLE),
+    ))
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crate::lease::LeaseView;
 use crate::lease::context::{self, Contexts};
@@ -15,19 +15,8 @@ use crate::lease::context::{self, Contexts};
 /// At most one read of a home's state.db this often: Hermes may write it many times a second.
 pub const READ_EVERY: Duration = Duration::from_secs(2);
 
-/// What identifies the database's content without reading it: state.db's and its
-/// WAL's size and modification time.
-type Signature = [Option<(u64, SystemTime)>; 2];
-
-fn signature(db: &Path) -> Signature {
-    let look = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.len(), m.modified().ok()?)));
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    [look(db), look(&PathBuf::from(wal))]
-}
-
 struct HomeContext {
-    signature: Signature,
+    signature: context::Signature,
     /// A fingerprint of the leased session ids read for (10,000 ids need not be kept).
     ids: u64,
     read_at: Instant,
@@ -63,7 +52,7 @@ impl SessionCache {
             return (Arc::new(Contexts::Read(HashMap::new())), self.idle_given.unwrap_or_default());
         }
         let (ids, fingerprint) = leased_ids(views);
-        let sig = signature(&context::state_db(home));
+        let sig = context::signature(&context::state_db(home));
         if let Some(h) = self.homes.get(home) {
             let fresh = h.signature == sig || h.read_at.elapsed() < READ_EVERY;
             if fresh && h.ids == fingerprint {
@@ -92,7 +81,7 @@ impl SessionCache {
     pub fn due(&self, now: f64) -> bool {
         self.homes.iter().any(|(home, h)| {
             h.next_crossing.is_some_and(|at| at <= now)
-                || (h.read_at.elapsed() >= READ_EVERY && h.signature != signature(&context::state_db(home)))
+                || (h.read_at.elapsed() >= READ_EVERY && h.signature != context::signature(&context::state_db(home)))
         })
     }
 

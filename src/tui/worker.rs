@@ -329,6 +329,7 @@ impl Worker {
         let part = range.start.min(self.last_holders.len())..range.end.min(self.last_holders.len());
         self.last_holders.splice(part, holders.iter().map(|h| h.as_ref().map(|h| h.pid)));
         let at = lease::now();
+        let idle_given = self.sessions.idle_given;
         let sessions = &mut self.sessions;
         let snapshots = listings
             .into_iter()
@@ -341,6 +342,9 @@ impl Worker {
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
                     (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views, at)),
+                    // Read on the registry's host, sent with its listing.
+                    (Location::Ssh(_), Ok(_)) => lease::owners_at::remote_sessions(&l.location)
+                        .map(|(c, idle)| (Arc::new(c), idle_given.unwrap_or(idle))),
                     _ => None,
                 };
                 RegistrySnapshot {

@@ -173,6 +173,11 @@ impl Link {
         if s.subscribed && s.conn.is_some() { s.listings.get(profile).cloned() } else { None }
     }
 
+    /// What `profile`'s state.db said of its sessions in its last listing.
+    pub fn sessions(&self, profile: &str) -> Option<super::wire::RemoteSessions> {
+        lock(&self.state).listings.get(profile).and_then(|l| l.sessions.clone())
+    }
+
     /// The owners of `profile`'s leases as the remote named them in its last listing.
     pub fn owners(&self, profile: &str) -> HashMap<u64, crate::lease::owner::OwnerInfo> {
         lock(&self.state).listings.get(profile).map(|l| l.owners.clone()).unwrap_or_default()
@@ -609,7 +614,7 @@ impl Link {
                 }
             }
             ServerLine::Listing { profile, listing } => {
-                s.listings.insert(profile.clone(), listing);
+                s.listings.insert(profile.clone(), *listing);
                 s.changes += 1;
                 if let Some(r) = s.ready.as_mut()
                     && !r.profiles.contains(&profile)

@@ -87,7 +87,7 @@ impl LeaseStore for SshStore {
         match self.link.call(Request::Read { profile: self.at.profile.clone() }, READ_WITHIN) {
             Ok(Answer::Listing(l)) => {
                 self.link.remember(&self.at.profile, &l);
-                l.at(self.location.clone())
+                (*l).at(self.location.clone())
             }
             Ok(other) => self.unlisted(unexpected(&other)),
             Err(e) => self.unlisted(e),

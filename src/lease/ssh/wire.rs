@@ -73,7 +73,7 @@ pub enum ServerLine {
     /// After [`Request::Subscribe`]: a registry's listing whenever it changed.
     Listing {
         profile: String,
-        listing: WireListing,
+        listing: Box<WireListing>,
     },
 }
 
@@ -114,7 +114,7 @@ pub enum Request {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Answer {
-    Listing(WireListing),
+    Listing(Box<WireListing>),
     Removal(Removal),
     Doctor(Box<DoctorReport>),
     Subscribed,
@@ -132,15 +132,38 @@ pub struct WireListing {
     /// Who the owners are (name, command, memory, user), looked up where they run.
     #[serde(default)]
     pub owners: HashMap<u64, OwnerInfo>,
+    /// What the home's state.db says of the leased sessions, read there.
+    #[serde(default)]
+    pub sessions: Option<RemoteSessions>,
+}
+
+/// A registry's session context as its host read it, and the idle threshold its home sets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteSessions {
+    pub contexts: crate::lease::context::Contexts,
+    pub idle_secs: f64,
 }
 
 impl WireListing {
     pub fn of(l: Listing) -> WireListing {
-        // Made where the registry is (serve --stdio): its owners are processes here.
+        // Made where the registry is (serve --stdio): its owners are processes here, and
+        // its state.db is beside it.
         let pids: Vec<u64> = l.leases.iter().flatten().map(|v| v.entry.pid()).collect();
         let owners = crate::lease::owner::owner_infos(&pids);
+        let sessions = match (l.location.registry(), &l.leases) {
+            (Some(reg), Ok(views)) if !views.is_empty() => {
+                let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                let (idle, _) = crate::lease::context::idle_threshold(&reg.home, None);
+                let contexts = crate::lease::context::read(&reg.home, &ids);
+                Some(RemoteSessions { contexts, idle_secs: idle.as_secs_f64() })
+            }
+            _ => None,
+        };
         WireListing {
             owners,
+            sessions,
             exists: l.exists,
             modified: l.modified,
             cap: l.cap,
@@ -216,14 +239,15 @@ mod tests {
         let view = LeaseView::local(entry, Liveness::Recycled { recorded: 1.5, actual: 2.25 });
         let line = serde_json::to_string(&ServerLine::Listing {
             profile: "root".into(),
-            listing: WireListing {
+            listing: Box::new(WireListing {
                 exists: true,
                 modified: Some(1.0),
                 cap: CapSetting::default(),
                 leases: Ok(vec![view.clone()]),
                 remote: None,
                 owners: HashMap::new(),
-            },
+                sessions: None,
+            }),
         })
         .expect("to json");
         assert!(!line.contains('\n'), "one line");
