@@ -22,6 +22,25 @@ fn acquire(home: &Home, session: &str, owner: &Sleeper) {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// The console over `specs` in a 120x30 pty, through `sshd` (its key, its host key only).
+fn console(sshd: &Sshd, specs: &[&str], cwd: &std::path::Path) -> Pty {
+    let ssh = sshd.ssh_command();
+    let dir = sshd.dir();
+    let mut args: Vec<&OsStr> = specs.iter().flat_map(|s| [OsStr::new("--host"), OsStr::new(*s)]).collect();
+    args.push(OsStr::new("tui"));
+    let env = [
+        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
+        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
+        ("XDG_CONFIG_HOME", dir.as_os_str()),
+    ];
+    Pty::spawn("console over --host", &args, &env, cwd, 30, 120)
+}
+
+/// Now, in epoch seconds.
+fn now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
 #[test]
 fn the_console_shows_hosts_and_rides_out_one_going_down() {
     let one = Sshd::start();
@@ -31,15 +50,7 @@ fn the_console_shows_hosts_and_rides_out_one_going_down() {
     acquire(&a, "S-on-gw1", &owner);
     acquire(&b, "S-on-gw2", &owner);
     let (h1, h2) = (one.spec("gw1", a.path()), two.spec("gw2", b.path()));
-    let ssh = one.ssh_command();
-    let dir = one.dir();
-    let args: Vec<&OsStr> = ["--host", &h1, "--host", &h2, "tui"].into_iter().map(OsStr::new).collect();
-    let env = [
-        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
-        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
-        ("XDG_CONFIG_HOME", dir.as_os_str()),
-    ];
-    let mut pty = Pty::spawn("console over --host", &args, &env, a.path(), 30, 120);
+    let mut pty = console(&one, &[&h1, &h2], a.path());
     pty.wait_for("both hosts' tabs and gw1's lease", Duration::from_secs(10), |s| {
         s.contains("gw1:root") && s.contains("gw2:root") && s.contains("S-on-gw1")
     });
@@ -85,15 +96,7 @@ fn a_host_whose_answers_lag_is_said_to_lag() {
     let owner = Sleeper::new();
     acquire(&home, "S-far", &owner);
     let spec = format!("far=ssh://{}@127.0.0.1:{}{}", sshd.user, proxy.port, home.path().display());
-    let ssh = sshd.ssh_command();
-    let dir = sshd.dir();
-    let args: Vec<&OsStr> = ["--host", &spec, "tui"].into_iter().map(OsStr::new).collect();
-    let env = [
-        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
-        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
-        ("XDG_CONFIG_HOME", dir.as_os_str()),
-    ];
-    let mut pty = Pty::spawn("console over a slow link", &args, &env, home.path(), 30, 120);
+    let mut pty = console(&sshd, &[&spec], home.path());
     pty.wait_for("the far host's lease", Duration::from_secs(10), |s| s.contains("S-far"));
     proxy.delay.store(800, Ordering::Relaxed);
     pty.wait_for("the lag bannered", Duration::from_secs(20), |s| s.contains("HOST LAGGING (far:root)"));
@@ -112,27 +115,14 @@ fn a_session_ending_on_another_host_shows_its_lease_as_a_leak_suspect() {
     let home = Home::new();
     let owner = Sleeper::new();
     acquire(&home, "S-chat", &owner);
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    let db = rusqlite::Connection::open(home.path().join("state.db")).expect("state.db");
-    db.execute_batch(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
-         end_reason TEXT); CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, \
-         timestamp REAL); INSERT INTO sessions VALUES ('S-chat', 'cli', 'a remote chat', 0, NULL, NULL);",
-    )
-    .expect("state.db");
+    let now = now();
+    let db = common::process::hermes_state_db(home.path());
+    db.execute_batch("INSERT INTO sessions VALUES ('S-chat', 'cli', 'a remote chat', 0, NULL, NULL);")
+        .expect("a session");
     db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES ('S-chat', 'user', '.', ?1)", [now])
         .expect("message");
     let spec = sshd.spec("gw1", home.path());
-    let ssh = sshd.ssh_command();
-    let dir = sshd.dir();
-    let args: Vec<&OsStr> = ["--host", &spec, "tui"].into_iter().map(OsStr::new).collect();
-    let env = [
-        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
-        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
-        ("XDG_CONFIG_HOME", dir.as_os_str()),
-    ];
-    let mut pty = Pty::spawn("console over --host", &args, &env, home.path(), 30, 120);
+    let mut pty = console(&sshd, &[&spec], home.path());
     pty.wait_for("the remote session's title", Duration::from_secs(10), |s| s.contains("a remote chat"));
     assert!(!pty.text().contains("LEAK?"), "an active session is no leak suspect:\n{}", pty.text());
     std::thread::sleep(Duration::from_secs(2));

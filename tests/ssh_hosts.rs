@@ -404,13 +404,7 @@ fn leak_suspects_on_another_host_are_judged_from_its_state_db() {
     home.acquire_ok(&["S-busy", "--owner-pid", &owner.pid_arg()]);
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    let db = rusqlite::Connection::open(home.path().join("state.db")).expect("state.db");
-    db.execute_batch(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
-         end_reason TEXT); CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, \
-         timestamp REAL);",
-    )
-    .expect("schema");
+    let db = common::process::hermes_state_db(home.path());
     for (id, ended) in [("S-ended", Some(now - 600.0)), ("S-busy", None)] {
         db.execute(
             "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, ?4, ?5)",

@@ -451,3 +451,15 @@ impl Home {
         str_of(&v, "lease_id").to_owned()
     }
 }
+
+/// A state.db in `home` as Hermes makes it (sessions and messages; no rows yet).
+pub fn hermes_state_db(home: &Path) -> rusqlite::Connection {
+    let db = rusqlite::Connection::open(home.join("state.db")).expect("create state.db");
+    db.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
+         end_reason TEXT); CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, \
+         timestamp REAL);",
+    )
+    .expect("the state.db schema");
+    db
+}
