@@ -87,10 +87,23 @@ fn etcdctl_by_session(lines: &[String], prefix: &str) -> BTreeMap<String, Vec<St
     out
 }
 
+/// `etcdctl watch` on the prefix, returned once it is watching: a key put beside the
+/// sessions is seen (a fixed pause was too short under load, and it missed the first run).
 fn etcdctl_watch(endpoints: &str, prefix: &str) -> Collected {
     let mut cmd = Command::new("etcdctl");
-    cmd.args(["--endpoints", endpoints, "watch", "--prefix", &format!("{prefix}session/")]).env("ETCDCTL_API", "3");
-    Collected::start(cmd)
+    cmd.args(["--endpoints", endpoints, "watch", "--prefix", prefix]).env("ETCDCTL_API", "3");
+    let watch = Collected::start(cmd);
+    let ready = format!("{prefix}watch-ready");
+    let watching = eventually(Duration::from_secs(10), || {
+        let _ = Command::new("etcdctl")
+            .args(["--endpoints", endpoints, "put", &ready, "1"])
+            .env("ETCDCTL_API", "3")
+            .output();
+        watch.lines().iter().any(|l| *l == ready)
+    });
+    assert!(watching, "etcdctl watch did not start: {:?}", watch.lines());
+    let _ = Command::new("etcdctl").args(["--endpoints", endpoints, "del", &ready]).env("ETCDCTL_API", "3").output();
+    watch
 }
 
 #[test]
