@@ -99,7 +99,7 @@ fn etcdctl_watch(endpoints: &str, prefix: &str) -> Collected {
             .args(["--endpoints", endpoints, "put", &ready, "1"])
             .env("ETCDCTL_API", "3")
             .output();
-        watch.lines().iter().any(|l| *l == ready)
+        watch.lines().contains(&ready)
     });
     assert!(watching, "etcdctl watch did not start: {:?}", watch.lines());
     let _ = Command::new("etcdctl").args(["--endpoints", endpoints, "del", &ready]).env("ETCDCTL_API", "3").output();
