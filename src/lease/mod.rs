@@ -106,7 +106,9 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
     for host in hosts {
         let report = Arc::clone(&on_change);
         let link = ssh::link::Link::to(host);
-        link.subscribe(Arc::new(move |_, _| report(Change::Files(vec![]))));
+        link.subscribe(Arc::new(move || {
+            report(Change::Files(vec![]));
+        }));
     }
     for location in &scope.locations {
         if let Location::Etcd(_at) = location {

@@ -8,10 +8,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::spec::{HostSpec, HostTarget};
-use super::wire::{Answer, ClientLine, Hello, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireListing};
+use super::wire::{Answer, ClientLine, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireListing};
 use crate::lease::error::Error;
 
 /// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
@@ -43,16 +43,9 @@ const MAX_LINE: usize = 256 << 20;
 /// Lines of the ssh client's stderr kept for the error message.
 const STDERR_LINES: usize = 8;
 
-/// What a host's subscribers are told.
-#[derive(Debug, Clone, PartialEq)]
-pub enum HostEvent {
-    /// These registries' listings changed (a profile not seen before included).
-    Changed(Vec<String>),
-    /// The session ended or could not be made (why), or was made again (None).
-    Reachable(Option<String>),
-}
-
-pub type Watcher = Arc<dyn Fn(&HostSpec, HostEvent) -> bool + Send + Sync>;
+/// Told (from a thread of its own) when a host sent a listing, went down, came back or
+/// started or stopped lagging: the store's next read has something new.
+pub type Watcher = Arc<dyn Fn() + Send + Sync>;
 
 /// Every registry the hosts among `locations` have said they have (never waits: a
 /// host not answered yet adds its registries when it does).
@@ -68,13 +61,6 @@ pub fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::leas
         }
     }
     out
-}
-
-/// Why a host cannot be reached, and since when.
-#[derive(Debug, Clone)]
-pub struct Down {
-    pub why: String,
-    pub since: SystemTime,
 }
 
 pub struct Link {
@@ -96,10 +82,10 @@ struct State {
     /// A thread is opening a session (since then): the others wait for it.
     connecting: Option<Instant>,
     generation: u64,
-    down: Option<Down>,
+    /// Why the host cannot be reached now, if it cannot.
+    down: Option<String>,
     retry_at: Option<Instant>,
     retry_pause: Duration,
-    hello: Option<Hello>,
     ready: Option<Ready>,
     next_id: u64,
     pending: HashMap<u64, Sender<Result<Answer, Error>>>,
@@ -140,10 +126,6 @@ impl Link {
         )
     }
 
-    pub fn spec(&self) -> &HostSpec {
-        &self.spec
-    }
-
     /// The registries there (`root` first), connecting if need be.
     pub fn profiles(self: &Arc<Self>) -> Result<Vec<String>, Error> {
         self.ensure(false)?;
@@ -154,17 +136,6 @@ impl Link {
     pub fn default_profile(self: &Arc<Self>) -> Result<String, Error> {
         self.ensure(false)?;
         Ok(lock(&self.state).ready.as_ref().map_or_else(|| "root".to_owned(), |r| r.default.clone()))
-    }
-
-    /// Why the host cannot be reached now, if it cannot.
-    pub fn down(&self) -> Option<Down> {
-        lock(&self.state).down.clone()
-    }
-
-    /// The remote's leasectl version and home, once connected.
-    pub fn remote(&self) -> Option<(Hello, Ready)> {
-        let s = lock(&self.state);
-        Some((s.hello.clone()?, s.ready.clone()?))
     }
 
     /// The listing the subscription last brought for `profile`, while it is live.
@@ -192,7 +163,7 @@ impl Link {
             return None;
         }
         Some(match &s.down {
-            Some(down) => Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() },
+            Some(why) => Error::Unreachable { host: self.spec.name.clone(), why: why.clone() },
             None => Error::Connecting { host: self.spec.name.clone() },
         })
     }
@@ -232,7 +203,7 @@ impl Link {
                 let _ = conn.child.kill();
             }
             let why = format!("the session broke while sending: {e}");
-            s.down.get_or_insert(Down { why: why.clone(), since: SystemTime::now() });
+            s.down.get_or_insert(why.clone());
             drop(s);
             return Err(self.unreachable(&why));
         }
@@ -316,7 +287,7 @@ impl Link {
     /// An error that says the host is unreachable, with why and since when.
     fn unreachable(&self, fallback: &str) -> Error {
         let s = lock(&self.state);
-        let why = s.down.as_ref().map_or(fallback.to_owned(), |d| d.why.clone());
+        let why = s.down.clone().unwrap_or_else(|| fallback.to_owned());
         Error::Unreachable { host: self.spec.name.clone(), why }
     }
 
@@ -342,14 +313,14 @@ impl Link {
         if s.conn.is_some() {
             return Ok(());
         }
-        if let (Some(at), Some(down)) = (s.retry_at, &s.down)
+        if let (Some(at), Some(why)) = (s.retry_at, &s.down)
             && Instant::now() < at
         {
-            return Err(Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() });
+            return Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone() });
         }
         if s.subscribed && !opener {
             return Err(match &s.down {
-                Some(down) => Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone() },
+                Some(why) => Error::Unreachable { host: self.spec.name.clone(), why: why.clone() },
                 None => Error::Connecting { host: self.spec.name.clone() },
             });
         }
@@ -362,16 +333,15 @@ impl Link {
         s.connecting = None;
         self.opened.notify_all();
         match opened {
-            Ok((conn, hello, ready)) => {
+            Ok((conn, ready)) => {
                 s.conn = Some(conn);
-                s.hello = Some(hello);
                 s.ready = Some(ready);
                 let was_down = s.down.take().is_some();
                 s.changes += 1;
                 s.retry_at = None;
                 s.retry_pause = FIRST_RETRY;
                 if was_down {
-                    self.tell(&s, HostEvent::Reachable(None));
+                    self.tell(&s);
                 }
                 Ok(())
             }
@@ -380,13 +350,8 @@ impl Link {
                 s.retry_pause = pause;
                 s.retry_at = Some(Instant::now() + pause);
                 s.changes += 1;
-                let first = s.down.is_none();
-                if first {
-                    s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
-                } else if let Some(d) = s.down.as_mut() {
-                    d.why.clone_from(&why);
-                }
-                self.tell(&s, HostEvent::Reachable(Some(why.clone())));
+                s.down = Some(why.clone());
+                self.tell(&s);
                 self.opened.notify_all();
                 Err(Error::Unreachable { host: self.spec.name.clone(), why })
             }
@@ -422,7 +387,7 @@ impl Link {
             if changed {
                 s.lag = lag;
                 s.changes += 1;
-                self.tell(&s, HostEvent::Changed(vec![]));
+                self.tell(&s);
             }
         }
     }
@@ -433,20 +398,19 @@ impl Link {
     }
 
     /// Tell every watcher, from a thread of its own (they may call back into the link).
-    fn tell(&self, s: &MutexGuard<'_, State>, event: HostEvent) {
+    fn tell(&self, s: &MutexGuard<'_, State>) {
         let watchers = s.watchers.clone();
         if watchers.is_empty() {
             return;
         }
-        let spec = self.spec.clone();
         std::thread::spawn(move || {
             for w in &watchers {
-                w(&spec, event.clone());
+                w();
             }
         });
     }
 
-    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Hello, Ready), String> {
+    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Ready), String> {
         let mut child = self.command().spawn().map_err(|e| format!("cannot start {}: {e}", self.program()))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -498,7 +462,7 @@ impl Link {
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
             Err(Ended::Late(why)) => return Err(abandon(conn, why)),
         };
-        Ok((conn, hello, ready))
+        Ok((conn, ready))
     }
 
     /// `ssh -T -o BatchMode=yes ... -- HOST 'leasectl serve --stdio'`, or this machine's own.
@@ -597,11 +561,11 @@ impl Link {
         for (_, tx) in s.pending.drain() {
             let _ = tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone() }));
         }
-        s.down = Some(Down { why: why.clone(), since: SystemTime::now() });
+        s.down = Some(why.clone());
         s.changes += 1;
         s.retry_at = Some(Instant::now() + FIRST_RETRY);
         s.retry_pause = FIRST_RETRY;
-        self.tell(&s, HostEvent::Reachable(Some(why)));
+        self.tell(&s);
         // A subscription's own thread opens the session again.
     }
 
@@ -621,7 +585,7 @@ impl Link {
                 {
                     r.profiles.push(profile.clone());
                 }
-                self.tell(&s, HostEvent::Changed(vec![profile]));
+                self.tell(&s);
             }
             ServerLine::Hello(_) | ServerLine::Ready(_) | ServerLine::Refused(_) => {}
         }
