@@ -163,13 +163,15 @@ impl Server {
     }
 }
 
-/// `root` or a profile that exists under the root (a name, never a path).
+/// `root` or a profile as the root lists it (a name, never a path; a profile that is a
+/// symlink or anything but a directory is none, as `all_registries` reads them through
+/// the one door).
 fn registry_named(root: &Path, profile: &str) -> Result<Registry, Error> {
     if profile == "root" {
         return Ok(Registry::new("root", root));
     }
     let registry = paths::profile_registry(root, profile).map_err(|e| Error::Refused(e.0))?;
-    if !registry.home.is_dir() {
+    if !paths::all_registries(root).contains(&registry) {
         return Err(Error::Refused(format!("no profile {profile} in {}", root.display())));
     }
     Ok(registry)

@@ -111,6 +111,12 @@ fn a_home_is_opened_and_requests_are_answered_as_data() {
     );
     assert!(answer["Err"]["live_owner"].is_object(), "{answer}");
     assert_eq!(home.entries().len(), 1);
+    // A profile that is a symlink (planted by the home's owner) is no profile.
+    let elsewhere = Home::new();
+    elsewhere.acquire_ok(&["S-elsewhere", "--owner-pid", &owner.pid_arg()]);
+    std::os::unix::fs::symlink(elsewhere.path(), home.path().join("profiles/planted")).expect("symlink");
+    let answer = server.ask(6, json!({"op": "read", "profile": "planted"}));
+    assert!(answer["Err"]["refused"].as_str().is_some_and(|m| m.contains("no profile planted")), "{answer}");
     let answer = server.ask(5, json!({"op": "ping"}));
     assert_eq!(answer["Ok"], "pong", "{answer}");
 
