@@ -430,10 +430,10 @@ fn slash_replaces_the_filter_and_ctrl_x_does_not_release() {
 
 /// With 100,000 profiles the console is drawn at once and answers `q` within a second
 /// while the registries are still being read (it once sat on "reading..." for over 75 s,
-/// deaf to q and SIGTERM: a list of tabs scanned for every tab, and every home's journal
+/// deaf to q, SIGTERM and a hangup: a list of tabs scanned for every tab, and every home's journal
 /// looked for before the first frame).
 #[test]
-fn a_home_with_100_000_profiles_draws_at_once_and_answers_keys_and_sigterm_while_loading() {
+fn a_home_with_100_000_profiles_draws_at_once_and_answers_keys_sigterm_and_a_hangup_while_loading() {
     let home = tempfile::tempdir().expect("tempdir");
     let profiles = home.path().join("profiles");
     std::fs::create_dir(&profiles).expect("profiles");
@@ -462,6 +462,15 @@ fn a_home_with_100_000_profiles_draws_at_once_and_answers_keys_and_sigterm_while
     let (_, took) = console.wait_exit(Duration::from_secs(5));
     eprintln!("SIGTERM answered in {took:?} (still loading: {loading})");
     assert!(took < Duration::from_secs(1), "SIGTERM took {took:?} while loading");
+    // The terminal goes away while loading (window closed, ssh dropped): SIGHUP, and a
+    // terminal that is gone. The console ends as on q, within a second.
+    let mut console = Pty::console(home.path(), 30, 120);
+    console.wait_for("the first screen", Duration::from_secs(5), |s| s.contains("leasectl"));
+    thread::sleep(Duration::from_secs(1));
+    console.hang_up();
+    let (status, took) = console.wait_exit(Duration::from_secs(5));
+    eprintln!("a hangup answered in {took:?} while loading: {status:?}");
+    assert!(took < Duration::from_secs(1), "a hangup took {took:?} while loading");
 }
 
 /// The mouse, as a terminal reports it (SGR sequences written to the PTY), at a person's
