@@ -283,6 +283,10 @@ fn the_longest_age_fits_its_column() {
 /// Session context: the title and last activity on each session row, LEAK? on a live
 /// owner whose session ended, the context in the details pane; `l` shows only suspects.
 fn leaked_home() -> App {
+    app(vec![leaked_snapshot()])
+}
+
+fn leaked_snapshot() -> leasectl::tui::event::RegistrySnapshot {
     use leasectl::lease::context::{Contexts, SessionContext};
     use std::sync::Arc;
     let root = registry("root");
@@ -319,7 +323,7 @@ fn leaked_home() -> App {
         ]),
     );
     snapshot.sessions = Some(Arc::new(contexts));
-    app(vec![snapshot])
+    snapshot
 }
 
 #[test]
@@ -331,6 +335,59 @@ fn session_context_and_a_leak_suspect() {
     insta::assert_snapshot!(screen(&app, 160, 30));
     key(&mut app, KeyCode::Char('x'));
     insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+/// The filter finds what the screen shows: the LEAK? mark, a session's title from
+/// state.db, an owner's host (an etcd or ssh tab), a badge's words ("clock step?", "work
+/// running"). Found by hand on a realistic home: `/LEAK` matched none of the rows it marked.
+#[test]
+fn the_filter_matches_marks_titles_and_hosts_as_shown() {
+    let shown = |app: &App| -> Vec<String> {
+        app.lease_rows().iter().map(|(r, l)| app.registries[*r].leases[*l].entry.session_id().to_owned()).collect()
+    };
+    let mut app = leaked_home();
+    for (needle, expected) in [("leak?", vec!["chat-2"]), ("lisbon", vec!["chat-2"]), ("QUARTERLY", vec!["chat-1"])] {
+        app.filter = needle.into();
+        assert_eq!(shown(&app), expected, "filter {needle:?}");
+    }
+    app.filter = "!leak".into();
+    assert_eq!(shown(&app), ["chat-1"], "!leak hides the suspect");
+    // A title state.db changes, the leases unchanged: the rows follow it.
+    app.filter = "lisbon".into();
+    assert_eq!(shown(&app), ["chat-2"]);
+    let mut renamed = leaked_snapshot();
+    if let Some(leasectl::lease::context::Contexts::Read(by_id)) =
+        renamed.sessions.as_mut().and_then(std::sync::Arc::get_mut)
+    {
+        by_id.get_mut("chat-2").expect("chat-2").title = Some("Trip to Porto".into());
+    }
+    update(&mut app, loaded(vec![renamed]));
+    assert_eq!(shown(&app), Vec::<String>::new(), "the old title still matched");
+
+    let at = leasectl::lease::Location::Etcd(
+        leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
+    );
+    let on = |lease: &str, session: &str, host: &str| {
+        let mut row = alive(entry(lease, session, "gateway", 4101, 120.0, None), "hermes");
+        row.host = Some(host.into());
+        row
+    };
+    let mut app = common::app(vec![snap(
+        &at,
+        None,
+        Ok(vec![
+            on("a1000000000000000000000000000001", "chat-a", "gw-1"),
+            on("b2000000000000000000000000000002", "chat-b", "gw-2.example.net"),
+        ]),
+    )]);
+    app.filter = "example.net".into();
+    assert_eq!(shown(&app), ["chat-b"], "the HOST column");
+
+    let mut app = common::app(vec![mixed_root()]);
+    let (r, l) = app.lease_rows()[0];
+    app.registries[r].leases[l].liveness = leasectl::lease::Liveness::Recycled { recorded: 100.0, actual: 118.0 };
+    app.filter = "clock step".into();
+    assert_eq!(shown(&app).len(), 1, "the badge's words: {}", screen(&app, 120, 30));
 }
 
 /// A registry the console has never been able to read (chmod 000, another user's): it

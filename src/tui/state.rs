@@ -106,6 +106,10 @@ impl RegistryState {
         self.lag = snap.lag;
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {
+            // A title is filtered on: a new one is a new generation of rows.
+            if self.sessions != snap.sessions {
+                self.generation += 1;
+            }
             self.sessions = snap.sessions.clone();
         }
         match &snap.leases {
@@ -466,6 +470,7 @@ impl App {
             let first_group = groups.len();
             let mut by_session: HashMap<&str, usize, FxBuildHasher> = HashMap::default();
             let leases = &self.registries[r].leases;
+            let title = |session: &str| self.registries[r].session(session).and_then(|c| c.title.as_deref());
             for (i, l) in leases.iter().enumerate() {
                 let session = l.entry.session_id();
                 let g = *by_session.entry(session).or_insert_with(|| {
@@ -483,7 +488,7 @@ impl App {
                 groups[g].live += usize::from(is_alive);
                 if (self.only_not_alive && is_alive)
                     || (self.only_leaks && l.leak.is_none())
-                    || (!needle.is_empty() && matches_filter(l, &needle) == inverted)
+                    || (!needle.is_empty() && matches_filter(l, title(session), &needle) == inverted)
                 {
                     continue;
                 }
@@ -610,18 +615,22 @@ struct Group<'a> {
     text: String,
 }
 
-/// Filter on session, surface, pid or lease id (case-insensitive substring).
-/// Whether any column shown for the lease contains `needle` (already lowercase):
-/// session, surface, pid, owner name, live id, lease id, liveness.
-fn matches_filter(l: &LeaseRow, needle: &str) -> bool {
+/// Whether what the screen shows of the lease contains `needle` (already lowercase):
+/// session, its title from state.db, surface, pid, owner name, live id, lease id, host,
+/// the badge's words and the LEAK? mark (an operator types what they see).
+fn matches_filter(l: &LeaseRow, title: Option<&str>, needle: &str) -> bool {
     let has = |s: &str| s.to_lowercase().contains(needle);
     has(l.entry.session_id())
+        || title.is_some_and(has)
         || has(l.entry.surface().unwrap_or(""))
         || l.entry.pid().to_string().contains(needle)
         || l.owner.as_ref().is_some_and(|o| has(&o.name))
         || has(&l.entry.live_session_id())
         || has(l.entry.lease_id())
+        || l.host.as_deref().is_some_and(has)
         || has(l.liveness.name())
+        || has(&super::style::badge(&l.liveness).0)
+        || (l.leak.is_some() && "leak?".contains(needle))
 }
 
 /// A filter as typed: the lowercase needle, and whether a leading `!` inverts it.
