@@ -59,15 +59,22 @@ pub struct NoAnswer {
     pub outcome_unknown: bool,
     /// Nothing answered before the deadline.
     pub timed_out: bool,
+    /// How long the endpoints were tried.
+    pub within: Duration,
 }
 
 impl NoAnswer {
-    /// `http://a:2379: connection refused; http://b:2379: no leader`
+    /// `http://a:2379: cannot connect: connection refused; http://b:2379: no leader`
     pub fn describe(&self) -> String {
         let tried: Vec<String> = self.tried.iter().map(|(e, why)| format!("{e}: {why}")).collect();
         let mut text = tried.join("; ");
         if self.timed_out {
-            text.push_str(if text.is_empty() { "no answer in time" } else { " (then no answer in time)" });
+            let secs = crate::lease::human::duration(self.within.as_secs_f64());
+            text.push_str(&if text.is_empty() {
+                format!("no answer within {secs}")
+            } else {
+                format!("; tried again for {secs}")
+            });
         }
         if self.outcome_unknown {
             text.push_str(" (the outcome is unknown)");
@@ -110,7 +117,7 @@ impl Endpoints {
                 let Some((endpoint, client)) = self.clients.get(index) else { continue };
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Err((NoAnswer { tried, outcome_unknown: false, timed_out: true }, None));
+                    return Err((NoAnswer { tried, outcome_unknown: false, timed_out: true, within }, None));
                 }
                 let bound = left.min(attempt_bound);
                 let (why, sent, error) = match tokio::time::timeout(bound, make(client.clone())).await {
@@ -124,10 +131,10 @@ impl Endpoints {
                 remember(&mut tried, endpoint, why);
                 match (sent, resend) {
                     (Sent::Answered, _) => {
-                        return Err((NoAnswer { tried, outcome_unknown: false, timed_out: false }, error));
+                        return Err((NoAnswer { tried, outcome_unknown: false, timed_out: false, within }, error));
                     }
                     (Sent::Maybe, Resend::IfNotSent) => {
-                        return Err((NoAnswer { tried, outcome_unknown: true, timed_out: false }, error));
+                        return Err((NoAnswer { tried, outcome_unknown: true, timed_out: false, within }, error));
                     }
                     _ => {}
                 }
@@ -136,7 +143,7 @@ impl Endpoints {
             let pause = (ROUND_PAUSE * round).min(Duration::from_secs(1));
             let left = deadline.saturating_duration_since(Instant::now());
             if left <= pause {
-                return Err((NoAnswer { tried, outcome_unknown: false, timed_out: !left.is_zero() }, None));
+                return Err((NoAnswer { tried, outcome_unknown: false, timed_out: !left.is_zero(), within }, None));
             }
             tokio::time::sleep(pause).await;
         }
@@ -182,23 +189,37 @@ pub(super) fn in_words(e: &etcd_client::Error) -> String {
     match e {
         E::GRpcStatus(status) => {
             let message = status.message();
-            // tonic's transport message is "tcp connect error"; the OS says why.
-            let cause = std::error::Error::source(status)
-                .map(|s| {
-                    let mut inner: &dyn std::error::Error = s;
-                    while let Some(next) = inner.source() {
-                        inner = next;
-                    }
-                    inner.to_string()
+            // tonic's transport message is "tcp connect error"; the OS says why, at the end
+            // of the chain ("Connection refused (os error 111)": its kind is the words).
+            let root = std::error::Error::source(status).map(|s| {
+                let mut inner: &dyn std::error::Error = s;
+                while let Some(next) = inner.source() {
+                    inner = next;
+                }
+                inner
+            });
+            let cause = root
+                .map(|r| match r.downcast_ref::<std::io::Error>() {
+                    Some(io) if io.raw_os_error().is_some() => os_words(io),
+                    _ => r.to_string(),
                 })
                 .filter(|c| !c.is_empty() && !message.contains(c.as_str()));
             match cause {
+                Some(c) if message.contains("connect") => format!("cannot connect: {c}"),
                 Some(c) => format!("{message} ({c})"),
                 None => message.to_owned(),
             }
         }
         other => other.to_string(),
     }
+}
+
+/// An OS error as words: "connection refused", not "Connection refused (os error 111)".
+fn os_words(io: &std::io::Error) -> String {
+    let text = io.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default()
 }
 
 #[cfg(test)]
