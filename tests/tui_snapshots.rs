@@ -215,11 +215,49 @@ fn each_column_sorts_with_its_own_key_again_to_reverse_and_the_header_marks_it()
     assert!(screen(&app, 120, 30).contains("PID ▼"));
     key(&mut app, KeyCode::Char('4'));
     assert_eq!(sessions(&app), ["chat-7", "chat-11", "chat-9", "chat-42"], "by owner name (none first)");
-    key(&mut app, KeyCode::Char('8'));
+    key(&mut app, KeyCode::Char('9'));
     assert_eq!(sessions(&app)[0], "chat-7", "by liveness: not alive first");
     assert!(screen(&app, 120, 30).contains("LIVENESS ▲"));
     key(&mut app, KeyCode::Char('0'));
     assert_eq!(sessions(&app), ["chat-11", "chat-42", "chat-7", "chat-9"], "0: back to by session");
+}
+
+/// Where owners run on other hosts (etcd, --host) the HOST column is the eighth in the
+/// header, and 8 sorts by it; 9 is LIVENESS (8 sorted by liveness while the header's
+/// eighth column was HOST).
+#[test]
+fn eight_sorts_by_host_and_nine_by_liveness_in_header_order() {
+    let at = leasectl::lease::Location::Etcd(
+        leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
+    );
+    let on = |lease: &str, session: &str, host: &str, liveness: leasectl::lease::Liveness| {
+        let mut row = alive(entry(lease, session, "gateway", 4101, 120.0, None), "hermes");
+        row.host = Some(host.into());
+        row.liveness = liveness;
+        row
+    };
+    let dead = leasectl::lease::Liveness::Dead(leasectl::lease::liveness::DeadCause::PidGone);
+    let mut app = app(vec![snap(
+        &at,
+        None,
+        Ok(vec![
+            on("a1000000000000000000000000000001", "chat-a", "gw-3", leasectl::lease::Liveness::Alive),
+            on("b2000000000000000000000000000002", "chat-b", "gw-1", leasectl::lease::Liveness::Alive),
+            on("c3000000000000000000000000000003", "chat-c", "gw-2", dead),
+        ]),
+    )]);
+    let sessions = |app: &App| -> Vec<String> {
+        app.lease_rows().iter().map(|(r, l)| app.registries[*r].leases[*l].entry.session_id().to_owned()).collect()
+    };
+    key(&mut app, KeyCode::Char('8'));
+    assert_eq!(sessions(&app), ["chat-b", "chat-c", "chat-a"], "by host");
+    let text = screen(&app, 200, 30);
+    assert!(text.contains("HOST ▲") && text.contains("sort: host"), "{text}");
+    key(&mut app, KeyCode::Char('8'));
+    assert_eq!(sessions(&app), ["chat-a", "chat-c", "chat-b"], "by host, reversed");
+    key(&mut app, KeyCode::Char('9'));
+    assert_eq!(sessions(&app)[0], "chat-c", "by liveness: not alive first");
+    assert!(screen(&app, 200, 30).contains("LIVENESS ▲"));
 }
 
 #[test]

@@ -13,6 +13,8 @@ pub enum SortMode {
     /// The lease's age (oldest first).
     Age,
     LiveId,
+    /// The host an owner runs on (etcd, --host): where there is a HOST column.
+    Host,
     Liveness,
 }
 
@@ -37,6 +39,7 @@ impl SortMode {
             SortMode::Started => "owner start (earliest first)",
             SortMode::Age => "age (oldest first)",
             SortMode::LiveId => "live id",
+            SortMode::Host => "host",
             SortMode::Liveness => "liveness (not alive first)",
         }
     }
@@ -51,6 +54,7 @@ impl SortMode {
             SortMode::Started => Some(4),
             SortMode::Age => Some(5),
             SortMode::LiveId => Some(6),
+            SortMode::Host => Some(7),
             SortMode::Liveness => Some(super::columns::BADGE),
         }
     }

@@ -510,6 +510,7 @@ impl App {
                     SortMode::Surface => least(&|l| l.entry.surface().unwrap_or("").to_owned()),
                     SortMode::Owner => least(&|l| l.owner.as_ref().map(|o| o.name.clone()).unwrap_or_default()),
                     SortMode::LiveId => least(&|l| l.entry.live_session_id()),
+                    SortMode::Host => least(&|l| l.host.as_deref().unwrap_or("").to_owned()),
                     _ => None,
                 }
                 .unwrap_or_default();
