@@ -167,6 +167,17 @@ fn hosts_that_cannot_serve_are_named_and_block_no_other() {
         "both versions named: {other:?}"
     );
     assert!(other.status.code() == Some(1), "{other:?}");
+    assert!(other.stdout.contains("host good answered: it runs") && !other.stdout.contains("unreachable"), "{other:?}");
+
+    // A home the host does not have: it answered, and says so; "unreachable" was false.
+    let nohome = sshd.spec("nohome", &dir.join("no-such-home"));
+    let out = run(&sshd, &["--host", &nohome, "--host", &good, "ls", "-o", "tsv"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.contains("good\troot\t"), "the other host answers: {out:?}");
+    let said = format!("host nohome answered: the Hermes home {}", dir.join("no-such-home").display());
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains(&said) && text.contains("does not exist"), "{out:?}");
+    assert!(!text.contains("unreachable"), "{out:?}");
 }
 
 /// Session ids and a home path full of shell syntax are data on the remote, never code.

@@ -782,7 +782,11 @@ fn an_unreachable_host_is_one_banner_for_all_its_registries() {
     };
     let down = |location: Location| {
         let mut s = snap(&location, None, Ok(vec![]));
-        s.leases = Err(Error::Unreachable { host: "gw2".into(), why: "ssh could not connect or log in".into() });
+        s.leases = Err(Error::Unreachable {
+            host: "gw2".into(),
+            why: "ssh could not connect or log in".into(),
+            answered: false,
+        });
         s
     };
     let snapshots = vec![
@@ -809,4 +813,27 @@ fn an_unreachable_host_is_one_banner_for_all_its_registries() {
     assert!(text.contains("HOST UNREACHABLE since") && text.contains("(gw2:work): host gw2 is unreachable"), "{text}");
     assert!(text.contains("cap unknown"), "{text}");
     assert!(!text.contains("no cap") && !text.contains("no file yet"), "{text}");
+}
+
+/// A host that answered it cannot serve (a home it does not have) is not "unreachable".
+#[test]
+fn a_host_that_answered_it_cannot_serve_is_not_said_unreachable() {
+    use leasectl::lease::ssh::spec::HostSpec;
+    use leasectl::lease::{Error, Location, SshLocation};
+    let at = Location::Ssh(SshLocation {
+        host: HostSpec::parse("gw3=ssh://gw3/srv/h").expect("spec"),
+        profile: "root".into(),
+    });
+    let mut s = snap(&at, None, Ok(vec![]));
+    s.leases = Err(Error::Unreachable {
+        host: "gw3".into(),
+        why: "the Hermes home /srv/h does not exist on gw3".into(),
+        answered: true,
+    });
+    let app = app(vec![s]);
+    let text = screen(&app, 120, 30);
+    assert!(text.contains("HOST CANNOT SERVE since") && text.contains("host gw3 answered: the Hermes home"), "{text}");
+    assert!(!text.contains("UNREACHABLE") && !text.contains("unreachable"), "{text}");
+    let log: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(!log.iter().any(|l| l.contains("unreachable")), "{log:?}");
 }

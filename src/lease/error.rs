@@ -66,10 +66,11 @@ pub enum Error {
     /// What this backend or build cannot do at all (doctor on etcd, etcd in a build without it).
     #[error("{0}")]
     Unsupported(String),
-    /// Another host (`--host`) could not be reached, or its session ended: nothing there
-    /// is known now, so nothing is acted on.
-    #[error("host {host} is unreachable: {why}")]
-    Unreachable { host: String, why: String },
+    /// Another host (`--host`) could not be reached, or its session ended; or it answered
+    /// that it cannot serve (no such home, another protocol): nothing there is known now,
+    /// so nothing is acted on.
+    #[error("host {host} {}: {why}", if *.answered { "answered" } else { "is unreachable" })]
+    Unreachable { host: String, why: String, answered: bool },
     /// Its session is being opened and has not answered yet (the console reads on).
     #[error("host {host}: connecting (no answer yet)")]
     Connecting { host: String },

@@ -41,6 +41,7 @@ const MARKS: &[(&str, &str)] = &[
         "the registry cannot be read now (invalid, or etcd or its host unreachable): its last good reading is shown",
     ),
     ("HOST UNREACHABLE", "--host: no ssh session to it; tried again after 1 s, doubling to 30 s"),
+    ("HOST CANNOT SERVE", "--host: it answered that it cannot (no such home, another leasectl); tried again as above"),
     ("HOST LAGGING", "--host: its answers take over 1 s; what is shown may be that late"),
 ];
 

@@ -76,14 +76,28 @@ struct Conn {
     generation: u64,
 }
 
+/// Why a host gives no listings: unreachable, or it answered that it cannot serve.
+#[derive(Clone)]
+struct Down {
+    why: String,
+    /// The remote leasectl answered (a refusal: no such home, another protocol).
+    answered: bool,
+}
+
+impl Down {
+    fn lost(why: String) -> Down {
+        Down { why, answered: false }
+    }
+}
+
 #[derive(Default)]
 struct State {
     conn: Option<Conn>,
     /// A thread is opening a session (since then): the others wait for it.
     connecting: Option<Instant>,
     generation: u64,
-    /// Why the host cannot be reached now, if it cannot.
-    down: Option<String>,
+    /// Why the host cannot be reached or cannot serve now, if so.
+    down: Option<Down>,
     retry_at: Option<Instant>,
     retry_pause: Duration,
     ready: Option<Ready>,
@@ -163,7 +177,7 @@ impl Link {
             return None;
         }
         Some(match &s.down {
-            Some(why) => Error::Unreachable { host: self.spec.name.clone(), why: why.clone() },
+            Some(down) => self.down_error(down),
             None => Error::Connecting { host: self.spec.name.clone() },
         })
     }
@@ -203,7 +217,7 @@ impl Link {
                 let _ = conn.child.kill();
             }
             let why = format!("the session broke while sending: {e}");
-            s.down.get_or_insert(why.clone());
+            s.down.get_or_insert_with(|| Down::lost(why.clone()));
             drop(s);
             return Err(self.unreachable(&why));
         }
@@ -216,6 +230,7 @@ impl Link {
             Err(RecvTimeoutError::Timeout) => Err(Error::Unreachable {
                 host: self.spec.name.clone(),
                 why: format!("no answer within {}s (slow or stuck; the session stays open)", within.as_secs()),
+                answered: false,
             }),
             Err(RecvTimeoutError::Disconnected) => Err(self.unreachable("the session ended")),
         }
@@ -284,11 +299,15 @@ impl Link {
         });
     }
 
-    /// An error that says the host is unreachable, with why and since when.
+    /// An error that says why the host gives no answer (`fallback` when not known yet).
     fn unreachable(&self, fallback: &str) -> Error {
         let s = lock(&self.state);
-        let why = s.down.clone().unwrap_or_else(|| fallback.to_owned());
-        Error::Unreachable { host: self.spec.name.clone(), why }
+        let down = s.down.clone().unwrap_or_else(|| Down::lost(fallback.to_owned()));
+        self.down_error(&down)
+    }
+
+    fn down_error(&self, down: &Down) -> Error {
+        Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone(), answered: down.answered }
     }
 
     /// Connected, or why not (at once while waiting to try again). The session is opened
@@ -313,14 +332,14 @@ impl Link {
         if s.conn.is_some() {
             return Ok(());
         }
-        if let (Some(at), Some(why)) = (s.retry_at, &s.down)
+        if let (Some(at), Some(down)) = (s.retry_at, &s.down)
             && Instant::now() < at
         {
-            return Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone() });
+            return Err(self.down_error(down));
         }
         if s.subscribed && !opener {
             return Err(match &s.down {
-                Some(why) => Error::Unreachable { host: self.spec.name.clone(), why: why.clone() },
+                Some(down) => self.down_error(down),
                 None => Error::Connecting { host: self.spec.name.clone() },
             });
         }
@@ -345,15 +364,16 @@ impl Link {
                 }
                 Ok(())
             }
-            Err(why) => {
+            Err(down) => {
                 let pause = if s.retry_pause.is_zero() { FIRST_RETRY } else { (s.retry_pause * 2).min(MOST_RETRY) };
                 s.retry_pause = pause;
                 s.retry_at = Some(Instant::now() + pause);
                 s.changes += 1;
-                s.down = Some(why.clone());
+                let error = self.down_error(&down);
+                s.down = Some(down);
                 self.tell(&s);
                 self.opened.notify_all();
-                Err(Error::Unreachable { host: self.spec.name.clone(), why })
+                Err(error)
             }
         }
     }
@@ -410,12 +430,13 @@ impl Link {
         });
     }
 
-    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Ready), String> {
-        let mut child = self.command().spawn().map_err(|e| format!("cannot start {}: {e}", self.program()))?;
+    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Ready), Down> {
+        let mut child =
+            self.command().spawn().map_err(|e| Down::lost(format!("cannot start {}: {e}", self.program())))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             let _ = child.kill();
-            return Err("cannot talk to the ssh client (no pipes)".into());
+            return Err(Down::lost("cannot talk to the ssh client (no pipes)".into()));
         };
         let errors = Arc::new(Mutex::new(Vec::<String>::new()));
         let kept = Arc::clone(&errors);
@@ -426,16 +447,21 @@ impl Link {
         std::thread::spawn(move || link.read_lines(stdout, generation, first_tx, said));
         let deadline = Instant::now() + CONNECT_WITHIN;
         let mut conn = Conn { stdin, child, generation };
-        // The session ended while opening: ssh's status and stderr say why.
+        // The session ended while opening: ssh's status and stderr say why. A status
+        // other than ssh's own 255 is the remote command's: the host answered.
         let ended = |mut conn: Conn, end: Option<String>| {
             let status = wait_briefly(&mut conn.child);
-            ended_why(status, &errors, end)
+            let answered = status.and_then(|s| s.code()).is_some_and(|c| c != 255);
+            Down { why: ended_why(status, &errors, end), answered }
         };
+        let answered = |why: String| Down { why, answered: true };
         let hello = match next_first(&first_rx, deadline) {
             Ok(ServerLine::Hello(h)) => h,
-            Ok(other) => return Err(abandon(conn, format!("the remote did not say hello first ({other:?})"))),
+            Ok(other) => {
+                return Err(answered(abandon(conn, format!("the remote did not say hello first ({other:?})"))));
+            }
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
-            Err(Ended::Late(why)) => return Err(abandon(conn, why)),
+            Err(Ended::Late(why)) => return Err(Down::lost(abandon(conn, why))),
         };
         if hello.protocol != PROTOCOL {
             let why = format!(
@@ -443,7 +469,7 @@ impl Link {
                  same leasectl on both",
                 hello.leasectl, hello.protocol
             );
-            return Err(abandon(conn, why));
+            return Err(answered(abandon(conn, why)));
         }
         let home = match &self.spec.target {
             HostTarget::Ssh(t) => t.home.clone(),
@@ -451,16 +477,20 @@ impl Link {
         };
         let (operator, command) = OPERATOR.clone();
         let open = ClientLine::Open(Open { leasectl: VERSION.into(), protocol: PROTOCOL, home, operator, command });
-        let line = serde_json::to_string(&open).map_err(|e| e.to_string())?;
+        let line = serde_json::to_string(&open).map_err(|e| Down::lost(e.to_string()))?;
         if let Err(e) = conn.stdin.write_all(format!("{line}\n").as_bytes()).and_then(|()| conn.stdin.flush()) {
-            return Err(abandon(conn, format!("the session broke: {e}")));
+            return Err(Down::lost(abandon(conn, format!("the session broke: {e}"))));
         }
         let ready = match next_first(&first_rx, deadline) {
             Ok(ServerLine::Ready(r)) => r,
-            Ok(ServerLine::Refused(why)) => return Err(abandon(conn, crate::lease::human::escape(&why).into_owned())),
-            Ok(other) => return Err(abandon(conn, format!("an unexpected answer to opening the home ({other:?})"))),
+            Ok(ServerLine::Refused(why)) => {
+                return Err(answered(abandon(conn, crate::lease::human::escape(&why).into_owned())));
+            }
+            Ok(other) => {
+                return Err(answered(abandon(conn, format!("an unexpected answer to opening the home ({other:?})"))));
+            }
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
-            Err(Ended::Late(why)) => return Err(abandon(conn, why)),
+            Err(Ended::Late(why)) => return Err(Down::lost(abandon(conn, why))),
         };
         Ok((conn, ready))
     }
@@ -559,9 +589,10 @@ impl Link {
         let status = wait_briefly(&mut conn.child);
         let why = ended_why(status, &errors, end);
         for (_, tx) in s.pending.drain() {
-            let _ = tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone() }));
+            let _ =
+                tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone(), answered: false }));
         }
-        s.down = Some(why.clone());
+        s.down = Some(Down::lost(why));
         s.changes += 1;
         s.retry_at = Some(Instant::now() + FIRST_RETRY);
         s.retry_pause = FIRST_RETRY;
