@@ -79,7 +79,14 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
     if !send(&out, &ServerLine::Ready(Ready { home: root.display().to_string(), profiles, default })) {
         return 1;
     }
-    let mut server = Server { root, options, actor: actor_for(&open), stores: HashMap::new(), feeding: false };
+    let mut server = Server {
+        root,
+        options,
+        actor: actor_for(&open),
+        stores: HashMap::new(),
+        feeding: false,
+        audit_failures: Arc::default(),
+    };
     while let Some(line) = next_line(&mut input) {
         let (id, request) = match line {
             Ok(ClientLine::Request { id, request }) => (id, request),
@@ -125,6 +132,8 @@ struct Server {
     actor: Actor,
     stores: HashMap<String, Box<dyn LeaseStore>>,
     feeding: bool,
+    /// What the audit of the change being answered could not keep.
+    audit_failures: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -132,11 +141,23 @@ impl Server {
         if !self.stores.contains_key(profile) {
             let registry = registry_named(&self.root, profile)?;
             let store = lease::open(&Location::File(registry), self.options)?;
-            let warn = Box::new(|f: String| eprintln!("leasectl serve: warning: audit: {f}"));
+            // Said where the operator is, with the answer (stderr of an ssh session is not).
+            let kept = Arc::clone(&self.audit_failures);
+            let warn = Box::new(move |f: String| {
+                eprintln!("leasectl serve: warning: audit: {f}");
+                kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(f);
+            });
             let store = lease::audited::Audited::wrap(store, self.actor.clone(), warn);
             self.stores.insert(profile.to_owned(), store);
         }
         self.stores.get_mut(profile).ok_or_else(|| Error::Refused(format!("no registry {profile}")))
+    }
+
+    /// The removal with what its audit record could not keep.
+    fn with_warnings(&self, mut removal: lease::Removal) -> lease::Removal {
+        let mut failures = self.audit_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        removal.warnings.append(&mut failures);
+        removal
     }
 
     fn answer(&mut self, request: Request, out: &Out) -> Result<Answer, Error> {
@@ -151,11 +172,13 @@ impl Server {
             }
             Request::ForceRelease { profile, target, allow_live, dry_run } => {
                 let opts = lease::ForceOptions { allow_live, dry_run };
-                Ok(Answer::Removal(self.store(&profile)?.force_release(&target, opts)?))
+                let removal = self.store(&profile)?.force_release(&target, opts)?;
+                Ok(Answer::Removal(self.with_warnings(removal)))
             }
             Request::Prune { profile, dry_run, include_clock_step, include_work_running } => {
                 let opts = lease::PruneOptions { dry_run, include_clock_step, include_work_running };
-                Ok(Answer::Removal(self.store(&profile)?.prune(opts)?))
+                let removal = self.store(&profile)?.prune(opts)?;
+                Ok(Answer::Removal(self.with_warnings(removal)))
             }
             Request::Doctor { profile } => Ok(Answer::Doctor(Box::new(self.store(&profile)?.doctor()?))),
             Request::Ping => Ok(Answer::Pong),

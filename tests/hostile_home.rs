@@ -234,7 +234,10 @@ fn command(home: &Path, args: &[&str]) -> Command {
         .arg("--home")
         .arg(home)
         .args(["--lock-timeout", "2"])
-        .args(args)
+        // Over `--host local`: the home is served by `leasectl serve --stdio`, the program
+        // an ssh host runs; root's serve touches the user's home as root's CLI does.
+        .args(if args.first() == Some(&"--host") { vec!["--host".to_owned(), "w=local".to_owned()] } else { vec![] })
+        .args(args.iter().skip_while(|a| **a == "--host"))
         .env_remove("HERMES_HOME")
         .env("LEASECTL_SYSLOG_SOCKET", home.with_file_name("no-syslog"))
         .stdin(Stdio::null())
@@ -243,7 +246,8 @@ fn command(home: &Path, args: &[&str]) -> Command {
     cmd
 }
 
-/// Run to the end within the deadline (killed and reported otherwise).
+/// Run to the end within the deadline (killed and reported otherwise). Arguments led by
+/// `--host` run over `--host w=local` (the home served by `leasectl serve --stdio`).
 fn run(home: &Path, args: &[&str]) -> Result<Ran, String> {
     let mut child = command(home, args).spawn().map_err(|e| format!("spawn: {e}"))?;
     let mut pipes = (child.stdout.take(), child.stderr.take());
@@ -280,7 +284,9 @@ fn must_name(action: &str, rel: &str) -> bool {
     let registry = ["runtime", "runtime/active_sessions.json", "runtime/active_sessions.lock"];
     let audit = ["logs", "logs/leasectl-audit.jsonl", "logs/.leasectl-audit.lock"];
     match action {
-        "prune" | "force-release" => registry.contains(&rel) || audit.contains(&rel),
+        "prune" | "force-release" | "served-prune" | "served-force-release" => {
+            registry.contains(&rel) || audit.contains(&rel)
+        }
         "repair" => registry.contains(&rel),
         "events" | "console" => rel.starts_with("logs/leasectl-events.jsonl") || rel == "logs",
         "doctor" => rel == "config.yaml" || rel.starts_with("state.db") || registry[..2].contains(&rel),
@@ -307,6 +313,9 @@ fn check(action: &str, rel: &str, plant: Plant) -> Vec<String> {
         "events" => run(&w.home, &["events", "--since", "24h"]),
         "doctor" => run(&w.home, &["doctor"]),
         "recorder" => recorder(&w),
+        "served-prune" => run(&w.home, &["--host", "--all-profiles", "prune"]),
+        "served-force-release" => run(&w.home, &["--host", "force-release", "--session", "S-dead"]),
+        "served-ls" => run(&w.home, &["--host", "--all-profiles", "ls"]),
         "console" => Ok(console(&w)),
         other => panic!("no action {other}"),
     };
@@ -470,4 +479,14 @@ fn the_recorder_records_and_stops_whatever_is_planted() {
 fn the_consoles_actions_stay_in_the_home() {
     needs_root!();
     matrix("console");
+}
+
+/// The same home served over `--host` (`leasectl serve --stdio`, as root on the host):
+/// its prune, force-release and listings stay in the home and name what they refuse.
+#[test]
+fn a_served_homes_prune_force_release_and_listing_stay_in_the_home() {
+    needs_root!();
+    matrix("served-prune");
+    matrix("served-force-release");
+    matrix("served-ls");
 }

@@ -69,12 +69,14 @@ impl LeaseStore for Audited {
             Target::Session(s) => format!("force-release session {s}"),
         };
         self.report(audit::removal("force-release", self.inner.location(), &self.actor.doing(&what), &r));
+        self.report(r.warnings.clone());
         Ok(r)
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
         let r = self.inner.prune(opts)?;
         self.report(audit::removal("prune", self.inner.location(), &self.actor.doing("prune"), &r));
+        self.report(r.warnings.clone());
         Ok(r)
     }
 

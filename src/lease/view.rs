@@ -87,6 +87,10 @@ pub struct Removal {
     pub needs_live: Vec<LeaseView>,
     /// Leases a prune kept because their dead owner's work still runs (`--force` takes them).
     pub kept_work_running: Vec<LeaseView>,
+    /// What the host that acted over `--host` could not keep beside the change (its audit
+    /// record), to be said where the operator is; empty where the change was made here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The lease `lease_id` when a plain release must not take it: its owner runs on this

@@ -55,7 +55,12 @@ impl SshStore {
 
     fn removal(&self, request: Request) -> Result<Removal, Error> {
         match self.link.call(request, ACT_WITHIN)? {
-            Answer::Removal(r) => Ok(r),
+            Answer::Removal(mut r) => {
+                for w in &mut r.warnings {
+                    *w = format!("on host {}: {}", self.at.host.name, crate::lease::human::escape(w));
+                }
+                Ok(r)
+            }
             other => Err(unexpected(&other)),
         }
     }
