@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::lease::audit::Actor;
+use crate::lease::backend::RecordedEvents;
 use crate::lease::ssh::wire::{
     Answer, ClientLine, Hello, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireError, WireListing,
 };
@@ -181,9 +182,34 @@ impl Server {
                 Ok(Answer::Removal(self.with_warnings(removal)))
             }
             Request::Doctor { profile } => Ok(Answer::Doctor(Box::new(self.store(&profile)?.doctor()?))),
+            Request::Events { profile, from } => {
+                let from = from
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .ok_or_else(|| Error::Refused(format!("events from {from:?}: not a time in epoch seconds")))?;
+                let registry = registry_named(&self.root, &profile)?;
+                Ok(Answer::Events(Box::new(recorded_since(registry.home, from))))
+            }
             Request::Ping => Ok(Answer::Pong),
         }
     }
+}
+
+/// A home's recorded history from `from` on: the newest [`RecordedEvents::MOST`] events.
+fn recorded_since(home: PathBuf, from: f64) -> RecordedEvents {
+    let mut history = lease::history::since(&[home], from);
+    let mut events = std::collections::VecDeque::new();
+    let mut left_out = 0;
+    for event in history.by_ref() {
+        if events.len() == RecordedEvents::MOST {
+            events.pop_front();
+            left_out += 1;
+        }
+        events.push_back(event);
+    }
+    let journals = history.journals;
+    RecordedEvents { events: events.into(), journals, left_out, warnings: history.finish() }
 }
 
 /// `root` or a profile as the root lists it (a name, never a path; a profile that is a

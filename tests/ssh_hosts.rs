@@ -237,13 +237,64 @@ fn events_follow_names_the_host_on_every_line() {
     });
     assert_eq!(line["host"], "gw1");
     assert_eq!(line["lease"]["entry"]["session_id"], "S-new");
-    // Recorded events are on each host: said, not an empty answer.
-    let out = run(&sshd, &["--host", &h, "events", "--since", "1h"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(out.stderr.contains("kept on each host"), "{out:?}");
+    // The recorder keeps each host's journal there: over --host it is refused, with why.
     let out = run(&sshd, &["--host", &h, "events", "--follow", "--record"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stderr.contains("on each host"), "{out:?}");
+}
+
+/// `events --since` over --host: each host's recorded history (its recorder's journal, and
+/// removals its audit file holds that no recorder saw), read there and merged here in time
+/// order, each line naming its host; a host that cannot be reached is said, the others shown.
+#[test]
+fn events_since_merges_every_hosts_recorded_history() {
+    let sshd = Sshd::start();
+    let (a, b) = (Home::new(), Home::new());
+    let (ha, hb) = (sshd.spec("gw1", a.path()), sshd.spec("gw2", b.path()));
+    // gw2 has a recorder running while a lease comes and goes.
+    let recorder =
+        Proc::spawn("recorder", common::process::leasectl(b.path(), &["events", "--follow", "--record", "-o", "json"]));
+    let _ = recorder.line(); // following
+    let mut owner = Sleeper::new();
+    b.acquire_ok(&["S-recorded", "--owner-pid", &owner.pid_arg()]);
+    wait_for("the recorder's acquired line", || recorder.line().contains("S-recorded").then_some(()));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // gw1 has no recorder: a force-release there is known from its audit file.
+    let mut dead = Sleeper::new();
+    a.acquire_ok(&["S-audited", "--owner-pid", &dead.pid_arg()]);
+    dead.kill();
+    Proc::run("force-release", common::process::leasectl(a.path(), &["force-release", "--session", "S-audited"]))
+        .expect_exit(0);
+    owner.kill();
+
+    let out = run(&sshd, &["--host", &ha, "--host", &hb, "events", "--since", "1h", "-o", "json"]);
+    out.expect_exit(0);
+    let lines: Vec<Value> = out.stdout.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let said: Vec<(String, String, String)> = lines
+        .iter()
+        .map(|v| {
+            let s = |x: &Value| x.as_str().unwrap_or("-").to_owned();
+            (s(&v["host"]), s(&v["event"]), s(&v["lease"]["entry"]["session_id"]))
+        })
+        .collect();
+    assert!(said.contains(&("gw2".into(), "acquired".into(), "S-recorded".into())), "{said:?}");
+    assert!(said.contains(&("gw1".into(), "force-released".into(), "S-audited".into())), "{said:?}");
+    let times: Vec<f64> = lines.iter().map(|v| v["ts"].as_f64().unwrap_or(0.0)).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in time order: {times:?}");
+    let recorded = lines.iter().position(|v| v["lease"]["entry"]["session_id"] == "S-recorded");
+    let audited = lines.iter().position(|v| v["lease"]["entry"]["session_id"] == "S-audited");
+    assert!(recorded < audited, "gw2's acquire came first: {said:?}");
+    // The table names host:profile on each line.
+    let out = run(&sshd, &["--host", &ha, "--host", &hb, "events", "--since", "1h"]);
+    out.expect_exit(0);
+    assert!(out.stdout.lines().any(|l| l.contains("gw1:root") && l.contains("S-audited")), "{out:?}");
+    assert!(out.stdout.lines().any(|l| l.contains("gw2:root") && l.contains("S-recorded")), "{out:?}");
+    // A host that cannot be reached is said, and the others' history still shown (exit 1).
+    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let out = run(&sshd, &["--host", &closed, "--host", &hb, "events", "--since", "1h", "-o", "tsv"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.contains("gw2:root") && out.stderr.contains("host closed is unreachable"), "{out:?}");
+    drop(recorder);
 }
 
 /// One session a host, however many registries and actions: every removal of one

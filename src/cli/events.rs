@@ -1,15 +1,14 @@
 //! `leasectl events`: what happened, from the journal `events --follow --record` keeps
 //! (`--since`), and as it happens (`--follow`).
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
-
-use serde_json::Value;
 
 use super::args::{EventsArgs, Format};
 use super::watch::{Follow, follow, print_line};
 use super::{EXIT_OK, Failure, fail, usage};
+use crate::lease::backend::RecordedEvents;
+use crate::lease::history::{self, History};
 use crate::lease::human::escape;
 use crate::lease::journal::{self, Unclaimed, claim_recorder};
 use crate::lease::{LeaseStore, now};
@@ -24,42 +23,52 @@ pub(super) fn events(
     discover: super::watch::Discover,
     hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
-    // Each host keeps its own journal, where its recorder runs.
-    if stores.iter().any(|s| s.location().host().is_some()) {
-        if a.record {
-            return Err(usage(
-                "--record keeps the journal beside the registry: over --host run `leasectl events --follow --record` \
-                 on each host",
-            ));
-        }
-        if a.since.is_some() || !a.follow {
-            return Err(usage(
-                "recorded events are kept on each host, by its recorder: read them there (`ssh HOST leasectl events \
-                 --since 1h`); over --host, `events --follow` shows them as they happen",
-            ));
-        }
+    // Each host keeps its own journal, where its recorder runs (and is read there).
+    let over_hosts = stores.iter().any(|s| s.location().host().is_some());
+    if over_hosts && a.record {
+        return Err(usage(
+            "--record keeps the journal beside the registry: over --host run `leasectl events --follow --record` \
+             on each host",
+        ));
     }
     let format = a.format.format();
     // One header over both parts, the recorded events and the live ones.
     if format == Format::Tsv && !a.format.no_headers {
         say!("{}", super::watch::TSV_HEADER);
     }
+    let mut unanswered = 0;
     if let Some(since) = a.since.or((!a.follow).then_some(DEFAULT_SINCE)) {
         // An etcd prefix's journal is in the recorder's state directory.
         let homes: Vec<PathBuf> = stores.iter().filter_map(|s| journal::journal_home(s.location())).collect();
         let from = now() - since.as_secs_f64();
-        let audited = unrecorded_removals(&homes, from);
-        let (journals, printed_audit) = print_merged(&homes, from, audited, format);
-        if journals == 0 && !a.follow && !printed_audit {
-            say_err!(
-                "leasectl: no events recorded here: `{} events --follow --record` keeps the journal (run it as \
-                 a service; see the README)",
-                hints.in_profile(None)
-            );
+        let mut history = history::since(&homes, from);
+        unanswered = add_other_hosts(stores, from, &mut history);
+        let audited_any = history.audited_any;
+        let mut printed = 0usize;
+        for line in history.by_ref() {
+            print_line(format, &line);
+            printed += 1;
+        }
+        let journals = history.journals;
+        for w in history.finish() {
+            say_err!("leasectl: warning: {}", escape(&w));
+        }
+        if journals == 0 && !a.follow && !audited_any && printed == 0 && unanswered == 0 {
+            match over_hosts {
+                true => say_err!(
+                    "leasectl: no events recorded on these hosts: `leasectl events --follow --record` on each keeps \
+                     its journal (run it there as a service; see the README)"
+                ),
+                false => say_err!(
+                    "leasectl: no events recorded here: `{} events --follow --record` keeps the journal (run it as \
+                     a service; see the README)",
+                    hints.in_profile(None)
+                ),
+            }
         }
     }
     if !a.follow {
-        return Ok(EXIT_OK);
+        return Ok(if unanswered > 0 { super::EXIT_ERROR } else { EXIT_OK });
     }
     // One recorder per home, held while this one records.
     let mut _claims = Vec::new();
@@ -99,77 +108,51 @@ pub(super) fn events(
     follow(stores, &f)
 }
 
-/// The removals the homes' audit files hold from `from` on that no recorder saw (those
-/// a recorder saw are shown once, from its journal), in time order.
-fn unrecorded_removals(homes: &[PathBuf], from: f64) -> Vec<Value> {
-    let mut audited: Vec<Value> = Vec::new();
-    for home in homes {
-        let (events, warnings) = journal::audit_since(home, from);
-        audited.extend(events);
-        for w in warnings {
-            say_err!("leasectl: warning: {}", escape(&w));
-        }
-    }
-    if audited.is_empty() {
-        return audited;
-    }
-    let wanted: HashSet<(String, String)> = audited.iter().filter_map(journal::removal_key).collect();
-    let mut seen = HashSet::new();
-    for home in homes {
-        for v in journal::read_since(home, from).into_iter().flatten() {
-            if let Some(key) = journal::removal_key(&v).filter(|k| wanted.contains(k)) {
-                seen.insert(key);
+/// Other hosts' recorded histories, each read there, asked of all at once and merged into
+/// `history` with each line naming its host; a host that did not answer is said. Returns
+/// how many did not.
+fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut History) -> usize {
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let asked: Vec<_> = stores
+            .iter_mut()
+            .map(|store| scope.spawn(move || (store.location().clone(), store.recorded_since(from))))
+            .collect();
+        asked.into_iter().filter_map(|t| t.join().ok()).collect()
+    });
+    let mut unanswered = 0;
+    for (location, answer) in answers {
+        let Some(answer) = answer else { continue };
+        let recorded = match answer {
+            Ok(r) => r,
+            Err(e) => {
+                say_err!("leasectl: {}", escape(&e.to_string()));
+                unanswered += 1;
+                continue;
             }
+        };
+        let host = location.host().map(|h| h.name.clone());
+        if recorded.left_out > 0 {
+            history.warn(format!(
+                "{}: {} left out (the newest {} are shown): a later --since shows them all",
+                location.label(),
+                crate::lease::human::plural(recorded.left_out, "older event", "older events"),
+                RecordedEvents::MOST
+            ));
         }
+        for w in recorded.warnings {
+            history.warn(format!("{}: {w}", location.label()));
+        }
+        let tagged = recorded
+            .events
+            .into_iter()
+            .map(|mut v| {
+                if let Some(fields) = v.as_object_mut() {
+                    fields.insert("host".into(), host.clone().into());
+                }
+                v
+            })
+            .collect();
+        history.add_read(tagged, recorded.journals);
     }
-    audited.retain(|v| journal::removal_key(v).is_none_or(|k| !seen.contains(&k)));
-    audited.sort_by(|x, y| ts(x).total_cmp(&ts(y)));
-    audited
-}
-
-fn ts(v: &Value) -> f64 {
-    v["ts"].as_f64().unwrap_or(0.0)
-}
-
-/// Print every journal's events from `from` on and `audited`, merged in time order a
-/// line at a time (each journal is in time order: memory stays bounded whatever they
-/// hold). Returns how many journals there were, and whether any audit line was printed.
-fn print_merged(homes: &[PathBuf], from: f64, audited: Vec<Value>, format: Format) -> (usize, bool) {
-    let mut heads: Vec<(journal::Journal, Option<Value>)> = Vec::new();
-    for home in homes {
-        if let Some(mut journal) = journal::read_since(home, from) {
-            let first = journal.next();
-            heads.push((journal, first));
-        }
-    }
-    let journals = heads.len();
-    let printed_audit = !audited.is_empty();
-    let mut audited = audited.into_iter().peekable();
-    loop {
-        let next = heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, head))| head.as_ref().map(|v| (i, ts(v))))
-            .min_by(|x, y| x.1.total_cmp(&y.1));
-        if let Some(a) = audited.peek()
-            && next.is_none_or(|(_, t)| ts(a) <= t)
-        {
-            if let Some(line) = audited.next() {
-                print_line(format, &line);
-            }
-            continue;
-        }
-        let Some((i, _)) = next else { break };
-        let (journal, head) = &mut heads[i];
-        if let Some(line) = head.take() {
-            print_line(format, &line);
-        }
-        *head = journal.next();
-    }
-    for (journal, _) in heads {
-        for w in journal.finish() {
-            say_err!("leasectl: warning: {}", escape(&w));
-        }
-    }
-    (journals, printed_audit)
+    unanswered
 }

@@ -108,4 +108,7 @@ impl LeaseStore for Audited {
     fn advice(&self, refusal: &Refusal) -> String {
         self.inner.advice(refusal)
     }
+    fn recorded_since(&mut self, from: f64) -> Option<Result<super::backend::RecordedEvents, Error>> {
+        self.inner.recorded_since(from)
+    }
 }

@@ -95,6 +95,30 @@ pub trait LeaseStore: Send {
     fn advice(&self, refusal: &Refusal) -> String {
         refusal.advice()
     }
+    /// Another host's recorded history from `from` (epoch seconds) on, read there (its
+    /// journal and unrecorded removals, merged). None where the journal is read here
+    /// (`journal::journal_home`).
+    fn recorded_since(&mut self, _from: f64) -> Option<Result<RecordedEvents, Error>> {
+        None
+    }
+}
+
+/// A home's recorded history as another host read it (`events --since` over `--host`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedEvents {
+    /// In time order; the newest [`RecordedEvents::MOST`] at most.
+    pub events: Vec<serde_json::Value>,
+    /// How many journals there were (none: no recorder ever ran there).
+    pub journals: usize,
+    /// Older events left out to stay within [`RecordedEvents::MOST`].
+    pub left_out: usize,
+    /// What could not be read there, each naming its file.
+    pub warnings: Vec<String>,
+}
+
+impl RecordedEvents {
+    /// The most events one answer carries (a day of a busy home's is far fewer).
+    pub const MOST: usize = 100_000;
 }
 
 /// What taking a lock once found.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::link::Link;
 use super::wire::{Answer, Request};
-use crate::lease::backend::{LeaseStore, Listing, OnLost, Renewal};
+use crate::lease::backend::{LeaseStore, Listing, OnLost, RecordedEvents, Renewal};
 use crate::lease::config::CapSetting;
 use crate::lease::error::Error;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
@@ -144,6 +144,15 @@ impl LeaseStore for SshStore {
             dry_run: opts.dry_run,
             include_clock_step: opts.include_clock_step,
             include_work_running: opts.include_work_running,
+        })
+    }
+
+    fn recorded_since(&mut self, from: f64) -> Option<Result<RecordedEvents, Error>> {
+        let request = Request::Events { profile: self.at.profile.clone(), from: from.to_string() };
+        Some(match self.link.call(request, ACT_WITHIN) {
+            Ok(Answer::Events(recorded)) => Ok(*recorded),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) => Err(e),
         })
     }
 

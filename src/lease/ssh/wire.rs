@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lease::backend::{Listing, RemoteListing};
+use crate::lease::backend::{Listing, RecordedEvents, RemoteListing};
 use crate::lease::config::CapSetting;
 use crate::lease::error::{Error, InvalidRegistry, LiveOwners, Missing};
 use crate::lease::location::Location;
@@ -107,6 +107,13 @@ pub enum Request {
     Doctor {
         profile: String,
     },
+    /// The profile's recorded history from `from` on: epoch seconds as text, since a
+    /// number inside this tagged enum does not deserialize (serde_json's
+    /// arbitrary_precision, which the Python-identical floats need, makes it a map).
+    Events {
+        profile: String,
+        from: String,
+    },
     /// Answered at once: how long the answer takes is how far behind the host is.
     Ping,
 }
@@ -117,6 +124,7 @@ pub enum Answer {
     Listing(Box<WireListing>),
     Removal(Removal),
     Doctor(Box<DoctorReport>),
+    Events(Box<RecordedEvents>),
     Subscribed,
     Pong,
 }

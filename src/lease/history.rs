@@ -1,0 +1,139 @@
+//! What happened since a time, recorded: each home's journal (kept by `events --follow
+//! --record`) and the removals its audit file holds that no recorder saw, merged in time
+//! order a line at a time. `events --since` prints it here; `serve --stdio` sends a
+//! home's for `events --since` over `--host`, where it is merged with other hosts'.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::journal::{self, Journal};
+
+/// A source of events, each in time order.
+enum Source {
+    Journal(Box<Journal>),
+    /// Already read (another host's, sent whole).
+    Read(std::vec::IntoIter<Value>),
+}
+
+impl Source {
+    fn next(&mut self) -> Option<Value> {
+        match self {
+            Source::Journal(j) => j.next(),
+            Source::Read(events) => events.next(),
+        }
+    }
+}
+
+/// The merged history; iterate it, then [`History::finish`] for what could not be read.
+pub struct History {
+    heads: Vec<(Source, Option<Value>)>,
+    audited: std::iter::Peekable<std::vec::IntoIter<Value>>,
+    warnings: Vec<String>,
+    /// How many journals there were (none: no recorder ever ran there).
+    pub journals: usize,
+    /// Whether the audit files added any removal no recorder saw.
+    pub audited_any: bool,
+}
+
+/// The history of `homes` from `from` (epoch seconds) on.
+pub fn since(homes: &[PathBuf], from: f64) -> History {
+    let mut warnings = Vec::new();
+    let audited = unrecorded_removals(homes, from, &mut warnings);
+    let mut history = History {
+        heads: Vec::new(),
+        audited_any: !audited.is_empty(),
+        audited: audited.into_iter().peekable(),
+        warnings,
+        journals: 0,
+    };
+    for home in homes {
+        if let Some(mut journal) = journal::read_since(home, from) {
+            let first = journal.next();
+            history.heads.push((Source::Journal(Box::new(journal)), first));
+            history.journals += 1;
+        }
+    }
+    history
+}
+
+impl History {
+    /// Merge in events read elsewhere (in time order), with their own counts.
+    pub fn add_read(&mut self, mut events: Vec<Value>, journals: usize) {
+        events.sort_by(|x, y| ts(x).total_cmp(&ts(y)));
+        self.journals += journals;
+        let mut source = Source::Read(events.into_iter());
+        let first = source.next();
+        self.heads.push((source, first));
+    }
+
+    /// Say what could not be read (another host's, say), with the rest.
+    pub fn warn(&mut self, warning: String) {
+        self.warnings.push(warning);
+    }
+
+    /// The warnings (files skipped, unreadable lines, each naming its file).
+    pub fn finish(self) -> Vec<String> {
+        let mut warnings = self.warnings;
+        for (source, _) in self.heads {
+            if let Source::Journal(j) = source {
+                warnings.extend(j.finish());
+            }
+        }
+        warnings
+    }
+}
+
+impl Iterator for History {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        let next = self
+            .heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, head))| head.as_ref().map(|v| (i, ts(v))))
+            .min_by(|x, y| x.1.total_cmp(&y.1));
+        if let Some(a) = self.audited.peek()
+            && next.is_none_or(|(_, t)| ts(a) <= t)
+        {
+            return self.audited.next();
+        }
+        let (i, _) = next?;
+        let (source, head) = &mut self.heads[i];
+        let line = head.take();
+        *head = source.next();
+        line
+    }
+}
+
+fn ts(v: &Value) -> f64 {
+    v["ts"].as_f64().unwrap_or(0.0)
+}
+
+/// The removals the homes' audit files hold from `from` on that no recorder saw (those
+/// a recorder saw are shown once, from its journal), in time order.
+fn unrecorded_removals(homes: &[PathBuf], from: f64, warnings: &mut Vec<String>) -> Vec<Value> {
+    let mut audited: Vec<Value> = Vec::new();
+    for home in homes {
+        let (events, unread) = journal::audit_since(home, from);
+        audited.extend(events);
+        warnings.extend(unread);
+    }
+    if audited.is_empty() {
+        return audited;
+    }
+    let wanted: HashSet<(String, String)> = audited.iter().filter_map(journal::removal_key).collect();
+    let mut seen = HashSet::new();
+    for home in homes {
+        for v in journal::read_since(home, from).into_iter().flatten() {
+            if let Some(key) = journal::removal_key(&v).filter(|k| wanted.contains(k)) {
+                seen.insert(key);
+            }
+        }
+    }
+    audited.retain(|v| journal::removal_key(v).is_none_or(|k| !seen.contains(&k)));
+    audited.sort_by(|x, y| ts(x).total_cmp(&ts(y)));
+    audited
+}
