@@ -131,3 +131,34 @@ fn a_session_ending_on_another_host_shows_its_lease_as_a_leak_suspect() {
     pty.wait_for("the leak suspect", Duration::from_secs(10), |s| s.contains("LEAK?"));
     pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
 }
+
+/// The console over --host opens with what each host's recorder saw in the last day, read
+/// there, above the live lines (↶), as it does with a local home's.
+#[test]
+fn the_console_opens_with_each_hosts_recorded_history() {
+    use common::process::{Proc, wait_for};
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let recorder = Proc::spawn(
+        "recorder",
+        common::process::leasectl(home.path(), &["events", "--follow", "--record", "-o", "json"]),
+    );
+    let _ = recorder.line(); // following
+    let mut owner = Sleeper::new();
+    acquire(&home, "S-before", &owner);
+    wait_for("the recorder's acquired line", || recorder.line().contains("S-before").then_some(()));
+    owner.kill();
+    drop(recorder);
+    let h = sshd.spec("gw1", home.path());
+    let mut pty = console(&sshd, &[&h], home.path());
+    pty.wait_for("the host's lease", Duration::from_secs(10), |s| s.contains("S-before"));
+    std::thread::sleep(Duration::from_secs(2));
+    // The log's oldest lines: e focuses it, Home goes to its top.
+    pty.send(b"e");
+    std::thread::sleep(Duration::from_millis(500));
+    pty.send(b"\x1b[H");
+    pty.wait_for("gw1's recorded history above the live lines", Duration::from_secs(10), |s| {
+        s.contains("gw1:root ↶ acquired session S-before") && s.contains("recorded before this console opened")
+    });
+    pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(3));
+}

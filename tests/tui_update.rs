@@ -657,6 +657,42 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
     assert!(text(&app).iter().any(|l| l.starts_with("new profile: ") && l.contains("late")), "{:?}", text(&app));
 }
 
+/// Other hosts' recorded history comes later than this host's (read there): it joins the
+/// first part in time order, under one separator, above the live lines.
+#[test]
+fn a_later_history_part_joins_the_first_in_time_order_under_one_separator() {
+    use leasectl::tui::event::{History, HistoryLine};
+    let mut app = app(vec![mixed_root()]);
+    app.log("root", leasectl::tui::event::LogLevel::Info, "live one");
+    let line = |at: f64, profile: &str, text: &str| HistoryLine { at, profile: profile.into(), text: text.into() };
+    let here = History {
+        lines: vec![line(NOW - 300.0, "root", "here 300"), line(NOW - 100.0, "root", "here 100")],
+        warnings: vec![],
+    };
+    update(&mut app, Event::History(here));
+    app.log("root", leasectl::tui::event::LogLevel::Info, "live two");
+    let there = History {
+        lines: vec![line(NOW - 200.0, "gw1:root", "there 200"), line(NOW - 50.0, "gw1:root", "there 50")],
+        warnings: vec!["gw2:root: no recorded history: host gw2 is unreachable".into()],
+    };
+    update(&mut app, Event::History(there));
+    let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        text,
+        [
+            "gw2:root: no recorded history: host gw2 is unreachable",
+            "↶ here 300",
+            "↶ there 200",
+            "↶ here 100",
+            "↶ there 50",
+            "— above: recorded before this console opened (↶); below: live —",
+            "watching /home/op/.hermes/runtime/active_sessions.json (4 leases)",
+            "live one",
+            "live two",
+        ]
+    );
+}
+
 /// On etcd the console logs the watch's events: a lease gone is named as its ender marked
 /// it, and this console's own removal is said once (by its action's line), even when the
 /// watch's event comes before the action's answer.

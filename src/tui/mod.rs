@@ -93,18 +93,101 @@ pub fn read_history(homes: &[PathBuf], now: f64) -> event::History {
         past.extend(newest);
         history.warnings.extend(journal.finish());
     }
+    history.lines = newest_lines(past, now);
+    history
+}
+
+/// The newest [`HISTORY_EVENTS`] of `past`, in time order, as log lines.
+fn newest_lines(mut past: Vec<serde_json::Value>, now: f64) -> Vec<event::HistoryLine> {
     past.sort_by(|a, b| a["ts"].as_f64().unwrap_or(0.0).total_cmp(&b["ts"].as_f64().unwrap_or(0.0)));
     let skip = past.len().saturating_sub(HISTORY_EVENTS);
-    history.lines = past
-        .iter()
+    past.iter()
         .skip(skip)
         .map(|v| event::HistoryLine {
             at: v["ts"].as_f64().unwrap_or(now),
             profile: v["profile"].as_str().unwrap_or("?").to_owned(),
             text: crate::lease::journal::describe(v),
         })
-        .collect();
-    history
+        .collect()
+}
+
+/// How long the history thread waits for a host whose session is still being opened.
+const HOST_HISTORY_WAIT: Duration = Duration::from_secs(20);
+
+/// What the recorders of the hosts in `locations` (`--host`) saw in the day before `now`,
+/// read there (with `every_profile`, each profile the host reports), asked of all at once;
+/// each line named `host:profile`. None without hosts.
+pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> Option<event::History> {
+    let mut asked: Vec<Location> = locations.iter().filter(|l| l.host().is_some()).cloned().collect();
+    if asked.is_empty() {
+        return None;
+    }
+    if every_profile {
+        let mut hosts: Vec<_> = asked.iter().filter_map(|l| l.host().cloned()).collect();
+        hosts.sort_by(|a, b| a.name.cmp(&b.name));
+        hosts.dedup();
+        for host in hosts {
+            let link = crate::lease::ssh::link::Link::to(&host);
+            let profiles = until_connected(|| link.profiles()).unwrap_or_default();
+            asked.extend(
+                profiles
+                    .into_iter()
+                    .map(|profile| Location::Ssh(crate::lease::SshLocation { host: host.clone(), profile })),
+            );
+        }
+        asked.sort_by_key(Location::label);
+        asked.dedup();
+    }
+    let from = now - HISTORY;
+    let answers: Vec<(Location, Result<crate::lease::backend::RecordedEvents, crate::lease::Error>)> =
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = asked
+                .iter()
+                .map(|location| {
+                    scope.spawn(move || {
+                        let answer = crate::lease::open(location, crate::lease::StoreOptions::default()).and_then(
+                            |mut store| {
+                                until_connected(|| store.recorded_since(from).unwrap_or_else(|| Ok(Default::default())))
+                            },
+                        );
+                        (location.clone(), answer)
+                    })
+                })
+                .collect();
+            threads.into_iter().filter_map(|t| t.join().ok()).collect()
+        });
+    let mut history = event::History::default();
+    let mut past = Vec::new();
+    for (location, answer) in answers {
+        match answer {
+            Ok(recorded) => {
+                history.warnings.extend(recorded.warnings.iter().map(|w| format!("{}: {w}", location.label())));
+                past.extend(recorded.events.into_iter().map(|mut v| {
+                    if let Some(fields) = v.as_object_mut() {
+                        fields.insert("profile".into(), location.label().into());
+                    }
+                    v
+                }));
+            }
+            Err(e) => history.warnings.push(format!("{}: no recorded history: {e}", location.label())),
+        }
+    }
+    history.lines = newest_lines(past, now);
+    Some(history)
+}
+
+/// `ask`, again while its host's session is still being opened (the console's own
+/// subscription opens it), for at most [`HOST_HISTORY_WAIT`].
+fn until_connected<T>(mut ask: impl FnMut() -> Result<T, crate::lease::Error>) -> Result<T, crate::lease::Error> {
+    let deadline = std::time::Instant::now() + HOST_HISTORY_WAIT;
+    loop {
+        match ask() {
+            Err(crate::lease::Error::Connecting { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// How long a quitting console waits for its worker's action in flight.
@@ -138,9 +221,14 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     // The history comes on a thread of its own: listing 100,000 profiles for their
     // journals takes 0.3 s, and the first screen does not wait for it.
     let (locations, root, now, history_tx) = (opts.locations.clone(), opts.discover_root.clone(), app.now, tx.clone());
+    let every_profile = opts.discover_hosts;
     std::thread::spawn(move || {
         let history = read_history(&history_homes(&locations, root.as_deref()), now);
         let _ = history_tx.send(Event::History(history));
+        // Other hosts' journals are read there; their lines join these when they come.
+        if let Some(history) = hosts_history(&locations, every_profile, now) {
+            let _ = history_tx.send(Event::History(history));
+        }
     });
     let _ = effects_tx.send(Effect::Reload);
     // The extension's first jobs (the demo's tour) go after the first read.

@@ -14,6 +14,8 @@ use rustc_hash::FxBuildHasher;
 pub const HISTORY_LEN: usize = 300;
 /// Lines kept in the event log.
 pub const LOG_LEN: usize = 10_000;
+/// The line between the recorded history and what this console saw live.
+const HISTORY_SEPARATOR: &str = "— above: recorded before this console opened (↶); below: live —";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegistryState {
@@ -263,6 +265,9 @@ pub struct App {
     /// How far the open dialog's list is scrolled (rows; the view clamps it to the end).
     pub dialog_scroll: usize,
     pub log: VecDeque<LogLine>,
+    /// How many lines at the log's front are the recorded history and its separator
+    /// (a later part, another host's, joins them there).
+    recorded: usize,
     /// The time the screen is rendered for (set from events, never read in view).
     pub now: f64,
     /// The time zone timestamps are shown in.
@@ -319,6 +324,7 @@ impl App {
             details_scroll: 0,
             dialog_scroll: 0,
             log: VecDeque::new(),
+            recorded: 0,
             now,
             tz,
             no_color: false,
@@ -353,6 +359,7 @@ impl App {
     pub fn log_at(&mut self, at: f64, profile: &str, level: LogLevel, text: impl Into<String>) {
         if self.log.len() == LOG_LEN {
             self.log.pop_front();
+            self.recorded = self.recorded.saturating_sub(1);
         }
         self.log.push_back(LogLine { at, profile: profile.to_owned(), text: text.into(), level });
         // Scrolled back: the lines read stay put as new ones arrive.
@@ -403,34 +410,49 @@ impl App {
 
     /// Put what the recorder saw before the console opened above what it has logged
     /// since, marked as such (it is read on a thread of its own and may come late).
+    /// A later part (another host's history, read there) joins the parts before it: one
+    /// list in time order, the newest [`super::HISTORY_EVENTS`], under one separator.
     pub fn prepend_history(&mut self, history: super::event::History) {
         if history.lines.is_empty() && history.warnings.is_empty() {
             return;
         }
-        let mut before: VecDeque<LogLine> = history
-            .warnings
-            .into_iter()
-            .map(|w| LogLine { at: self.now, profile: String::new(), text: w, level: LogLevel::Warn })
-            .collect();
-        if !history.lines.is_empty() {
-            before.extend(history.lines.into_iter().map(|l| LogLine {
-                at: l.at,
-                profile: l.profile,
-                text: format!("↶ {}", l.text),
-                level: LogLevel::Info,
-            }));
+        let mut earlier: Vec<LogLine> = self.log.drain(..self.recorded.min(self.log.len())).collect();
+        if earlier.last().is_some_and(|l| l.text == HISTORY_SEPARATOR) {
+            earlier.pop();
+        }
+        let (mut warnings, mut lines): (Vec<LogLine>, Vec<LogLine>) =
+            earlier.into_iter().partition(|l| l.level == LogLevel::Warn);
+        warnings.extend(history.warnings.into_iter().map(|w| LogLine {
+            at: self.now,
+            profile: String::new(),
+            text: w,
+            level: LogLevel::Warn,
+        }));
+        lines.extend(history.lines.into_iter().map(|l| LogLine {
+            at: l.at,
+            profile: l.profile,
+            text: format!("↶ {}", l.text),
+            level: LogLevel::Info,
+        }));
+        lines.sort_by(|a, b| a.at.total_cmp(&b.at));
+        lines.drain(..lines.len().saturating_sub(super::HISTORY_EVENTS));
+        let mut before: VecDeque<LogLine> = warnings.into();
+        if !lines.is_empty() {
+            before.extend(lines);
             before.push_back(LogLine {
                 at: self.now,
                 profile: String::new(),
-                text: "— above: recorded before this console opened (↶); below: live —".into(),
+                text: HISTORY_SEPARATOR.into(),
                 level: LogLevel::Info,
             });
         }
+        self.recorded = before.len();
         // Counted from the newest line, a scrolled-back view stays on the lines it shows.
         before.append(&mut self.log);
         // The oldest give way, as they do for live lines.
         let over = before.len().saturating_sub(LOG_LEN);
         before.drain(..over);
+        self.recorded = self.recorded.saturating_sub(over);
         self.log = before;
     }
 
