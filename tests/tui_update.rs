@@ -657,6 +657,29 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
     assert!(text(&app).iter().any(|l| l.starts_with("new profile: ") && l.contains("late")), "{:?}", text(&app));
 }
 
+/// A host's first listing, after its session was being opened, names the leases it holds
+/// as there already: nobody acquired them at that moment (the log said "acquired" for each).
+#[test]
+fn a_hosts_first_listing_after_connecting_logs_no_acquires() {
+    use leasectl::lease::ssh::spec::HostSpec;
+    use leasectl::lease::{Error, Location, SshLocation};
+    let at =
+        Location::Ssh(SshLocation { host: HostSpec::parse("gw1=ssh://gw1").expect("spec"), profile: "root".into() });
+    let mut connecting = snap(&at, None, Ok(vec![]));
+    connecting.leases = Err(Error::Connecting { host: "gw1".into() });
+    let mut app = app(vec![connecting]);
+    let held = alive(entry("a1000000000000000000000000000001", "S-held", "cli", 4101, 600.0, None), "hermes");
+    update(&mut app, loaded(vec![snap(&at, None, Ok(vec![held.clone()]))]));
+    let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(text.iter().any(|l| l.starts_with("host-reachable")), "{text:?}");
+    assert!(!text.iter().any(|l| l.starts_with("acquired")), "{text:?}");
+    // Once read, a new lease is acquired.
+    let new = alive(entry("b2000000000000000000000000000002", "S-new", "cli", 4102, 1.0, None), "hermes");
+    update(&mut app, loaded(vec![snap(&at, None, Ok(vec![held, new]))]));
+    let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(text.iter().any(|l| l.starts_with("acquired: session S-new")), "{text:?}");
+}
+
 /// Other hosts' recorded history comes later than this host's (read there): it joins the
 /// first part in time order, under one separator, above the live lines.
 #[test]

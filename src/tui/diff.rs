@@ -66,6 +66,12 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
             }
             return out;
         }
+        // Never read before (a host's session was being opened): what it holds was there
+        // already; nobody acquired it now.
+        (Some(_), Ok(_)) if !old.ever_read => {
+            out.push(change(LogLevel::Info, valid));
+            return out;
+        }
         (Some(_), Ok(l)) => {
             out.push(change(LogLevel::Info, valid));
             l
