@@ -106,7 +106,11 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         // Cut from the left: the end of a path (profile, file) says which registry it is.
         Line::from(fit_left(&where_text(app, &regs), usize::from(cols[0].width))),
         counts_line(app, p, &regs, &unreadable, none_read),
-        Line::from(format!("changed {last}  ·  {}", cap_text(app, &regs))),
+        {
+            let changed = format!("changed {last}  ·  ");
+            let room = usize::from(cols[0].width).saturating_sub(changed.chars().count());
+            Line::from(format!("{changed}{}", cap_text(app, &regs, room)))
+        },
     ];
     frame.render_widget(Paragraph::new(lines), cols[0]);
     render_slots(app, p, &regs, none_read, frame, cols[2]);
@@ -171,8 +175,9 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
     counts
 }
 
-/// The cap of one registry, or each registry's live leases over its cap.
-fn cap_text(app: &App, regs: &[usize]) -> String {
+/// The cap of one registry, or each registry's live leases over its cap in `width`
+/// columns: when not all fit, those over their cap first, and how many more there are.
+fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
     if let [one] = regs {
         let reg = &app.registries[*one];
         return match reg.cap {
@@ -182,16 +187,34 @@ fn cap_text(app: &App, regs: &[usize]) -> String {
             None => "no cap".to_owned(),
         };
     }
-    regs.iter()
+    let mut each: Vec<(bool, String)> = regs
+        .iter()
         .map(|r| {
             let reg = &app.registries[*r];
             let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
             // Over its cap said in words here too, where no gauge shows this registry alone.
-            let over = if reg.cap.is_some_and(|c| c > 0 && reg.live_count() > c) { " OVER CAP" } else { "" };
-            format!("{} {}/{cap}{over}", reg.location.label(), reg.live_count())
+            let over = reg.cap.is_some_and(|c| c > 0 && reg.live_count() > c);
+            let word = if over { " OVER CAP" } else { "" };
+            (over, format!("{} {}/{cap}{word}", reg.location.label(), reg.live_count()))
         })
-        .collect::<Vec<_>>()
-        .join("  ")
+        .collect();
+    let all = each.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("  ");
+    if all.chars().count() <= width {
+        return all;
+    }
+    each.sort_by_key(|(over, _)| !*over);
+    let mut shown = String::new();
+    for (i, (_, text)) in each.iter().enumerate() {
+        let more = format!("+{} more", each.len() - i);
+        let next = if shown.is_empty() { text.clone() } else { format!("{shown}  {text}") };
+        let rest = each.len() - i - 1;
+        let tail = if rest > 0 { format!("  +{rest} more").chars().count() } else { 0 };
+        if next.chars().count() + tail > width {
+            return if shown.is_empty() { more } else { format!("{shown}  {more}") };
+        }
+        shown = next;
+    }
+    shown
 }
 
 /// The slots gauge and the live leases' history, scaled to the cap when there is one.
