@@ -202,11 +202,12 @@ fn recorded_since(home: PathBuf, from: f64) -> RecordedEvents {
     let mut events = std::collections::VecDeque::new();
     let mut left_out = 0;
     for event in history.by_ref() {
+        let Ok(text) = serde_json::value::to_raw_value(&event) else { continue };
         if events.len() == RecordedEvents::MOST {
             events.pop_front();
             left_out += 1;
         }
-        events.push_back(event);
+        events.push_back(text);
     }
     let journals = history.journals;
     RecordedEvents { events: events.into(), journals, left_out, warnings: history.finish() }

@@ -142,17 +142,7 @@ fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut 
         for w in recorded.warnings {
             history.warn(format!("{}: {w}", location.label()));
         }
-        let tagged = recorded
-            .events
-            .into_iter()
-            .map(|mut v| {
-                if let Some(fields) = v.as_object_mut() {
-                    fields.insert("host".into(), host.clone().into());
-                }
-                v
-            })
-            .collect();
-        history.add_read(tagged, recorded.journals);
+        history.add_read(recorded.events, recorded.journals, host);
     }
     unanswered
 }

@@ -7,21 +7,32 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::journal::{self, Journal};
 
 /// A source of events, each in time order.
 enum Source {
     Journal(Box<Journal>),
-    /// Already read (another host's, sent whole).
-    Read(std::vec::IntoIter<Value>),
+    /// Read elsewhere (another host's, sent as JSON text): parsed one at a time, each
+    /// given `host`.
+    Read {
+        events: std::vec::IntoIter<Box<RawValue>>,
+        host: Option<String>,
+    },
 }
 
 impl Source {
     fn next(&mut self) -> Option<Value> {
         match self {
             Source::Journal(j) => j.next(),
-            Source::Read(events) => events.next(),
+            Source::Read { events, host } => events.find_map(|raw| {
+                let mut v: Value = serde_json::from_str(raw.get()).ok()?;
+                if let (Some(fields), Some(host)) = (v.as_object_mut(), host.as_ref()) {
+                    fields.insert("host".into(), host.clone().into());
+                }
+                Some(v)
+            }),
         }
     }
 }
@@ -59,11 +70,11 @@ pub fn since(homes: &[PathBuf], from: f64) -> History {
 }
 
 impl History {
-    /// Merge in events read elsewhere (in time order), with their own counts.
-    pub fn add_read(&mut self, mut events: Vec<Value>, journals: usize) {
-        events.sort_by(|x, y| ts(x).total_cmp(&ts(y)));
+    /// Merge in events read elsewhere (in time order, as JSON text), each named with
+    /// `host`, and count their journals.
+    pub fn add_read(&mut self, events: Vec<Box<RawValue>>, journals: usize, host: Option<String>) {
         self.journals += journals;
-        let mut source = Source::Read(events.into_iter());
+        let mut source = Source::Read { events: events.into_iter(), host };
         let first = source.next();
         self.heads.push((source, first));
     }

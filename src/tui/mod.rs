@@ -162,11 +162,12 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
         match answer {
             Ok(recorded) => {
                 history.warnings.extend(recorded.warnings.iter().map(|w| format!("{}: {w}", location.label())));
-                past.extend(recorded.events.into_iter().map(|mut v| {
-                    if let Some(fields) = v.as_object_mut() {
-                        fields.insert("profile".into(), location.label().into());
-                    }
-                    v
+                // The newest only: each parsed, then given its tab's name.
+                let newest = recorded.events.len().saturating_sub(HISTORY_EVENTS);
+                past.extend(recorded.events[newest..].iter().filter_map(|raw| {
+                    let mut v: serde_json::Value = serde_json::from_str(raw.get()).ok()?;
+                    v.as_object_mut()?.insert("profile".into(), location.label().into());
+                    Some(v)
                 }));
             }
             Err(e) => history.warnings.push(format!("{}: no recorded history: {e}", location.label())),
