@@ -411,7 +411,7 @@ impl App {
     /// Put what the recorder saw before the console opened above what it has logged
     /// since, marked as such (it is read on a thread of its own and may come late).
     /// A later part (another host's history, read there) joins the parts before it: one
-    /// list in time order, the newest [`super::HISTORY_EVENTS`], under one separator.
+    /// list in time order, the newest [`super::history::HISTORY_EVENTS`], under one separator.
     pub fn prepend_history(&mut self, history: super::event::History) {
         if history.lines.is_empty() && history.warnings.is_empty() {
             return;
@@ -435,7 +435,7 @@ impl App {
             level: LogLevel::Info,
         }));
         lines.sort_by(|a, b| a.at.total_cmp(&b.at));
-        lines.drain(..lines.len().saturating_sub(super::HISTORY_EVENTS));
+        lines.drain(..lines.len().saturating_sub(super::history::HISTORY_EVENTS));
         let mut before: VecDeque<LogLine> = warnings.into();
         if !lines.is_empty() {
             before.extend(lines);

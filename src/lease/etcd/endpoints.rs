@@ -190,7 +190,7 @@ pub(super) fn in_words(e: &etcd_client::Error) -> String {
         E::GRpcStatus(status) => {
             let message = status.message();
             // tonic's transport message is "tcp connect error"; the OS says why, at the end
-            // of the chain ("Connection refused (os error 111)": its kind is the words).
+            // of the chain ("Connection refused (os error 111)", said without the number).
             let root = std::error::Error::source(status).map(|s| {
                 let mut inner: &dyn std::error::Error = s;
                 while let Some(next) = inner.source() {
