@@ -6,13 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::event;
-use super::state::App;
+use super::state::{App, HISTORY_EVENTS};
 use crate::lease::Location;
 
 /// How far back the event log starts, from the recorder's journals.
 pub(super) const HISTORY: f64 = 24.0 * 3600.0;
-/// At most this many recorded events are loaded (the newest).
-pub(super) const HISTORY_EVENTS: usize = 500;
 
 /// Put what the recorder (`events --follow --record`) saw in the last day at the top of
 /// the event log, marked as from before this console opened.

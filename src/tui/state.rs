@@ -14,6 +14,8 @@ use rustc_hash::FxBuildHasher;
 pub const HISTORY_LEN: usize = 300;
 /// Lines kept in the event log.
 pub const LOG_LEN: usize = 10_000;
+/// At most this many recorded events are shown above the live ones (the newest).
+pub const HISTORY_EVENTS: usize = 500;
 /// The line between the recorded history and what this console saw live.
 const HISTORY_SEPARATOR: &str = "— above: recorded before this console opened (↶); below: live —";
 
@@ -411,7 +413,7 @@ impl App {
     /// Put what the recorder saw before the console opened above what it has logged
     /// since, marked as such (it is read on a thread of its own and may come late).
     /// A later part (another host's history, read there) joins the parts before it: one
-    /// list in time order, the newest [`super::history::HISTORY_EVENTS`], under one separator.
+    /// list in time order, the newest [`HISTORY_EVENTS`], under one separator.
     pub fn prepend_history(&mut self, history: super::event::History) {
         if history.lines.is_empty() && history.warnings.is_empty() {
             return;
@@ -435,7 +437,7 @@ impl App {
             level: LogLevel::Info,
         }));
         lines.sort_by(|a, b| a.at.total_cmp(&b.at));
-        lines.drain(..lines.len().saturating_sub(super::history::HISTORY_EVENTS));
+        lines.drain(..lines.len().saturating_sub(HISTORY_EVENTS));
         let mut before: VecDeque<LogLine> = warnings.into();
         if !lines.is_empty() {
             before.extend(lines);
