@@ -288,7 +288,7 @@ fn must_name(action: &str, rel: &str) -> bool {
             registry.contains(&rel) || audit.contains(&rel)
         }
         "repair" => registry.contains(&rel),
-        "events" | "console" => rel.starts_with("logs/leasectl-events.jsonl") || rel == "logs",
+        "events" | "console" | "served-events" => rel.starts_with("logs/leasectl-events.jsonl") || rel == "logs",
         "doctor" => rel == "config.yaml" || rel.starts_with("state.db") || registry[..2].contains(&rel),
         _ => false,
     }
@@ -316,6 +316,7 @@ fn check(action: &str, rel: &str, plant: Plant) -> Vec<String> {
         "served-prune" => run(&w.home, &["--host", "--all-profiles", "prune"]),
         "served-force-release" => run(&w.home, &["--host", "force-release", "--session", "S-dead"]),
         "served-ls" => run(&w.home, &["--host", "--all-profiles", "ls"]),
+        "served-events" => run(&w.home, &["--host", "events", "--since", "24h"]),
         "console" => Ok(console(&w)),
         other => panic!("no action {other}"),
     };
@@ -482,11 +483,13 @@ fn the_consoles_actions_stay_in_the_home() {
 }
 
 /// The same home served over `--host` (`leasectl serve --stdio`, as root on the host):
-/// its prune, force-release and listings stay in the home and name what they refuse.
+/// its prune, force-release, listings and recorded events stay in the home and name what
+/// they refuse.
 #[test]
-fn a_served_homes_prune_force_release_and_listing_stay_in_the_home() {
+fn a_served_homes_prune_force_release_listing_and_events_stay_in_the_home() {
     needs_root!();
     matrix("served-prune");
     matrix("served-force-release");
     matrix("served-ls");
+    matrix("served-events");
 }

@@ -294,6 +294,11 @@ fn events_since_merges_every_hosts_recorded_history() {
     let out = run(&sshd, &["--host", &closed, "--host", &hb, "events", "--since", "1h", "-o", "tsv"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.contains("gw2:root") && out.stderr.contains("host closed is unreachable"), "{out:?}");
+    // A host where nothing was ever recorded: said, not an empty answer.
+    let blank = Home::new();
+    let out = run(&sshd, &["--host", &sshd.spec("gw3", blank.path()), "events", "--since", "1h"]);
+    out.expect_exit(0);
+    assert!(out.stdout.is_empty() && out.stderr.contains("no events recorded on these hosts"), "{out:?}");
     drop(recorder);
 }
 
