@@ -52,7 +52,7 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
     let open = match next_line(&mut input) {
         Some(Ok(ClientLine::Open(open))) => open,
         Some(Ok(_)) => return refuse(&out, "the first request must open a home".into()),
-        Some(Err(e)) => return refuse(&out, e),
+        Some(Err(e)) => return refuse(&out, e.why),
         None => return 0,
     };
     if open.protocol != PROTOCOL {
@@ -92,7 +92,18 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
         let (id, request) = match line {
             Ok(ClientLine::Request { id, request }) => (id, request),
             Ok(ClientLine::Open(_)) => continue,
-            Err(e) => return refuse(&out, e),
+            Err(NotUnderstood { unknown: Some((id, op)), .. }) => {
+                let why = format!(
+                    "leasectl {VERSION} on {} does not know the request {op:?} (the client's leasectl is newer): install \
+                     the same leasectl on both",
+                    crate::lease::owner::hostname()
+                );
+                if !send(&out, &ServerLine::Answer { id, answer: Err(WireError::Unsupported(why)) }) {
+                    return 1;
+                }
+                continue;
+            }
+            Err(e) => return refuse(&out, e.why),
         };
         let answer = server.answer(request, &out).map_err(WireError::of);
         if !send(&out, &ServerLine::Answer { id, answer }) {
@@ -117,13 +128,27 @@ fn refuse(out: &Out, why: String) -> i32 {
     1
 }
 
-fn next_line<R: BufRead>(input: &mut R) -> Option<Result<ClientLine, String>> {
+/// A line that is not a request this leasectl knows.
+struct NotUnderstood {
+    why: String,
+    /// A well-formed request of an op this leasectl does not know (a newer client's):
+    /// its id and op, to be answered as such while the session goes on.
+    unknown: Option<(u64, String)>,
+}
+
+fn next_line<R: BufRead>(input: &mut R) -> Option<Result<ClientLine, NotUnderstood>> {
     let mut buf = Vec::new();
+    let not = |why: String| NotUnderstood { why, unknown: None };
     match <&mut R as std::io::Read>::take(input, MAX_REQUEST).read_until(b'\n', &mut buf) {
         Ok(0) => None,
-        Ok(_) if !buf.ends_with(b"\n") => Some(Err("a request line too long, or cut off".into())),
-        Ok(_) => Some(serde_json::from_slice(&buf).map_err(|e| format!("a request that is not understood: {e}"))),
-        Err(e) => Some(Err(format!("cannot read the requests: {e}"))),
+        Ok(_) if !buf.ends_with(b"\n") => Some(Err(not("a request line too long, or cut off".into()))),
+        Ok(_) => Some(serde_json::from_slice(&buf).map_err(|e| {
+            let v: serde_json::Value = serde_json::from_slice(&buf).unwrap_or_default();
+            let request = &v["request"];
+            let unknown = request["id"].as_u64().zip(request["request"]["op"].as_str().map(str::to_owned));
+            NotUnderstood { why: format!("a request that is not understood: {e}"), unknown }
+        })),
+        Err(e) => Some(Err(not(format!("cannot read the requests: {e}")))),
     }
 }
 

@@ -119,6 +119,14 @@ fn a_home_is_opened_and_requests_are_answered_as_data() {
     assert!(answer["Err"]["refused"].as_str().is_some_and(|m| m.contains("no profile planted")), "{answer}");
     let answer = server.ask(5, json!({"op": "ping"}));
     assert_eq!(answer["Ok"], "pong", "{answer}");
+    // A request this leasectl does not know (a newer client's) is answered as such, by its
+    // id, and the session goes on: one new request must not end a rollout's sessions.
+    let answer = server.ask(7, json!({"op": "rebalance", "profile": "root"}));
+    let said = answer["Err"]["unsupported"].as_str().unwrap_or_default();
+    assert!(said.contains("\"rebalance\"") && said.contains(env!("CARGO_PKG_VERSION")), "{answer}");
+    assert!(said.contains("install the same leasectl on both"), "{answer}");
+    let answer = server.ask(8, json!({"op": "events", "profile": "root", "from": "0"}));
+    assert!(answer["Ok"]["events"].is_object(), "the session goes on: {answer}");
 
     // A line that is not the protocol ends the session with why.
     writeln!(server.input, "rm -rf /").expect("write");
