@@ -493,3 +493,51 @@ fn a_served_homes_prune_force_release_listing_and_events_stay_in_the_home() {
     matrix("served-ls");
     matrix("served-events");
 }
+
+/// The inodes `pid`'s inotify watches are on (`/proc/PID/fdinfo`: `inotify wd:.. ino:HEX`).
+fn watched_inodes(pid: u32) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for fd in fs::read_dir(format!("/proc/{pid}/fdinfo")).into_iter().flatten().flatten() {
+        let text = fs::read_to_string(fd.path()).unwrap_or_default();
+        for line in text.lines().filter(|l| l.starts_with("inotify wd:")) {
+            let ino = line.split_whitespace().find_map(|w| w.strip_prefix("ino:"));
+            inodes.extend(ino.and_then(|h| u64::from_str_radix(h, 16).ok()));
+        }
+    }
+    inodes
+}
+
+/// A `runtime/` or `profiles/` the home's owner made a symlink to another directory (a
+/// busy one, or one of root's) is not watched through: root's follower would be woken by
+/// every change there. The home itself is watched instead (what leasectl reads there is
+/// refused anyway).
+#[test]
+fn a_symlinked_runtime_or_profiles_is_not_watched_through() {
+    let w = World::new();
+    let elsewhere = w.outside.join("dir");
+    fs::remove_dir_all(w.home.join("runtime")).expect("runtime");
+    symlink(&elsewhere, w.home.join("runtime")).expect("runtime -> outside");
+    fs::rename(w.home.join("profiles"), w.outside.join("profiles")).expect("profiles away");
+    symlink(w.outside.join("profiles"), w.home.join("profiles")).expect("profiles -> outside");
+    let mut follower = command(&w.home, &["--all-profiles", "ls", "-w"]).spawn().expect("ls -w");
+    let pid = follower.id();
+    let mut watched = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    // The watcher is armed once the listing is out; wait for its watches to show.
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+        watched = watched_inodes(pid);
+        if !watched.is_empty() {
+            std::thread::sleep(Duration::from_millis(300));
+            watched = watched_inodes(pid);
+            break;
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let ino = |p: &Path| fs::metadata(p).map(|m| m.ino()).expect("inode");
+    assert!(watched.contains(&ino(&w.home)), "the home is watched: {watched:?}");
+    for target in [elsewhere, w.outside.join("profiles"), w.outside.join("profiles/p1/runtime")] {
+        assert!(!watched.contains(&ino(&target)), "{} is watched through a symlink: {watched:?}", target.display());
+    }
+}

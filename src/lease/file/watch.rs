@@ -33,21 +33,28 @@ impl FileWatch {
     /// the nearest existing ancestor of each one that does not exist yet.
     pub fn desired(&self) -> BTreeSet<PathBuf> {
         let mut out = BTreeSet::new();
-        let mut wanted: Vec<PathBuf> = Vec::new();
+        let mut wanted: Vec<(PathBuf, Option<&str>)> = Vec::new();
         for h in self.homes() {
-            wanted.push(h.join("runtime"));
-            wanted.push(h);
+            wanted.push((h.clone(), Some("runtime")));
+            wanted.push((h, None));
         }
         if self.discover {
-            wanted.push(self.root.join("profiles"));
+            wanted.push((self.root.clone(), Some("profiles")));
         }
-        for w in wanted {
-            if let Some(existing) = nearest_existing(&w) {
+        for (base, inner) in wanted {
+            // A directory inside a home is watched only as itself: one its owner made a
+            // symlink (to a busy directory, or root's) is not followed; the home is watched.
+            let inner = inner.map(|name| base.join(name)).filter(|p| is_real_dir(p));
+            if let Some(existing) = inner.or_else(|| nearest_existing(&base)) {
                 out.insert(existing);
             }
         }
         out
     }
+}
+
+fn is_real_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
 fn nearest_existing(p: &Path) -> Option<PathBuf> {
