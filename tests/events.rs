@@ -125,3 +125,30 @@ fn event_leases_say_conflict_as_ls_does() {
     let acquired = watch.json_line();
     assert_eq!((acquired["event"].as_str(), acquired["lease"]["conflict"].as_bool()), (Some("acquired"), Some(true)));
 }
+
+/// An owner that crashes and is pruned by its successor's acquire (one write: the dead
+/// owner's lease out, the new one in) is `pruned`, not `released`: nobody released it,
+/// and the recorder's journal keeps what the follower says. A write that only removes a
+/// live owner's lease is not a prune.
+#[test]
+fn a_crashed_owner_pruned_by_its_successors_acquire_is_pruned_not_released() {
+    let home = Home::new();
+    hermes_write(&home, &[]);
+    let events = home.spawn("events -f", &["events", "--follow", "-o", "json"]);
+    assert_eq!(str_of(&events.json_line(), "event"), "following");
+    let mut crashed = Sleeper::new();
+    home.acquire_ok(&["S-crash", "--owner-pid", &crashed.pid().to_string()]);
+    assert_eq!(event_of(&events.json_line()), ("acquired".to_owned(), "S-crash".to_owned()));
+    // Within the follower's re-judge interval: it last saw the owner alive.
+    crashed.kill();
+    let successor = Sleeper::new();
+    home.acquire_ok(&["S-crash", "--owner-pid", &successor.pid().to_string()]);
+    let mut said = vec![event_of(&events.json_line()), event_of(&events.json_line())];
+    said.sort();
+    assert_eq!(said, [("acquired".to_owned(), "S-crash".to_owned()), ("pruned".to_owned(), "S-crash".to_owned())]);
+    // A write that only removes a live owner's lease is not a prune (here the audit file
+    // says who force-released it).
+    let id = home.lease_ids()[0].clone();
+    home.run(&["force-release", &id, "--live"]).expect_exit(0);
+    assert_eq!(event_of(&events.json_line()), ("force-released".to_owned(), "S-crash".to_owned()));
+}

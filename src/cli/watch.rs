@@ -141,12 +141,14 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             let after = path.as_deref().and_then(lease::FileVersion::of);
             let versions = path.as_ref().and_then(|p| replaced.remove(p)).unwrap_or_default();
             let gap = seen.unseen(&versions);
+            // Every version but the one read now was read before: one write between.
+            let one_write = gap == 0 && !versions.is_empty();
             // Known exactly only when nothing replaced the file while it was read.
             seen.read_version = before.filter(|_| before == after);
             let lines = if store.location().is_remote() {
                 seen.remote_events(listing, std::mem::take(&mut remote), f)
             } else {
-                seen.events(listing, gap, f)
+                seen.events(listing, gap, one_write, f)
             };
             for line in &lines {
                 emit(store.location(), line, f);
@@ -223,7 +225,7 @@ impl Seen {
 
     /// The lines one reading gives: versions missed (`unseen`), a cap changed, the
     /// file turning invalid or valid, and each lease event `f` selects.
-    fn events(&mut self, listing: lease::Listing, unseen: usize, f: &Follow) -> Vec<Value> {
+    fn events(&mut self, listing: lease::Listing, unseen: usize, one_write: bool, f: &Follow) -> Vec<Value> {
         let location = listing.location;
         let mut lines: Vec<Value> = Vec::new();
         if unseen > 0 {
@@ -295,6 +297,13 @@ impl Seen {
             }
             Some(old) => changes::between(old, &views),
         };
+        let mut events = events;
+        if one_write {
+            let mut prober = lease::Prober::new();
+            changes::prunes_of_an_acquire(&mut events, |v| {
+                !matches!(prober.judge(&v.entry), lease::Liveness::Alive | lease::Liveness::Unknown(_))
+            });
+        }
         // Filtered after the diff: an owner dying is shown under --liveness dead.
         let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
         lines.extend(lease_events(&location, &events, &views));

@@ -101,6 +101,20 @@ pub fn present(views: &[LeaseView]) -> Vec<LeaseEvent> {
     views.iter().map(|v| LeaseEvent { kind: EventKind::Present, view: v.clone() }).collect()
 }
 
+/// In one write that acquired a lease, a lease gone whose owner `ended` (dead or recycled
+/// now) was pruned by that acquire (the fence removes them first), not released: say so.
+/// Only for one write: across several, a release and a later acquire look the same.
+pub fn prunes_of_an_acquire(events: &mut [LeaseEvent], mut ended: impl FnMut(&LeaseView) -> bool) {
+    if !events.iter().any(|e| e.kind == EventKind::Acquired) {
+        return;
+    }
+    for e in events.iter_mut().filter(|e| e.kind == EventKind::Released) {
+        if ended(&e.view) {
+            e.kind = EventKind::Pruned;
+        }
+    }
+}
+
 /// The changes from `old` to `new`, owned: gone leases first (in old order), then new
 /// and changed ones (in new order).
 pub fn between(old: &[LeaseView], new: &[LeaseView]) -> Vec<LeaseEvent> {
@@ -170,5 +184,20 @@ mod tests {
             ]
         );
         assert!(between(&new, &new).is_empty(), "no change, no event");
+    }
+
+    #[test]
+    fn a_lease_gone_in_the_write_of_an_acquire_is_pruned_only_if_its_owner_ended() {
+        let old = [view("a", Liveness::Alive), view("b", Liveness::Alive)];
+        let with_acquire = [view("n", Liveness::Alive)];
+        let ended = |v: &LeaseView| v.entry.lease_id() == "a";
+        let mut events = between(&old, &with_acquire);
+        prunes_of_an_acquire(&mut events, ended);
+        let expected = [("a", EventKind::Pruned), ("b", EventKind::Released), ("n", EventKind::Acquired)];
+        assert_eq!(kinds(&events), expected, "b's owner lives: not the fence's");
+        // Without an acquire in the write, a removal is not the fence's.
+        let mut events = between(&old, &[]);
+        prunes_of_an_acquire(&mut events, ended);
+        assert_eq!(kinds(&events), [("a", EventKind::Released), ("b", EventKind::Released)]);
     }
 }

@@ -27,7 +27,7 @@ impl Seen {
             // From this reading on, the watch's events say the rest.
             self.said_up_to = revision.or(self.said_up_to);
             let before = self.last.clone();
-            let mut compared = self.events(listing, 0, f);
+            let mut compared = self.events(listing, 0, false, f);
             if resync && before.is_some() {
                 lines.push(registry_event(
                     &location,
@@ -71,7 +71,7 @@ impl Seen {
         // still on their way, and they must be said when they come.
         self.said_up_to = Some(said);
         // Liveness from the reading (an owner on this host dying); leases from the watch.
-        let mut compared = self.events(listing, 0, f);
+        let mut compared = self.events(listing, 0, false, f);
         compared.retain(|line| {
             let kind = line["event"].as_str().unwrap_or("");
             !["acquired", "released", "pruned", "updated", "force-released"].contains(&kind)
