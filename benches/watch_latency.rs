@@ -117,7 +117,7 @@ fn run(n: usize, profiles: usize, changes: usize) -> (Vec<Sample>, f64) {
         discover_root: discover_root.clone(),
         debounce: DEBOUNCE,
     };
-    spawn_watcher(&scope, tx).expect("start the watcher");
+    spawn_watcher(&scope, tx, Default::default()).expect("start the watcher");
     let worker =
         Worker::new(Scope { locations: vec![location], discover_root, discover_hosts: false }, LOCK_TIMEOUT, None);
     let mut console =

@@ -218,3 +218,53 @@ fn a_full_read_of_many_profiles_arrives_in_parts_in_tab_order() {
     let mut none = |_| true;
     assert!(!worker.reload_in_parts(&mut none));
 }
+
+/// A crashed owner's lease that its successor's acquire pruned (one write: that lease out,
+/// the successor's in) is logged `pruned`, not `released`: the worker counts the writes a
+/// reading spans from the change feed's replaced versions (found reading the demo tour:
+/// its log said released beside "GRANTED after pruning 1 dead owner").
+#[test]
+fn a_crashed_owner_pruned_by_an_acquire_is_logged_pruned() {
+    use leasectl::tui::event::Event;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    let mut crashed = std::process::Command::new("sleep").arg("600").spawn().expect("an owner");
+    let req = |pid: u32| AcquireRequest {
+        session_id: "S-crash".into(),
+        surface: Some("cli".into()),
+        metadata: Map::new(),
+        owner_pid: u64::from(pid),
+        cap: None,
+        track_liveness: true,
+        lock_timeout: Duration::from_secs(5),
+    };
+    lease::acquire(&root, &req(crashed.id())).expect("granted");
+    let location = Location::File(root.clone());
+    let scope = Scope { locations: vec![location.clone()], discover_root: None, discover_hosts: false };
+    let mut worker = Worker::new(scope, Duration::from_secs(2), None);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watch =
+        lease::WatchScope { locations: vec![location.clone()], discover_root: None, debounce: leasectl::tui::DEBOUNCE };
+    leasectl::tui::sources::spawn_watcher(&watch, tx, worker.replaced()).expect("the change feed");
+    std::thread::sleep(Duration::from_millis(200));
+    let mut app = leasectl::tui::state::App::new(vec![location], lease::now(), jiff::tz::TimeZone::UTC);
+    leasectl::tui::update::update(&mut app, Event::Loaded(worker.reload()));
+
+    let _ = crashed.kill();
+    let _ = crashed.wait();
+    let successor = std::process::Command::new("sleep").arg("600").spawn().expect("a successor");
+    lease::acquire(&root, &req(successor.id())).expect("granted after pruning the dead owner");
+    let changed = loop {
+        match rx.recv_timeout(Duration::from_secs(5)).expect("the change's event") {
+            Event::FsChanged(paths) => break paths,
+            _ => continue,
+        }
+    };
+    leasectl::tui::update::update(&mut app, Event::Loaded(worker.reload_changed(&changed)));
+    let log: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(log.iter().any(|l| l.starts_with("pruned: session S-crash")), "{log:?}");
+    assert!(!log.iter().any(|l| l.starts_with("released")), "{log:?}");
+    let mut successor = successor;
+    let _ = successor.kill();
+    let _ = successor.wait();
+}

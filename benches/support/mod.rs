@@ -190,6 +190,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         lock_holder: None,
         sessions: None,
         lag: None,
+        pruned_by_acquire: vec![],
     }
 }
 

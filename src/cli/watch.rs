@@ -208,19 +208,9 @@ impl Seen {
     }
 
     /// How many versions of the file were never read, of those replaced since the last
-    /// reading: all but the one read now, and but any that was the one read last time (its
-    /// event can come after that reading, as a burst gathers or the re-judge tick reads).
-    ///
-    /// A version is looked at when its event is handled, which can be after the next one
-    /// replaced it: then two events name the later version, and the earlier may well be
-    /// the one read last time. Only what is certain is said ("at least N"), so such a
-    /// repeat is credited to the version read before when no event names it.
+    /// reading ([`lease::FileVersion::unseen`]).
     fn unseen(&self, replaced: &[Option<lease::FileVersion>]) -> usize {
-        let named_read_before = replaced.iter().any(|v| v.is_some() && *v == self.read_version);
-        let repeated = replaced.iter().enumerate().any(|(i, v)| v.is_some() && replaced[..i].contains(v));
-        let read_before = usize::from(named_read_before || (self.read_version.is_some() && repeated));
-        // The last replacement made the version read now, seen or not when its event came.
-        replaced.len().saturating_sub(read_before + usize::from(!replaced.is_empty()))
+        lease::FileVersion::unseen(self.read_version, replaced)
     }
 
     /// The lines one reading gives: versions missed (`unseen`), a cap changed, the

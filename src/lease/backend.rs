@@ -219,6 +219,23 @@ impl FileVersion {
         let m = std::fs::symlink_metadata(path).ok()?;
         Some(FileVersion { ino: m.ino(), ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()) })
     }
+
+    /// How many versions of a file were never read, of those `replaced` since the last
+    /// reading (which read `read_before`, when known): all but the one read now, and but
+    /// any that was the one read last time (its event can come after that reading, as a
+    /// burst gathers or a re-judge tick reads).
+    ///
+    /// A version is looked at when its event is handled, which can be after the next one
+    /// replaced it: then two events name the later version, and the earlier may well be
+    /// the one read last time. Only what is certain is said ("at least N"), so such a
+    /// repeat is credited to the version read before when no event names it.
+    pub fn unseen(read_before: Option<FileVersion>, replaced: &[Option<FileVersion>]) -> usize {
+        let named_read_before = replaced.iter().any(|v| v.is_some() && *v == read_before);
+        let repeated = replaced.iter().enumerate().any(|(i, v)| v.is_some() && replaced[..i].contains(v));
+        let read_before = usize::from(named_read_before || (read_before.is_some() && repeated));
+        // The last replacement made the version read now, seen or not when its event came.
+        replaced.len().saturating_sub(read_before + usize::from(!replaced.is_empty()))
+    }
 }
 
 /// What to watch: these locations, and (files) new profiles under `discover_root`.

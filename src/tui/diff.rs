@@ -81,6 +81,12 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     // The one diff every follower uses, and its event names (as `events` and `ls -w`
     // print them); acquisitions and changes before the leases gone.
     let mut found = changes::diff(&old.leases, leases);
+    // Gone in the one write of an acquire, its owner dead now: the fence pruned it.
+    for c in found.iter_mut().filter(|c| c.kind == EventKind::Released) {
+        if new.pruned_by_acquire.iter().any(|id| id == c.lease.entry.lease_id()) {
+            c.kind = EventKind::Pruned;
+        }
+    }
     // On etcd, leases coming and going are the watch's to say (each once, named as they
     // ended); a reading adds only what the watch cannot see: owners dying on this host.
     if old.location.is_remote() {

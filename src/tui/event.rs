@@ -128,6 +128,9 @@ pub struct RegistrySnapshot {
     pub sessions: Option<Arc<Contexts>>,
     /// How far behind its answers are, when noticeably (a slow host over --host).
     pub lag: Option<std::time::Duration>,
+    /// Leases gone since the last reading that an acquire pruned (one write took them out
+    /// and put a lease in; their owners are dead now): not released.
+    pub pruned_by_acquire: Vec<String>,
 }
 
 /// A process holding a registry lock.

@@ -20,6 +20,7 @@ pub mod time;
 pub mod update;
 pub mod view;
 pub mod worker;
+pub mod writes;
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -68,13 +69,14 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     let has_runner = runner.is_some();
     let worker = worker::Worker::new(scope, opts.lock_timeout, runner).with_idle_threshold(opts.idle_threshold);
     let stop_worker = worker.stopper();
+    let replaced = worker.replaced();
     let worker = worker::spawn(worker, effects_rx, tx.clone());
     let watch = crate::lease::WatchScope {
         locations: opts.locations.clone(),
         discover_root: opts.discover_root.clone(),
         debounce: DEBOUNCE,
     };
-    sources::spawn_watcher(&watch, tx.clone()).map_err(std::io::Error::other)?;
+    sources::spawn_watcher(&watch, tx.clone(), replaced).map_err(std::io::Error::other)?;
     sources::spawn_tick(tx.clone(), TICK);
 
     let mut app = App::new(opts.locations.clone(), crate::lease::now(), time::local_zone());

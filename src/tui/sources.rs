@@ -50,7 +50,11 @@ pub fn spawn_tick(tx: Sender<Event>, every: Duration) {
 }
 
 /// The registries' change feed (files and etcd alike), as console events.
-pub fn spawn_watcher(scope: &crate::lease::WatchScope, tx: Sender<Event>) -> Result<(), crate::lease::Error> {
+pub fn spawn_watcher(
+    scope: &crate::lease::WatchScope,
+    tx: Sender<Event>,
+    replaced: super::writes::Replaced,
+) -> Result<(), crate::lease::Error> {
     let tx = std::sync::Mutex::new(tx);
     crate::lease::watch(
         scope,
@@ -58,8 +62,17 @@ pub fn spawn_watcher(scope: &crate::lease::WatchScope, tx: Sender<Event>) -> Res
             let event = match change {
                 Change::Files(paths) => Event::FsChanged(paths),
                 Change::Remote(changes) => Event::RemoteChanged(changes),
-                // The console shows the registry as it is; the versions between are the feed's.
-                Change::Replaced(..) => return true,
+                // Noted for the worker's next reading of that file (which writes it spans);
+                // it comes before the change's own event.
+                Change::Replaced(path, versions) => {
+                    replaced
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .entry(path)
+                        .or_default()
+                        .extend(versions);
+                    return true;
+                }
             };
             tx.lock().is_ok_and(|tx| tx.send(event).is_ok())
         }),

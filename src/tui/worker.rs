@@ -58,6 +58,10 @@ pub struct Worker {
     audit_failures: Arc<std::sync::Mutex<Vec<String>>>,
     /// The first whole read is done: profiles found after it are new ones.
     first_read_done: bool,
+    /// Which writes each reading spans (the change feed notes the versions replaced).
+    writes: super::writes::Writes,
+    /// By store: leases its last reading found pruned by an acquire, for its snapshot.
+    pruned: HashMap<usize, Vec<String>>,
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -77,6 +81,24 @@ fn owners_differ(
                     || x.rss_bytes.abs_diff(y.rss_bytes) * 20 >= y.rss_bytes.max(1)
             })
         })
+}
+
+/// The pids of the live owners on this host (`host`) in `listings`, sorted: those whose
+/// details are looked up. Owners on another host (--host) are described by that host.
+fn local_owner_pids(listings: &[Listing], host: &str) -> Vec<u64> {
+    let mut pids: Vec<u64> = listings
+        .iter()
+        .filter(|l| l.location.host().is_none())
+        .filter_map(|l| l.leases.as_ref().ok())
+        .flatten()
+        // A dead owner has no process to describe: its death changes this set, so the
+        // details of a pid that is gone are never shown from before.
+        .filter(|v| v.remote.as_ref().is_none_or(|r| r.host == host) && !matches!(v.liveness, lease::Liveness::Dead(_)))
+        .map(|v| v.entry.pid())
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
 }
 
 /// How often a console looks at `/proc/locks`.
@@ -106,7 +128,26 @@ impl Worker {
             sessions: SessionCache::default(),
             audit_failures: Arc::default(),
             first_read_done: false,
+            writes: super::writes::Writes::default(),
+            pruned: HashMap::new(),
         }
+    }
+
+    /// Where the change feed notes the registry versions it saw replaced.
+    pub fn replaced(&self) -> super::writes::Replaced {
+        Arc::clone(&self.writes.replaced)
+    }
+
+    /// Read store `index` (one of `stores`), noting the leases an acquire pruned since its
+    /// last reading.
+    fn read(&mut self, index: usize) -> Listing {
+        let (listing, pruned) = self.writes.read(index, self.stores[index].as_mut());
+        if pruned.is_empty() {
+            self.pruned.remove(&index);
+        } else {
+            self.pruned.insert(index, pruned);
+        }
+        listing
     }
 
     /// A flag that, set, makes a read in progress stop at the next registry (quit).
@@ -201,7 +242,8 @@ impl Worker {
         self.open_new();
         let stop = Arc::clone(&self.stop);
         let still = |_: &_| !stop.load(std::sync::atomic::Ordering::Relaxed);
-        let listings: Vec<Listing> = self.stores.iter_mut().take_while(still).map(|s| s.read()).collect();
+        let count = self.stores.len();
+        let listings: Vec<Listing> = (0..count).take_while(|_| still(&())).map(|i| self.read(i)).collect();
         let loaded = self.snapshots(listings);
         self.first_read_done = true;
         loaded
@@ -219,7 +261,7 @@ impl Worker {
                 return false;
             }
             let end = (start + RELOAD_PART).min(count);
-            let listings: Vec<Listing> = self.stores[start..end].iter_mut().map(|s| s.read()).collect();
+            let listings: Vec<Listing> = (start..end).map(|i| self.read(i)).collect();
             let loaded = self.snapshots_from(start, listings);
             if !send(loaded) {
                 return false;
@@ -246,8 +288,9 @@ impl Worker {
             // Remote locations have their own feed: a file change says nothing of them.
             _ => false,
         };
-        let listings: Vec<Listing> =
-            self.stores.iter_mut().map(|s| if touched(s.location()) { s.read() } else { s.rejudge() }).collect();
+        let listings: Vec<Listing> = (0..self.stores.len())
+            .map(|i| if touched(self.stores[i].location()) { self.read(i) } else { self.stores[i].rejudge() })
+            .collect();
         self.snapshots(listings)
     }
 
@@ -300,19 +343,7 @@ impl Worker {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
         let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
-        // Owners on another host (--host) are described by that host.
-        let mut pids: Vec<u64> = listings
-            .iter()
-            .filter(|l| l.location.host().is_none())
-            .filter_map(|l| l.leases.as_ref().ok())
-            .flatten()
-            // A dead owner has no process to describe: its death changes this set, so the
-            // details of a pid that is gone are never shown from before.
-            .filter(|v| local(v) && !matches!(v.liveness, lease::Liveness::Dead(_)))
-            .map(|v| v.entry.pid())
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
+        let pids = local_owner_pids(&listings, &host);
         let owners_due = self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY);
         if owners_due || pids != self.owner_pids {
             self.owner_infos = self.lookup_owners(&pids);
@@ -331,11 +362,13 @@ impl Worker {
         let at = lease::now();
         let idle_given = self.sessions.idle_given;
         let sessions = &mut self.sessions;
+        let pruned: Vec<Vec<String>> = range.clone().map(|i| self.pruned.remove(&i).unwrap_or_default()).collect();
         let snapshots = listings
             .into_iter()
             .zip(holders)
             .zip(lags.into_iter().chain(std::iter::repeat(None)))
-            .map(|((l, lock_holder), lag)| {
+            .zip(pruned)
+            .map(|(((l, lock_holder), lag), pruned_by_acquire)| {
                 let remote_owners: Option<HashMap<u64, Arc<lease::owner::OwnerInfo>>> = l.location.host().map(|_| {
                     lease::owners_at::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect()
                 });
@@ -350,6 +383,7 @@ impl Worker {
                 RegistrySnapshot {
                     lock_holder,
                     lag,
+                    pruned_by_acquire,
                     sessions: context.as_ref().map(|(c, _)| Arc::clone(c)),
                     location: l.location,
                     exists: l.exists,

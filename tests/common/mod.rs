@@ -91,6 +91,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         lock_holder: None,
         sessions: None,
         lag: None,
+        pruned_by_acquire: vec![],
     }
 }
 
