@@ -512,6 +512,15 @@ fn tour_at(pace: Duration) {
         if i + 1 >= 4 {
             assert!(owner_one.as_deref().is_some_and(|l| l.starts_with('✖')), "step {n}: owner #1 dead:\n{screen}");
         }
+        // The crashed owner's lease was pruned by the successor's acquire: the log says so
+        // (it said "released", beside the result's "after pruning 1 dead owner").
+        if i + 1 == 4 {
+            demo.wait_for("step 4's log: the dead owner's lease pruned", Duration::from_secs(3), |s| {
+                s.contains("pruned: session tour-1 (tui")
+            });
+            let screen = demo.text();
+            assert!(!screen.contains("released: session tour-1 (tui"), "step 4 logged a release:\n{screen}");
+        }
     }
 }
 

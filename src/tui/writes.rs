@@ -13,6 +13,10 @@ use crate::lease::{Entry, FileVersion, LeaseStore, Listing, Liveness, Prober};
 /// feed reported them (shared by the feed's thread and the worker).
 pub type Replaced = Arc<Mutex<HashMap<PathBuf, Vec<Option<FileVersion>>>>>;
 
+/// How long a reading of a file changed since the last one waits for the feed to report
+/// the change (its debounce gathers 20 ms).
+const FEED_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// What the worker knows of each store's last reading.
 #[derive(Default)]
 pub struct Writes {
@@ -30,10 +34,23 @@ impl Writes {
         let before = FileVersion::of(&path);
         let listing = store.read();
         let after = FileVersion::of(&path);
-        let versions = self.replaced.lock().unwrap_or_else(PoisonError::into_inner).remove(&path).unwrap_or_default();
         if self.last.len() <= index {
             self.last.resize_with(index + 1, Default::default);
         }
+        // Read right after a write of this console's own (an action, the demo's job): the
+        // feed reports it after its debounce; a moment's wait lets the reading count it.
+        let changed = before.is_some() && self.last[index].0.is_some() && before != self.last[index].0;
+        let wait_until = std::time::Instant::now() + FEED_WAIT;
+        let versions = loop {
+            let noted = self.replaced.lock().unwrap_or_else(PoisonError::into_inner).remove(&path);
+            match noted {
+                Some(v) => break v,
+                None if changed && std::time::Instant::now() < wait_until => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                None => break Vec::new(),
+            }
+        };
         let (read_before, old) = &mut self.last[index];
         let one_write = !versions.is_empty() && FileVersion::unseen(*read_before, &versions) == 0;
         // Known exactly only when nothing replaced the file while it was read.
