@@ -135,16 +135,8 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
                 continue;
             }
-            let path = store.location().registry().map(|r| r.path());
-            let before = path.as_deref().and_then(lease::FileVersion::of);
-            let listing = store.read();
-            let after = path.as_deref().and_then(lease::FileVersion::of);
-            let versions = path.as_ref().and_then(|p| replaced.remove(p)).unwrap_or_default();
-            let gap = seen.unseen(&versions);
-            // Every version but the one read now was read before: one write between.
-            let one_write = gap == 0 && !versions.is_empty();
-            // Known exactly only when nothing replaced the file while it was read.
-            seen.read_version = before.filter(|_| before == after);
+            let (listing, gap, one_write) =
+                read_counting_writes(store.as_mut(), seen, &rx, &mut replaced, &mut remote)?;
             let lines = if store.location().is_remote() {
                 seen.remote_events(listing, std::mem::take(&mut remote), f)
             } else {
@@ -326,21 +318,87 @@ fn emit(location: &Location, line: &Value, f: &Follow) {
 
 /// Wait for the next change (or the re-judge interval), counting the registry versions
 /// replaced meanwhile.
+/// Read `store`; with it, how many versions of its file were never read (`unseen`) and
+/// whether the reading spans exactly one write.
+fn read_counting_writes(
+    store: &mut dyn LeaseStore,
+    seen: &mut Seen,
+    rx: &Receiver<lease::Change>,
+    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
+    remote: &mut Vec<lease::RemoteChange>,
+) -> Result<(lease::Listing, usize, bool), Failure> {
+    let path = store.location().registry().map(|r| r.path());
+    let mut before = path.as_deref().and_then(lease::FileVersion::of);
+    // Replaced before its event came (a re-judge tick reads it first): the event is
+    // awaited a moment, so the reading knows how many writes it spans.
+    if let Some(p) = path.as_deref()
+        && seen.read_version.is_some()
+        && before.is_some()
+        && before != seen.read_version
+        && !replaced.contains_key(p)
+    {
+        await_noted(rx, replaced, remote, p)?;
+        before = lease::FileVersion::of(p);
+    }
+    let listing = store.read();
+    let after = path.as_deref().and_then(lease::FileVersion::of);
+    let versions = path.as_ref().and_then(|p| replaced.remove(p)).unwrap_or_default();
+    let gap = seen.unseen(&versions);
+    // Every version but the one read now was read before: one write between.
+    let one_write = gap == 0 && !versions.is_empty();
+    // Known exactly only when nothing replaced the file while it was read.
+    seen.read_version = before.filter(|_| before == after);
+    Ok((listing, gap, one_write))
+}
+
+/// How long a reading waits for the event of a replacement it found.
+const FEED_WAIT: Duration = Duration::from_millis(150);
+
+/// Note what the feed sends until it has noted a replacement of `path`, for at most
+/// [`FEED_WAIT`].
+fn await_noted(
+    rx: &Receiver<lease::Change>,
+    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
+    remote: &mut Vec<lease::RemoteChange>,
+    path: &std::path::Path,
+) -> Result<(), Failure> {
+    let until = Instant::now() + FEED_WAIT;
+    while !replaced.contains_key(path) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match rx.recv_timeout(left) {
+            Ok(change) => note(change, replaced, remote),
+            Err(RecvTimeoutError::Timeout) => break,
+            Err(RecvTimeoutError::Disconnected) => return Err(fail("the change feed stopped")),
+        }
+    }
+    Ok(())
+}
+
+fn note(
+    change: lease::Change,
+    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
+    remote: &mut Vec<lease::RemoteChange>,
+) {
+    match change {
+        lease::Change::Replaced(path, versions) => replaced.entry(path).or_default().extend(versions),
+        lease::Change::Remote(changes) => remote.extend(changes),
+        lease::Change::Files(_) => {}
+    }
+}
+
 fn wait_for_change(
     rx: &Receiver<lease::Change>,
     replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
     remote: &mut Vec<lease::RemoteChange>,
 ) -> Result<(), Failure> {
-    let mut note = |change: lease::Change| match change {
-        lease::Change::Replaced(path, versions) => replaced.entry(path).or_default().extend(versions),
-        lease::Change::Remote(changes) => remote.extend(changes),
-        lease::Change::Files(_) => {}
-    };
     match rx.recv_timeout(REJUDGE) {
         Ok(change) => {
-            note(change);
+            note(change, replaced, remote);
             while let Ok(change) = rx.try_recv() {
-                note(change);
+                note(change, replaced, remote);
             }
             Ok(())
         }
