@@ -669,13 +669,15 @@ fn a_hosts_first_listing_after_connecting_logs_no_acquires() {
     connecting.leases = Err(Error::Connecting { host: "gw1".into() });
     let mut app = app(vec![connecting]);
     let held = alive(entry("a1000000000000000000000000000001", "S-held", "cli", 4101, 600.0, None), "hermes");
-    update(&mut app, loaded(vec![snap(&at, None, Ok(vec![held.clone()]))]));
+    update(&mut app, loaded(vec![snap(&at, Some(8), Ok(vec![held.clone()]))]));
     let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
     assert!(text.iter().any(|l| l.starts_with("host-reachable")), "{text:?}");
     assert!(!text.iter().any(|l| l.starts_with("acquired")), "{text:?}");
+    // Its cap was never known before: read now, not changed now.
+    assert!(!text.iter().any(|l| l.starts_with("cap-changed")), "{text:?}");
     // Once read, a new lease is acquired.
     let new = alive(entry("b2000000000000000000000000000002", "S-new", "cli", 4102, 1.0, None), "hermes");
-    update(&mut app, loaded(vec![snap(&at, None, Ok(vec![held, new]))]));
+    update(&mut app, loaded(vec![snap(&at, Some(8), Ok(vec![held, new]))]));
     let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
     assert!(text.iter().any(|l| l.starts_with("acquired: session S-new")), "{text:?}");
 }

@@ -46,7 +46,10 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     // Nor does a host that does not answer (--host).
     let unanswered =
         matches!(new.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
-    let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered;
+    // Nor was a host's cap known before its first listing: read now, not changed now.
+    let never_answered = !old.ever_read
+        && matches!(old.error, Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+    let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered || never_answered;
     if old.cap != new.cap.cap && !cap_unknown {
         let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
         out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));
