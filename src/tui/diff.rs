@@ -36,7 +36,9 @@ fn who(l: &LeaseRow) -> String {
 pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     let mut out = Vec::new();
     if !old.loaded {
-        if let Err(e) = &new.leases {
+        // A host's session still being opened at the start is no news (the banner says
+        // CONNECTING); one that cannot be reached is.
+        if let Some(e) = new.leases.as_ref().err().filter(|e| !matches!(e, crate::lease::Error::Connecting { .. })) {
             let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, Some(e));
             out.push(change(LogLevel::Warn, format!("{invalid}: {e}")));
         }
@@ -71,8 +73,11 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         }
         // Never read before (a host's session was being opened): what it holds was there
         // already; nobody acquired it now.
-        (Some(_), Ok(_)) if !old.ever_read => {
-            out.push(change(LogLevel::Info, valid));
+        (Some(e), Ok(_)) if !old.ever_read => {
+            // Answering at last after connecting at the start: no news either.
+            if !matches!(e, crate::lease::Error::Connecting { .. }) {
+                out.push(change(LogLevel::Info, valid));
+            }
             return out;
         }
         (Some(_), Ok(l)) => {
