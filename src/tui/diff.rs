@@ -44,18 +44,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         }
         return out;
     }
-    // On etcd the cap is what the holders asked: none holding says nothing of it.
-    // Nor does a host that does not answer (--host).
-    let unanswered =
-        matches!(new.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
-    // Nor was a host's cap known before its first listing: read now, not changed now.
-    let never_answered = !old.ever_read
-        && matches!(old.error, Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
-    let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered || never_answered;
-    if old.cap != new.cap.cap && !cap_unknown {
-        let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
-        out.push(change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))));
-    }
+    out.extend(cap_change(old, new));
     // etcd not answering is not an invalid registry: said in its own words.
     let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, new.leases.as_ref().err());
     let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_ref());
@@ -129,6 +118,21 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         }
     }
     out
+}
+
+/// The cap changed, when both readings say what it is.
+fn cap_change(old: &RegistryState, new: &RegistrySnapshot) -> Option<Change> {
+    // On etcd the cap is what the holders asked: none holding says nothing of it.
+    // Nor does a host that does not answer (--host).
+    let unanswered =
+        matches!(new.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+    // Nor was a host's cap known before its first listing: read now, not changed now.
+    let never_answered = !old.ever_read
+        && matches!(old.error, Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+    let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered || never_answered;
+    let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
+    (old.cap != new.cap.cap && !cap_unknown)
+        .then(|| change(LogLevel::Change, format!("cap-changed: {} -> {}", show(old.cap), show(new.cap.cap))))
 }
 
 impl Judged for LeaseRow {
