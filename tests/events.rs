@@ -147,7 +147,11 @@ fn a_crashed_owner_pruned_by_its_successors_acquire_is_pruned_not_released() {
     // its lease is pruned.
     let mut said = Vec::new();
     while said.len() < 2 {
-        let event = event_of(&events.json_line());
+        let line = events.json_line();
+        let event = event_of(&line);
+        if event.0 == "pruned" {
+            assert_eq!(line["lease"]["liveness"], "dead", "said with its owner as it is now: {line}");
+        }
         if event.0 != "owner-died" {
             said.push(event);
         }

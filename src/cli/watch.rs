@@ -282,9 +282,7 @@ impl Seen {
         let mut events = events;
         if one_write {
             let mut prober = lease::Prober::new();
-            changes::prunes_of_an_acquire(&mut events, |v| {
-                !matches!(prober.judge(&v.entry), lease::Liveness::Alive | lease::Liveness::Unknown(_))
-            });
+            changes::prunes_of_an_acquire(&mut events, |v| prober.judge(&v.entry));
         }
         // Filtered after the diff: an owner dying is shown under --liveness dead.
         let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();

@@ -101,16 +101,19 @@ pub fn present(views: &[LeaseView]) -> Vec<LeaseEvent> {
     views.iter().map(|v| LeaseEvent { kind: EventKind::Present, view: v.clone() }).collect()
 }
 
-/// In one write that acquired a lease, a lease gone whose owner `ended` (dead or recycled
-/// now) was pruned by that acquire (the fence removes them first), not released: say so.
-/// Only for one write: across several, a release and a later acquire look the same.
-pub fn prunes_of_an_acquire(events: &mut [LeaseEvent], mut ended: impl FnMut(&LeaseView) -> bool) {
+/// In one write that acquired a lease, a lease gone whose owner is dead or recycled now
+/// (`judge` says how its owner is now) was pruned by that acquire (the fence removes them
+/// first), not released: say so, with that verdict. Only for one write: across several, a
+/// release and a later acquire look the same.
+pub fn prunes_of_an_acquire(events: &mut [LeaseEvent], mut judge: impl FnMut(&LeaseView) -> Liveness) {
     if !events.iter().any(|e| e.kind == EventKind::Acquired) {
         return;
     }
     for e in events.iter_mut().filter(|e| e.kind == EventKind::Released) {
-        if ended(&e.view) {
+        let now = judge(&e.view);
+        if !matches!(now, Liveness::Alive | Liveness::Unknown(_)) {
             e.kind = EventKind::Pruned;
+            e.view.liveness = now;
         }
     }
 }
@@ -190,14 +193,18 @@ mod tests {
     fn a_lease_gone_in_the_write_of_an_acquire_is_pruned_only_if_its_owner_ended() {
         let old = [view("a", Liveness::Alive), view("b", Liveness::Alive)];
         let with_acquire = [view("n", Liveness::Alive)];
-        let ended = |v: &LeaseView| v.entry.lease_id() == "a";
+        let judge = |v: &LeaseView| match v.entry.lease_id() {
+            "a" => Liveness::Dead(DeadCause::PidGone),
+            _ => Liveness::Alive,
+        };
         let mut events = between(&old, &with_acquire);
-        prunes_of_an_acquire(&mut events, ended);
+        prunes_of_an_acquire(&mut events, judge);
         let expected = [("a", EventKind::Pruned), ("b", EventKind::Released), ("n", EventKind::Acquired)];
         assert_eq!(kinds(&events), expected, "b's owner lives: not the fence's");
+        assert_eq!(events[0].view.liveness, Liveness::Dead(DeadCause::PidGone), "said with its owner as it is now");
         // Without an acquire in the write, a removal is not the fence's.
         let mut events = between(&old, &[]);
-        prunes_of_an_acquire(&mut events, ended);
+        prunes_of_an_acquire(&mut events, judge);
         assert_eq!(kinds(&events), [("a", EventKind::Released), ("b", EventKind::Released)]);
     }
 }
