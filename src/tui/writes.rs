@@ -3,11 +3,12 @@
 //! that one write, the lease was pruned, not released (the owner was last seen alive).
 //! The change feed notes each version replaced; the worker's readings use them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::lease::{Entry, FileVersion, LeaseStore, Listing, Liveness, Prober};
+use crate::lease::changes::{self, EventKind};
+use crate::lease::{FileVersion, LeaseStore, LeaseView, Listing, Prober};
 
 /// The versions of each registry file replaced since it was last read, as the change
 /// feed reported them (shared by the feed's thread and the worker).
@@ -22,7 +23,7 @@ const FEED_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 pub struct Writes {
     pub replaced: Replaced,
     /// By store: the version last read whole (when known), and its leases.
-    last: Vec<(Option<FileVersion>, Vec<Entry>)>,
+    last: Vec<(Option<FileVersion>, Vec<LeaseView>)>,
 }
 
 impl Writes {
@@ -56,18 +57,20 @@ impl Writes {
         // Known exactly only when nothing replaced the file while it was read.
         *read_before = before.filter(|_| before == after);
         let Ok(views) = &listing.leases else { return (listing, vec![]) };
-        let now: HashSet<&str> = views.iter().map(|v| v.entry.lease_id()).collect();
-        let was: HashSet<&str> = old.iter().map(Entry::lease_id).collect();
+        // The core's rule, as `ls -w` applies it: gone in the one write that put a lease
+        // in, its owner dead or recycled now.
         let mut pruned = Vec::new();
-        if one_write && views.iter().any(|v| !was.contains(v.entry.lease_id())) {
+        if one_write {
+            let mut events = changes::between(old, views);
             let mut prober = Prober::new();
-            for gone in old.iter().filter(|e| !now.contains(e.lease_id())) {
-                if !matches!(prober.judge(gone), Liveness::Alive | Liveness::Unknown(_)) {
-                    pruned.push(gone.lease_id().to_owned());
-                }
-            }
+            changes::prunes_of_an_acquire(&mut events, |v| prober.judge(&v.entry));
+            pruned = events
+                .into_iter()
+                .filter(|e| e.kind == EventKind::Pruned)
+                .map(|e| e.view.entry.lease_id().to_owned())
+                .collect();
         }
-        *old = views.iter().map(|v| v.entry.clone()).collect();
+        old.clone_from(views);
         (listing, pruned)
     }
 }
