@@ -133,7 +133,7 @@ fn hosts_that_cannot_serve_are_named_and_block_no_other() {
     let owner = Sleeper::new();
     home.acquire_ok(&["S1", "--owner-pid", &owner.pid_arg()]);
     let good = sshd.spec("good", home.path());
-    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let closed = sshd.closed_spec();
     let out = run(&sshd, &["--host", &closed, "--host", &good, "ls", "-o", "tsv"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.contains("good\troot\t") && out.stdout.contains("\tS1\t"), "the other host answers: {out:?}");
@@ -290,7 +290,7 @@ fn events_since_merges_every_hosts_recorded_history() {
     assert!(out.stdout.lines().any(|l| l.contains("gw1:root") && l.contains("S-audited")), "{out:?}");
     assert!(out.stdout.lines().any(|l| l.contains("gw2:root") && l.contains("S-recorded")), "{out:?}");
     // A host that cannot be reached is said, and the others' history still shown (exit 1).
-    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let closed = sshd.closed_spec();
     let out = run(&sshd, &["--host", &closed, "--host", &hb, "events", "--since", "1h", "-o", "tsv"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.contains("gw2:root") && out.stderr.contains("host closed is unreachable"), "{out:?}");
@@ -352,7 +352,7 @@ fn doctor_and_metrics_cover_every_host_and_name_the_one_down() {
     home.acquire_ok(&["S-stale", "--owner-pid", &dead.pid_arg()]);
     dead.kill();
     let good = sshd.spec("good", home.path());
-    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let closed = sshd.closed_spec();
     let out = run(&sshd, &["--host", &good, "--host", &closed, "doctor"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(out.stdout.contains("good:root:"), "{out:?}");
@@ -450,7 +450,7 @@ fn force_release_acts_where_it_reaches_and_says_the_host_it_did_not() {
     home.acquire_ok(&["S-here", "--owner-pid", &dead.pid_arg()]);
     dead.kill();
     let good = sshd.spec("good", home.path());
-    let closed = format!("closed=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let closed = sshd.closed_spec();
     let out = run(&sshd, &["--host", &closed, "--host", &good, "force-release", "--session", "S-here"]);
     assert_eq!(out.status.code(), Some(5), "{out:?}");
     assert!(home.entries().is_empty(), "released where reached: {out:?}");

@@ -13,9 +13,6 @@ use crate::lease::human::escape;
 use crate::lease::journal::{self, Unclaimed, claim_recorder};
 use crate::lease::{LeaseStore, now};
 
-/// How many registries on other hosts are asked for their history at once.
-const ASKED_AT_ONCE: usize = 16;
-
 /// Without --follow and --since: the last day.
 const DEFAULT_SINCE: Duration = Duration::from_secs(24 * 3600);
 
@@ -115,20 +112,8 @@ pub(super) fn events(
 /// `history` with each line naming its host; a host that did not answer is said. Returns
 /// how many did not.
 fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut History) -> usize {
-    // A few at a time: with --all-profiles a host may have thousands of registries.
-    let mut answers = Vec::new();
-    for some in stores.chunks_mut(ASKED_AT_ONCE) {
-        answers.extend(std::thread::scope(|scope| {
-            let asked: Vec<_> = some
-                .iter_mut()
-                .map(|store| scope.spawn(move || (store.location().clone(), store.recorded_since(from))))
-                .collect();
-            asked.into_iter().filter_map(|t| t.join().ok()).collect::<Vec<_>>()
-        }));
-    }
     let mut unanswered = 0;
-    for (location, answer) in answers {
-        let Some(answer) = answer else { continue };
+    for (location, answer) in history::on_other_hosts(stores, from, Duration::ZERO) {
         let recorded = match answer {
             Ok(r) => r,
             Err(e) => {

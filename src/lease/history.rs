@@ -9,7 +9,58 @@ use std::path::PathBuf;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::backend::{LeaseStore, RecordedEvents};
+use super::error::Error;
 use super::journal::{self, Journal};
+use super::location::Location;
+
+/// How many registries on other hosts are asked for their history at once: a host may
+/// have thousands of profiles (a thread each while asked).
+const ASKED_AT_ONCE: usize = 16;
+
+/// Other hosts' recorded histories from `from` on, each read there, asked a few at a time
+/// (stores whose journal is read here are skipped). A host whose session is still being
+/// opened is asked again for up to `patience`.
+pub fn on_other_hosts(
+    stores: &mut [Box<dyn LeaseStore>],
+    from: f64,
+    patience: std::time::Duration,
+) -> Vec<(Location, Result<RecordedEvents, Error>)> {
+    let mut answers = Vec::new();
+    for some in stores.chunks_mut(ASKED_AT_ONCE) {
+        answers.extend(std::thread::scope(|scope| {
+            let asked: Vec<_> = some
+                .iter_mut()
+                .map(|store| {
+                    scope.spawn(move || {
+                        let location = store.location().clone();
+                        let answer = until_connected(patience, || store.recorded_since(from).transpose());
+                        answer.transpose().map(|a| (location, a))
+                    })
+                })
+                .collect();
+            asked.into_iter().filter_map(|t| t.join().ok().flatten()).collect::<Vec<_>>()
+        }));
+    }
+    answers
+}
+
+/// `ask`, again while its host's session is still being opened (a subscription of the
+/// console's own opens it), for at most `patience`.
+pub fn until_connected<T>(
+    patience: std::time::Duration,
+    mut ask: impl FnMut() -> Result<T, Error>,
+) -> Result<T, Error> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        match ask() {
+            Err(Error::Connecting { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+}
 
 /// A source of events, each in time order.
 enum Source {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::event;
 use super::state::{App, HISTORY_EVENTS};
 use crate::lease::Location;
+use crate::lease::history::until_connected;
 
 /// How far back the event log starts, from the recorder's journals.
 pub(super) const HISTORY: f64 = 24.0 * 3600.0;
@@ -71,8 +72,6 @@ fn newest_lines(mut past: Vec<serde_json::Value>, now: f64) -> Vec<event::Histor
 
 /// How long the history thread waits for a host whose session is still being opened.
 const HOST_HISTORY_WAIT: Duration = Duration::from_secs(20);
-/// How many registries' histories are asked for at once.
-const HOST_HISTORY_AT_ONCE: usize = 16;
 
 /// What the recorders of the hosts in `locations` (`--host`) saw in the day before `now`,
 /// read there (with `every_profile`, each profile the host reports), asked of all at once;
@@ -88,7 +87,7 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
         hosts.dedup();
         for host in hosts {
             let link = crate::lease::ssh::link::Link::to(&host);
-            let profiles = until_connected(|| link.profiles()).unwrap_or_default();
+            let profiles = until_connected(HOST_HISTORY_WAIT, || link.profiles()).unwrap_or_default();
             asked.extend(
                 profiles
                     .into_iter()
@@ -98,28 +97,15 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
         asked.sort_by_key(Location::label);
         asked.dedup();
     }
-    let from = now - HISTORY;
-    // A few at a time: a host may have thousands of profiles.
-    let mut answers: Vec<(Location, Result<crate::lease::backend::RecordedEvents, crate::lease::Error>)> = Vec::new();
-    for some in asked.chunks(HOST_HISTORY_AT_ONCE) {
-        answers.extend(std::thread::scope(|scope| {
-            let threads: Vec<_> = some
-                .iter()
-                .map(|location| {
-                    scope.spawn(move || {
-                        let answer = crate::lease::open(location, crate::lease::StoreOptions::default()).and_then(
-                            |mut store| {
-                                until_connected(|| store.recorded_since(from).unwrap_or_else(|| Ok(Default::default())))
-                            },
-                        );
-                        (location.clone(), answer)
-                    })
-                })
-                .collect();
-            threads.into_iter().filter_map(|t| t.join().ok()).collect::<Vec<_>>()
-        }));
-    }
     let mut history = event::History::default();
+    let mut stores = Vec::new();
+    for location in &asked {
+        match crate::lease::open(location, crate::lease::StoreOptions::default()) {
+            Ok(store) => stores.push(store),
+            Err(e) => history.warnings.push(format!("{}: no recorded history: {e}", location.label())),
+        }
+    }
+    let answers = crate::lease::history::on_other_hosts(&mut stores, now - HISTORY, HOST_HISTORY_WAIT);
     let mut past = Vec::new();
     for (location, answer) in answers {
         match answer {
@@ -138,18 +124,4 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
     }
     history.lines = newest_lines(past, now);
     Some(history)
-}
-
-/// `ask`, again while its host's session is still being opened (the console's own
-/// subscription opens it), for at most [`HOST_HISTORY_WAIT`].
-fn until_connected<T>(mut ask: impl FnMut() -> Result<T, crate::lease::Error>) -> Result<T, crate::lease::Error> {
-    let deadline = std::time::Instant::now() + HOST_HISTORY_WAIT;
-    loop {
-        match ask() {
-            Err(crate::lease::Error::Connecting { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            other => return other,
-        }
-    }
 }

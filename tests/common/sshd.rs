@@ -160,6 +160,11 @@ impl Sshd {
         format!("{name}=ssh://{}@127.0.0.1:{}{}", self.user, self.port, home.display())
     }
 
+    /// `closed=ssh://user@127.0.0.1:1/x`: a host nobody listens for (port 1 refuses).
+    pub fn closed_spec(&self) -> String {
+        format!("closed=ssh://{}@127.0.0.1:1/x", self.user)
+    }
+
     /// `ssh -F <the test's client config>`: the test's key, and its host key only.
     pub fn ssh_command(&self) -> String {
         format!("ssh -F {}", self.dir.path().join("ssh_config").display())
