@@ -164,3 +164,37 @@ fn a_crashed_owner_pruned_by_its_successors_acquire_is_pruned_not_released() {
     home.run(&["force-release", &id, "--live"]).expect_exit(0);
     assert_eq!(event_of(&events.json_line()), ("force-released".to_owned(), "S-crash".to_owned()));
 }
+
+/// `events --since` over --host carries a host's newest 100,000 events: the older ones are
+/// counted and said, with where to read them (the host itself), and the newest are shown.
+#[test]
+fn over_a_host_the_newest_100_000_events_travel_and_the_rest_are_said() {
+    use std::io::Write as _;
+    let home = Home::new();
+    fs::create_dir_all(home.path().join("logs")).expect("logs/");
+    let now = leasectl::lease::now();
+    let mut journal =
+        std::io::BufWriter::new(fs::File::create(home.path().join("logs/leasectl-events.jsonl")).expect("journal"));
+    for i in 0..100_003u32 {
+        let ts = now - 3000.0 + f64::from(i) * 0.02;
+        writeln!(
+            journal,
+            "{{\"time\": \"t\", \"ts\": {ts}, \"event\": \"acquired\", \"profile\": \"root\", \"lease\": {{\"entry\": \
+             {{\"lease_id\": \"{i:032x}\", \"session_id\": \"S{i}\", \"pid\": 1}}}}}}"
+        )
+        .expect("a line");
+    }
+    journal.flush().expect("flush");
+    let mut cmd = common::process::leasectl(home.path(), &["events", "--since", "2h", "-o", "json"]);
+    cmd.arg("--host").arg(format!("w=local:{}", home.path().display()));
+    let out = Proc::run("events over --host", cmd);
+    out.expect_exit(0);
+    let first: Value = serde_json::from_str(out.stdout.lines().next().unwrap_or_default()).expect("json");
+    assert_eq!(first["lease"]["entry"]["session_id"], "S3", "the newest travel: {first}");
+    assert_eq!(out.stdout.lines().count(), 100_000);
+    assert!(
+        out.stderr.contains("w:root: 3 older events left out") && out.stderr.contains("read them on w itself"),
+        "{}",
+        out.stderr
+    );
+}

@@ -124,11 +124,13 @@ fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut 
         };
         let host = location.host().map(|h| h.name.clone());
         if recorded.left_out > 0 {
+            // Only the newest travel: the older ones are read on the host itself.
             history.warn(format!(
-                "{}: {} left out (the newest {} are shown): a later --since shows them all",
+                "{}: {} left out (a host sends its newest {}): read them on {} itself (`leasectl events --since`)",
                 location.label(),
                 crate::lease::human::plural(recorded.left_out, "older event", "older events"),
-                RecordedEvents::MOST
+                RecordedEvents::MOST,
+                host.as_deref().unwrap_or("the host")
             ));
         }
         for w in recorded.warnings {
