@@ -836,4 +836,5 @@ fn a_host_that_answered_it_cannot_serve_is_not_said_unreachable() {
     assert!(!text.contains("UNREACHABLE") && !text.contains("unreachable"), "{text}");
     let log: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
     assert!(!log.iter().any(|l| l.contains("unreachable")), "{log:?}");
+    assert!(log.iter().any(|l| l.starts_with("host-cannot-serve: host gw3 answered: ")), "the README's event: {log:?}");
 }
