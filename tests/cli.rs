@@ -7,7 +7,9 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,7 +17,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::common;
-use common::process::{Home, Proc, describe, pump_after, str_of, wait_for};
+use common::process::{
+    Home, Proc, describe, entries_of, leasectl as at_home, pump_after, registry_of, runtime_of, str_of, wait_for,
+};
 
 // ---------------------------------------------------------------------------
 // Processes
@@ -938,21 +942,109 @@ fn a_mistyped_profile_or_home_is_an_error_and_nothing_is_created() {
         assert!(out.stderr.contains("no profile 'wrk'") && out.stderr.contains("profiles: ops, work"), "{out:?}");
         assert!(!home.path().join("profiles").join("wrk").exists(), "{args:?} created the mistyped profile");
     }
+    // A home that is not there is created by the fence alone (see the next test): every
+    // other command refuses it and creates nothing, and a profile of it stays unknown.
     let missing = home.outside().join("no-such-home");
-    for cmd in
-        [&["ls"][..], &["prune"], &["doctor"], &["acquire", "S", "--owner-pid", &me], &["run", "S", "--", "true"]]
-    {
+    let some_id = "0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13";
+    for cmd in [
+        &["ls"][..],
+        &["ls", "--all-profiles"],
+        &["prune"],
+        &["doctor"],
+        &["doctor", "--repair", "--yes"],
+        &["metrics"],
+        &["events", "--since", "1h"],
+        &["force-release", "--session", "S"],
+        &["force-release", some_id, "--live"],
+        &["release", some_id],
+        &["tui"],
+        &["--profile", "work", "acquire", "S", "--owner-pid", &me],
+        &["--profile", "work", "run", "S", "--", "true"],
+        &["--profile", "work", "hold", "S"],
+    ] {
         let mut c = Command::new(common::process::BIN);
         c.arg("--home").arg(&missing).args(cmd).env_remove("HERMES_HOME");
         let out = Proc::run("leasectl --home missing", c);
         out.expect_exit(1);
-        assert!(out.stderr.contains("does not exist"), "{out:?}");
+        let said = if cmd[0] == "--profile" { "no profile 'work'" } else { "does not exist" };
+        assert!(out.stderr.contains(said), "{cmd:?}: {out:?}");
         assert!(!missing.exists(), "{cmd:?} created the mistyped home");
     }
     // The fence creates runtime/ in a profile that exists (`hermes profile create` made it).
     home.make_profile("lab");
     home.acquire_ok(&["S", "--profile", "lab", "--owner-pid", &pid]);
     assert!(home.path().join("profiles/lab/runtime").is_dir());
+}
+
+/// A fresh HERMES_HOME (a new container, a new service account; Hermes' seed test starts
+/// from one) is created by acquire, hold and run, with any missing directory above it, as
+/// Hermes' acquire creates it (`mkdir(parents=True)`).
+#[test]
+fn acquire_hold_and_run_create_a_fresh_home_as_hermes_does() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let owner = sleeper("30");
+    let pid = owner.pid().to_string();
+    let fresh = |name: &str| base.path().join(name).join("deeper/.hermes");
+
+    let by_flag = fresh("flag");
+    let out = Proc::run("acquire", at_home(&by_flag, &["acquire", "S", "--owner-pid", &pid, "--json"]));
+    out.expect_exit(0);
+    assert_eq!(out.json()["path"], registry_of(&by_flag).display().to_string(), "{out:?}");
+    assert_eq!(entries_of(&fs::read(registry_of(&by_flag)).expect("registry")).len(), 1);
+    // The same fence on the new home: a second owner of S is refused as usual.
+    let other = sleeper("30");
+    let out = Proc::run("acquire", at_home(&by_flag, &["acquire", "S", "--owner-pid", &other.pid().to_string()]));
+    out.expect_exit(3);
+    // Made as mkdir makes a directory (0777 less the umask), as Python's mkdir does.
+    let made = base.path().join("made-by-mkdir");
+    fs::create_dir(&made).expect("mkdir");
+    let mode = |p: &Path| fs::metadata(p).expect("stat").permissions().mode() & 0o7777;
+    for dir in [base.path().join("flag"), base.path().join("flag/deeper"), by_flag.clone(), runtime_of(&by_flag)] {
+        assert_eq!(mode(&dir), mode(&made), "{}", dir.display());
+    }
+
+    // From HERMES_HOME, as Hermes finds it.
+    let by_env = fresh("env");
+    let mut cmd = Command::new(common::process::BIN);
+    cmd.env("HERMES_HOME", &by_env).args(["acquire", "S", "--owner-pid", &pid]);
+    Proc::run("acquire (HERMES_HOME)", cmd).expect_exit(0);
+    assert_eq!(entries_of(&fs::read(registry_of(&by_env)).expect("registry")).len(), 1);
+
+    // run: the lease is held while CMD runs, and released after.
+    let for_run = fresh("run");
+    let script = format!("test -s {}", registry_of(&for_run).display());
+    Proc::run("run", at_home(&for_run, &["run", "S", "-q", "--", "sh", "-c", &script])).expect_exit(0);
+    assert!(entries_of(&fs::read(registry_of(&for_run)).expect("registry")).is_empty(), "released after CMD");
+
+    // hold: holds on the new home until stopped.
+    let for_hold = fresh("hold");
+    let mut holder = Proc::spawn("hold", at_home(&for_hold, &["hold", "S", "--json"]));
+    let held = holder.json_line();
+    assert_eq!(held["session_id"], "S", "{held}");
+    assert_eq!(entries_of(&fs::read(registry_of(&for_hold)).expect("registry")).len(), 1);
+    holder.signal(libc::SIGTERM);
+    let out = holder.finish();
+    out.expect_exit(0);
+    assert!(entries_of(&fs::read(registry_of(&for_hold)).expect("registry")).is_empty(), "released on SIGTERM");
+
+    // An empty session id is granted and never recorded: nothing is written, nothing made.
+    let untouched = fresh("empty");
+    Proc::run("acquire ''", at_home(&untouched, &["acquire", "", "--owner-pid", &pid])).expect_exit(0);
+    assert!(!base.path().join("empty").exists(), "an unrecorded grant created the home");
+
+    // What cannot be a home is said, and nothing is made beside it.
+    let file = base.path().join("a-file");
+    fs::write(&file, "").expect("write");
+    let out = Proc::run("acquire", at_home(&file.join(".hermes"), &["acquire", "S", "--owner-pid", &pid]));
+    out.expect_exit(5);
+    assert!(out.stderr.contains("a-file") && out.stderr.contains("directory"), "{out:?}");
+    let link_home = base.path().join("link/.hermes");
+    fs::create_dir(base.path().join("link")).expect("mkdir");
+    std::os::unix::fs::symlink(base.path().join("nowhere"), &link_home).expect("symlink");
+    let out = Proc::run("acquire", at_home(&link_home, &["acquire", "S", "--owner-pid", &pid]));
+    out.expect_exit(5);
+    assert!(out.stderr.contains("symlink"), "{out:?}");
+    assert!(!base.path().join("nowhere").exists(), "a dangling symlink was followed");
 }
 
 #[test]

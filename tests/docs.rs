@@ -146,6 +146,43 @@ fn every_command_line_the_readme_and_help_show_parses() {
     }
 }
 
+/// The examples that acquire (the global help's, acquire's and hold's) run as printed on a
+/// machine where the home does not exist yet, as on a fresh one: the fence creates it,
+/// as Hermes' does (the global one failed so).
+#[test]
+fn the_help_examples_that_acquire_run_where_the_home_is_new() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ran = 0;
+    for (i, command) in ["", "acquire", "hold"].into_iter().enumerate() {
+        let args: Vec<&str> = [command, "--help"].into_iter().filter(|a| !a.is_empty()).collect();
+        let help = crate::cli_operators::leasectl_bare(&args);
+        let examples = help.stdout.split("Example:").nth(1).unwrap_or_default().to_owned();
+        for (j, line) in example_lines(&examples, false).iter().enumerate() {
+            if line.contains("--backend etcd") {
+                continue;
+            }
+            // Both the home an example names and the default one are new, in the temp dir.
+            let home = dir.path().join(format!("{i}-{j}/.hermes"));
+            let line = line.replace("/tmp/h", &home.display().to_string());
+            let words = crate::hints::shell_words(&line);
+            let mut cmd = std::process::Command::new(BIN);
+            cmd.args(&words[1..]).env("HERMES_HOME", &home).stdin(std::process::Stdio::null());
+            let registry = home.join("runtime/active_sessions.json");
+            if command == "hold" {
+                let mut holder = crate::common::process::Proc::spawn(&line, cmd);
+                crate::common::process::wait_for(&format!("`{line}` holding"), || registry.exists().then_some(()));
+                holder.signal(libc::SIGTERM);
+                holder.finish().expect_exit(0);
+            } else {
+                crate::common::process::Proc::run(&line, cmd).expect_exit(0);
+            }
+            assert!(registry.is_file(), "`{line}` made no registry in the new home {}", home.display());
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 3, "the global help's, acquire's and hold's examples");
+}
+
 /// The README's block that starts with `first` (its fence's info string is `info`).
 fn readme_block(info: &str, first: &str) -> String {
     let readme = std::fs::read_to_string("README.md").expect("README.md");

@@ -494,6 +494,59 @@ fn a_served_homes_prune_force_release_listing_and_events_stay_in_the_home() {
     matrix("served-events");
 }
 
+/// A fresh home (Hermes' seed test starts from one) that root's acquire, hold or run
+/// creates inside mallory's directory is hers, every directory and file of it; a symlink
+/// she planted on the way to a directory of root's is refused and nothing is made there;
+/// one to her own directory is followed, and what is made there is hers too.
+#[test]
+fn a_fresh_home_root_creates_in_a_users_directory_is_the_users() {
+    needs_root!();
+    let w = World::new();
+    let mine = w.home.join("u");
+    fs::create_dir(&mine).expect("mallory's dir");
+    lchown(&mine, Some(MALLORY), Some(MALLORY)).expect("lchown");
+    let me = std::process::id().to_string();
+    let fresh = |name: &str| mine.join(name).join("deeper/.hermes");
+    let registry = |home: &Path| home.join("runtime/active_sessions.json");
+    let before = w.outside_state();
+
+    let by_acquire = fresh("acquire");
+    let ran = run(&by_acquire, &["acquire", "S", "--owner-pid", &me, "--json"]).expect("acquire finishes");
+    assert_eq!(ran.code, Some(0), "{}", ran.text);
+    assert!(registry(&by_acquire).is_file(), "{}", ran.text);
+    let by_run = fresh("run");
+    let ran = run(&by_run, &["run", "S", "-q", "--", "true"]).expect("run finishes");
+    assert_eq!(ran.code, Some(0), "{}", ran.text);
+    let by_hold = fresh("hold");
+    let mut hold = command(&by_hold, &["hold", "S"]).spawn().expect("hold");
+    let deadline = Instant::now() + DEADLINE;
+    while !registry(&by_hold).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = hold.kill();
+    let _ = hold.wait();
+    assert!(registry(&by_hold).is_file(), "hold made no registry");
+
+    // Her symlink to her own directory: followed, and the home made there is hers.
+    let her_real = mine.join("real");
+    fs::create_dir(&her_real).expect("mkdir");
+    lchown(&her_real, Some(MALLORY), Some(MALLORY)).expect("lchown");
+    symlink(&her_real, mine.join("via")).expect("symlink");
+    lchown(mine.join("via"), Some(MALLORY), Some(MALLORY)).expect("lchown");
+    let ran = run(&mine.join("via/.hermes"), &["acquire", "S", "--owner-pid", &me]).expect("acquire finishes");
+    assert_eq!(ran.code, Some(0), "{}", ran.text);
+    assert!(registry(&her_real.join(".hermes")).is_file());
+    assert_eq!(w.not_mallorys(), Vec::<String>::new(), "root left what is not mallory's in her home");
+
+    // Her symlink to root's directory: refused, named, nothing made there.
+    symlink(w.outside.join("dir"), mine.join("roots")).expect("symlink");
+    lchown(mine.join("roots"), Some(MALLORY), Some(MALLORY)).expect("lchown");
+    let ran = run(&mine.join("roots/.hermes"), &["acquire", "S", "--owner-pid", &me]).expect("acquire finishes");
+    assert_eq!(ran.code, Some(5), "{}", ran.text);
+    assert!(ran.text.contains("symlink") && ran.text.contains("roots"), "{}", ran.text);
+    assert_eq!(w.outside_state(), before, "root's acquire made something outside the home");
+}
+
 /// The inodes `pid`'s inotify watches are on (`/proc/PID/fdinfo`: `inotify wd:.. ino:HEX`).
 fn watched_inodes(pid: u32) -> Vec<u64> {
     let mut inodes = Vec::new();

@@ -15,9 +15,9 @@ static OWNER_SEQ: AtomicU64 = AtomicU64::new(0);
 
 fn home() -> (tempfile::TempDir, Registry) {
     let dir = tempfile::tempdir().expect("tempdir");
+    // The seed's own setup: HERMES_HOME names a directory that does not exist yet (a
+    // fresh container or service account); the fence creates it, as Hermes' does.
     let reg = Registry::new("root", dir.path().join(".hermes"));
-    // Hermes' home exists once Hermes is installed; the fence creates only runtime/ in it.
-    std::fs::create_dir(&reg.home).expect("create the home");
     (dir, reg)
 }
 

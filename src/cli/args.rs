@@ -77,7 +77,8 @@ etcd_aware_help!(
                   Example:\n  leasectl --home /tmp/h acquire S1 --surface cli --live-id tab-1 --json"
 )]
 pub struct Cli {
-    /// Hermes home (default: $HERMES_HOME, else ~/.hermes)
+    /// Hermes home (default: $HERMES_HOME, else ~/.hermes). acquire, hold and run create a
+    /// missing one with its parents, as Hermes does; every other command refuses it
     #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
     /// Use the profile <root>/profiles/NAME instead of the home itself

@@ -354,12 +354,18 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?;
     let root = paths::root_of(&home);
     let console = implicit || matches!(command, Command::Tui);
-    // A home or profile that is not there was mistyped, and nothing brings it into
-    // being: the fence creates runtime/ inside an existing one, as Hermes does (the demo
-    // makes its own sandbox).
+    // The fence creates a missing home (and any parents) as Hermes' acquire does: a fresh
+    // HERMES_HOME is a new container or service account, not a typo. Every other command
+    // refuses a home that is not there, so a mistyped one never comes into being; a
+    // profile is made by Hermes' own command, so a missing one is refused by all (the
+    // demo makes its own sandbox).
+    let acquires = matches!(command, Command::Acquire(_) | Command::Hold(_) | Command::Run(_));
     let fence = matches!(command, Command::Demo(_));
-    if !fence && !home.is_dir() {
-        return Err(fail(format!("the Hermes home {} does not exist (check --home or HERMES_HOME)", home.display())));
+    if !fence && !acquires && !home.is_dir() {
+        return Err(fail(format!(
+            "the Hermes home {} does not exist (check --home or HERMES_HOME; only acquire, hold and run create one)",
+            home.display()
+        )));
     }
     // The console finds the profiles itself, after its first screen: listing 100,000 of
     // them here held that screen up for 0.3 s.

@@ -18,12 +18,28 @@ pub struct RegistryLock {
     _file: File,
 }
 
-/// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does (only
-/// those: the home itself must exist). Reached through [`safe_file`]: a symlink, FIFO
+/// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does (the
+/// home itself must exist: see [`lock_making_home`]). Reached through [`safe_file`]: a symlink, FIFO
 /// or device planted as the lock file or as `runtime/` is refused, never followed.
 pub fn lock(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
     let file = open_lock_file(lock_path)?;
     lock_file(file, lock_path, timeout)
+}
+
+/// Take the lock as an acquire does: the home itself, and any missing directory above
+/// it, is created first, as Hermes' acquire creates it (a fresh `HERMES_HOME`: a new
+/// container or service account). Only the fence does this: every other command refuses
+/// a home that is not there, so a mistyped `--home` never creates anything.
+pub fn lock_making_home(lock_path: &Path, timeout: Duration) -> Result<RegistryLock, Error> {
+    let home = Spot::in_subdir(lock_path).home;
+    safe_file::Dir::create_home(&home).map_err(|e| {
+        if safe_file::is_refusal(&e) {
+            Error::Refused(format!("cannot create the Hermes home: {e}"))
+        } else {
+            Error::io("create the Hermes home", &home, e)
+        }
+    })?;
+    lock(lock_path, timeout)
 }
 
 /// Open (creating) the lock file through the one door.

@@ -234,14 +234,7 @@ impl Dir {
                 Ok(next) => next,
                 Err(e) if e.kind() == io::ErrorKind::NotFound && create_last && i + 1 == names.len() => {
                     let parent = Dir { owner: owner_of(&fd)?, fd, path: shown.parent().unwrap_or(&shown).into() };
-                    {
-                        let _as = ActAs::owner_of(&parent);
-                        match rustix::fs::mkdirat(&parent.fd, *name, Mode::from_raw_mode(0o777)) {
-                            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                    step(&parent.fd, name, &shown)?
+                    parent.make_dir(name)?.fd
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e),
@@ -249,6 +242,56 @@ impl Dir {
         }
         let owner = owner_of(&fd)?;
         Ok(Some(Dir { fd, path: shown, owner }))
+    }
+
+    /// The home at `home`, created when missing with every missing directory above it,
+    /// as Hermes' acquire does (`mkdir(parents=True, exist_ok=True)`). Each one is made
+    /// as the owner of the directory it is made in, so root making a home inside a
+    /// user's directory makes it that user's. A `..` in the missing part, or a symlink
+    /// planted where a directory is being made, is refused.
+    pub fn create_home(home: &Path) -> io::Result<Dir> {
+        let mut missing = Vec::new();
+        let mut at = home.to_path_buf();
+        let fd = loop {
+            match open_home(&at) {
+                Ok(fd) => break fd,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let Some(name) = at.file_name() else {
+                        return Err(refusal(
+                            home,
+                            "cannot be created: a '..' or the root is in the part that is missing",
+                        ));
+                    };
+                    missing.push(name.to_owned());
+                    at = match at.parent() {
+                        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                        Some(_) => PathBuf::from("."),
+                        None => return Err(e),
+                    };
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let mut dir = Dir { owner: owner_of(&fd)?, fd, path: at };
+        for name in missing.iter().rev() {
+            dir = dir.make_dir(name)?;
+        }
+        Ok(dir)
+    }
+
+    /// The directory `name` in this one, made (mode 0777 less the umask, as the owner of
+    /// this directory) when missing; whatever else is there is refused, never followed.
+    fn make_dir(&self, name: &OsStr) -> io::Result<Dir> {
+        let shown = self.shown(name);
+        {
+            let _as = ActAs::owner_of(self);
+            match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o777)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let fd = step(&self.fd, name, &shown)?;
+        Ok(Dir { owner: owner_of(&fd)?, fd, path: shown })
     }
 
     pub fn path(&self) -> &Path {

@@ -104,7 +104,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         message: unavailable_message(&path, &e),
         holder: None,
     };
-    let guard = lock::lock(&reg.lock_path(), req.lock_timeout).map_err(unavailable)?;
+    let guard = lock::lock_making_home(&reg.lock_path(), req.lock_timeout).map_err(unavailable)?;
     let file = registry::read(&path).map_err(unavailable)?;
     let mut prober = Prober::new();
     let (mut entries, pruned) = prune_dead(file.entries, &mut prober, req.track_liveness).map_err(unavailable)?;
