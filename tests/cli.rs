@@ -1047,6 +1047,55 @@ fn acquire_hold_and_run_create_a_fresh_home_as_hermes_does() {
     assert!(!base.path().join("nowhere").exists(), "a dangling symlink was followed");
 }
 
+/// Text from a home reaches a person's terminal escaped, from every command: a profile
+/// directory named with escape sequences (set the title, clear the screen), a session id
+/// and a crashed writer's temp file named so, an invalid registry in that profile. Only
+/// JSON and metrics (exact, as documented) may carry them, and those only as their formats
+/// encode them.
+#[test]
+fn escapes_planted_in_a_home_reach_no_terminal_from_any_command() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    let pid = owner.pid().to_string();
+    let evil = "p\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{202e}x";
+    let profile = home.make_profile(evil);
+    let broken = home.make_profile("broken\u{1b}[5m");
+    fs::create_dir_all(broken.join("runtime")).expect("runtime");
+    fs::write(broken.join("runtime/active_sessions.json"), "{\"entries\": [\u{1b}[2J").expect("invalid registry");
+    home.acquire_ok(&["--profile", evil, "S\u{1b}[2J", "--owner-pid", &pid]);
+    let mut gone = sleeper("30");
+    home.acquire_ok(&["--profile", evil, "T", "--owner-pid", &gone.pid().to_string()]);
+    gone.kill_and_reap();
+    fs::write(profile.join("runtime/.active_sessions_\u{1b}[2Jx.tmp"), "{}").expect("temp file");
+    let raw = ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'];
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["--all-profiles", "ls"],
+        vec!["--all-profiles", "ls", "-o", "wide"],
+        vec!["--all-profiles", "ls", "--no-headers"],
+        vec!["--all-profiles", "doctor"],
+        vec!["--all-profiles", "prune", "--dry-run"],
+        vec!["--all-profiles", "force-release", "--session", "S\u{1b}[2J", "--dry-run"],
+        vec!["--all-profiles", "events", "--since", "1h"],
+        vec!["--profile", evil, "acquire", "S\u{1b}[2J", "--owner-pid", "1"],
+        vec!["--profile", evil, "ls"],
+        vec!["--profile", evil, "doctor"],
+        vec!["--profile", "no-such", "ls"],
+        vec!["--all-profiles", "prune"],
+    ];
+    for args in &commands {
+        let out = home.run(args);
+        for (what, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(!text.chars().any(|c| raw.contains(&c)), "{args:?} printed a raw escape on {what}: {text:?}");
+        }
+        // Each names the profile, the session or the file (events: there are none yet).
+        let shown = out.stdout.contains("\\u{1b}") || out.stderr.contains("\\u{1b}");
+        assert!(shown || args.contains(&"events"), "{args:?} shows it escaped: {out:?}");
+    }
+    // JSON stays exact: the name is there, as JSON writes it.
+    let json = home.run(&["--all-profiles", "ls", "--json"]);
+    assert!(json.stdout.contains(&serde_json::to_string(evil).expect("json")), "{json:?}");
+}
+
 #[test]
 fn names_from_the_registry_are_shown_escaped_for_people_and_exact_in_json() {
     let home = Home::new();

@@ -249,7 +249,12 @@ fn command(home: &Path, args: &[&str]) -> Command {
 /// Run to the end within the deadline (killed and reported otherwise). Arguments led by
 /// `--host` run over `--host w=local` (the home served by `leasectl serve --stdio`).
 fn run(home: &Path, args: &[&str]) -> Result<Ran, String> {
-    let mut child = command(home, args).spawn().map_err(|e| format!("spawn: {e}"))?;
+    let child = command(home, args).spawn().map_err(|e| format!("spawn: {e}"))?;
+    finish(child)
+}
+
+/// Wait for a spawned command to end within the deadline (killed and reported otherwise).
+fn finish(mut child: std::process::Child) -> Result<Ran, String> {
     let mut pipes = (child.stdout.take(), child.stderr.take());
     let out = std::thread::spawn(move || {
         let mut s = String::new();
@@ -545,6 +550,65 @@ fn a_fresh_home_root_creates_in_a_users_directory_is_the_users() {
     assert_eq!(ran.code, Some(5), "{}", ran.text);
     assert!(ran.text.contains("symlink") && ran.text.contains("roots"), "{}", ran.text);
     assert_eq!(w.outside_state(), before, "root's acquire made something outside the home");
+}
+
+/// SQLite opens state.db by its path: root's read of a user's state.db acts as that user.
+/// A failpoint holds the read between leasectl's check of the files and SQLite's open;
+/// there mallory swaps her home for a link to a directory of root's holding a WAL
+/// database of root's (before: root's SQLite created its -shm there, root's), or swaps
+/// state.db for a FIFO (before: the read hung). Nothing outside the home may change,
+/// nothing may hang: the context is "unknown for now" within the bound.
+#[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
+fn roots_state_db_read_cannot_be_swapped_into_roots_directory_or_hung() {
+    needs_root!();
+    for swap in ["home", "fifo"] {
+        let w = World::new();
+        // A writer's -wal and -shm beside her state.db: SQLite then opens it as it stands,
+        // not immutable, and a database swapped in is opened with its side files.
+        for side in ["state.db-wal", "state.db-shm"] {
+            fs::write(w.home.join(side), "").expect("side file");
+            lchown(w.home.join(side), Some(MALLORY), Some(MALLORY)).expect("lchown");
+        }
+        let roots = w.outside.join("rootdb");
+        fs::create_dir(&roots).expect("root's dir");
+        let db = rusqlite::Connection::open(roots.join("state.db")).expect("root's db");
+        db.execute_batch("PRAGMA journal_mode=WAL; CREATE TABLE sessions (id TEXT PRIMARY KEY, title TEXT);")
+            .expect("root's schema");
+        drop(db);
+        let before = w.outside_state();
+        let mut cmd = command(&w.home, &["ls", "-o", "wide"]);
+        cmd.env("LEASECTL_TEST_FAILPOINT", "state-db-open");
+        let child = cmd.spawn().expect("ls");
+        std::thread::sleep(Duration::from_millis(500));
+        if swap == "home" {
+            fs::rename(&w.home, w.home.with_file_name("home-away")).expect("move her home");
+            symlink(&roots, &w.home).expect("home -> root's dir");
+            lchown(&w.home, Some(MALLORY), Some(MALLORY)).expect("lchown");
+        } else {
+            fs::remove_file(w.home.join("state.db")).expect("remove state.db");
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                w.home.join("state.db"),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o666),
+                0,
+            )
+            .expect("mkfifo");
+            lchown(w.home.join("state.db"), Some(MALLORY), Some(MALLORY)).expect("lchown");
+        }
+        let ran = finish(child).unwrap_or_else(|e| panic!("{swap}: root's ls -o wide {e}"));
+        assert_eq!(ran.code, Some(0), "{swap}: {}", ran.text);
+        let after = w.outside_state();
+        let changed: Vec<&String> = after.iter().filter(|l| !before.contains(l)).collect();
+        let names = |lines: &[&String]| -> Vec<String> {
+            lines.iter().map(|l| l.split(' ').take(2).collect::<Vec<_>>().join(" ")).collect()
+        };
+        assert!(changed.is_empty(), "{swap}: root's read of state.db changed root's files: {:?}", names(&changed));
+        if swap == "fifo" {
+            assert!(ran.text.contains("did not answer within"), "{swap}: {}", ran.text);
+        }
+    }
 }
 
 /// The inodes `pid`'s inotify watches are on (`/proc/PID/fdinfo`: `inotify wd:.. ino:HEX`).

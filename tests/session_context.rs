@@ -207,3 +207,25 @@ fn a_database_being_written_is_read_and_one_locked_exclusively_is_unknown_at_onc
     assert_eq!(lease_of(&ls, "S")["liveness"], "alive");
     locker.execute_batch("ROLLBACK").expect("unlock");
 }
+
+/// SQLite is handed state.db's path with no symlink in it and told to refuse any (so a
+/// path swapped after leasectl's check is refused, not followed): a home reached through
+/// a symlink of its own user, the usual `~/.hermes -> /data/hermes`, is still read.
+#[test]
+fn a_home_reached_through_a_symlink_is_read() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    {
+        let db = state_db(home.path(), true);
+        add_session(&db, "S", now() - 60.0, None, Some(now() - 30.0));
+    }
+    home.run(&["acquire", "S", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    let link = home.outside().join("linked-home");
+    std::os::unix::fs::symlink(home.path(), &link).expect("symlink");
+    let mut cmd = std::process::Command::new(common::process::BIN);
+    cmd.arg("--home").arg(&link).args(["ls", "--json"]).env_remove("HERMES_HOME");
+    let ls = common::process::Proc::run("ls through a link", cmd);
+    ls.expect_exit(0);
+    let ls = ls.json();
+    assert_eq!(lease_of(&ls, "S")["session"]["title"], "chat S", "{ls}");
+}

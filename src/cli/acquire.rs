@@ -210,7 +210,7 @@ pub(super) fn acquire_reported_to(
                     Banner::Stdout => say_raw!("{text}"),
                     Banner::Stderr => {
                         use std::io::Write as _;
-                        let _ = write!(std::io::stderr(), "{text}");
+                        let _ = write!(std::io::stderr(), "{}", crate::lease::human::escape_layout(&text));
                     }
                     Banner::Quiet => {}
                 }

@@ -202,11 +202,18 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
                 }
             }
         }
-        for w in &s.cap.warnings {
+        // The wide table's TITLE and ACTIVE come from state.db: blank ones say why (as
+        // doctor does), unless there is simply no state.db.
+        let unknown = match &m.context {
+            Some(crate::lease::context::Contexts::Unknown(why)) if wide && why != "no state.db" => Some(why),
+            _ => None,
+        };
+        let warnings = s.cap.warnings.iter().map(|w| format!("warning: {w}"));
+        for w in warnings.chain(unknown.map(|why| format!("session context unknown: {why}"))) {
             if bare {
-                say_err!("leasectl: {name}: warning: {w}");
+                say_err!("leasectl: {name}: {w}");
             } else {
-                say!("  warning: {w}");
+                say!("  {w}");
             }
         }
     }

@@ -5,7 +5,9 @@
 
 use std::sync::Mutex;
 
-/// A line to standard output (see the module's note).
+/// A line to standard output (see the module's note), for a person: whatever it quotes
+/// from a home is escaped on the way (`human::escape_layout`). Machine output (JSON,
+/// metrics) is written exact, not through these.
 macro_rules! say {
     () => {{
         use std::io::Write as _;
@@ -13,19 +15,23 @@ macro_rules! say {
     }};
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        $crate::cli::messages::note_stdout(writeln!(std::io::stdout(), $($t)*));
+        let text = format!($($t)*);
+        $crate::cli::messages::note_stdout(writeln!(std::io::stdout(), "{}", $crate::lease::human::escape_layout(&text)));
     }};
 }
 macro_rules! say_raw {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        $crate::cli::messages::note_stdout(write!(std::io::stdout(), $($t)*));
+        let text = format!($($t)*);
+        $crate::cli::messages::note_stdout(write!(std::io::stdout(), "{}", $crate::lease::human::escape_layout(&text)));
     }};
 }
+/// A line to standard error, for a person, escaped as [`say!`]'s.
 macro_rules! say_err {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let text = format!($($t)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::lease::human::escape_layout(&text));
     }};
 }
 

@@ -78,22 +78,77 @@ pub fn read(home: &Path, session_ids: &[&str]) -> Contexts {
 }
 
 pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
-    if let Err(why) = check_files(db) {
-        return Contexts::Unknown(why);
-    }
+    let (owner, resolved) = match check_files(db) {
+        Ok(found) => found,
+        Err(why) => return Contexts::Unknown(why),
+    };
     if session_ids.is_empty() {
         return Contexts::Read(HashMap::new());
     }
-    match query(db, session_ids, now) {
+    match query_as(owner, &resolved, session_ids, now) {
         Ok(found) => Contexts::Read(found),
         Err(why) => Contexts::Unknown(why),
     }
 }
 
+/// How long a read of state.db may take before its context is "unknown for now": a
+/// FIFO swapped in after the files were checked would hold SQLite's open forever.
+pub const READ_BOUND: Duration = Duration::from_secs(5);
+
+/// Run the query on a thread of its own that acts with the file-system identity of the
+/// home's owner (as the one door does when root acts in a user's home): SQLite opens
+/// state.db and its -wal and -shm by path, so a home swapped for a link to a directory
+/// of root's between the check and the open reaches only what that user may reach, and
+/// nothing SQLite creates or chowns there is root's doing. The answer is waited for
+/// [`READ_BOUND`]; a read still stuck (a FIFO) is left to itself, and the same database
+/// is not read again until it returns.
+fn query_as(
+    owner: (u32, u32),
+    db: &Path,
+    session_ids: &[&str],
+    now: f64,
+) -> Result<HashMap<String, SessionContext>, String> {
+    static STUCK: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let stuck = || STUCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if stuck().iter().any(|p| p == db) {
+        return Err(format!(
+            "{} has not answered an earlier read yet (not a regular file any more?): unknown for now",
+            db.display()
+        ));
+    }
+    stuck().push(db.to_path_buf());
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (path, ids) = (db.to_path_buf(), session_ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+    let spawned = std::thread::Builder::new().name("state.db".into()).spawn(move || {
+        let found = {
+            let _as = super::safe_file::ActAs::user(owner);
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            query(&path, &ids, now)
+        };
+        stuck().retain(|p| p != &path);
+        let _ = tx.send(found);
+    });
+    if let Err(e) = spawned {
+        stuck().retain(|p| p != db);
+        return Err(format!("cannot read state.db: no thread for it ({e})"));
+    }
+    match rx.recv_timeout(READ_BOUND) {
+        Ok(found) => found,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
+            "{} did not answer within {}s (not a regular file any more?): unknown for now",
+            db.display(),
+            READ_BOUND.as_secs()
+        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err("cannot read state.db: its reader failed".into()),
+    }
+}
+
 /// SQLite opens state.db by its path, so its files are looked at first through the one
 /// door: the database must be a regular file, and each of its -wal, -shm and -journal
-/// a regular file or absent (a symlink or FIFO planted there is never opened).
-fn check_files(db: &Path) -> Result<(), String> {
+/// a regular file or absent (a symlink or FIFO planted there is never opened). The
+/// home's owner, whose identity the read takes, and state.db's path with no symlink in
+/// it (SQLite is told to refuse any: a swap after this check is refused, not followed).
+fn check_files(db: &Path) -> Result<((u32, u32), PathBuf), String> {
     use rustix::fs::FileType;
     let spot = super::safe_file::Spot::in_home(db);
     let dir = match super::safe_file::Dir::open(&super::safe_file::Spot::new(&spot.home, "")) {
@@ -118,7 +173,8 @@ fn check_files(db: &Path) -> Result<(), String> {
             Err(e) => return Err(format!("cannot read {}: {e}", dir.path().join(&file).display())),
         }
     }
-    Ok(())
+    let resolved = dir.resolved_path().map_err(|e| format!("cannot read {}: {e}", db.display()))?;
+    Ok((dir.owner(), resolved.join(&name)))
 }
 
 fn open(db: &Path) -> Result<Connection, String> {
@@ -138,8 +194,16 @@ fn open(db: &Path) -> Result<Connection, String> {
     // read-only open, which creates nothing and honours its locks.
     let immutable = wal_mode(db) && !(side("-wal") && side("-shm"));
     let uri = format!("file:{}{}", uri_path(db), if immutable { "?immutable=1" } else { "" });
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    // one door: SQLite opens by path; check_files has vetted state.db and its side files.
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    if super::failpoint::chosen("state-db-open") {
+        // A test swaps the home or state.db here, between the check and SQLite's open.
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // one door: SQLite opens by path; check_files has vetted state.db and its side files,
+    // and this thread acts as the home's owner (query_as).
     let conn = Connection::open_with_flags(&uri, flags).map_err(|e| describe(&e))?;
     // Busy means "unknown for now", never a wait that would hold Hermes up.
     conn.busy_timeout(Duration::ZERO).map_err(|e| describe(&e))?;

@@ -42,6 +42,26 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text laid out in lines for a terminal (a CLI message, a table): every character that
+/// would act on the terminal escaped as [`escape`] does, except the newlines and tabs
+/// the text is laid out with. The last guard before a person's terminal: whatever a
+/// message quotes from a home (a profile's name, a path, an error) is shown, not obeyed.
+pub fn escape_layout(text: &str) -> Cow<'_, str> {
+    let acts = |c: char| acts_on_terminal(c) && c != '\n' && c != '\t';
+    if !text.chars().any(acts) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// A word as a POSIX shell reads it back: bare when it is plainly safe, else in single
 /// quotes (hints to copy, and the command lines the audit records).
 pub fn shell_word(word: &str) -> String {

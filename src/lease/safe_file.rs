@@ -298,6 +298,15 @@ impl Dir {
         &self.path
     }
 
+    /// Where the directory that was opened is now, with no symlink in it (what the kernel
+    /// says of the open descriptor): for a library that opens by path (SQLite), which can
+    /// then refuse any symlink on the way (a path swapped after this is refused, not
+    /// followed).
+    pub fn resolved_path(&self) -> io::Result<PathBuf> {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
     /// (uid, gid) of the directory.
     pub fn owner(&self) -> (u32, u32) {
         self.owner
