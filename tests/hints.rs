@@ -212,3 +212,97 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
     let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
     assert_eq!((cli.home.as_deref(), cli.profile.as_deref()), (Some(home.path()), Some("work")), "{shown}");
 }
+
+/// The words a POSIX shell (the machine's `sh`) makes of `line`: each argument of
+/// `set -- LINE`, NUL-separated. Quoting that fails would run what it lets through.
+fn sh_words(line: &str) -> Vec<String> {
+    let script = format!("set -- {line}\nprintf '%s\\0' \"$@\"");
+    let out = Command::new("sh").arg("-c").arg(&script).output().expect("run sh");
+    assert!(out.status.success(), "sh could not read `{line}`: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("sh printed UTF-8");
+    text.split_terminator('\0').map(str::to_owned).collect()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+    /// Every hint, for any home path, profile, lease id or session (anything but a NUL,
+    /// which no argument can hold), reads back through a POSIX shell as exactly the words
+    /// it was made of: rendered in a core message and from the CLI's own options alike.
+    #[test]
+    fn every_hint_reads_back_in_sh_as_the_words_it_was_made_of(
+        home in "[^\u{0}]{1,24}",
+        profile in proptest::option::of("[^\u{0}]{1,12}"),
+        other in proptest::option::of(proptest::option::of("[^\u{0}]{1,12}")),
+        id in "[^\u{0}]{0,40}",
+        session in "[^\u{0}]{0,16}",
+    ) {
+        use leasectl::lease::hint::{self, Reach};
+        let mut options = vec!["--home".to_owned(), home.clone()];
+        if let Some(p) = &profile {
+            options.extend(["--profile".to_owned(), p.clone()]);
+        }
+        let reach = Reach::with(options.clone());
+        let args = ["force-release", id.as_str(), "--session", session.as_str(), "--live"];
+        let marked = match &other {
+            Some(p) => hint::command_in_profile(p.as_deref(), &args),
+            None => hint::command(&args),
+        };
+        let text = hint::render(&format!("advice: {marked}. done"), &reach);
+        let line = text.strip_prefix("advice: `").and_then(|t| t.strip_suffix("`. done"));
+        let line = line.unwrap_or_else(|| panic!("the hint is not where it was put: {text:?}"));
+        let mut intended = vec!["leasectl".to_owned(), "--home".to_owned(), home.clone()];
+        let chosen = match &other {
+            Some(p) => p.clone(),
+            None => profile.clone(),
+        };
+        if let Some(p) = chosen {
+            intended.extend(["--profile".to_owned(), p]);
+        }
+        intended.extend(args.iter().map(|a| (*a).to_owned()));
+        proptest::prop_assert_eq!(sh_words(line), intended);
+    }
+}
+
+/// A lease id is whatever the registry says: one planted as `$(...)`, `;` and `#` is one
+/// word of the refusal's advice and of the "found in profile" hint when pasted, and runs
+/// nothing (before, pasting the advice ran the commands and `#` cut `--dry-run` off).
+#[test]
+fn a_planted_lease_id_is_one_word_of_every_hint_and_runs_nothing() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let pwned = home.outside().join("pwned");
+    let id = format!("$(touch {0})abcdef;touch {0};#", pwned.display());
+    let live = format!(
+        "{{\"lease_id\": {}, \"metadata\": {{}}, \"pid\": {}, \"process_start_time\": null, \"session_id\": \"S\", \
+         \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}",
+        serde_json::to_string(&id).expect("json"),
+        owner.pid()
+    );
+    write_registry(home.path(), &[live]);
+    let out = home.run(&["acquire", "S"]);
+    out.expect_exit(3);
+    let text = format!("{}\n{}", out.stdout, out.stderr);
+    let hint = text.split('`').skip(1).step_by(2).find(|h| h.contains("force-release")).expect("a force-release hint");
+    let words = sh_words(hint);
+    assert!(words.contains(&id), "the id is one word of `{hint}`: {words:?}");
+    assert_eq!(words.last().map(String::as_str), Some("--live"), "{words:?}");
+    assert!(!pwned.exists(), "reading the hint ran a planted command");
+
+    // Found in another profile, with --dry-run: the pasted hint keeps it and changes nothing.
+    let p3 = home.path().join("profiles/p3");
+    fs::create_dir_all(&p3).expect("profile");
+    let dead = format!(
+        "{{\"lease_id\": {}, \"metadata\": {{}}, \"pid\": {DEAD}, \"process_start_time\": null, \"session_id\": \"W\", \
+         \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}",
+        serde_json::to_string(&format!("zz{id}")).expect("json"),
+    );
+    write_registry(&p3, &[dead]);
+    let out = home.run(&["force-release", "zz$(touch", "--dry-run"]);
+    out.expect_exit(1);
+    let text = format!("{}\n{}", out.stdout, out.stderr);
+    let hint = text.split('`').skip(1).step_by(2).find(|h| h.contains("p3")).expect("a found-in-p3 hint");
+    assert_eq!(sh_words(hint).last().map(String::as_str), Some("--dry-run"), "{hint}");
+    run_as_printed(hint, &home).expect_exit(0);
+    assert!(!pwned.exists(), "pasting the hint ran a planted command");
+    assert_eq!(ids_in(&p3).len(), 1, "a dry run stays a dry run when pasted");
+}

@@ -60,9 +60,8 @@ pub(super) fn events(
                      its journal (run it there as a service; see the README)"
                 ),
                 false => say_err!(
-                    "leasectl: no events recorded here: `{} events --follow --record` keeps the journal (run it as \
-                     a service; see the README)",
-                    hints.in_profile(None)
+                    "leasectl: no events recorded here: `{}` keeps the journal (run it as a service; see the README)",
+                    hints.command(Some(None), &["events", "--follow", "--record"])
                 ),
             }
         }

@@ -2,81 +2,74 @@
 //! chose: copied as printed, they act on the same home and profile, not on ~/.hermes.
 
 use super::args::{Backend, Cli};
-use crate::lease::human::shell_word as quote;
+use crate::lease::hint::Reach;
 
 /// `leasectl` and the options that chose the registry, as typed on this command line:
 /// made once from the command line and handed to whatever prints a hint.
 pub(super) struct Hints {
-    prefix: String,
+    reach: Reach,
 }
 
 impl Hints {
     /// The options that select a registry (or an etcd prefix) on this command line.
     pub(super) fn of(cli: &Cli) -> Hints {
-        let mut p = String::from("leasectl");
+        let mut options: Vec<String> = Vec::new();
         if cli.backend == Backend::Etcd {
-            p.push_str(" --backend etcd");
+            options.extend(["--backend".into(), "etcd".into()]);
             if let Some(e) = &cli.endpoints {
-                p.push_str(&format!(" --endpoints {}", quote(e)));
+                options.extend(["--endpoints".into(), e.clone()]);
             }
             if let Some(x) = &cli.prefix {
-                p.push_str(&format!(" --prefix {}", quote(x)));
+                options.extend(["--prefix".into(), x.clone()]);
             }
         }
         // Over --host a hint reaches the same hosts (LEASECTL_HOSTS is in the environment).
         for host in &cli.hosts {
-            p.push_str(&format!(" --host {}", quote(host)));
+            options.extend(["--host".into(), host.clone()]);
         }
         if cli.all_hosts {
-            p.push_str(" --all-hosts");
+            options.push("--all-hosts".into());
         }
         if let Some(h) = &cli.home {
-            p.push_str(&format!(" --home {}", quote(&h.to_string_lossy())));
+            options.extend(["--home".into(), h.to_string_lossy().into_owned()]);
         }
+        // Last: a hint for another profile replaces it.
         if let Some(name) = &cli.profile {
-            p.push_str(&format!(" --profile {}", quote(name)));
+            options.extend(["--profile".into(), name.clone()]);
         }
-        Hints { prefix: p }
+        Hints { reach: Reach::with(options) }
     }
 
     /// The options that reach `location` alone (a host's registry named by its SPEC).
     pub(super) fn at(location: &crate::lease::Location) -> Hints {
-        Hints { prefix: crate::lease::human::leasectl_at(location) }
+        Hints { reach: Reach::of(location) }
     }
 
-    /// `leasectl` with this command line's home (and backend) but another profile (None:
-    /// the root).
-    pub(super) fn in_profile(&self, profile: Option<&str>) -> String {
-        let base = self.prefix.as_str();
-        // The profile option is always last in the prefix: cut it, then add the wanted one.
-        let base = base.find(" --profile ").map(|at| &base[..at]).unwrap_or(base);
-        match profile {
-            Some(name) => format!("{base} --profile {}", quote(name)),
-            None => base.to_owned(),
-        }
+    /// The command `leasectl OPTIONS ARGS` with this command line's registry options, in
+    /// another profile of the home when `profile` is Some (None inside: the root), each
+    /// word quoted for a POSIX shell.
+    pub(super) fn command(&self, profile: Option<Option<&str>>, args: &[&str]) -> String {
+        self.reach.line(profile, args)
     }
 
-    /// `text` with every quoted command hint (`` `leasectl CMD...` ``) given this command
-    /// line's registry options; a hint that names its own options (`` `leasectl --profile
-    /// work ...` ``) is left as it is. For text made where the command line is not known
-    /// (the core's errors and advice): the CLI's own hints use [`Hints::in_profile`].
+    /// `text` with its hints (the core's errors and advice) rendered with this command
+    /// line's registry options.
     pub(super) fn apply(&self, text: &str) -> String {
-        crate::lease::human::with_options(text, &self.prefix)
+        crate::lease::hint::render(text, &self.reach)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::human::shell_word as quote;
 
     #[test]
-    fn hints_get_the_registry_options_unless_they_name_their_own() {
-        let hints = Hints { prefix: "leasectl --home /h --profile work".into() };
-        assert_eq!(hints.apply("run `leasectl prune` now"), "run `leasectl --home /h --profile work prune` now");
-        assert_eq!(hints.apply("`leasectl --profile ops ls`"), "`leasectl --profile ops ls`");
-        assert_eq!(hints.apply("no hint here"), "no hint here");
-        assert_eq!(hints.in_profile(Some("ops")), "leasectl --home /h --profile ops");
-        assert_eq!(hints.in_profile(None), "leasectl --home /h");
+    fn hints_name_another_profile_in_place_of_the_one_given() {
+        let hints = Hints { reach: Reach::with(["--home".into(), "/h".into(), "--profile".into(), "work".into()]) };
+        assert_eq!(hints.command(Some(Some("ops")), &["prune"]), "leasectl --home /h --profile ops prune");
+        assert_eq!(hints.command(Some(None), &["prune"]), "leasectl --home /h prune");
+        assert_eq!(hints.command(None, &["ls"]), "leasectl --home /h --profile work ls");
     }
 
     #[test]

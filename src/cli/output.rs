@@ -651,16 +651,17 @@ fn doctor_validity(d: &DoctorReport, s: &mut String) {
 
 /// The prune that removes a stale owner's lease: a plain prune keeps the two kinds it
 /// must not judge alone (the verdicts prune itself gives them).
-fn stale_remedy(here: &str, liveness: &Liveness) -> String {
+fn stale_remedy(here: &dyn Fn(&[&str]) -> String, liveness: &Liveness) -> String {
     if liveness.clock_step_suspected() {
         format!(
             "most likely the same, live process seen across a wall-clock step, so a plain prune keeps it; \
-             `{here} prune --include-clock-step` removes it"
+             `{}` removes it",
+            here(&["prune", "--include-clock-step"])
         )
     } else if matches!(liveness, Liveness::WorkRunning { .. }) {
-        format!("its work still runs, so a plain prune keeps it; `{here} prune --force` removes it")
+        format!("its work still runs, so a plain prune keeps it; `{}` removes it", here(&["prune", "--force"]))
     } else {
-        format!("`{here} prune` removes it")
+        format!("`{}` removes it", here(&["prune"]))
     }
 }
 
@@ -670,7 +671,8 @@ fn doctor_leases(d: &DoctorReport, s: &mut String, hints: &super::hints::Hints) 
     use std::fmt::Write;
     // Named by profile: with --all-profiles a bare `leasectl prune` would act on the root only.
     let is_profile = d.registry.home != crate::lease::paths::root_of(&d.registry.home);
-    let here = hints.in_profile(is_profile.then_some(d.registry.profile.as_str()));
+    let profile = is_profile.then_some(d.registry.profile.as_str());
+    let here = |args: &[&str]| hints.command(Some(profile), args);
     for v in &d.stale {
         let _ = writeln!(
             s,
@@ -685,11 +687,11 @@ fn doctor_leases(d: &DoctorReport, s: &mut String, hints: &super::hints::Hints) 
     for (v, why) in &d.leak_suspects {
         let _ = writeln!(
             s,
-            "  LEAK?: lease {} (session {}): {} — if nobody uses it, `{here} force-release {} --live`",
+            "  LEAK?: lease {} (session {}): {} — if nobody uses it, `{}`",
             escape(&short_id(v.entry.lease_id())),
             escape(v.entry.session_id()),
             escape(why),
-            escape(&short_id(v.entry.lease_id()))
+            here(&["force-release", &short_id(v.entry.lease_id()), "--live"])
         );
     }
     if let Some(w) = &d.idle_warning {
@@ -713,10 +715,10 @@ fn doctor_files(d: &DoctorReport, s: &mut String) {
         let _ = writeln!(
             s,
             "  SYMLINK: the registry is a symlink to {}: every write refuses to go through it, so every acquire \
-             fails; make it a regular file: cp --remove-destination {} {}",
+             fails; make it a regular file: `cp --remove-destination {} {}`",
             escape(&target.display().to_string()),
-            escape(&target.display().to_string()),
-            escape(&path.display().to_string())
+            crate::lease::human::shell_word(&target.to_string_lossy()),
+            crate::lease::human::shell_word(&path.to_string_lossy())
         );
     }
     if let Some(problem) = &d.lock_problem {

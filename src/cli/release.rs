@@ -64,8 +64,9 @@ pub(super) fn name_lease(
         let profile = location.registry().filter(|r| r.home != paths::root_of(&r.home)).map(|r| r.profile.as_str());
         let place = profile.map(|p| format!("profile {p}")).unwrap_or_else(|| "the root".into());
         // Every option the operator gave comes along: a dry run stays a dry run when pasted.
-        let options: String = options.iter().map(|o| format!(" {o}")).collect();
-        found.push(format!("found in {place}: `{} {action} {id}{options}`", hints.in_profile(profile)));
+        let mut words: Vec<&str> = vec![action, &id];
+        words.extend(options.iter().map(String::as_str));
+        found.push(format!("found in {place}: `{}`", hints.command(Some(profile), &words)));
     }
     if found.is_empty() {
         return Ok(Named::Nowhere);
@@ -105,7 +106,8 @@ pub(super) fn release(
     elsewhere: &[Location],
     hints: &Hints,
 ) -> Result<i32, Failure> {
-    let mut options: Vec<String> = owner_pid.map(|p| format!("--owner-pid {p}")).into_iter().collect();
+    let mut options: Vec<String> =
+        owner_pid.map(|p| ["--owner-pid".to_owned(), p.to_string()]).into_iter().flatten().collect();
     if as_json {
         options.push("--json".into());
     }
@@ -139,7 +141,8 @@ pub(super) fn release(
         return Err(fail(format!(
             "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
                  ancestors: release is the owner's ({act_for}to take a live owner's lease use \
-                 `leasectl force-release {lease_id} --live`)"
+                 {})",
+            lease::hint::command(&["force-release", lease_id, "--live"])
         )));
     }
     // A release on behalf of another live process (one --owner-pid let through) is on

@@ -83,64 +83,11 @@ pub fn event_time(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
-/// `leasectl` with the options that reach `reg`, for a hint a person can paste as it is
-/// (the console's hints: it knows the registry, not how the operator named it).
-pub fn leasectl_for(reg: &super::paths::Registry) -> String {
-    let root = super::paths::root_of(&reg.home);
-    let mut command = format!("leasectl --home {}", shell_word(&root.to_string_lossy()));
-    if reg.home != root {
-        command.push_str(&format!(" --profile {}", shell_word(&reg.profile)));
-    }
-    command
-}
-
-/// `leasectl` with the options that reach `location` (a registry file, or an etcd prefix).
-pub fn leasectl_at(location: &super::Location) -> String {
-    match location {
-        super::Location::File(reg) => leasectl_for(reg),
-        super::Location::Etcd(at) => format!(
-            "leasectl --backend etcd --endpoints {} --prefix {}",
-            shell_word(&at.endpoints.join(",")),
-            shell_word(&at.prefix)
-        ),
-        super::Location::Ssh(at) => {
-            let mut command = format!("leasectl --host {}", shell_word(&at.host.text()));
-            if at.profile != "root" {
-                command.push_str(&format!(" --profile {}", shell_word(&at.profile)));
-            }
-            command
-        }
-    }
-}
-
 /// `text` (the core's words) with its hints (`leasectl doctor`) naming `location`: pasted
 /// as shown, they act on that registry, not on ~/.hermes (the console and the demo know
 /// the registry, not how the operator named it).
 pub fn hinted(location: &super::Location, text: &str) -> String {
-    with_options(text, &leasectl_at(location))
-}
-
-/// `text` with every quoted command hint (`` `leasectl CMD...` ``) given `prefix` (the
-/// options that reach a registry) in place of plain `leasectl`; a hint that names its own
-/// options (`` `leasectl --profile work ...` ``) is left as it is. For text made where the
-/// registry is not known (the core's errors and advice).
-pub fn with_options(text: &str, prefix: &str) -> String {
-    const HINT: &str = "`leasectl ";
-    if prefix == "leasectl" || !text.contains(HINT) {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 64);
-    let mut rest = text;
-    while let Some(at) = rest.find(HINT) {
-        let after = &rest[at + HINT.len()..];
-        out.push_str(&rest[..at]);
-        out.push('`');
-        out.push_str(if after.starts_with("--") { "leasectl" } else { prefix });
-        out.push(' ');
-        rest = after;
-    }
-    out.push_str(rest);
-    out
+    super::hint::render(text, &super::hint::Reach::of(location))
 }
 
 /// `n` and the word for that many: "1 lease", "3 leases", "0 leases".

@@ -20,6 +20,7 @@ pub mod etcd;
 pub mod failpoint;
 pub mod file;
 pub mod grant;
+pub mod hint;
 pub mod history;
 pub mod human;
 pub mod ids;

@@ -74,12 +74,13 @@ impl Refusal {
         match (self.reason, holder) {
             (Reason::SessionNotOwned, Some(id)) => format!(
                 "Attach through the owning surface or close the session there. If the owner is gone \
-                 but its pid lives on (a leaked lease), remove it deliberately: `leasectl force-release {id} --live`."
+                 but its pid lives on (a leaked lease), remove it deliberately: {}.",
+                super::hint::command(&["force-release", &id, "--live"])
             ),
             (Reason::MaxConcurrentSessions, Some(id)) => format!(
                 "Retry when another session finishes, or raise max_concurrent_sessions. A slot held by a leaked \
-                 lease is freed deliberately: `leasectl ls` shows the holders; the oldest is \
-                 `leasectl force-release {id} --live`."
+                 lease is freed deliberately: `leasectl ls` shows the holders; the oldest is {}.",
+                super::hint::command(&["force-release", &id, "--live"])
             ),
             (reason, _) => reason.advice().to_owned(),
         }

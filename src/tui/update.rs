@@ -431,10 +431,8 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
         } else {
-            let doctor = crate::lease::human::leasectl_at(&r.location);
-            format!(
-                "{what} refused: the registry is invalid ({err}); repair it first (F, or `{doctor} doctor --repair`)"
-            )
+            let doctor = crate::lease::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);
+            format!("{what} refused: the registry is invalid ({err}); repair it first (F, or `{doctor}`)")
         };
         app.log(&profile, LogLevel::Warn, text);
         return true;
@@ -471,15 +469,14 @@ fn ask_prune(app: &mut App) {
     if targets.is_empty() {
         let profile = app.tab_registries().first().map(|r| app.registries[*r].location.label());
         // The hint names the registry (a pasted `leasectl prune` would act on ~/.hermes).
+        use crate::lease::hint::Reach;
+        let reach = |r: &crate::lease::paths::Registry| Reach::of(&crate::lease::Location::File(r.clone()));
         let command = match kept_in.as_slice() {
-            [one] => format!("{} prune --include-clock-step", crate::lease::human::leasectl_for(one)),
-            several => {
-                let root = several
-                    .first()
-                    .map(|r| crate::lease::paths::Registry::new("root", crate::lease::paths::root_of(&r.home)));
-                let base = root.as_ref().map(crate::lease::human::leasectl_for).unwrap_or_else(|| "leasectl".into());
-                format!("{base} --all-profiles prune --include-clock-step")
-            }
+            [one] => reach(one).line(None, &["prune", "--include-clock-step"]),
+            several => several
+                .first()
+                .map_or_else(Reach::plain, reach)
+                .line(Some(None), &["--all-profiles", "prune", "--include-clock-step"]),
         };
         let text = if kept_clock_step > 0 {
             format!(

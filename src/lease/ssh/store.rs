@@ -167,7 +167,7 @@ impl LeaseStore for SshStore {
         Err(Error::Unsupported(format!(
             "a repair is done on the host itself: `ssh {} leasectl doctor --repair` (it shows what it would keep and \
              lose, and asks)",
-            self.at.host.name
+            crate::lease::human::shell_word(&self.at.host.name)
         )))
     }
 
