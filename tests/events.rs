@@ -198,3 +198,40 @@ fn over_a_host_the_newest_100_000_events_travel_and_the_rest_are_said() {
         out.stderr
     );
 }
+
+/// A journal and an audit file leasectl did not write at that size (a planted sparse
+/// terabyte; leasectl rotates at 10 MiB) are read from their last 32 MiB only, said in a
+/// warning naming each: `events --since` answers at once with the newest events (it was
+/// still reading after 60 s). The fastest of three runs is what is held to a second, so
+/// a busy machine does not decide it.
+#[test]
+fn a_sparse_terabyte_journal_is_read_from_its_tail_and_said() {
+    use std::io::{Seek, SeekFrom, Write};
+    let home = Home::new();
+    let logs = home.path().join("logs");
+    fs::create_dir_all(&logs).expect("logs");
+    let now = leasectl::lease::now();
+    let event = serde_json::json!({"ts": now - 60.0, "time": "t", "event": "acquired", "profile": "root",
+        "lease": {"entry": {"lease_id": "ab", "session_id": "S-newest", "pid": 1}}});
+    for name in ["leasectl-events.jsonl", "leasectl-audit.jsonl"] {
+        let mut f = fs::File::create(logs.join(name)).expect("create");
+        f.set_len(1 << 40).expect("a sparse terabyte");
+        f.seek(SeekFrom::End(0)).expect("seek");
+        if name == "leasectl-events.jsonl" {
+            writeln!(f, "\n{event}").expect("the newest event");
+        }
+    }
+    let mut fastest = Duration::MAX;
+    for _ in 0..3 {
+        let started = Instant::now();
+        let out = home.run(&["events", "--since", "1h"]);
+        fastest = fastest.min(started.elapsed());
+        out.expect_exit(0);
+        assert!(out.stdout.contains("S-newest"), "the newest event is read: {out:?}");
+        for name in ["leasectl-events.jsonl", "leasectl-audit.jsonl"] {
+            let said = format!("read only the last 32 MiB of {}", logs.join(name).display());
+            assert!(out.stderr.contains(&said), "{name} is said: {out:?}");
+        }
+    }
+    assert!(fastest < Duration::from_secs(1), "events --since over a sparse terabyte took {fastest:?}");
+}

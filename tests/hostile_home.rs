@@ -611,6 +611,32 @@ fn roots_state_db_read_cannot_be_swapped_into_roots_directory_or_hung() {
     }
 }
 
+/// Where `fs.protected_hardlinks` is 0, mallory can make her audit file a hard link to
+/// any file (made here by the test as root, which that setting would let her do): root's
+/// force-release must not append its JSON line to it, and says why; nor to an audit file
+/// that is not hers. The removal itself is done.
+#[test]
+fn roots_audit_record_is_never_appended_to_a_hard_link_or_a_file_not_the_users() {
+    needs_root!();
+    for planted in ["hard link", "root's file"] {
+        let w = World::new();
+        let audit = w.home.join("logs/leasectl-audit.jsonl");
+        fs::remove_file(&audit).expect("remove the audit file");
+        if planted == "hard link" {
+            fs::hard_link(w.outside.join("secret"), &audit).expect("hard link");
+        } else {
+            fs::write(&audit, "").expect("root's audit file");
+        }
+        let before = w.outside_state();
+        let ran = run(&w.home, &["force-release", "--session", "S-dead"]).expect("force-release finishes");
+        assert_eq!(ran.code, Some(0), "{planted}: {}", ran.text);
+        let why = if planted == "hard link" { "hard links" } else { "belongs to uid 0" };
+        assert!(ran.text.contains(&audit.display().to_string()) && ran.text.contains(why), "{planted}: {}", ran.text);
+        assert_eq!(w.outside_state(), before, "{planted}: root's record reached a file outside the home");
+        assert_eq!(fs::read(&audit).expect("audit").len() as u64, if planted == "hard link" { 9 } else { 0 });
+    }
+}
+
 /// The inodes `pid`'s inotify watches are on (`/proc/PID/fdinfo`: `inotify wd:.. ino:HEX`).
 fn watched_inodes(pid: u32) -> Vec<u64> {
     let mut inodes = Vec::new();

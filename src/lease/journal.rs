@@ -101,7 +101,7 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
                 continue;
             }
         };
-        let mut lines = Lines::new(f, MAX_LINE);
+        let mut lines = lines_of(f, &p, &mut warnings);
         while let Some(line) = lines.next_line() {
             let Ok(rec) = serde_json::from_str::<Value>(line) else { continue };
             let Some(at) = rec["time"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { continue };
@@ -152,6 +152,36 @@ pub fn removal_key(v: &Value) -> Option<(String, String)> {
 
 /// A recorded line longer than this is not one of ours: skipped, counted.
 pub const MAX_LINE: usize = 1024 * 1024;
+
+/// The most of one journal or audit file that is read: well above the 10 MiB at which
+/// leasectl rotates them, so a larger file was not written so by leasectl (a planted
+/// sparse terabyte, a file someone appends to by hand).
+pub const READ_BOUND: u64 = 32 * 1024 * 1024;
+
+/// `f`, the file at `path`, to read a line at a time: one larger than [`READ_BOUND`] is
+/// read from its last READ_BOUND bytes on (the newest lines: these files are in time
+/// order), from the first whole line there, and a warning names it.
+fn lines_of(mut f: std::fs::File, path: &Path, warnings: &mut Vec<String>) -> Lines {
+    use std::io::{Seek, SeekFrom};
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if size <= READ_BOUND {
+        return Lines::new(f, MAX_LINE);
+    }
+    warnings.push(format!(
+        "read only the last {} MiB of {} ({size} bytes; leasectl rotates its files at {} MiB)",
+        READ_BOUND / (1024 * 1024),
+        path.display(),
+        super::audit::MAX_BYTES / (1024 * 1024)
+    ));
+    // From the byte before the bound: a line that starts exactly there is kept whole.
+    let seeked = f.seek(SeekFrom::Start(size - READ_BOUND - 1));
+    let mut lines = Lines::new(f, MAX_LINE);
+    match seeked {
+        Ok(_) => lines.skip_partial_line(),
+        Err(e) => warnings.push(format!("stopped reading {}: {e}", path.display())),
+    }
+    lines
+}
 
 /// The recorded events of a home at or after a time, oldest first, rotated files
 /// included, read a line at a time (memory stays bounded whatever the files hold).
@@ -231,7 +261,8 @@ impl Iterator for Journal {
         loop {
             if self.current.is_none() {
                 let (path, f) = self.files.pop_front()?;
-                self.current = Some((path, Lines::new(f, MAX_LINE)));
+                let lines = lines_of(f, &path, &mut self.warnings);
+                self.current = Some((path, lines));
             }
             let from = self.from;
             let mut bad = 0;

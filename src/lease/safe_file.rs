@@ -439,8 +439,30 @@ impl Dir {
     /// Append `line` and a newline: the whole line or nothing. On a short write (disk
     /// full) the file is cut back to where it was, so the next line is not glued to half
     /// of this one.
+    /// A file with another hard link, or of another owner than the directory's, is
+    /// refused: where `fs.protected_hardlinks` is 0, a link planted here to any file
+    /// would get the line (root's JSON appended to /etc/shadow, say).
     pub fn append_line(&self, name: impl AsRef<OsStr>, line: &[u8], mode: u32) -> io::Result<()> {
         let mut f = self.open_append(name.as_ref(), mode)?;
+        let st = rustix::fs::fstat(&f)?;
+        let shown = self.shown(name.as_ref());
+        if st.st_nlink > 1 {
+            return Err(refusal(
+                &shown,
+                &format!("has {} hard links (another name for it would get the line): not appended to", st.st_nlink),
+            ));
+        }
+        if st.st_uid != self.owner.0 {
+            return Err(refusal(
+                &shown,
+                &format!(
+                    "belongs to uid {}, not to uid {} who owns {}: not appended to",
+                    st.st_uid,
+                    self.owner.0,
+                    self.path.display()
+                ),
+            ));
+        }
         append_whole(&mut f, line)
     }
 }
@@ -612,6 +634,32 @@ impl Lines {
         }
     }
 
+    /// Pass over what is left of a line the reader starts in the middle of (after a
+    /// seek), neither returned nor counted.
+    pub fn skip_partial_line(&mut self) {
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            };
+            if buf.is_empty() {
+                return;
+            }
+            let (used, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            self.reader.consume(used);
+            if done {
+                return;
+            }
+        }
+    }
+
     /// Read one line into `self.line`; a line over the bound is skipped and counted
     /// here. False at the end.
     fn read_raw(&mut self) -> io::Result<bool> {
@@ -715,5 +763,12 @@ mod tests {
         }
         assert_eq!(seen, ["one", "three"]);
         assert_eq!(lines.counts, LineCounts { lines: 4, bad: 2 });
+        // Started inside the long line: what is left of it is passed over, uncounted.
+        let mut f = File::open(&p).expect("open");
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(10)).expect("seek");
+        let mut lines = Lines::new(f, 50);
+        lines.skip_partial_line();
+        assert_eq!(lines.next_line(), Some("three"), "the line after it is the first read");
+        assert_eq!(lines.counts, LineCounts { lines: 2, bad: 1 }, "tw\\xffo is not UTF-8");
     }
 }
