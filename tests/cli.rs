@@ -1062,7 +1062,7 @@ fn escapes_planted_in_a_home_reach_no_terminal_from_any_command() {
     let broken = home.make_profile("broken\u{1b}[5m");
     fs::create_dir_all(broken.join("runtime")).expect("runtime");
     fs::write(broken.join("runtime/active_sessions.json"), "{\"entries\": [\u{1b}[2J").expect("invalid registry");
-    home.acquire_ok(&["--profile", evil, "S\u{1b}[2J", "--owner-pid", &pid]);
+    let s_id = home.acquire_ok(&["--profile", evil, "S\u{1b}[2J", "--owner-pid", &pid]);
     let mut gone = sleeper("30");
     home.acquire_ok(&["--profile", evil, "T", "--owner-pid", &gone.pid().to_string()]);
     gone.kill_and_reap();
@@ -1080,10 +1080,23 @@ fn escapes_planted_in_a_home_reach_no_terminal_from_any_command() {
         vec!["--profile", evil, "ls"],
         vec!["--profile", evil, "doctor"],
         vec!["--profile", "no-such", "ls"],
+        vec!["--profile", evil, "release", &s_id[..8]],
+        vec!["--profile", evil, "run", "S\u{1b}[2J", "--", "true"],
+        vec!["--profile", evil, "hold", "S\u{1b}[2J"],
+        vec!["--profile", evil, "metrics"],
+        // What a host sends (`leasectl serve` answering over --host) is shown the same way.
+        vec!["--host", "w=local", "--all-profiles", "ls"],
+        vec!["--host", "w=local", "--all-profiles", "doctor"],
         vec!["--all-profiles", "prune"],
+        vec!["--all-profiles", "doctor", "--repair", "--yes"],
     ];
     for args in &commands {
         let out = home.run(args);
+        if args.contains(&"metrics") {
+            // Exact, as documented: Prometheus' text format escapes only \\, " and newlines.
+            assert!(out.stdout.contains(evil), "metrics keeps the profile's name exact: {out:?}");
+            continue;
+        }
         for (what, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
             assert!(!text.chars().any(|c| raw.contains(&c)), "{args:?} printed a raw escape on {what}: {text:?}");
         }

@@ -608,6 +608,14 @@ fn roots_state_db_read_cannot_be_swapped_into_roots_directory_or_hung() {
         if swap == "fifo" {
             assert!(ran.text.contains("did not answer within"), "{swap}: {}", ran.text);
         }
+        // Nothing SQLite made in her home (moved aside or not) is root's.
+        let mut rooted = w.not_mallorys();
+        walk(&w.home.with_file_name("home-away"), &mut |p, m| {
+            if m.uid() != MALLORY {
+                rooted.push(format!("{} (uid {})", p.display(), m.uid()));
+            }
+        });
+        assert!(rooted.is_empty(), "{swap}: root left what is not hers in her home: {rooted:?}");
     }
 }
 
