@@ -204,7 +204,7 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
         assert!(said.contains("profiles/work/runtime/active_sessions.json"), "`{text}` acted on work: {out:?}");
     }
     // The core's own hints, in an error shown on the console, get the options too.
-    let shown = leasectl::lease::human::hinted(
+    let shown = leasectl::lease::hint::hinted(
         &app.registries[app.tab].location,
         "(and 2 more problems; run `leasectl doctor`)",
     );

@@ -228,7 +228,7 @@ impl Playground {
     /// on the demo's registry, not on ~/.hermes.
     fn hinted(&self, verdict: Verdict) -> Verdict {
         let at = crate::lease::Location::File(self.sandbox.registry());
-        let hint = |text: String| crate::lease::human::hinted(&at, &text);
+        let hint = |text: String| crate::lease::hint::hinted(&at, &text);
         match verdict {
             Verdict::Refused { reason, message, advice, holder } => {
                 Verdict::Refused { reason, message: hint(message), advice: hint(advice), holder }

@@ -112,6 +112,13 @@ impl Reach {
     }
 }
 
+/// `text` (the core's words) with its hints naming `location`: pasted as shown, they act
+/// on that registry, not on ~/.hermes (the console and the demo know the registry, not
+/// how the operator named it).
+pub fn hinted(location: &super::Location, text: &str) -> String {
+    render(text, &Reach::of(location))
+}
+
 /// `text` with every marked hint in it rendered for `reach`. A marker that does not parse
 /// (text from a file that imitates one) is dropped and what it held shown as text.
 /// Outside markers, a fixed hint the core writes plainly (`` `leasectl doctor` ``, words

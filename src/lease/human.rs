@@ -28,18 +28,7 @@ fn acts_on_terminal(c: char) -> bool {
 /// `text` as people may see it: every character that would act on the terminal
 /// written visibly as `\u{1b}`. JSON output never goes through this (it stays exact).
 pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(acts_on_terminal) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if acts_on_terminal(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
+    escape_where(text, acts_on_terminal)
 }
 
 /// Text laid out in lines for a terminal (a CLI message, a table): every character that
@@ -47,8 +36,11 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 /// the text is laid out with. The last guard before a person's terminal: whatever a
 /// message quotes from a home (a profile's name, a path, an error) is shown, not obeyed.
 pub fn escape_layout(text: &str) -> Cow<'_, str> {
-    let acts = |c: char| acts_on_terminal(c) && c != '\n' && c != '\t';
-    if !text.chars().any(acts) {
+    escape_where(text, |c| acts_on_terminal(c) && c != '\n' && c != '\t')
+}
+
+fn escape_where(text: &str, acts: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(&acts) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -81,13 +73,6 @@ pub fn parse_idle(text: &str) -> Result<Duration, Unusable> {
 /// lines stay aligned and sort as text (the audit file's own microseconds included).
 pub fn event_time(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
-
-/// `text` (the core's words) with its hints (`leasectl doctor`) naming `location`: pasted
-/// as shown, they act on that registry, not on ~/.hermes (the console and the demo know
-/// the registry, not how the operator named it).
-pub fn hinted(location: &super::Location, text: &str) -> String {
-    super::hint::render(text, &super::hint::Reach::of(location))
 }
 
 /// `n` and the word for that many: "1 lease", "3 leases", "0 leases".

@@ -58,7 +58,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             match result {
                 Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines, needs_force }),
                 Err(e) => {
-                    let why = crate::lease::human::hinted(&location, &e.to_string());
+                    let why = crate::lease::hint::hinted(&location, &e.to_string());
                     app.log(&location.label(), LogLevel::Warn, format!("repair refused: {why}"))
                 }
             }
@@ -193,7 +193,7 @@ fn on_action_done(app: &mut App, done: ActionDone) {
             );
         }
         Err(e) => {
-            let why = crate::lease::human::hinted(&done.location, &e.to_string());
+            let why = crate::lease::hint::hinted(&done.location, &e.to_string());
             app.log(&profile, LogLevel::Warn, format!("{} refused: {why}", done.what))
         }
     }
@@ -427,7 +427,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
     if let Some(err) = r.error.clone() {
         let profile = r.location.label();
-        let err = crate::lease::human::hinted(&r.location, &err.to_string());
+        let err = crate::lease::hint::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
         } else {

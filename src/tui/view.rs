@@ -321,7 +321,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 out.push(Line::from(format!(
                     " {what} ({}): {} — {shows}; nothing is rewritten",
                     shown_text(&label),
-                    shown_text(&crate::lease::human::hinted(&reg.location, &e.to_string()))
+                    shown_text(&crate::lease::hint::hinted(&reg.location, &e.to_string()))
                 )));
             }
         }
