@@ -91,6 +91,9 @@ pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
     }
 }
 
+/// The databases whose read has not returned yet (a FIFO holds SQLite's open).
+static STUCK_READS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
 /// How long a read of state.db may take before its context is "unknown for now": a
 /// FIFO swapped in after the files were checked would hold SQLite's open forever.
 pub const READ_BOUND: Duration = Duration::from_secs(5);
@@ -108,8 +111,7 @@ fn query_as(
     session_ids: &[&str],
     now: f64,
 ) -> Result<HashMap<String, SessionContext>, String> {
-    static STUCK: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    let stuck = || STUCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let stuck = || STUCK_READS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if stuck().iter().any(|p| p == db) {
         return Err(format!(
             "{} has not answered an earlier read yet (not a regular file any more?): unknown for now",
@@ -134,12 +136,27 @@ fn query_as(
     }
     match rx.recv_timeout(READ_BOUND) {
         Ok(found) => found,
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(format!(
-            "{} did not answer within {}s (not a regular file any more?): unknown for now",
-            db.display(),
-            READ_BOUND.as_secs()
-        )),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            wake_fifos(db);
+            Err(format!(
+                "{} did not answer within {}s (not a regular file any more?): unknown for now",
+                db.display(),
+                READ_BOUND.as_secs()
+            ))
+        }
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err("cannot read state.db: its reader failed".into()),
+    }
+}
+
+/// A read stuck opening a FIFO swapped in for state.db (or its -wal or -shm) waits for a
+/// writer: open each FIFO there for writing, without waiting, so that read gets an empty
+/// file, fails and ends, and a console or recorder reads the database again later.
+fn wake_fifos(db: &Path) {
+    let spot = super::safe_file::Spot::in_home(db);
+    let Ok(Some(dir)) = super::safe_file::Dir::open(&super::safe_file::Spot::new(&spot.home, "")) else { return };
+    let name = spot.rel.as_os_str().to_string_lossy().into_owned();
+    for suffix in ["", "-wal", "-shm"] {
+        dir.wake_fifo(format!("{name}{suffix}"));
     }
 }
 
@@ -411,6 +428,31 @@ pub fn leak_reason(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO swapped in for state.db after its check holds a read only for the bound:
+    /// it is then woken, so the next read of the same database is tried again, not told
+    /// an earlier read is still stuck.
+    #[test]
+    fn a_read_stuck_on_a_fifo_is_woken_after_the_bound() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("state.db");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &db,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+        let me = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+        let first = query_as(me, &db, &["S"], 1.0).expect_err("a FIFO cannot answer");
+        assert!(first.contains("did not answer within"), "{first}");
+        let woken = std::time::Instant::now();
+        while STUCK_READS.lock().map(|s| !s.is_empty()).unwrap_or(false) {
+            assert!(woken.elapsed() < Duration::from_secs(5), "the stuck read was not woken");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 
     #[test]
     fn a_time_in_the_future_is_unknown_not_now() {

@@ -409,6 +409,23 @@ impl Dir {
         Ok(File::from(fd))
     }
 
+    /// If `name` is a FIFO, open it for writing without waiting and close it again (as
+    /// the directory's owner): a reader blocked opening it is let go, and reads nothing.
+    /// Anything else there is left alone, never opened.
+    pub fn wake_fifo(&self, name: impl AsRef<OsStr>) {
+        let name = name.as_ref();
+        if !matches!(self.kind(name), Ok(Some(FileType::Fifo))) {
+            return;
+        }
+        let _as = ActAs::owner_of(self);
+        let _ = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::WRONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+    }
+
     /// Rename `from` to `to` in this directory, as its owner (names, never followed).
     pub fn rename(&self, from: impl AsRef<OsStr>, to: impl AsRef<OsStr>) -> io::Result<()> {
         let _as = ActAs::owner_of(self);
