@@ -21,16 +21,16 @@ from collections import defaultdict
 VARIANTS = {
     "all caches": {},
     "no recent.rs": {
-        "src/lease/recent.rs": [
+        "src/lease/file/recent.rs": [
             ("pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {\n",
              "pub fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {\n    if true { return None; }\n"),
             ("pub fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {\n",
              "pub fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {\n    if true { return; }\n"),
         ]
     },
-    "no reparse.rs": {"src/lease/recent.rs": [("        if !hit.hermes_layout {", "        if true || !hit.hermes_layout {")]},
+    "no reparse.rs": {"src/lease/file/recent.rs": [("        if !hit.hermes_layout {", "        if true || !hit.hermes_layout {")]},
     "no pidfds.rs": {
-        "src/lease/pidfds.rs": [
+        "src/lease/owners/pidfds.rs": [
             ("pub fn running_start_ticks(pid: u64) -> Option<u64> {\n",
              "pub fn running_start_ticks(pid: u64) -> Option<u64> {\n    if true { return None; }\n"),
             ("pub fn remember(pid: u64, pidfd: OwnedFd, start_ticks: u64) {\n",

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::Criterion;
-use leasectl::lease::context::{self, Contexts};
+use leasectl::lease::home::context::{self, Contexts};
 use rusqlite::Connection;
 
 const SESSIONS: usize = 2_000;

@@ -11,12 +11,12 @@ use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::lease::audit::Actor;
 use crate::lease::backend::RecordedEvents;
+use crate::lease::home::audit::Actor;
 use crate::lease::ssh::wire::{
     Answer, ClientLine, Hello, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireError, WireListing,
 };
-use crate::lease::{self, Change, Error, LeaseStore, Location, Registry, StoreOptions, WatchScope, paths};
+use crate::lease::{self, Change, Error, LeaseStore, Location, Registry, StoreOptions, WatchScope, home::paths};
 
 /// A request line is small; anything far larger is not one.
 const MAX_REQUEST: u64 = 1 << 20;
@@ -37,11 +37,11 @@ fn send(out: &Out, line: &ServerLine) -> bool {
 /// the client names none.
 pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
-    let user = crate::lease::audit::who();
+    let user = crate::lease::home::audit::who();
     let hello = Hello {
         leasectl: VERSION.into(),
         protocol: PROTOCOL,
-        host: crate::lease::owner::hostname(),
+        host: crate::lease::owners::owner::hostname(),
         user: user.split('@').next().unwrap_or_default().to_owned(),
     };
     if !send(&out, &ServerLine::Hello(hello)) {
@@ -71,7 +71,7 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
         Err(e) => return refuse(&out, e.0),
     };
     if !home.is_dir() {
-        let host = crate::lease::owner::hostname();
+        let host = crate::lease::owners::owner::hostname();
         return refuse(&out, format!("the Hermes home {} does not exist on {host}", home.display()));
     }
     let root = paths::root_of(&home);
@@ -96,7 +96,7 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
                 let why = format!(
                     "leasectl {VERSION} on {} does not know the request {op:?} (the client's leasectl is newer): install \
                      the same leasectl on both",
-                    crate::lease::owner::hostname()
+                    crate::lease::owners::owner::hostname()
                 );
                 if !send(&out, &ServerLine::Answer { id, answer: Err(WireError::Unsupported(why)) }) {
                     return 1;
@@ -223,7 +223,7 @@ impl Server {
 
 /// A home's recorded history from `from` on: the newest [`RecordedEvents::MOST`] events.
 fn recorded_since(home: PathBuf, from: f64) -> RecordedEvents {
-    let mut history = lease::history::since(&[home], from);
+    let mut history = lease::home::history::since(&[home], from);
     let mut events = std::collections::VecDeque::new();
     let mut left_out = 0;
     for event in history.by_ref() {
@@ -310,7 +310,7 @@ struct Fed {
     last: Option<String>,
     /// The home's state.db as last looked at: the sessions' context rides with the
     /// listing, so a change there is sent too.
-    db: crate::lease::context::Signature,
+    db: crate::lease::home::context::Signature,
 }
 
 struct Feed {
@@ -323,7 +323,7 @@ struct Feed {
 impl Feed {
     fn add(&mut self, registry: Registry) {
         if let Ok(store) = lease::open(&Location::File(registry.clone()), self.options) {
-            let db = crate::lease::context::signature(&crate::lease::context::state_db(&registry.home));
+            let db = crate::lease::home::context::signature(&crate::lease::home::context::state_db(&registry.home));
             self.fed.push(Fed { registry, store, last: None, db });
         }
     }
@@ -353,7 +353,7 @@ impl Feed {
 
     fn rejudge(&mut self) -> bool {
         for f in &mut self.fed {
-            let db = crate::lease::context::signature(&crate::lease::context::state_db(&f.registry.home));
+            let db = crate::lease::home::context::signature(&crate::lease::home::context::state_db(&f.registry.home));
             let context_changed = db != f.db;
             f.db = db;
             if f.store.rejudge_needed() || context_changed {

@@ -1141,7 +1141,7 @@ fn prune_keeps_a_clock_step_suspect_unless_asked() {
     let home = Home::new();
     let owner = sleeper("30");
     let pid = u64::from(owner.pid());
-    let start = leasectl::lease::liveness::process_start_time(pid).expect("start time");
+    let start = leasectl::lease::owners::liveness::process_start_time(pid).expect("start time");
     let at = leasectl::lease::now() - 60.0;
     let entry = |lease: &str, session: &str, pid: u64, pst: f64| {
         serde_json::json!({"lease_id": lease, "session_id": session, "pid": pid, "surface": "cli",

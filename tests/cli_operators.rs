@@ -533,7 +533,7 @@ fn owner_is_named_by_one_rule_in_ls_and_in_plans() {
     let home = Home::new();
     let live = Sleeper::new();
     let reused = Sleeper::new();
-    let start = leasectl::lease::liveness::process_start_time(live.pid()).expect("start time");
+    let start = leasectl::lease::owners::liveness::process_start_time(live.pid()).expect("start time");
     let with_start = |id: &str, session: &str, pid: u64, pst: f64| {
         entry(id, session, pid).replace("\"process_start_time\": null", &format!("\"process_start_time\": {pst:?}"))
     };

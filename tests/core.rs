@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasectl::lease::{
     self, AcquireRequest, Error, ForceOptions, Liveness, Reason, Registry, Rule, Target, file::registry as store,
-    liveness::DeadCause, lock,
+    home::lock, owners::liveness::DeadCause,
 };
 use serde_json::{Map, Value};
 
@@ -157,7 +157,7 @@ fn new_entry_has_hermes_fields_and_psutil_start_time() {
     assert_eq!(e["pid"], Value::from(me()));
     assert!(!text.ends_with('\n') && !text.contains('\n'), "one line, no trailing newline");
     let start = e["process_start_time"].as_f64().expect("start time recorded");
-    assert_eq!(Some(start), lease::liveness::process_start_time(me()));
+    assert_eq!(Some(start), lease::owners::liveness::process_start_time(me()));
 }
 
 #[test]
@@ -228,12 +228,12 @@ fn zombie_and_thread_id_owners_are_dead() {
     let mut prober;
     loop {
         prober = lease::Prober::new();
-        if prober.state(pid) == lease::liveness::ProcState::Zombie || std::time::Instant::now() > deadline {
+        if prober.state(pid) == lease::owners::liveness::ProcState::Zombie || std::time::Instant::now() > deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(lease::liveness::judge_state(&prober.state(pid), None), Liveness::Dead(DeadCause::Zombie));
+    assert_eq!(lease::owners::liveness::judge_state(&prober.state(pid), None), Liveness::Dead(DeadCause::Zombie));
     child.wait().expect("reap");
 
     // A thread id is reachable under /proc but is not a process.
@@ -244,7 +244,7 @@ fn zombie_and_thread_id_owners_are_dead() {
         let _ = stop_rx.recv();
     });
     let tid = rx.recv().expect("tid");
-    let verdict = lease::liveness::judge_state(&lease::Prober::new().state(tid), None);
+    let verdict = lease::owners::liveness::judge_state(&lease::Prober::new().state(tid), None);
     assert_eq!(verdict, Liveness::Dead(DeadCause::ThreadId { tgid: me() }));
     let _ = stop_tx.send(());
     t.join().expect("join");
@@ -254,7 +254,7 @@ fn zombie_and_thread_id_owners_are_dead() {
 fn start_time_equals_psutil_create_time() {
     let mut child = Command::new("sleep").arg("30").spawn().expect("spawn sleep");
     let pid = child.id();
-    let ours = lease::liveness::process_start_time(u64::from(pid)).expect("probe a running child");
+    let ours = lease::owners::liveness::process_start_time(u64::from(pid)).expect("probe a running child");
     let out = Command::new("python3")
         .arg("-c")
         .arg(format!("import psutil; print(repr(psutil.Process({pid}).create_time()))"))
@@ -265,7 +265,7 @@ fn start_time_equals_psutil_create_time() {
     assert!(out.status.success(), "psutil needed (pip install psutil): {}", String::from_utf8_lossy(&out.stderr));
     let theirs = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     // repr() is the shortest round-trip form: equal text means equal bits.
-    assert_eq!(lease::pyjson::float_repr(ours), theirs, "bit-for-bit equal to psutil");
+    assert_eq!(lease::format::pyjson::float_repr(ours), theirs, "bit-for-bit equal to psutil");
 }
 
 #[test]

@@ -12,7 +12,7 @@ fn playground() -> Playground {
 }
 
 fn pid_running(pid: u64) -> bool {
-    leasectl::lease::liveness::process_start_time(pid).is_some()
+    leasectl::lease::owners::liveness::process_start_time(pid).is_some()
 }
 
 #[test]

@@ -50,7 +50,7 @@ fn readme_home(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Owner>) {
     std::os::unix::fs::symlink(sleep.expect("sleep(1)"), bin.join("hermes")).expect("link hermes");
     let owners = vec![Owner::start(&bin.join("hermes")), Owner::start(&bin.join("hermes"))];
     let now = leasectl::lease::now();
-    let start = |pid: u32| leasectl::lease::liveness::process_start_time(u64::from(pid)).expect("start time");
+    let start = |pid: u32| leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("start time");
     let entry = |lease: &str, session: &str, surface: &str, pid: u64, pst: Option<f64>, age: f64, live: &str| {
         serde_json::json!({"lease_id": lease, "session_id": session, "surface": surface, "pid": pid,
             "process_start_time": pst, "started_at": now - age, "updated_at": now - age,
@@ -228,4 +228,44 @@ fn the_readmes_systemd_unit_verifies_and_is_hardened() {
     let exec = unit.split("ExecStart=").nth(1).expect("ExecStart").replace("\\\n", " ");
     let exec = exec.lines().next().unwrap_or_default().replace("/usr/local/bin/leasectl", "leasectl");
     leasectl::cli::Cli::try_parse_from(crate::hints::shell_words(&exec)).expect("ExecStart parses");
+}
+
+/// The README's Architecture section names every source file (as `name`, or `dir/` for a
+/// folder's `mod.rs`): a newcomer reading it finds each file's job, and a file added
+/// without a word there fails here.
+#[test]
+fn the_readmes_architecture_names_every_source_file() {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let start = readme.find("## Architecture").expect("an Architecture section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                sources(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    sources(std::path::Path::new("src"), &mut files);
+    let mut missing: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_string_lossy().into_owned();
+            let folder = p.parent()?.file_name()?.to_string_lossy().into_owned();
+            let named = match stem.as_str() {
+                "mod" => section.contains(&format!("`{folder}/`")) || section.contains(&format!("src/{folder}/")),
+                "main" | "lib" => section.contains(&format!("src/{stem}.rs")),
+                _ => ["`{stem}`", "`{stem}.rs`", "/{stem}.rs`"]
+                    .iter()
+                    .any(|form| section.contains(&form.replace("{stem}", &stem))),
+            };
+            (!named).then(|| p.display().to_string())
+        })
+        .collect();
+    missing.sort();
+    assert!(missing.is_empty(), "source files the README's Architecture does not name: {missing:?}");
 }

@@ -119,7 +119,8 @@ fn event_leases_say_conflict_as_ls_does() {
     let mut second = entries[0].clone();
     second["lease_id"] = "b".repeat(32).into();
     second["pid"] = b.pid().into();
-    second["process_start_time"] = leasectl::lease::liveness::process_start_time(b.pid()).expect("start").into();
+    second["process_start_time"] =
+        leasectl::lease::owners::liveness::process_start_time(b.pid()).expect("start").into();
     entries.push(second);
     home.write_registry(serde_json::json!({ "entries": entries }).to_string());
     let acquired = watch.json_line();

@@ -54,7 +54,7 @@ fn me() -> u64 {
 
 /// psutil's start time of a live pid, as leasectl computes it.
 fn start_time(pid: u64) -> f64 {
-    leasectl::lease::liveness::process_start_time(pid).unwrap_or_else(|| panic!("pid {pid} has no start time"))
+    leasectl::lease::owners::liveness::process_start_time(pid).unwrap_or_else(|| panic!("pid {pid} has no start time"))
 }
 
 fn epoch_now() -> f64 {

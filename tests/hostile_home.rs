@@ -97,7 +97,7 @@ fn lease(id: u32, session: &str, pid: u64, start: f64) -> Value {
 }
 
 fn registry_text(entries: &[Value]) -> String {
-    leasectl::lease::pyjson::to_string(&json!({ "entries": entries }))
+    leasectl::lease::format::pyjson::to_string(&json!({ "entries": entries }))
 }
 
 impl World {
@@ -112,7 +112,7 @@ impl World {
         fs::set_permissions(outside.join("secret"), fs::Permissions::from_mode(0o600)).expect("chmod");
         let home = base.join("home");
         let me = u64::from(std::process::id());
-        let start = leasectl::lease::liveness::process_start_time(me).expect("own start time");
+        let start = leasectl::lease::owners::liveness::process_start_time(me).expect("own start time");
         for (h, tag) in [(home.clone(), 0), (home.join("profiles/p1"), 16)] {
             fs::create_dir_all(h.join("runtime")).expect("runtime");
             fs::create_dir_all(h.join("logs")).expect("logs");

@@ -1,4 +1,4 @@
-//! All of leasectl's file access in a home goes through `lease::safe_file` (issue 21):
+//! All of leasectl's file access in a home goes through `lease::home::safe_file` (issue 21):
 //! no other source file opens, creates, renames or removes a file, except what reads
 //! `/proc` and the few places marked `// one door:` with the reason (SQLite opening a
 //! vetted state.db, the demo creating its own sandbox).
@@ -45,7 +45,7 @@ fn only_the_safe_file_module_opens_files() {
     assert!(files.len() > 20, "found the sources");
     let mut found = Vec::new();
     for f in files {
-        if f.ends_with("src/lease/safe_file.rs") {
+        if f.ends_with("src/lease/home/safe_file.rs") {
             continue;
         }
         let text = fs::read_to_string(&f).expect("read");
@@ -63,5 +63,9 @@ fn only_the_safe_file_module_opens_files() {
             }
         }
     }
-    assert!(found.is_empty(), "files opened outside lease::safe_file (use it, or mark why not):\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "files opened outside lease::home::safe_file (use it, or mark why not):\n{}",
+        found.join("\n")
+    );
 }

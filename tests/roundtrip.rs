@@ -4,7 +4,7 @@
 
 use std::process::{Command, Stdio};
 
-use leasectl::lease::{file::registry as store, pyjson};
+use leasectl::lease::{file::registry as store, format::pyjson};
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value};
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasectl::lease::{
-    self, AcquireRequest, Grant, Liveness, Reason, Refusal, Registry, file::registry as store, lock,
+    self, AcquireRequest, Grant, Liveness, Reason, Refusal, Registry, file::registry as store, home::lock,
 };
 use serde_json::{Map, Value};
 

@@ -236,7 +236,7 @@ fn eight_sorts_by_host_and_nine_by_liveness_in_header_order() {
         row.liveness = liveness;
         row
     };
-    let dead = leasectl::lease::Liveness::Dead(leasectl::lease::liveness::DeadCause::PidGone);
+    let dead = leasectl::lease::Liveness::Dead(leasectl::lease::owners::liveness::DeadCause::PidGone);
     let mut app = app(vec![snap(
         &at,
         None,
@@ -325,7 +325,7 @@ fn leaked_home() -> App {
 }
 
 fn leaked_snapshot() -> leasectl::tui::event::RegistrySnapshot {
-    use leasectl::lease::context::{Contexts, SessionContext};
+    use leasectl::lease::home::context::{Contexts, SessionContext};
     use std::sync::Arc;
     let root = registry("root");
     let ctx = |id: &str, title: &str, ended: Option<(f64, &str)>, last: f64| SessionContext {
@@ -394,7 +394,7 @@ fn the_filter_matches_marks_titles_and_hosts_as_shown() {
     app.filter = "lisbon".into();
     assert_eq!(shown(&app), ["chat-2"]);
     let mut renamed = leaked_snapshot();
-    if let Some(leasectl::lease::context::Contexts::Read(by_id)) =
+    if let Some(leasectl::lease::home::context::Contexts::Read(by_id)) =
         renamed.sessions.as_mut().and_then(std::sync::Arc::get_mut)
     {
         by_id.get_mut("chat-2").expect("chat-2").title = Some("Trip to Porto".into());
@@ -451,7 +451,7 @@ fn a_registry_never_read_shows_no_counts() {
 /// the left, never run into the gauge.
 #[test]
 fn over_cap_is_a_word_and_a_long_path_keeps_its_end_at_80_columns() {
-    let long = leasectl::lease::Location::File(leasectl::lease::paths::Registry::new(
+    let long = leasectl::lease::Location::File(leasectl::lease::home::paths::Registry::new(
         "a-profile-with-a-long-name",
         "/home/operator-with-a-long-name/.hermes/profiles/a-profile-with-a-long-name",
     ));

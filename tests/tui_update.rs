@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::*;
-use leasectl::lease::liveness::DeadCause;
+use leasectl::lease::owners::liveness::DeadCause;
 use leasectl::lease::{Error, Liveness, Target};
 use leasectl::tui::event::{ActionDone, Effect, Event, LockHolder};
 use leasectl::tui::sort::SortMode;
@@ -732,7 +732,7 @@ fn etcd_watch_events_are_logged_once_and_the_consoles_own_removal_not_twice() {
         liveness: Liveness::Alive,
         remote: None,
     };
-    let me = leasectl::lease::audit::who();
+    let me = leasectl::lease::home::audit::who();
     let changes = vec![
         RemoteChange::Put { revision: 5, view: view("a1000000000000000000000000000001", "S1"), created: true },
         RemoteChange::Deleted {

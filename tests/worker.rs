@@ -124,7 +124,7 @@ fn a_console_force_release_is_recorded() {
         allow_live: true,
     };
     worker.act(&effect).expect("an answer");
-    let text = std::fs::read_to_string(lease::audit::audit_file(dir.path())).expect("the audit file");
+    let text = std::fs::read_to_string(lease::home::audit::audit_file(dir.path())).expect("the audit file");
     let record: serde_json::Value = serde_json::from_str(text.trim_end()).expect("one JSON line");
     assert_eq!(record["action"], "force-release");
     assert_eq!(record["live_owner_overridden"], true, "this test process is alive");
@@ -172,7 +172,7 @@ fn a_console_repair_is_recorded() {
     worker.reload();
     let effect = leasectl::tui::event::Effect::Repair { location: Location::File(root.clone()), force: false };
     worker.act(&effect).expect("an answer");
-    let text = std::fs::read_to_string(lease::audit::audit_file(dir.path())).expect("the audit file");
+    let text = std::fs::read_to_string(lease::home::audit::audit_file(dir.path())).expect("the audit file");
     let record: serde_json::Value = serde_json::from_str(text.trim_end()).expect("one JSON line");
     assert_eq!(record["action"], "repair");
     assert_eq!(record["command"], "leasectl console: repair");
@@ -193,10 +193,10 @@ fn a_full_read_of_many_profiles_arrives_in_parts_in_tab_order() {
     for n in 0..600 {
         std::fs::create_dir_all(root.join("profiles").join(format!("p{n:03}"))).expect("profile");
     }
-    let first = lease::paths::profile_registry(&root, "p000").expect("a profile");
+    let first = lease::home::paths::profile_registry(&root, "p000").expect("a profile");
     acquire(&first, "IN-P000");
     let scope = Scope {
-        locations: vec![Location::File(lease::paths::registry_for_home(&root))],
+        locations: vec![Location::File(lease::home::paths::registry_for_home(&root))],
         discover_root: Some(root),
         discover_hosts: false,
     };

@@ -13,10 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasectl::lease::config::CapSetting;
-use leasectl::lease::liveness::{DeadCause, process_start_time};
-use leasectl::lease::pyjson::float_repr;
-use leasectl::lease::{Entry, Liveness, Registry, file::registry as store, lock};
+use leasectl::lease::format::pyjson::float_repr;
+use leasectl::lease::home::config::CapSetting;
+use leasectl::lease::owners::liveness::{DeadCause, process_start_time};
+use leasectl::lease::{Entry, Liveness, Registry, file::registry as store, home::lock};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;

@@ -9,7 +9,7 @@ use super::hints::Hints;
 use super::messages::note_stdout;
 use super::messages::stdout_failure;
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json, usage};
-use crate::lease::{self, AcquireRequest, LeaseStore, Reason, liveness::Prober, refusal::refusal_stderr};
+use crate::lease::{self, AcquireRequest, LeaseStore, Reason, owners::liveness::Prober, refusal::refusal_stderr};
 
 pub(super) fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
     let mut m = Map::new();
@@ -133,7 +133,7 @@ pub(super) fn acquire_waiting(
                     "pid {} ({}, {})",
                     h.pid(),
                     crate::lease::human::escape(h.surface().unwrap_or("-")),
-                    lease::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
+                    lease::owners::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
                 )
             };
             let why = match (refusal.reason, refusal.holder.as_deref()) {

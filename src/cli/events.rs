@@ -8,9 +8,9 @@ use super::args::{EventsArgs, Format};
 use super::watch::{Follow, follow, print_line};
 use super::{EXIT_OK, Failure, fail, usage};
 use crate::lease::backend::RecordedEvents;
-use crate::lease::history::{self, History};
+use crate::lease::home::history::{self, History};
+use crate::lease::home::journal::{self, Unclaimed, claim_recorder};
 use crate::lease::human::escape;
-use crate::lease::journal::{self, Unclaimed, claim_recorder};
 use crate::lease::{LeaseStore, now};
 
 /// Without --follow and --since: the last day.

@@ -4,7 +4,7 @@
 
 use crate::lease::ssh::link::Link;
 use crate::lease::ssh::spec::{self, HostSpec, HostTarget};
-use crate::lease::{Location, SshLocation, paths};
+use crate::lease::{Location, SshLocation, home::paths};
 
 use super::args::{Backend, Cli, Command};
 use super::{Failure, Selection, fail, usage};

@@ -7,10 +7,10 @@ use super::args::{Format, LivenessArg, LsArgs, SortKey};
 use super::marks::Marks;
 use super::output::{self, LEASE_HEADER, lease_rows, table};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
-use crate::lease::context::SessionContext;
+use crate::lease::home::context::SessionContext;
 use crate::lease::human::{duration, escape, plural};
-use crate::lease::owner::OwnerInfo;
-use crate::lease::owners_at::owners_of_listing;
+use crate::lease::owners::owner::OwnerInfo;
+use crate::lease::owners::owners_at::owners_of_listing;
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
 /// True when the filters select this lease.
@@ -122,7 +122,7 @@ fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<s
     let mut m = Marks::of(views, l.cap.cap);
     if let Some(reg) = l.location.registry() {
         m.add_context(&reg.home, views, owners, idle);
-    } else if let Some((contexts, threshold)) = crate::lease::owners_at::remote_sessions(&l.location) {
+    } else if let Some((contexts, threshold)) = crate::lease::owners::owners_at::remote_sessions(&l.location) {
         m.judge_context(contexts, idle.unwrap_or(threshold), views, owners);
     }
     m
@@ -205,7 +205,7 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
         // The wide table's TITLE and ACTIVE come from state.db: blank ones say why (as
         // doctor does), unless there is simply no state.db.
         let unknown = match &m.context {
-            Some(crate::lease::context::Contexts::Unknown(why)) if wide && why != "no state.db" => Some(why),
+            Some(crate::lease::home::context::Contexts::Unknown(why)) if wide && why != "no state.db" => Some(why),
             _ => None,
         };
         let warnings = s.cap.warnings.iter().map(|w| format!("warning: {w}"));
@@ -321,7 +321,7 @@ fn tsv(registries: &[Rows], bare: bool) {
         }
         written = writeln!(out, "{}", header.join("\t"));
     }
-    let here = crate::lease::owner::hostname();
+    let here = crate::lease::owners::owner::hostname();
     let at = now();
     for (location, views, marks, owners) in registries {
         let profile = location.name();
@@ -336,7 +336,7 @@ fn tsv(registries: &[Rows], bare: bool) {
                 escape(e.session_id()).into_owned(),
                 escape(e.surface().unwrap_or("-")).into_owned(),
                 e.pid().to_string(),
-                escape(&crate::lease::owner::owner_label(
+                escape(&crate::lease::owners::owner::owner_label(
                     v.liveness.name(),
                     v.liveness.clock_step_suspected(),
                     owners.get(&e.pid()).filter(|_| local).map(|o| o.name.as_str()),

@@ -4,8 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::lease::context::{self, Contexts, SessionContext};
-use crate::lease::owner::OwnerInfo;
+use crate::lease::home::context::{self, Contexts, SessionContext};
+use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::{LeaseView, Liveness, now};
 
 /// What stands out in one registry: sessions with two live owners, and live leases

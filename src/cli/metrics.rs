@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::marks::Marks;
-use crate::lease::owner::owner_infos;
+use crate::lease::owners::owner::owner_infos;
 use crate::lease::{LeaseStore, Liveness, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.

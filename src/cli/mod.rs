@@ -45,7 +45,9 @@ use serde_json::Value;
 use args::{AcquireOpts, Backend};
 pub use args::{Cli, Command};
 
-use crate::lease::{self, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, location::lease_ttl, paths};
+use crate::lease::{
+    self, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, home::paths, location::lease_ttl,
+};
 use crate::supervise::keeper::{self, Role};
 
 pub const EXIT_OK: i32 = 0;
@@ -151,7 +153,7 @@ struct Failure {
 /// could not keep is a warning (the change stands either way).
 fn audited(store: Box<dyn LeaseStore>) -> Box<dyn LeaseStore> {
     let warn = Box::new(|f: String| say_err!("leasectl: warning: audit: {f}"));
-    lease::audited::Audited::wrap(store, lease::audit::Actor::this_command(), warn)
+    lease::audited::Audited::wrap(store, lease::home::audit::Actor::this_command(), warn)
 }
 
 /// An error (exit 1) that says `message`.

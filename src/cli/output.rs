@@ -5,10 +5,10 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use crate::lease::human::{duration, escape, plural};
-use crate::lease::owner::OwnerInfo;
+use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::{
     AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Liveness, Location, Refusal, RemoteListing,
-    Removal, now, owner::hostname,
+    Removal, now, owners::owner::hostname,
 };
 
 pub fn owner_json(o: Option<&OwnerInfo>) -> Value {
@@ -283,7 +283,7 @@ pub fn doctor_json(d: &DoctorReport) -> Value {
 }
 
 /// A session's context from state.db, as `ls --json` shows it.
-pub fn context_json(c: &crate::lease::context::SessionContext) -> Value {
+pub fn context_json(c: &crate::lease::home::context::SessionContext) -> Value {
     json!({
         "id": c.session_id,
         "title": c.title,
@@ -406,7 +406,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// The owners of these leases' pids, as the OWNER column names them.
 fn owners_of(views: &[LeaseView]) -> HashMap<u64, OwnerInfo> {
     let pids: Vec<u64> = views.iter().map(|v| v.entry.pid()).collect();
-    crate::lease::owner::owner_infos(&pids)
+    crate::lease::owners::owner::owner_infos(&pids)
 }
 
 pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<Vec<String>> {
@@ -424,7 +424,7 @@ pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<
                 e.session_id().to_owned(),
                 e.surface().unwrap_or("-").to_owned(),
                 e.pid().to_string(),
-                crate::lease::owner::owner_label(
+                crate::lease::owners::owner::owner_label(
                     v.liveness.name(),
                     v.liveness.clock_step_suspected(),
                     owners.get(&e.pid()).map(|o| o.name.as_str()),
@@ -457,7 +457,7 @@ pub fn ttl_text(ttl: Option<i64>) -> String {
 /// owner on this host is named by its process (`owners`), one elsewhere is `-`.
 pub fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wide: bool) -> Vec<Vec<String>> {
     let at = now();
-    let here = crate::lease::owner::hostname();
+    let here = crate::lease::owners::owner::hostname();
     views
         .iter()
         .filter_map(|v| {
@@ -470,7 +470,7 @@ pub fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wi
                 e.surface().unwrap_or("-").to_owned(),
                 r.host.clone(),
                 e.pid().to_string(),
-                crate::lease::owner::owner_label(v.liveness.name(), v.liveness.clock_step_suspected(), owner),
+                crate::lease::owners::owner::owner_label(v.liveness.name(), v.liveness.clock_step_suspected(), owner),
                 format!("{} ({})", v.liveness.name(), ttl_text(r.ttl_left)),
                 e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
                 Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
@@ -670,7 +670,7 @@ fn stale_remedy(here: &dyn Fn(&[&str]) -> String, liveness: &Liveness) -> String
 fn doctor_leases(d: &DoctorReport, s: &mut String, hints: &super::hints::Hints) {
     use std::fmt::Write;
     // Named by profile: with --all-profiles a bare `leasectl prune` would act on the root only.
-    let is_profile = d.registry.home != crate::lease::paths::root_of(&d.registry.home);
+    let is_profile = d.registry.home != crate::lease::home::paths::root_of(&d.registry.home);
     let profile = is_profile.then_some(d.registry.profile.as_str());
     let here = |args: &[&str]| hints.command(Some(profile), args);
     for v in &d.stale {
@@ -791,7 +791,7 @@ impl serde::Serialize for OneRegistry<'_> {
         m.serialize_entry("path", &l.location.describe())?;
         m.serialize_entry("profile", l.location.name())?;
         let unknown = match &self.2.context {
-            Some(crate::lease::context::Contexts::Unknown(why)) => Some(why.as_str()),
+            Some(crate::lease::home::context::Contexts::Unknown(why)) => Some(why.as_str()),
             _ => None,
         };
         m.serialize_entry("session_context_unknown", &unknown)?;

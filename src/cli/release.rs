@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::hints::Hints;
 use super::{EXIT_OK, EXIT_USAGE, Failure, fail, print_json, usage};
-use crate::lease::{self, LeaseStore, Location, StoreOptions, paths};
+use crate::lease::{self, LeaseStore, Location, StoreOptions, home::paths};
 
 /// The other registries of the selected one's home (the root and every profile): where a
 /// lease id not found in the selected one is looked for. None on etcd (no `root`).
@@ -126,12 +126,12 @@ pub(super) fn release(
     };
     // --owner-pid is honoured only for a process the caller could signal (the same user,
     // or root): naming a stranger's pid must not take a live stranger's lease.
-    let refused_pid = owner_pid.filter(|p| !lease::owner::could_signal(*p));
-    let owner_pid = owner_pid.filter(|p| lease::owner::could_signal(*p));
+    let refused_pid = owner_pid.filter(|p| !lease::owners::owner::could_signal(*p));
+    let owner_pid = owner_pid.filter(|p| lease::owners::owner::could_signal(*p));
     let views = store.read().leases.unwrap_or_default();
     if let Some(v) = lease::view::foreign_live_owner(&views, lease_id, owner_pid) {
         let pid = v.entry.pid();
-        let act_for = if lease::owner::could_signal(pid) {
+        let act_for = if lease::owners::owner::could_signal(pid) {
             format!("pass --owner-pid {pid} if you act for it; ")
         } else if refused_pid == Some(pid) {
             format!("--owner-pid {pid} is not honoured: that process belongs to another user; ")
@@ -153,10 +153,10 @@ pub(super) fn release(
         && let Some(view) = on_behalf
     {
         let removal = lease::Removal { removed: vec![view], live_owner: true, ..lease::Removal::default() };
-        report_audit(lease::audit::removal(
+        report_audit(lease::home::audit::removal(
             "release-for-owner",
             store.location(),
-            &lease::audit::Actor::this_command(),
+            &lease::home::audit::Actor::this_command(),
             &removal,
         ));
     }

@@ -23,7 +23,7 @@ pub(super) fn run_cmd(
     let mut req = request(store, opts, u64::from(std::process::id()), timeout)?;
     // How to find the work should this keeper die (even by SIGKILL, when setsid'd
     // processes outlive it): every process of it carries LEASECTL_LEASE_ID.
-    req.metadata.insert(lease::liveness::WORK_KEY.into(), json!({"env": lease::liveness::WORK_ENV}));
+    req.metadata.insert(lease::owners::liveness::WORK_KEY.into(), json!({"env": lease::owners::liveness::WORK_ENV}));
     let signals = stop_signals()?;
     // Processes CMD leaves behind become this keeper's children: the lease waits for them.
     keeper::become_subreaper().map_err(|e| fail(format!("cannot keep CMD's processes: {e}")))?;

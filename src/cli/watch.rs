@@ -17,9 +17,9 @@ use super::messages::{stdout_failure, stdout_lost};
 use super::output::{lease_json, short_id};
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
+use crate::lease::home::journal::journal_file;
 use crate::lease::human::escape;
-use crate::lease::journal::journal_file;
-use crate::lease::owners_at::owners_at;
+use crate::lease::owners::owners_at::owners_at;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
 /// The column names over events printed as tsv.
@@ -183,7 +183,7 @@ fn discover_on_hosts(
 
 /// Stores for the profiles created under `root` since the last look.
 fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOptions) -> Vec<Box<dyn LeaseStore>> {
-    lease::paths::all_registries(root)
+    lease::home::paths::all_registries(root)
         .into_iter()
         .map(Location::File)
         .filter(|location| !stores.iter().any(|s| s.location() == location))
@@ -301,12 +301,12 @@ fn emit(location: &Location, line: &Value, f: &Follow) {
     if f.record
         && line["event"] != "present"
         && line["event"] != "following"
-        && let Some(home) = lease::journal::journal_home(location)
-        && let Err(e) = lease::audit::append_rotating(
+        && let Some(home) = lease::home::journal::journal_home(location)
+        && let Err(e) = lease::home::audit::append_rotating(
             &journal_file(&home),
             &line.to_string(),
-            lease::audit::MAX_BYTES,
-            lease::audit::KEEP,
+            lease::home::audit::MAX_BYTES,
+            lease::home::audit::KEEP,
         )
     {
         say_err!("leasectl: warning: cannot record the event in {}: {e}", journal_file(&home).display());
@@ -467,7 +467,7 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
     let (time, ts) = stamp();
     let audited = match location.registry() {
         Some(reg) if events.iter().any(|e| matches!(e.kind, EventKind::Released | EventKind::Pruned)) => {
-            recent_audit(&lease::audit::audit_file(&reg.home))
+            recent_audit(&lease::home::audit::audit_file(&reg.home))
         }
         _ => vec![],
     };
@@ -521,12 +521,12 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
 /// read through the one door (a FIFO or symlink there is not read).
 fn recent_audit(file: &std::path::Path) -> Vec<Value> {
     use std::io::{Seek, SeekFrom};
-    let Ok(Some(mut f)) = lease::safe_file::open_read(&lease::safe_file::Spot::in_subdir(file)) else {
+    let Ok(Some(mut f)) = lease::home::safe_file::open_read(&lease::home::safe_file::Spot::in_subdir(file)) else {
         return vec![];
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
-    let mut lines = lease::safe_file::Lines::new(f, lease::journal::MAX_LINE);
+    let mut lines = lease::home::safe_file::Lines::new(f, lease::home::journal::MAX_LINE);
     let mut out = Vec::new();
     while let Some(l) = lines.next_line() {
         if let Ok(v) = serde_json::from_str(l) {
@@ -541,7 +541,7 @@ pub(super) fn print_line(format: Format, v: &Value) {
     let s = |v: &Value| v.as_str().map(|x| escape(x).into_owned()).unwrap_or_else(|| "-".into());
     let lease = &v["lease"];
     let entry = &lease["entry"];
-    let owner = escape(&crate::lease::owner::owner_label(
+    let owner = escape(&crate::lease::owners::owner::owner_label(
         lease["liveness"].as_str().unwrap_or_default(),
         lease["liveness_detail"].as_str().is_some_and(|d| d.contains("clock step?")),
         lease["owner"]["name"].as_str(),

@@ -11,10 +11,12 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::sandbox::{Sandbox, Spawned};
-use crate::lease::entry::NewLease;
+use crate::lease::format::entry::NewLease;
 // Hand edits only (see `Playground::store`): the file itself, under its lock.
 use crate::lease::file::registry;
-use crate::lease::{self, AcquireRequest, Entry, LeaseStore, Location, Reason, StoreOptions, ids, lock, now, pyjson};
+use crate::lease::{
+    self, AcquireRequest, Entry, LeaseStore, Location, Reason, StoreOptions, format::pyjson, home::lock, ids, now,
+};
 
 /// Who acquires in "try to acquire".
 #[derive(Debug, Clone, PartialEq)]
@@ -358,7 +360,7 @@ impl Playground {
     fn fake_recycled(&mut self, session: &str) -> Verdict {
         let pid =
             self.owners().iter().find(|o| o.running).map(|o| o.pid).unwrap_or_else(|| u64::from(std::process::id()));
-        let Some(real) = lease::liveness::process_start_time(pid) else {
+        let Some(real) = lease::owners::liveness::process_start_time(pid) else {
             return Verdict::Failed(format!("cannot read the start time of pid {pid}"));
         };
         let reg = self.sandbox.registry();
@@ -397,7 +399,7 @@ impl Playground {
         let ended = now() - f64::from(hours_ago) * 3600.0;
         let written = (|| -> rusqlite::Result<()> {
             // one door: the demo's own sandbox, which leasectl created (no user's home).
-            let db = rusqlite::Connection::open(lease::context::state_db(&home))?;
+            let db = rusqlite::Connection::open(lease::home::context::state_db(&home))?;
             db.pragma_update(None, "journal_mode", "WAL")?;
             db.execute_batch(
                 "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, \
@@ -426,10 +428,10 @@ impl Playground {
         let Some(view) = views.iter().find(|v| v.entry.session_id() == session) else {
             return Verdict::Failed(format!("no lease holds {session}"));
         };
-        let contexts = lease::context::read(&home, &[session]);
-        let owner = lease::owner::command_name(view.entry.pid()).unwrap_or_else(|| "-".into());
-        let idle = lease::context::DEFAULT_IDLE;
-        match lease::context::leak_reason(view, contexts.get(session), idle, now(), &owner) {
+        let contexts = lease::home::context::read(&home, &[session]);
+        let owner = lease::owners::owner::command_name(view.entry.pid()).unwrap_or_else(|| "-".into());
+        let idle = lease::home::context::DEFAULT_IDLE;
+        match lease::home::context::leak_reason(view, contexts.get(session), idle, now(), &owner) {
             Some(why) => Verdict::Done(format!("LEAK?: {why}")),
             None => Verdict::Failed(format!("lease {} is not marked LEAK? ({contexts:?})", view.entry.lease_id())),
         }
@@ -441,7 +443,7 @@ impl Playground {
             Some(n) => format!("max_concurrent_sessions: {n}\n"),
             None => "max_concurrent_sessions: null\n".to_owned(),
         };
-        match lease::safe_file::replace(&lease::safe_file::Spot::in_home(&path), text.as_bytes(), 0o644) {
+        match lease::home::safe_file::replace(&lease::home::safe_file::Spot::in_home(&path), text.as_bytes(), 0o644) {
             Ok(()) => Verdict::Done(match cap {
                 Some(n) => format!("wrote {}: max_concurrent_sessions: {n}", path.display()),
                 None => format!("wrote {}: no cap", path.display()),

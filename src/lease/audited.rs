@@ -1,14 +1,14 @@
 //! A store that puts every change it makes on record: force-release, prune and repair
-//! go to the audit ([`super::audit`]) as they happen, whoever calls. The CLI and the
+//! go to the audit ([`super::home::audit`]) as they happen, whoever calls. The CLI and the
 //! console wrap their stores in it, so both write the same records.
 
 use std::time::Duration;
 
-use super::audit::{self, Actor};
 use super::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
-use super::config::CapSetting;
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
+use super::home::audit::{self, Actor};
+use super::home::config::CapSetting;
 use super::location::Location;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};

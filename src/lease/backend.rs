@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::config::CapSetting;
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
+use super::home::config::CapSetting;
 use super::location::Location;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
@@ -81,7 +81,7 @@ pub trait LeaseStore: Send {
     /// whether someone else held it: what metrics report. None where there is no lock to
     /// take (etcd's fence is a transaction) or no lock file yet (nothing is created to
     /// measure it). Who holds a lock is not asked store by store: the console reads
-    /// /proc/locks once for every store's `location().lock_path()` (`lease::lock::
+    /// /proc/locks once for every store's `location().lock_path()` (`lease::home::lock::
     /// lock_holders`), since each read of it costs the whole machine an RCU sync.
     fn probe_lock(&self, _bound: Duration) -> Option<LockProbe> {
         None
@@ -143,7 +143,7 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
-            lock_timeout: super::lock::DEFAULT_LOCK_TIMEOUT,
+            lock_timeout: super::home::lock::DEFAULT_LOCK_TIMEOUT,
             ttl: super::location::DEFAULT_TTL,
             idle_threshold: None,
         }

@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use super::entry::Entry;
-use super::liveness::Liveness;
+use super::format::entry::Entry;
+use super::owners::liveness::Liveness;
 use super::view::LeaseView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +160,7 @@ pub fn diff<'a, T: Judged>(old: &'a [T], new: &'a [T]) -> Vec<Change<'a, T>> {
 mod tests {
     use super::*;
     use crate::lease::Entry;
-    use crate::lease::liveness::DeadCause;
+    use crate::lease::owners::liveness::DeadCause;
 
     fn view(id: &str, liveness: Liveness) -> LeaseView {
         let value = serde_json::json!({"lease_id": id, "session_id": "S", "pid": 7});

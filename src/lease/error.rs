@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::problem::Problem;
+use super::format::problem::Problem;
 use super::target::Target;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
@@ -20,7 +20,7 @@ pub struct InvalidRegistry {
 /// content is wrong, and the fix (owner, mode, disk) differs.
 fn what(problems: &[Problem]) -> &'static str {
     match problems.first() {
-        Some(p) if p.rule == super::problem::Rule::CannotRead => "cannot read registry",
+        Some(p) if p.rule == super::format::problem::Rule::CannotRead => "cannot read registry",
         _ => "invalid registry",
     }
 }

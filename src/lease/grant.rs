@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::entry::Entry;
+use super::format::entry::Entry;
 
 /// What an owner asks for.
 #[derive(Debug, Clone)]

@@ -56,7 +56,7 @@ impl Reach {
     pub fn of(location: &super::Location) -> Reach {
         match location {
             super::Location::File(reg) => {
-                let root = super::paths::root_of(&reg.home);
+                let root = super::home::paths::root_of(&reg.home);
                 let mut options = vec!["--home".to_owned(), root.to_string_lossy().into_owned()];
                 if reg.home != root {
                     options.extend(["--profile".to_owned(), reg.profile.clone()]);

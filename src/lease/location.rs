@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::Unusable;
-use super::paths::Registry;
+use super::home::paths::Registry;
 use super::ssh::spec::HostSpec;
 
 /// The default etcd key prefix.

@@ -6,39 +6,26 @@
 //! registry-file backend is in `file/`, etcd's in `etcd/`, and they import only what
 //! is shared. This file is the one place that picks a backend: [`open`] and [`watch`].
 
-pub mod audit;
 pub mod audited;
 pub mod backend;
 pub mod changes;
 pub mod clock;
-pub mod config;
-pub mod context;
-pub mod entry;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod failpoint;
 pub mod file;
+pub mod format;
 pub mod grant;
 pub mod hint;
-pub mod history;
+pub mod home;
 pub mod human;
 pub mod ids;
-pub mod journal;
-pub mod liveness;
 pub mod location;
-pub mod lock;
 pub mod lookup;
-pub mod owner;
-pub mod owners_at;
-pub mod paths;
-pub mod pidfds;
-pub mod problem;
-pub mod proc_stat;
-pub mod pyjson;
+pub mod owners;
 pub mod refusal;
 pub mod repair;
-pub mod safe_file;
 pub mod ssh;
 pub mod target;
 pub mod view;
@@ -50,16 +37,16 @@ pub use backend::{
     Change, Ending, FileVersion, LeaseStore, Listing, RemoteChange, RemoteListing, StoreOptions, WatchScope,
 };
 pub use clock::now;
-pub use entry::Entry;
 pub use error::{Error, InvalidRegistry};
 pub use file::admin::{doctor, force_release, prune, snapshot};
 pub use file::fence::{acquire, release, transfer};
+pub use format::entry::Entry;
+pub use format::problem::{Problem, Rule};
 pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};
-pub use liveness::{Liveness, Prober};
+pub use home::lock::DEFAULT_LOCK_TIMEOUT;
+pub use home::paths::Registry;
 pub use location::{EtcdLocation, Location, SshLocation};
-pub use lock::DEFAULT_LOCK_TIMEOUT;
-pub use paths::Registry;
-pub use problem::{Problem, Rule};
+pub use owners::liveness::{Liveness, Prober};
 pub use refusal::{Reason, Refusal};
 pub use view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, RemoteLease, Removal, Target};
 

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::entry::Entry;
 use super::error::Error;
+use super::format::entry::Entry;
 
 /// Why an acquire was refused. Clients retry a capacity refusal later; they never
 /// retry an ownership refusal the same way; "cannot tell" is neither.

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::config::CapSetting;
-use super::entry::Entry;
-use super::liveness::Liveness;
-use super::paths::Registry;
-use super::problem::Problem;
+use super::format::entry::Entry;
+use super::format::problem::Problem;
+use super::home::config::CapSetting;
+use super::home::paths::Registry;
+use super::owners::liveness::Liveness;
 pub use super::target::Target;
 
 /// One lease as seen now.
@@ -99,11 +99,11 @@ pub struct Removal {
 pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid: Option<u64>) -> Option<&'a LeaseView> {
     let view = views.iter().find(|v| v.entry.lease_id() == lease_id)?;
     let pid = view.entry.pid();
-    let here = view.remote.as_ref().is_none_or(|r| r.host == super::owner::hostname());
+    let here = view.remote.as_ref().is_none_or(|r| r.host == super::owners::owner::hostname());
     let foreign = here
         && owner_may_be_alive(view)
         && Some(pid) != owner_pid
-        && !super::owner::self_and_ancestors().contains(&pid);
+        && !super::owners::owner::self_and_ancestors().contains(&pid);
     foreign.then_some(view)
 }
 

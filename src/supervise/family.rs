@@ -18,7 +18,7 @@ pub struct Family {
     pub except: Option<u32>,
 }
 
-use crate::lease::owner::proc_stat as stat_of;
+use crate::lease::owners::owner::proc_stat as stat_of;
 
 impl Family {
     /// Every descendant of the root (ended ones and the left-out one too: they still link

@@ -120,8 +120,8 @@ impl StopSignals {
         let cmd_id = child.id();
         let signal_work = move |sig: i32, skip_pgrp: Option<u32>| {
             // Skipped only when CMD is in the group the terminal signalled.
-            let in_skipped_group =
-                skip_pgrp.is_some() && crate::lease::owner::proc_stat(u64::from(cmd_id)).map(|s| s.pgrp) == skip_pgrp;
+            let in_skipped_group = skip_pgrp.is_some()
+                && crate::lease::owners::owner::proc_stat(u64::from(cmd_id)).map(|s| s.pgrp) == skip_pgrp;
             if !in_skipped_group {
                 send(&pidfd, sig);
             }

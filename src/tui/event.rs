@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 
-use crate::lease::config::CapSetting;
-use crate::lease::context::Contexts;
-use crate::lease::owner::OwnerInfo;
+use crate::lease::home::config::CapSetting;
+use crate::lease::home::context::Contexts;
+use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::{Entry, Error, Liveness, Location, Removal, Target};
 
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::event;
 use super::state::{App, HISTORY_EVENTS};
 use crate::lease::Location;
-use crate::lease::history::until_connected;
+use crate::lease::home::history::until_connected;
 
 /// How far back the event log starts, from the recorder's journals.
 pub(super) const HISTORY: f64 = 24.0 * 3600.0;
@@ -23,9 +23,9 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
 /// The homes whose journals hold the console's history: the locations', and every
 /// profile's under `discover_root`.
 pub fn history_homes(locations: &[Location], discover_root: Option<&std::path::Path>) -> Vec<PathBuf> {
-    let mut homes: Vec<PathBuf> = locations.iter().filter_map(crate::lease::journal::journal_home).collect();
+    let mut homes: Vec<PathBuf> = locations.iter().filter_map(crate::lease::home::journal::journal_home).collect();
     if let Some(root) = discover_root {
-        homes.extend(crate::lease::paths::all_registries(root).into_iter().map(|r| r.home));
+        homes.extend(crate::lease::home::paths::all_registries(root).into_iter().map(|r| r.home));
     }
     homes.sort();
     homes.dedup();
@@ -41,7 +41,7 @@ pub fn read_history(homes: &[PathBuf], now: f64) -> event::History {
     // Only homes with a logs/ directory can have a journal: one lstat each, where reading
     // each (its path checked for planted links) cost 15 s for 100,000 profiles.
     for home in homes.iter().filter(|h| std::fs::symlink_metadata(h.join("logs")).is_ok()) {
-        let Some(mut journal) = crate::lease::journal::read_since(home, from) else { continue };
+        let Some(mut journal) = crate::lease::home::journal::read_since(home, from) else { continue };
         let mut newest = std::collections::VecDeque::with_capacity(HISTORY_EVENTS);
         for v in journal.by_ref() {
             if newest.len() == HISTORY_EVENTS {
@@ -65,7 +65,7 @@ fn newest_lines(mut past: Vec<serde_json::Value>, now: f64) -> Vec<event::Histor
         .map(|v| event::HistoryLine {
             at: v["ts"].as_f64().unwrap_or(now),
             profile: v["profile"].as_str().unwrap_or("?").to_owned(),
-            text: crate::lease::journal::describe(v),
+            text: crate::lease::home::journal::describe(v),
         })
         .collect()
 }
@@ -105,7 +105,7 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
             Err(e) => history.warnings.push(format!("{}: no recorded history: {e}", location.label())),
         }
     }
-    let answers = crate::lease::history::on_other_hosts(&mut stores, now - HISTORY, HOST_HISTORY_WAIT);
+    let answers = crate::lease::home::history::on_other_hosts(&mut stores, now - HISTORY, HOST_HISTORY_WAIT);
     let mut past = Vec::new();
     for (location, answer) in answers {
         match answer {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::lease::LeaseView;
-use crate::lease::context::{self, Contexts};
+use crate::lease::home::context::{self, Contexts};
 
 /// At most one read of a home's state.db this often: Hermes may write it many times a second.
 pub const READ_EVERY: Duration = Duration::from_secs(2);

@@ -46,7 +46,7 @@ pub struct RegistryState {
     /// Since when the registry has been unreadable (etcd: unreachable), while it is.
     pub error_since: Option<f64>,
     /// The leased sessions' context from state.db, or why it is unknown.
-    pub sessions: Option<std::sync::Arc<crate::lease::context::Contexts>>,
+    pub sessions: Option<std::sync::Arc<crate::lease::home::context::Contexts>>,
     /// How far behind its answers are, when noticeably (a slow host).
     pub lag: Option<std::time::Duration>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
@@ -76,7 +76,7 @@ impl RegistryState {
     }
 
     /// The session's context from state.db, when it has one.
-    pub fn session(&self, session_id: &str) -> Option<&crate::lease::context::SessionContext> {
+    pub fn session(&self, session_id: &str) -> Option<&crate::lease::home::context::SessionContext> {
         self.sessions.as_deref()?.get(session_id)
     }
 
@@ -308,7 +308,7 @@ impl App {
         App {
             registries: registries.into_iter().map(RegistryState::new).collect(),
             positions: HashMap::new(),
-            host: crate::lease::owner::hostname(),
+            host: crate::lease::owners::owner::hostname(),
             tab: 0,
             selected: 0,
             filter: String::new(),

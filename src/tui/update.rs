@@ -443,7 +443,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
 fn ask_prune(app: &mut App) {
     let mut targets = Vec::new();
     let mut kept_clock_step = 0;
-    let mut kept_in: Vec<crate::lease::paths::Registry> = Vec::new();
+    let mut kept_in: Vec<crate::lease::home::paths::Registry> = Vec::new();
     for r in app.tab_registries() {
         if refuse_if_invalid(app, r, "prune") {
             return;
@@ -470,7 +470,7 @@ fn ask_prune(app: &mut App) {
         let profile = app.tab_registries().first().map(|r| app.registries[*r].location.label());
         // The hint names the registry (a pasted `leasectl prune` would act on ~/.hermes).
         use crate::lease::hint::Reach;
-        let reach = |r: &crate::lease::paths::Registry| Reach::of(&crate::lease::Location::File(r.clone()));
+        let reach = |r: &crate::lease::home::paths::Registry| Reach::of(&crate::lease::Location::File(r.clone()));
         let command = match kept_in.as_slice() {
             [one] => reach(one).line(None, &["prune", "--include-clock-step"]),
             several => several

@@ -14,8 +14,8 @@ use super::layout::{areas, table_offset, too_small};
 use super::state::{App, Row};
 use super::style::{Palette, badge, shown_text};
 use super::time;
-use crate::lease::context::{Contexts, SessionContext};
-use crate::lease::pyjson;
+use crate::lease::format::pyjson;
+use crate::lease::home::context::{Contexts, SessionContext};
 use crate::lease::{Liveness, Location};
 
 /// The banner's height: it wraps (the validation error is quoted whole), at most 6 lines.
@@ -373,7 +373,7 @@ fn widest(app: &App, rows: &[Row]) -> Widest {
 }
 
 fn owner_of(l: &LeaseRow) -> String {
-    crate::lease::owner::owner_label(
+    crate::lease::owners::owner::owner_label(
         l.liveness.name(),
         l.liveness.clock_step_suspected(),
         l.owner.as_ref().map(|o| o.name.as_str()),

@@ -12,8 +12,8 @@ use super::event::{Job, JobDone};
 use super::extension::Runner;
 use super::sessions::SessionCache;
 use crate::lease::human::plural;
-use crate::lease::owner::{OwnerProbe, hostname};
-use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, paths};
+use crate::lease::owners::owner::{OwnerProbe, hostname};
+use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, home::paths};
 
 /// Which locations the worker reads.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ pub struct Worker {
     /// Last check's holder per lock file, and whether the check before saw it too.
     lock_seen: HashMap<PathBuf, (LockHolder, bool)>,
     /// Owner details last looked up, for which pids, and when.
-    owner_infos: HashMap<u64, Arc<lease::owner::OwnerInfo>>,
+    owner_infos: HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
     owners_checked: Option<Instant>,
     /// The stuck-lock holder per location in the last snapshots, to tell whether it changed.
@@ -68,8 +68,8 @@ pub struct Worker {
 /// user, or CPU by a point or more, or memory by 5 % or more (an owner's CPU figure moves
 /// on every look; redrawing thousands of rows for 0.1 % would be most of an idle console's work).
 fn owners_differ(
-    a: &HashMap<u64, Arc<lease::owner::OwnerInfo>>,
-    b: &HashMap<u64, Arc<lease::owner::OwnerInfo>>,
+    a: &HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
+    b: &HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
 ) -> bool {
     a.len() != b.len()
         || a.iter().any(|(pid, x)| {
@@ -175,7 +175,7 @@ impl Worker {
         if due {
             self.lock_checked = Some(Instant::now());
             let paths: Vec<PathBuf> = self.stores.iter().filter_map(|s| s.location().lock_path()).collect();
-            let holders = lease::lock::lock_holders(&paths);
+            let holders = lease::home::lock::lock_holders(&paths);
             let mut seen = HashMap::new();
             for (path, holder) in paths.into_iter().zip(holders) {
                 if let Some(pid) = holder {
@@ -183,7 +183,7 @@ impl Worker {
                     let confirmed = seen_before.is_some();
                     let holder = seen_before.unwrap_or_else(|| LockHolder {
                         pid,
-                        command: lease::owner::command_name(u64::from(pid)),
+                        command: lease::owners::owner::command_name(u64::from(pid)),
                         since: lease::now(),
                     });
                     seen.insert(path, (holder, confirmed));
@@ -232,7 +232,11 @@ impl Worker {
                         all.push(f);
                     }
                 });
-                self.stores.push(lease::audited::Audited::wrap(store, lease::audit::Actor::console(), on_failure));
+                self.stores.push(lease::audited::Audited::wrap(
+                    store,
+                    lease::home::audit::Actor::console(),
+                    on_failure,
+                ));
             }
         }
     }
@@ -330,7 +334,7 @@ impl Worker {
         Some(self.relive())
     }
 
-    fn lookup_owners(&mut self, pids: &[u64]) -> HashMap<u64, Arc<lease::owner::OwnerInfo>> {
+    fn lookup_owners(&mut self, pids: &[u64]) -> HashMap<u64, Arc<lease::owners::owner::OwnerInfo>> {
         self.owners.infos(pids).into_iter().map(|(pid, o)| (pid, Arc::new(o))).collect()
     }
 
@@ -369,14 +373,18 @@ impl Worker {
             .zip(lags.into_iter().chain(std::iter::repeat(None)))
             .zip(pruned)
             .map(|(((l, lock_holder), lag), pruned_by_acquire)| {
-                let remote_owners: Option<HashMap<u64, Arc<lease::owner::OwnerInfo>>> = l.location.host().map(|_| {
-                    lease::owners_at::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect()
-                });
+                let remote_owners: Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> =
+                    l.location.host().map(|_| {
+                        lease::owners::owners_at::owners_at(&l.location, &[])
+                            .into_iter()
+                            .map(|(p, o)| (p, Arc::new(o)))
+                            .collect()
+                    });
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
                     (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views, at)),
                     // Read on the registry's host, sent with its listing.
-                    (Location::Ssh(_), Ok(_)) => lease::owners_at::remote_sessions(&l.location)
+                    (Location::Ssh(_), Ok(_)) => lease::owners::owners_at::remote_sessions(&l.location)
                         .map(|(c, idle)| (Arc::new(c), idle_given.unwrap_or(idle))),
                     _ => None,
                 };
@@ -477,7 +485,7 @@ impl Worker {
                 let waited = self.options.lock_timeout.as_secs_f64();
                 let holder = known.unwrap_or_else(|| LockHolder {
                     pid,
-                    command: lease::owner::command_name(u64::from(pid)),
+                    command: lease::owners::owner::command_name(u64::from(pid)),
                     since: lease::now() - waited,
                 });
                 self.lock_seen.insert(lock_path, (holder, true));

@@ -13,8 +13,8 @@ pub use owners::owner;
 
 use std::sync::Arc;
 
-use leasectl::lease::config::CapSetting;
-use leasectl::lease::liveness::DeadCause;
+use leasectl::lease::home::config::CapSetting;
+use leasectl::lease::owners::liveness::DeadCause;
 use leasectl::lease::{Entry, Liveness, Location, Registry, file::registry as store};
 use leasectl::tui::event::{Event, LeaseRow, Loaded, RegistrySnapshot};
 use leasectl::tui::state::App;

@@ -1,6 +1,6 @@
 //! The owner every in-memory fixture shows (tests and benches share this file).
 
-use leasectl::lease::owner::OwnerInfo;
+use leasectl::lease::owners::owner::OwnerInfo;
 
 /// A live owner named `name`, as sysinfo would describe a typical Hermes process.
 pub fn owner(name: &str) -> OwnerInfo {

@@ -9,12 +9,12 @@ use serde_json::{Map, Value};
 
 use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
 use crate::lease::clock::now;
-use crate::lease::entry::{Entry, float_value, live_id_string};
 use crate::lease::error::{Error, Guarded, LiveOwners, Missing};
+use crate::lease::format::entry::{Entry, float_value, live_id_string};
 use crate::lease::grant::AcquireRequest;
 use crate::lease::grant::{Grant, Released, RemoteGrant};
 use crate::lease::ids;
-use crate::lease::liveness::{Liveness, Prober};
+use crate::lease::owners::liveness::{Liveness, Prober};
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
 use crate::lease::view::{ForceOptions, LeaseView, Removal, Target, may_be_alive};
 
@@ -44,7 +44,7 @@ pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
     let lease_id = ids::lease_id();
     let session_key = etcd.config.session_key(&req.session_id);
     let granted_at = Instant::now();
-    if crate::lease::entry::py_is_blank(&req.session_id) {
+    if crate::lease::format::entry::py_is_blank(&req.session_id) {
         return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![], remote: None });
     }
     let ttl_secs = etcd.config.ttl.as_secs() as i64;
@@ -203,7 +203,7 @@ impl Attempt<'_> {
         if let Some(cap) = self.req.cap {
             raw.insert("cap".into(), Value::from(cap));
         }
-        let text = crate::lease::pyjson::to_string(&Value::Object(raw.clone()));
+        let text = crate::lease::format::pyjson::to_string(&Value::Object(raw.clone()));
         let entry = entry_from_map(raw).map_err(|e| Refusal {
             reason: Reason::SessionCoordinationUnavailable,
             message: format!("cannot build the entry for session {}: {e}", self.req.session_id),
@@ -476,7 +476,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
 
 /// The value of an `ended/<lease id>` key: how, and by whom.
 fn ended_mark(how: &str) -> String {
-    serde_json::json!({"how": how, "by": crate::lease::audit::who()}).to_string()
+    serde_json::json!({"how": how, "by": crate::lease::home::audit::who()}).to_string()
 }
 
 /// Mark `held` as ended `how` (attached to its lease), then revoke the lease: a watcher

@@ -26,11 +26,11 @@ use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 use endpoints::{Endpoints, Resend};
 use serde_json::{Map, Value};
 
-use super::entry::Entry;
 use super::error::{Error, Unusable};
-use super::liveness::{Liveness, Prober};
+use super::format::entry::Entry;
 pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
-pub use super::owner::hostname;
+use super::owners::liveness::{Liveness, Prober};
+pub use super::owners::owner::hostname;
 use super::view::{LeaseView, RemoteLease};
 
 /// The bound on one etcd request (connecting included, every endpoint tried): etcdctl's
@@ -290,7 +290,7 @@ impl Held {
         let key = String::from_utf8_lossy(kv.key()).into_owned();
         let bad = |detail: String| EtcdError::BadData { key: key.clone(), detail };
         let text = std::str::from_utf8(kv.value()).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-        let value = crate::lease::pyjson::parse(text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let value = crate::lease::format::pyjson::parse(text).map_err(|e| bad(format!("not JSON: {e}")))?;
         let Value::Object(mut map) = value else {
             return Err(bad("not a JSON object".into()));
         };

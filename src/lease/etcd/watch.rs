@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::endpoints::{Endpoints, Resend};
 use super::{EtcdConfig, Held};
 use crate::lease::backend::{Ending, MAX_GATHER, RemoteChange};
-use crate::lease::liveness::Liveness;
 use crate::lease::location::EtcdLocation;
+use crate::lease::owners::liveness::Liveness;
 
 /// Marks kept for deletes still to come (a force-release marks, then revokes).
 const MARKS_KEPT: usize = 4096;

@@ -4,14 +4,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::registry;
-use crate::lease::config::read_cap;
-use crate::lease::entry::Entry;
 use crate::lease::error::{Error, Guarded, InvalidRegistry, LiveOwners, Missing};
-use crate::lease::liveness::{Liveness, Prober};
-use crate::lease::paths::Registry;
-use crate::lease::problem::{Problem, Rule};
+use crate::lease::format::entry::Entry;
+use crate::lease::format::problem::{Problem, Rule};
+use crate::lease::home::config::read_cap;
+use crate::lease::home::paths::Registry;
+use crate::lease::owners::liveness::{Liveness, Prober};
 use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target, owner_may_be_alive};
-use crate::lease::{lock, pyjson};
+use crate::lease::{format::pyjson, home::lock};
 
 /// A read-only look at one registry: never locks, never writes.
 pub fn snapshot(reg: &Registry) -> crate::lease::backend::Listing {
@@ -175,8 +175,8 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         idle_warning: None,
     };
     if let Some(pid) = report.lock_holder {
-        report.lock_holder_command =
-            crate::lease::owner::command_name(u64::from(pid)).map(|c| crate::lease::human::escape(&c).into_owned());
+        report.lock_holder_command = crate::lease::owners::owner::command_name(u64::from(pid))
+            .map(|c| crate::lease::human::escape(&c).into_owned());
         // Watched for a moment: an instant's hold is a writer at work; one that outlasts
         // the watch is held by something stuck (the lock-timeout error says the same).
         let started = std::time::Instant::now();
@@ -220,7 +220,7 @@ fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Du
 
 /// Live owners whose session ended or went idle in the home's state.db, or why it could not tell.
 fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Duration>) {
-    use crate::lease::context;
+    use crate::lease::home::context;
     let home = report.registry.home.clone();
     let (threshold, warning) = context::idle_threshold(&home, idle);
     report.idle_warning = warning;
@@ -235,7 +235,7 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     };
     let at = crate::lease::clock::now();
     for v in live {
-        let owner = crate::lease::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
+        let owner = crate::lease::owners::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
         if let Some(reason) = context::leak_reason(v, contexts.get(v.entry.session_id()), threshold, at, &owner) {
             report.leak_suspects.push((v.clone(), reason));
         }

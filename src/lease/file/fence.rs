@@ -7,14 +7,14 @@ use serde_json::{Map, Value};
 
 use super::registry;
 use crate::lease::clock::now;
-use crate::lease::entry::{Entry, NewLease, py_is_blank};
 use crate::lease::error::{Error, Missing};
+use crate::lease::format::entry::{Entry, NewLease, py_is_blank};
 use crate::lease::grant::{AcquireRequest, Grant, Released};
-use crate::lease::liveness::{Liveness, Prober, UnknownCause};
-use crate::lease::paths::Registry;
+use crate::lease::home::paths::Registry;
+use crate::lease::owners::liveness::{Liveness, Prober, UnknownCause};
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
 use crate::lease::view::Target;
-use crate::lease::{ids, lock};
+use crate::lease::{home::lock, ids};
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
@@ -56,7 +56,7 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Ve
 
 /// The same writer re-acquiring: same owner pid AND the same non-empty live session id.
 fn is_same_writer(existing: &Entry, req: &AcquireRequest) -> bool {
-    let incoming = crate::lease::entry::live_id_string(req.metadata.get("live_session_id"));
+    let incoming = crate::lease::format::entry::live_id_string(req.metadata.get("live_session_id"));
     let held = existing.live_session_id();
     existing.pid() == req.owner_pid && !held.is_empty() && !incoming.is_empty() && held == incoming
 }

@@ -8,9 +8,9 @@ use std::collections::HashSet;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::lease::entry::Entry;
-use crate::lease::problem::{Problem, Rule};
-use crate::lease::pyjson::{self, MAX_JSON_VALUES, not_json_detail, too_many_values};
+use crate::lease::format::entry::Entry;
+use crate::lease::format::problem::{Problem, Rule};
+use crate::lease::format::pyjson::{self, MAX_JSON_VALUES, not_json_detail, too_many_values};
 use rustc_hash::FxBuildHasher as FxBuild;
 
 /// A parsed, strictly valid registry.

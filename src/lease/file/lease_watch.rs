@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{fence, registry};
 use crate::lease::backend::{OnLost, Renewal};
-use crate::lease::entry::Entry;
+use crate::lease::format::entry::Entry;
 
 /// Watches a registry file for one lease; reports once when it is gone.
 pub(super) struct LeaseWatch {

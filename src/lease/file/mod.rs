@@ -18,13 +18,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lease::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
-use crate::lease::config::{CapSetting, read_cap};
-use crate::lease::entry::Entry;
 use crate::lease::error::Error;
+use crate::lease::format::entry::Entry;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
-use crate::lease::liveness::{Prober, ProcState};
+use crate::lease::home::config::{CapSetting, read_cap};
+use crate::lease::home::paths::Registry;
 use crate::lease::location::Location;
-use crate::lease::paths::Registry;
+use crate::lease::owners::liveness::{Prober, ProcState};
 use crate::lease::refusal::Refusal;
 use crate::lease::repair::{RepairOptions, RepairReport};
 use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
@@ -166,7 +166,7 @@ impl LeaseStore for FileStore {
             return None;
         }
         let started = std::time::Instant::now();
-        let got = crate::lease::lock::lock(&path, bound);
+        let got = crate::lease::home::lock::lock(&path, bound);
         Some(LockProbe { waited: started.elapsed(), held: got.is_err() })
     }
 

@@ -11,10 +11,10 @@ use super::format::parse_noting_layout;
 pub use super::format::{HEAD, MAX_PROBLEMS, RegistryFile, parse, serialize, serialize_into};
 use super::recent;
 use crate::lease::error::{Error, InvalidRegistry};
-use crate::lease::lock::RegistryLock;
-use crate::lease::paths::{TEMP_PREFIX, TEMP_SUFFIX};
-use crate::lease::problem::{Problem, Rule};
-use crate::lease::safe_file::{self, Spot};
+use crate::lease::format::problem::{Problem, Rule};
+use crate::lease::home::lock::RegistryLock;
+use crate::lease::home::paths::{TEMP_PREFIX, TEMP_SUFFIX};
+use crate::lease::home::safe_file::{self, Spot};
 
 /// Larger files are refused unread, so a hostile registry cannot exhaust memory.
 pub const MAX_REGISTRY_BYTES: u64 = 64 * 1024 * 1024;
@@ -215,7 +215,8 @@ mod tests {
     fn remembered_registries_never_hide_a_change() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("active_sessions.json");
-        let lock = crate::lease::lock::lock(&dir.path().join("lock"), std::time::Duration::from_secs(5)).expect("lock");
+        let lock =
+            crate::lease::home::lock::lock(&dir.path().join("lock"), std::time::Duration::from_secs(5)).expect("lock");
         let file = parse(SAMPLE.as_bytes()).expect("valid");
         write(&lock, &path, &file).expect("write");
         assert_eq!(read(&path).expect("read back"), file);

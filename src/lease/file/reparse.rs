@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use serde_json::Map;
 
 use super::format::{HEAD, RegistryFile};
-use crate::lease::entry::{Entry, SeenIds};
-use crate::lease::pyjson;
+use crate::lease::format::entry::{Entry, SeenIds};
+use crate::lease::format::pyjson;
 use rustc_hash::FxBuildHasher as FxBuild;
 
 /// How many entries carry each lease id hash (a duplicate check that needs no strings).

@@ -10,14 +10,14 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::registry;
-use crate::lease::entry::Entry;
 use crate::lease::error::{Error, Guarded, LiveOwners};
-use crate::lease::liveness::{Liveness, Prober};
-use crate::lease::paths::Registry;
-use crate::lease::problem::Problem;
+use crate::lease::format::entry::Entry;
+use crate::lease::format::problem::Problem;
+use crate::lease::home::paths::Registry;
+use crate::lease::home::safe_file::{self, Spot};
+use crate::lease::owners::liveness::{Liveness, Prober};
 use crate::lease::repair::{Dropped, RepairOptions, RepairPlan, RepairReport, Restored};
-use crate::lease::safe_file::{self, Spot};
-use crate::lease::{lock, pyjson};
+use crate::lease::{format::pyjson, home::lock};
 
 /// Plan a repair of these bytes (pure apart from liveness probes).
 pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
@@ -96,10 +96,10 @@ fn dropped(index: usize, item: &Value, why: String, prober: &mut Prober) -> Drop
     let session_id = text("session_id");
     let verdict = pid.map(|p| {
         let start = item.get("process_start_time").and_then(Value::as_f64);
-        crate::lease::liveness::judge_state(&prober.state(p), start)
+        crate::lease::owners::liveness::judge_state(&prober.state(p), start)
     });
     // A blank session fences nothing; an unreadable pid cannot be proven dead.
-    let fences = session_id.as_deref().is_some_and(|s| !crate::lease::entry::py_is_blank(s));
+    let fences = session_id.as_deref().is_some_and(|s| !crate::lease::format::entry::py_is_blank(s));
     let may_be_live = fences && verdict.as_ref().is_none_or(crate::lease::view::may_be_alive);
     Dropped {
         index,

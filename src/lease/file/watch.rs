@@ -9,7 +9,7 @@ use std::time::Duration;
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::lease::backend::{FileVersion, MAX_GATHER};
-use crate::lease::paths::{self, LOCK_FILE, REGISTRY_FILE};
+use crate::lease::home::paths::{self, LOCK_FILE, REGISTRY_FILE};
 
 /// What the watcher looks after: fixed homes, or a root whose profiles come and go.
 #[derive(Debug, Clone)]

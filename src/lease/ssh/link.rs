@@ -122,7 +122,7 @@ static LINKS: LazyLock<Mutex<HashMap<HostSpec, Arc<Link>>>> = LazyLock::new(Mute
 /// The operator on this side and what they run, for the remote's audit record.
 static OPERATOR: LazyLock<(String, String)> = LazyLock::new(|| {
     let words: Vec<String> = std::env::args().map(|a| crate::lease::human::shell_word(&a)).collect();
-    (crate::lease::audit::who(), words.join(" "))
+    (crate::lease::home::audit::who(), words.join(" "))
 });
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -164,7 +164,7 @@ impl Link {
     }
 
     /// The owners of `profile`'s leases as the remote named them in its last listing.
-    pub fn owners(&self, profile: &str) -> HashMap<u64, crate::lease::owner::OwnerInfo> {
+    pub fn owners(&self, profile: &str) -> HashMap<u64, crate::lease::owners::owner::OwnerInfo> {
         lock(&self.state).listings.get(profile).map(|l| l.owners.clone()).unwrap_or_default()
     }
 

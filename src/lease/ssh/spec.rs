@@ -185,7 +185,7 @@ pub fn hosts_file() -> Option<PathBuf> {
 /// Every host in the hosts file, in order; none when there is no file. Problems name
 /// the file and line.
 pub fn read_hosts_file(path: &Path) -> Result<Vec<HostSpec>, Unusable> {
-    use crate::lease::safe_file::{Spot, read_bounded};
+    use crate::lease::home::safe_file::{Spot, read_bounded};
     let (dir, name) = match (path.parent(), path.file_name()) {
         (Some(d), Some(n)) => (d, n),
         _ => return Err(Unusable(format!("{}: not a file path", path.display()))),

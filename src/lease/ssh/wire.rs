@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::lease::backend::{Listing, RecordedEvents, RemoteListing};
-use crate::lease::config::CapSetting;
 use crate::lease::error::{Error, InvalidRegistry, LiveOwners, Missing};
+use crate::lease::home::config::CapSetting;
 use crate::lease::location::Location;
-use crate::lease::owner::OwnerInfo;
+use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::view::{DoctorReport, LeaseView, Removal, Target};
 
 /// Raised when a message changes shape in a way an older peer would misread.
@@ -148,7 +148,7 @@ pub struct WireListing {
 /// A registry's session context as its host read it, and the idle threshold its home sets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RemoteSessions {
-    pub contexts: crate::lease::context::Contexts,
+    pub contexts: crate::lease::home::context::Contexts,
     pub idle_secs: f64,
 }
 
@@ -157,14 +157,14 @@ impl WireListing {
         // Made where the registry is (serve --stdio): its owners are processes here, and
         // its state.db is beside it.
         let pids: Vec<u64> = l.leases.iter().flatten().map(|v| v.entry.pid()).collect();
-        let owners = crate::lease::owner::owner_infos(&pids);
+        let owners = crate::lease::owners::owner::owner_infos(&pids);
         let sessions = match (l.location.registry(), &l.leases) {
             (Some(reg), Ok(views)) if !views.is_empty() => {
                 let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
                 ids.sort_unstable();
                 ids.dedup();
-                let (idle, _) = crate::lease::context::idle_threshold(&reg.home, None);
-                let contexts = crate::lease::context::read(&reg.home, &ids);
+                let (idle, _) = crate::lease::home::context::idle_threshold(&reg.home, None);
+                let contexts = crate::lease::home::context::read(&reg.home, &ids);
                 Some(RemoteSessions { contexts, idle_secs: idle.as_secs_f64() })
             }
             _ => None,
@@ -238,7 +238,7 @@ impl WireError {
 mod tests {
     use super::*;
     use crate::lease::Entry;
-    use crate::lease::liveness::Liveness;
+    use crate::lease::owners::liveness::Liveness;
 
     #[test]
     fn a_listing_crosses_whole_and_unknown_fields_survive() {

@@ -17,7 +17,7 @@ pub struct OwnerInfo {
 /// What the OWNER column says, one rule everywhere (ls, plans, events, the console):
 /// the process's name while the owner lives, `-` once it is dead, and for a recycled pid
 /// the process that has the pid now, marked as not the owner. `liveness` is the verdict's
-/// name ([`super::liveness::Liveness::name`]), as JSON carries it too. A `clock_step`
+/// name ([`crate::lease::owners::liveness::Liveness::name`]), as JSON carries it too. A `clock_step`
 /// suspect is most likely the owner itself, seen across a wall-clock step: named as one.
 pub fn owner_label(liveness: &str, clock_step: bool, name: Option<&str>) -> String {
     match (liveness, name) {
@@ -120,6 +120,6 @@ pub fn self_and_ancestors() -> Vec<u64> {
 }
 
 /// The stat of a process; None when it is gone or the file unreadable.
-pub fn proc_stat(pid: u64) -> Option<super::proc_stat::ProcStat> {
-    super::proc_stat::read(pid).ok().flatten()
+pub fn proc_stat(pid: u64) -> Option<crate::lease::owners::proc_stat::ProcStat> {
+    crate::lease::owners::proc_stat::read(pid).ok().flatten()
 }

@@ -6,17 +6,17 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::safe_file::{self, Lines, Spot};
+use crate::lease::home::safe_file::{self, Lines, Spot};
 
 /// Where `location`'s journal is kept: a file registry's home, or for an etcd prefix
 /// (which has no home) `$XDG_STATE_HOME/leasectl/etcd-<prefix>-<hash>` (by default
 /// `~/.local/state/...`) of whoever runs the recorder. None when there is no such place.
-pub fn journal_home(location: &super::Location) -> Option<PathBuf> {
+pub fn journal_home(location: &crate::lease::Location) -> Option<PathBuf> {
     match location {
-        super::Location::File(reg) => Some(reg.home.clone()),
-        super::Location::Etcd(at) => Some(dirs::state_dir()?.join("leasectl").join(etcd_slug(&at.prefix))),
+        crate::lease::Location::File(reg) => Some(reg.home.clone()),
+        crate::lease::Location::Etcd(at) => Some(dirs::state_dir()?.join("leasectl").join(etcd_slug(&at.prefix))),
         // Another host keeps its own journal, where its recorder runs.
-        super::Location::Ssh(_) => None,
+        crate::lease::Location::Ssh(_) => None,
     }
 }
 
@@ -64,10 +64,11 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => {
-            let who = super::lock::lock_holder(&lock_path)
+            let who = crate::lease::home::lock::lock_holder(&lock_path)
                 .map(|pid| {
-                    let command = super::owner::command_name(u64::from(pid)).unwrap_or_else(|| "?".into());
-                    format!("pid {pid} ({})", super::human::escape(&command))
+                    let command =
+                        crate::lease::owners::owner::command_name(u64::from(pid)).unwrap_or_else(|| "?".into());
+                    format!("pid {pid} ({})", crate::lease::human::escape(&command))
                 })
                 .unwrap_or_else(|| "another process".into());
             Err(Unclaimed::Busy(format!(
@@ -87,9 +88,9 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
 /// owner's behalf, `repaired`), oldest first: what happened while no recorder ran.
 /// Read a line at a time; the audit file is rotated at 10 MiB, so what is kept is bounded.
 pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
-    let file = super::audit::audit_file(home);
+    let file = crate::lease::home::audit::audit_file(home);
     let mut paths: Vec<PathBuf> =
-        (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
+        (1..=crate::lease::home::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
     paths.push(file);
     let (mut out, mut warnings) = (Vec::new(), Vec::new());
     for p in paths {
@@ -115,7 +116,7 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
                 rec["host"].as_str().unwrap_or("?"),
                 rec["command"].as_str().unwrap_or("?")
             );
-            let time = super::human::event_time(at);
+            let time = crate::lease::human::event_time(at);
             let kind = match rec["action"].as_str() {
                 Some("prune") => "pruned",
                 Some("release-for-owner") => "released",
@@ -136,7 +137,7 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
         if lines.counts.bad > 0 {
             warnings.push(format!(
                 "skipped {} in {}",
-                super::human::plural(lines.counts.bad as usize, "unreadable line", "unreadable lines"),
+                crate::lease::human::plural(lines.counts.bad as usize, "unreadable line", "unreadable lines"),
                 p.display()
             ));
         }
@@ -171,7 +172,7 @@ fn lines_of(mut f: std::fs::File, path: &Path, warnings: &mut Vec<String>) -> Li
         "read only the last {} MiB of {} ({size} bytes; leasectl rotates its files at {} MiB)",
         READ_BOUND / (1024 * 1024),
         path.display(),
-        super::audit::MAX_BYTES / (1024 * 1024)
+        crate::lease::home::audit::MAX_BYTES / (1024 * 1024)
     ));
     // From the byte before the bound: a line that starts exactly there is kept whole.
     let seeked = f.seek(SeekFrom::Start(size - READ_BOUND - 1));
@@ -209,7 +210,7 @@ struct Stamp {
 pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
     let file = journal_file(home);
     let mut paths: Vec<PathBuf> =
-        (1..=super::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
+        (1..=crate::lease::home::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
     paths.push(file);
     let mut found = false;
     let mut journal = Journal { files: Default::default(), current: None, from, bad_in_current: 0, warnings: vec![] };
@@ -243,7 +244,7 @@ impl Journal {
             if bad > 0 {
                 self.warnings.push(format!(
                     "skipped {} in {}",
-                    super::human::plural(bad as usize, "unreadable line", "unreadable lines"),
+                    crate::lease::human::plural(bad as usize, "unreadable line", "unreadable lines"),
                     path.display()
                 ));
             }

@@ -6,8 +6,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::error::Error;
-use super::safe_file::{self, Spot};
+use crate::lease::error::Error;
+use crate::lease::home::safe_file::{self, Spot};
 
 /// Default bound on waiting for the registry lock.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,8 +72,8 @@ fn lock_file(file: File, lock_path: &Path, timeout: Duration) -> Result<Registry
             let holder_pid = lock_holder(lock_path);
             // Named as lslocks names it: a pid alone says little to an operator.
             let holder_command = holder_pid
-                .and_then(|pid| super::owner::command_name(u64::from(pid)))
-                .map(|c| super::human::escape(&c).into_owned());
+                .and_then(|pid| crate::lease::owners::owner::command_name(u64::from(pid)))
+                .map(|c| crate::lease::human::escape(&c).into_owned());
             return Err(Error::LockTimeout { lock_path: lock_path.to_path_buf(), waited, holder_pid, holder_command });
         }
         std::thread::sleep(pause.min(timeout.saturating_sub(waited)));

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use super::entry::Entry;
-use super::error::Unusable;
-use super::pidfds;
+use crate::lease::error::Unusable;
+use crate::lease::format::entry::Entry;
+use crate::lease::owners::pidfds;
 use rustc_hash::FxBuildHasher as FxBuild;
 use rustix::time::ClockId;
 
@@ -28,7 +28,7 @@ pub enum Liveness {
     },
 }
 
-pub use super::entry::WORK_KEY;
+pub use crate::lease::format::entry::WORK_KEY;
 /// The environment variable that names the lease in the work's processes.
 pub const WORK_ENV: &str = "LEASECTL_LEASE_ID";
 
@@ -83,7 +83,7 @@ impl Liveness {
             Liveness::Dead(DeadCause::ThreadId { tgid }) => format!("dead: a thread of pid {tgid}"),
             Liveness::Recycled { recorded, actual } => {
                 let diff = actual - recorded;
-                let by = super::human::duration(diff.abs());
+                let by = crate::lease::human::duration(diff.abs());
                 if self.clock_step_suspected() {
                     format!("recycled: start time differs by exactly {by} (clock step?)")
                 } else {
@@ -267,7 +267,7 @@ fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
     // The pidfd is opened before the stat is read: if that process still runs
     // afterwards, the stat was its own (a pid is not reused while its process lives).
     let pidfd = pidfds::open(pid);
-    let parsed = match super::proc_stat::read(pid) {
+    let parsed = match crate::lease::owners::proc_stat::read(pid) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
         Err(e) => return exists_without_proc(pid, format!("cannot read /proc/{pid}/stat: {e}")),
@@ -357,7 +357,7 @@ mod tests {
         // Same expression in Python: 12345678 / 100 + 1795989000
         let t = start_time_from(12_345_678, 100.0, 1_795_989_000);
         assert_eq!(t.to_bits(), (12_345_678f64 / 100.0 + 1_795_989_000f64).to_bits());
-        assert_eq!(crate::lease::pyjson::float_repr(t), "1796112456.78");
+        assert_eq!(crate::lease::format::pyjson::float_repr(t), "1796112456.78");
     }
 
     #[test]

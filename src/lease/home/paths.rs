@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::Unusable;
+use crate::lease::error::Unusable;
 
 /// Registry file name inside `<home>/runtime/`.
 pub const REGISTRY_FILE: &str = "active_sessions.json";
@@ -91,7 +91,9 @@ pub fn all_registries(root: &Path) -> Vec<Registry> {
     let mut out = vec![Registry::new("root", root)];
     // Through the one door: a `profiles` symlink is not followed, and a profile that is a
     // symlink (or anything but a directory) is not a profile.
-    let dir = super::safe_file::Dir::open(&super::safe_file::Spot::new(root, "profiles")).ok().flatten();
+    let dir = crate::lease::home::safe_file::Dir::open(&crate::lease::home::safe_file::Spot::new(root, "profiles"))
+        .ok()
+        .flatten();
     let mut names: Vec<String> = dir
         .as_ref()
         .map(|d| d.names().unwrap_or_default())

@@ -13,9 +13,9 @@ use std::time::Duration;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
-use super::human::duration;
-use super::liveness::Liveness;
-use super::view::LeaseView;
+use crate::lease::human::duration;
+use crate::lease::owners::liveness::Liveness;
+use crate::lease::view::LeaseView;
 
 /// What identifies the database's content without reading it: state.db's and its
 /// WAL's size and modification time.
@@ -74,7 +74,7 @@ pub fn state_db(home: &Path) -> PathBuf {
 
 /// Read the context of `session_ids` from `<home>/state.db`.
 pub fn read(home: &Path, session_ids: &[&str]) -> Contexts {
-    read_at(&state_db(home), session_ids, super::now())
+    read_at(&state_db(home), session_ids, crate::lease::now())
 }
 
 pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
@@ -123,7 +123,7 @@ fn query_as(
     let (path, ids) = (db.to_path_buf(), session_ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     let spawned = std::thread::Builder::new().name("state.db".into()).spawn(move || {
         let found = {
-            let _as = super::safe_file::ActAs::user(owner);
+            let _as = crate::lease::home::safe_file::ActAs::user(owner);
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
             query(&path, &ids, now)
         };
@@ -152,8 +152,12 @@ fn query_as(
 /// writer: open each FIFO there for writing, without waiting, so that read gets an empty
 /// file, fails and ends, and a console or recorder reads the database again later.
 fn wake_fifos(db: &Path) {
-    let spot = super::safe_file::Spot::in_home(db);
-    let Ok(Some(dir)) = super::safe_file::Dir::open(&super::safe_file::Spot::new(&spot.home, "")) else { return };
+    let spot = crate::lease::home::safe_file::Spot::in_home(db);
+    let Ok(Some(dir)) =
+        crate::lease::home::safe_file::Dir::open(&crate::lease::home::safe_file::Spot::new(&spot.home, ""))
+    else {
+        return;
+    };
     let name = spot.rel.as_os_str().to_string_lossy().into_owned();
     for suffix in ["", "-wal", "-shm"] {
         dir.wake_fifo(format!("{name}{suffix}"));
@@ -167,8 +171,9 @@ fn wake_fifos(db: &Path) {
 /// it (SQLite is told to refuse any: a swap after this check is refused, not followed).
 fn check_files(db: &Path) -> Result<((u32, u32), PathBuf), String> {
     use rustix::fs::FileType;
-    let spot = super::safe_file::Spot::in_home(db);
-    let dir = match super::safe_file::Dir::open(&super::safe_file::Spot::new(&spot.home, "")) {
+    let spot = crate::lease::home::safe_file::Spot::in_home(db);
+    let dir = match crate::lease::home::safe_file::Dir::open(&crate::lease::home::safe_file::Spot::new(&spot.home, ""))
+    {
         Ok(Some(d)) => d,
         Ok(None) => return Err("no state.db".into()),
         Err(e) => return Err(format!("cannot read {}: {e}", db.display())),
@@ -184,7 +189,7 @@ fn check_files(db: &Path) -> Result<((u32, u32), PathBuf), String> {
                 return Err(format!(
                     "{} is {}, not a regular file: not read",
                     dir.path().join(&file).display(),
-                    super::safe_file::kind_name(t)
+                    crate::lease::home::safe_file::kind_name(t)
                 ));
             }
             Err(e) => return Err(format!("cannot read {}: {e}", dir.path().join(&file).display())),
@@ -215,7 +220,7 @@ fn open(db: &Path) -> Result<Connection, String> {
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
-    if super::failpoint::chosen("state-db-open") {
+    if crate::lease::failpoint::chosen("state-db-open") {
         // A test swaps the home or state.db here, between the check and SQLite's open.
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -231,8 +236,8 @@ fn open(db: &Path) -> Result<Connection, String> {
 fn wal_mode(db: &Path) -> bool {
     use std::io::Read;
     let mut header = [0u8; 20];
-    let spot = super::safe_file::Spot::in_home(db);
-    let read = match super::safe_file::open_read(&spot) {
+    let spot = crate::lease::home::safe_file::Spot::in_home(db);
+    let read = match crate::lease::home::safe_file::open_read(&spot) {
         Ok(Some(mut f)) => f.read_exact(&mut header).is_ok(),
         _ => false,
     };
@@ -397,7 +402,7 @@ pub fn idle_threshold(home: &Path, given: Option<Duration>) -> (Duration, Option
     if let Some(d) = given {
         return (d, None);
     }
-    match super::config::read_idle_threshold(&home.join("config.yaml")) {
+    match crate::lease::home::config::read_idle_threshold(&home.join("config.yaml")) {
         Ok(d) => (d.unwrap_or(DEFAULT_IDLE), None),
         Err(e) => (DEFAULT_IDLE, Some(format!("{e}; using {}", duration(DEFAULT_IDLE.as_secs_f64())))),
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::problem::{Problem, Rule};
-use super::pyjson;
+use crate::lease::format::problem::{Problem, Rule};
+use crate::lease::format::pyjson;
 
 /// A validated registry entry. Only the constructors here build one, so the typed
 /// fields always agree with `text`.
@@ -638,7 +638,7 @@ fn describe(v: Option<&Value>) -> String {
         None => "missing".into(),
         Some(Value::String(s)) if py_is_blank(s) => format!("blank ({})", quote_short(s)),
         Some(v @ (Value::Array(_) | Value::Object(_))) => pyjson::kind_of(v).into(),
-        Some(v) => format!("{} ({})", pyjson::kind_of(v), quote_short(&crate::lease::pyjson::to_string(v))),
+        Some(v) => format!("{} ({})", pyjson::kind_of(v), quote_short(&crate::lease::format::pyjson::to_string(v))),
     }
 }
 

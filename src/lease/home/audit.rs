@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::location::Location;
-use super::safe_file::{self, Spot};
-use super::view::{LeaseView, Removal};
+use crate::lease::home::safe_file::{self, Spot};
+use crate::lease::location::Location;
+use crate::lease::view::{LeaseView, Removal};
 
 /// The audit file is rotated past this size; this many old files are kept (`.1` newest).
 pub const MAX_BYTES: u64 = 10 * 1024 * 1024;
@@ -37,7 +37,7 @@ pub struct Actor {
 impl Actor {
     /// This process's own command line, as typed (each word shell-quoted when needed).
     pub fn this_command() -> Actor {
-        let words: Vec<String> = std::env::args().map(|a| super::human::shell_word(&a)).collect();
+        let words: Vec<String> = std::env::args().map(|a| crate::lease::human::shell_word(&a)).collect();
         Actor { command: words.join(" "), names_action: false, operator: None }
     }
 
@@ -75,7 +75,7 @@ fn user_name(uid: u32) -> Option<String> {
 pub fn who() -> String {
     let uid = rustix::process::getuid().as_raw();
     let user = user_name(uid).unwrap_or_else(|| format!("uid {uid}"));
-    format!("{user}@{} (pid {})", super::owner::hostname(), std::process::id())
+    format!("{user}@{} (pid {})", crate::lease::owners::owner::hostname(), std::process::id())
 }
 
 /// One action as recorded.
@@ -90,7 +90,7 @@ pub fn record_of(action: &str, location: &Location, actor: &Actor, removed: &[Le
         "uid": uid,
         "user": user,
         "sudo_user": std::env::var("SUDO_USER").ok(),
-        "host": super::owner::hostname(),
+        "host": crate::lease::owners::owner::hostname(),
         "pid": std::process::id(),
         "command": actor.command,
         "operator": actor.operator,
@@ -111,7 +111,12 @@ pub fn removal(action: &str, location: &Location, actor: &Actor, r: &Removal) ->
 
 /// Record a repair: every entry kept, restored, dropped and lost, and where the old
 /// bytes are (the report's own JSON, the same from the CLI and the console).
-pub fn repair(location: &Location, actor: &Actor, report: &super::repair::RepairReport, forced: bool) -> Vec<String> {
+pub fn repair(
+    location: &Location,
+    actor: &Actor,
+    report: &crate::lease::repair::RepairReport,
+    forced: bool,
+) -> Vec<String> {
     let mut rec = record_of("repair", location, actor, &[], forced);
     if let (Some(map), Value::Object(details)) = (rec.as_object_mut(), report.to_json()) {
         map.extend(details);

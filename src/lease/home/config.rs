@@ -57,7 +57,7 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
         Some(Yaml::Real(r)) => r.clone(),
         Some(other) => return Err(format!("ignoring leasectl.idle_threshold in {}: {other:?}", config_path.display())),
     };
-    super::human::parse_idle(&raw)
+    crate::lease::human::parse_idle(&raw)
         .map(Some)
         .map_err(|e| format!("ignoring leasectl.idle_threshold {raw:?} in {}: {e}", config_path.display()))
 }
@@ -67,8 +67,8 @@ pub const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A home's config.yaml through the one door (no symlink, FIFO or huge file); None when absent.
 fn read_config(config_path: &Path) -> std::io::Result<Option<String>> {
-    let spot = super::safe_file::Spot::in_home(config_path);
-    let Some(bytes) = super::safe_file::read_bounded(&spot, MAX_CONFIG_BYTES)? else { return Ok(None) };
+    let spot = crate::lease::home::safe_file::Spot::in_home(config_path);
+    let Some(bytes) = crate::lease::home::safe_file::read_bounded(&spot, MAX_CONFIG_BYTES)? else { return Ok(None) };
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))

@@ -1,0 +1,13 @@
+//! The home's files: every path leasectl opens in a Hermes home goes through `safe_file`
+//! (the one door); where registries are (`paths`), the registry lock (`lock`), the cap
+//! (`config`), state.db (`context`), the audit file (`audit`), the recorder's journal
+//! (`journal`) and the history merged from them (`history`).
+
+pub mod audit;
+pub mod config;
+pub mod context;
+pub mod history;
+pub mod journal;
+pub mod lock;
+pub mod paths;
+pub mod safe_file;
