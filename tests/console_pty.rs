@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::common;
 use common::pty::{BIN, Pty};
+use common::pty::{lease_row, registry_entries, session_row};
 
 const PRUNE_DIALOG: &str = "Prune removes this dead or recycled owner's lease:";
 /// How long `q` may take to end the console, and then the terminal's restoring to show.
@@ -83,34 +84,11 @@ impl Holder {
 // Reading the screen and the registry
 // ---------------------------------------------------------------------------
 
-/// The lease table's row for lease `short` (the first 8 chars of its id), if shown.
-/// Table rows start `│  <short>` (the whole id where it fits); dialog lines (`│ │  …`) and event lines do not.
-fn lease_row(screen: &str, short: &str) -> Option<String> {
-    // The id is short, or whole where the terminal has room for it.
-    let prefix = format!("  {short}");
-    let is_row = |rest: &str| {
-        rest.strip_prefix(&prefix)
-            .is_some_and(|after| after.starts_with(' ') || after.starts_with(|c: char| c.is_ascii_hexdigit()))
-    };
-    screen.lines().find(|l| l.strip_prefix('│').is_some_and(is_row)).map(str::to_owned)
-}
-
 /// The row reads `<short> cli <pid> <owner> …` and ends with the badge.
 fn row_is(row: &str, pid: u64, owner: &str, badge: &str) -> bool {
     let words: Vec<&str> = row.trim_start_matches('│').split_whitespace().collect();
     let pid = pid.to_string();
     words.get(1..4) == Some(&["cli", pid.as_str(), owner][..]) && row.trim_end_matches(['│', ' ']).ends_with(badge)
-}
-
-fn session_row(screen: &str, session: &str) -> bool {
-    screen.lines().any(|l| l.contains(&format!("▸ {session} ")))
-}
-
-/// The registry's entries, or None when the file is missing or not (yet) a valid document.
-fn registry_entries(path: &Path) -> Option<Vec<Value>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let doc: Value = serde_json::from_str(&text).ok()?;
-    doc.get("entries")?.as_array().cloned()
 }
 
 // ---------------------------------------------------------------------------

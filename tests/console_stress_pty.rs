@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::common;
 use common::pty::{POLL, Pty, cpu_time};
+use common::pty::{registry_entries, session_row};
 
 const HELP_TEXT: &str = "force-release the selected lease";
 const HELP_END: &str = "Esc closes this help.";
@@ -96,23 +97,12 @@ fn churn_version(n: u64) -> Value {
     json!({ "entries": entries })
 }
 
-/// The registry's entries, or None when the file is missing or not (yet) a valid document.
-fn registry_entries(path: &Path) -> Option<Vec<Value>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let doc: Value = serde_json::from_str(&text).ok()?;
-    doc.get("entries")?.as_array().cloned()
-}
-
 /// The churn version the screen shows (`▸ churn-<n>`), if any.
 fn shown_churn(screen: &str) -> Option<u64> {
     screen.lines().find_map(|l| {
         let rest = &l[l.find("▸ churn-")? + "▸ churn-".len()..];
         rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
     })
-}
-
-fn session_row(screen: &str, session: &str) -> bool {
-    screen.lines().any(|l| l.contains(&format!("▸ {session} ")))
 }
 
 /// The screen says `locked by pid <pid>` (the whole number, not a prefix of a longer one).

@@ -14,10 +14,9 @@ use std::sync::Once;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::common;
 use common::pty::{POLL, Pty, eventually};
+use common::pty::{lease_row, registry_entries};
 
 const ROWS: u16 = 40;
 const COLS: u16 = 120;
@@ -81,13 +80,6 @@ fn cmdline(pid: u32) -> String {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// The registry's entries, or None when the file is missing or not (yet) a valid document.
-fn registry_entries(path: &Path) -> Option<Vec<Value>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let doc: Value = serde_json::from_str(&text).ok()?;
-    doc.get("entries")?.as_array().cloned()
 }
 
 // ---------------------------------------------------------------------------
@@ -296,18 +288,6 @@ fn form_value(screen: &str, label: &str) -> Option<String> {
         let value = rest.trim_start();
         Some(value[..value.find('▏')?].to_owned())
     })
-}
-
-/// The lease table's row for lease `short` (the first 8 chars of its id), if shown.
-/// Table rows start `│  <short> `; the panels below do not.
-fn lease_row(screen: &str, short: &str) -> Option<String> {
-    // The id is short, or whole where the terminal has room for it.
-    let prefix = format!("  {short}");
-    let is_row = |rest: &str| {
-        rest.strip_prefix(&prefix)
-            .is_some_and(|after| after.starts_with(' ') || after.starts_with(|c: char| c.is_ascii_hexdigit()))
-    };
-    screen.lines().find(|l| l.strip_prefix('│').is_some_and(is_row)).map(str::to_owned)
 }
 
 // ---------------------------------------------------------------------------

@@ -328,3 +328,32 @@ pub fn cpu_time(pid: u32) -> Duration {
     let hz = super::signals::clock_ticks_per_second().max(1);
     Duration::from_millis(total * 1000 / hz)
 }
+
+// ---------------------------------------------------------------------------
+// Reading the screen and the registry (shared by the pty tests)
+// ---------------------------------------------------------------------------
+
+/// The registry's entries, or None when the file is missing or not (yet) a valid document.
+pub fn registry_entries(path: &Path) -> Option<Vec<serde_json::Value>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let doc: serde_json::Value = serde_json::from_str(&text).ok()?;
+    doc.get("entries")?.as_array().cloned()
+}
+
+/// The lease table's row for lease `short` (the first 8 chars of its id), if shown.
+/// Table rows start `│  <short>` (the whole id where it fits); dialog lines (`│ │  …`),
+/// the panels below and event lines do not.
+pub fn lease_row(screen: &str, short: &str) -> Option<String> {
+    // The id is short, or whole where the terminal has room for it.
+    let prefix = format!("  {short}");
+    let is_row = |rest: &str| {
+        rest.strip_prefix(&prefix)
+            .is_some_and(|after| after.starts_with(' ') || after.starts_with(|c: char| c.is_ascii_hexdigit()))
+    };
+    screen.lines().find(|l| l.strip_prefix('│').is_some_and(is_row)).map(str::to_owned)
+}
+
+/// A session's group row (`▸ S `) is on the screen.
+pub fn session_row(screen: &str, session: &str) -> bool {
+    screen.lines().any(|l| l.contains(&format!("▸ {session} ")))
+}
