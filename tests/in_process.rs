@@ -1,10 +1,11 @@
-//! Tests of the library in-process: the core and its properties, round trips against python3, the console's update, view and worker, the demo's screens, and the one-door rule.
+//! Tests of the library in-process: the core and its properties, round trips against python3, the console's update, view and worker, the demo's screens, the one-door rule and the core's layering.
 //! One test binary per kind of need (each links once): every file here is a module.
 
 mod common;
 
 mod core;
 mod demo_snapshots;
+mod layering;
 mod one_door;
 mod roundtrip;
 mod seed_exclusivity;

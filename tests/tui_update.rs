@@ -661,7 +661,7 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
 /// as there already: nobody acquired them at that moment (the log said "acquired" for each).
 #[test]
 fn a_hosts_first_listing_after_connecting_logs_no_acquires() {
-    use leasectl::lease::ssh::spec::HostSpec;
+    use leasectl::lease::host_spec::HostSpec;
     use leasectl::lease::{Error, Location, SshLocation};
     let at =
         Location::Ssh(SshLocation { host: HostSpec::parse("gw1=ssh://gw1").expect("spec"), profile: "root".into() });

@@ -2,8 +2,7 @@
 //! command acts on. Each host is asked for its profiles over its one session, all at
 //! once, so a host that is slow to answer holds up no other.
 
-use crate::lease::ssh::link::Link;
-use crate::lease::ssh::spec::{self, HostSpec, HostTarget};
+use crate::lease::host_spec::{self as spec, HostSpec, HostTarget};
 use crate::lease::{Location, SshLocation, home::paths};
 
 use super::args::{Backend, Cli, Command};
@@ -81,18 +80,8 @@ pub(super) fn select_locations(
     // Each host's registries (every one, or the one its home names), asked of all hosts
     // at once.
     let answers: Vec<Option<Vec<String>>> = std::thread::scope(|scope| {
-        let asks: Vec<_> = hosts
-            .iter()
-            .map(|h| {
-                scope.spawn(move || {
-                    let link = Link::to(h);
-                    match every_profile {
-                        true => link.profiles().ok(),
-                        false => link.default_profile().ok().map(|p| vec![p]),
-                    }
-                })
-            })
-            .collect();
+        let asks: Vec<_> =
+            hosts.iter().map(|h| scope.spawn(move || crate::lease::host_registries(h, every_profile).ok())).collect();
         asks.into_iter().map(|a| a.join().ok().flatten()).collect()
     });
     let mut locations = Vec::new();

@@ -10,7 +10,7 @@ use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
 use crate::lease::home::context::SessionContext;
 use crate::lease::human::{duration, escape, plural};
 use crate::lease::owners::owner::OwnerInfo;
-use crate::lease::owners::owners_at::owners_of_listing;
+use crate::lease::owners_of_listing;
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
 /// True when the filters select this lease.
@@ -122,7 +122,7 @@ fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<s
     let mut m = Marks::of(views, l.cap.cap);
     if let Some(reg) = l.location.registry() {
         m.add_context(&reg.home, views, owners, idle);
-    } else if let Some((contexts, threshold)) = crate::lease::owners::owners_at::remote_sessions(&l.location) {
+    } else if let Some((contexts, threshold)) = crate::lease::remote_sessions(&l.location) {
         m.judge_context(contexts, idle.unwrap_or(threshold), views, owners);
     }
     m

@@ -19,7 +19,7 @@ use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::home::journal::journal_file;
 use crate::lease::human::escape;
-use crate::lease::owners::owners_at::owners_at;
+use crate::lease::owners_at;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
 /// The column names over events printed as tsv.
@@ -105,7 +105,7 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     let deadline = Instant::now() + HOSTS_FED;
     for store in stores.iter() {
         if let Some(host) = store.location().host() {
-            lease::ssh::link::Link::to(host).wait_fed(deadline);
+            lease::wait_for_first_listings(host, deadline);
         }
     }
     // Versions of each registry file replaced since it was last read: more than one means
@@ -174,7 +174,7 @@ fn discover_on_hosts(
     followed: &[Location],
     options: lease::StoreOptions,
 ) -> Vec<Box<dyn LeaseStore>> {
-    lease::ssh::link::known_registries(followed)
+    lease::known_registries(followed)
         .into_iter()
         .filter(|location| !stores.iter().any(|s| s.location() == location))
         .filter_map(|location| lease::open(&location, options).ok())

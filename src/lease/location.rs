@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::error::Unusable;
 use super::home::paths::Registry;
-use super::ssh::spec::HostSpec;
+use super::host_spec::HostSpec;
 
 /// The default etcd key prefix.
 pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
@@ -143,8 +143,8 @@ impl Location {
             Location::File(r) => r.path().display().to_string(),
             Location::Etcd(e) => e.describe(),
             Location::Ssh(s) => match &s.host.target {
-                super::ssh::spec::HostTarget::Ssh(t) => format!("{} profile {}", t.url(), s.profile),
-                super::ssh::spec::HostTarget::Local { home } => {
+                super::host_spec::HostTarget::Ssh(t) => format!("{} profile {}", t.url(), s.profile),
+                super::host_spec::HostTarget::Local { home } => {
                     let home = home.as_ref().map(|h| h.display().to_string()).unwrap_or_default();
                     format!("local:{home} profile {}", s.profile)
                 }

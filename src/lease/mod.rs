@@ -19,6 +19,7 @@ pub mod format;
 pub mod grant;
 pub mod hint;
 pub mod home;
+pub mod host_spec;
 pub mod human;
 pub mod ids;
 pub mod location;
@@ -89,7 +90,7 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
     }
     // Another host's leasectl watches its own home and sends each changed listing: a
     // re-read here takes it from what was sent.
-    let mut hosts: Vec<&ssh::spec::HostSpec> = scope.locations.iter().filter_map(Location::host).collect();
+    let mut hosts: Vec<&host_spec::HostSpec> = scope.locations.iter().filter_map(Location::host).collect();
     hosts.sort_by(|a, b| a.name.cmp(&b.name));
     hosts.dedup();
     for host in hosts {
@@ -109,4 +110,50 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
         }
     }
     Ok(())
+}
+
+// What the CLI and the console need of other hosts, through the core: each host's one
+// session (`ssh/`) is this file's to reach, as every backend is.
+
+/// Who owns each lease of `listing`, looked up where the owners run: here, or for a
+/// registry on another host (`--host`), as that host's leasectl named them.
+pub fn owners_of_listing(listing: &Listing) -> std::collections::HashMap<u64, owners::owner::OwnerInfo> {
+    let pids: Vec<u64> = listing.leases.iter().flatten().map(|v| v.entry.pid()).collect();
+    owners_at(&listing.location, &pids)
+}
+
+/// The owners of `pids` at `location`: here, or as another host's leasectl last named them.
+pub fn owners_at(location: &Location, pids: &[u64]) -> std::collections::HashMap<u64, owners::owner::OwnerInfo> {
+    match location {
+        Location::Ssh(at) => ssh::link::Link::to(&at.host).owners(&at.profile),
+        _ => owners::owner::owner_infos(pids),
+    }
+}
+
+/// For a registry on another host: what its state.db said of the leased sessions and the
+/// idle threshold its home sets (None: a registry here, read here; or nothing said).
+pub fn remote_sessions(location: &Location) -> Option<(home::context::Contexts, std::time::Duration)> {
+    let Location::Ssh(at) = location else { return None };
+    let said = ssh::link::Link::to(&at.host).sessions(&at.profile)?;
+    let idle = std::time::Duration::try_from_secs_f64(said.idle_secs).unwrap_or(home::context::DEFAULT_IDLE);
+    Some((said.contexts, idle))
+}
+
+/// The registries `host` has: every profile's (`every`), or the one its home names.
+pub fn host_registries(host: &host_spec::HostSpec, every: bool) -> Result<Vec<String>, Error> {
+    let link = ssh::link::Link::to(host);
+    match every {
+        true => link.profiles(),
+        false => link.default_profile().map(|p| vec![p]),
+    }
+}
+
+/// Every registry the hosts of `locations` have reported so far.
+pub fn known_registries(locations: &[Location]) -> Vec<Location> {
+    ssh::link::known_registries(locations)
+}
+
+/// Wait until `host` has sent its first listings (or `deadline` passes, or it is down).
+pub fn wait_for_first_listings(host: &host_spec::HostSpec, deadline: std::time::Instant) {
+    ssh::link::Link::to(host).wait_fed(deadline);
 }

@@ -86,8 +86,8 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
         hosts.sort_by(|a, b| a.name.cmp(&b.name));
         hosts.dedup();
         for host in hosts {
-            let link = crate::lease::ssh::link::Link::to(&host);
-            let profiles = until_connected(HOST_HISTORY_WAIT, || link.profiles()).unwrap_or_default();
+            let profiles =
+                until_connected(HOST_HISTORY_WAIT, || crate::lease::host_registries(&host, true)).unwrap_or_default();
             asked.extend(
                 profiles
                     .into_iter()

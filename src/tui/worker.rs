@@ -213,7 +213,7 @@ impl Worker {
             wanted.extend(paths::all_registries(root).into_iter().map(Location::File));
         }
         if self.scope.discover_hosts {
-            wanted.extend(lease::ssh::link::known_registries(&self.scope.locations));
+            wanted.extend(lease::known_registries(&self.scope.locations));
         }
         for location in wanted {
             if self.stopping() {
@@ -373,19 +373,17 @@ impl Worker {
             .zip(lags.into_iter().chain(std::iter::repeat(None)))
             .zip(pruned)
             .map(|(((l, lock_holder), lag), pruned_by_acquire)| {
-                let remote_owners: Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> =
-                    l.location.host().map(|_| {
-                        lease::owners::owners_at::owners_at(&l.location, &[])
-                            .into_iter()
-                            .map(|(p, o)| (p, Arc::new(o)))
-                            .collect()
-                    });
+                let remote_owners: Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> = l
+                    .location
+                    .host()
+                    .map(|_| lease::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect());
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
                     (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views, at)),
                     // Read on the registry's host, sent with its listing.
-                    (Location::Ssh(_), Ok(_)) => lease::owners::owners_at::remote_sessions(&l.location)
-                        .map(|(c, idle)| (Arc::new(c), idle_given.unwrap_or(idle))),
+                    (Location::Ssh(_), Ok(_)) => {
+                        lease::remote_sessions(&l.location).map(|(c, idle)| (Arc::new(c), idle_given.unwrap_or(idle)))
+                    }
                     _ => None,
                 };
                 RegistrySnapshot {

@@ -10,9 +10,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::spec::{HostSpec, HostTarget};
 use super::wire::{Answer, ClientLine, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireListing};
 use crate::lease::error::Error;
+use crate::lease::host_spec::{HostSpec, HostTarget};
 
 /// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
 /// arguments after it as `"$@"`, never spliced into its text.

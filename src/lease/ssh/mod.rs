@@ -5,6 +5,5 @@
 //! same guards and the remote's audit record.
 
 pub mod link;
-pub mod spec;
 pub mod store;
 pub mod wire;

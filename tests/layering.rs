@@ -1,0 +1,65 @@
+//! The core's layering, read from the sources: the store interface is the only way to a
+//! backend. Nothing outside `src/lease/` names a host's ssh session (`ssh::link`), and no
+//! file the backends share (the root of `src/lease/` but `mod.rs`, and `home/`,
+//! `owners/`, `format/`) names a backend (`file::`, `etcd::`, `ssh::`): `lease/mod.rs`
+//! is the one place that opens one and reaches other hosts.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).expect("src").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Lines of code (comments left out) of `path` that contain any of `names`.
+fn naming(path: &Path, names: &[&str]) -> Vec<String> {
+    let text = fs::read_to_string(path).expect("read");
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| names.iter().any(|n| l.contains(n)))
+        .map(|(i, l)| format!("{}:{}: {}", path.display(), i + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn only_the_core_reaches_a_hosts_ssh_session() {
+    let mut files = Vec::new();
+    sources(Path::new("src"), &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|p| !p.starts_with("src/lease"))
+        .flat_map(|p| naming(p, &["ssh::link", "ssh::store"]))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "outside the core, a host is reached through lease:: functions only:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_shared_core_file_names_a_backend() {
+    let mut files = Vec::new();
+    for shared in ["src/lease/home", "src/lease/owners", "src/lease/format"] {
+        sources(Path::new(shared), &mut files);
+    }
+    files.extend(
+        fs::read_dir("src/lease")
+            .expect("src/lease")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs") && p.file_name().is_some_and(|n| n != "mod.rs")),
+    );
+    assert!(files.len() > 20, "found the shared files: {files:?}");
+    let backends = ["lease::file::", "lease::etcd::", "lease::ssh::", "super::file::", "super::etcd::", "super::ssh::"];
+    let found: Vec<String> = files.iter().flat_map(|p| naming(p, &backends)).collect();
+    assert!(found.is_empty(), "a shared core file names a backend:\n{}", found.join("\n"));
+}
