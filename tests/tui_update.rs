@@ -761,3 +761,25 @@ fn etcd_watch_events_are_logged_once_and_the_consoles_own_removal_not_twice() {
     );
     assert!(!log.iter().any(|l| l.contains("session S3")), "this console's own removal, said by its action: {log:?}");
 }
+
+/// Who has the keys is one mode, in one order: a dialog before a line being typed, a line
+/// before the focused log, the log before the table; and a key goes where the mode says
+/// (`q` typed into the filter is a letter, not quit; over a dialog it is the dialog's).
+#[test]
+fn the_mode_says_who_has_the_keys_in_one_order() {
+    use leasectl::tui::state::Mode;
+    let mut app = app(vec![mixed_root()]);
+    assert_eq!(app.mode(), Mode::Table);
+    app.log_focus = true;
+    assert_eq!(app.mode(), Mode::Log);
+    app.tab_input = Some(leasectl::tui::state::TabInput { typed: String::new(), from: 0, found: true });
+    assert_eq!(app.mode(), Mode::TabName);
+    app.tab_input = None;
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('/'), KeyModifiers::NONE)));
+    assert_eq!(app.mode(), Mode::Filter);
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)));
+    assert!(!app.quit && app.filter_input.as_deref() == Some("q"), "q is typed into the filter");
+    app.dialog = Some(Dialog::Help);
+    assert_eq!(app.mode(), Mode::Dialog);
+    assert!(app.mode().is_modal() && !Mode::Log.is_modal() && !Mode::Table.is_modal());
+}

@@ -62,7 +62,7 @@ enum Pane {
 }
 
 fn pane_at(app: &App, column: u16, row: u16) -> Option<Pane> {
-    if app.dialog.is_some() {
+    if app.mode() == super::state::Mode::Dialog {
         return None;
     }
     let screen = Rect::new(0, 0, app.size.0, app.size.1);
@@ -83,10 +83,7 @@ fn pane_at(app: &App, column: u16, row: u16) -> Option<Pane> {
 /// A click on the screen as last drawn: a tab, or a row of the lease table. Nothing
 /// while a dialog, a form or the filter line has the keys.
 fn click(app: &mut App, column: u16, row: u16) {
-    let busy = app.dialog.is_some()
-        || app.filter_input.is_some()
-        || app.tab_input.is_some()
-        || app.extension.as_ref().is_some_and(|x| x.has_overlay());
+    let busy = app.mode().is_modal() || app.extension.as_ref().is_some_and(|x| x.has_overlay());
     let screen = Rect::new(0, 0, app.size.0, app.size.1);
     if busy || too_small(app, screen).is_some() {
         return;

@@ -230,6 +230,27 @@ pub struct TabInput {
     pub found: bool,
 }
 
+/// Who has the keys, in the one order of precedence that `update` (where a key goes),
+/// `view` (the footer), `mouse` (what a click may do) and the idle check all read: an
+/// open dialog, then a line being typed (the filter, a tab's name), then the event log
+/// when it has the focus, else the lease table (where an extension's keys come first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Dialog,
+    Filter,
+    TabName,
+    Log,
+    Table,
+}
+
+impl Mode {
+    /// A dialog or a line being typed has every key: the table, its clicks and its
+    /// shortcuts wait.
+    pub fn is_modal(self) -> bool {
+        matches!(self, Mode::Dialog | Mode::Filter | Mode::TabName)
+    }
+}
+
 /// Everything the console knows.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -340,6 +361,21 @@ impl App {
     }
 
     /// True when there is an "all" tab (more than one registry).
+    /// Who has the keys now (see [`Mode`]).
+    pub fn mode(&self) -> Mode {
+        if self.dialog.is_some() {
+            Mode::Dialog
+        } else if self.filter_input.is_some() {
+            Mode::Filter
+        } else if self.tab_input.is_some() {
+            Mode::TabName
+        } else if self.log_focus {
+            Mode::Log
+        } else {
+            Mode::Table
+        }
+    }
+
     pub fn has_all_tab(&self) -> bool {
         self.registries.len() > 1
     }
@@ -567,8 +603,7 @@ impl App {
     pub fn ticks_visibly(&self) -> bool {
         // One more sample than the sparkline is wide: equal ones mean it does not move.
         const SPARK: usize = 25;
-        if self.dialog.is_some() || self.filter_input.is_some() || self.tab_input.is_some() || self.extension.is_some()
-        {
+        if self.mode().is_modal() || self.extension.is_some() {
             return true;
         }
         self.tab_registries().iter().map(|r| &self.registries[*r]).any(|r| {

@@ -10,7 +10,7 @@ use super::keys::{
     self, Action, Answer, CONFIRM_KEYS, CONSOLE_KEYS, Edit, FILTER_KEYS, FORCE_KEYS, HELP_KEYS, LINE_KEYS, SCROLL_KEYS,
     lookup, typed_char,
 };
-use super::state::{App, Dialog};
+use super::state::{App, Dialog, Mode};
 use crate::lease::human::plural;
 use crate::lease::view::may_be_alive;
 use crate::lease::{Liveness, Target};
@@ -211,20 +211,23 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.quit = true;
         return vec![Effect::Quit];
     }
-    if app.dialog.is_some() {
-        let effects = on_dialog_key(app, key);
-        if app.dialog.is_none() {
-            app.dialog_scroll = 0;
+    match app.mode() {
+        Mode::Dialog => {
+            let effects = on_dialog_key(app, key);
+            if app.dialog.is_none() {
+                app.dialog_scroll = 0;
+            }
+            return effects;
         }
-        return effects;
-    }
-    if app.filter_input.is_some() {
-        on_filter_key(app, &key);
-        return vec![];
-    }
-    if app.tab_input.is_some() {
-        on_tab_name_key(app, &key);
-        return vec![];
+        Mode::Filter => {
+            on_filter_key(app, &key);
+            return vec![];
+        }
+        Mode::TabName => {
+            on_tab_name_key(app, &key);
+            return vec![];
+        }
+        Mode::Log | Mode::Table => {}
     }
     if let Some(effects) = extension_key(app, &key) {
         return effects;
@@ -233,11 +236,12 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.clamp_selection();
         return vec![];
     };
-    if app.log_focus && scroll_log(app, action) {
+    let on_log = app.mode() == Mode::Log;
+    if on_log && scroll_log(app, action) {
         return vec![];
     }
     // Enter on the focused log opens the line at its foot whole.
-    if app.log_focus && action == Action::ToggleDetails {
+    if on_log && action == Action::ToggleDetails {
         let newest = app.log.len().saturating_sub(1 + app.log_scroll);
         if let Some(l) = app.log.get(newest) {
             app.dialog = Some(Dialog::LogLine { at: l.at, profile: l.profile.clone(), text: l.text.clone() });

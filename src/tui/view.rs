@@ -705,20 +705,21 @@ fn render_log(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
 }
 
 fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
-    let line = match &app.filter_input {
+    use super::state::Mode;
+    let line = match (app.mode(), &app.filter_input, &app.tab_input) {
         // Selected (typing replaces it): shown reversed, as a selection is.
-        Some(input) if app.filter_selected => Line::from(vec![
+        (Mode::Filter, Some(input), _) if app.filter_selected => Line::from(vec![
             Span::styled("filter: ", p.bold(Color::Cyan)),
             Span::styled(shown_text(input), Style::default().add_modifier(Modifier::REVERSED)),
             Span::raw(format!("▏   {}", filter_hint())),
         ]),
-        Some(input) => Line::from(vec![
+        (Mode::Filter, Some(input), _) => Line::from(vec![
             Span::styled("filter: ", p.bold(Color::Cyan)),
             Span::raw(format!("{}▏", shown_text(input))),
             Span::raw(format!("   {}", filter_hint())),
         ]),
-        None if app.tab_input.is_some() => {
-            let (typed, found) = app.tab_input.as_ref().map_or(("", true), |t| (t.typed.as_str(), t.found));
+        (Mode::TabName, _, Some(tab)) => {
+            let (typed, found) = (tab.typed.as_str(), tab.found);
             let none = if found { "" } else { "  (no tab has that in its name)" };
             Line::from(vec![
                 Span::styled("go to tab: ", p.bold(Color::Cyan)),
@@ -726,7 +727,7 @@ fn render_footer(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
                 Span::raw(format!("   {}", super::keys::line_hint(Some("stay")))),
             ])
         }
-        None => {
+        _ => {
             let console: Vec<KeyRow> = CONSOLE_KEYS.iter().map(Binding::row).collect();
             let extension = app.extension.as_ref().map(|x| x.keys()).unwrap_or_default();
             let entries: Vec<String> =
