@@ -1109,6 +1109,41 @@ fn escapes_planted_in_a_home_reach_no_terminal_from_any_command() {
     assert!(json.stdout.contains(&serde_json::to_string(evil).expect("json")), "{json:?}");
 }
 
+/// HERMES_HOME, read by the argument parser as Hermes reads it: trimmed, empty or blank
+/// meaning unset (then ~/.hermes), `--home` winning over it; and a hint made under it
+/// leaves the home to the environment (it names `--home` only when `--home` was typed).
+#[test]
+fn hermes_home_is_read_as_hermes_reads_it_and_left_to_the_environment_in_hints() {
+    let home = Home::new();
+    let owner = sleeper("30");
+    home.acquire_ok(&["S", "--owner-pid", &owner.pid().to_string()]);
+    let fake_home = home.outside().join("user");
+    fs::create_dir_all(fake_home.join(".hermes")).expect("~/.hermes");
+    let ls = |hermes_home: &str, extra: &[&str]| {
+        let mut cmd = Command::new(common::process::BIN);
+        cmd.env("HERMES_HOME", hermes_home).env("HOME", &fake_home).args(extra).args(["ls", "--json"]);
+        let out = Proc::run("ls", cmd);
+        out.expect_exit(0);
+        out.json()["registries"][0]["path"].as_str().unwrap_or_default().to_owned()
+    };
+    let registry = home.registry().display().to_string();
+    let default = fake_home.join(".hermes/runtime/active_sessions.json").display().to_string();
+    assert_eq!(ls(&format!("  {}\t", home.path().display()), &[]), registry, "trimmed");
+    assert_eq!(ls("", &[]), default, "empty is unset");
+    assert_eq!(ls("   ", &[]), default, "blank is unset");
+    assert_eq!(ls("/nonexistent", &["--home", &home.path().display().to_string()]), registry, "--home wins");
+    let mut cmd = Command::new(common::process::BIN);
+    cmd.env("HERMES_HOME", home.path()).args(["acquire", "S", "--owner-pid", "1"]);
+    let out = Proc::run("acquire under HERMES_HOME", cmd);
+    out.expect_exit(3);
+    assert!(out.stderr.contains("`leasectl force-release ") && !out.stderr.contains("--home"), "{out:?}");
+    let mut cmd = Command::new(common::process::BIN);
+    cmd.env_remove("HERMES_HOME").args(["--home", "", "ls"]);
+    let out = Proc::run("--home ''", cmd);
+    out.expect_exit(1);
+    assert!(out.stderr.contains("--home needs a directory"), "{out:?}");
+}
+
 #[test]
 fn names_from_the_registry_are_shown_escaped_for_people_and_exact_in_json() {
     let home = Home::new();

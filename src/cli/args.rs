@@ -77,10 +77,13 @@ etcd_aware_help!(
                   Example:\n  leasectl --home /tmp/h acquire S1 --surface cli --live-id tab-1 --json"
 )]
 pub struct Cli {
-    /// Hermes home (default: $HERMES_HOME, else ~/.hermes). acquire, hold and run create a
-    /// missing one with its parents, as Hermes does; every other command refuses it
-    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
+    /// Hermes home (default: $HERMES_HOME, trimmed, else ~/.hermes). acquire, hold and run
+    /// create a missing one with its parents, as Hermes does; every other command refuses it
+    #[arg(long, global = true, value_name = "DIR", env = "HERMES_HOME", hide_env_values = true, value_parser = any_path, help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
+    /// The home came from HERMES_HOME, not --home: hints leave it to the environment.
+    #[arg(skip)]
+    pub home_from_env: bool,
     /// Use the profile <root>/profiles/NAME instead of the home itself
     #[arg(long, global = true, value_name = "NAME", conflicts_with = "all_profiles", help_heading = GLOBAL)]
     pub profile: Option<String>,
@@ -96,8 +99,11 @@ pub struct Cli {
     /// A Hermes home on another host, over your own ssh (repeatable; default:
     /// $LEASECTL_HOSTS): ssh://[user@]host[:port][/path], local[:/path], name=SPEC, or a
     /// name from the hosts file
-    #[arg(long = "host", global = true, value_name = "SPEC", help_heading = GLOBAL)]
+    #[arg(long = "host", global = true, value_name = "SPEC", env = "LEASECTL_HOSTS", hide_env_values = true, help_heading = GLOBAL)]
     pub hosts: Vec<String>,
+    /// The hosts came from LEASECTL_HOSTS (one comma-separated value), not --host.
+    #[arg(skip)]
+    pub hosts_from_env: bool,
     /// Every host in the hosts file ($XDG_CONFIG_HOME/leasectl/hosts)
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub all_hosts: bool,
@@ -126,6 +132,27 @@ pub struct Cli {
     pub prefix: Option<String>,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// A path as given, empty included: an empty HERMES_HOME means unset (see
+/// [`Cli::note_environment`]); an empty `--home` is refused where the home is resolved.
+fn any_path(text: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(text))
+}
+
+impl Cli {
+    /// What clap took from the environment: HERMES_HOME as Hermes reads it (trimmed; empty
+    /// means unset), LEASECTL_HOSTS as one comma-separated list; both marked, so hints
+    /// leave them to the environment.
+    pub fn note_environment(&mut self, matches: &clap::ArgMatches) {
+        use clap::parser::ValueSource;
+        if matches.value_source("home") == Some(ValueSource::EnvVariable) {
+            let trimmed = self.home.as_ref().map(|h| h.to_string_lossy().trim().to_owned()).unwrap_or_default();
+            self.home = (!trimmed.is_empty()).then(|| PathBuf::from(trimmed));
+            self.home_from_env = true;
+        }
+        self.hosts_from_env = matches.value_source("hosts") == Some(ValueSource::EnvVariable);
+    }
 }
 
 /// Where leases live.

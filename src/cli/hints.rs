@@ -24,13 +24,13 @@ impl Hints {
             }
         }
         // Over --host a hint reaches the same hosts (LEASECTL_HOSTS is in the environment).
-        for host in &cli.hosts {
+        for host in cli.hosts.iter().filter(|_| !cli.hosts_from_env) {
             options.extend(["--host".into(), host.clone()]);
         }
         if cli.all_hosts {
             options.push("--all-hosts".into());
         }
-        if let Some(h) = &cli.home {
+        if let Some(h) = cli.home.as_ref().filter(|_| !cli.home_from_env) {
             options.extend(["--home".into(), h.to_string_lossy().into_owned()]);
         }
         // Last: a hint for another profile replaces it.

@@ -14,9 +14,14 @@ const HOST_COMMANDS: &str = "ls, events, metrics, doctor, prune, force-release a
 
 /// The hosts named on this command line, else in `LEASECTL_HOSTS`; none: this machine.
 pub(super) fn selected(cli: &Cli) -> Result<Vec<HostSpec>, Failure> {
-    let env = std::env::var(spec::HOSTS_ENV).ok();
+    // LEASECTL_HOSTS, as clap read it: one comma-separated value (a SPEC named with --host
+    // is one SPEC, commas and all).
+    let (given, env): (&[String], Option<&str>) = match cli.hosts_from_env {
+        true => (&[], cli.hosts.first().map(String::as_str)),
+        false => (&cli.hosts, None),
+    };
     let file = spec::hosts_file();
-    let mut hosts = spec::select(&cli.hosts, env.as_deref(), cli.all_hosts, file.as_deref()).map_err(usage)?;
+    let mut hosts = spec::select(given, env, cli.all_hosts, file.as_deref()).map_err(usage)?;
     // `local` without a path is the home this command line names.
     for h in &mut hosts {
         if let HostTarget::Local { home: home @ None } = &mut h.target {

@@ -60,10 +60,14 @@ pub const EXIT_LEASE_LOST: i32 = 6;
 /// every other error has (`leasectl:`, not clap's `error:`), and gives its exit code;
 /// so do --help and --version (exit 0).
 pub fn parse() -> Result<Cli, i32> {
-    use clap::Parser as _;
     use clap::error::{ContextKind, ContextValue, ErrorKind};
-    let e = match Cli::try_parse() {
-        Ok(cli) => return Ok(cli),
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let parsed = Cli::command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let e = match parsed {
+        Ok((mut cli, matches)) => {
+            cli.note_environment(&matches);
+            return Ok(cli);
+        }
         Err(e) => e,
     };
     if !e.use_stderr() {

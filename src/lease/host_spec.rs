@@ -10,8 +10,6 @@ use crate::lease::error::Unusable;
 
 /// The hosts file, under the operator's own configuration directory.
 pub const HOSTS_FILE: &str = "leasectl/hosts";
-/// The environment variable with comma-separated SPECs (or names from the hosts file).
-pub const HOSTS_ENV: &str = "LEASECTL_HOSTS";
 /// The hosts file is a few lines; anything far larger is not one.
 const HOSTS_FILE_MAX: u64 = 1 << 20;
 

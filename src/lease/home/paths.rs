@@ -38,17 +38,14 @@ impl Registry {
     }
 }
 
-/// The home: `--home` if given, else `$HERMES_HOME` (trimmed, non-empty), else `~/.hermes`.
-pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, Unusable> {
-    if let Some(dir) = flag {
-        return Ok(dir.to_path_buf());
-    }
-    if let Some(env) = std::env::var_os("HERMES_HOME") {
-        let text = env.to_string_lossy();
-        let trimmed = text.trim();
-        if !trimmed.is_empty() {
-            return Ok(PathBuf::from(trimmed));
+/// The home: the one named (`--home`, or `$HERMES_HOME` as the CLI's parser read it,
+/// trimmed and non-empty), else `~/.hermes`.
+pub fn resolve_home(named: Option<&Path>) -> Result<PathBuf, Unusable> {
+    if let Some(dir) = named {
+        if dir.as_os_str().is_empty() {
+            return Err(Unusable("--home needs a directory, and was given an empty one".into()));
         }
+        return Ok(dir.to_path_buf());
     }
     match std::env::var_os("HOME") {
         Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".hermes")),
