@@ -107,3 +107,24 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     out.push_str("# EOF\n");
     out
 }
+
+/// The metrics file, replaced whole: a temp file created exclusively at an unguessable
+/// name beside it (a textfile collector's directory may be writable by others: a planted
+/// symlink is never followed), made readable by the collector, then renamed over it.
+pub(super) fn write_file(
+    stores: &mut [Box<dyn LeaseStore>],
+    path: &std::path::Path,
+    idle: Option<Duration>,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt;
+    let text = render(stores, idle);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new().prefix(".leasectl-metrics-").tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
+}

@@ -152,7 +152,7 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             && due
         {
             metrics_written = Some(Instant::now());
-            if let Err(e) = write_metrics(stores, path, f.idle) {
+            if let Err(e) = super::metrics::write_file(stores, path, f.idle) {
                 say_err!("leasectl: warning: cannot write {}: {e}", path.display());
             }
         }
@@ -405,27 +405,6 @@ fn wait_for_change(
     }
 }
 
-/// The metrics file, replaced whole: a temp file created exclusively at an unguessable
-/// name beside it (a textfile collector's directory may be writable by others: a planted
-/// symlink is never followed), made readable by the collector, then renamed over it.
-fn write_metrics(
-    stores: &mut [Box<dyn LeaseStore>],
-    path: &std::path::Path,
-    idle: Option<Duration>,
-) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt;
-    let text = super::metrics::render(stores, idle);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new().prefix(".leasectl-metrics-").tempfile_in(dir)?;
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
-}
-
 /// True when standard output is a pipe whose reader has closed it (poll reports POLLERR).
 fn reader_gone() -> bool {
     use rustix::event::{PollFd, PollFlags, poll};
@@ -467,7 +446,7 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
     let (time, ts) = stamp();
     let audited = match location.registry() {
         Some(reg) if events.iter().any(|e| matches!(e.kind, EventKind::Released | EventKind::Pruned)) => {
-            recent_audit(&lease::home::audit::audit_file(&reg.home))
+            lease::home::audit::recent_records(&lease::home::audit::audit_file(&reg.home))
         }
         _ => vec![],
     };
@@ -515,25 +494,6 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
             line
         })
         .collect()
-}
-
-/// The audit file's last records (its tail: the removal just seen is among the newest),
-/// read through the one door (a FIFO or symlink there is not read).
-fn recent_audit(file: &std::path::Path) -> Vec<Value> {
-    use std::io::{Seek, SeekFrom};
-    let Ok(Some(mut f)) = lease::home::safe_file::open_read(&lease::home::safe_file::Spot::in_subdir(file)) else {
-        return vec![];
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
-    let mut lines = lease::home::safe_file::Lines::new(f, lease::home::journal::MAX_LINE);
-    let mut out = Vec::new();
-    while let Some(l) = lines.next_line() {
-        if let Ok(v) = serde_json::from_str(l) {
-            out.push(v);
-        }
-    }
-    out
 }
 
 /// One event as the format prints it (journal lines are printed the same way).

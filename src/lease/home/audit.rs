@@ -235,6 +235,25 @@ pub fn append_rotating(file: &Path, line: &str, max: u64, keep: usize) -> std::i
     dir.append_line(&name, line.as_bytes(), 0o600)
 }
 
+/// The audit file's last records (its tail: the removal just seen is among the newest),
+/// read through the one door (a FIFO or symlink there is not read).
+pub fn recent_records(file: &Path) -> Vec<serde_json::Value> {
+    use std::io::{Seek, SeekFrom};
+    let Ok(Some(mut f)) = safe_file::open_read(&Spot::in_subdir(file)) else {
+        return vec![];
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(256 * 1024)));
+    let mut lines = safe_file::Lines::new(f, safe_file::MAX_LINE);
+    let mut out = Vec::new();
+    while let Some(l) = lines.next_line() {
+        if let Ok(v) = serde_json::from_str(l) {
+            out.push(v);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

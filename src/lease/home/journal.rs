@@ -152,7 +152,7 @@ pub fn removal_key(v: &Value) -> Option<(String, String)> {
 }
 
 /// A recorded line longer than this is not one of ours: skipped, counted.
-pub const MAX_LINE: usize = 1024 * 1024;
+pub const MAX_LINE: usize = safe_file::MAX_LINE;
 
 /// The most of one journal or audit file that is read: well above the 10 MiB at which
 /// leasectl rotates them, so a larger file was not written so by leasectl (a planted

@@ -609,6 +609,10 @@ fn bytes_text(n: u64) -> String {
     if n >= 1024 * 1024 { format!("{} MiB", n / (1024 * 1024)) } else { format!("{} KiB", n / 1024) }
 }
 
+/// The longest line a journal or audit file may hold for it to be read (a longer one is
+/// skipped and counted).
+pub const MAX_LINE: usize = 1024 * 1024;
+
 /// A file read line by line with memory bounded by `max` bytes a line: longer lines
 /// and lines that are not UTF-8 are skipped and counted, never returned or kept.
 pub struct Lines {
