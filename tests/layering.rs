@@ -2,7 +2,8 @@
 //! backend. Nothing outside `src/lease/` names a host's ssh session (`ssh::link`), and no
 //! file the backends share (the root of `src/lease/` but `mod.rs`, and `home/`,
 //! `owners/`, `format/`) names a backend (`file::`, `etcd::`, `ssh::`): `lease/mod.rs`
-//! is the one place that opens one and reaches other hosts.
+//! is the one place that opens one and reaches other hosts. The demo uses the console
+//! through its extension point only.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -62,4 +63,26 @@ fn no_shared_core_file_names_a_backend() {
     let backends = ["lease::file::", "lease::etcd::", "lease::ssh::", "super::file::", "super::etcd::", "super::ssh::"];
     let found: Vec<String> = files.iter().flat_map(|p| naming(p, &backends)).collect();
     assert!(found.is_empty(), "a shared core file names a backend:\n{}", found.join("\n"));
+}
+
+/// The demo plugs into the console through its extension point alone (`tui::extension`,
+/// which gives what an extension speaks): the console's other modules are not the demo's
+/// to use. Its unit tests may look at the console's key table, to check it is not shadowed.
+#[test]
+fn the_demo_uses_the_consoles_extension_point_only() {
+    let mut files = Vec::new();
+    sources(Path::new("src/demo"), &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|p| {
+            let text = fs::read_to_string(p).expect("read");
+            let code = text.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+            code.lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains("crate::tui::") && !l.contains("crate::tui::extension"))
+                .map(|(i, l)| format!("{}:{}: {}", p.display(), i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(found.is_empty(), "the demo reaches past the extension point:\n{}", found.join("\n"));
 }

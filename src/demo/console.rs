@@ -4,8 +4,7 @@
 use super::playground::Playground;
 use super::state::{DemoDone, DemoJob, DemoState};
 use super::tour;
-use crate::tui::event::{Job, JobDone};
-use crate::tui::extension::{Extension, Runner};
+use crate::tui::extension::{Extension, Job, JobDone, Runner};
 
 /// The demo's extension and runner for a playground; `tour` starts the guided tour at once.
 pub fn extension(playground: Playground, tour: bool) -> (Box<dyn Extension>, Box<dyn Runner>) {

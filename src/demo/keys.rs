@@ -3,7 +3,7 @@
 
 use ratatui::crossterm::event::KeyCode;
 
-use crate::tui::keys::{Binding, Footer};
+use crate::tui::extension::{Binding, Footer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DemoKey {

@@ -11,9 +11,7 @@ use super::keys::{DEMO_KEYS, DemoKey};
 use super::playground::{Action, CorruptKind, OwnerChoice, OwnerView, Verdict};
 use super::state::{DemoDone, DemoJob, DemoState, Field, Form, FormKind};
 use super::tour;
-use crate::tui::event::{Job, JobDone, LogLevel};
-use crate::tui::extension::{Extension, KeyContext, Reaction};
-use crate::tui::keys::{Binding, KeyRow, lookup};
+use crate::tui::extension::{Binding, Extension, Job, JobDone, KeyContext, KeyRow, LogLevel, Reaction, lookup};
 
 const SURFACES: [&str; 5] = ["tui", "desktop", "cli", "gateway", "telegram"];
 

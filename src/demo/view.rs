@@ -11,7 +11,7 @@ use super::keys::{DEMO_KEYS, DemoKey};
 use super::playground::Verdict;
 use super::state::{DemoState, Form};
 use super::tour;
-use crate::tui::keys::Footer;
+use crate::tui::extension::Footer;
 
 fn style(no_color: bool, c: Color) -> Style {
     let s = Style::default().add_modifier(Modifier::BOLD);

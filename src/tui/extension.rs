@@ -8,8 +8,13 @@ use ratatui::Frame;
 use ratatui::crossterm::event::KeyEvent;
 use ratatui::layout::Rect;
 
-use super::event::{Job, JobDone, LeaseRow, LogLevel};
-use super::keys::KeyRow;
+use super::event::LeaseRow;
+
+// What an extension speaks, given here so that an extension imports this module alone:
+// the jobs it runs and their answers, the log's levels, and its key bindings (a table
+// like the console's, drawn in the help and the footer).
+pub use super::event::{Job, JobDone, LogLevel};
+pub use super::keys::{Binding, Footer, KeyRow, lookup};
 
 /// What the console lets an extension see when a key arrives.
 pub struct KeyContext<'a> {
