@@ -269,3 +269,72 @@ fn the_readmes_architecture_names_every_source_file() {
     missing.sort();
     assert!(missing.is_empty(), "source files the README's Architecture does not name: {missing:?}");
 }
+
+/// The names the README's JSON section gives for one output (its bullet starting with
+/// `` - `{command}` ``): every `"name"` written there.
+fn readme_json_names(bullet_start: &str) -> std::collections::BTreeSet<String> {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let section = &readme[readme.find("### JSON").expect("a JSON section")..];
+    let bullet = section
+        .lines()
+        .find(|l| l.starts_with(&format!("- `{bullet_start}")))
+        .unwrap_or_else(|| panic!("a JSON bullet for {bullet_start}"));
+    bullet.split('"').skip(1).step_by(2).map(str::to_owned).collect()
+}
+
+fn keys(v: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// The JSON every command prints is the README's contract: each key an output has is
+/// named in its bullet, and each name the bullet gives for an object is in the output.
+#[test]
+fn the_json_outputs_are_the_readmes_contract() {
+    use crate::common::process::{Home, Sleeper};
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let mut gone = Sleeper::new();
+    let pid = owner.pid_arg();
+    let check = |what: &str, bullet: &str, v: &serde_json::Value, all_named: bool| {
+        let named = readme_json_names(bullet);
+        let have = keys(v);
+        let undocumented: Vec<&String> = have.iter().filter(|k| !named.contains(*k)).collect();
+        assert!(undocumented.is_empty(), "{what}: keys the README does not name: {undocumented:?} in {v}");
+        if all_named {
+            let missing: Vec<&String> = named.iter().filter(|k| !have.contains(*k)).collect();
+            assert!(missing.is_empty(), "{what}: names the README gives that the output lacks: {missing:?} in {v}");
+        }
+    };
+    let json = |args: &[&str]| home.run(args).json();
+    let granted = json(&["acquire", "S", "--owner-pid", &pid, "--json"]);
+    let refused = json(&["acquire", "S", "--owner-pid", "1", "--json"]);
+    let acquire_keys = |v: &serde_json::Value| keys(v).into_iter().collect::<Vec<_>>();
+    let both: serde_json::Value = serde_json::json!(
+        acquire_keys(&granted)
+            .into_iter()
+            .chain(acquire_keys(&refused))
+            .map(|k| (k, serde_json::Value::Null))
+            .collect::<serde_json::Map<_, _>>()
+    );
+    check("acquire --json (granted and refused)", "acquire --json", &both, true);
+    let id = granted["lease_id"].as_str().unwrap_or_default().to_owned();
+    home.run(&["acquire", "T", "--owner-pid", &gone.pid_arg()]).expect_exit(0);
+    gone.kill();
+    let ls = json(&["ls", "--json"]);
+    check("ls --json", "ls --json", &ls, false);
+    let registry = &ls["registries"][0];
+    let lease = &registry["leases"][0];
+    let mut ls_keys = keys(registry);
+    ls_keys.extend(keys(lease));
+    ls_keys.extend(keys(&lease["owner"]));
+    let ls_all = serde_json::Value::Object(ls_keys.into_iter().map(|k| (k, serde_json::Value::Null)).collect());
+    check("ls --json, a registry, a lease and its owner", "ls --json", &ls_all, false);
+    let doctor = json(&["doctor", "--json"]);
+    check("doctor --json", "doctor --json", &doctor, false);
+    check("doctor --json's summary", "doctor --json", &doctor["summary"], false);
+    check("doctor --json's registry", "doctor --json", &doctor["registries"][0], false);
+    let fr = json(&["force-release", "--session", "T", "--dry-run", "--json"]);
+    check("force-release --json", "force-release --json", &fr, false);
+    let released = json(&["release", &id, "--owner-pid", &pid, "--json"]);
+    check("release --json", "release --json", &released, true);
+}
