@@ -199,7 +199,7 @@ pub(super) fn acquire_reported_to(
     match acquire_waiting(store, req, waiting) {
         Ok(g) => {
             if as_json {
-                show(&output::grant_json(&g, store.location(), req, held));
+                show(&super::json::grant(&g, store.location(), req, held));
             } else {
                 let text = if g.recorded {
                     output::grant_text(&g, store.location(), req, held)
@@ -232,7 +232,7 @@ pub(super) fn acquire_reported_to(
             // as `ls --json` reports the same error).
             let advice = hints.apply(&store.advice(&r));
             if as_json {
-                show(&output::refusal_json(&r, &advice));
+                show(&super::json::refusal(&r, &advice));
             } else {
                 let shown = crate::lease::Refusal {
                     message: crate::lease::human::escape(&hints.apply(&r.message)).into_owned(),

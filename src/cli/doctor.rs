@@ -1,6 +1,6 @@
 //! `doctor`: what is wrong in each registry, and `doctor --repair`.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json};
 use crate::lease::human::plural;
@@ -18,10 +18,11 @@ pub(super) fn doctor(
     let bad = reports.iter().any(lease::DoctorReport::has_problems);
     let summary = output::DoctorSummary::of(&reports);
     if as_json {
-        print_json(&json!({
-            "ok": !bad,
-            "registries": reports.iter().map(output::doctor_json).collect::<Vec<_>>(),
-            "summary": summary.json(),
+        let registries: Vec<Value> = reports.iter().map(super::json::doctor).collect();
+        print_json(&super::json::value(&super::json::Doctored {
+            ok: !bad,
+            registries: &registries,
+            summary: super::json::value(&summary),
         }));
     } else {
         for (i, d) in reports.iter().enumerate() {
@@ -49,16 +50,16 @@ fn doctor_hosts(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32
             .iter()
             .map(|(location, r)| {
                 let mut v = match r {
-                    Ok(d) => output::doctor_json(d),
-                    Err(e) => json!({"profile": location.name(), "path": location.describe(), "error": e.to_string()}),
+                    Ok(d) => super::json::doctor(d),
+                    Err(e) => super::json::failed(location, &e.to_string()),
                 };
                 v["host"] = location.host().map(|h| h.name.clone()).into();
                 v
             })
             .collect();
-        let mut summary = summary.json();
+        let mut summary = super::json::value(&summary);
         summary["unchecked"] = unchecked.into();
-        print_json(&json!({ "ok": !bad, "registries": registries, "summary": summary }));
+        print_json(&super::json::value(&super::json::Doctored { ok: !bad, registries: &registries, summary }));
     } else {
         for (i, (location, r)) in results.iter().enumerate() {
             if i > 0 {
@@ -92,7 +93,7 @@ pub(super) fn repair(
     let mut results = Vec::new();
     for store in stores {
         let (name, place) = (store.location().name().to_owned(), store.location().describe());
-        let unchanged = || json!({"profile": name, "path": place, "repaired": false});
+        let unchanged = || super::json::repaired(&name, &place, None);
         let plan = store.repair(RepairOptions { dry_run: true, force })?;
         if !plan.needed {
             if !as_json {
@@ -147,16 +148,11 @@ pub(super) fn repair(
                 say!("removed {}", plural(done.temp_files.len(), "leftover temp file", "leftover temp files"));
             }
         }
-        let mut result = json!({"profile": name, "path": place, "repaired": done.needed});
-        if let (Some(map), Value::Object(details)) = (result.as_object_mut(), done.to_json()) {
-            map.extend(details);
-        }
-        // Whole entries here (the audit keeps their ids).
-        result["kept"] = done.plan.kept.iter().map(lease::Entry::to_value).collect::<Vec<_>>().into();
-        results.push(result);
+        // Whole entries kept here (the audit keeps their ids).
+        results.push(super::json::repaired(&name, &place, Some(&done)));
     }
     if as_json {
-        print_json(&json!({ "registries": results }));
+        print_json(&super::json::value(&super::json::Registries { registries: &results, not_reached: None }));
     }
     Ok(EXIT_OK)
 }

@@ -1,7 +1,5 @@
 //! `force-release`: an operator takes leases away, one registry or all of them.
 
-use serde_json::json;
-
 use super::args::ForceReleaseArgs;
 use super::release::{Named, ambiguous, name_lease};
 use super::{EXIT_OK, Failure, fail, output, print_json, usage};
@@ -31,7 +29,7 @@ pub(super) fn report_force_release(location: &Location, r: &lease::Removal, as_j
         say_err!("{}", output::live_owner_warning(location, r));
     }
     if as_json {
-        print_json(&output::removal_json(location, r));
+        print_json(&super::json::removal(location, r));
     } else {
         output::print_removal(location, r, "force-release");
     }
@@ -152,7 +150,7 @@ fn release_session_everywhere(
                         say_err!("{}", output::live_owner_warning(store.location(), &r));
                     }
                 }
-                results.push(output::removal_json(store.location(), &r));
+                results.push(super::json::removal(store.location(), &r));
             }
             Err(Error::NotFound(_)) => {}
             Err(e) if not_reached(&**store, &e, &mut unreached) => {}
@@ -174,7 +172,8 @@ fn release_session_everywhere(
         });
     }
     if a.json {
-        print_json(&json!({ "registries": results, "not_reached": unreached }));
+        let shape = super::json::Registries { registries: &results, not_reached: Some(&unreached) };
+        print_json(&super::json::value(&shape));
     }
     Ok(if unreached.is_empty() { EXIT_OK } else { unavailable })
 }

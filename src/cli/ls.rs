@@ -133,7 +133,7 @@ fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<s
 fn print_json_streamed(listings: &[lease::Listing], owners: &[HashMap<u64, OwnerInfo>], marks: &[Marks]) {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let json = output::LsJson { listings, owners, marks };
+    let json = super::json::LsJson { listings, owners, marks };
     let written = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from);
     note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
 }

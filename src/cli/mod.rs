@@ -14,6 +14,7 @@ mod force_release;
 mod hints;
 mod hold;
 mod hosts;
+pub mod json;
 mod ls;
 mod manual;
 mod marks;

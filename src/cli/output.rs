@@ -1,75 +1,13 @@
-//! Output formatting: JSON shapes of the CLI contract and aligned tables.
+//! Output for people: aligned tables and the texts of grants, removals, doctor and
+//! repair (the JSON shapes are `json.rs`'s).
 
 use std::collections::HashMap;
-
-use serde_json::{Value, json};
 
 use crate::lease::human::{duration, escape, plural};
 use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::{
-    AcquireRequest, DoctorReport, Entry, EtcdLocation, Grant, LeaseView, Liveness, Location, Refusal, RemoteListing,
-    Removal, now, owners::owner::hostname,
+    AcquireRequest, DoctorReport, EtcdLocation, Grant, LeaseView, Liveness, Location, RemoteListing, Removal, now,
 };
-
-pub fn owner_json(o: Option<&OwnerInfo>) -> Value {
-    match o {
-        None => Value::Null,
-        Some(o) => json!({
-            "name": o.name,
-            "cmdline": o.cmdline,
-            "rss_bytes": o.rss_bytes,
-            "cpu_percent": o.cpu_percent,
-            "user": o.user,
-        }),
-    }
-}
-
-pub fn lease_json(v: &LeaseView, owner: Option<&OwnerInfo>) -> Value {
-    json!({
-        "entry": v.entry.to_value(),
-        "liveness": v.liveness.name(),
-        "liveness_detail": v.liveness.explain(),
-        "owner": owner_json(owner),
-    })
-}
-
-/// A grant as JSON: the file shape, or the etcd shape with its lease, TTL and fencing token.
-pub fn grant_json(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> Value {
-    let Location::Etcd(at) = location else {
-        return json!({
-            "granted": true,
-            "lease_id": g.lease_id,
-            "recorded": g.recorded,
-            "session_id": req.session_id,
-            "pid": req.owner_pid,
-            "path": location.describe(),
-            "replaced": g.replaced,
-            "pruned": g.pruned.iter().map(Entry::to_value).collect::<Vec<_>>(),
-        });
-    };
-    let r = g.remote.as_ref();
-    let etcd_lease_id = r.map_or(0, |r| r.etcd_lease_id);
-    json!({
-        "granted": true,
-        "backend": "etcd",
-        "lease_id": g.lease_id,
-        "recorded": g.recorded,
-        "session_id": req.session_id,
-        "pid": req.owner_pid,
-        "host": hostname(),
-        "endpoints": at.endpoints,
-        "prefix": at.prefix,
-        "key": r.filter(|_| g.recorded).map(|r| &r.session_key),
-        "etcd_lease_id": etcd_lease_id,
-        "etcd_lease_id_hex": format!("{etcd_lease_id:x}"),
-        "ttl_secs": r.map_or(0, |r| r.ttl.as_secs()),
-        "renewed": renewed,
-        "fencing_token": r.map_or(0, |r| r.fencing_token),
-        "slot": r.and_then(|r| r.slot),
-        "replaced": g.replaced,
-        "pruned": [],
-    })
-}
 
 /// A recorded grant for people; `renewed`: hold/run keep it alive.
 pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> String {
@@ -114,50 +52,6 @@ pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed:
         ));
     }
     s
-}
-
-pub fn refusal_json(r: &Refusal, advice: &str) -> Value {
-    json!({
-        "granted": false,
-        "reason": r.reason.code(),
-        "message": r.message,
-        "advice": advice,
-        "holder": r.holder.as_deref().map(Entry::to_value),
-    })
-}
-
-pub fn removal_json(location: &Location, r: &Removal) -> Value {
-    let removed = r.removed.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>();
-    let mut v = removal_json_of(location, r, removed);
-    if !r.needs_live.is_empty()
-        && let Some(map) = v.as_object_mut()
-    {
-        map.insert("needs_live".into(), r.needs_live.iter().map(|v| lease_json(v, None)).collect());
-    }
-    v
-}
-
-fn removal_json_of(location: &Location, r: &Removal, removed: Vec<Value>) -> Value {
-    match location {
-        Location::Etcd(at) => json!({
-            "backend": "etcd",
-            "endpoints": at.endpoints,
-            "prefix": at.prefix,
-            "dry_run": r.dry_run,
-            "live_owner": r.live_owner,
-            "removed": removed,
-        }),
-        Location::File(_) | Location::Ssh(_) => json!({
-            "host": location.host().map(|h| h.name.as_str()),
-            "profile": location.name(),
-            "path": location.describe(),
-            "dry_run": r.dry_run,
-            "live_owner": r.live_owner,
-            "removed": removed,
-            "kept_clock_step": r.kept_clock_step.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
-            "kept_work_running": r.kept_work_running.iter().map(|v| lease_json(v, None)).collect::<Vec<_>>(),
-        }),
-    }
 }
 
 /// What an admin removal did, for people.
@@ -245,58 +139,8 @@ pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
     }
 }
 
-pub fn doctor_json(d: &DoctorReport) -> Value {
-    json!({
-        "profile": d.registry.profile,
-        "path": d.registry.path(),
-        "exists": d.exists,
-        "ok": !d.has_problems(),
-        "cap": d.cap.cap,
-        "cap_warnings": d.cap.warnings,
-        "problems": d.problems.iter().map(|p| json!({
-            "rule": p.rule.code(),
-            "entry": p.entry_index,
-            "lease_id": p.lease_id,
-            "detail": p.detail,
-            "message": p.to_string(),
-        })).collect::<Vec<_>>(),
-        "empty_session_ids": d.empty_session_ids,
-        "conflicts": d.conflicts.iter().map(|(s, v)| json!({
-            "session_id": s,
-            "leases": v.iter().map(|l| lease_json(l, None)).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "stale": d.stale.iter().map(|l| lease_json(l, None)).collect::<Vec<_>>(),
-        "leftover_temp_files": d.leftover_temp_files,
-        "lock_holder": d.lock_holder,
-        "lock_holder_command": d.lock_holder_command,
-        "lock_held_after_secs": d.lock_watched.filter(|(_, held)| *held).map(|(w, _)| w.as_secs_f64()),
-        "lock_problem": d.lock_problem,
-        "symlink_to": d.symlink_to,
-        "live": d.live,
-        "over_cap": d.over_cap,
-        "leak_suspects": d.leak_suspects.iter().map(|(v, why)| json!({
-            "lease": lease_json(v, None),
-            "reason": why,
-        })).collect::<Vec<_>>(),
-        "session_context_unknown": d.context_unknown,
-    })
-}
-
-/// A session's context from state.db, as `ls --json` shows it.
-pub fn context_json(c: &crate::lease::home::context::SessionContext) -> Value {
-    json!({
-        "id": c.session_id,
-        "title": c.title,
-        "source": c.source,
-        "started_at": c.started_at,
-        "ended_at": c.ended_at,
-        "end_reason": c.end_reason,
-        "last_activity": c.last_activity,
-        "messages": c.messages,
-    })
-}
-
 /// Counts over every registry doctor looked at: its last line, and `summary` in JSON.
+#[derive(serde::Serialize)]
 pub struct DoctorSummary {
     pub registries: usize,
     pub with_problems: usize,
@@ -335,19 +179,6 @@ impl DoctorSummary {
             plural(self.temp_files, "temp file", "temp files"),
             plural(self.leak_suspects, "leak suspect", "leak suspects")
         )
-    }
-
-    pub fn json(&self) -> Value {
-        json!({
-            "registries": self.registries,
-            "with_problems": self.with_problems,
-            "invalid_entries": self.invalid_entries,
-            "conflicts": self.conflicts,
-            "over_cap": self.over_cap,
-            "stale": self.stale,
-            "temp_files": self.temp_files,
-            "leak_suspects": self.leak_suspects,
-        })
     }
 }
 
@@ -485,22 +316,6 @@ pub fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wi
         .collect()
 }
 
-pub fn etcd_lease_json(v: &LeaseView) -> Value {
-    let r = v.remote.as_ref();
-    json!({
-        "entry": v.entry.to_value(),
-        "key": r.map(|r| &r.key),
-        "host": r.map(|r| &r.host),
-        "etcd_lease_id": r.map(|r| r.etcd_lease_id),
-        "etcd_lease_id_hex": r.map(|r| format!("{:x}", r.etcd_lease_id)),
-        "fencing_token": r.map(|r| r.fencing_token),
-        "slot": r.and_then(|r| r.slot),
-        "ttl_secs": r.and_then(|r| r.ttl_left),
-        "liveness": v.liveness.name(),
-        "liveness_detail": v.liveness.explain(),
-    })
-}
-
 /// `ls` on etcd, as a table or JSON.
 pub fn etcd_listing(
     at: &EtcdLocation,
@@ -510,16 +325,7 @@ pub fn etcd_listing(
     format: super::args::Format,
 ) {
     if format == super::args::Format::Json {
-        let v = json!({
-            "backend": "etcd",
-            "endpoints": at.endpoints,
-            "prefix": at.prefix,
-            "revision": remote.revision,
-            "slots_used": remote.slots.iter().map(|(i, k)| json!({"slot": i, "session_key": k})).collect::<Vec<_>>(),
-            "leases": views.iter().map(etcd_lease_json).collect::<Vec<_>>(),
-            "bad_keys": remote.bad,
-        });
-        super::print_json(&v);
+        super::print_json(&super::json::etcd_listing(at, views, remote));
         return;
     }
     say!(
@@ -732,87 +538,6 @@ fn doctor_files(d: &DoctorReport, s: &mut String) {
             None => String::new(),
         };
         let _ = writeln!(s, "  lock held right now by pid {pid}{command}{watched}");
-    }
-}
-
-/// `ls --json`, serialized as it is written: `{"registries": [{cap, cap_warnings, error,
-/// leases, path, profile}, …]}` with keys in the order a JSON map sorts them, each lease
-/// built as a value only while it is written.
-pub struct LsJson<'a> {
-    pub listings: &'a [crate::lease::Listing],
-    /// Per listing: who its owners are (looked up where they run).
-    pub owners: &'a [HashMap<u64, OwnerInfo>],
-    /// Per listing: its conflicts and whether it is over its cap.
-    pub marks: &'a [super::marks::Marks],
-}
-
-struct Registries<'a>(&'a LsJson<'a>);
-struct OneRegistry<'a>(&'a crate::lease::Listing, &'a HashMap<u64, OwnerInfo>, &'a super::marks::Marks);
-struct Leases<'a>(&'a [LeaseView], &'a HashMap<u64, OwnerInfo>, &'a super::marks::Marks);
-
-impl serde::Serialize for LsJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry("registries", &Registries(self))?;
-        m.end()
-    }
-}
-
-impl serde::Serialize for Registries<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = s.serialize_seq(Some(self.0.listings.len()))?;
-        let none = super::marks::Marks::default();
-        let nobody = HashMap::new();
-        for (i, l) in self.0.listings.iter().enumerate() {
-            let owners = self.0.owners.get(i).unwrap_or(&nobody);
-            seq.serialize_element(&OneRegistry(l, owners, self.0.marks.get(i).unwrap_or(&none)))?;
-        }
-        seq.end()
-    }
-}
-
-impl serde::Serialize for OneRegistry<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let l = self.0;
-        let mut m = s.serialize_map(Some(8))?;
-        m.serialize_entry("cap", &l.cap.cap)?;
-        m.serialize_entry("cap_warnings", &l.cap.warnings)?;
-        m.serialize_entry("error", &l.leases.as_ref().err().map(|e| e.to_string()))?;
-        if let Some(host) = l.location.host() {
-            m.serialize_entry("host", &host.name)?;
-        }
-        m.serialize_entry("leases", &Leases(l.leases.as_deref().unwrap_or_default(), self.1, self.2))?;
-        // Counted over every lease, before any filter.
-        m.serialize_entry("live", &self.2.live)?;
-        m.serialize_entry("over_cap", &self.2.over_cap)?;
-        m.serialize_entry("path", &l.location.describe())?;
-        m.serialize_entry("profile", l.location.name())?;
-        let unknown = match &self.2.context {
-            Some(crate::lease::home::context::Contexts::Unknown(why)) => Some(why.as_str()),
-            _ => None,
-        };
-        m.serialize_entry("session_context_unknown", &unknown)?;
-        m.end()
-    }
-}
-
-impl serde::Serialize for Leases<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeSeq;
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for v in self.0 {
-            let mut lease = lease_json(v, self.1.get(&v.entry.pid()));
-            if let Some(map) = lease.as_object_mut() {
-                map.insert("conflict".into(), self.2.of_lease(v).contains(&"CONFLICT").into());
-                map.insert("leak_suspect".into(), self.2.leaks.get(v.entry.lease_id()).cloned().into());
-                map.insert("session".into(), self.2.context_of(v).map(context_json).unwrap_or(Value::Null));
-            }
-            seq.serialize_element(&lease)?;
-        }
-        seq.end()
     }
 }
 

@@ -1,7 +1,5 @@
 //! `prune`: remove the leases of dead and recycled owners.
 
-use serde_json::json;
-
 use super::{EXIT_OK, Failure, output, print_json};
 use crate::lease::{self, LeaseStore};
 
@@ -19,20 +17,20 @@ pub(super) fn prune(
                 if !as_json {
                     output::print_removal(&location, &r, "prune");
                 }
-                results.push(output::removal_json(&location, &r));
+                results.push(super::json::removal(&location, &r));
             }
             Err(e) => {
                 let f = Failure::from(e);
                 if !as_json {
                     say_err!("leasectl: {} ({}): {}", location.label(), location.describe(), f.message);
                 }
-                results.push(json!({"profile": location.name(), "path": location.describe(), "error": f.message}));
+                results.push(super::json::failed(&location, &f.message));
                 failed = Some(f.code);
             }
         }
     }
     if as_json {
-        print_json(&json!({ "registries": results }));
+        print_json(&super::json::value(&super::json::Registries { registries: &results, not_reached: None }));
     }
     Ok(failed.unwrap_or(EXIT_OK))
 }

@@ -1,7 +1,5 @@
 //! `release`: an owner gives its lease back, named by id or a prefix of it.
 
-use serde_json::json;
-
 use super::hints::Hints;
 use super::{EXIT_OK, EXIT_USAGE, Failure, fail, print_json, usage};
 use crate::lease::{self, LeaseStore, Location, StoreOptions, home::paths};
@@ -161,12 +159,7 @@ pub(super) fn release(
         ));
     }
     if as_json {
-        print_json(&json!({
-            "released": r.removed,
-            "lease_id": lease_id,
-            "already_gone": !r.removed,
-            "pruned": r.pruned.iter().map(lease::Entry::to_value).collect::<Vec<_>>(),
-        }));
+        print_json(&super::json::released(lease_id, &r));
     } else if r.removed {
         say!("released lease {lease_id}");
     } else {

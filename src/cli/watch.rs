@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::args::Format;
+use super::json::lease as lease_json;
 use super::messages::{stdout_failure, stdout_lost};
-use super::output::{lease_json, short_id};
+use super::output::short_id;
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::home::journal::journal_file;
