@@ -239,18 +239,7 @@ fn the_readmes_architecture_names_every_source_file() {
     let start = readme.find("## Architecture").expect("an Architecture section");
     let section = &readme[start..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
-    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).expect("src").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                sources(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    sources(std::path::Path::new("src"), &mut files);
+    let files = crate::common::rust_sources(std::path::Path::new("src"));
     let mut missing: Vec<String> = files
         .iter()
         .filter_map(|p| {

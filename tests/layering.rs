@@ -6,18 +6,7 @@
 //! through its extension point only.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).expect("src").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use std::path::Path;
 
 /// Lines of code (comments left out) of `path` that contain any of `names`.
 fn naming(path: &Path, names: &[&str]) -> Vec<String> {
@@ -32,8 +21,7 @@ fn naming(path: &Path, names: &[&str]) -> Vec<String> {
 
 #[test]
 fn only_the_core_reaches_a_hosts_ssh_session() {
-    let mut files = Vec::new();
-    sources(Path::new("src"), &mut files);
+    let files = crate::common::rust_sources(Path::new("src"));
     let found: Vec<String> = files
         .iter()
         .filter(|p| !p.starts_with("src/lease"))
@@ -50,7 +38,7 @@ fn only_the_core_reaches_a_hosts_ssh_session() {
 fn no_shared_core_file_names_a_backend() {
     let mut files = Vec::new();
     for shared in ["src/lease/home", "src/lease/owners", "src/lease/format"] {
-        sources(Path::new(shared), &mut files);
+        files.extend(crate::common::rust_sources(Path::new(shared)));
     }
     files.extend(
         fs::read_dir("src/lease")
@@ -70,8 +58,7 @@ fn no_shared_core_file_names_a_backend() {
 /// to use. Its unit tests may look at the console's key table, to check it is not shadowed.
 #[test]
 fn the_demo_uses_the_consoles_extension_point_only() {
-    let mut files = Vec::new();
-    sources(Path::new("src/demo"), &mut files);
+    let files = crate::common::rust_sources(Path::new("src/demo"));
     let found: Vec<String> = files
         .iter()
         .flat_map(|p| {

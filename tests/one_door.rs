@@ -26,22 +26,10 @@ const OPENERS: [&str; 17] = [
     "fs::set_permissions(",
 ];
 
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in fs::read_dir(dir).expect("src").flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn only_the_safe_file_module_opens_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
+    let files = crate::common::rust_sources(&root.join("src"));
     assert!(files.len() > 20, "found the sources");
     let mut found = Vec::new();
     for f in files {

@@ -155,3 +155,18 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// Every `.rs` file under `dir` (the crate's sources, read as text by the tests that
+/// check the layering, the one door and the README).
+pub fn rust_sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("a source folder").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_sources(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
