@@ -540,3 +540,58 @@ pub(super) fn repaired(profile: &str, path: &str, done: Option<&crate::lease::re
         kept: done.map(|d| d.plan.kept.iter().map(Entry::to_value).collect()),
     })
 }
+
+/// One line of `ls -w -o json`, `events -o json` and the recorder's journal: a change to
+/// a lease (`lease`, as `ls --json` gives it, with `conflict`) or to a registry or host
+/// (`detail` only); over `--host`, the host.
+#[derive(Serialize)]
+struct Event<'a> {
+    time: &'a str,
+    ts: f64,
+    event: &'a str,
+    profile: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+/// An event about a registry or a host: what it is, in words.
+pub(super) fn registry_event(at: (&str, f64), location: &Location, event: &str, detail: &str) -> Value {
+    value(&Event {
+        time: at.0,
+        ts: at.1,
+        event,
+        profile: location.name(),
+        host: location.host().map(|h| h.name.as_str()),
+        lease: None,
+        detail: Some(detail),
+    })
+}
+
+/// An event about a lease: the lease as `ls --json` gives it and whether its session has
+/// two live owners now; `detail` says by whom, where the audit file knows.
+pub(super) fn lease_event(
+    at: (&str, f64),
+    location: &Location,
+    event: &str,
+    lease_now: (&LeaseView, Option<&OwnerInfo>, bool),
+    detail: Option<&str>,
+) -> Value {
+    let (view, owner, conflict) = lease_now;
+    let mut lease = lease(view, owner);
+    if let Some(map) = lease.as_object_mut() {
+        map.insert("conflict".into(), conflict.into());
+    }
+    value(&Event {
+        time: at.0,
+        ts: at.1,
+        event,
+        profile: location.name(),
+        host: location.host().map(|h| h.name.as_str()),
+        lease: Some(lease),
+        detail,
+    })
+}

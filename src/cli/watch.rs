@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::args::Format;
-use super::json::lease as lease_json;
 use super::messages::{stdout_failure, stdout_lost};
 use super::output::short_id;
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
@@ -422,16 +421,7 @@ fn stamp() -> (String, f64) {
 
 fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {
     let (time, ts) = stamp();
-    let mut line = json!({"time": time, "ts": ts, "event": kind, "profile": location.name(), "detail": detail});
-    with_host(&mut line, location);
-    line
-}
-
-/// Over --host every line names its host.
-fn with_host(line: &mut Value, location: &Location) {
-    if let (Some(host), Some(map)) = (location.host(), line.as_object_mut()) {
-        map.insert("host".into(), host.name.clone().into());
-    }
+    super::json::registry_event((&time, ts), location, kind, detail)
 }
 
 /// Lease events as JSON lines; a lease gone is named force-released (or pruned) by whom
@@ -477,22 +467,9 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
                 }
                 (kind, _) => (kind.name().to_owned(), None),
             };
-            let mut line = json!({
-                "time": time,
-                "ts": ts,
-                "event": kind,
-                "profile": location.name(),
-                "lease": lease_json(&ev.view, owners.get(&ev.view.entry.pid())),
-            });
-            with_host(&mut line, location);
             let conflict = marks.of_lease(&ev.view).contains(&"CONFLICT");
-            if let Some(lease) = line.get_mut("lease").and_then(Value::as_object_mut) {
-                lease.insert("conflict".into(), conflict.into());
-            }
-            if let (Some(d), Some(map)) = (detail, line.as_object_mut()) {
-                map.insert("detail".into(), d.into());
-            }
-            line
+            let lease_now = (&ev.view, owners.get(&ev.view.entry.pid()), conflict);
+            super::json::lease_event((&time, ts), location, &kind, lease_now, detail.as_deref())
         })
         .collect()
 }
