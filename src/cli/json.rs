@@ -560,14 +560,18 @@ struct Event<'a> {
 
 /// An event about a registry or a host: what it is, in words.
 pub(super) fn registry_event(at: (&str, f64), location: &Location, event: &str, detail: &str) -> Value {
+    event_line(at, location, event, None, Some(detail))
+}
+
+fn event_line(at: (&str, f64), location: &Location, event: &str, lease: Option<Value>, detail: Option<&str>) -> Value {
     value(&Event {
         time: at.0,
         ts: at.1,
         event,
         profile: location.name(),
         host: location.host().map(|h| h.name.as_str()),
-        lease: None,
-        detail: Some(detail),
+        lease,
+        detail,
     })
 }
 
@@ -585,13 +589,5 @@ pub(super) fn lease_event(
     if let Some(map) = lease.as_object_mut() {
         map.insert("conflict".into(), conflict.into());
     }
-    value(&Event {
-        time: at.0,
-        ts: at.1,
-        event,
-        profile: location.name(),
-        host: location.host().map(|h| h.name.as_str()),
-        lease: Some(lease),
-        detail,
-    })
+    event_line(at, location, event, Some(lease), detail)
 }
