@@ -126,7 +126,7 @@ fn the_demo_below_its_size_says_what_it_needs() {
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
     terminal.draw(|f| view::render(&app, f)).expect("draw");
     let text = terminal.backend().to_string();
-    assert!(text.contains("needs 120x36; now 80x24"), "{text}");
+    assert!(text.contains("demo needs 120x36; now 80x24") && text.contains("press q to quit"), "{text}");
     // At 120x30 the event log gave way and a refusal's advice was cut: not enough.
     let mut terminal = Terminal::new(TestBackend::new(120, 30)).expect("terminal");
     terminal.draw(|f| view::render(&app, f)).expect("draw");

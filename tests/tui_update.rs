@@ -783,3 +783,24 @@ fn the_mode_says_who_has_the_keys_in_one_order() {
     assert_eq!(app.mode(), Mode::Dialog);
     assert!(app.mode().is_modal() && !Mode::Log.is_modal() && !Mode::Table.is_modal());
 }
+
+/// A window too small to show the console shows a note, and keys do nothing there but
+/// `q` (found at 50x12: `p` then `y` pruned a lease nobody could see); once it fits,
+/// keys act again.
+#[test]
+fn keys_do_not_act_while_the_window_is_too_small_to_show_what_they_act_on() {
+    let mut app = app(vec![mixed_root()]);
+    update(&mut app, Event::Resize(50, 12));
+    for c in ['p', '?', '/', 'e'] {
+        let effects = update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)));
+        assert!(effects.is_empty() && app.dialog.is_none() && app.filter_input.is_none(), "{c} acted unseen");
+        assert!(!app.log_focus, "{c} moved the focus unseen");
+    }
+    update(&mut app, Event::Resize(120, 40));
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('?'), KeyModifiers::NONE)));
+    assert!(app.dialog.is_some(), "once it fits, keys act");
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+    update(&mut app, Event::Resize(50, 12));
+    update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)));
+    assert!(app.quit, "q quits a window too small");
+}

@@ -211,6 +211,17 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.quit = true;
         return vec![Effect::Quit];
     }
+    // A window too small to show the console shows a note only: a key must not act on
+    // what nobody can see (a prune confirmed blind, a tour step started unseen). `q` quits.
+    // (A size of 0x0 is one not known yet.)
+    let screen = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
+    if app.size != (0, 0) && super::layout::too_small(app, screen).is_some() {
+        if key.code == KeyCode::Char('q') && super::keys::is_plain(&key) {
+            app.quit = true;
+            return vec![Effect::Quit];
+        }
+        return vec![];
+    }
     match app.mode() {
         Mode::Dialog => {
             let effects = on_dialog_key(app, key);

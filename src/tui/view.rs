@@ -42,10 +42,16 @@ pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
     let area = frame.area();
     if let Some((need_w, need_h)) = too_small(app, area) {
-        let note = format!("needs {need_w}x{need_h}; now {}x{}", area.width, area.height);
-        let y = area.y + area.height / 2;
-        let line = Rect { y, height: area.height.min(1), ..area };
-        frame.render_widget(Paragraph::new(note).alignment(ratatui::layout::Alignment::Center), line);
+        // What it is, what it needs, and the way out: keys do nothing else until it fits.
+        let what = app.extension.as_ref().map_or("the console", |x| x.name());
+        let note = format!(
+            "leasectl: {what} needs {need_w}x{need_h}; now {}x{}. Enlarge the window, or press q to quit.",
+            area.width, area.height
+        );
+        let para = Paragraph::new(note).alignment(ratatui::layout::Alignment::Center).wrap(Wrap { trim: true });
+        let height = (para.line_count(area.width) as u16).min(area.height);
+        let y = area.y + area.height.saturating_sub(height) / 2;
+        frame.render_widget(para, Rect { y, height, ..area });
         return;
     }
     let banner_lines = banner_lines(app);
