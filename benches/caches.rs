@@ -49,15 +49,15 @@ fn ms(t: Instant) -> f64 {
 
 fn cycle(reg: &Registry, me: u64) -> f64 {
     let t = Instant::now();
-    let grant = lease::acquire(reg, &request(me)).expect("granted");
-    let released = lease::release(reg, &grant.lease_id, LOCK_TIMEOUT).expect("release");
+    let grant = lease::file::acquire(reg, &request(me)).expect("granted");
+    let released = lease::file::release(reg, &grant.lease_id, LOCK_TIMEOUT).expect("release");
     assert!(released.removed);
     ms(t)
 }
 
 fn two_threads(reg: &Registry, me: u64, releaser: &Releaser) -> f64 {
     let t = Instant::now();
-    let grant = lease::acquire(reg, &request(me)).expect("granted");
+    let grant = lease::file::acquire(reg, &request(me)).expect("granted");
     releaser.work.send(grant.lease_id).expect("releaser alive");
     assert!(releaser.done.recv().expect("releaser alive"));
     ms(t)
@@ -125,7 +125,9 @@ fn console(owners: &[Owner]) -> Console {
 fn console_change(c: &mut Console, owner: u64) -> f64 {
     let reg = c.registries[c.next % c.registries.len()].clone();
     c.next += 1;
-    std::thread::spawn(move || lease::acquire(&reg, &request(owner)).expect("granted")).join().expect("writer thread");
+    std::thread::spawn(move || lease::file::acquire(&reg, &request(owner)).expect("granted"))
+        .join()
+        .expect("writer thread");
     let t = Instant::now();
     let loaded = c.worker.reload();
     let took = ms(t);

@@ -23,9 +23,9 @@ const SIZES: [usize; 4] = [0, 100, 1_000, 10_000];
 
 /// One acquire and its release; returns (entries pruned, whether the release removed it).
 fn cycle(reg: &Registry, me: u64) -> (usize, bool) {
-    let grant = lease::acquire(reg, &request(me)).expect("acquire is granted");
+    let grant = lease::file::acquire(reg, &request(me)).expect("acquire is granted");
     assert!(grant.recorded, "a non-empty session id is recorded");
-    let released = lease::release(reg, &grant.lease_id, LOCK_TIMEOUT).expect("release");
+    let released = lease::file::release(reg, &grant.lease_id, LOCK_TIMEOUT).expect("release");
     (grant.pruned.len() + released.pruned.len(), released.removed)
 }
 
@@ -108,7 +108,7 @@ fn main() {
 /// changed entries are validated again).
 fn cycle_two_threads(reg: &Registry, me: u64, releaser: &Releaser) -> f64 {
     let t = Instant::now();
-    let grant = lease::acquire(reg, &request(me)).expect("acquire is granted");
+    let grant = lease::file::acquire(reg, &request(me)).expect("acquire is granted");
     releaser.work.send(grant.lease_id).expect("releaser alive");
     let removed = releaser.done.recv().expect("releaser alive");
     assert!(removed, "the release removed the lease");
@@ -120,9 +120,9 @@ fn cycle_two_threads(reg: &Registry, me: u64, releaser: &Releaser) -> f64 {
 fn cycle_fresh_threads(reg: &Registry, me: u64) -> f64 {
     let t = Instant::now();
     std::thread::scope(|s| {
-        let grant = s.spawn(|| lease::acquire(reg, &request(me))).join().expect("thread").expect("granted");
+        let grant = s.spawn(|| lease::file::acquire(reg, &request(me))).join().expect("thread").expect("granted");
         let lease_id = grant.lease_id;
-        let released = s.spawn(move || lease::release(reg, &lease_id, LOCK_TIMEOUT)).join().expect("thread");
+        let released = s.spawn(move || lease::file::release(reg, &lease_id, LOCK_TIMEOUT)).join().expect("thread");
         assert!(released.expect("release").removed);
     });
     t.elapsed().as_secs_f64() * 1e3

@@ -90,7 +90,7 @@ fn with_ssh(cmd: &mut Command, sshd: &sshd::Sshd) {
 fn acquire(home: &Path, session: &str, owner: u64) {
     let mut req = support::request(owner);
     req.session_id = session.to_owned();
-    lease::acquire(&Registry::new("root", home), &req).expect("granted");
+    lease::file::acquire(&Registry::new("root", home), &req).expect("granted");
 }
 
 /// Lines of a child's stdout, on a thread.

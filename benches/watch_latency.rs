@@ -143,8 +143,8 @@ fn run(n: usize, profiles: usize, changes: usize) -> (Vec<Sample>, f64) {
         let t0 = Instant::now();
         // Each change in the next registry in turn (with profiles: mostly a profile's).
         let index = k % registries.len();
-        let grant =
-            lease::acquire(&registries[index], &support::request(u64::from(std::process::id()))).expect("acquire");
+        let grant = lease::file::acquire(&registries[index], &support::request(u64::from(std::process::id())))
+            .expect("acquire");
         let acquired = t0.elapsed();
         let mut fs_changed = None;
         let (mut reloads, mut reload_ms, mut update_ms) = (0, 0.0, 0.0);

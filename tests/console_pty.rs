@@ -74,9 +74,7 @@ impl Holder {
 
     /// SIGKILL (no chance to release) and reap.
     fn kill_and_reap(&mut self) -> ExitStatus {
-        let sent = common::signals::kill(self.child.id(), libc::SIGKILL);
-        assert!(sent.is_ok(), "kill -KILL {}: {sent:?}", self.child.id());
-        self.child.wait().expect("reap the holder")
+        self.child.kill_and_reap()
     }
 }
 

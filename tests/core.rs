@@ -90,7 +90,7 @@ fn acquire_fails_closed_on_every_invalid_rule_and_leaves_the_file_untouched() {
         let (_d, reg) = home();
         write_raw(&reg, &text);
         let before = read_raw(&reg);
-        let refusal = lease::acquire(&reg, &req("S2", "t")).expect_err(name);
+        let refusal = lease::file::acquire(&reg, &req("S2", "t")).expect_err(name);
         assert_eq!(refusal.reason, Reason::SessionCoordinationUnavailable, "{name}");
         assert_eq!(read_raw(&reg), before, "{name}: file must be byte-identical");
         match store::read(&reg.path()) {
@@ -98,8 +98,8 @@ fn acquire_fails_closed_on_every_invalid_rule_and_leaves_the_file_untouched() {
             other => panic!("{name}: expected invalid, got {other:?}"),
         }
         // Release, transfer and prune also refuse to touch it.
-        assert!(lease::release(&reg, "a1", T).is_err(), "{name}");
-        assert!(lease::prune(&reg, lease::PruneOptions::default(), T).is_err(), "{name}");
+        assert!(lease::file::release(&reg, "a1", T).is_err(), "{name}");
+        assert!(lease::file::prune(&reg, lease::PruneOptions::default(), T).is_err(), "{name}");
         assert_eq!(read_raw(&reg), before, "{name}: untouched by admin actions");
     }
 }
@@ -112,8 +112,8 @@ fn unknown_fields_survive_acquire_and_release() {
         me()
     );
     write_raw(&reg, &theirs);
-    let g = lease::acquire(&reg, &req("S", "t")).expect("granted");
-    lease::release(&reg, &g.lease_id, T).expect("released");
+    let g = lease::file::acquire(&reg, &req("S", "t")).expect("granted");
+    lease::file::release(&reg, &g.lease_id, T).expect("released");
     let expected = format!(
         r#"{{"entries": [{{"future": {{"a": null, "z": [1, 2.5, "ü"]}}, "lease_id": "k1", "metadata": {{"extra": true, "live_session_id": "x"}}, "pid": {}, "process_start_time": null, "session_id": "K", "started_at": 1.5, "surface": "gateway"}}], "schema": {{"v": 2}}}}"#,
         me()
@@ -132,7 +132,7 @@ fn rewrite_is_byte_identical_to_hermes_format() {
             me()
         ),
     );
-    let removed = lease::prune(&reg, lease::PruneOptions::default(), T).expect("prune");
+    let removed = lease::file::prune(&reg, lease::PruneOptions::default(), T).expect("prune");
     assert_eq!(removed.removed.len(), 1);
     let expected = format!(
         "{{\"entries\": [{{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {{\"live_session_id\": \"tab-1\"}}, \"pid\": {}, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}}]}}",
@@ -144,7 +144,7 @@ fn rewrite_is_byte_identical_to_hermes_format() {
 #[test]
 fn new_entry_has_hermes_fields_and_psutil_start_time() {
     let (_d, reg) = home();
-    let g = lease::acquire(&reg, &req("S", "tab-9")).expect("granted");
+    let g = lease::file::acquire(&reg, &req("S", "tab-9")).expect("granted");
     let text = String::from_utf8(read_raw(&reg)).expect("utf-8");
     let v: Value = serde_json::from_str(&text).expect("json");
     let e = &v["entries"][0];
@@ -165,10 +165,10 @@ fn bom_and_legacy_list_are_accepted_and_rewritten_as_an_object() {
     let (_d, reg) = home();
     let legacy = format!("\u{feff}[{{\"lease_id\": \"old\", \"session_id\": \"L\", \"pid\": \"{}\"}}]", me());
     write_raw(&reg, &legacy);
-    let snap = lease::snapshot(&reg);
+    let snap = lease::file::snapshot(&reg);
     assert_eq!(snap.leases.expect("readable").len(), 1);
-    let g = lease::acquire(&reg, &req("S", "t")).expect("granted");
-    lease::release(&reg, &g.lease_id, T).expect("release");
+    let g = lease::file::acquire(&reg, &req("S", "t")).expect("granted");
+    lease::file::release(&reg, &g.lease_id, T).expect("release");
     assert_eq!(
         String::from_utf8(read_raw(&reg)).expect("utf-8"),
         format!("{{\"entries\": [{{\"lease_id\": \"old\", \"pid\": \"{}\", \"session_id\": \"L\"}}]}}", me())
@@ -180,7 +180,7 @@ fn registry_mode_is_kept_on_rewrite() {
     let (_d, reg) = home();
     write_raw(&reg, "{\"entries\": []}");
     std::fs::set_permissions(reg.path(), std::fs::Permissions::from_mode(0o640)).expect("chmod");
-    lease::acquire(&reg, &req("S", "t")).expect("granted");
+    lease::file::acquire(&reg, &req("S", "t")).expect("granted");
     let mode = std::fs::metadata(reg.path()).expect("stat").permissions().mode() & 0o7777;
     assert_eq!(mode, 0o640);
 }
@@ -271,35 +271,43 @@ fn start_time_equals_psutil_create_time() {
 #[test]
 fn transfer_keeps_the_slot_and_refuses_a_live_holder() {
     let (_d, reg) = home();
-    let a = lease::acquire(&reg, &req("A", "t1")).expect("A");
-    lease::acquire(&reg, &req("B", "t2")).expect("B");
-    let refused = lease::transfer(&reg, &a.lease_id, "B", None, T).expect("ran").expect_err("B is held");
+    let a = lease::file::acquire(&reg, &req("A", "t1")).expect("A");
+    lease::file::acquire(&reg, &req("B", "t2")).expect("B");
+    let refused = lease::file::transfer(&reg, &a.lease_id, "B", None, T).expect("ran").expect_err("B is held");
     assert_eq!(refused.reason, Reason::SessionNotOwned);
-    let moved = lease::transfer(&reg, &a.lease_id, "C", None, T).expect("ran").expect("moved");
+    let moved = lease::file::transfer(&reg, &a.lease_id, "C", None, T).expect("ran").expect("moved");
     assert_eq!((moved.lease_id(), moved.session_id()), (a.lease_id.as_str(), "C"));
     let sessions: Vec<String> =
         store::read(&reg.path()).expect("read").entries.iter().map(|e| e.session_id().to_owned()).collect();
     assert_eq!(sessions, vec!["C".to_owned(), "B".to_owned()]);
-    assert!(matches!(lease::transfer(&reg, "nope", "D", None, T), Err(Error::NotFound(_))));
+    assert!(matches!(lease::file::transfer(&reg, "nope", "D", None, T), Err(Error::NotFound(_))));
 }
 
 #[test]
 fn force_release_needs_an_override_for_a_live_owner() {
     let (_d, reg) = home();
-    let a = lease::acquire(&reg, &req("S", "t1")).expect("granted");
+    let a = lease::file::acquire(&reg, &req("S", "t1")).expect("granted");
     let before = read_raw(&reg);
-    let err =
-        lease::force_release(&reg, &Target::Lease(a.lease_id.clone()), ForceOptions::default(), T).expect_err("live");
+    let err = lease::file::force_release(&reg, &Target::Lease(a.lease_id.clone()), ForceOptions::default(), T)
+        .expect_err("live");
     assert!(matches!(err, Error::LiveOwner(_)), "{err}");
     assert_eq!(read_raw(&reg), before);
-    let dry =
-        lease::force_release(&reg, &Target::Session("S".into()), ForceOptions { allow_live: true, dry_run: true }, T)
-            .expect("dry run");
+    let dry = lease::file::force_release(
+        &reg,
+        &Target::Session("S".into()),
+        ForceOptions { allow_live: true, dry_run: true },
+        T,
+    )
+    .expect("dry run");
     assert!(dry.live_owner && dry.dry_run && dry.removed.len() == 1);
     assert_eq!(read_raw(&reg), before, "dry run writes nothing");
-    let done =
-        lease::force_release(&reg, &Target::Session("S".into()), ForceOptions { allow_live: true, dry_run: false }, T)
-            .expect("forced");
+    let done = lease::file::force_release(
+        &reg,
+        &Target::Session("S".into()),
+        ForceOptions { allow_live: true, dry_run: false },
+        T,
+    )
+    .expect("forced");
     assert!(done.live_owner);
     assert!(store::read(&reg.path()).expect("read").entries.is_empty());
 }
@@ -318,7 +326,7 @@ fn doctor_reports_conflicts_empty_ids_temp_files_and_the_lock_holder() {
     let f = std::fs::File::create(&tmp).expect("temp");
     f.set_modified(std::time::SystemTime::now() - Duration::from_secs(60)).expect("mtime");
     let guard = lock::lock(&reg.lock_path(), T).expect("lock");
-    let d = lease::doctor(&reg);
+    let d = lease::file::doctor(&reg);
     drop(guard);
     assert!(d.has_problems());
     assert_eq!(d.conflicts.get("S").map(Vec::len), Some(2));
@@ -326,7 +334,7 @@ fn doctor_reports_conflicts_empty_ids_temp_files_and_the_lock_holder() {
     assert_eq!(d.lock_holder, Some(std::process::id()));
 
     write_raw(&reg, format!(r#"{{"entries": [{{"lease_id": "a", "session_id": "", "pid": {pid}}}]}}"#));
-    let d = lease::doctor(&reg);
+    let d = lease::file::doctor(&reg);
     assert_eq!(d.empty_session_ids, vec![0]);
     assert_eq!(d.problems[0].rule, Rule::SessionId);
     assert_eq!(d.problems[0].entry_index, Some(0));
@@ -335,12 +343,12 @@ fn doctor_reports_conflicts_empty_ids_temp_files_and_the_lock_holder() {
 #[test]
 fn refusal_persists_the_prune() {
     let (_d, reg) = home();
-    lease::acquire(&reg, &req("S", "t1")).expect("granted");
+    lease::file::acquire(&reg, &req("S", "t1")).expect("granted");
     let dead = r#"{"lease_id": "dead", "session_id": "D", "pid": 2147483646, "process_start_time": 1.0}"#;
     let text = String::from_utf8(read_raw(&reg)).expect("utf-8").replace("[{", &format!("[{dead}, {{"));
     write_raw(&reg, &text);
     assert_eq!(store::read(&reg.path()).expect("read").entries.len(), 2);
-    let r = lease::acquire(&reg, &req("S", "other")).expect_err("held");
+    let r = lease::file::acquire(&reg, &req("S", "other")).expect_err("held");
     assert_eq!(r.reason, Reason::SessionNotOwned);
     let left: Vec<String> =
         store::read(&reg.path()).expect("read").entries.iter().map(|e| e.lease_id().to_owned()).collect();
@@ -355,11 +363,11 @@ fn capacity_message_names_the_holders() {
         let mut r = req(s, &format!("t{i}"));
         r.surface = Some(if i == 0 { "cli" } else { "desktop" }.into());
         r.cap = Some(3);
-        lease::acquire(&reg, &r).expect("granted");
+        lease::file::acquire(&reg, &r).expect("granted");
     }
     let mut r = req("D", "t9");
     r.cap = Some(3);
-    let refusal = lease::acquire(&reg, &r).expect_err("full");
+    let refusal = lease::file::acquire(&reg, &r).expect_err("full");
     assert_eq!(refusal.reason, Reason::MaxConcurrentSessions);
     assert!(refusal.message.contains("(3/3). Held by: desktop x2, cli, oldest 0s ago."), "{}", refusal.message);
 }

@@ -53,6 +53,21 @@ fn no_shared_core_file_names_a_backend() {
     assert!(found.is_empty(), "a shared core file names a backend:\n{}", found.join("\n"));
 }
 
+/// `lease/mod.rs` picks a backend for a location ([`open`], [`watch`]) and re-exports only the
+/// shared vocabulary: a backend's own functions are named by their backend (`lease::file::acquire`).
+#[test]
+fn the_core_facade_reexports_no_backend() {
+    let text = fs::read_to_string("src/lease/mod.rs").expect("src/lease/mod.rs");
+    let found: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("pub use") && ["file::", "etcd::", "ssh::"].iter().any(|b| l.contains(b))
+        })
+        .collect();
+    assert!(found.is_empty(), "lease/mod.rs re-exports a backend's items:\n{}", found.join("\n"));
+}
+
 /// The demo plugs into the console through its extension point alone (`tui::extension`,
 /// which gives what an extension speaks): the console's other modules are not the demo's
 /// to use. Its unit tests may look at the console's key table, to check it is not shadowed.

@@ -282,8 +282,8 @@ fn the_feed_says_how_many_versions_it_did_not_see() {
             track_liveness: false,
             lock_timeout: Duration::from_secs(5),
         };
-        let grant = leasectl::lease::acquire(&reg, &req).expect("granted");
-        leasectl::lease::release(&reg, &grant.lease_id, Duration::from_secs(5)).expect("released");
+        let grant = leasectl::lease::file::acquire(&reg, &req).expect("granted");
+        leasectl::lease::file::release(&reg, &grant.lease_id, Duration::from_secs(5)).expect("released");
     }
     let mut lines = Vec::new();
     while let Ok(line) = rx.recv_timeout(Duration::from_millis(1500)) {

@@ -30,7 +30,7 @@ fn acquire(reg: &Registry, session: &str, cap: Option<u64>, live_id: Option<&str
     };
     let mut metadata = Map::new();
     metadata.insert("live_session_id".into(), Value::String(live));
-    lease::acquire(
+    lease::file::acquire(
         reg,
         &AcquireRequest {
             session_id: session.into(),
@@ -46,7 +46,7 @@ fn acquire(reg: &Registry, session: &str, cap: Option<u64>, live_id: Option<&str
 
 /// Hermes' `active_session_registry_snapshot()`: the live entries.
 fn live_entries(reg: &Registry) -> Vec<lease::Entry> {
-    let snap = lease::snapshot(reg);
+    let snap = lease::file::snapshot(reg);
     snap.leases
         .expect("registry readable")
         .into_iter()
@@ -139,7 +139,7 @@ fn test_release_lets_the_next_owner_in() {
     let (_d, reg) = home();
     let lease_a = acquire(&reg, "S", None, None).expect("granted");
     assert!(acquire(&reg, "S", None, None).is_err());
-    lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release");
+    lease::file::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release");
     assert!(live_entries(&reg).is_empty());
     let lease_b = acquire(&reg, "S", None, None);
     assert!(lease_b.is_ok(), "after release the session must be acquirable: {lease_b:?}");
@@ -150,8 +150,8 @@ fn test_release_is_idempotent_and_only_drops_its_own_lease() {
     let (_d, reg) = home();
     let lease_a = acquire(&reg, "S1", None, None).expect("granted");
     let lease_b = acquire(&reg, "S2", None, None);
-    let first = lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release");
-    let second = lease::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release again");
+    let first = lease::file::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release");
+    let second = lease::file::release(&reg, &lease_a.lease_id, Duration::from_secs(5)).expect("release again");
     assert!(first.removed && !second.removed);
     let held: Vec<String> = live_entries(&reg).iter().map(|e| e.session_id().to_owned()).collect();
     assert_eq!(held, vec!["S2".to_owned()]);

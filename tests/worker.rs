@@ -16,7 +16,7 @@ fn acquire(reg: &Registry, session: &str) -> String {
         track_liveness: true,
         lock_timeout: Duration::from_secs(5),
     };
-    lease::acquire(reg, &req).expect("granted").lease_id
+    lease::file::acquire(reg, &req).expect("granted").lease_id
 }
 
 fn sessions(loaded: &leasectl::tui::event::Loaded, index: usize) -> Result<Vec<String>, String> {
@@ -238,7 +238,7 @@ fn a_crashed_owner_pruned_by_an_acquire_is_logged_pruned() {
         track_liveness: true,
         lock_timeout: Duration::from_secs(5),
     };
-    lease::acquire(&root, &req(crashed.id())).expect("granted");
+    lease::file::acquire(&root, &req(crashed.id())).expect("granted");
     let location = Location::File(root.clone());
     let scope = Scope { locations: vec![location.clone()], discover_root: None, discover_hosts: false };
     let mut worker = Worker::new(scope, Duration::from_secs(2), None);
@@ -253,7 +253,7 @@ fn a_crashed_owner_pruned_by_an_acquire_is_logged_pruned() {
     let _ = crashed.kill();
     let _ = crashed.wait();
     let successor = std::process::Command::new("sleep").arg("600").spawn().expect("a successor");
-    lease::acquire(&root, &req(successor.id())).expect("granted after pruning the dead owner");
+    lease::file::acquire(&root, &req(successor.id())).expect("granted after pruning the dead owner");
     let changed = loop {
         match rx.recv_timeout(Duration::from_secs(5)).expect("the change's event") {
             Event::FsChanged(paths) => break paths,

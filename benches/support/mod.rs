@@ -262,7 +262,8 @@ pub fn releaser(reg: Registry) -> Releaser {
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for lease_id in work_rx {
-            let removed = leasectl::lease::release(&reg, &lease_id, LOCK_TIMEOUT).map(|r| r.removed).unwrap_or(false);
+            let removed =
+                leasectl::lease::file::release(&reg, &lease_id, LOCK_TIMEOUT).map(|r| r.removed).unwrap_or(false);
             if done_tx.send(removed).is_err() {
                 break;
             }

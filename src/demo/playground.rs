@@ -420,7 +420,10 @@ impl Playground {
         if let Err(e) = written {
             return Verdict::Failed(format!("cannot write the demo's state.db: {e}"));
         }
-        let listing = lease::snapshot(&self.sandbox.registry());
+        let listing = match self.store() {
+            Ok(mut store) => store.read(),
+            Err(e) => return Verdict::Failed(e.to_string()),
+        };
         let views = match listing.leases {
             Ok(v) => v,
             Err(e) => return Verdict::Failed(e.to_string()),

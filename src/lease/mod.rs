@@ -39,8 +39,6 @@ pub use backend::{
 };
 pub use clock::now;
 pub use error::{Error, InvalidRegistry};
-pub use file::admin::{doctor, force_release, prune, snapshot};
-pub use file::fence::{acquire, release, transfer};
 pub use format::entry::Entry;
 pub use format::problem::{Problem, Rule};
 pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};

@@ -149,6 +149,15 @@ impl std::ops::DerefMut for Reaped {
     }
 }
 
+impl Reaped {
+    /// SIGKILL (no chance to clean up) and reap; returns the status.
+    pub fn kill_and_reap(&mut self) -> std::process::ExitStatus {
+        let sent = signals::kill(self.0.id(), libc::SIGKILL);
+        assert!(sent.is_ok(), "kill -KILL {}: {sent:?}", self.0.id());
+        self.0.wait().expect("reap the child")
+    }
+}
+
 impl Drop for Reaped {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -14,6 +14,11 @@ mod reparse;
 pub mod salvage;
 pub mod watch;
 
+// The backend's operations on one registry, for callers that hold a [`Registry`] (tests,
+// benches, the demo's sandbox) rather than a store.
+pub use admin::{doctor, force_release, prune, snapshot};
+pub use fence::{acquire, release, transfer};
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -47,9 +47,14 @@ pub fn resolve_home(named: Option<&Path>) -> Result<PathBuf, Unusable> {
         }
         return Ok(dir.to_path_buf());
     }
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".hermes")),
-        _ => Err(Unusable("cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set)".into())),
+    // `$HOME`, else the passwd entry: where Python's `Path.home()`, and so Hermes, looks.
+    match dirs::home_dir() {
+        Some(h) => Ok(h.join(".hermes")),
+        None => Err(Unusable(
+            "cannot find the Hermes home: pass --home DIR or set HERMES_HOME (HOME is not set and the user has no \
+             home in passwd)"
+                .into(),
+        )),
     }
 }
 
