@@ -31,7 +31,7 @@ const ENTER: &[u8] = b"\r";
 // ---------------------------------------------------------------------------
 
 /// The `leasectl-demo-*` directories directly inside `tmp`.
-fn sandboxes(tmp: &Path) -> Vec<PathBuf> {
+pub(crate) fn sandboxes(tmp: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(tmp)
         .unwrap_or_else(|e| panic!("read {}: {e}", tmp.display()))
         .map(|e| e.expect("a directory entry"))
@@ -43,7 +43,7 @@ fn sandboxes(tmp: &Path) -> Vec<PathBuf> {
 }
 
 /// The state letter of `/proc/PID/stat` (R, S, D, Z, …), or None when there is no such process.
-fn proc_state(pid: u32) -> Option<char> {
+pub(crate) fn proc_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) S …`: comm may hold spaces and parentheses; the state follows the last ')'.
     stat.rsplit_once(')')?.1.trim_start().chars().next()
@@ -55,7 +55,7 @@ fn pid_runs(pid: u32) -> bool {
 }
 
 /// The processes whose parent is `parent`, with their state letters, sorted by pid.
-fn children_of(parent: u32) -> Vec<(u32, char)> {
+pub(crate) fn children_of(parent: u32) -> Vec<(u32, char)> {
     let mut found: Vec<(u32, char)> = std::fs::read_dir("/proc")
         .expect("read /proc")
         .filter_map(|e| {
@@ -114,7 +114,7 @@ fn reap_if_ours(pid: u32) {
 /// been reaped yet (SIGTERM, so it cleans up after itself; SIGKILL after 2s) and reaps it, then
 /// SIGKILLs any owner it recorded that still runs in its sandbox (the owners also have
 /// PR_SET_PDEATHSIG; this is the belt to those braces) and reaps those orphaned to us.
-struct Demo {
+pub(crate) struct Demo {
     pty: Pty,
     /// The sandbox, once known, and the owner pids seen on the screen: for the cleanup on drop.
     sandbox: Option<PathBuf>,
@@ -155,9 +155,20 @@ impl DerefMut for Demo {
 
 impl Demo {
     fn start(tmpdir: &Path) -> Demo {
+        Demo::start_sized(tmpdir, ROWS, COLS)
+    }
+
+    /// The demo in a `rows` x `cols` terminal.
+    pub(crate) fn start_sized(tmpdir: &Path, rows: u16, cols: u16) -> Demo {
         become_subreaper();
-        let pty = Pty::spawn("demo", &[OsStr::new("demo")], &[("TMPDIR", tmpdir.as_os_str())], tmpdir, ROWS, COLS);
+        let pty = Pty::spawn("demo", &[OsStr::new("demo")], &[("TMPDIR", tmpdir.as_os_str())], tmpdir, rows, cols);
         Demo { pty, sandbox: None, owners: vec![] }
+    }
+
+    /// Remember the sandbox and owner pids, for the cleanup on drop.
+    pub(crate) fn remember(&mut self, sandbox: &Path, owners: &[u32]) {
+        self.sandbox = Some(sandbox.to_path_buf());
+        self.owners.extend(owners.iter().filter(|p| !self.owners.contains(p)).collect::<Vec<_>>());
     }
 
     /// Wait for the first drawing with the playground; the one sandbox in `tmpdir` is returned
@@ -238,7 +249,7 @@ impl Demo {
 // ---------------------------------------------------------------------------
 
 /// The playground panel's inner text (between its borders), line by line.
-fn playground_lines(screen: &str) -> Vec<String> {
+pub(crate) fn playground_lines(screen: &str) -> Vec<String> {
     let lines: Vec<&str> = screen.lines().collect();
     let Some(top) = lines.iter().position(|l| l.starts_with("┌ playground ")) else { return vec![] };
     lines[top + 1..]
@@ -440,77 +451,4 @@ fn demo_cleans_up_when_its_terminal_hangs_up() {
         "the owner pid {pid} still runs 2s after the demo exited (state {:?})",
         proc_state(pid)
     );
-}
-
-/// The result panel's lines (the right half of the lines that hold both panels).
-fn result_lines(screen: &str) -> Vec<String> {
-    screen
-        .lines()
-        .filter_map(|l| l.split_once("││").map(|(_, r)| r.trim_end().trim_end_matches('│').trim_end().to_owned()))
-        .collect()
-}
-
-/// What each tour step's result line starts with, from the step's own expectation.
-fn tour_outcome(expect: leasectl::demo::tour::Expect) -> String {
-    use leasectl::demo::tour::Expect;
-    match expect {
-        Expect::Refused(reason) => format!("✖ REFUSED {}", reason.code()),
-        Expect::GrantedAfterPrune | Expect::GrantedReplacing => "✔ GRANTED".into(),
-        Expect::LeakSuspect => "LEAK?: session ended".into(),
-    }
-}
-
-/// The guided tour read step by step: `t` for each of the 7 steps, with `pace` between
-/// keys. Each step's result line must say what the step explains, right away and still
-/// after the pause; owner #1 (the tour-1 tui owner) must outlive step 2's re-acquire by
-/// its own writer and be shown dead once step 4 kills it.
-fn tour_at(pace: Duration) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let mut demo = Demo::start(tmp.path());
-    demo.wait_ready(tmp.path());
-    let steps = leasectl::demo::tour::steps();
-    for (i, step) in steps.iter().enumerate() {
-        let n = format!("{}/7", i + 1);
-        let want = tour_outcome(step.expect);
-        demo.send(b"t");
-        let title = step.title.to_owned();
-        demo.wait_for(&format!("step {n}: {want}"), Duration::from_secs(8), |s| {
-            let lines = result_lines(s);
-            lines.first().is_some_and(|l| l.starts_with(&title)) && lines.iter().any(|l| l.starts_with(&want))
-        });
-        thread::sleep(pace);
-        let screen = demo.text();
-        let lines = result_lines(&screen);
-        assert!(
-            lines.first().is_some_and(|l| l.starts_with(&title)) && lines.iter().any(|l| l.starts_with(&want)),
-            "step {n} no longer shows {want:?} after {pace:?}:\n{screen}"
-        );
-        let owner_one = playground_lines(&screen).into_iter().find(|l| l.contains("tour-1 tui tab-1"));
-        if (2..4).contains(&(i + 1)) {
-            assert!(owner_one.as_deref().is_some_and(|l| l.starts_with('●')), "step {n}: owner #1 alive:\n{screen}");
-        }
-        if i + 1 >= 4 {
-            assert!(owner_one.as_deref().is_some_and(|l| l.starts_with('✖')), "step {n}: owner #1 dead:\n{screen}");
-        }
-        // The crashed owner's lease was pruned by the successor's acquire: the log says so
-        // (it said "released", beside the result's "after pruning 1 dead owner").
-        if i + 1 == 4 {
-            demo.wait_for("step 4's log: the dead owner's lease pruned", Duration::from_secs(3), |s| {
-                s.contains("pruned: session tour-1 (tui")
-            });
-            let screen = demo.text();
-            assert!(!screen.contains("released: session tour-1 (tui"), "step 4 logged a release:\n{screen}");
-        }
-    }
-}
-
-#[test]
-fn the_tour_shows_each_steps_outcome_as_fast_as_keys_come() {
-    tour_at(Duration::ZERO);
-}
-
-/// Longer than every interval an owner (250 ms) or the console (1 s tick) polls at.
-#[test]
-fn the_tour_shows_each_steps_outcome_at_a_readers_pace() {
-    tour_at(Duration::from_millis(1500));
 }

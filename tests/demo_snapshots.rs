@@ -3,6 +3,8 @@
 use crate::common;
 
 use common::*;
+use leasectl::demo::state::TourNote;
+use leasectl::demo::tour::Beat;
 use leasectl::demo::{DemoState, Outcome, OwnerView, Verdict};
 use leasectl::lease::Reason;
 use leasectl::lease::refusal::{capacity_message, not_owned_message, unavailable_message};
@@ -51,6 +53,7 @@ fn refused(app: &mut App, reason: Reason, message: String, holder: Option<&str>)
             advice: reason.advice().into(),
             holder: holder.map(str::to_owned),
         },
+        lease: holder.map(str::to_owned),
     });
 }
 
@@ -95,9 +98,15 @@ fn refused_session_coordination_unavailable() {
 fn granted_same_writer_and_the_tour_note() {
     let mut app = demo_app();
     let demo = demo_of(&mut app);
-    demo.tour_note =
-        Some(("2/6 The same writer may re-acquire its own lease".into(), "Re-entrancy, not a second writer.".into()));
-    demo.next_step = 2;
+    demo.tour_note = Some(TourNote {
+        beat: Beat::Outcome(1),
+        title: "2/7 The same writer may re-acquire its own lease".into(),
+        why: "Re-entrancy, not a second writer.".into(),
+        shows: None,
+        summary: vec![],
+        of: None,
+    });
+    demo.next_beat = 3;
     demo.last = Some(Outcome {
         action: "acquire S1 as demo owner #1 (live id tab-1)".into(),
         verdict: Verdict::Granted {
@@ -107,6 +116,7 @@ fn granted_same_writer_and_the_tour_note() {
             replaced: Some(HOLDER.into()),
             pruned: 1,
         },
+        lease: Some("c3d4e5f60718293a4b5c6d7e8f90a1b2".into()),
     });
     insta::assert_snapshot!(screen(&app));
 }
@@ -118,24 +128,21 @@ fn spawn_owner_form() {
     insta::assert_snapshot!(screen(&app));
 }
 
-/// Below the size the demo's view needs, it says so rather than cut the refusal's reason
-/// and advice off (at 80x24 the REFUSED result was cut).
+/// Below the smallest size the demo draws in, it says what it is, the size it needs and
+/// how to quit; from 70x20 up it draws (80x24, the default terminal, included).
 #[test]
 fn the_demo_below_its_size_says_what_it_needs() {
     let app = demo_app();
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut terminal = Terminal::new(TestBackend::new(60, 18)).expect("terminal");
     terminal.draw(|f| view::render(&app, f)).expect("draw");
-    let text = terminal.backend().to_string();
-    assert!(text.contains("demo needs 120x36; now 80x24") && text.contains("press q to quit"), "{text}");
-    // At 120x30 the event log gave way and a refusal's advice was cut: not enough.
-    let mut terminal = Terminal::new(TestBackend::new(120, 30)).expect("terminal");
-    terminal.draw(|f| view::render(&app, f)).expect("draw");
-    assert!(terminal.backend().to_string().contains("needs 120x36; now 120x30"));
-    // 120x36 is enough: the playground, the result and the event log, all there.
-    let mut terminal = Terminal::new(TestBackend::new(120, 36)).expect("terminal");
-    terminal.draw(|f| view::render(&app, f)).expect("draw");
-    let shown = terminal.backend().to_string();
-    assert!(shown.contains("playground") && shown.contains(" events "), "{shown}");
+    let text = terminal.backend().to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("demo needs 70x20; now 60x18") && text.contains("press q to quit"), "{text}");
+    for (w, h) in [(70, 20), (80, 24), (120, 36)] {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        terminal.draw(|f| view::render(&app, f)).expect("draw");
+        let shown = terminal.backend().to_string();
+        assert!(shown.contains(" result ") && shown.contains(" leases "), "{w}x{h}:\n{shown}");
+    }
 }
 
 /// The tour corrupts the registry: its banner takes two rows at 120x36. The event log

@@ -22,7 +22,8 @@ fn the_tour_reaches_every_reason_and_both_prunes() {
     let mut reached = Vec::new();
     for step in steps() {
         let mut last = None;
-        for action in &step.actions {
+        let scene = step.scene.iter().flat_map(|s| s.actions.iter());
+        for action in scene.chain(&step.actions) {
             let outcome = pg.run(action);
             assert!(!matches!(outcome.verdict, Verdict::Failed(_)), "{}: {outcome:?}", step.title);
             last = Some(outcome);
@@ -106,9 +107,10 @@ fn the_tour_does_not_start_on_a_home_with_other_owners_leases() {
     assert!(out.status.success());
     let before = std::fs::read(home.join("runtime/active_sessions.json")).expect("registry");
     let mut pg = Playground::new(Sandbox::at(&home).expect("sandbox"), PathBuf::from(env!("CARGO_BIN_EXE_leasectl")));
-    let done = Runner::run(&mut pg, &Job::new(DemoJob::Tour(0))).expect("an answer");
+    let first = leasectl::demo::tour::beats()[0];
+    let done = Runner::run(&mut pg, &Job::new(DemoJob::Tour { beat: first, reset_first: false })).expect("an answer");
     let done = done.0.downcast::<DemoDone>().expect("demo's answer");
-    assert!(done.tour_step.is_none(), "the tour did not start");
+    assert!(done.tour.is_none(), "the tour did not start");
     match &done.outcomes[0].verdict {
         Verdict::Failed(why) => assert!(why.contains("holds 1 lease of other owners"), "{why}"),
         other => panic!("{other:?}"),

@@ -6,4 +6,5 @@ mod common;
 mod console_pty;
 mod console_stress_pty;
 mod demo_pty;
+mod demo_walk;
 mod ssh_console_pty;

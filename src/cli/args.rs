@@ -204,6 +204,10 @@ pub enum Command {
     #[command(after_help = "The sandbox is a fresh temp directory, removed on exit with every owner process \
                             the demo started; --home DIR uses DIR instead and keeps it. The real registry \
                             ($HERMES_HOME, ~/.hermes) is never touched.\n\n\
+                            It draws in any terminal of 70x20 or more (80x24 shows the whole tour; } pages a \
+                            long result); a smaller one shows what it needs, and q quits. In the tour, t shows \
+                            each step's scene, then its outcome, and at the end a summary of every reason with \
+                            the command an operator uses for it.\n\n\
                             Example:\n  leasectl demo --tour")]
     Demo(DemoArgs),
     /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP

@@ -15,6 +15,8 @@ pub enum DemoKey {
     Corrupt,
     Repair,
     Tour,
+    ResultDown,
+    ResultUp,
 }
 
 pub const DEMO_KEYS: &[Binding<DemoKey>] = &[
@@ -63,8 +65,14 @@ pub const DEMO_KEYS: &[Binding<DemoKey>] = &[
     Binding {
         keys: &[(KeyCode::Char('t'), DemoKey::Tour)],
         shown: "t",
-        help: "the guided tour: the next step",
-        footer: Footer::Plain("t", "tour"),
+        help: "the guided tour: the next step (a scene, then its outcome); at the end, start again",
+        footer: Footer::First("t", "tour"),
+    },
+    Binding {
+        keys: &[(KeyCode::Char('}'), DemoKey::ResultDown), (KeyCode::Char('{'), DemoKey::ResultUp)],
+        shown: "} / {",
+        help: "page the result panel down / up (a small terminal shows part of it)",
+        footer: Footer::First("}", "more"),
     },
 ];
 

@@ -9,9 +9,11 @@ use ratatui::layout::Rect;
 
 use super::keys::{DEMO_KEYS, DemoKey};
 use super::playground::{Action, CorruptKind, OwnerChoice, OwnerView, Verdict};
-use super::state::{DemoDone, DemoJob, DemoState, Field, Form, FormKind};
-use super::tour;
-use crate::tui::extension::{Binding, Extension, Job, JobDone, KeyContext, KeyRow, LogLevel, Reaction, lookup};
+use super::state::{DemoDone, DemoJob, DemoState, Field, Form, FormKind, OwnersExited, TourNote};
+use super::tour::{self, Beat};
+use crate::tui::extension::{
+    Binding, Extension, Job, JobDone, KeyContext, KeyRow, LogLevel, PanelRows, Reaction, lookup,
+};
 
 const SURFACES: [&str; 5] = ["tui", "desktop", "cli", "gateway", "telegram"];
 
@@ -23,7 +25,7 @@ impl DemoState {
     /// A playground key; `None` when the key is not the demo's (the console handles it).
     fn on_demo_key(&mut self, key: &KeyEvent, context: &KeyContext) -> Option<Reaction> {
         if self.form.is_some() {
-            return Some(Reaction { jobs: self.on_form_key(key), log: vec![] });
+            return Some(self.on_form_key(key));
         }
         let selected_pid = context.selected.map(|l| l.entry.pid());
         let form = match lookup(DEMO_KEYS, key)? {
@@ -47,6 +49,17 @@ impl DemoState {
             }
             DemoKey::Repair => return Some(act(Action::Repair)),
             DemoKey::Tour => return Some(self.next_tour_step()),
+            DemoKey::ResultDown | DemoKey::ResultUp => {
+                // Bounded by what is out of view at the panel's size now (the view clamps too).
+                // A page at a time, keeping one line of the last page in view.
+                let hidden = super::view::result_hidden(self, context.panel);
+                let page = context.panel.height.saturating_sub(3).max(1);
+                self.scroll = match lookup(DEMO_KEYS, key) {
+                    Some(DemoKey::ResultDown) => self.scroll.saturating_add(page).min(hidden),
+                    _ => self.scroll.min(hidden).saturating_sub(page),
+                };
+                return Some(Reaction::default());
+            }
         };
         self.form = Some(form);
         Some(Reaction::default())
@@ -103,18 +116,43 @@ impl DemoState {
         )
     }
 
+    /// `t`: the next beat of the tour (its actions said in the log before they run), the
+    /// ending after the last, and after the ending the tour again on a reset playground.
     fn next_tour_step(&mut self) -> Reaction {
-        if self.next_step >= tour::steps().len() {
-            let why = "the tour is over; quit and run `leasectl demo --tour` for a fresh one";
-            return Reaction { jobs: vec![], log: vec![(LogLevel::Info, why.into())] };
+        let beats = tour::beats();
+        let (beat, reset_first) = match beats.get(self.next_beat) {
+            Some(Beat::End) => {
+                self.next_beat += 1;
+                let at = crate::lease::Location::File(crate::lease::Registry::new("root", self.sandbox.clone()));
+                self.tour_note = Some(TourNote {
+                    beat: Beat::End,
+                    title: "The end of the tour".into(),
+                    why: String::new(),
+                    shows: None,
+                    summary: tour::summary(&at),
+                    of: None,
+                });
+                self.last = None;
+                self.scroll = 0;
+                let line =
+                    "tour: the end; the result panel sums up each reason and the command for it (t starts again)";
+                return Reaction { jobs: vec![], log: vec![(LogLevel::Info, line.into())] };
+            }
+            Some(beat) => (*beat, false),
+            None => (beats[0], true),
+        };
+        self.next_beat = beats.iter().position(|b| *b == beat).map_or(0, |i| i + 1);
+        let mut log = Vec::new();
+        if reset_first {
+            log.push((LogLevel::Info, "tour: starting again; the playground is reset first".to_owned()));
         }
-        self.next_step += 1;
-        Reaction { jobs: vec![Job::new(DemoJob::Tour(self.next_step - 1))], log: vec![] }
+        log.push((LogLevel::Info, announce(beat)));
+        Reaction { jobs: vec![Job::new(DemoJob::Tour { beat, reset_first })], log }
     }
 
-    fn on_form_key(&mut self, key: &KeyEvent) -> Vec<Job> {
+    fn on_form_key(&mut self, key: &KeyEvent) -> Reaction {
         let demo = self;
-        let Some(form) = demo.form.as_mut() else { return vec![] };
+        let Some(form) = demo.form.as_mut() else { return Reaction::default() };
         let n = form.fields.len();
         match key.code {
             KeyCode::Esc => demo.form = None,
@@ -140,19 +178,38 @@ impl DemoState {
                 Ok(action) => {
                     demo.form = None;
                     demo.counter += 1;
-                    return vec![Job::new(DemoJob::Act(action))];
+                    return act(action);
                 }
                 Err(e) => form.error = Some(e),
             },
             _ => {}
         }
-        vec![]
+        Reaction::default()
     }
 }
 
-/// A job for one playground action.
+/// A job for one playground action, said in the log before it runs.
 fn act(action: Action) -> Reaction {
-    Reaction { jobs: vec![Job::new(DemoJob::Act(action))], log: vec![] }
+    let said = (LogLevel::Info, format!("playground: {}", action.describe()));
+    Reaction { jobs: vec![Job::new(DemoJob::Act(action))], log: vec![said] }
+}
+
+/// The log's line for a tour beat about to run: which beat, and what it will do.
+fn announce(beat: Beat) -> String {
+    let steps = tour::steps();
+    let Some(step) = beat.step().and_then(|i| steps.get(i)) else { return "tour: the end".into() };
+    let n = format!("{}/{}", beat.step().map_or(0, |i| i + 1), steps.len());
+    let (what, actions) = match (beat, &step.scene) {
+        (Beat::Scene(_), Some(scene)) => ("the scene", &scene.actions),
+        (_, Some(_)) => ("the outcome", &step.actions),
+        _ => ("", &step.actions),
+    };
+    let did: Vec<String> = actions.iter().map(Action::describe).collect();
+    if what.is_empty() {
+        format!("tour {n}: {}", did.join("; "))
+    } else {
+        format!("tour {n}, {what}: {}", did.join("; "))
+    }
 }
 
 /// The action a filled form asks for, or what is wrong with it.
@@ -188,7 +245,8 @@ fn submit(form: &Form, owners: &[OwnerView]) -> Result<Action, String> {
     }
 }
 
-/// Playground results: the result panel, the owners, the log.
+/// Playground results: the result panel, the owners, the log (what each action came to;
+/// what it was is logged before it ran, what it changed as the registry was read).
 fn on_demo_done(demo: &mut DemoState, done: DemoDone) -> Vec<(LogLevel, String)> {
     let mut log = Vec::new();
     for o in &done.outcomes {
@@ -213,11 +271,24 @@ fn on_demo_done(demo: &mut DemoState, done: DemoDone) -> Vec<(LogLevel, String)>
         log.push((level, text));
     }
     demo.owners = done.owners;
-    if let Some(last) = done.outcomes.last() {
-        demo.last = Some(last.clone());
+    // A scene's result is what it set up; a failure among its actions is what to show.
+    let failed = done.outcomes.iter().find(|o| matches!(o.verdict, Verdict::Failed(_)));
+    if let Some(shown) = failed.or(done.outcomes.last()) {
+        demo.last = Some(shown.clone());
+        demo.focus = shown.lease.clone().or_else(|| done.outcomes.iter().rev().find_map(|o| o.lease.clone()));
     }
-    demo.tour_note = done.tour_step.map(|(_, title, why)| (title, why));
+    demo.tour_note = done.tour;
+    demo.scroll = 0;
     log
+}
+
+/// Owners that ended by themselves: shown gone in the playground, said in the log.
+fn on_owners_exited(demo: &mut DemoState, news: OwnersExited) -> Vec<(LogLevel, String)> {
+    demo.owners = news.owners;
+    news.exited
+        .iter()
+        .map(|o| (LogLevel::Info, format!("owner pid {} ({} {}) exited: reaped", o.pid, o.session, o.live_id)))
+        .collect()
 }
 
 impl Extension for DemoState {
@@ -241,27 +312,30 @@ impl Extension for DemoState {
         if !self.start_tour {
             return vec![];
         }
-        self.next_step = 1;
-        vec![Job::new(DemoJob::Tour(0))]
+        let beats = tour::beats();
+        self.next_beat = 1;
+        vec![Job::new(DemoJob::Tour { beat: beats[0], reset_first: false })]
     }
 
     fn on_done(&mut self, done: JobDone) -> Vec<(LogLevel, String)> {
         match done.0.downcast::<DemoDone>() {
             Ok(done) => on_demo_done(self, *done),
-            Err(_) => vec![],
+            Err(other) => match other.downcast::<OwnersExited>() {
+                Ok(news) => on_owners_exited(self, *news),
+                Err(_) => vec![],
+            },
         }
     }
 
-    /// 18 rows: every tour step's reason and advice fit at 120 columns; a taller terminal
-    /// gives its rows to the table, which holds the leases being talked about.
-    fn panel_height(&self, screen_height: u16) -> u16 {
-        if screen_height >= 36 { 18 } else { 12 }
+    /// What the result fills (the playground's box beside it, on a wide screen); at least
+    /// the title, the verdict and a few lines of why, the rest scrolled to with `}`.
+    fn panel_rows(&self, width: u16, _height: u16) -> PanelRows {
+        super::view::panel_rows(self, width)
     }
 
-    /// The playground, its result, the table and the event log: below this a refusal's
-    /// advice is cut off, or the event log gives way (at 30 rows it did).
+    /// Below this the table, the tour's title and verdict cannot all be shown.
     fn min_size(&self) -> (u16, u16) {
-        (120, 36)
+        super::view::MIN_SIZE
     }
 
     fn render_panel(&self, no_color: bool, frame: &mut Frame, area: Rect) {
@@ -280,6 +354,10 @@ impl Extension for DemoState {
 
     fn marked_lease(&self) -> Option<(&str, &'static str)> {
         self.blocking_lease().map(|id| (id, " ◀ blocking"))
+    }
+
+    fn focus_lease(&self) -> Option<&str> {
+        self.focus.as_deref()
     }
 
     fn box_clone(&self) -> Box<dyn Extension> {

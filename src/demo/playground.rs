@@ -79,6 +79,9 @@ pub enum Action {
         session: String,
         hours_ago: u32,
     },
+    /// Back to an empty playground: owners stopped, registry emptied, cap cleared, the
+    /// sessions it ended in state.db forgotten (the tour starting again).
+    Reset,
 }
 
 impl Action {
@@ -88,7 +91,7 @@ impl Action {
             Action::SpawnOwner { session, surface, live_id, .. } => {
                 format!("spawn an owner: leasectl hold {session} --surface {surface} --live-id {live_id}")
             }
-            Action::KillOwner { owner } => format!("kill owner {}", owner_label(owner)),
+            Action::KillOwner { owner } => format!("SIGKILL {}", owner_label(owner)),
             Action::FakeRecycled { session } => format!("fake a recycled pid holding {session}"),
             Action::TryAcquire { session, live_id, owner, cap, .. } => {
                 let cap = cap.map(|c| format!(", cap {c}")).unwrap_or_default();
@@ -102,6 +105,7 @@ impl Action {
             Action::EndSession { session, hours_ago } => {
                 format!("state.db: session {session} ended {hours_ago}h ago (tui_shutdown)")
             }
+            Action::Reset => "reset the playground".into(),
         }
     }
 }
@@ -127,6 +131,8 @@ pub enum Verdict {
 pub struct Outcome {
     pub action: String,
     pub verdict: Verdict,
+    /// The lease it is about (granted, blocking, killed, forged, suspected), by id.
+    pub lease: Option<String>,
 }
 
 /// A demo owner as the console lists it.
@@ -145,16 +151,29 @@ pub struct Playground {
     /// The registry bytes from before a corruption, for repair.
     backup: Option<Vec<u8>>,
     lock_timeout: Duration,
+    /// The lease the action being run is about (see [`Outcome::lease`]).
+    about: Option<String>,
+    /// The owners running when last reported: an owner that ends is reported once.
+    reported_running: Vec<u64>,
 }
 
 impl Playground {
     /// `exe` is the leasectl binary the owner processes run.
     pub fn new(sandbox: Sandbox, exe: PathBuf) -> Playground {
-        Playground { sandbox, exe, backup: None, lock_timeout: Duration::from_secs(3) }
+        Playground {
+            sandbox,
+            exe,
+            backup: None,
+            lock_timeout: Duration::from_secs(3),
+            about: None,
+            reported_running: vec![],
+        }
     }
 
+    /// The demo's owners; one that has ended is reaped here (no zombie listed alive).
     pub fn owners(&mut self) -> Vec<OwnerView> {
-        self.sandbox
+        let owners: Vec<OwnerView> = self
+            .sandbox
             .owners
             .iter_mut()
             .map(|o| OwnerView {
@@ -164,7 +183,18 @@ impl Playground {
                 live_id: o.live_id.clone(),
                 running: !o.killed && matches!(o.child.try_wait(), Ok(None)),
             })
-            .collect()
+            .collect();
+        self.reported_running = owners.iter().filter(|o| o.running).map(|o| o.pid).collect();
+        owners
+    }
+
+    /// Owners that ended since the last report (an owner whose lease was force-released
+    /// exits by itself), reaped; empty when none did.
+    pub fn newly_exited(&mut self) -> (Vec<OwnerView>, Vec<OwnerView>) {
+        let before = std::mem::take(&mut self.reported_running);
+        let owners = self.owners();
+        let exited = owners.iter().filter(|o| !o.running && before.contains(&o.pid)).cloned().collect();
+        (exited, owners)
     }
 
     fn resolve(&mut self, owner: &OwnerChoice) -> Result<Option<u64>, String> {
@@ -200,6 +230,7 @@ impl Playground {
     }
 
     pub fn run(&mut self, action: &Action) -> Outcome {
+        self.about = None;
         let verdict = match action {
             Action::SpawnOwner { session, surface, live_id, track_liveness } => {
                 self.spawn(session, surface, live_id, *track_liveness, None)
@@ -222,8 +253,15 @@ impl Playground {
                 Err(e) => Verdict::Failed(e.to_string()),
             },
             Action::EndSession { session, hours_ago } => self.end_session(session, *hours_ago),
+            Action::Reset => self.reset(),
         };
-        Outcome { action: action.describe(), verdict: self.hinted(verdict) }
+        let lease = match &verdict {
+            Verdict::Granted { lease_id, .. } => Some(lease_id.clone()),
+            Verdict::Refused { holder, .. } => holder.clone(),
+            Verdict::Done(_) => self.about.take(),
+            Verdict::Failed(_) => None,
+        };
+        Outcome { action: action.describe(), verdict: self.hinted(verdict), lease }
     }
 
     /// A verdict whose hints (`leasectl ls`) name the sandbox: pasted as shown, they act
@@ -350,9 +388,11 @@ impl Playground {
         let _ = o.child.kill();
         let _ = o.child.wait();
         o.killed = true;
+        let session = o.session.clone();
+        self.about = self.lease_of_pid(pid);
         Verdict::Done(format!(
-            "SIGKILLed owner pid {pid} (session {}): its lease stays in the file, dead, until the next acquire or a prune",
-            o.session
+            "SIGKILLed owner pid {pid} (session {session}): its lease stays in the file, dead, until the next acquire \
+             or a prune"
         ))
     }
 
@@ -383,6 +423,9 @@ impl Playground {
             registry::write(&guard, &reg.path(), &file)?;
             Ok(lease_id)
         })();
+        if let Ok(id) = &result {
+            self.about = Some(id.clone());
+        }
         match result {
             Ok(id) => Verdict::Done(format!(
                 "wrote lease {} for {session}: pid {pid} is alive, but started 3600.25 s after the recorded time — a recycled pid",
@@ -434,10 +477,53 @@ impl Playground {
         let contexts = lease::home::context::read(&home, &[session]);
         let owner = lease::owners::owner::command_name(view.entry.pid()).unwrap_or_else(|| "-".into());
         let idle = lease::home::context::DEFAULT_IDLE;
+        self.about = Some(view.entry.lease_id().to_owned());
         match lease::home::context::leak_reason(view, contexts.get(session), idle, now(), &owner) {
             Some(why) => Verdict::Done(format!("LEAK?: {why}")),
             None => Verdict::Failed(format!("lease {} is not marked LEAK? ({contexts:?})", view.entry.lease_id())),
         }
+    }
+
+    /// The lease a demo owner holds now, by its pid (it may have re-acquired since it started).
+    fn lease_of_pid(&self, pid: u64) -> Option<String> {
+        let listing = self.store().ok()?.read();
+        let views = listing.leases.ok()?;
+        views.iter().find(|v| v.entry.pid() == pid).map(|v| v.entry.lease_id().to_owned())
+    }
+
+    /// Stop every owner, empty the registry (what no owner left is pruned; a corrupted
+    /// file is restored first), clear the cap and forget the sessions state.db was told ended.
+    fn reset(&mut self) -> Verdict {
+        self.sandbox.kill_all();
+        self.sandbox.owners.clear();
+        self.reported_running.clear();
+        if self.backup.is_some()
+            && let Verdict::Failed(why) = self.repair()
+        {
+            return Verdict::Failed(why);
+        }
+        let pruned = match self.store().and_then(|mut s| s.prune(lease::PruneOptions::default())) {
+            Ok(r) => r.removed.len(),
+            Err(e) => return Verdict::Failed(e.to_string()),
+        };
+        if let Verdict::Failed(why) = self.set_cap(None) {
+            return Verdict::Failed(why);
+        }
+        let db = lease::home::context::state_db(self.sandbox.home());
+        if db.exists() {
+            // one door: the demo's state.db, written by the demo itself (end_session).
+            let forgot = rusqlite::Connection::open(&db).and_then(|db| {
+                db.execute("DELETE FROM sessions WHERE id LIKE 'tour-%'", [])?;
+                db.execute("DELETE FROM messages WHERE session_id LIKE 'tour-%'", [])
+            });
+            if let Err(e) = forgot {
+                return Verdict::Failed(format!("cannot reset the demo's state.db: {e}"));
+            }
+        }
+        Verdict::Done(format!(
+            "stopped every demo owner, pruned {} they held, cleared the cap",
+            crate::lease::human::plural(pruned, "lease", "leases")
+        ))
     }
 
     fn set_cap(&mut self, cap: Option<u64>) -> Verdict {

@@ -2,6 +2,7 @@
 //! what it asks its runner to do and hears back.
 
 use super::playground::{Action, Outcome, OwnerView, Verdict};
+use super::tour::Beat;
 
 /// The demo's part of the console: the playground, its owners and the last result.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,9 +13,13 @@ pub struct DemoState {
     pub owners: Vec<OwnerView>,
     /// The result panel: the last outcome.
     pub last: Option<Outcome>,
-    /// The tour step shown (title, why), and the index of the next one.
-    pub tour_note: Option<(String, String)>,
-    pub next_step: usize,
+    /// The tour beat shown, and the index (in `tour::beats()`) of the next one.
+    pub tour_note: Option<TourNote>,
+    pub next_beat: usize,
+    /// Lines the result panel is scrolled down (back to 0 with each new result).
+    pub scroll: u16,
+    /// The lease the last result is about: the console selects it.
+    pub focus: Option<String>,
     pub form: Option<Form>,
     /// Incremented for default session names (S1, S2, …).
     pub counter: usize,
@@ -30,7 +35,9 @@ impl DemoState {
             owners: vec![],
             last: None,
             tour_note: None,
-            next_step: 0,
+            next_beat: 0,
+            scroll: 0,
+            focus: None,
             form: None,
             counter: 1,
             start_tour: false,
@@ -44,6 +51,21 @@ impl DemoState {
             _ => None,
         }
     }
+}
+
+/// What the result panel says of the tour beat shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TourNote {
+    pub beat: Beat,
+    /// The step's title ("3/7 ..."), or the ending's.
+    pub title: String,
+    pub why: String,
+    /// A scene's words: what to look at now, and what the next `t` does.
+    pub shows: Option<String>,
+    /// The ending's lines.
+    pub summary: Vec<String>,
+    /// Which beat of how many in its step, when the step has two.
+    pub of: Option<(usize, usize)>,
 }
 
 /// What a demo form is for.
@@ -104,11 +126,12 @@ impl Form {
     }
 }
 
-/// What the demo asks its runner to do: one playground action, or a tour step.
+/// What the demo asks its runner to do: one playground action, or a tour beat (after
+/// resetting the playground, when the tour starts again).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DemoJob {
     Act(Action),
-    Tour(usize),
+    Tour { beat: Beat, reset_first: bool },
 }
 
 /// Playground actions finished (in order), with the owners as they are now.
@@ -116,6 +139,14 @@ pub enum DemoJob {
 pub struct DemoDone {
     pub outcomes: Vec<Outcome>,
     pub owners: Vec<OwnerView>,
-    /// Set when these were a tour step: its index, title and explanation.
-    pub tour_step: Option<(usize, String, String)>,
+    /// Set when these were a tour beat: what the result panel says of it.
+    pub tour: Option<TourNote>,
+}
+
+/// Owner processes that ended on their own (their lease released or taken away),
+/// reaped and reported without waiting for the next action.
+#[derive(Debug)]
+pub struct OwnersExited {
+    pub exited: Vec<OwnerView>,
+    pub owners: Vec<OwnerView>,
 }

@@ -16,12 +16,93 @@ pub enum Expect {
     LeakSuspect,
 }
 
+/// A step's first beat: actions that set the scene, shown before the acquire that
+/// answers it (the dead owner shown dead, the full cap shown full).
+#[derive(Debug, Clone)]
+pub struct Scene {
+    pub actions: Vec<Action>,
+    /// What to look at now, and what the next `t` will do.
+    pub shows: &'static str,
+}
+
 #[derive(Debug, Clone)]
 pub struct Step {
     pub title: &'static str,
     pub why: &'static str,
+    pub scene: Option<Scene>,
+    /// The beat whose last action comes to `expect`.
     pub actions: Vec<Action>,
     pub expect: Expect,
+}
+
+/// One `t` of the tour: a step's scene, its outcome, or the ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beat {
+    Scene(usize),
+    Outcome(usize),
+    End,
+}
+
+impl Beat {
+    /// The step this beat belongs to (none for the ending).
+    pub fn step(self) -> Option<usize> {
+        match self {
+            Beat::Scene(i) | Beat::Outcome(i) => Some(i),
+            Beat::End => None,
+        }
+    }
+}
+
+/// Every beat of the tour, in order: each step's scene (when it has one), then its outcome,
+/// then the ending.
+pub fn beats() -> Vec<Beat> {
+    let mut out = Vec::new();
+    for (i, step) in steps().iter().enumerate() {
+        if step.scene.is_some() {
+            out.push(Beat::Scene(i));
+        }
+        out.push(Beat::Outcome(i));
+    }
+    out.push(Beat::End);
+    out
+}
+
+/// The ending's lines: each reason the tour showed, with its code, the exit code the CLI
+/// gives it, and the real command an operator answers it with; then how to go again.
+pub fn summary(sandbox: &crate::lease::Location) -> Vec<String> {
+    let reach = crate::lease::hint::Reach::of(sandbox);
+    let run = |args: &[&str]| format!("`{}`", reach.line(None, args));
+    let code = |r: Reason| format!("{} (exit {})", r.code(), r.exit_code());
+    vec![
+        "The tour is over. What you saw, and what an operator runs for it:".into(),
+        format!(
+            "{}: another live owner holds the session. Attach through it; a leaked holder goes with {} (x in \
+             the console).",
+            code(Reason::SessionNotOwned),
+            run(&["force-release", "ID", "--live"])
+        ),
+        format!(
+            "{}: the cap is full. Retry later, or raise max_concurrent_sessions; {} shows who holds the slots.",
+            code(Reason::MaxConcurrentSessions),
+            run(&["ls"])
+        ),
+        format!(
+            "Dead and recycled owners: the next acquire prunes them, or {} now (p in the console).",
+            run(&["prune"])
+        ),
+        format!(
+            "LEAK?: a live owner whose session ended. Nothing removes it by itself: {} says why, then \
+             force-release it with --live (x).",
+            run(&["ls"])
+        ),
+        format!(
+            "{}: the registry cannot be read, so nobody is granted. {} (F in the console) keeps a backup and \
+             every valid entry.",
+            code(Reason::SessionCoordinationUnavailable),
+            run(&["doctor", "--repair"])
+        ),
+        "Press t to start again: the playground stops its owners, empties the registry and clears the cap.".into(),
+    ]
 }
 
 fn spawn(session: &str, surface: &str, live: &str) -> Action {
@@ -34,13 +115,26 @@ fn acquire(session: &str, surface: &str, live: &str, owner: OwnerChoice) -> Acti
 
 /// The tour, in order.
 pub fn steps() -> Vec<Step> {
+    let mut all = refusals();
+    all.extend(dead_owners());
+    all.extend(what_pruning_cannot_see());
+    all
+}
+
+/// Steps 1-3: who may hold a session, and how many may run.
+fn refusals() -> Vec<Step> {
     vec![
         Step {
             title: "1/7 Two owners of one session: SESSION_NOT_OWNED",
             why: "A tui owner holds tour-1; a desktop process asks for it too. Two owners of one session would each \
                   reason from a transcript without the other's in-flight turn and append replies that never saw \
                   each other, so the second is refused, with or without a cap.",
-            actions: vec![spawn("tour-1", "tui", "tab-1"), acquire("tour-1", "desktop", "win-9", OwnerChoice::New)],
+            scene: Some(Scene {
+                actions: vec![spawn("tour-1", "tui", "tab-1")],
+                shows: "A tui owner now holds tour-1: its lease is in the table, ● alive. Press t: a desktop \
+                        process asks for tour-1.",
+            }),
+            actions: vec![acquire("tour-1", "desktop", "win-9", OwnerChoice::New)],
             expect: Expect::Refused(Reason::SessionNotOwned),
         },
         Step {
@@ -48,6 +142,7 @@ pub fn steps() -> Vec<Step> {
             why: "The owner of tour-1 asks again with the same pid and live id (a session whose record was rebuilt \
                   in place): that is re-entrancy, not a second writer, so its entry is replaced, not doubled. \
                   Another live id in the same process would still be a second writer.",
+            scene: None,
             actions: vec![acquire("tour-1", "tui", "tab-1", OwnerChoice::Nth(0))],
             expect: Expect::GrantedReplacing,
         },
@@ -56,48 +151,73 @@ pub fn steps() -> Vec<Step> {
             why: "With max_concurrent_sessions: 2 and two live owners, a third session is refused for capacity. \
                   Clients retry a capacity refusal later; they never retry an ownership refusal the same way, \
                   so the two reasons must never be confused.",
-            actions: vec![
-                Action::SetCap(Some(2)),
-                spawn("tour-2", "cli", "cli-1"),
-                acquire("tour-3", "gateway", "gw-1", OwnerChoice::New),
-            ],
+            scene: Some(Scene {
+                actions: vec![Action::SetCap(Some(2)), spawn("tour-2", "cli", "cli-1")],
+                shows: "config.yaml now says max_concurrent_sessions: 2, and a cli owner holds tour-2: the header \
+                        reads slots 2/2 FULL. Press t: a gateway asks for a third session, tour-3.",
+            }),
+            actions: vec![acquire("tour-3", "gateway", "gw-1", OwnerChoice::New)],
             expect: Expect::Refused(Reason::MaxConcurrentSessions),
         },
+    ]
+}
+
+/// Steps 4-5: owners that are gone, though their entries stay.
+fn dead_owners() -> Vec<Step> {
+    vec![
         Step {
             title: "4/7 A dead owner must not hold a session hostage",
             why: "The tui owner of tour-1 is SIGKILLed, as a crash would. Its lease is still in the file, but the \
                   next acquire prunes it and a successor takes tour-1: the fence survives crashes.",
-            actions: vec![
-                Action::KillOwner { owner: OwnerChoice::Nth(0) },
-                acquire("tour-1", "desktop", "win-2", OwnerChoice::New),
-            ],
+            scene: Some(Scene {
+                actions: vec![Action::KillOwner { owner: OwnerChoice::Nth(0) }],
+                shows: "The owner of tour-1 was SIGKILLed: its lease is still in the file, ✖ dead in the table (the \
+                        header counts it). Press t: a desktop process asks for tour-1.",
+            }),
+            actions: vec![acquire("tour-1", "desktop", "win-2", OwnerChoice::New)],
             expect: Expect::GrantedAfterPrune,
         },
         Step {
             title: "5/7 A recycled pid is not the owner",
             why: "An entry names a pid that is alive, but that process started at another time: the number was \
-                  handed to somebody else. Identity is (pid, start time), so the entry is dead and is pruned.",
-            actions: vec![
-                Action::SetCap(None),
-                Action::FakeRecycled { session: "tour-5".into() },
-                acquire("tour-5", "cli", "cli-5", OwnerChoice::New),
-            ],
+                  handed to somebody else. Identity is (pid, start time), so the entry is dead and is pruned. \
+                  The cap from step 3 is cleared first, so that only the recycled pid decides this step.",
+            scene: Some(Scene {
+                actions: vec![Action::SetCap(None), Action::FakeRecycled { session: "tour-5".into() }],
+                shows: "The cap is cleared (config.yaml: no cap), and an entry for tour-5 names a live pid that \
+                        started after the entry was written: ♻ recycled in the table. Press t: a cli process asks \
+                        for tour-5.",
+            }),
+            actions: vec![acquire("tour-5", "cli", "cli-5", OwnerChoice::New)],
             expect: Expect::GrantedAfterPrune,
         },
+    ]
+}
+
+/// Steps 6-7: a live owner nobody uses, and a registry nobody can read.
+fn what_pruning_cannot_see() -> Vec<Step> {
+    vec![
         Step {
             title: "6/7 A live owner nobody uses: LEAK?",
             why: "The cli owner of tour-2 is alive, but Hermes ended its session 3 hours ago (state.db says \
                   tui_shutdown). By pid and start time the lease looks healthy and would hold tour-2 and a slot \
-                  forever; leasectl reads state.db and marks it LEAK? with the reason. Nothing is removed by \
-                  itself: select it, read why, and release it with x if nobody uses it.",
+                  forever; leasectl reads state.db and marks it LEAK? with the reason (selected in the table; \
+                  Enter shows it). Nothing is removed by itself: x releases it, once you know nobody uses it.",
+            scene: None,
             actions: vec![Action::EndSession { session: "tour-2".into(), hours_ago: 3 }],
             expect: Expect::LeakSuspect,
         },
         Step {
             title: "7/7 \"Cannot tell\" never becomes \"no owner\": SESSION_COORDINATION_UNAVAILABLE",
             why: "The registry is truncated. leasectl cannot prove tour-6 has no live owner, so it refuses and \
-                  leaves the file exactly as it was. Press R to repair it.",
-            actions: vec![Action::Corrupt(CorruptKind::Truncated), acquire("tour-6", "cli", "cli-6", OwnerChoice::New)],
+                  leaves the file exactly as it was. An operator repairs it with F in the console, or \
+                  `leasectl doctor --repair`: both ask first, keep a backup and every valid entry.",
+            scene: Some(Scene {
+                actions: vec![Action::Corrupt(CorruptKind::Truncated)],
+                shows: "The registry file is cut in half: the banner says it is invalid and the table keeps the \
+                        last good reading. Press t: a cli process asks for tour-6.",
+            }),
+            actions: vec![acquire("tour-6", "cli", "cli-6", OwnerChoice::New)],
             expect: Expect::Refused(Reason::SessionCoordinationUnavailable),
         },
     ]

@@ -76,7 +76,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         (None, Ok(l)) => l,
     };
     // The one diff every follower uses, and its event names (as `events` and `ls -w`
-    // print them); acquisitions and changes before the leases gone.
+    // print them).
     let mut found = changes::diff(&old.leases, leases);
     // Gone in the one write of an acquire, its owner dead now: the fence pruned it.
     for c in found.iter_mut().filter(|c| c.kind == EventKind::Released) {
@@ -89,7 +89,13 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     if old.location.is_remote() {
         found.retain(|c| matches!(c.kind, EventKind::OwnerDied | EventKind::OwnerRecycled | EventKind::OwnerAlive));
     }
-    found.sort_by_key(|c| matches!(c.kind, EventKind::Released | EventKind::Pruned));
+    // In the order things happened: the leases an acquire pruned (it pruned them before it
+    // granted), then acquisitions and changes, then the leases released.
+    found.sort_by_key(|c| match c.kind {
+        EventKind::Pruned => 0,
+        EventKind::Released => 2,
+        _ => 1,
+    });
     for c in found {
         let l = c.lease;
         match c.kind {

@@ -20,6 +20,16 @@ pub use super::keys::{Binding, Footer, KeyRow, lookup};
 pub struct KeyContext<'a> {
     /// The lease under the cursor.
     pub selected: Option<&'a LeaseRow>,
+    /// Where the extension's panel is drawn now (what a scroll key can move over).
+    pub panel: Rect,
+}
+
+/// The rows an extension's panel takes: never fewer than `least`, and `wanted` (what
+/// its content fills) when the screen has room after the table's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PanelRows {
+    pub least: u16,
+    pub wanted: u16,
 }
 
 /// An extension's answer to a key it took: jobs to run and lines for the event log.
@@ -48,8 +58,8 @@ pub trait Extension: Send {
     }
     /// A job finished on the worker thread.
     fn on_done(&mut self, done: JobDone) -> Vec<(LogLevel, String)>;
-    /// Rows of screen its panel wants, given the screen's height (0: no panel).
-    fn panel_height(&self, screen_height: u16) -> u16;
+    /// Rows of screen its panel takes on a screen this wide and tall.
+    fn panel_rows(&self, width: u16, height: u16) -> PanelRows;
     /// The smallest terminal (columns, rows) its view can be read in: below it the
     /// console says what it needs rather than cut what matters.
     fn min_size(&self) -> (u16, u16) {
@@ -64,6 +74,11 @@ pub trait Extension: Send {
     }
     /// A lease to mark in the table, by lease id, with the mark's text.
     fn marked_lease(&self) -> Option<(&str, &'static str)> {
+        None
+    }
+    /// The lease its last job was about, by lease id: the console selects it (so it is in
+    /// view) when a job finishes.
+    fn focus_lease(&self) -> Option<&str> {
         None
     }
     fn box_clone(&self) -> Box<dyn Extension>;
@@ -87,4 +102,9 @@ impl std::fmt::Debug for dyn Extension {
 /// (cleaning up whatever it started) before the console restores the terminal.
 pub trait Runner: Send {
     fn run(&mut self, job: &Job) -> Option<JobDone>;
+    /// Asked about once a second, between jobs: news of its own (a process it started has
+    /// ended), as a job's answer would bring it.
+    fn poll(&mut self) -> Option<JobDone> {
+        None
+    }
 }

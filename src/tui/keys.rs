@@ -412,7 +412,8 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
 /// The footer line's entries (key, word): the console's first ones, then the
 /// extension's when it brings any, else the console's plain ones.
 pub fn footer_entries(console: &[KeyRow], extension: &[KeyRow]) -> Vec<(&'static str, &'static str)> {
-    let first = console.iter().filter_map(|r| match r.footer {
+    // The console's first entries, then an extension's: what a narrow footer must keep.
+    let first = console.iter().chain(extension).filter_map(|r| match r.footer {
         Footer::First(k, w) => Some((k, w)),
         _ => None,
     });

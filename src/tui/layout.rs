@@ -4,6 +4,7 @@
 
 use ratatui::layout::{Constraint, Layout, Rect};
 
+use super::extension::PanelRows;
 use super::state::{App, Row};
 
 /// Below this the console shows only a note asking for more room.
@@ -31,22 +32,15 @@ pub fn too_small(app: &App, area: Rect) -> Option<(u16, u16)> {
 
 /// The areas of the console in `area`; `banner_height` is the banner's wrapped lines.
 pub fn areas(app: &App, area: Rect, banner_height: u16) -> Areas {
-    let panel_height = app.extension.as_ref().map_or(0, |x| x.panel_height(area.height));
-    // Everything but the log at its least: tabs, header, banner, four table rows, panel, footer.
-    let least = 1 + 5 + banner_height + 4 + panel_height + 1;
-    let log_height = match (panel_height, app.show_details && area.width < 120) {
-        (_, true) => 12,
-        (1.., false) if area.height < 36 => 0,
-        // A small terminal keeps its rows for the leases; a banner (the demo's corrupted
-        // registry at 120x36) must not squeeze the header's last line away.
-        _ if area.height < 20 || least + 6 > area.height => 0,
-        _ => 6,
+    let (table_height, panel_height, log_height) = match &app.extension {
+        Some(ext) => heights_with_panel(app, ext.panel_rows(area.width, area.height), area, banner_height),
+        None => heights_without_panel(app, area, banner_height),
     };
     let chunks = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(5),
         Constraint::Length(banner_height),
-        Constraint::Min(4),
+        Constraint::Min(table_height),
         Constraint::Length(panel_height),
         Constraint::Length(log_height),
         Constraint::Length(1),
@@ -72,6 +66,47 @@ pub fn areas(app: &App, area: Rect, banner_height: u16) -> Areas {
         panel: chunks[4],
         footer: chunks[6],
     }
+}
+
+/// The console alone: the table takes what the log (six rows, when there is room) leaves.
+fn heights_without_panel(app: &App, area: Rect, banner_height: u16) -> (u16, u16, u16) {
+    // Everything but the log at its least: tabs, header, banner, four table rows, footer.
+    let least = 1 + 5 + banner_height + 4 + 1;
+    let log_height = if app.show_details && area.width < 120 {
+        12
+    } else if area.height < 20 || least + 6 > area.height {
+        // A small terminal keeps its rows for the leases.
+        0
+    } else {
+        6
+    };
+    (4, 0, log_height)
+}
+
+/// With an extension's panel: the table gets its rows (the leases being talked about),
+/// the panel what its content fills, and the log the rest; a small terminal gives the log
+/// nothing and the panel its least, and the panel scrolls.
+fn heights_with_panel(app: &App, panel: PanelRows, area: Rect, banner_height: u16) -> (u16, u16, u16) {
+    let room = area.height.saturating_sub(1 + 5 + banner_height + 1);
+    let details_narrow = app.show_details && area.width < 120;
+    let below_least = if details_narrow {
+        10
+    } else if area.height >= 36 {
+        6
+    } else {
+        0
+    };
+    // Borders and the column header, then a row for each session and each lease.
+    let mut table_want = (app.rows().len() as u16).saturating_add(3).max(6);
+    if app.show_details && !details_narrow {
+        table_want = table_want.max(14);
+    }
+    let table = table_want.min(room.saturating_sub(panel.least + below_least)).max(4);
+    let rest = room.saturating_sub(table);
+    let panel_height = panel.wanted.min(rest.saturating_sub(below_least)).max(panel.least.min(rest));
+    let below = rest - panel_height;
+    // A log of fewer than three lines is noise: its rows go to the panel.
+    if !details_narrow && below < 5 { (table, panel_height + below, 0) } else { (table, panel_height, below) }
 }
 
 /// The first of the table's rows in view: the selection sits in the lower part of the

@@ -646,6 +646,19 @@ impl App {
         self.selection().map(|(r, l)| &self.registries[r].leases[l])
     }
 
+    /// Select the lease with this id when it is among the visible rows; false when not.
+    pub fn select_lease(&mut self, lease_id: &str) -> bool {
+        let found =
+            self.lease_rows().iter().position(|&(r, l)| self.registries[r].leases[l].entry.lease_id() == lease_id);
+        if let Some(i) = found {
+            if i != self.selected {
+                self.details_scroll = 0;
+            }
+            self.selected = i;
+        }
+        found.is_some()
+    }
+
     /// Keep the selection inside the visible rows.
     pub fn clamp_selection(&mut self) {
         let n = self.lease_rows().len();

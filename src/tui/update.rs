@@ -48,8 +48,14 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         Event::Extension(done) => {
             if let Some(ext) = app.extension.as_mut() {
                 let name = ext.name();
-                for (level, text) in ext.on_done(done) {
+                let lines = ext.on_done(done);
+                let focus = ext.focus_lease().map(str::to_owned);
+                for (level, text) in lines {
                     app.log(name, level, text);
+                }
+                // The lease the job was about comes into view, selected (its details one Enter away).
+                if let Some(id) = focus {
+                    app.select_lease(&id);
                 }
             }
             vec![]
@@ -216,11 +222,7 @@ fn on_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     // (A size of 0x0 is one not known yet.)
     let screen = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
     if app.size != (0, 0) && super::layout::too_small(app, screen).is_some() {
-        if key.code == KeyCode::Char('q') && super::keys::is_plain(&key) {
-            app.quit = true;
-            return vec![Effect::Quit];
-        }
-        return vec![];
+        return on_key_too_small(app, key);
     }
     match app.mode() {
         Mode::Dialog => {
@@ -425,11 +427,37 @@ fn back(app: &mut App) {
     }
 }
 
+/// A key while the window is too small: only `q` (quit) and `?` (the help, which is
+/// drawn whole over the note and scrolls) act; the help's own keys close it.
+fn on_key_too_small(app: &mut App, key: KeyEvent) -> Vec<Effect> {
+    if matches!(app.dialog, Some(Dialog::Help)) {
+        return on_dialog_key(app, key);
+    }
+    if !super::keys::is_plain(&key) {
+        return vec![];
+    }
+    match key.code {
+        KeyCode::Char('q') => {
+            app.quit = true;
+            vec![Effect::Quit]
+        }
+        KeyCode::Char('?') if app.dialog.is_none() => {
+            app.dialog = Some(Dialog::Help);
+            app.dialog_scroll = 0;
+            vec![]
+        }
+        _ => vec![],
+    }
+}
+
 /// A key for the extension, before the console's own: its jobs become effects.
 fn extension_key(app: &mut App, key: &KeyEvent) -> Option<Vec<Effect>> {
     let selected = app.selected_lease().cloned();
+    let screen = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
+    let banner = super::view::banner_height(&super::view::banner_lines(app), screen.width);
+    let panel = super::layout::areas(app, screen, banner).panel;
     let ext = app.extension.as_mut()?;
-    let reaction = ext.on_key(key, &KeyContext { selected: selected.as_ref() })?;
+    let reaction = ext.on_key(key, &KeyContext { selected: selected.as_ref(), panel })?;
     let name = ext.name();
     for (level, text) in reaction.log {
         app.log(name, level, text);

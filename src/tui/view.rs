@@ -42,10 +42,15 @@ pub fn render(app: &App, frame: &mut Frame) {
     let p = Palette { no_color: app.no_color };
     let area = frame.area();
     if let Some((need_w, need_h)) = too_small(app, area) {
+        // The help, asked for with `?`, is text: it is drawn whole (it scrolls) over the note.
+        if let Some(d @ super::state::Dialog::Help) = &app.dialog {
+            super::dialog_view::render_dialog(app, d, &p, frame, area);
+            return;
+        }
         // What it is, what it needs, and the way out: keys do nothing else until it fits.
         let what = app.extension.as_ref().map_or("the console", |x| x.name());
         let note = format!(
-            "leasectl: {what} needs {need_w}x{need_h}; now {}x{}. Enlarge the window, or press q to quit.",
+            "leasectl: {what} needs {need_w}x{need_h}; now {}x{}. Enlarge the window, or press q to quit (? help).",
             area.width, area.height
         );
         let para = Paragraph::new(note).alignment(ratatui::layout::Alignment::Center).wrap(Wrap { trim: true });

@@ -206,6 +206,11 @@ impl Worker {
         self.runner.as_mut()?.run(job)
     }
 
+    /// The extension's news between jobs (see [`Runner::poll`]).
+    pub fn extension_news(&mut self) -> Option<JobDone> {
+        self.runner.as_mut()?.poll()
+    }
+
     /// Open a store for every location in scope not opened yet (new profiles included).
     fn open_new(&mut self) {
         let mut wanted = self.scope.locations.clone();
@@ -557,12 +562,22 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                 match effect {
                     Effect::Reload => reload = true,
                     Effect::ReloadChanged(paths) => changed.extend(paths.iter().cloned()),
-                    Effect::Relive => relive = true,
+                    Effect::Relive => {
+                        relive = true;
+                        if let Some(news) = worker.extension_news() {
+                            reload = true;
+                            if events.send(Event::Extension(news)).is_err() {
+                                return;
+                            }
+                        }
+                    }
                     Effect::Quit => return,
                     Effect::Extension(job) => {
                         if let Some(done) = worker.extension(job) {
-                            reload = true;
-                            if events.send(Event::Extension(done)).is_err() {
+                            // What the job changed is read (and logged) before its answer:
+                            // the log reads cause, then what the registry shows, then outcome.
+                            let mut send = |loaded| events.send(Event::Loaded(loaded)).is_ok();
+                            if !worker.reload_in_parts(&mut send) || events.send(Event::Extension(done)).is_err() {
                                 return;
                             }
                         }

@@ -196,6 +196,14 @@ impl Pty {
         find(&lock(&self.raw), needle).is_some()
     }
 
+    /// Make the terminal `rows` x `cols`, as a person resizing the window does: the child
+    /// gets SIGWINCH, the emulator the new size.
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        lock(&self.parser).set_size(NonZeroU16::new(rows).expect("rows"), NonZeroU16::new(cols).expect("cols"));
+        let master = self.master.as_ref().expect("the terminal was not hung up");
+        master.resize(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("resize the pty");
+    }
+
     /// The terminal is on the alternate screen.
     pub fn alternate_screen(&self) -> bool {
         lock(&self.parser).screen().alternate_screen()
