@@ -14,6 +14,7 @@ mod hints;
 mod home_faults;
 mod hostile_home;
 mod metrics;
+mod morning;
 mod operator_pace;
 mod repair;
 mod run_work;

@@ -469,10 +469,19 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
     if let Ok(leases) = after.leases.as_mut() {
         leases.remove(1);
     }
+    // The worker found the console's own record of it in the audit file (issue 38: the
+    // registry's line says who removed it, as `events -f` and `ls -w` do).
+    let by = leasectl::lease::remover::Remover::Operator("root on gw1: leasectl console: force-release".into());
+    after.removed_by = vec![(gone.entry.lease_id().to_owned(), by)];
     update(&mut app, loaded(vec![after]));
     let mentions: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).filter(|t| t.contains("0f1e2d3c")).collect();
-    assert_eq!(mentions.len(), 1, "the force-release, not again as a prune: {mentions:?}");
+    assert_eq!(mentions.len(), 2, "the action, then the registry's event, never a prune: {mentions:?}");
     assert!(mentions[0].starts_with("force-release lease 0f1e2d3c: removed 1"), "{mentions:?}");
+    assert!(
+        mentions[1].starts_with("force-released: session chat-7")
+            && mentions[1].ends_with(" — by root on gw1: leasectl console: force-release"),
+        "{mentions:?}"
+    );
     // Another writer's removal is still logged.
     let mut later = mixed_root();
     if let Ok(leases) = later.leases.as_mut() {

@@ -191,6 +191,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         sessions: None,
         lag: None,
         pruned_by_acquire: vec![],
+        removed_by: vec![],
     }
 }
 

@@ -36,36 +36,10 @@ pub(super) fn events(
     if format == Format::Tsv && !a.format.no_headers {
         say!("{}", super::watch::TSV_HEADER);
     }
-    let mut unanswered = 0;
-    if let Some(since) = a.since.or((!a.follow).then_some(DEFAULT_SINCE)) {
-        // An etcd prefix's journal is in the recorder's state directory.
-        let homes: Vec<PathBuf> = stores.iter().filter_map(|s| journal::journal_home(s.location())).collect();
-        let from = now() - since.as_secs_f64();
-        let mut history = history::since(&homes, from);
-        unanswered = add_other_hosts(stores, from, &mut history);
-        let audited_any = history.audited_any;
-        let mut printed = 0usize;
-        for line in history.by_ref() {
-            print_line(format, &line);
-            printed += 1;
-        }
-        let journals = history.journals;
-        for w in history.finish() {
-            say_err!("leasectl: warning: {}", escape(&w));
-        }
-        if journals == 0 && !a.follow && !audited_any && printed == 0 && unanswered == 0 {
-            match over_hosts {
-                true => say_err!(
-                    "leasectl: no events recorded on these hosts: `leasectl events --follow --record` on each keeps \
-                     its journal (run it there as a service; see the README)"
-                ),
-                false => say_err!(
-                    "leasectl: no events recorded here: `{}` keeps the journal (run it as a service; see the README)",
-                    hints.command(Some(None), &["events", "--follow", "--record"])
-                ),
-            }
-        }
-    }
+    let unanswered = match a.since.or((!a.follow).then_some(DEFAULT_SINCE)) {
+        Some(since) => print_recorded(stores, since, a, over_hosts, hints),
+        None => 0,
+    };
     if !a.follow {
         return Ok(if unanswered > 0 { super::EXIT_ERROR } else { EXIT_OK });
     }
@@ -105,6 +79,54 @@ pub(super) fn events(
         idle,
     };
     follow(stores, &f)
+}
+
+/// The recorded events since `since` ago, printed; what the journals cannot say is said on
+/// stderr. Returns how many other hosts did not answer.
+fn print_recorded(
+    stores: &mut [Box<dyn LeaseStore>],
+    since: Duration,
+    a: &EventsArgs,
+    over_hosts: bool,
+    hints: &super::hints::Hints,
+) -> usize {
+    let format = a.format.format();
+    // An etcd prefix's journal is in the recorder's state directory.
+    let homes: Vec<PathBuf> = stores.iter().filter_map(|s| journal::journal_home(s.location())).collect();
+    let from = now() - since.as_secs_f64();
+    let mut history = history::since(&homes, from);
+    let unanswered = add_other_hosts(stores, from, &mut history);
+    let audited_any = history.audited_any;
+    let mut printed = 0usize;
+    for line in history.by_ref() {
+        print_line(format, &line);
+        printed += 1;
+    }
+    let journals = history.journals;
+    for w in history.finish() {
+        say_err!("leasectl: warning: {}", escape(&w));
+    }
+    if journals == 0 && unanswered == 0 && (audited_any || printed > 0) && !over_hosts {
+        // Only the audit file spoke: what it cannot know is said, and how to record it.
+        say_err!(
+            "leasectl: no recorder's journal here: these are only the removals operators made (the audit \
+             file); acquires, releases and owners dying are recorded by `{}` (run it as a service; see the \
+             README)",
+            hints.command(Some(None), &["events", "--follow", "--record"])
+        );
+    } else if journals == 0 && !a.follow && !audited_any && printed == 0 && unanswered == 0 {
+        match over_hosts {
+            true => say_err!(
+                "leasectl: no events recorded on these hosts: `leasectl events --follow --record` on each keeps \
+                 its journal (run it there as a service; see the README)"
+            ),
+            false => say_err!(
+                "leasectl: no events recorded here: `{}` keeps the journal (run it as a service; see the README)",
+                hints.command(Some(None), &["events", "--follow", "--record"])
+            ),
+        }
+    }
+    unanswered
 }
 
 /// Other hosts' recorded histories, each read there, asked of all at once and merged into

@@ -81,6 +81,9 @@ struct Seen {
     last_error: Option<lease::Error>,
     /// Read validly at least once (a host that answers only later is then first read).
     ever_valid: bool,
+    /// A profile created after following began: every lease its first reading finds was
+    /// acquired since, and is said (and recorded) so.
+    late: bool,
 }
 
 pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Result<i32, Failure> {
@@ -125,9 +128,10 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             Discover::Profiles(root, options) => discover(stores, root, *options),
             Discover::Hosts(options) => discover_on_hosts(stores, &hosts_followed, *options),
         };
+        let late = matches!(f.discover, Discover::Profiles(..));
         for store in found {
             stores.push(store);
-            seen.push(Seen::default());
+            seen.push(Seen { late, ..Seen::default() });
         }
         let mut changed = false;
         for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
@@ -192,6 +196,28 @@ fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOp
 }
 
 impl Seen {
+    /// The events of a registry's first reading: every lease acquired (a profile created
+    /// since following began), present (`ls -w`), or none, with a line that says the
+    /// watch is on (a script can wait for it; never recorded).
+    fn first_events(
+        &self,
+        location: &Location,
+        views: &[LeaseView],
+        f: &Follow,
+        lines: &mut Vec<Value>,
+    ) -> Vec<LeaseEvent> {
+        if self.late {
+            return changes::between(&[], views);
+        }
+        // An empty registry says it is being watched too (a silent `ls -w` looked hung).
+        if f.present && !views.is_empty() {
+            return changes::present(views);
+        }
+        let held = crate::lease::human::plural(views.len(), "lease", "leases");
+        lines.push(registry_event(location, "following", &format!("{held} now")));
+        vec![]
+    }
+
     /// A `cap-changed` line when the cap read now is not the one read last.
     fn cap_change(&mut self, location: &Location, cap: Option<u64>) -> Option<Value> {
         let before = self.cap.replace(cap)?;
@@ -262,16 +288,7 @@ impl Seen {
             lines.push(registry_event(&location, valid, changes::again_words(&location, was.as_ref())));
         }
         let events = match self.last.as_ref() {
-            None if first && f.present => changes::present(&views),
-            // A line to say the watch is on (a script can wait for it); never recorded.
-            None if first => {
-                lines.push(registry_event(
-                    &location,
-                    "following",
-                    &format!("{} now", crate::lease::human::plural(views.len(), "lease", "leases")),
-                ));
-                vec![]
-            }
+            None if first => self.first_events(&location, &views, f, &mut lines),
             None => {
                 let (_, valid) = changes::unreadable_names(&location, was.as_ref());
                 lines.push(registry_event(&location, valid, changes::again_words(&location, was.as_ref())));
@@ -280,13 +297,15 @@ impl Seen {
             Some(old) => changes::between(old, &views),
         };
         let mut events = events;
-        if one_write {
+        let fenced = if one_write {
             let mut prober = lease::Prober::new();
-            changes::prunes_of_an_acquire(&mut events, |v| prober.judge(&v.entry));
-        }
+            changes::prunes_of_an_acquire(&mut events, |v| prober.judge(&v.entry))
+        } else {
+            vec![]
+        };
         // Filtered after the diff: an owner dying is shown under --liveness dead.
         let events: Vec<LeaseEvent> = events.into_iter().filter(|e| (f.selected)(&e.view)).collect();
-        lines.extend(lease_events(&location, &events, &views));
+        lines.extend(lease_events(&location, &events, &views, &fenced));
         self.last_valid.clone_from(&views);
         self.last = Some(views);
         lines
@@ -424,9 +443,10 @@ fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {
     super::json::registry_event((&time, ts), location, kind, detail)
 }
 
-/// Lease events as JSON lines; a lease gone is named force-released (or pruned) by whom
-/// when the home's audit file recorded it.
-fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseView]) -> Vec<Value> {
+/// Lease events as JSON lines; a lease gone is named in the one vocabulary
+/// ([`lease::remover`]): by whom, when the home's audit file recorded it, by an acquire
+/// when it went in the write of one (`fenced`).
+fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseView], fenced: &[String]) -> Vec<Value> {
     if events.is_empty() {
         return vec![];
     }
@@ -445,27 +465,12 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
         .iter()
         .map(|ev| {
             let id = ev.view.entry.lease_id();
-            let by = audited.iter().rev().find(|r| {
-                r["removed"].as_array().is_some_and(|rs| rs.iter().any(|e| e["lease_id"].as_str() == Some(id)))
-            });
-            let (kind, detail) = match (ev.kind, by) {
-                (EventKind::Released | EventKind::Pruned, Some(r)) => {
-                    let action = r["action"].as_str().unwrap_or("force-release");
-                    let kind = match action {
-                        "prune" => "pruned",
-                        // A release on the owner's behalf is a release, said by whom.
-                        "release-for-owner" => "released",
-                        _ => "force-released",
-                    };
-                    let who = r["user"].as_str().or(r["uid"].as_u64().map(|_| "uid")).unwrap_or("?");
-                    let detail = format!(
-                        "by {who} on {}: {}",
-                        r["host"].as_str().unwrap_or("?"),
-                        r["command"].as_str().unwrap_or("?")
-                    );
-                    (kind.to_owned(), Some(detail))
+            let (kind, detail) = match ev.kind {
+                EventKind::Released | EventKind::Pruned => {
+                    let by = lease::remover::remover(ev.kind, id, &audited, fenced.iter().any(|f| f == id));
+                    (by.event().to_owned(), by.detail())
                 }
-                (kind, _) => (kind.name().to_owned(), None),
+                kind => (kind.name().to_owned(), None),
             };
             let conflict = marks.of_lease(&ev.view).contains(&"CONFLICT");
             let lease_now = (&ev.view, owners.get(&ev.view.entry.pid()), conflict);

@@ -104,18 +104,29 @@ pub fn present(views: &[LeaseView]) -> Vec<LeaseEvent> {
 /// In one write that acquired a lease, a lease gone whose owner is dead or recycled now
 /// (`judge` says how its owner is now) was pruned by that acquire (the fence removes them
 /// first), not released: say so, with that verdict. Only for one write: across several, a
-/// release and a later acquire look the same.
-pub fn prunes_of_an_acquire(events: &mut [LeaseEvent], mut judge: impl FnMut(&LeaseView) -> Liveness) {
+/// release and a later acquire look the same. Returns the ids of the leases the acquire
+/// pruned (those seen dead already included).
+pub fn prunes_of_an_acquire(events: &mut [LeaseEvent], mut judge: impl FnMut(&LeaseView) -> Liveness) -> Vec<String> {
+    let mut fenced = Vec::new();
     if !events.iter().any(|e| e.kind == EventKind::Acquired) {
-        return;
+        return fenced;
     }
-    for e in events.iter_mut().filter(|e| e.kind == EventKind::Released) {
-        let now = judge(&e.view);
-        if !matches!(now, Liveness::Alive | Liveness::Unknown(_)) {
-            e.kind = EventKind::Pruned;
-            e.view.liveness = now;
+    for e in events.iter_mut() {
+        match e.kind {
+            // Its owner seen dead already: gone in an acquire's write, the fence took it.
+            EventKind::Pruned => fenced.push(e.view.entry.lease_id().to_owned()),
+            EventKind::Released => {
+                let now = judge(&e.view);
+                if !matches!(now, Liveness::Alive | Liveness::Unknown(_)) {
+                    e.kind = EventKind::Pruned;
+                    e.view.liveness = now;
+                    fenced.push(e.view.entry.lease_id().to_owned());
+                }
+            }
+            _ => {}
         }
     }
+    fenced
 }
 
 /// The changes from `old` to `new`, owned: gone leases first (in old order), then new

@@ -26,6 +26,7 @@ pub mod location;
 pub mod lookup;
 pub mod owners;
 pub mod refusal;
+pub mod remover;
 pub mod repair;
 pub mod ssh;
 pub mod target;

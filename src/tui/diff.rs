@@ -115,15 +115,32 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
             }
             EventKind::OwnerDied => out.push(change(LogLevel::Warn, format!("{}: {}", c.kind.name(), who(l)))),
             EventKind::OwnerRecycled => out.push(change(LogLevel::Warn, format!("{}: {}", c.kind.name(), who(l)))),
-            EventKind::Released | EventKind::Pruned => {
-                let mut gone = change(LogLevel::Change, format!("{}: {}", c.kind.name(), who(l)));
-                gone.gone = Some(l.entry.lease_id().to_owned());
-                out.push(gone);
-            }
+            EventKind::Released | EventKind::Pruned => out.push(gone_line(c.kind, l, new)),
             EventKind::OwnerAlive | EventKind::Present => {}
         }
     }
     out
+}
+
+/// A lease gone, in the one vocabulary (`lease::remover`): the audit file's word (the
+/// worker looked), the fence's, its owner's.
+fn gone_line(kind: EventKind, l: &LeaseRow, new: &RegistrySnapshot) -> Change {
+    let id = l.entry.lease_id();
+    let fenced = new.pruned_by_acquire.iter().any(|p| p == id);
+    let by = match new.removed_by.iter().find(|(gone, _)| gone == id) {
+        Some((_, by)) => by.clone(),
+        None => crate::lease::remover::remover(kind, id, &[], fenced),
+    };
+    let detail = by.detail().map(|d| format!(" — {d}")).unwrap_or_default();
+    let mut gone = change(LogLevel::Change, format!("{}: {}{detail}", by.event(), who(l)));
+    gone.gone = Some(id.to_owned());
+    gone
+}
+
+/// The leases of a profile created since the console started, each acquired since.
+pub fn acquired_in_new(new: &RegistrySnapshot) -> Vec<Change> {
+    let leases = new.leases.as_ref().map(Vec::as_slice).unwrap_or_default();
+    leases.iter().map(|l| change(LogLevel::Change, format!("{}: {}", EventKind::Acquired.name(), who(l)))).collect()
 }
 
 /// The cap changed, when both readings say what it is.

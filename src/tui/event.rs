@@ -131,6 +131,9 @@ pub struct RegistrySnapshot {
     /// Leases gone since the last reading that an acquire pruned (one write took them out
     /// and put a lease in; their owners are dead now): not released.
     pub pruned_by_acquire: Vec<String>,
+    /// Leases gone since the last reading that the home's audit file names a remover for
+    /// (an operator's force-release or prune, a repair), by lease id.
+    pub removed_by: Vec<(String, crate::lease::remover::Remover)>,
 }
 
 /// A process holding a registry lock.

@@ -133,6 +133,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
         let place = loaded.first + i;
         let at_place = app.registries.get(place).is_some_and(|r| r.location == snap.location);
         let found = if at_place { Some(place) } else { app.position(&snap.location) };
+        let mut created_since = false;
         let index = match found {
             Some(i) => i,
             None => {
@@ -143,6 +144,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
                 if !loaded.initial && snap.location.host().is_none() {
                     let profile = snap.location.label();
                     app.log(&profile, LogLevel::Info, format!("new profile: {}", snap.location.describe()));
+                    created_since = true;
                 }
                 index
             }
@@ -156,11 +158,16 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             let profile = snap.location.label();
             app.log(&profile, LogLevel::Info, what);
         }
-        let changes = diff(&app.registries[index], snap);
+        // A profile created since the console started: every lease it holds was acquired
+        // since, and is said so (as `ls -w`, `events` and the recorder say it).
+        let changes =
+            if created_since { super::diff::acquired_in_new(snap) } else { diff(&app.registries[index], snap) };
         let profile = app.registries[index].location.label();
+        // A lease this console removed is said too, as every surface says it (by whom):
+        // the action's own line says what it did, this one what the registry shows.
         for c in changes {
-            if c.gone.as_deref().is_some_and(|id| app.was_removed_here(id)) {
-                continue;
+            if let Some(id) = c.gone.as_deref() {
+                app.was_removed_here(id);
             }
             app.log(&profile, c.level, c.text);
         }

@@ -62,6 +62,28 @@ pub struct Worker {
     writes: super::writes::Writes,
     /// By store: leases its last reading found pruned by an acquire, for its snapshot.
     pruned: HashMap<usize, Vec<String>>,
+    /// By store: the lease ids its last valid reading held (a registry file's): those gone
+    /// since are looked up in the home's audit file, to say who removed them.
+    held: HashMap<usize, std::collections::HashSet<String>>,
+}
+
+/// Who removed the leases a registry file's reading no longer holds, where its home's audit
+/// file says (read only when a lease is gone); `held` is kept as of this reading.
+fn removers(
+    held: &mut HashMap<usize, std::collections::HashSet<String>>,
+    index: usize,
+    listing: &Listing,
+) -> Vec<(String, lease::remover::Remover)> {
+    let (Some(reg), Ok(views)) = (listing.location.registry(), &listing.leases) else { return vec![] };
+    let now: std::collections::HashSet<String> = views.iter().map(|v| v.entry.lease_id().to_owned()).collect();
+    let gone: Vec<String> =
+        held.get(&index).map(|before| before.difference(&now).cloned().collect()).unwrap_or_default();
+    held.insert(index, now);
+    if gone.is_empty() {
+        return vec![];
+    }
+    let records = lease::home::audit::recent_records(&lease::home::audit::audit_file(&reg.home));
+    gone.into_iter().filter_map(|id| lease::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -130,6 +152,7 @@ impl Worker {
             first_read_done: false,
             writes: super::writes::Writes::default(),
             pruned: HashMap::new(),
+            held: HashMap::new(),
         }
     }
 
@@ -372,12 +395,15 @@ impl Worker {
         let idle_given = self.sessions.idle_given;
         let sessions = &mut self.sessions;
         let pruned: Vec<Vec<String>> = range.clone().map(|i| self.pruned.remove(&i).unwrap_or_default()).collect();
+        let removed_by: Vec<Vec<(String, lease::remover::Remover)>> =
+            range.clone().zip(&listings).map(|(i, l)| removers(&mut self.held, i, l)).collect();
         let snapshots = listings
             .into_iter()
             .zip(holders)
             .zip(lags.into_iter().chain(std::iter::repeat(None)))
             .zip(pruned)
-            .map(|(((l, lock_holder), lag), pruned_by_acquire)| {
+            .zip(removed_by)
+            .map(|((((l, lock_holder), lag), pruned_by_acquire), removed_by)| {
                 let remote_owners: Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> = l
                     .location
                     .host()
@@ -395,6 +421,7 @@ impl Worker {
                     lock_holder,
                     lag,
                     pruned_by_acquire,
+                    removed_by,
                     sessions: context.as_ref().map(|(c, _)| Arc::clone(c)),
                     location: l.location,
                     exists: l.exists,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::lease::changes::{self, EventKind};
+use crate::lease::changes;
 use crate::lease::{FileVersion, LeaseStore, LeaseView, Listing, Prober};
 
 /// The versions of each registry file replaced since it was last read, as the change
@@ -63,12 +63,7 @@ impl Writes {
         if one_write {
             let mut events = changes::between(old, views);
             let mut prober = Prober::new();
-            changes::prunes_of_an_acquire(&mut events, |v| prober.judge(&v.entry));
-            pruned = events
-                .into_iter()
-                .filter(|e| e.kind == EventKind::Pruned)
-                .map(|e| e.view.entry.lease_id().to_owned())
-                .collect();
+            pruned = changes::prunes_of_an_acquire(&mut events, |v| prober.judge(&v.entry));
         }
         old.clone_from(views);
         (listing, pruned)

@@ -92,6 +92,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         sessions: None,
         lag: None,
         pruned_by_acquire: vec![],
+        removed_by: vec![],
     }
 }
 

@@ -185,6 +185,12 @@ impl Proc {
         line.strip_suffix('\n').map(str::to_owned).unwrap_or(line)
     }
 
+    /// The next stdout line (without its newline), if one comes within `wait`.
+    pub fn try_line(&self, wait: Duration) -> Option<String> {
+        let line = self.stdout.recv_timeout(wait).ok()?;
+        Some(line.strip_suffix('\n').map(str::to_owned).unwrap_or(line))
+    }
+
     /// The next stdout line, parsed as one JSON value.
     pub fn json_line(&self) -> Value {
         let line = self.line();

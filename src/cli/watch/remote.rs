@@ -79,7 +79,7 @@ impl Seen {
         let selected: Vec<(LeaseEvent, Option<(&'static str, String)>)> =
             watched.into_iter().filter(|(e, _)| (f.selected)(&e.view)).collect();
         let events: Vec<LeaseEvent> = selected.iter().map(|(e, _)| e.clone()).collect();
-        let mut said_lines = lease_events(&location, &events, &held_now);
+        let mut said_lines = lease_events(&location, &events, &held_now, &[]);
         for (line, (_, named)) in said_lines.iter_mut().zip(&selected) {
             if let (Some((kind, detail)), Some(map)) = (named, line.as_object_mut()) {
                 map.insert("event".into(), (*kind).into());

@@ -110,27 +110,19 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
             if ts < from {
                 continue;
             }
-            let who = rec["user"].as_str().or(rec["uid"].as_u64().map(|_| "uid")).unwrap_or("?");
-            let detail = format!(
-                "by {who} on {}: {} (from the audit file)",
-                rec["host"].as_str().unwrap_or("?"),
-                rec["command"].as_str().unwrap_or("?")
-            );
             let time = crate::lease::human::event_time(at);
-            let kind = match rec["action"].as_str() {
-                Some("prune") => "pruned",
-                Some("release-for-owner") => "released",
-                Some("repair") => {
-                    out.push(
-                        serde_json::json!({"time": time, "ts": ts, "event": "repaired", "profile": rec["profile"],
-                                                "detail": detail}),
-                    );
-                    continue;
-                }
-                _ => "force-released",
-            };
-            for entry in rec["removed"].as_array().into_iter().flatten() {
-                out.push(serde_json::json!({"time": time, "ts": ts, "event": kind, "profile": rec["profile"],
+            // In the words a recorder would have used (`lease::remover`), said to be read
+            // from the audit file.
+            let (_, by) = crate::lease::remover::of_record(&rec);
+            let detail = format!("{} (from the audit file)", by.detail().unwrap_or_default());
+            if rec["action"].as_str() == Some("repair") {
+                let who = format!("by {} (from the audit file)", crate::lease::remover::actor_of(&rec));
+                out.push(serde_json::json!({"time": time, "ts": ts, "event": "repaired", "profile": rec["profile"],
+                                            "detail": who}));
+            }
+            let key = if rec["action"].as_str() == Some("repair") { "dropped" } else { "removed" };
+            for entry in rec[key].as_array().into_iter().flatten() {
+                out.push(serde_json::json!({"time": time, "ts": ts, "event": by.event(), "profile": rec["profile"],
                                             "lease": {"entry": entry}, "detail": detail}));
             }
         }

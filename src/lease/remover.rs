@@ -1,0 +1,125 @@
+//! What removed a lease, in the one vocabulary every surface speaks (the console's log,
+//! `ls -w`, `events --follow` and `--since`, the recorder's journal): its owner, an
+//! operator's force-release, a prune, the fence of an acquire, a repair. Decided from the
+//! home's audit file (what an operator did, and who) and, where it says nothing, from how
+//! the lease was seen to go.
+
+use serde_json::Value;
+
+use super::changes::EventKind;
+
+/// Who or what removed a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remover {
+    /// Its owner released it (nothing on record says otherwise, and it was alive).
+    Owner,
+    /// `leasectl release` on the owner's behalf: by whom.
+    ForOwner(String),
+    /// An operator's force-release: by whom.
+    Operator(String),
+    /// An operator's prune: by whom.
+    Prune(String),
+    /// An acquire pruned it in the same write (its owner dead or its pid reused).
+    Fence,
+    /// Its owner was gone; nothing on record says who pruned it (Hermes' own acquire, say).
+    OwnerGone,
+    /// Dropped by `doctor --repair` (an invalid entry): by whom.
+    Repair(String),
+}
+
+impl Remover {
+    /// The event's name: `released`, `force-released`, `pruned` or `removed`.
+    pub fn event(&self) -> &'static str {
+        match self {
+            Remover::Owner | Remover::ForOwner(_) => "released",
+            Remover::Operator(_) => "force-released",
+            Remover::Prune(_) | Remover::Fence | Remover::OwnerGone => "pruned",
+            Remover::Repair(_) => "removed",
+        }
+    }
+
+    /// By whom or by what, where that is known.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            Remover::Owner | Remover::OwnerGone => None,
+            Remover::ForOwner(who) | Remover::Operator(who) | Remover::Prune(who) => Some(format!("by {who}")),
+            Remover::Fence => Some("by an acquire (the fence prunes dead and recycled owners first)".into()),
+            Remover::Repair(who) => Some(format!("by a repair, by {who}")),
+        }
+    }
+}
+
+/// `USER on HOST: COMMAND`: who acted, as an audit record names them.
+pub fn actor_of(record: &Value) -> String {
+    let who = record["user"].as_str().or(record["uid"].as_u64().map(|_| "uid")).unwrap_or("?");
+    format!("{who} on {}: {}", record["host"].as_str().unwrap_or("?"), record["command"].as_str().unwrap_or("?"))
+}
+
+/// What one audit record says it did to the leases it names: (lease ids, remover).
+pub fn of_record(record: &Value) -> (Vec<&str>, Remover) {
+    let who = actor_of(record);
+    let ids = |key: &str| -> Vec<&str> {
+        record[key].as_array().into_iter().flatten().filter_map(|e| e["lease_id"].as_str()).collect()
+    };
+    match record["action"].as_str() {
+        Some("repair") => (ids("dropped"), Remover::Repair(who)),
+        Some("prune") => (ids("removed"), Remover::Prune(who)),
+        Some("release-for-owner") => (ids("removed"), Remover::ForOwner(who)),
+        _ => (ids("removed"), Remover::Operator(who)),
+    }
+}
+
+/// What the audit file says removed `lease_id` (the newest record naming it), if anything.
+pub fn from_audit(lease_id: &str, records: &[Value]) -> Option<Remover> {
+    records.iter().rev().find_map(|r| {
+        let (ids, remover) = of_record(r);
+        ids.contains(&lease_id).then_some(remover)
+    })
+}
+
+/// What removed a lease seen to go as `kind` (released: its owner was alive; pruned: it
+/// was not): the audit file's word first, then the fence (`fence_pruned`: gone in the
+/// write of an acquire), then how its owner was.
+pub fn remover(kind: EventKind, lease_id: &str, records: &[Value], fence_pruned: bool) -> Remover {
+    from_audit(lease_id, records).unwrap_or(match (kind, fence_pruned) {
+        (_, true) => Remover::Fence,
+        (EventKind::Pruned, false) => Remover::OwnerGone,
+        _ => Remover::Owner,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(action: &str, key: &str, id: &str) -> Value {
+        serde_json::json!({"action": action, "user": "root", "host": "gw1", "command": "leasectl x",
+                           key: [{"lease_id": id}]})
+    }
+
+    #[test]
+    fn the_audit_file_names_who_and_the_feed_the_rest() {
+        let records = [
+            record("force-release", "removed", "a"),
+            record("prune", "removed", "b"),
+            record("repair", "dropped", "c"),
+            record("release-for-owner", "removed", "d"),
+        ];
+        let by = |id: &str, kind: EventKind, fence: bool| {
+            let r = remover(kind, id, &records, fence);
+            (r.event(), r.detail())
+        };
+        let root = Some("by root on gw1: leasectl x".to_owned());
+        assert_eq!(by("a", EventKind::Released, false), ("force-released", root.clone()));
+        assert_eq!(by("b", EventKind::Pruned, false), ("pruned", root.clone()));
+        assert_eq!(
+            by("c", EventKind::Released, false),
+            ("removed", Some("by a repair, by root on gw1: leasectl x".into()))
+        );
+        assert_eq!(by("d", EventKind::Released, false), ("released", root));
+        assert_eq!(by("e", EventKind::Released, false), ("released", None), "its owner's own release");
+        assert_eq!(by("e", EventKind::Pruned, false), ("pruned", None));
+        assert_eq!(by("e", EventKind::Pruned, true).0, "pruned");
+        assert!(by("e", EventKind::Pruned, true).1.is_some_and(|d| d.starts_with("by an acquire")));
+    }
+}
