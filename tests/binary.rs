@@ -3,6 +3,7 @@
 
 mod common;
 
+mod advice;
 mod audit;
 mod cli;
 mod cli_operators;

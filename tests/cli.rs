@@ -1132,6 +1132,8 @@ fn hermes_home_is_read_as_hermes_reads_it_and_left_to_the_environment_in_hints()
     assert_eq!(ls("", &[]), default, "empty is unset");
     assert_eq!(ls("   ", &[]), default, "blank is unset");
     assert_eq!(ls("/nonexistent", &["--home", &home.path().display().to_string()]), registry, "--home wins");
+    // A leak suspect (its session ended), so that the advice names a force-release.
+    common::state_db(home.path(), &[("S", Some(86_400.0))]);
     let mut cmd = Command::new(common::process::BIN);
     cmd.env("HERMES_HOME", home.path()).args(["acquire", "S", "--owner-pid", "1"]);
     let out = Proc::run("acquire under HERMES_HOME", cmd);

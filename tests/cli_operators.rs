@@ -160,6 +160,8 @@ fn hints_carry_the_home_and_profile_the_operator_used() {
     // A refusal's advice, in text and in JSON.
     let owner = Sleeper::new();
     home.run(&["--profile", "work", "acquire", "T", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    // A leak suspect (its session ended), so that the advice names a force-release.
+    crate::common::state_db(&work, &[("T", Some(86_400.0))]);
     let out = home.run(&["--profile", "work", "acquire", "T", "--json"]);
     out.expect_exit(3);
     let advice: Value = out.json()["advice"].clone();

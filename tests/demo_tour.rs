@@ -141,6 +141,8 @@ fn a_refusal_for_an_existing_owner_hints_at_the_sandbox() {
         let outcome = pg.run(&spawn(session));
         assert!(matches!(outcome.verdict, Verdict::Granted { .. }), "{outcome:?}");
     }
+    // Its session ended in state.db: a leak suspect, whose force-release the advice gives.
+    pg.run(&Action::EndSession { session: "S-held".into(), hours_ago: 3 });
     let outcome = pg.run(&Action::TryAcquire {
         session: "S-held".into(),
         surface: "cli".into(),

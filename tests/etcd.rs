@@ -500,7 +500,9 @@ fn a_force_release_revokes_the_lease_and_the_holder_is_told() {
     // A live owner (its pid runs here) needs --live.
     let refused = run(&endpoint, &prefix, &["force-release", lease]);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("Pass --live"));
+    // The override is given as the command that does it (issue 38: the one hint that was not).
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains(&format!("force-release {lease} --live`")) && said.contains("--backend etcd"), "{said}");
     assert_eq!(listed(&endpoint, &prefix).len(), 1, "nothing was removed");
     let out = run(&endpoint, &prefix, &["force-release", lease, "--live", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

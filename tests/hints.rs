@@ -74,6 +74,8 @@ fn a_refusals_advice_names_the_holder_and_runs_as_printed() {
     let home = Home::new();
     let owner = Sleeper::new();
     let id = home.acquire_ok(&["S", "--owner-pid", &owner.pid_arg()]);
+    // Its session ended a day ago (state.db): a leak suspect, which the advice names.
+    crate::common::state_db(home.path(), &[("S", Some(86_400.0)), ("A", Some(86_400.0))]);
     let out = home.run(&["acquire", "S"]);
     out.expect_exit(3);
     let hints = parsed_hints(&out, home.path());
@@ -84,7 +86,7 @@ fn a_refusals_advice_names_the_holder_and_runs_as_printed() {
     }
     run_as_printed(text, &home).expect_exit(0);
     assert!(home.entries().is_empty(), "the advice, pasted, removed the holder's lease");
-    // Capacity: the oldest holder is named the same way; JSON's advice too.
+    // Capacity: the leak suspect is named the same way; JSON's advice too.
     home.acquire_ok(&["A", "--owner-pid", &owner.pid_arg(), "--live-id", "a"]);
     let out = home.run(&["acquire", "B", "--max", "1", "--json"]);
     out.expect_exit(4);
@@ -279,6 +281,7 @@ fn a_planted_lease_id_is_one_word_of_every_hint_and_runs_nothing() {
         owner.pid()
     );
     write_registry(home.path(), &[live]);
+    crate::common::state_db(home.path(), &[("S", Some(86_400.0))]);
     let out = home.run(&["acquire", "S"]);
     out.expect_exit(3);
     let text = format!("{}\n{}", out.stdout, out.stderr);

@@ -45,7 +45,10 @@ fn repair_without_a_terminal_or_yes_changes_nothing() {
     // Entry 4's pid cannot be read, so its owner may be alive: refused without --force.
     let out = leasectl(dir.path(), &["doctor", "--repair"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Pass --force"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("leasectl --home")
+            && String::from_utf8_lossy(&out.stderr).contains("doctor --repair --force`")
+    );
     let plan = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         plan.contains("drop entry 1 (lease bad-1, session , pid ") && plan.contains("session_id is blank"),

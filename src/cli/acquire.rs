@@ -230,7 +230,11 @@ pub(super) fn acquire_reported_to(
             // The core's advice names commands; they get this command line's registry
             // options, and so do the message's for a person (JSON keeps the core's words,
             // as `ls --json` reports the same error).
-            let advice = hints.apply(&store.advice(&r));
+            let mut advice = hints.apply(&store.advice(&r));
+            // The held session or the full cap may be waited for: this command, with --wait.
+            if waiting.until.is_none() && matches!(r.reason, Reason::SessionNotOwned | Reason::MaxConcurrentSessions) {
+                advice.push_str(&format!(" To wait instead: `{}`.", with_wait()));
+            }
             if as_json {
                 show(&super::json::refusal(&r, &advice));
             } else {
@@ -243,6 +247,18 @@ pub(super) fn acquire_reported_to(
             Err(r.reason.exit_code())
         }
     }
+}
+
+/// This command line again with `--wait 60` (before a `--`, where `run`'s CMD begins),
+/// each word quoted for the shell: it waits for the session or a slot instead of failing.
+fn with_wait() -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(first) = args.first_mut() {
+        "leasectl".clone_into(first);
+    }
+    let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.splice(at..at, ["--wait".to_owned(), "60".to_owned()]);
+    args.iter().map(|w| crate::lease::human::shell_word(w)).collect::<Vec<_>>().join(" ")
 }
 
 pub(super) fn acquire(

@@ -104,7 +104,7 @@ pub(super) fn repair(
         }
         if !as_json {
             if plan.invalid {
-                say_raw!("{}", output::repair_text(store.location(), &plan.plan));
+                say_raw!("{}", output::repair_text(store.location(), &plan.plan, force));
             } else {
                 say!("{name} ({place}): valid");
             }
@@ -116,7 +116,8 @@ pub(super) fn repair(
         if !risks.is_empty() && !force {
             return Err(fail(format!(
                 "not repairing {place}: it would lose leases whose owners may be alive ({}). A live owner keeps \
-                 writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
+                 writing its session; losing its lease lets a second writer in. To repair anyway, knowing that: \
+                 `leasectl doctor --repair --force`.",
                 lease::human::escape(&risks.join("; "))
             )));
         }

@@ -348,7 +348,8 @@ pub fn etcd_listing(
     }
 }
 
-pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan) -> String {
+/// What a repair would do; `forced`: `--force` was given, so its need is not said again.
+pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan, forced: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "{} ({}): invalid", location.label(), location.describe());
@@ -385,7 +386,8 @@ pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan)
     }
     let risks = plan.live_risks();
     if !risks.is_empty() {
-        let _ = writeln!(s, "  NEEDS --force: leases whose owners may be alive would be lost");
+        let need = if forced { "--force given" } else { "NEEDS --force" };
+        let _ = writeln!(s, "  {need}: leases whose owners may be alive would be lost");
     }
     for (from, to) in &plan.rekeyed {
         let _ = writeln!(s, "  duplicate lease id {from} held by a live owner: kept under the new id {to}");
@@ -413,6 +415,16 @@ pub(super) fn doctor_text(d: &DoctorReport, hints: &super::hints::Hints) -> Stri
         let _ = writeln!(s, "  warning: {w}");
     }
     doctor_validity(d, &mut s);
+    if !d.problems.is_empty() || !d.empty_session_ids.is_empty() {
+        // Every other finding has its command: so does an invalid registry.
+        let is_profile = d.registry.home != crate::lease::home::paths::root_of(&d.registry.home);
+        let profile = is_profile.then_some(d.registry.profile.as_str());
+        let _ = writeln!(
+            s,
+            "  `{}` repairs it: it asks first, keeps a backup and every valid entry",
+            hints.command(Some(profile), &["doctor", "--repair"])
+        );
+    }
     doctor_leases(d, &mut s, hints);
     doctor_files(d, &mut s);
     s

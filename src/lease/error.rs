@@ -102,6 +102,9 @@ pub struct LiveOwners {
     pub action: Guarded,
     /// Each lease described for a person (lease id, session, pid, verdict).
     pub described: Vec<String>,
+    /// The arguments that do it anyway (`force-release ID --live`), for the hint.
+    #[serde(default)]
+    pub anyway: Vec<String>,
 }
 
 /// The action a live owner's lease stopped, and where.
@@ -118,23 +121,32 @@ pub enum Guarded {
 impl std::fmt::Display for LiveOwners {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let who = self.described.join("; ");
+        // The override as a command to run, on the operator's word.
+        let args: Vec<&str> = self.anyway.iter().map(String::as_str).collect();
+        let anyway = |flag: &str| match args.is_empty() {
+            true => format!("Pass {flag} to do it anyway."),
+            false => format!("To do it anyway, knowing that: {}.", super::hint::command(&args)),
+        };
         match &self.action {
             Guarded::Release => write!(
                 f,
                 "refusing to release a live owner's lease: {who}. A live owner keeps writing to its session; \
-                 removing its lease lets a second writer in. Pass --live to do it anyway."
+                 removing its lease lets a second writer in. {}",
+                anyway("--live")
             ),
             Guarded::ReleaseRenewed => write!(
                 f,
                 "refusing to release a live owner's lease: {who}. Its etcd lease is being renewed (or its TTL has \
                  not run out), so the owner may keep writing to its session; removing it lets a second writer in. \
-                 Pass --live to do it anyway."
+                 {}",
+                anyway("--live")
             ),
             Guarded::Repair { path } => write!(
                 f,
                 "refusing to repair {}: it would lose leases whose owners may be alive ({who}). A live owner keeps \
-                 writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
-                path.display()
+                 writing its session; losing its lease lets a second writer in. {}",
+                path.display(),
+                anyway("--force")
             ),
         }
     }

@@ -180,3 +180,24 @@ pub fn rust_sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A Hermes-like state.db saying when each session ended (None: still open, active now).
+pub fn state_db(home: &std::path::Path, sessions: &[(&str, Option<f64>)]) {
+    let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
+    db.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
+         end_reason TEXT, last_activity_at REAL); \
+         CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL);",
+    )
+    .expect("schema");
+    let now = leasectl::lease::now();
+    for (id, ended_ago) in sessions {
+        let ended = ended_ago.map(|a| now - a);
+        let reason = ended.map(|_| "cli_close");
+        db.execute(
+            "INSERT INTO sessions VALUES (?1, 'cli', 't', ?2, ?3, ?4, ?5)",
+            rusqlite::params![id, now - 90_000.0, ended, reason, ended.unwrap_or(now - 5.0)],
+        )
+        .expect("row");
+    }
+}

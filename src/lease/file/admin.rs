@@ -110,7 +110,11 @@ pub fn force_release(
                     )
                 })
                 .collect();
-            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, described }));
+            let anyway = match target {
+                Target::Lease(id) => vec!["force-release".into(), id.clone(), "--live".into()],
+                Target::Session(s) => vec!["force-release".into(), "--session".into(), s.clone(), "--live".into()],
+            };
+            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, described, anyway }));
         }
         Ok(chosen)
     })?;

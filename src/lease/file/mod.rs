@@ -5,6 +5,7 @@
 //! its change feed (`watch`). [`FileStore`] puts them behind the one store interface.
 
 pub mod admin;
+mod advice;
 pub mod fence;
 pub mod format;
 mod lease_watch;
@@ -177,6 +178,11 @@ impl LeaseStore for FileStore {
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
         admin::prune(&self.registry, opts, self.lock_timeout)
+    }
+
+    /// The lease to act on is picked from this registry and its home's state.db.
+    fn advice(&self, refusal: &Refusal) -> String {
+        advice::advice(&self.registry, self.idle_threshold, refusal)
     }
 
     fn doctor(&mut self) -> Result<DoctorReport, Error> {

@@ -1,0 +1,94 @@
+//! What to do about a refusal, with the lease to act on picked from the registry and the
+//! home's state.db: a leak suspect first (its session ended, then the longest idle), never
+//! a healthy, busy lease; when every holder is healthy, that is said, and waiting is the
+//! advice (the CLI adds the command that waits).
+
+use super::admin::snapshot;
+use crate::lease::home::context::{self, idle_threshold};
+use crate::lease::home::paths::Registry;
+use crate::lease::owners::owner::command_name;
+use crate::lease::refusal::{Reason, Refusal};
+use crate::lease::view::LeaseView;
+use crate::lease::{hint, human, now};
+
+/// A holder that looks leaked, and why.
+struct Suspect {
+    view: LeaseView,
+    why: String,
+    /// Ended sessions first (the longest ago), then the longest idle.
+    rank: (bool, f64),
+}
+
+/// The leak suspects among the registry's leases, the likeliest first.
+fn suspects(reg: &Registry, idle: Option<std::time::Duration>) -> Vec<Suspect> {
+    let Ok(views) = snapshot(reg).leases else { return vec![] };
+    let sessions: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
+    let contexts = context::read(&reg.home, &sessions);
+    let (idle, _) = idle_threshold(&reg.home, idle);
+    let at = now();
+    let mut found: Vec<Suspect> = views
+        .iter()
+        .filter_map(|v| {
+            let ctx = contexts.get(v.entry.session_id());
+            let owner = command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
+            let why = context::leak_reason(v, ctx, idle, at, &owner)?;
+            let ended = ctx.and_then(|c| c.ended_at);
+            let since = ended.or(ctx.and_then(|c| c.last_activity)).unwrap_or(at);
+            Some(Suspect { view: v.clone(), why, rank: (ended.is_none(), since) })
+        })
+        .collect();
+    found.sort_by(|a, b| a.rank.0.cmp(&b.rank.0).then(a.rank.1.total_cmp(&b.rank.1)));
+    found
+}
+
+/// `lease ID8 (session S, pid P): WHY. Free it deliberately: `force-release ID --live`.`
+fn free_it(s: &Suspect) -> String {
+    let id = s.view.entry.lease_id();
+    format!(
+        "lease {} (session {}, pid {}) looks leaked: {}. Free it deliberately: {}.",
+        id.chars().take(8).collect::<String>(),
+        s.view.entry.session_id(),
+        s.view.entry.pid(),
+        s.why,
+        hint::command(&["force-release", id, "--live"])
+    )
+}
+
+/// The advice for `refusal` in this registry.
+pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal: &Refusal) -> String {
+    match refusal.reason {
+        Reason::MaxConcurrentSessions => {
+            let found = suspects(reg, idle);
+            match found.first() {
+                Some(s) => format!(
+                    "Retry when another session finishes, or raise max_concurrent_sessions. A slot is held by a \
+                     leak suspect: {}",
+                    free_it(s)
+                ),
+                None => "Every slot belongs to a live owner, and none looks leaked (state.db): wait for a slot, or \
+                         raise the cap (max_concurrent_sessions in config.yaml, or --max)."
+                    .to_owned(),
+            }
+        }
+        Reason::SessionNotOwned => {
+            let Some(holder) = refusal.holder.as_ref() else { return refusal.advice() };
+            let found = suspects(reg, idle);
+            match found.iter().find(|s| s.view.entry.lease_id() == holder.lease_id()) {
+                Some(s) => format!("Its owner looks gone though its pid lives on: {}", free_it(s)),
+                None => {
+                    let age = holder
+                        .started_at()
+                        .filter(|t| *t != 0.0)
+                        .map(|t| format!(", its lease {} old", human::duration(now() - t)))
+                        .unwrap_or_default();
+                    format!(
+                        "Its owner is live and in use (pid {}{age}): attach through the owning surface or close \
+                         the session there, or wait for it.",
+                        holder.pid()
+                    )
+                }
+            }
+        }
+        Reason::SessionCoordinationUnavailable => refusal.advice(),
+    }
+}
