@@ -23,3 +23,4 @@ mod serve_stdio;
 mod session_context;
 mod ssh_hosts;
 mod stress;
+mod untruths;

@@ -327,3 +327,103 @@ fn the_json_outputs_are_the_readmes_contract() {
     let released = json(&["release", &id, "--owner-pid", &pid, "--json"]);
     check("release --json", "release --json", &released, true);
 }
+
+/// Every global option `--help` lists is in the README's table of them (`--idle-threshold`
+/// was not).
+#[test]
+fn the_readmes_global_options_are_every_one_help_lists() {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let start = readme.find("Global options (every command").expect("the global options table");
+    let table: String = readme[start..].lines().skip(1).take_while(|l| l.is_empty() || l.starts_with('|')).collect();
+    let help = crate::common::process::Proc::run("leasectl -h", cmd(&["-h"]));
+    let from = &help.stdout[help.stdout.find("Global options:").expect("a Global options heading")..];
+    let global: String = from.lines().skip(1).take_while(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n");
+    let options: Vec<&str> = global
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.trim_end_matches(','))
+        .filter(|w| !["--help", "--version"].contains(w))
+        .collect();
+    assert!(options.len() >= 7, "{global}");
+    let missing: Vec<&&str> = options.iter().filter(|o| !table.contains(&format!("`{o}"))).collect();
+    assert!(missing.is_empty(), "global options the README's table does not name: {missing:?}");
+}
+
+/// Every environment variable leasectl reads for an operator is in the manual's
+/// ENVIRONMENT (`LEASECTL_HOSTS` and `LEASECTL_NO_MOUSE` were not).
+#[test]
+fn the_manuals_environment_names_every_variable_read() {
+    let man = crate::common::process::Proc::run("leasectl man", cmd(&["man"]));
+    let env = &man.stdout[man.stdout.find(".SH ENVIRONMENT").expect("an ENVIRONMENT section")..];
+    let env = &env[..env[4..].find(".SH ").map_or(env.len(), |i| i + 4)];
+    // Read for the audit record or the tests, not set by an operator to change what leasectl does.
+    let not_settings = ["TERM", "SUDO_USER", "SSH_CONNECTION", "LEASECTL_TEST_FAILPOINT"];
+    let mut read = std::collections::BTreeSet::new();
+    for file in crate::common::rust_sources(std::path::Path::new("src")) {
+        let text = std::fs::read_to_string(&file).expect("source");
+        for marker in ["env::var_os(\"", "env::var(\"", "env = \""] {
+            for piece in text.split(marker).skip(1) {
+                if let Some(name) = piece.split('"').next().filter(|n| !n.is_empty()) {
+                    read.insert(name.to_owned());
+                }
+            }
+        }
+    }
+    assert!(read.contains("LEASECTL_NO_MOUSE") && read.contains("HERMES_HOME"), "{read:?}");
+    let missing: Vec<&String> =
+        read.iter().filter(|n| !not_settings.contains(&n.as_str()) && !env.contains(&n.replace('_', "\\_"))).collect();
+    let missing: Vec<&&String> = missing.iter().filter(|n| !env.contains(n.as_str())).collect();
+    assert!(missing.is_empty(), "variables the manual's ENVIRONMENT does not name: {missing:?}\n{env}");
+}
+
+/// Every event a follower can print is named in `events --help` (`repaired`, `gap`,
+/// `following` were not).
+#[test]
+fn events_help_names_every_event() {
+    let help = crate::common::process::Proc::run("leasectl events --help", cmd(&["events", "--help"]));
+    let text = help.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut names: Vec<&str> = vec![
+        "acquired",
+        "released",
+        "force-released",
+        "pruned",
+        "removed",
+        "owner-died",
+        "owner-recycled",
+        "owner-alive",
+        "updated",
+        "cap-changed",
+        "registry-invalid",
+        "registry-valid",
+        "repaired",
+        "gap",
+        "following",
+        "expired",
+        "etcd-unreachable",
+        "etcd-reachable",
+        "host-unreachable",
+        "host-reachable",
+    ];
+    // The core's own names, so a new one cannot be left out here.
+    use leasectl::lease::changes::EventKind;
+    for kind in [
+        EventKind::Acquired,
+        EventKind::Released,
+        EventKind::Pruned,
+        EventKind::OwnerDied,
+        EventKind::OwnerRecycled,
+        EventKind::OwnerAlive,
+        EventKind::Updated,
+    ] {
+        names.push(kind.name());
+    }
+    let missing: Vec<&&str> = names.iter().filter(|n| !text.contains(**n)).collect();
+    assert!(missing.is_empty(), "events --help does not name {missing:?}:\n{text}");
+}
+
+/// `leasectl ARGS`, without HERMES_HOME.
+fn cmd(args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(crate::common::process::BIN);
+    c.args(args).env_remove("HERMES_HOME");
+    c
+}

@@ -215,11 +215,43 @@ fn each_column_sorts_with_its_own_key_again_to_reverse_and_the_header_marks_it()
     assert!(screen(&app, 120, 30).contains("PID ▼"));
     key(&mut app, KeyCode::Char('4'));
     assert_eq!(sessions(&app), ["chat-7", "chat-11", "chat-9", "chat-42"], "by owner name (none first)");
-    key(&mut app, KeyCode::Char('9'));
+    // No HOST column here (every owner is on this host): LIVENESS is the eighth shown.
+    key(&mut app, KeyCode::Char('8'));
     assert_eq!(sessions(&app)[0], "chat-7", "by liveness: not alive first");
     assert!(screen(&app, 120, 30).contains("LIVENESS ▲"));
     key(&mut app, KeyCode::Char('0'));
     assert_eq!(sessions(&app), ["chat-11", "chat-42", "chat-7", "chat-9"], "0: back to by session");
+}
+
+/// The digits follow the columns on screen: at 80 columns the live id is not shown, so
+/// `7` does not sort by it unseen (it did, with no ▲ anywhere); each digit's column is
+/// the one the header marks.
+#[test]
+fn at_80_columns_the_digits_sort_by_the_columns_shown() {
+    let mut app = app(vec![mixed_root()]);
+    update(&mut app, Event::Resize(80, 24));
+    let text = screen(&app, 80, 24);
+    let header = text.lines().find(|l| l.contains("LEASE")).expect("the header").to_owned();
+    let shown: Vec<&str> = header.trim_matches(['"', '│', ' ']).split_whitespace().collect();
+    assert!(!shown.contains(&"LIVE"), "the live id is not on screen at 80 columns: {header}");
+    for digit in 1..=shown.len() {
+        key(&mut app, KeyCode::Char(char::from(b'0' + digit as u8)));
+        let text = screen(&app, 80, 24);
+        let header = text.lines().find(|l| l.contains("LEASE")).expect("the header");
+        let marked: Vec<&str> = header.trim_matches(['"', '│', ' ']).split_whitespace().collect();
+        let at = marked
+            .iter()
+            .position(|w| *w == "▲" || *w == "▼")
+            .unwrap_or_else(|| panic!("{digit}: no column marked: {header}"));
+        assert_eq!(
+            marked.iter().filter(|w| **w != "▲" && **w != "▼").nth(digit - 1),
+            Some(&marked[at - 1]),
+            "{digit}: {header}"
+        );
+        key(&mut app, KeyCode::Char('0'));
+    }
+    key(&mut app, KeyCode::Char('9'));
+    assert!(app.sort != leasectl::tui::sort::SortMode::LiveId, "a column not on screen is not sorted by");
 }
 
 /// Where owners run on other hosts (etcd, --host) the HOST column is the eighth in the
@@ -837,4 +869,30 @@ fn a_host_that_answered_it_cannot_serve_is_not_said_unreachable() {
     let log: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
     assert!(!log.iter().any(|l| l.contains("unreachable")), "{log:?}");
     assert!(log.iter().any(|l| l.starts_with("host-cannot-serve: host gw3 answered: ")), "the README's event: {log:?}");
+}
+
+/// The all tab over mixed caps: one empty profile without a cap does not turn the total
+/// into `slots N live, no cap` while another registry is over its cap (it did); the
+/// header's `+N` says of what.
+#[test]
+fn the_all_tab_over_mixed_caps_says_who_is_over() {
+    let root = registry("root");
+    let over = snap(
+        &root,
+        Some(1),
+        Ok(vec![
+            alive(entry("a1000000000000000000000000000001", "chat-1", "cli", 4101, 60.0, None), "hermes"),
+            alive(entry("a2000000000000000000000000000002", "chat-2", "cli", 4102, 30.0, None), "hermes"),
+        ]),
+    );
+    let mut snapshots = vec![over];
+    snapshots
+        .extend((1..=6).map(|i| snap(&registry(&format!("p{i}")), if i == 1 { None } else { Some(8) }, Ok(vec![]))));
+    let mut app = app(snapshots);
+    app.tab = app.registries.len();
+    let text = screen(&app, 80, 24);
+    let header: String = text.lines().skip(1).take(4).collect();
+    assert!(!header.contains("no cap   "), "the total is not 'no cap':\n{text}");
+    assert!(header.contains("slots 2/41 1 OVER CAP"), "{text}");
+    assert!(header.contains("root 2/1 OVER CAP") && header.contains("registries"), "{text}");
 }

@@ -214,9 +214,13 @@ pub enum Command {
     #[command(after_help = HOLD_HELP)]
     Hold(AcquireOpts),
     /// What happened: recorded events (--since) and live ones (--follow)
-    #[command(after_help = "Events: acquired, released, force-released (by whom, from the audit file), pruned, \
-                            owner-died, owner-recycled, owner-alive, updated, cap-changed, registry-invalid, \
-                            registry-valid.\n\n\
+    #[command(after_help = "Events: acquired; released (by its owner, or on its behalf), force-released (by an \
+                            operator), pruned (by a prune, by the fence of an acquire, or its owner gone), removed \
+                            (by a repair), each saying by whom where the audit file does; owner-died, \
+                            owner-recycled, owner-alive, updated; cap-changed, registry-invalid, registry-valid, \
+                            repaired; gap (versions of the file written and never read); following (the watch is \
+                            on; never recorded). On etcd also expired, and etcd-unreachable / etcd-reachable; over \
+                            --host, host-unreachable / host-reachable.\n\n\
                             `events --follow --record` is the recorder to run as a service: it appends every \
                             event to <home>/logs/leasectl-events.jsonl (rotated past 10 MiB, 3 kept), which \
                             --since reads; with --metrics-file it keeps an OpenMetrics file current.\n\n\

@@ -82,9 +82,10 @@ fn release_id_everywhere(
             ),
         }),
         [] => Err(fail(format!(
-            "no lease {typed} in any of {} registries (the root and every profile{})",
+            "no lease {typed} in any of {} registries (the root and every profile{}){}",
             stores.len(),
-            if stores.iter().any(|s| s.location().host().is_some()) { " of every host" } else { "" }
+            if stores.iter().any(|s| s.location().host().is_some()) { " of every host" } else { "" },
+            lease::lookup::too_short(typed)
         ))),
         [(i, id)] => {
             let store = &mut stores[*i];

@@ -53,6 +53,10 @@ pub(super) fn hold(
     };
     use std::io::Write;
     let _ = std::io::stdout().flush();
+    if !opts.json {
+        // How it ends, for the person at the terminal (stdout keeps the grant alone).
+        say_err!("leasectl: holding it until Ctrl-C (or SIGTERM, SIGHUP), which releases it");
+    }
     super::warn_if_ttl_too_short(opts.ttl);
     let lost: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let (slot, wake) = (Arc::clone(&lost), signals.waker());

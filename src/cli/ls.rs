@@ -103,7 +103,12 @@ pub(super) fn ls(
             tsv(&rows, a.format.no_headers);
             for l in &listings {
                 if let Err(e) = &l.leases {
-                    say_err!("leasectl: {} ({}): {e}", l.location.label(), l.location.describe());
+                    say_err!(
+                        "leasectl: {} ({}): {}",
+                        l.location.label(),
+                        l.location.describe(),
+                        beside(&l.location, e)
+                    );
                 }
             }
         }
@@ -164,8 +169,8 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
         let name = s.location.label();
         let (name, place) = (name.as_str(), s.location.describe());
         match &s.leases {
-            Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {}", hints.apply(&e.to_string())),
-            Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {}", hints.apply(&e.to_string())),
+            Err(e) if bare => say_err!("leasectl: {name}  {place}: ERROR: {}", hints.apply(&beside(&s.location, e))),
+            Err(e) => say!("{name}  {place}  {cap}\n  ERROR: {}", hints.apply(&beside(&s.location, e))),
             Ok(views) => {
                 if !bare {
                     say!("{}", registry_line(name, &place, &cap, views.len(), s.cap.cap, m));
@@ -219,6 +224,12 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
     }
 }
 
+/// An error under a line that names its registry: a registry file's path is said there
+/// already (a host's description does not name the file).
+fn beside(location: &Location, e: &lease::Error) -> String {
+    if location.registry().is_some() { e.beside_path() } else { e.to_string() }
+}
+
 /// A registry's line above its table: where it is, its cap, how full, what is wrong.
 fn registry_line(name: &str, place: &str, cap: &str, leases: usize, limit: Option<u64>, m: &Marks) -> String {
     let slots = limit.map(|c| format!("{}/{c} slots", m.live)).unwrap_or(format!("{} live", m.live));
@@ -227,7 +238,12 @@ fn registry_line(name: &str, place: &str, cap: &str, leases: usize, limit: Optio
         0 => String::new(),
         n => format!("  {}", plural(n, "CONFLICT", "CONFLICTS")),
     };
-    format!("{name}  {place}  {cap}  {}, {slots}{over}{conflicts}", plural(leases, "lease", "leases"))
+    // Filtered: how many of how many are shown, beside slots that count them all.
+    let leases = match m.total {
+        total if total != leases => format!("{leases} of {} shown", plural(total, "lease", "leases")),
+        _ => plural(leases, "lease", "leases"),
+    };
+    format!("{name}  {place}  {cap}  {leases}, {slots}{over}{conflicts}")
 }
 
 fn mark_liveness(cell: &mut String, marks: &[&str]) {
@@ -327,7 +343,13 @@ fn tsv(registries: &[Rows], bare: bool) {
         let profile = location.name();
         for v in *views {
             let e = &v.entry;
-            let m = marks.of_lease(v);
+            // A line has no registry line above it: the registry's OVER_CAP goes on each
+            // live lease's (a script filters lines, not tables).
+            let mut m = marks.of_lease(v);
+            if marks.over_cap && v.liveness == lease::Liveness::Alive {
+                let after_conflict = usize::from(m.first() == Some(&"CONFLICT"));
+                m.insert(after_conflict, "OVER CAP");
+            }
             // A pid on another host is no process here.
             let local = v.remote.as_ref().is_none_or(|r| r.host == here);
             let mut fields = vec![

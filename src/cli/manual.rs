@@ -24,6 +24,13 @@ pub(super) const EXIT_STATUS: &[(&str, &str)] = &[
 const ENVIRONMENT: &[(&str, &str)] = &[
     ("HERMES_HOME", "the Hermes home when --home is not given (trimmed; empty means unset)"),
     ("HOME", "~/.hermes is the Hermes home when neither --home nor HERMES_HOME is given"),
+    ("LEASECTL_HOSTS", "the hosts (--host SPECs, comma-separated) when no --host is given"),
+    ("XDG_CONFIG_HOME", "the hosts file is $XDG_CONFIG_HOME/leasectl/hosts (default ~/.config)"),
+    (
+        "XDG_STATE_HOME",
+        "an etcd prefix's event journal is kept under $XDG_STATE_HOME/leasectl (default ~/.local/state)",
+    ),
+    ("LEASECTL_NO_MOUSE", "the console starts with the mouse off (the terminal selects text; m turns it on)"),
     ("NO_COLOR", "the console draws without colour (every state is also a word or a symbol)"),
     ("LEASECTL_SYSLOG_SOCKET", "the syslog socket audit records are sent to (default /dev/log)"),
     ("LEASECTL_LEASE_ID, LEASECTL_SESSION_ID", "set by run for CMD: the lease it runs under"),
@@ -57,7 +64,7 @@ fn render() -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     man.render_title(&mut out)?;
     man.render_name_section(&mut out)?;
-    man.render_synopsis_section(&mut out)?;
+    synopsis(&cli).to_writer(&mut out)?;
     man.render_description_section(&mut out)?;
     man.render_options_section(&mut out)?;
     commands(&cli, &mut out)?;
@@ -70,6 +77,32 @@ fn render() -> std::io::Result<Vec<u8>> {
     roff.to_writer(&mut out)?;
     man.render_version_section(&mut out)?;
     Ok(out)
+}
+
+/// The SYNOPSIS with each option's value named (`--home DIR`), as `--help` names them
+/// (clap_mangen's own lists the options bare).
+fn synopsis(cli: &clap::Command) -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SYNOPSIS"]);
+    let mut words = vec![bold("leasectl"), roman(" ")];
+    for arg in cli.get_arguments().filter(|a| !a.is_hide_set()) {
+        let Some(long) = arg.get_long() else { continue };
+        let takes_value = arg.get_action().takes_values();
+        words.push(roman("["));
+        words.push(bold(format!("--{long}")));
+        if takes_value {
+            let name = arg.get_value_names().and_then(|v| v.first()).map_or("VALUE".to_owned(), ToString::to_string);
+            words.push(roman(" "));
+            words.push(italic(name));
+        }
+        words.push(roman("] "));
+    }
+    words.push(italic("COMMAND"));
+    words.push(roman(" ["));
+    words.push(italic("ARGS"));
+    words.push(roman("]"));
+    roff.text(words);
+    roff
 }
 
 /// A COMMANDS section: each command's usage, its own options and its notes, as a

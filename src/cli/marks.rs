@@ -14,6 +14,8 @@ use crate::lease::{LeaseView, Liveness, now};
 pub struct Marks {
     pub conflicts: HashSet<String>,
     pub live: usize,
+    /// Every lease of the registry, before filters hide any.
+    pub total: usize,
     pub over_cap: bool,
     /// What state.db says of the leased sessions (None: not a registry file).
     pub context: Option<Contexts>,
@@ -40,6 +42,7 @@ impl Marks {
         Marks {
             conflicts: counts.into_iter().filter(|(_, n)| *n > 1).map(|(s, _)| s.to_owned()).collect(),
             live,
+            total: views.len(),
             over_cap: cap.is_some_and(|c| live as u64 > c),
             context: None,
             leaks: HashMap::new(),
@@ -101,14 +104,12 @@ impl Marks {
         self.context.as_ref()?.get(v.entry.session_id())
     }
 
-    /// The marks one lease carries, for people.
+    /// The marks one lease carries, for people. Over its cap is the registry's state, said
+    /// on its line: no one lease is the one over it.
     pub fn of_lease(&self, v: &LeaseView) -> Vec<&'static str> {
         let mut m = Vec::new();
         if v.liveness == Liveness::Alive && self.conflicts.contains(v.entry.session_id()) {
             m.push("CONFLICT");
-        }
-        if v.liveness == Liveness::Alive && self.over_cap {
-            m.push("OVER CAP");
         }
         if self.leaks.contains_key(v.entry.lease_id()) {
             m.push("LEAK?");

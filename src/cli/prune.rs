@@ -20,9 +20,11 @@ pub(super) fn prune(
                 results.push(super::json::removal(&location, &r));
             }
             Err(e) => {
+                // A registry file's path is on this line already; a host's is not.
+                let beside = if location.registry().is_some() { e.beside_path() } else { e.to_string() };
                 let f = Failure::from(e);
                 if !as_json {
-                    say_err!("leasectl: {} ({}): {}", location.label(), location.describe(), f.message);
+                    say_err!("leasectl: {} ({}): {beside}", location.label(), location.describe());
                 }
                 results.push(super::json::failed(&location, &f.message));
                 failed = Some(f.code);

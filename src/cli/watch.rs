@@ -519,8 +519,10 @@ pub(super) fn print_line(format: Format, v: &Value) {
         }
         Format::Table | Format::Wide => {
             let tail = detail.map(|d| format!("  — {d}")).unwrap_or_default();
+            // The owner's name where one is known (not `(-)` beside its liveness).
+            let owner = if owner == "-" { String::new() } else { format!(" ({owner})") };
             say!(
-                "{}  {:<16}  {}  lease {}  session {}  {}  pid {} ({})  {}{tail}",
+                "{}  {:<16}  {}  lease {}  session {}  {}  pid {}{}  {}{tail}",
                 s(&v["time"]),
                 s(&v["event"]),
                 place,

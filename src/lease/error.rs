@@ -37,6 +37,19 @@ fn more_problems(problems: &[Problem]) -> String {
     }
 }
 
+impl Error {
+    /// The error as said after its registry's path was named already (`root (PATH): ...`,
+    /// a table under PATH): an invalid registry's path is not said twice.
+    pub fn beside_path(&self) -> String {
+        match self {
+            Error::Invalid(i) => {
+                format!("{}: {}{}", what(&i.problems), first_problem(&i.problems), more_problems(&i.problems))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The lock was not free within the bound.
@@ -90,7 +103,7 @@ impl std::fmt::Display for Missing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let live = if self.live_only { "live " } else { "" };
         match &self.target {
-            Target::Lease(id) => write!(f, "no {live}lease {id} {}", self.place),
+            Target::Lease(id) => write!(f, "no {live}lease {id} {}{}", self.place, super::lookup::too_short(id)),
             Target::Session(s) => write!(f, "no {live}lease holds session {s} {}", self.place),
         }
     }

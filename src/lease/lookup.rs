@@ -6,6 +6,16 @@ use super::view::LeaseView;
 /// The shortest prefix that names a lease: shorter ones match too much to be safe.
 pub const MIN_PREFIX: usize = 4;
 
+/// What to add to "no lease TYPED": a typed id too short to be a prefix is why.
+pub fn too_short(typed: &str) -> String {
+    match typed.chars().count() {
+        n if n < MIN_PREFIX => {
+            format!("; a prefix names a lease from {MIN_PREFIX} characters on ({typed:?} has {n}; `ls` shows 8)")
+        }
+        _ => String::new(),
+    }
+}
+
 /// What a typed id names in one registry.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {

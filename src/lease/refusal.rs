@@ -152,11 +152,13 @@ pub fn capacity_message(active: usize, cap: u64, entries: &[Entry], now: f64) ->
 
 /// Why coordination failed, precisely, and that nothing was changed.
 pub fn unavailable_message(path: &Path, err: &Error) -> String {
+    // The error's own words, whole (ls and doctor say the same); the path said once.
+    let said = err.to_string();
+    let at = if said.contains(&path.display().to_string()) { String::new() } else { format!(" at {}", path.display()) };
     format!(
-        "leasectl could not use the active-session registry at {}, so it cannot prove this \
-         session has no other live owner: {err}. The registry was left as it was. \
-         Fix the problem (`leasectl doctor` says what it is) and try again.",
-        path.display()
+        "leasectl could not use the active-session registry{at}, so it cannot prove this \
+         session has no other live owner: {said}. The registry was left as it was. \
+         Fix the problem (`leasectl doctor` says what it is) and try again."
     )
 }
 

@@ -246,6 +246,8 @@ pub enum Action {
     Sort,
     /// Sort by this column; again to reverse.
     SortBy(SortMode),
+    /// Sort by the Nth column the table shows now (1-based, liveness last).
+    SortColumn(usize),
     /// Give the arrow keys to the event log, or back to the table.
     FocusLog,
     OnlyNotAlive,
@@ -315,18 +317,19 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
     Binding {
         keys: &[
             (KeyCode::Char('0'), Action::SortBy(SortMode::Session)),
-            (KeyCode::Char('1'), Action::SortBy(SortMode::Lease)),
-            (KeyCode::Char('2'), Action::SortBy(SortMode::Surface)),
-            (KeyCode::Char('3'), Action::SortBy(SortMode::Pid)),
-            (KeyCode::Char('4'), Action::SortBy(SortMode::Owner)),
-            (KeyCode::Char('5'), Action::SortBy(SortMode::Started)),
-            (KeyCode::Char('6'), Action::SortBy(SortMode::Age)),
-            (KeyCode::Char('7'), Action::SortBy(SortMode::LiveId)),
-            (KeyCode::Char('8'), Action::SortBy(SortMode::Host)),
-            (KeyCode::Char('9'), Action::SortBy(SortMode::Liveness)),
+            (KeyCode::Char('1'), Action::SortColumn(1)),
+            (KeyCode::Char('2'), Action::SortColumn(2)),
+            (KeyCode::Char('3'), Action::SortColumn(3)),
+            (KeyCode::Char('4'), Action::SortColumn(4)),
+            (KeyCode::Char('5'), Action::SortColumn(5)),
+            (KeyCode::Char('6'), Action::SortColumn(6)),
+            (KeyCode::Char('7'), Action::SortColumn(7)),
+            (KeyCode::Char('8'), Action::SortColumn(8)),
+            (KeyCode::Char('9'), Action::SortColumn(9)),
         ],
         shown: "0-9",
-        help: "sort by session (0) or column 1-9 in header order (8: HOST, where owners run elsewhere); again reverses",
+        help: "sort by session (0) or by the Nth column on screen (1-9, as the header shows them: a narrow \
+               terminal hides some); again reverses",
         footer: Footer::None,
     },
     Binding {

@@ -399,6 +399,23 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
             app.sort_reverse = app.sort == mode && !app.sort_reverse;
             app.sort = mode;
         }
+        Action::SortColumn(n) => {
+            // The columns as the table shows them at this size: a hidden one is not sorted
+            // by unseen (at 80 columns 7 was the live id, which was not on screen).
+            let screen = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
+            let banner = super::view::banner_height(&super::view::banner_lines(app), screen.width);
+            let table = super::layout::areas(app, screen, banner).table;
+            // A size not known yet (0x0): every column, as on a wide terminal.
+            let width = if app.size == (0, 0) { u16::MAX } else { table.width.saturating_sub(2) };
+            let shown = super::view::sort_modes_shown(app, width);
+            match shown.get(n.saturating_sub(1)) {
+                Some(&mode) => {
+                    app.sort_reverse = app.sort == mode && !app.sort_reverse;
+                    app.sort = mode;
+                }
+                None => app.log("console", LogLevel::Info, format!("no column {n} on screen: {} shown", shown.len())),
+            }
+        }
         Action::OnlyNotAlive => {
             app.only_not_alive = !app.only_not_alive;
             app.selected = 0;

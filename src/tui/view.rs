@@ -216,10 +216,14 @@ fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
     each.sort_by_key(|(over, _)| !*over);
     let mut shown = String::new();
     for (i, (_, text)) in each.iter().enumerate() {
-        let more = format!("+{} more", each.len() - i);
+        let more = format!("+{}", crate::lease::human::plural(each.len() - i, "registry", "registries"));
         let next = if shown.is_empty() { text.clone() } else { format!("{shown}  {text}") };
         let rest = each.len() - i - 1;
-        let tail = if rest > 0 { format!("  +{rest} more").chars().count() } else { 0 };
+        let tail = if rest > 0 {
+            format!("  +{}", crate::lease::human::plural(rest, "registry", "registries")).chars().count()
+        } else {
+            0
+        };
         if next.chars().count() + tail > width {
             return if shown.is_empty() { more } else { format!("{shown}  {more}") };
         }
@@ -231,25 +235,36 @@ fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
 /// The slots gauge and the live leases' history, scaled to the cap when there is one.
 fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: &mut Frame, area: Rect) {
     let right = Layout::vertical([Constraint::Length(1), Constraint::Length(2)]).split(area);
-    let used: u64 = regs.iter().map(|r| app.registries[*r].live_count()).sum();
-    let caps: Vec<Option<u64>> = regs.iter().map(|r| app.registries[*r].cap).collect();
-    let cap = if caps.iter().all(Option::is_some) { Some(caps.iter().flatten().sum::<u64>()) } else { None };
+    // Registries with a cap are summed against their caps; those without one are counted
+    // beside them (one empty profile without a cap must not hide the others' full caps).
+    let live = |r: &usize| app.registries[*r].live_count();
+    let (capped, uncapped): (Vec<usize>, Vec<usize>) = regs.iter().partition(|r| app.registries[**r].cap.is_some());
+    let used: u64 = capped.iter().map(live).sum();
+    let beside: u64 = uncapped.iter().map(live).sum();
+    let cap = (!capped.is_empty()).then(|| capped.iter().filter_map(|r| app.registries[*r].cap).sum::<u64>());
+    let beside_text = if beside == 0 { String::new() } else { format!(" +{beside} no cap") };
     match cap {
         _ if none_read => frame.render_widget(Paragraph::new("slots unknown"), right[0]),
         Some(cap) if cap > 0 => {
             let ratio = (used as f64 / cap as f64).clamp(0.0, 1.0);
-            let color = if used >= cap { Color::Red } else { Color::Green };
             // The colour's meaning in words too (NO_COLOR, a colour-blind reader).
             let state = match used.cmp(&cap) {
                 std::cmp::Ordering::Greater => " OVER CAP",
                 std::cmp::Ordering::Equal => " FULL",
                 std::cmp::Ordering::Less => "",
             };
-            let gauge =
-                Gauge::default().ratio(ratio).label(format!("slots {used}/{cap}{state}")).gauge_style(p.fg(color));
+            // A registry over its own cap is said even when the sum is not over.
+            let over = capped.iter().filter(|r| app.registries[**r].cap.is_some_and(|c| c > 0 && live(r) > c)).count();
+            let state = if state.is_empty() && over > 0 { format!(" {over} OVER CAP") } else { state.to_owned() };
+            let color = if used >= cap || over > 0 { Color::Red } else { Color::Green };
+            let mut label = format!("slots {used}/{cap}{state}{beside_text}");
+            if label.chars().count() > usize::from(right[0].width) {
+                label = label.trim_start_matches("slots ").to_owned();
+            }
+            let gauge = Gauge::default().ratio(ratio).label(label).gauge_style(p.fg(color));
             frame.render_widget(gauge, right[0]);
         }
-        _ => frame.render_widget(Paragraph::new(format!("slots {used} live, no cap")), right[0]),
+        _ => frame.render_widget(Paragraph::new(format!("slots {} live, no cap", used + beside)), right[0]),
     }
     let width = right[1].width as usize;
     let history: Vec<u64> = if let [one] = regs {
@@ -521,17 +536,48 @@ fn table_title(app: &App) -> String {
 }
 
 /// The column headers that fit; the sort column marked ▲ as labelled, ▼ reversed.
+/// The sort modes of the table's columns as shown in `width` (in header order, the
+/// liveness badge last): what the digit keys sort by.
+pub fn sort_modes_shown(app: &App, width: u16) -> Vec<super::sort::SortMode> {
+    use super::sort::SortMode;
+    const BY_COLUMN: [SortMode; 8] = [
+        SortMode::Lease,
+        SortMode::Surface,
+        SortMode::Pid,
+        SortMode::Owner,
+        SortMode::Started,
+        SortMode::Age,
+        SortMode::LiveId,
+        SortMode::Host,
+    ];
+    let rows = app.rows();
+    let cols = Columns::fit(usize::from(width), widest(app, &rows));
+    let mut modes: Vec<SortMode> =
+        BY_COLUMN.iter().zip(cols.shown).filter(|(_, shown)| *shown).map(|(m, _)| *m).collect();
+    modes.push(SortMode::Liveness);
+    modes
+}
+
 fn header_line(app: &App, cols: &Columns) -> String {
     let arrow = if app.sort_reverse { " ▼" } else { " ▲" };
-    let head = |i: usize| match app.sort.column() {
-        Some(c) if c == i => format!("{}{arrow}", HEADERS[i]),
+    // The sorted column's arrow stays when its name must be cut (SURFACE at 80 columns).
+    let head = |i: usize, width: usize| match app.sort.column() {
+        Some(c) if c == i => {
+            let name = HEADERS[i];
+            let room = width.saturating_sub(3);
+            if name.chars().count() <= room || room == 0 {
+                format!("{name}{arrow}")
+            } else {
+                format!("{}…{arrow}", name.chars().take(room.saturating_sub(1)).collect::<String>())
+            }
+        }
         _ => HEADERS[i].to_owned(),
     };
     let mut header = String::new();
     for (i, (w, _)) in cols.widths.iter().zip(cols.shown).enumerate().filter(|(_, (_, s))| *s) {
-        header.push_str(&fit(&head(i), *w));
+        header.push_str(&fit(&head(i, *w), *w));
     }
-    header.push_str(&head(BADGE));
+    header.push_str(&head(BADGE, usize::MAX));
     header
 }
 
