@@ -7,6 +7,7 @@ mod advice;
 mod audit;
 mod cli;
 mod cli_operators;
+mod completions;
 mod demo_tour;
 mod docs;
 mod events;

@@ -253,6 +253,9 @@ pub enum Command {
                             leasectl completions fish > ~/.config/fish/completions/leasectl.fish"
     )]
     Completions(CompletionsArgs),
+    /// The completion script's callback: profiles or lease ids of the home the typed words name
+    #[command(hide = true, name = "__complete")]
+    Complete(CompleteArgs),
     /// Print the manual page (roff, from the same definitions as this help)
     #[command(
         after_help = "Example:\n  leasectl man > /usr/local/share/man/man1/leasectl.1\n  leasectl man | man -l -"
@@ -324,6 +327,15 @@ impl EventFormatArgs {
             (_, EventFormat::Text) => Format::Table,
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// `profiles` or `leases`
+    pub what: String,
+    /// The words typed so far (their --home and --profile choose the registry)
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub words: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -193,6 +193,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
     // Generated from the argument definitions; they need no registry.
     match &command {
         Command::Completions(a) => return Ok(print_completions(a.shell)),
+        Command::Complete(a) => return Ok(completions::complete(a)),
         Command::Man => return print_man(),
         _ => {}
     }
@@ -270,7 +271,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
-        Command::Completions(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
+        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
     }
 }
 
