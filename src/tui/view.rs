@@ -220,12 +220,12 @@ fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
         let next = if shown.is_empty() { text.clone() } else { format!("{shown}  {text}") };
         let rest = each.len() - i - 1;
         let tail = if rest > 0 {
-            format!("  +{}", crate::lease::human::plural(rest, "registry", "registries")).chars().count()
+            format!(" +{}", crate::lease::human::plural(rest, "registry", "registries")).chars().count()
         } else {
             0
         };
         if next.chars().count() + tail > width {
-            return if shown.is_empty() { more } else { format!("{shown}  {more}") };
+            return if shown.is_empty() { more } else { format!("{shown} {more}") };
         }
         shown = next;
     }
