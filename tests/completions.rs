@@ -10,6 +10,11 @@ use crate::common::process::{BIN, Sleeper, leasectl};
 
 /// What bash offers after `words` (the last one being typed), leasectl on PATH.
 fn offered(script: &Path, words: &[&str], env_home: Option<&Path>) -> Vec<String> {
+    offered_with(script, words, env_home, None)
+}
+
+/// [`offered`] with `XDG_CONFIG_HOME` set (where the hosts file is).
+fn offered_with(script: &Path, words: &[&str], env_home: Option<&Path>, config: Option<&Path>) -> Vec<String> {
     let bin_dir = Path::new(BIN).parent().expect("bin dir");
     let quoted: Vec<String> = words.iter().map(|w| format!("'{}'", w.replace('\'', "'\\''"))).collect();
     let program = format!(
@@ -23,6 +28,9 @@ fn offered(script: &Path, words: &[&str], env_home: Option<&Path>) -> Vec<String
     cmd.env_remove("HERMES_HOME");
     if let Some(h) = env_home {
         cmd.env("HERMES_HOME", h);
+    }
+    if let Some(c) = config {
+        cmd.env("XDG_CONFIG_HOME", c);
     }
     let out = cmd.output().expect("bash");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -68,6 +76,12 @@ fn bash_completes_profiles_and_lease_ids_of_the_home_typed() {
         [ids[2].clone()]
     );
     assert!(!dir.path().join("pwned").exists() && !Path::new("pwned").exists(), "a profile's name ran");
+    // --host: the hosts file's names ($XDG_CONFIG_HOME/leasectl/hosts).
+    let config = dir.path().join("config");
+    std::fs::create_dir_all(config.join("leasectl")).expect("config dir");
+    std::fs::write(config.join("leasectl/hosts"), "gw1=ssh://gw1.example.net\ngw2=ssh://gw2.example.net\n")
+        .expect("hosts file");
+    assert_eq!(offered_with(&script, &["leasectl", "--host", "g"], None, Some(&config)), ["gw1", "gw2"]);
     // The rest is clap's: subcommands.
     assert!(offered(&script, &["leasectl", "force-r"], None).contains(&"force-release".to_owned()));
 }

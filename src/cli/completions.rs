@@ -1,6 +1,6 @@
 //! `completions`: generated from the argument definitions, with a callback (`leasectl
 //! __complete`) that bash asks for what no definition knows: the profiles of the home the
-//! typed words name, and the lease ids in its registry.
+//! typed words name, the lease ids in its registry, and the hosts file's hosts.
 
 use std::path::PathBuf;
 
@@ -9,16 +9,19 @@ use super::args::{Cli, CompleteArgs};
 use super::messages::note_stdout;
 use crate::lease::home::paths::{all_registries, registry_for_home};
 
-/// Bash: `--profile` completes the home's profiles, a lease id (release, force-release,
-/// transfer) the ids in its registry, as `ls` shows them; the rest as generated.
+/// Bash: `--profile` completes the home's profiles, `--host` the hosts file's names, a
+/// lease id (release, force-release, transfer) the ids in its registry, as `ls` shows
+/// them; the rest as generated.
 const BASH_DYNAMIC: &str = r#"
 _leasectl_dynamic() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" w sub=""
     for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
         case "$w" in release|force-release|transfer) sub="$w" ;; esac
     done
-    if [[ "$prev" == "--profile" ]]; then
-        COMPREPLY=( $(compgen -W "$(leasectl __complete profiles -- "${COMP_WORDS[@]:1:COMP_CWORD-1}" 2>/dev/null)" -- "$cur") )
+    if [[ "$prev" == "--profile" || "$prev" == "--host" ]]; then
+        local what=profiles
+        [[ "$prev" == "--host" ]] && what=hosts
+        COMPREPLY=( $(compgen -W "$(leasectl __complete $what -- "${COMP_WORDS[@]:1:COMP_CWORD-1}" 2>/dev/null)" -- "$cur") )
         return 0
     fi
     if [[ -n "$sub" && "$cur" != -* && "$prev" != --* ]]; then
@@ -70,6 +73,13 @@ pub(super) fn complete(a: &CompleteArgs) -> i32 {
     let root = crate::lease::home::paths::root_of(&home);
     let candidates: Vec<String> = match a.what.as_str() {
         "profiles" => all_registries(&root).into_iter().skip(1).map(|r| r.profile).collect(),
+        // The hosts file's names (`--host NAME` picks one), as `--all-hosts` reads them.
+        "hosts" => crate::lease::host_spec::hosts_file()
+            .and_then(|f| crate::lease::host_spec::read_hosts_file(&f).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|h| h.name)
+            .collect(),
         "leases" => {
             let reg = match typed(&a.words, "--profile") {
                 Some(p) if !plain(&p) => return EXIT_OK,
