@@ -270,7 +270,7 @@ fn a_scripted_morning_reads_the_same_on_every_surface() {
     let mut audited = Vec::new();
     for line in audit.lines() {
         let rec: Value = serde_json::from_str(line).expect("an audit record");
-        let (ids, by) = leasectl::lease::remover::of_record(&rec);
+        let (ids, by) = leasectl::lease::home::remover::of_record(&rec);
         for id in ids {
             audited.push((by.event().to_owned(), short(id), by.detail().unwrap_or_default()));
         }

@@ -471,7 +471,7 @@ fn an_action_is_logged_once_and_the_log_keeps_ten_thousand_events() {
     }
     // The worker found the console's own record of it in the audit file (issue 38: the
     // registry's line says who removed it, as `events -f` and `ls -w` do).
-    let by = leasectl::lease::remover::Remover::Operator("root on gw1: leasectl console: force-release".into());
+    let by = leasectl::lease::home::remover::Remover::Operator("root on gw1: leasectl console: force-release".into());
     after.removed_by = vec![(gone.entry.lease_id().to_owned(), by)];
     update(&mut app, loaded(vec![after]));
     let mentions: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).filter(|t| t.contains("0f1e2d3c")).collect();

@@ -19,9 +19,26 @@ pub(super) fn force_release(
         (None, Some(s)) => Target::Session(s.clone()),
         _ => return Err(usage("give either LEASE_ID or --session S")),
     };
-    let r = store.force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run })?;
+    let r = store
+        .force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run })
+        .map_err(|e| with_override(e, &target))?;
     report_force_release(store.location(), &r, a.json);
     Ok(EXIT_OK)
+}
+
+/// A live owner's refusal, with the command that overrides it (on the operator's word)
+/// as the last thing said: the one hint that was a flag to add ("Pass --live").
+fn with_override(e: lease::Error, target: &Target) -> Failure {
+    let live = matches!(e, lease::Error::LiveOwner(_));
+    let mut f = Failure::from(e);
+    if live {
+        let command = match target {
+            Target::Lease(id) => lease::hint::command(&["force-release", id, "--live"]),
+            Target::Session(s) => lease::hint::command(&["force-release", "--session", s, "--live"]),
+        };
+        f.message = format!("{} To do it anyway, knowing that: {command}.", f.message);
+    }
+    f
 }
 
 pub(super) fn report_force_release(location: &Location, r: &lease::Removal, as_json: bool) {
@@ -89,8 +106,10 @@ fn release_id_everywhere(
         ))),
         [(i, id)] => {
             let store = &mut stores[*i];
+            let target = Target::Lease(id.clone());
             let r = store
-                .force_release(&Target::Lease(id.clone()), ForceOptions { allow_live: a.live, dry_run: a.dry_run })?;
+                .force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run })
+                .map_err(|e| with_override(e, &target))?;
             report_force_release(store.location(), &r, a.json);
             Ok(EXIT_OK)
         }
@@ -129,11 +148,11 @@ fn release_session_everywhere(
         for store in stores.iter_mut() {
             match store.force_release(&target, ForceOptions { allow_live: false, dry_run: true }) {
                 Ok(plan) if !plan.needs_live.is_empty() => {
-                    store.force_release(&target, ForceOptions::default())?;
+                    store.force_release(&target, ForceOptions::default()).map_err(|e| with_override(e, &target))?;
                 }
                 Ok(_) | Err(Error::NotFound(_)) => {}
                 Err(e) if not_reached(&**store, &e, &mut unreached) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(with_override(e, &target)),
             }
         }
     }
@@ -155,7 +174,7 @@ fn release_session_everywhere(
             }
             Err(Error::NotFound(_)) => {}
             Err(e) if not_reached(&**store, &e, &mut unreached) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(with_override(e, &target)),
         }
     }
     let unavailable = lease::Reason::SessionCoordinationUnavailable.exit_code();

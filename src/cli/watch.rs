@@ -444,7 +444,7 @@ fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {
 }
 
 /// Lease events as JSON lines; a lease gone is named in the one vocabulary
-/// ([`lease::remover`]): by whom, when the home's audit file recorded it, by an acquire
+/// ([`lease::home::remover`]): by whom, when the home's audit file recorded it, by an acquire
 /// when it went in the write of one (`fenced`).
 fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseView], fenced: &[String]) -> Vec<Value> {
     if events.is_empty() {
@@ -467,7 +467,8 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
             let id = ev.view.entry.lease_id();
             let (kind, detail) = match ev.kind {
                 EventKind::Released | EventKind::Pruned => {
-                    let by = lease::remover::remover(ev.kind, id, &audited, fenced.iter().any(|f| f == id));
+                    let alive = ev.kind == EventKind::Released;
+                    let by = lease::home::remover::remover(alive, id, &audited, fenced.iter().any(|f| f == id));
                     (by.event().to_owned(), by.detail())
                 }
                 kind => (kind.name().to_owned(), None),

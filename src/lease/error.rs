@@ -37,6 +37,19 @@ fn more_problems(problems: &[Problem]) -> String {
     }
 }
 
+/// The shortest prefix that names a lease: shorter ones match too much to be safe.
+pub const MIN_PREFIX: usize = 4;
+
+/// What to add to "no lease TYPED": a typed id too short to be a prefix is why.
+pub fn too_short(typed: &str) -> String {
+    match typed.chars().count() {
+        n if n < MIN_PREFIX => {
+            format!("; a prefix names a lease from {MIN_PREFIX} characters on ({typed:?} has {n}; `ls` shows 8)")
+        }
+        _ => String::new(),
+    }
+}
+
 impl Error {
     /// The error as said after its registry's path was named already (`root (PATH): ...`,
     /// a table under PATH): an invalid registry's path is not said twice.
@@ -103,7 +116,7 @@ impl std::fmt::Display for Missing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let live = if self.live_only { "live " } else { "" };
         match &self.target {
-            Target::Lease(id) => write!(f, "no {live}lease {id} {}{}", self.place, super::lookup::too_short(id)),
+            Target::Lease(id) => write!(f, "no {live}lease {id} {}{}", self.place, too_short(id)),
             Target::Session(s) => write!(f, "no {live}lease holds session {s} {}", self.place),
         }
     }
@@ -115,9 +128,6 @@ pub struct LiveOwners {
     pub action: Guarded,
     /// Each lease described for a person (lease id, session, pid, verdict).
     pub described: Vec<String>,
-    /// The arguments that do it anyway (`force-release ID --live`), for the hint.
-    #[serde(default)]
-    pub anyway: Vec<String>,
 }
 
 /// The action a live owner's lease stopped, and where.
@@ -134,32 +144,22 @@ pub enum Guarded {
 impl std::fmt::Display for LiveOwners {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let who = self.described.join("; ");
-        // The override as a command to run, on the operator's word.
-        let args: Vec<&str> = self.anyway.iter().map(String::as_str).collect();
-        let anyway = |flag: &str| match args.is_empty() {
-            true => format!("Pass {flag} to do it anyway."),
-            false => format!("To do it anyway, knowing that: {}.", super::hint::command(&args)),
-        };
         match &self.action {
             Guarded::Release => write!(
                 f,
                 "refusing to release a live owner's lease: {who}. A live owner keeps writing to its session; \
-                 removing its lease lets a second writer in. {}",
-                anyway("--live")
+                 removing its lease lets a second writer in."
             ),
             Guarded::ReleaseRenewed => write!(
                 f,
                 "refusing to release a live owner's lease: {who}. Its etcd lease is being renewed (or its TTL has \
-                 not run out), so the owner may keep writing to its session; removing it lets a second writer in. \
-                 {}",
-                anyway("--live")
+                 not run out), so the owner may keep writing to its session; removing it lets a second writer in."
             ),
             Guarded::Repair { path } => write!(
                 f,
                 "refusing to repair {}: it would lose leases whose owners may be alive ({who}). A live owner keeps \
-                 writing its session; losing its lease lets a second writer in. {}",
-                path.display(),
-                anyway("--force")
+                 writing its session; losing its lease lets a second writer in. Pass --force to repair anyway.",
+                path.display()
             ),
         }
     }

@@ -3,18 +3,8 @@
 
 use super::view::LeaseView;
 
-/// The shortest prefix that names a lease: shorter ones match too much to be safe.
-pub const MIN_PREFIX: usize = 4;
-
-/// What to add to "no lease TYPED": a typed id too short to be a prefix is why.
-pub fn too_short(typed: &str) -> String {
-    match typed.chars().count() {
-        n if n < MIN_PREFIX => {
-            format!("; a prefix names a lease from {MIN_PREFIX} characters on ({typed:?} has {n}; `ls` shows 8)")
-        }
-        _ => String::new(),
-    }
-}
+// The shortest prefix (4), and what a refusal adds for a shorter one: said with the error.
+pub use super::error::{MIN_PREFIX, too_short};
 
 /// What a typed id names in one registry.
 #[derive(Debug, Clone, PartialEq)]

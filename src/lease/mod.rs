@@ -17,18 +17,19 @@ pub mod failpoint;
 pub mod file;
 pub mod format;
 pub mod grant;
+pub mod hint;
 pub mod home;
+pub mod host_spec;
+pub mod human;
 pub mod ids;
 pub mod location;
 pub mod lookup;
 pub mod owners;
 pub mod refusal;
-pub mod remover;
 pub mod repair;
 pub mod ssh;
 pub mod target;
 pub mod view;
-pub mod words;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,11 +44,10 @@ pub use format::problem::{Problem, Rule};
 pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};
 pub use home::lock::DEFAULT_LOCK_TIMEOUT;
 pub use home::paths::Registry;
-pub use location::{EtcdLocation, Location, SshLocation, host_spec};
+pub use location::{EtcdLocation, Location, SshLocation};
 pub use owners::liveness::{Liveness, Prober};
 pub use refusal::{Reason, Refusal};
 pub use view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, RemoteLease, Removal, Target};
-pub use words::{hint, human};
 
 /// The store for a location. Opening never does I/O: an unreachable etcd shows on first use.
 pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseStore>, Error> {

@@ -87,6 +87,11 @@ impl Refusal {
     }
 }
 
+/// The command that frees a live owner's lease on the operator's word, as a hint.
+pub fn force_release_hint(lease_id: &str) -> String {
+    super::hint::command(&["force-release", lease_id, "--live"])
+}
+
 /// Hermes' `format_refusal_stderr`: reason line, then the message.
 pub fn refusal_stderr(r: &Refusal) -> String {
     format!("hermes-refusal-reason: {}\n{}", r.reason.code(), r.message)

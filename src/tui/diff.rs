@@ -122,14 +122,14 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     out
 }
 
-/// A lease gone, in the one vocabulary (`lease::remover`): the audit file's word (the
+/// A lease gone, in the one vocabulary (`lease::home::remover`): the audit file's word (the
 /// worker looked), the fence's, its owner's.
 fn gone_line(kind: EventKind, l: &LeaseRow, new: &RegistrySnapshot) -> Change {
     let id = l.entry.lease_id();
     let fenced = new.pruned_by_acquire.iter().any(|p| p == id);
     let by = match new.removed_by.iter().find(|(gone, _)| gone == id) {
         Some((_, by)) => by.clone(),
-        None => crate::lease::remover::remover(kind, id, &[], fenced),
+        None => crate::lease::home::remover::remover(kind == EventKind::Released, id, &[], fenced),
     };
     let detail = by.detail().map(|d| format!(" — {d}")).unwrap_or_default();
     let mut gone = change(LogLevel::Change, format!("{}: {}{detail}", by.event(), who(l)));

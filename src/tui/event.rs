@@ -133,7 +133,7 @@ pub struct RegistrySnapshot {
     pub pruned_by_acquire: Vec<String>,
     /// Leases gone since the last reading that the home's audit file names a remover for
     /// (an operator's force-release or prune, a repair), by lease id.
-    pub removed_by: Vec<(String, crate::lease::remover::Remover)>,
+    pub removed_by: Vec<(String, crate::lease::home::remover::Remover)>,
 }
 
 /// A process holding a registry lock.

@@ -73,7 +73,7 @@ fn removers(
     held: &mut HashMap<usize, std::collections::HashSet<String>>,
     index: usize,
     listing: &Listing,
-) -> Vec<(String, lease::remover::Remover)> {
+) -> Vec<(String, lease::home::remover::Remover)> {
     let (Some(reg), Ok(views)) = (listing.location.registry(), &listing.leases) else { return vec![] };
     let now: std::collections::HashSet<String> = views.iter().map(|v| v.entry.lease_id().to_owned()).collect();
     let gone: Vec<String> =
@@ -83,7 +83,7 @@ fn removers(
         return vec![];
     }
     let records = lease::home::audit::recent_records(&lease::home::audit::audit_file(&reg.home));
-    gone.into_iter().filter_map(|id| lease::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
+    gone.into_iter().filter_map(|id| lease::home::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -395,7 +395,7 @@ impl Worker {
         let idle_given = self.sessions.idle_given;
         let sessions = &mut self.sessions;
         let pruned: Vec<Vec<String>> = range.clone().map(|i| self.pruned.remove(&i).unwrap_or_default()).collect();
-        let removed_by: Vec<Vec<(String, lease::remover::Remover)>> =
+        let removed_by: Vec<Vec<(String, lease::home::remover::Remover)>> =
             range.clone().zip(&listings).map(|(i, l)| removers(&mut self.held, i, l)).collect();
         let snapshots = listings
             .into_iter()

@@ -463,10 +463,6 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
                     format!("lease {} (session {}, pid {})", v.entry.lease_id(), v.entry.session_id(), v.entry.pid())
                 })
                 .collect(),
-            anyway: match target {
-                Target::Lease(id) => vec!["force-release".into(), id.clone(), "--live".into()],
-                Target::Session(s) => vec!["force-release".into(), "--session".into(), s.clone(), "--live".into()],
-            },
         }));
     }
     if !dry_run {

@@ -110,11 +110,7 @@ pub fn force_release(
                     )
                 })
                 .collect();
-            let anyway = match target {
-                Target::Lease(id) => vec!["force-release".into(), id.clone(), "--live".into()],
-                Target::Session(s) => vec!["force-release".into(), "--session".into(), s.clone(), "--live".into()],
-            };
-            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, described, anyway }));
+            return Err(Error::LiveOwner(LiveOwners { action: Guarded::Release, described }));
         }
         Ok(chosen)
     })?;

@@ -4,12 +4,13 @@
 //! advice (the CLI adds the command that waits).
 
 use super::admin::snapshot;
+use crate::lease::clock::now;
 use crate::lease::home::context::{self, idle_threshold};
 use crate::lease::home::paths::Registry;
+use crate::lease::human;
 use crate::lease::owners::owner::command_name;
 use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::view::LeaseView;
-use crate::lease::{hint, human, now};
 
 /// A holder that looks leaked, and why.
 struct Suspect {
@@ -50,7 +51,7 @@ fn free_it(s: &Suspect) -> String {
         s.view.entry.session_id(),
         s.view.entry.pid(),
         s.why,
-        hint::command(&["force-release", id, "--live"])
+        crate::lease::refusal::force_release_hint(id)
     )
 }
 

@@ -286,11 +286,7 @@ pub fn repair(reg: &Registry, opts: RepairOptions, lock_timeout: Duration) -> Re
     };
     let risks = plan.live_risks();
     if !risks.is_empty() && !opts.force {
-        return Err(Error::LiveOwner(LiveOwners {
-            action: Guarded::Repair { path: path.clone() },
-            described: risks,
-            anyway: vec!["doctor".into(), "--repair".into(), "--force".into()],
-        }));
+        return Err(Error::LiveOwner(LiveOwners { action: Guarded::Repair { path: path.clone() }, described: risks }));
     }
     let backup = write_backup(&path, &bytes)?;
     let file = registry::RegistryFile { entries: plan.kept.clone(), extra: plan.extra.clone() };

@@ -111,12 +111,12 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
                 continue;
             }
             let time = crate::lease::human::event_time(at);
-            // In the words a recorder would have used (`lease::remover`), said to be read
+            // In the words a recorder would have used (`lease::home::remover`), said to be read
             // from the audit file.
-            let (_, by) = crate::lease::remover::of_record(&rec);
+            let (_, by) = crate::lease::home::remover::of_record(&rec);
             let detail = format!("{} (from the audit file)", by.detail().unwrap_or_default());
             if rec["action"].as_str() == Some("repair") {
-                let who = format!("by {} (from the audit file)", crate::lease::remover::actor_of(&rec));
+                let who = format!("by {} (from the audit file)", crate::lease::home::remover::actor_of(&rec));
                 out.push(serde_json::json!({"time": time, "ts": ts, "event": "repaired", "profile": rec["profile"],
                                             "detail": who}));
             }

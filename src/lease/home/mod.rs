@@ -1,6 +1,7 @@
 //! The home's files: every path leasectl opens in a Hermes home goes through `safe_file`
 //! (the one door); where registries are (`paths`), the registry lock (`lock`), the cap
-//! (`config`), state.db (`context`), the audit file (`audit`), the recorder's journal
+//! (`config`), state.db (`context`), the audit file (`audit`) and who removed a lease by
+//! it (`remover`), the recorder's journal
 //! (`journal`) and the history merged from them (`history`).
 
 pub mod audit;
@@ -10,4 +11,5 @@ pub mod history;
 pub mod journal;
 pub mod lock;
 pub mod paths;
+pub mod remover;
 pub mod safe_file;

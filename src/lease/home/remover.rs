@@ -6,8 +6,6 @@
 
 use serde_json::Value;
 
-use super::changes::EventKind;
-
 /// Who or what removed a lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Remover {
@@ -77,14 +75,14 @@ pub fn from_audit(lease_id: &str, records: &[Value]) -> Option<Remover> {
     })
 }
 
-/// What removed a lease seen to go as `kind` (released: its owner was alive; pruned: it
-/// was not): the audit file's word first, then the fence (`fence_pruned`: gone in the
-/// write of an acquire), then how its owner was.
-pub fn remover(kind: EventKind, lease_id: &str, records: &[Value], fence_pruned: bool) -> Remover {
-    from_audit(lease_id, records).unwrap_or(match (kind, fence_pruned) {
+/// What removed a lease seen to go while its owner was alive (`owner_alive`) or not: the
+/// audit file's word first, then the fence (`fence_pruned`: gone in the write of an
+/// acquire), then how its owner was.
+pub fn remover(owner_alive: bool, lease_id: &str, records: &[Value], fence_pruned: bool) -> Remover {
+    from_audit(lease_id, records).unwrap_or(match (owner_alive, fence_pruned) {
         (_, true) => Remover::Fence,
-        (EventKind::Pruned, false) => Remover::OwnerGone,
-        _ => Remover::Owner,
+        (false, false) => Remover::OwnerGone,
+        (true, false) => Remover::Owner,
     })
 }
 
@@ -105,21 +103,18 @@ mod tests {
             record("repair", "dropped", "c"),
             record("release-for-owner", "removed", "d"),
         ];
-        let by = |id: &str, kind: EventKind, fence: bool| {
-            let r = remover(kind, id, &records, fence);
+        let by = |id: &str, alive: bool, fence: bool| {
+            let r = remover(alive, id, &records, fence);
             (r.event(), r.detail())
         };
         let root = Some("by root on gw1: leasectl x".to_owned());
-        assert_eq!(by("a", EventKind::Released, false), ("force-released", root.clone()));
-        assert_eq!(by("b", EventKind::Pruned, false), ("pruned", root.clone()));
-        assert_eq!(
-            by("c", EventKind::Released, false),
-            ("removed", Some("by a repair, by root on gw1: leasectl x".into()))
-        );
-        assert_eq!(by("d", EventKind::Released, false), ("released", root));
-        assert_eq!(by("e", EventKind::Released, false), ("released", None), "its owner's own release");
-        assert_eq!(by("e", EventKind::Pruned, false), ("pruned", None));
-        assert_eq!(by("e", EventKind::Pruned, true).0, "pruned");
-        assert!(by("e", EventKind::Pruned, true).1.is_some_and(|d| d.starts_with("by an acquire")));
+        assert_eq!(by("a", true, false), ("force-released", root.clone()));
+        assert_eq!(by("b", false, false), ("pruned", root.clone()));
+        assert_eq!(by("c", true, false), ("removed", Some("by a repair, by root on gw1: leasectl x".into())));
+        assert_eq!(by("d", true, false), ("released", root));
+        assert_eq!(by("e", true, false), ("released", None), "its owner's own release");
+        assert_eq!(by("e", false, false), ("pruned", None));
+        assert_eq!(by("e", false, true).0, "pruned");
+        assert!(by("e", false, true).1.is_some_and(|d| d.starts_with("by an acquire")));
     }
 }

@@ -4,11 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub mod host_spec;
-
-use crate::lease::error::Unusable;
-use crate::lease::home::paths::Registry;
-use host_spec::HostSpec;
+use super::error::Unusable;
+use super::home::paths::Registry;
+use super::host_spec::HostSpec;
 
 /// The default etcd key prefix.
 pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
@@ -145,8 +143,8 @@ impl Location {
             Location::File(r) => r.path().display().to_string(),
             Location::Etcd(e) => e.describe(),
             Location::Ssh(s) => match &s.host.target {
-                host_spec::HostTarget::Ssh(t) => format!("{} profile {}", t.url(), s.profile),
-                host_spec::HostTarget::Local { home } => {
+                super::host_spec::HostTarget::Ssh(t) => format!("{} profile {}", t.url(), s.profile),
+                super::host_spec::HostTarget::Local { home } => {
                     let home = home.as_ref().map(|h| h.display().to_string()).unwrap_or_default();
                     format!("local:{home} profile {}", s.profile)
                 }
