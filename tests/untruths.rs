@@ -101,3 +101,27 @@ fn an_invalid_registrys_path_is_said_once() {
         assert!(said.contains("not JSON"), "{args:?}: what is wrong:\n{said}");
     }
 }
+
+/// A home behind a directory this user cannot search is said to be unreachable, not to
+/// be missing (it read "does not exist"): run as a real second user (uid 65534).
+#[test]
+fn a_home_that_cannot_be_reached_is_not_said_to_be_missing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let locked = dir.path().join("locked");
+    let home = locked.join("home");
+    std::fs::create_dir_all(home.join("runtime")).expect("home");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let mut cmd = leasectl(&home, &["ls"]);
+    cmd.uid(65534).gid(65534).stdin(Stdio::null());
+    let out = cmd.output().expect("ls as uid 65534");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot reach the Hermes home") && err.contains("Permission denied"), "{err}");
+    assert!(!err.contains("does not exist"), "{err}");
+    // A home that is truly not there still says so.
+    let out = run(&dir.path().join("nowhere"), &["ls"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
