@@ -155,3 +155,35 @@ fn a_refusal_for_an_existing_owner_hints_at_the_sandbox() {
     assert!(hint.starts_with("leasectl --home "), "{advice}");
     assert!(hint.contains(&home.display().to_string()), "`{hint}` names {}", home.display());
 }
+
+/// The sandbox's state.db is written only when it is a file: a symlink planted there
+/// (to a file outside) or a FIFO is refused and left alone, the target unchanged, and
+/// nothing waits on the FIFO.
+#[test]
+fn a_symlink_or_fifo_planted_as_the_sandboxs_state_db_is_refused() {
+    use leasectl::demo::Action;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let outside = dir.path().join("outside.db");
+    std::fs::write(&outside, b"not yours").expect("outside file");
+    let home = dir.path().join("home");
+    let mut pg = Playground::new(Sandbox::at(&home).expect("sandbox"), PathBuf::from(env!("CARGO_BIN_EXE_leasectl")));
+    std::os::unix::fs::symlink(&outside, home.join("state.db")).expect("symlink");
+    let out = pg.run(&Action::EndSession { session: "S".into(), hours_ago: 3 });
+    assert!(matches!(&out.verdict, Verdict::Failed(why) if why.contains("not a file")), "{out:?}");
+    assert_eq!(std::fs::read(&outside).expect("outside"), b"not yours");
+    std::fs::remove_file(home.join("state.db")).expect("unplant");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &home.join("state.db"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    let started = std::time::Instant::now();
+    let out = pg.run(&Action::EndSession { session: "S".into(), hours_ago: 3 });
+    assert!(matches!(&out.verdict, Verdict::Failed(why) if why.contains("not a file")), "{out:?}");
+    let out = pg.run(&Action::Reset);
+    assert!(matches!(&out.verdict, Verdict::Failed(why) if why.contains("not a file")), "{out:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "nothing waited on the FIFO");
+}

@@ -435,14 +435,40 @@ impl Playground {
         }
     }
 
+    /// The sandbox's state.db, opened for writing as Hermes writes it (`create`: made when
+    /// absent; else None then). What stands there is looked at through the safe-file module
+    /// without following it: a symlink, FIFO or anything but a regular file is refused, and
+    /// SQLite is told not to follow a symlink swapped in after the look.
+    fn state_db(&self, create: bool) -> Result<Option<rusqlite::Connection>, String> {
+        use lease::home::safe_file::{Dir, Spot};
+        use rusqlite::OpenFlags;
+        let home = self.sandbox.home();
+        let path = lease::home::context::state_db(home);
+        let refused = |why: String| format!("the demo's state.db {}: {why}", path.display());
+        let dir = Dir::open(&Spot::new(home, "")).map_err(|e| refused(e.to_string()))?;
+        let Some(dir) = dir else { return Err(refused("its home is gone".into())) };
+        match dir.kind("state.db").map_err(|e| refused(e.to_string()))? {
+            None if !create => return Ok(None),
+            None => {}
+            Some(rustix::fs::FileType::RegularFile) => {}
+            Some(other) => return Err(refused(format!("is a {other:?}, not a file: left alone"))),
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        // one door: SQLite opens by path; what is there was looked at above, not followed.
+        rusqlite::Connection::open_with_flags(&path, flags).map(Some).map_err(|e| refused(e.to_string()))
+    }
+
     /// Record in the sandbox's state.db, as Hermes does, that `session` ended while its
     /// owner lives on; then say what leasectl reads from it (LEAK?, and why).
     fn end_session(&mut self, session: &str, hours_ago: u32) -> Verdict {
         let home = self.sandbox.home().to_path_buf();
         let ended = now() - f64::from(hours_ago) * 3600.0;
+        let db = match self.state_db(true) {
+            Ok(Some(db)) => db,
+            Ok(None) => return Verdict::Failed("the demo's state.db could not be created".into()),
+            Err(why) => return Verdict::Failed(why),
+        };
         let written = (|| -> rusqlite::Result<()> {
-            // one door: the demo's own sandbox, which leasectl created (no user's home).
-            let db = rusqlite::Connection::open(lease::home::context::state_db(&home))?;
             db.pragma_update(None, "journal_mode", "WAL")?;
             db.execute_batch(
                 "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, \
@@ -509,16 +535,17 @@ impl Playground {
         if let Verdict::Failed(why) = self.set_cap(None) {
             return Verdict::Failed(why);
         }
-        let db = lease::home::context::state_db(self.sandbox.home());
-        if db.exists() {
-            // one door: the demo's state.db, written by the demo itself (end_session).
-            let forgot = rusqlite::Connection::open(&db).and_then(|db| {
-                db.execute("DELETE FROM sessions WHERE id LIKE 'tour-%'", [])?;
-                db.execute("DELETE FROM messages WHERE session_id LIKE 'tour-%'", [])
-            });
-            if let Err(e) = forgot {
-                return Verdict::Failed(format!("cannot reset the demo's state.db: {e}"));
+        match self.state_db(false) {
+            Ok(None) => {}
+            Ok(Some(db)) => {
+                let forgot = db
+                    .execute("DELETE FROM sessions WHERE id LIKE 'tour-%'", [])
+                    .and_then(|_| db.execute("DELETE FROM messages WHERE session_id LIKE 'tour-%'", []));
+                if let Err(e) = forgot {
+                    return Verdict::Failed(format!("cannot reset the demo's state.db: {e}"));
+                }
             }
+            Err(why) => return Verdict::Failed(why),
         }
         Verdict::Done(format!(
             "stopped every demo owner, pruned {} they held, cleared the cap",
