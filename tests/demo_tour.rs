@@ -174,7 +174,7 @@ fn a_symlink_or_fifo_planted_as_the_sandboxs_state_db_is_refused() {
     std::fs::remove_file(home.join("state.db")).expect("unplant");
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &home.join("state.db"),
+        home.join("state.db"),
         rustix::fs::FileType::Fifo,
         rustix::fs::Mode::from_raw_mode(0o600),
         0,

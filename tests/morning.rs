@@ -114,16 +114,7 @@ impl Console {
 }
 
 fn acquire(root: &Path, profile: Option<&str>, session: &str, owner: &Sleeper) -> String {
-    let pid = owner.pid_arg();
-    let mut args: Vec<&str> = vec![];
-    if let Some(p) = profile {
-        args.extend(["--profile", p]);
-    }
-    args.extend(["acquire", session, "--owner-pid", &pid, "--json"]);
-    let out = leasectl(root, &args).stdin(Stdio::null()).output().expect("acquire");
-    assert!(out.status.success(), "acquire {session}: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("acquire --json");
-    v["lease_id"].as_str().expect("a lease id").to_owned()
+    crate::common::process::acquire_for(root, profile, session, owner)
 }
 
 fn run_ok(root: &Path, args: &[&str]) {

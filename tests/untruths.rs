@@ -8,15 +8,11 @@ use std::process::{Output, Stdio};
 use crate::common::process::{Sleeper, leasectl};
 
 fn run(home: &Path, args: &[&str]) -> Output {
-    leasectl(home, args).stdin(Stdio::null()).output().expect("run leasectl")
+    crate::common::process::run_in(home, args)
 }
 
 fn acquire(home: &Path, session: &str, owner: &Sleeper) -> String {
-    let pid = owner.pid_arg();
-    let out = run(home, &["acquire", session, "--owner-pid", &pid, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    v["lease_id"].as_str().expect("lease id").to_owned()
+    crate::common::process::acquire_for(home, None, session, owner)
 }
 
 /// `ls --liveness dead` over a registry over its cap: the line says how many of how many

@@ -317,6 +317,25 @@ pub fn leasectl(home: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// `leasectl --home HOME ARGS...` run to its end, stdin closed.
+pub fn run_in(home: &Path, args: &[&str]) -> std::process::Output {
+    leasectl(home, args).stdin(Stdio::null()).output().expect("run leasectl")
+}
+
+/// `acquire SESSION --owner-pid OWNER` in `home` (and `--profile`), asserted granted: its lease id.
+pub fn acquire_for(home: &Path, profile: Option<&str>, session: &str, owner: &Sleeper) -> String {
+    let pid = owner.pid_arg();
+    let mut args: Vec<&str> = vec![];
+    if let Some(p) = profile {
+        args.extend(["--profile", p]);
+    }
+    args.extend(["acquire", session, "--owner-pid", &pid, "--json"]);
+    let out = run_in(home, &args);
+    assert!(out.status.success(), "acquire {session}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("acquire --json");
+    v["lease_id"].as_str().expect("a lease id").to_owned()
+}
+
 pub fn label(args: &[&str]) -> String {
     format!("leasectl {}", args.join(" "))
 }
