@@ -11,6 +11,7 @@ mod completions;
 mod demo_tour;
 mod docs;
 mod events;
+mod fleet;
 mod hardening;
 mod hints;
 mod home_faults;

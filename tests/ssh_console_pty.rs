@@ -32,6 +32,7 @@ fn console(sshd: &Sshd, specs: &[&str], cwd: &std::path::Path) -> Pty {
         ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
         ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
         ("XDG_CONFIG_HOME", dir.as_os_str()),
+        ("XDG_RUNTIME_DIR", dir.as_os_str()),
     ];
     Pty::spawn("console over --host", &args, &env, cwd, 30, 120)
 }

@@ -817,7 +817,7 @@ fn an_unreachable_host_is_one_banner_for_all_its_registries() {
         s.leases = Err(Error::Unreachable {
             host: "gw2".into(),
             why: "ssh could not connect or log in".into(),
-            answered: false,
+            fault: leasectl::lease::HostFault::Unreachable,
         });
         s
     };
@@ -860,7 +860,7 @@ fn a_host_that_answered_it_cannot_serve_is_not_said_unreachable() {
     s.leases = Err(Error::Unreachable {
         host: "gw3".into(),
         why: "the Hermes home /srv/h does not exist on gw3".into(),
-        answered: true,
+        fault: leasectl::lease::HostFault::CannotServe,
     });
     let app = app(vec![s]);
     let text = screen(&app, 120, 30);

@@ -107,6 +107,10 @@ pub struct Cli {
     /// Every host in the hosts file ($XDG_CONFIG_HOME/leasectl/hosts)
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub all_hosts: bool,
+    /// Over --host, give up reaching a host and logging in after SECS (default: your ssh
+    /// config's ConnectTimeout, else 10)
+    #[arg(long, global = true, value_name = "SECS", env = "LEASECTL_CONNECT_TIMEOUT", value_parser = parse_connect_timeout, help_heading = GLOBAL)]
+    pub connect_timeout: Option<u64>,
     /// Where leases live: the Hermes registry file (one host) or etcd (across hosts)
     #[cfg(feature = "etcd")]
     #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL)]
@@ -586,6 +590,13 @@ fn parse_metrics_every(text: &str) -> Result<std::time::Duration, Unusable> {
 }
 
 /// `--lock-timeout`: seconds, 0 to a day.
+fn parse_connect_timeout(text: &str) -> Result<u64, Unusable> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if (1..=3600).contains(&n) => Ok(n),
+        _ => Err(Unusable(format!("{text:?} is not a whole number of seconds from 1 to 3600"))),
+    }
+}
+
 fn parse_lock_timeout(text: &str) -> Result<f64, Unusable> {
     seconds_up_to(text, 86_400)
 }

@@ -109,18 +109,45 @@ fn release_id_everywhere(
             let target = Target::Lease(id.clone());
             let r = store
                 .force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run })
-                .map_err(|e| with_override(e, &target))?;
+                .map_err(|e| at_host(store.location(), with_override(e, &target)))?;
             report_force_release(store.location(), &r, a.json);
             Ok(EXIT_OK)
         }
         many => {
             let places: Vec<String> = many.iter().map(|(i, _)| stores[*i].location().label()).collect();
-            Err(usage(format!(
-                "lease id {typed} is in several registries ({}): name one with --profile",
-                places.join(", ")
-            )))
+            let on_hosts = many.iter().any(|(i, _)| stores[*i].location().host().is_some());
+            if !on_hosts {
+                return Err(usage(format!(
+                    "lease id {typed} is in several registries ({}): name one with --profile",
+                    places.join(", ")
+                )));
+            }
+            // A profile alone cannot choose a host: each place with the words that reach it.
+            let mut options = a.options();
+            options.insert(0, String::new());
+            let commands: Vec<String> = many
+                .iter()
+                .map(|(i, id)| {
+                    let location = stores[*i].location();
+                    options[0].clone_from(id);
+                    let mut words = vec!["force-release"];
+                    words.extend(options.iter().map(String::as_str));
+                    format!("{}: `{}`", location.label(), lease::hint::Reach::of(location).line(None, &words))
+                })
+                .collect();
+            Err(usage(format!("lease id {typed} is in several registries; name one: {}", commands.join("; "))))
         }
     }
+}
+
+/// A refusal from one registry among several hosts': said with the host and profile it
+/// came from, its hints reaching that registry (not every host of the command line).
+fn at_host(location: &Location, f: Failure) -> Failure {
+    if location.host().is_none() || f.message.is_empty() {
+        return f;
+    }
+    let message = lease::hint::hinted(location, &f.message);
+    Failure { code: f.code, message: format!("{}: {message}", location.label()) }
 }
 
 /// A host not reached (--host): said once, and true, so the caller leaves it out.
@@ -148,11 +175,13 @@ fn release_session_everywhere(
         for store in stores.iter_mut() {
             match store.force_release(&target, ForceOptions { allow_live: false, dry_run: true }) {
                 Ok(plan) if !plan.needs_live.is_empty() => {
-                    store.force_release(&target, ForceOptions::default()).map_err(|e| with_override(e, &target))?;
+                    store
+                        .force_release(&target, ForceOptions::default())
+                        .map_err(|e| at_host(store.location(), with_override(e, &target)))?;
                 }
                 Ok(_) | Err(Error::NotFound(_)) => {}
                 Err(e) if not_reached(&**store, &e, &mut unreached) => {}
-                Err(e) => return Err(with_override(e, &target)),
+                Err(e) => return Err(at_host(store.location(), with_override(e, &target))),
             }
         }
     }
@@ -174,7 +203,7 @@ fn release_session_everywhere(
             }
             Err(Error::NotFound(_)) => {}
             Err(e) if not_reached(&**store, &e, &mut unreached) => {}
-            Err(e) => return Err(with_override(e, &target)),
+            Err(e) => return Err(at_host(store.location(), with_override(e, &target))),
         }
     }
     let unavailable = lease::Reason::SessionCoordinationUnavailable.exit_code();

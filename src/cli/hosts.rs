@@ -28,7 +28,20 @@ pub(super) fn selected(cli: &Cli) -> Result<Vec<HostSpec>, Failure> {
             *home = Some(paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?);
         }
     }
+    if !hosts.is_empty() {
+        ssh_settings(cli)?;
+    }
     Ok(hosts)
+}
+
+/// `--connect-timeout` for every host of this run, and `LEASECTL_SSH_PERSIST` checked
+/// before any host is reached (a typo there is said, not taken as "no sharing").
+fn ssh_settings(cli: &Cli) -> Result<(), Failure> {
+    use crate::lease::ssh::options;
+    if let Some(secs) = cli.connect_timeout {
+        options::set_connect_timeout(std::time::Duration::from_secs(secs));
+    }
+    options::share_for().map(|_| ()).map_err(usage)
 }
 
 /// The registry a SPEC's path stands for, as `--home` means it here: a path
@@ -81,7 +94,9 @@ pub(super) fn select_locations(
             .collect();
         return Ok(Selection { locations, root: None });
     }
-    let every_profile = cli.all_profiles || (implicit && cli.profile.is_none());
+    // An id is looked for in every profile of every host, as `--all-profiles` does here.
+    let by_id = matches!(command, Command::ForceRelease(a) if a.lease_id.is_some());
+    let every_profile = cli.all_profiles || ((implicit || by_id) && cli.profile.is_none());
     // Each host's registries (every one, or the one its home names), asked of all hosts
     // at once.
     let answers: Vec<Option<Vec<String>>> = std::thread::scope(|scope| {

@@ -26,6 +26,18 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("HOME", "~/.hermes is the Hermes home when neither --home nor HERMES_HOME is given"),
     ("LEASECTL_HOSTS", "the hosts (--host SPECs, comma-separated) when no --host is given"),
     ("XDG_CONFIG_HOME", "the hosts file is $XDG_CONFIG_HOME/leasectl/hosts (default ~/.config)"),
+    ("LEASECTL_CONNECT_TIMEOUT", "--connect-timeout when it is not given: seconds to reach a host and log in"),
+    (
+        "LEASECTL_SSH_PERSIST",
+        "seconds a host's shared ssh connection outlives its last use (default 60; 0: none shared)",
+    ),
+    (
+        "XDG_RUNTIME_DIR",
+        "shared ssh connections' sockets are kept in $XDG_RUNTIME_DIR/leasectl-ssh (mode 0700; default \
+         /tmp/leasectl-ssh-UID)",
+    ),
+    ("LEASECTL_SSH_COMMAND", "replaces ssh (run by sh -c, leasectl's arguments after it)"),
+    ("LEASECTL_REMOTE_COMMAND", "the program run on a host instead of leasectl"),
     (
         "XDG_STATE_HOME",
         "an etcd prefix's event journal is kept under $XDG_STATE_HOME/leasectl (default ~/.local/state)",

@@ -46,7 +46,7 @@ impl EventKind {
 pub fn unreadable_names(location: &super::Location, error: Option<&super::Error>) -> (&'static str, &'static str) {
     match (location, error) {
         (super::Location::Etcd(_), _) => ("etcd-unreachable", "etcd-reachable"),
-        (_, Some(super::Error::Unreachable { answered: true, .. })) => ("host-cannot-serve", "host-serving"),
+        (_, Some(super::Error::Unreachable { fault, .. })) if fault.reached() => ("host-cannot-serve", "host-serving"),
         (_, Some(super::Error::Unreachable { .. })) => ("host-unreachable", "host-reachable"),
         (_, Some(super::Error::Connecting { .. })) => ("host-connecting", "host-reachable"),
         _ => ("registry-invalid", "registry-valid"),
@@ -56,7 +56,7 @@ pub fn unreadable_names(location: &super::Location, error: Option<&super::Error>
 /// What a registry reading again is said with: a host or etcd answers, a file reads.
 pub fn again_words(location: &super::Location, error: Option<&super::Error>) -> &'static str {
     match (location, error) {
-        (_, Some(super::Error::Unreachable { answered: true, .. })) => "serving again",
+        (_, Some(super::Error::Unreachable { fault, .. })) if fault.reached() => "serving again",
         (super::Location::Etcd(_), _) | (_, Some(super::Error::Unreachable { .. })) => "answering again",
         (_, Some(super::Error::Connecting { .. })) => "answering",
         _ => "readable again",

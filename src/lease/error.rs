@@ -95,11 +95,50 @@ pub enum Error {
     /// Another host (`--host`) could not be reached, or its session ended; or it answered
     /// that it cannot serve (no such home, another protocol): nothing there is known now,
     /// so nothing is acted on.
-    #[error("host {host} {}: {why}", if *.answered { "answered" } else { "is unreachable" })]
-    Unreachable { host: String, why: String, answered: bool },
+    #[error("host {host} {}: {why}", fault.words())]
+    Unreachable { host: String, why: String, fault: HostFault },
     /// Its session is being opened and has not answered yet (the console reads on).
     #[error("host {host}: connecting (no answer yet)")]
     Connecting { host: String },
+}
+
+/// Why another host gives no listings, in the words an operator acts on: nothing
+/// answered, the login was refused, something that is not leasectl answered (a motd, a
+/// shell's echo), or leasectl answered that it cannot serve (no such home, another
+/// protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostFault {
+    Unreachable,
+    LoginRefused,
+    Junk,
+    CannotServe,
+}
+
+impl HostFault {
+    /// Said after the host's name.
+    pub fn words(self) -> &'static str {
+        match self {
+            HostFault::Unreachable => "is unreachable",
+            HostFault::LoginRefused => "refused the login (permission denied)",
+            HostFault::Junk => "answered junk on its output (not leasectl's protocol)",
+            HostFault::CannotServe => "answered",
+        }
+    }
+
+    /// The host was reached: trying again soon will not change the answer.
+    pub fn reached(self) -> bool {
+        !matches!(self, HostFault::Unreachable)
+    }
+
+    /// A banner's title for it.
+    pub fn title(self) -> &'static str {
+        match self {
+            HostFault::Unreachable => "HOST UNREACHABLE",
+            HostFault::LoginRefused => "LOGIN REFUSED",
+            HostFault::Junk => "JUNK ON ITS OUTPUT",
+            HostFault::CannotServe => "HOST CANNOT SERVE",
+        }
+    }
 }
 
 /// What an action named that is not there, and where it looked.

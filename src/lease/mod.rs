@@ -38,7 +38,7 @@ pub use backend::{
     Change, Ending, FileVersion, LeaseStore, Listing, RemoteChange, RemoteListing, StoreOptions, WatchScope,
 };
 pub use clock::now;
-pub use error::{Error, InvalidRegistry};
+pub use error::{Error, HostFault, InvalidRegistry};
 pub use format::entry::Entry;
 pub use format::problem::{Problem, Rule};
 pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};

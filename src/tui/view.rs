@@ -289,10 +289,10 @@ fn unreadable_title(location: &Location, e: &crate::lease::Error, since: &str) -
     match location {
         Location::Etcd(_) => format!("ETCD UNREACHABLE{since}"),
         // The link's own words for a host it cannot reach (else the remote's error).
-        Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { answered: true, .. }) => {
-            format!("HOST CANNOT SERVE{since}")
+        Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { .. }) => {
+            let fault = if let crate::lease::Error::Unreachable { fault, .. } = e { fault.title() } else { "" };
+            format!("{fault}{since}")
         }
-        Location::Ssh(_) if matches!(e, crate::lease::Error::Unreachable { .. }) => format!("HOST UNREACHABLE{since}"),
         Location::Ssh(_) if matches!(e, crate::lease::Error::Connecting { .. }) => format!("CONNECTING{since}"),
         Location::Ssh(_) => format!("CANNOT READ{since}"),
         Location::File(_) => "INVALID REGISTRY".into(),

@@ -198,6 +198,8 @@ impl Sshd {
             .env("LEASECTL_SSH_COMMAND", self.ssh_command())
             .env("LEASECTL_REMOTE_COMMAND", BIN)
             .env("XDG_CONFIG_HOME", self.dir.path())
+            // Shared connections in the test's own directory, never the machine's.
+            .env("XDG_RUNTIME_DIR", self.dir.path())
             .env_remove("LEASECTL_HOSTS")
             .env_remove("HERMES_HOME");
         cmd

@@ -10,8 +10,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::options;
 use super::wire::{Answer, ClientLine, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireListing};
-use crate::lease::error::Error;
+use crate::lease::error::{Error, HostFault};
 use crate::lease::host_spec::{HostSpec, HostTarget};
 
 /// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
@@ -22,8 +23,10 @@ pub const REMOTE_COMMAND_ENV: &str = "LEASECTL_REMOTE_COMMAND";
 /// The remote's arguments: fixed words. A home, profile or id travels in the JSON lines.
 pub const SERVE_ARGS: &str = "serve --stdio";
 
-/// The longest a connection may take to say hello and open the home.
-const CONNECT_WITHIN: Duration = Duration::from_secs(15);
+/// Lines that are not leasectl's before its hello (a motd, a shell rc's echo): passed
+/// over, the first few kept to say what the host said when no hello follows.
+const JUNK_BEFORE_HELLO: usize = 200;
+const JUNK_KEPT: usize = 3;
 /// How long reads wait for sessions being opened while subscriptions keep their hosts
 /// (the console), counted once for the whole process from the first subscription: the
 /// first screen has its hosts' listings when they answer at once, and a slow host never
@@ -68,6 +71,8 @@ pub struct Link {
     state: Mutex<State>,
     /// Signalled when an opening ends, either way.
     opened: Condvar,
+    /// What the operator's ssh config says for this host, once read.
+    config: std::sync::OnceLock<options::SshConfig>,
 }
 
 struct Conn {
@@ -76,17 +81,17 @@ struct Conn {
     generation: u64,
 }
 
-/// Why a host gives no listings: unreachable, or it answered that it cannot serve.
+/// Why a host gives no listings, and in which words (unreachable, login refused, junk,
+/// cannot serve).
 #[derive(Clone)]
 struct Down {
     why: String,
-    /// The remote leasectl answered (a refusal: no such home, another protocol).
-    answered: bool,
+    fault: HostFault,
 }
 
 impl Down {
     fn lost(why: String) -> Down {
-        Down { why, answered: false }
+        Down { why, fault: HostFault::Unreachable }
     }
 }
 
@@ -133,11 +138,14 @@ impl Link {
     /// The one link to `spec` in this process.
     pub fn to(spec: &HostSpec) -> Arc<Link> {
         let mut links = LINKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(
-            links.entry(spec.clone()).or_insert_with(|| {
-                Arc::new(Link { spec: spec.clone(), state: Mutex::default(), opened: Condvar::new() })
-            }),
-        )
+        Arc::clone(links.entry(spec.clone()).or_insert_with(|| {
+            Arc::new(Link {
+                spec: spec.clone(),
+                state: Mutex::default(),
+                opened: Condvar::new(),
+                config: std::sync::OnceLock::new(),
+            })
+        }))
     }
 
     /// The registries there (`root` first), connecting if need be.
@@ -230,7 +238,7 @@ impl Link {
             Err(RecvTimeoutError::Timeout) => Err(Error::Unreachable {
                 host: self.spec.name.clone(),
                 why: format!("no answer within {}s (slow or stuck; the session stays open)", within.as_secs()),
-                answered: false,
+                fault: HostFault::Unreachable,
             }),
             Err(RecvTimeoutError::Disconnected) => Err(self.unreachable("the session ended")),
         }
@@ -254,7 +262,7 @@ impl Link {
 
     fn start_subscription(self: &Arc<Self>) -> Result<(), Error> {
         let rx = self.send(Request::Subscribe, true)?;
-        self.wait(&rx, CONNECT_WITHIN)?;
+        self.wait(&rx, self.hello_within())?;
         lock(&self.state).fed = true;
         self.opened.notify_all();
         Ok(())
@@ -307,17 +315,18 @@ impl Link {
     }
 
     fn down_error(&self, down: &Down) -> Error {
-        Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone(), answered: down.answered }
+        Error::Unreachable { host: self.spec.name.clone(), why: down.why.clone(), fault: down.fault }
     }
 
     /// Connected, or why not (at once while waiting to try again). The session is opened
     /// without holding the state: a reader meanwhile waits for it a bounded time. While
     /// a subscription keeps the host, only its own thread (`opener`) opens sessions.
     fn ensure(self: &Arc<Self>, opener: bool) -> Result<(), Error> {
+        let within = self.hello_within();
         let mut s = lock(&self.state);
         let deadline = match s.subscribed {
             true => *FIRST_SUBSCRIPTION.get_or_init(Instant::now) + SUBSCRIBED_WAIT,
-            false => Instant::now() + CONNECT_WITHIN + Duration::from_secs(1),
+            false => Instant::now() + within + Duration::from_secs(1),
         };
         while s.conn.is_none() && s.connecting.is_some() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -430,7 +439,30 @@ impl Link {
         });
     }
 
+    /// How long opening a session may take: the connect timeout and the remote's start.
+    fn hello_within(&self) -> Duration {
+        let config = match &self.spec.target {
+            HostTarget::Ssh(_) => self.config(),
+            HostTarget::Local { .. } => options::SshConfig::default(),
+        };
+        options::hello_within(options::connect_timeout(&config).0)
+    }
+
+    /// What the operator's ssh config says for this host (read once, without connecting).
+    fn config(&self) -> options::SshConfig {
+        let HostTarget::Ssh(t) = &self.spec.target else { return options::SshConfig::default() };
+        self.config
+            .get_or_init(|| {
+                let mut ask = ssh_program();
+                ask.arg("-G");
+                destination(&mut ask, t);
+                options::ask_ssh(&mut ask)
+            })
+            .clone()
+    }
+
     fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Ready), Down> {
+        let within = self.hello_within();
         let mut child =
             self.command().spawn().map_err(|e| Down::lost(format!("cannot start {}: {e}", self.program())))?;
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -444,24 +476,43 @@ impl Link {
         let (first_tx, first_rx) = channel::<Result<ServerLine, Option<String>>>();
         let link = Arc::clone(self);
         let said = Arc::clone(&errors);
-        std::thread::spawn(move || link.read_lines(stdout, generation, first_tx, said));
-        let deadline = Instant::now() + CONNECT_WITHIN;
+        let junk = Arc::new(Mutex::new(Junk::default()));
+        let seen = Arc::clone(&junk);
+        std::thread::spawn(move || link.read_lines(stdout, generation, first_tx, said, seen));
+        let deadline = Instant::now() + within;
         let mut conn = Conn { stdin, child, generation };
         // The session ended while opening: ssh's status and stderr say why. A status
         // other than ssh's own 255 is the remote command's: the host answered.
         let ended = |mut conn: Conn, end: Option<String>| {
             let status = wait_briefly(&mut conn.child);
-            let answered = status.and_then(|s| s.code()).is_some_and(|c| c != 255);
-            Down { why: ended_why(status, &errors, end), answered }
+            let code = status.and_then(|s| s.code());
+            let why = ended_why(status, &errors, end);
+            let fault = match code {
+                _ if junk_seen(&junk) => HostFault::Junk,
+                Some(255) if why.contains("Permission denied") => HostFault::LoginRefused,
+                Some(c) if c != 255 => HostFault::CannotServe,
+                _ => HostFault::Unreachable,
+            };
+            Down { why: with_junk(why, &junk), fault }
         };
-        let answered = |why: String| Down { why, answered: true };
-        let hello = match next_first(&first_rx, deadline) {
+        let answered = |why: String| Down { why, fault: HostFault::CannotServe };
+        let junk_said = |why: String| Down { why, fault: HostFault::Junk };
+        // Nothing but junk came in time: the host was reached, and answered that.
+        let late = |conn: Conn, why: String| match junk_seen(&junk) {
+            true => junk_said(abandon(
+                conn,
+                with_junk(format!("no hello from leasectl within {}s", within.as_secs()), &junk),
+            )),
+            false => Down::lost(abandon(conn, why)),
+        };
+        let hello = match next_first(&first_rx, deadline, within) {
             Ok(ServerLine::Hello(h)) => h,
             Ok(other) => {
-                return Err(answered(abandon(conn, format!("the remote did not say hello first ({other:?})"))));
+                let why = format!("it sent {} before saying hello", other.kind());
+                return Err(junk_said(abandon(conn, why)));
             }
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
-            Err(Ended::Late(why)) => return Err(Down::lost(abandon(conn, why))),
+            Err(Ended::Late(why)) => return Err(late(conn, why)),
         };
         if hello.protocol != PROTOCOL {
             let why = format!(
@@ -481,13 +532,14 @@ impl Link {
         if let Err(e) = conn.stdin.write_all(format!("{line}\n").as_bytes()).and_then(|()| conn.stdin.flush()) {
             return Err(Down::lost(abandon(conn, format!("the session broke: {e}"))));
         }
-        let ready = match next_first(&first_rx, deadline) {
+        let ready = match next_first(&first_rx, deadline, within) {
             Ok(ServerLine::Ready(r)) => r,
             Ok(ServerLine::Refused(why)) => {
                 return Err(answered(abandon(conn, crate::lease::human::escape(&why).into_owned())));
             }
             Ok(other) => {
-                return Err(answered(abandon(conn, format!("an unexpected answer to opening the home ({other:?})"))));
+                let why = format!("it sent {} in answer to opening the home", other.kind());
+                return Err(junk_said(abandon(conn, why)));
             }
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
             Err(Ended::Late(why)) => return Err(Down::lost(abandon(conn, why))),
@@ -504,28 +556,17 @@ impl Link {
                 c
             }
             HostTarget::Ssh(t) => {
-                let mut c = match std::env::var(SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
-                    Some(text) => {
-                        let mut c = Command::new("sh");
-                        c.arg("-c").arg(format!("{text} \"$@\"")).arg("ssh");
-                        c
-                    }
-                    None => Command::new("ssh"),
-                };
+                let config = self.config();
+                let mut c = ssh_program();
                 // BatchMode: never a prompt (a password, an unknown host key): refused, and said.
-                c.args(["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]);
-                c.args(["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"]);
-                if let Some(p) = t.port {
-                    c.arg("-p").arg(p.to_string());
-                }
-                if let Some(u) = &t.user {
-                    c.arg("-l").arg(u);
-                }
+                c.args(["-T", "-o", "BatchMode=yes"]);
+                // Timeouts and sharing where the operator's config is silent.
+                c.args(options::added(&config));
+                destination(&mut c, t);
                 let program = std::env::var(REMOTE_COMMAND_ENV)
                     .ok()
                     .filter(|p| !p.trim().is_empty())
                     .unwrap_or_else(|| "leasectl".into());
-                c.arg("--").arg(t.host.trim_start_matches('[').trim_end_matches(']'));
                 c.arg(format!("{program} {SERVE_ARGS}"));
                 c
             }
@@ -548,6 +589,7 @@ impl Link {
         generation: u64,
         first: Sender<Result<ServerLine, Option<String>>>,
         errors: Arc<Mutex<Vec<String>>>,
+        junk: Arc<Mutex<Junk>>,
     ) {
         let mut reader = BufReader::with_capacity(1 << 16, stdout);
         let mut buf = Vec::new();
@@ -562,10 +604,11 @@ impl Link {
             }
             let line: ServerLine = match serde_json::from_slice(&buf) {
                 Ok(l) => l,
+                // Before the hello: a motd or a shell rc's echo, passed over (and kept).
+                Err(_) if opening && take_junk(&junk, &buf) => continue,
                 Err(e) => {
-                    let start = String::from_utf8_lossy(&buf[..buf.len().min(200)]).into_owned();
-                    let shown = crate::lease::human::escape(&start);
-                    break Some(format!("the remote said something that is not leasectl's protocol ({e}): {shown}"));
+                    take_junk(&junk, &buf);
+                    break Some(format!("a line that is not leasectl's protocol ({e})"));
                 }
             };
             if opening {
@@ -587,12 +630,12 @@ impl Link {
         s.fed = false;
         s.lag = None;
         let status = wait_briefly(&mut conn.child);
-        let why = ended_why(status, &errors, end);
+        let why = with_junk(ended_why(status, &errors, end), &junk);
+        let fault = if junk_seen(&junk) { HostFault::Junk } else { HostFault::Unreachable };
         for (_, tx) in s.pending.drain() {
-            let _ =
-                tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone(), answered: false }));
+            let _ = tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone(), fault }));
         }
-        s.down = Some(Down::lost(why));
+        s.down = Some(Down { why, fault });
         s.changes += 1;
         s.retry_at = Some(Instant::now() + FIRST_RETRY);
         s.retry_pause = FIRST_RETRY;
@@ -636,13 +679,74 @@ enum Ended {
     Late(String),
 }
 
-fn next_first(rx: &Receiver<Result<ServerLine, Option<String>>>, deadline: Instant) -> Result<ServerLine, Ended> {
+fn next_first(
+    rx: &Receiver<Result<ServerLine, Option<String>>>,
+    deadline: Instant,
+    within: Duration,
+) -> Result<ServerLine, Ended> {
     match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
         Ok(Ok(line)) => Ok(line),
         Ok(Err(end)) => Err(Ended::Early(end)),
-        Err(RecvTimeoutError::Timeout) => Err(Ended::Late(format!("no answer within {}s", CONNECT_WITHIN.as_secs()))),
+        Err(RecvTimeoutError::Timeout) => Err(Ended::Late(format!("no answer within {}s", within.as_secs()))),
         Err(RecvTimeoutError::Disconnected) => Err(Ended::Early(None)),
     }
+}
+
+/// `ssh`, or the operator's replacement for it (`LEASECTL_SSH_COMMAND`, run by `sh -c`
+/// with leasectl's arguments as `"$@"`, never spliced into its text).
+fn ssh_program() -> Command {
+    match std::env::var(SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
+        Some(text) => {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(format!("{text} \"$@\"")).arg("ssh");
+            c
+        }
+        None => Command::new("ssh"),
+    }
+}
+
+/// `-p PORT -l USER -- HOST`: each its own argument.
+fn destination(c: &mut Command, t: &crate::lease::host_spec::SshTarget) {
+    if let Some(p) = t.port {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(u) = &t.user {
+        c.arg("-l").arg(u);
+    }
+    c.arg("--").arg(t.host.trim_start_matches('[').trim_end_matches(']'));
+}
+
+/// What came on a session's output that is not leasectl's protocol.
+#[derive(Default)]
+struct Junk {
+    lines: usize,
+    kept: Vec<String>,
+}
+
+/// Keep a junk line (escaped, cut to 200 bytes); false once too many came to pass over.
+fn take_junk(junk: &Mutex<Junk>, line: &[u8]) -> bool {
+    let mut j = junk.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    j.lines += 1;
+    if j.kept.len() < JUNK_KEPT {
+        let text = String::from_utf8_lossy(&line[..line.len().min(200)]);
+        j.kept.push(crate::lease::human::escape(text.trim_end_matches(['\n', '\r'])).into_owned());
+    }
+    j.lines <= JUNK_BEFORE_HELLO
+}
+
+fn junk_seen(junk: &Mutex<Junk>) -> bool {
+    junk.lock().unwrap_or_else(std::sync::PoisonError::into_inner).lines > 0
+}
+
+/// `why`, and what the host said that was not leasectl's, when it said anything.
+fn with_junk(why: String, junk: &Mutex<Junk>) -> String {
+    let j = junk.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if j.lines == 0 {
+        return why;
+    }
+    let more =
+        if j.lines > j.kept.len() { format!(" and {} more lines", j.lines - j.kept.len()) } else { String::new() };
+    format!("{why}; it said: {}{more}", j.kept.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", "))
 }
 
 /// Stop a session that will not be used; the reason stands.

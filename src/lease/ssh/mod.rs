@@ -5,5 +5,6 @@
 //! same guards and the remote's audit record.
 
 pub mod link;
+pub mod options;
 pub mod store;
 pub mod wire;

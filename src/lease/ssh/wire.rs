@@ -77,6 +77,19 @@ pub enum ServerLine {
     },
 }
 
+impl ServerLine {
+    /// What kind of line it is, for a message (never its content).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerLine::Hello(_) => "a hello",
+            ServerLine::Ready(_) => "a ready line",
+            ServerLine::Refused(_) => "a refusal",
+            ServerLine::Answer { .. } => "an answer",
+            ServerLine::Listing { .. } => "a listing",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientLine {
