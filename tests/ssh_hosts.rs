@@ -370,7 +370,14 @@ fn doctor_and_metrics_cover_every_host_and_name_the_one_down() {
 
     let out = run(&sshd, &["--host", &good, "--host", &closed, "metrics"]);
     assert!(out.stdout.contains(r#"leasectl_registry_valid{host="good",profile="root"} 1"#), "{out:?}");
-    assert!(out.stdout.contains(r#"leasectl_registry_valid{host="closed",profile="root"} 0"#), "{out:?}");
+    // A host not reached is down, not an invalid registry (issue 39).
+    assert!(!out.stdout.contains(r#"leasectl_registry_valid{host="closed""#), "{out:?}");
+    assert!(out.stdout.contains(r#"leasectl_host_up{host="closed"} 0"#), "{out:?}");
+    assert!(out.stdout.contains(r#"leasectl_host_up{host="good"} 1"#), "{out:?}");
+    assert!(out.stdout.contains("# TYPE leasectl_host_up gauge"), "{out:?}");
+    // Without --host there is no host to be up.
+    let local = Proc::run("metrics", common::process::leasectl(home.path(), &["metrics"]));
+    assert!(!local.stdout.contains("leasectl_host_up"), "{local:?}");
 }
 
 /// `ls -w` over a fast host and one behind a slow link: the fast one's leases are listed

@@ -47,9 +47,26 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     let mut oldest = family("leasectl_oldest_lease_age_seconds", "Age of the oldest lease.");
     let mut waited = family("leasectl_lock_wait_seconds", "How long taking the registry lock took (1 s at most).");
     let mut held = family("leasectl_lock_held", "1 when the lock stayed held for the whole probe.");
+    let mut up = family("leasectl_host_up", "1 when the host (--host) answered, 0 when it could not be reached.");
+    let mut hosts: Vec<(String, bool)> = Vec::new();
     let at = now();
     for store in stores.iter_mut() {
         let listing = store.read();
+        // A host that did not answer: down, and nothing is known of its registries (not
+        // an invalid one).
+        if let Some(host) = listing.location.host() {
+            let down = matches!(
+                listing.leases,
+                Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
+            );
+            match hosts.iter_mut().find(|(name, _)| *name == host.name) {
+                Some((_, answered)) => *answered |= !down,
+                None => hosts.push((host.name.clone(), !down)),
+            }
+            if down {
+                continue;
+            }
+        }
         let mut profile = vec![("profile", label_value(listing.location.name()))];
         // Over --host: each host's registries under its name.
         if let Some(host) = listing.location.host() {
@@ -95,8 +112,12 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
             held.samples.push((profile, f64::from(u8::from(probe.held))));
         }
     }
+    for (host, answered) in hosts {
+        up.samples.push((vec![("host", label_value(&host))], f64::from(u8::from(answered))));
+    }
     let mut out = String::new();
-    for f in [leases, live, cap, conflicts, leaks, valid, oldest, waited, held] {
+    let with_hosts = (!up.samples.is_empty()).then_some(up);
+    for f in [leases, live, cap, conflicts, leaks, valid, oldest, waited, held].into_iter().chain(with_hosts) {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
         let _ = writeln!(out, "# TYPE {} gauge", f.name);
         for (labels, value) in f.samples {
