@@ -220,3 +220,43 @@ fn a_second_look_reuses_the_connection_through_a_private_socket() {
     assert_ne!(third, fourth, "no sharing: a connection each");
     assert_eq!(sockets(), 0);
 }
+
+/// Patterns and groups of the hosts file, wherever a host is named (`--host`,
+/// LEASECTL_HOSTS), reaching real hosts; the hint a command prints reaches the same ones.
+#[test]
+fn host_patterns_and_groups_name_hosts_of_the_hosts_file() {
+    let sshd = Sshd::start();
+    let homes: Vec<Home> = (0..3).map(|_| Home::new()).collect();
+    let owner = Sleeper::new();
+    for (i, home) in homes.iter().enumerate() {
+        acquire_for(home.path(), None, &format!("S-{i}"), &owner);
+    }
+    fs::create_dir_all(sshd.dir().join("leasectl")).expect("config dir");
+    let file = format!(
+        "[gateways]\n{}\n{}\n[ci]\n{}\ngw2\n",
+        sshd.spec("gw1", homes[0].path()),
+        sshd.spec("gw2", homes[1].path()),
+        sshd.spec("build", homes[2].path())
+    );
+    fs::write(sshd.dir().join("leasectl/hosts"), file).expect("hosts file");
+    let hosts_of = |out: &Out| -> Vec<String> {
+        let mut seen: Vec<String> =
+            out.stdout.lines().skip(1).filter_map(|l| l.split('\t').next()).map(str::to_owned).collect();
+        seen.dedup();
+        seen
+    };
+    let out = run(&sshd, &["--host", "gw*", "ls", "-o", "tsv"]);
+    out.expect_exit(0);
+    assert_eq!(hosts_of(&out), ["gw1", "gw2"], "{out:?}");
+    let out = run(&sshd, &["--host", "ci", "ls", "-o", "tsv"]);
+    out.expect_exit(0);
+    assert_eq!(hosts_of(&out), ["build", "gw2"], "{out:?}");
+    let mut cmd = sshd.leasectl(&["ls", "-o", "tsv"]);
+    cmd.env("LEASECTL_HOSTS", "gateways,b*");
+    let out = Proc::run("LEASECTL_HOSTS", cmd);
+    out.expect_exit(0);
+    assert_eq!(hosts_of(&out), ["gw1", "gw2", "build"], "{out:?}");
+    let out = run(&sshd, &["--host", "db*", "ls"]);
+    out.expect_exit(2);
+    assert!(out.stderr.contains("matches db*") && out.stderr.contains("groups: gateways, ci"), "{out:?}");
+}

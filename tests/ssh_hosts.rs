@@ -443,7 +443,7 @@ fn the_hosts_file_and_leasectl_hosts_name_hosts() {
     assert!(out.status.success() && listed(&out), "{out:?}");
     let out = run(&sshd, &["--host", "gw9", "ls"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(out.stderr.contains("names none such"), "{out:?}");
+    assert!(out.stderr.contains("names no such host or group"), "{out:?}");
 }
 
 /// force-release over --host with a host down: a lease id or a session is acted on where

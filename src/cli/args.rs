@@ -98,7 +98,7 @@ pub struct Cli {
     pub idle_threshold: Option<std::time::Duration>,
     /// A Hermes home on another host, over your own ssh (repeatable; default:
     /// $LEASECTL_HOSTS): ssh://[user@]host[:port][/path], local[:/path], name=SPEC, or a
-    /// name from the hosts file
+    /// name, group or pattern (gw*) from the hosts file
     #[arg(long = "host", global = true, value_name = "SPEC", env = "LEASECTL_HOSTS", hide_env_values = true, help_heading = GLOBAL)]
     pub hosts: Vec<String>,
     /// The hosts came from LEASECTL_HOSTS (one comma-separated value), not --host.

@@ -2,7 +2,8 @@
 //! hosts file (`$XDG_CONFIG_HOME/leasectl/hosts`), whose names `--host NAME` also takes.
 //!
 //! A SPEC is `ssh://[user@]host[:port][/path/to/hermes-home]` or `local[:/path]`, either
-//! after an optional display name (`name=SPEC`).
+//! after an optional display name (`name=SPEC`). Where `--host` takes a name it also
+//! takes a glob over the hosts file's names (`gw*`) and a group, a `[section]` of it.
 
 use std::path::{Path, PathBuf};
 
@@ -180,9 +181,32 @@ pub fn hosts_file() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join(HOSTS_FILE))
 }
 
-/// Every host in the hosts file, in order; none when there is no file. Problems name
-/// the file and line.
+/// The hosts file's hosts, in order, and its groups: a `[name]` line starts a group,
+/// which holds each host defined after it, and each host named again by its name alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostsFile {
+    pub hosts: Vec<HostSpec>,
+    pub groups: Vec<(String, Vec<String>)>,
+}
+
+impl HostsFile {
+    fn group(&self, name: &str) -> Option<&[String]> {
+        self.groups.iter().find(|(g, _)| g == name).map(|(_, members)| members.as_slice())
+    }
+
+    fn host(&self, name: &str) -> Option<&HostSpec> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+}
+
+/// Every host in the hosts file, in order; none when there is no file.
 pub fn read_hosts_file(path: &Path) -> Result<Vec<HostSpec>, Unusable> {
+    read_hosts_groups(path).map(|f| f.hosts)
+}
+
+/// The hosts file with its groups; empty when there is no file. Problems name the file
+/// and line.
+pub fn read_hosts_groups(path: &Path) -> Result<HostsFile, Unusable> {
     use crate::lease::home::safe_file::{Spot, read_bounded};
     let (dir, name) = match (path.parent(), path.file_name()) {
         (Some(d), Some(n)) => (d, n),
@@ -190,22 +214,56 @@ pub fn read_hosts_file(path: &Path) -> Result<Vec<HostSpec>, Unusable> {
     };
     let bytes = match read_bounded(&Spot::new(dir, name), HOSTS_FILE_MAX) {
         Ok(Some(b)) => b,
-        Ok(None) => return Ok(vec![]),
+        Ok(None) => return Ok(HostsFile::default()),
         Err(e) => return Err(Unusable(format!("cannot read the hosts file {}: {e}", path.display()))),
     };
     let text = String::from_utf8(bytes)
         .map_err(|_| Unusable(format!("the hosts file {} is not UTF-8 text", path.display())))?;
-    let mut hosts = Vec::new();
+    let mut file = HostsFile::default();
     for (n, line) in text.lines().enumerate() {
+        let at = |why: String| Unusable(format!("{}:{}: {why}", path.display(), n + 1));
         let line = line.split_once('#').map_or(line, |(before, _)| before).trim();
         if line.is_empty() {
             continue;
         }
-        let spec = HostSpec::parse(line).map_err(|e| Unusable(format!("{}:{}: {}", path.display(), n + 1, e.0)))?;
-        hosts.push(spec);
+        if let Some(group) = line.strip_prefix('[') {
+            let group = group.strip_suffix(']').ok_or_else(|| at(format!("{line:?}: a group is [name]")))?.trim();
+            check_name(group).map_err(|why| at(format!("group {}: {why}", crate::lease::human::escape(group))))?;
+            if file.group(group).is_some() {
+                return Err(at(format!("group {group} is named twice")));
+            }
+            file.groups.push((group.to_owned(), Vec::new()));
+            continue;
+        }
+        // A host named before, by its name alone: in this group too.
+        let name = match file.host(line) {
+            Some(known) if !file.groups.is_empty() => known.name.clone(),
+            _ => {
+                let spec = HostSpec::parse(line).map_err(|e| at(e.0))?;
+                let name = spec.name.clone();
+                file.hosts.push(spec);
+                name
+            }
+        };
+        if let Some((_, members)) = file.groups.last_mut()
+            && !members.contains(&name)
+        {
+            members.push(name);
+        }
     }
-    unique_names(&hosts)?;
-    Ok(hosts)
+    unique_names(&file.hosts)?;
+    if let Some((g, _)) = file.groups.iter().find(|(g, _)| file.host(g).is_some()) {
+        return Err(Unusable(format!(
+            "{}: {g} is both a host and a group: --host {g} could not say which",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// A name with `*`, `?` or `[` in it is a pattern over the hosts file's names.
+fn is_pattern(text: &str) -> bool {
+    text.contains(['*', '?', '['])
 }
 
 /// The hosts a command acts on: each `--host` (a SPEC, or a name from the hosts file),
@@ -221,23 +279,23 @@ pub fn select(
         .map(|e| e.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default();
     let named = if given.is_empty() { &env_list } else { given };
-    let mut from_file: Option<Vec<HostSpec>> = None;
-    let mut file_hosts = |file: Option<&Path>| -> Result<Vec<HostSpec>, Unusable> {
+    let mut from_file: Option<HostsFile> = None;
+    let mut file_hosts = |file: Option<&Path>| -> Result<HostsFile, Unusable> {
         if let Some(h) = &from_file {
             return Ok(h.clone());
         }
         let hosts = match file {
-            Some(f) => read_hosts_file(f)?,
-            None => vec![],
+            Some(f) => read_hosts_groups(f)?,
+            None => HostsFile::default(),
         };
         from_file = Some(hosts.clone());
         Ok(hosts)
     };
+    let place = file.map_or("no configuration directory".to_owned(), |f| f.display().to_string());
     let mut hosts = Vec::new();
     if all_hosts {
-        let listed = file_hosts(file)?;
+        let listed = file_hosts(file)?.hosts;
         if listed.is_empty() {
-            let place = file.map_or("no configuration directory".to_owned(), |f| f.display().to_string());
             return Err(Unusable(format!("--all-hosts: the hosts file lists no host ({place})")));
         }
         hosts.extend(listed);
@@ -245,24 +303,53 @@ pub fn select(
     for text in named {
         let looks_like_spec =
             text.contains("://") || text.contains('=') || text == "local" || text.starts_with("local:");
-        let spec = if looks_like_spec {
-            HostSpec::parse(text)?
+        let specs = if looks_like_spec {
+            vec![HostSpec::parse(text)?]
         } else {
             let listed = file_hosts(file)?;
-            match listed.into_iter().find(|h| h.name == *text) {
-                Some(h) => h,
-                None => HostSpec::parse(text).map_err(|e| {
-                    let place = file.map_or(String::new(), |f| format!(" ({} names none such)", f.display()));
-                    Unusable(format!("{}{place}", e.0))
-                })?,
-            }
+            named_in_file(&listed, text, &place)?
         };
-        if !hosts.contains(&spec) {
-            hosts.push(spec);
+        for spec in specs {
+            if !hosts.contains(&spec) {
+                hosts.push(spec);
+            }
         }
     }
     unique_names(&hosts)?;
     Ok(hosts)
+}
+
+/// What a word names in the hosts file: a host, every host of a group, or every host
+/// whose name a pattern matches (in the file's order). Nothing: said, with what there is.
+fn named_in_file(file: &HostsFile, text: &str, place: &str) -> Result<Vec<HostSpec>, Unusable> {
+    let known = || {
+        let hosts: Vec<&str> = file.hosts.iter().map(|h| h.name.as_str()).collect();
+        let groups: Vec<&str> = file.groups.iter().map(|(g, _)| g.as_str()).collect();
+        let hosts = if hosts.is_empty() { "none".to_owned() } else { hosts.join(", ") };
+        match groups.is_empty() {
+            true => format!("hosts: {hosts}"),
+            false => format!("hosts: {hosts}; groups: {}", groups.join(", ")),
+        }
+    };
+    let shown = crate::lease::human::escape(text);
+    if is_pattern(text) {
+        let pattern = glob::Pattern::new(text)
+            .map_err(|e| Unusable(format!("host pattern {shown}: {e} (a glob: *, ?, [abc])")))?;
+        let matched: Vec<HostSpec> = file.hosts.iter().filter(|h| pattern.matches(&h.name)).cloned().collect();
+        if matched.is_empty() {
+            return Err(Unusable(format!("no host in the hosts file ({place}) matches {shown}; {}", known())));
+        }
+        return Ok(matched);
+    }
+    if let Some(h) = file.host(text) {
+        return Ok(vec![h.clone()]);
+    }
+    if let Some(members) = file.group(text) {
+        return Ok(members.iter().filter_map(|m| file.host(m)).cloned().collect());
+    }
+    HostSpec::parse(text)
+        .map(|h| vec![h])
+        .map_err(|e| Unusable(format!("{} (the hosts file {place} names no such host or group; {})", e.0, known())))
 }
 
 /// Two hosts shown under one name could not be told apart.
@@ -356,7 +443,37 @@ mod tests {
         // Nothing named: this machine alone, as without hosts.
         assert!(select(&[], None, false, Some(&file)).expect("none").is_empty());
         let e = select(&["gw9".into()], None, false, Some(&file)).expect_err("unknown").0;
-        assert!(e.contains("names none such"), "{e}");
+        assert!(e.contains("names no such host or group"), "{e}");
+    }
+
+    #[test]
+    fn groups_and_patterns_name_hosts_of_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("hosts");
+        let text = "local\n[gateways]\ngw1=ssh://a\ngw2=ssh://b\n[build] # ci\nci=ssh://c\ngw1\n";
+        std::fs::write(&file, text).expect("write");
+        let names = |given: &[&str]| -> Vec<String> {
+            let given: Vec<String> = given.iter().map(|g| (*g).to_owned()).collect();
+            select(&given, None, false, Some(&file)).expect("select").into_iter().map(|h| h.name).collect()
+        };
+        assert_eq!(names(&["gateways"]), ["gw1", "gw2"]);
+        assert_eq!(names(&["build"]), ["ci", "gw1"], "a host named again joins the group");
+        assert_eq!(names(&["gw*"]), ["gw1", "gw2"]);
+        assert_eq!(names(&["gw[2]", "build"]), ["gw2", "ci", "gw1"], "each once, in the order named");
+        let env = select(&[], Some("gw?,local"), false, Some(&file)).expect("env");
+        assert_eq!(env.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(), ["gw1", "gw2", "local"]);
+        let e = select(&["db*".into()], None, false, Some(&file)).expect_err("no match").0;
+        assert!(e.contains("matches db*") && e.contains("hosts: local, gw1, gw2, ci; groups: gateways, build"), "{e}");
+        let e = select(&["nope".into()], None, false, Some(&file)).expect_err("unknown").0;
+        assert!(e.contains("no such host or group"), "{e}");
+        assert_eq!(read_hosts_file(&file).expect("hosts").len(), 4, "a host named again is one host");
+
+        std::fs::write(&file, "gw1=ssh://a\n[gw1]\n").expect("write");
+        assert!(read_hosts_groups(&file).expect_err("clash").0.contains("both a host and a group"));
+        std::fs::write(&file, "[a b]\n").expect("write");
+        assert!(read_hosts_groups(&file).expect_err("bad group").0.contains(":1: group a b"));
+        std::fs::write(&file, "[x\n").expect("write");
+        assert!(read_hosts_groups(&file).expect_err("unclosed").0.contains("a group is [name]"));
     }
 
     #[test]
