@@ -54,18 +54,8 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
         let listing = store.read();
         // A host that did not answer: down, and nothing is known of its registries (not
         // an invalid one).
-        if let Some(host) = listing.location.host() {
-            let down = matches!(
-                listing.leases,
-                Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
-            );
-            match hosts.iter_mut().find(|(name, _)| *name == host.name) {
-                Some((_, answered)) => *answered |= !down,
-                None => hosts.push((host.name.clone(), !down)),
-            }
-            if down {
-                continue;
-            }
+        if !host_answered(&listing, &mut hosts) {
+            continue;
         }
         let mut profile = vec![("profile", label_value(listing.location.name()))];
         // Over --host: each host's registries under its name.
@@ -127,6 +117,19 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     }
     out.push_str("# EOF\n");
     out
+}
+
+/// Whether `listing`'s host (if on one) answered; each host counted once in `hosts`,
+/// up when any of its registries answered.
+fn host_answered(listing: &crate::lease::Listing, hosts: &mut Vec<(String, bool)>) -> bool {
+    let Some(host) = listing.location.host() else { return true };
+    let down =
+        matches!(listing.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+    match hosts.iter_mut().find(|(name, _)| *name == host.name) {
+        Some((_, answered)) => *answered |= !down,
+        None => hosts.push((host.name.clone(), !down)),
+    }
+    !down
 }
 
 /// The metrics file, replaced whole: a temp file created exclusively at an unguessable
