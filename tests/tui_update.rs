@@ -4,7 +4,7 @@ use crate::common;
 
 use common::*;
 use leasectl::lease::owners::liveness::DeadCause;
-use leasectl::lease::{Error, Liveness, Target};
+use leasectl::lease::{Error, Liveness, Location, Target};
 use leasectl::tui::event::{ActionDone, Effect, Event, LockHolder};
 use leasectl::tui::sort::SortMode;
 use leasectl::tui::state::Dialog;
@@ -137,7 +137,7 @@ fn prune_asks_first_and_lists_only_dead_and_recycled() {
     let mut app = app(vec![mixed_root()]);
     assert!(key(&mut app, KeyCode::Char('p')).is_empty());
     match &app.dialog {
-        Some(Dialog::ConfirmPrune { targets, kept_clock_step }) => {
+        Some(Dialog::ConfirmPrune { targets, kept_clock_step, .. }) => {
             assert_eq!(targets.len(), 1);
             let ids: Vec<&str> = targets[0].1.iter().map(|l| l.entry.session_id()).collect();
             // chat-11 reads as recycled by exactly 3 s: a clock step, kept by the operator's prune.
@@ -831,4 +831,50 @@ fn keys_do_not_act_while_the_window_is_too_small_to_show_what_they_act_on() {
     update(&mut app, Event::Resize(50, 12));
     update(&mut app, Event::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)));
     assert!(app.quit, "q quits a window too small");
+}
+
+/// Two hosts' registries, the second host down (issue 39).
+fn two_hosts_one_down() -> (Location, Location, leasectl::tui::state::App) {
+    use leasectl::lease::host_spec::HostSpec;
+    use leasectl::lease::{Error, HostFault, SshLocation};
+    let at = |name: &str| {
+        Location::Ssh(SshLocation {
+            host: HostSpec::parse(&format!("{name}=ssh://{name}")).expect("spec"),
+            profile: "root".into(),
+        })
+    };
+    let (gw1, gw2) = (at("gw1"), at("gw2"));
+    let mut down = snap(&gw2, None, Ok(vec![]));
+    down.leases =
+        Err(Error::Unreachable { host: "gw2".into(), why: "Connection refused".into(), fault: HostFault::Unreachable });
+    let stale = dead(entry("d1000000000000000000000000000001", "S-dead", "cli", 4101, 600.0, None));
+    let app = app(vec![snap(&gw1, None, Ok(vec![stale])), down]);
+    (gw1, gw2, app)
+}
+
+/// `p` on the all tab with one host down prunes every registry that reads and names the
+/// one it leaves (it refused everything: "the registry is invalid ... repair it first").
+#[test]
+fn a_prune_on_the_all_tab_acts_where_it_reads_and_names_a_host_down() {
+    let (gw1, _, mut app) = two_hosts_one_down();
+    app.tab = app.registries.len();
+    key(&mut app, KeyCode::Char('p'));
+    match &app.dialog {
+        Some(Dialog::ConfirmPrune { targets, skipped, .. }) => {
+            assert_eq!(targets.iter().map(|(l, _)| l.label()).collect::<Vec<_>>(), ["gw1:root"]);
+            assert_eq!(skipped.len(), 1, "{skipped:?}");
+            assert!(skipped[0].starts_with("gw2:root") && skipped[0].contains("unreachable"), "{skipped:?}");
+        }
+        other => panic!("expected the prune dialog, got {other:?}; log: {:?}", app.log.back()),
+    }
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).expect("terminal");
+    terminal.draw(|f| leasectl::tui::view::render(&app, f)).expect("draw");
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("Not pruned") && screen.contains("gw2:root"), "{screen}");
+    assert_eq!(key(&mut app, KeyCode::Char('y')), vec![Effect::Prune { location: gw1 }]);
+    // The host's own tab: refused with why in a host's words, not "invalid".
+    app.tab = 1;
+    key(&mut app, KeyCode::Char('p'));
+    let said = app.log.back().map(|l| l.text.clone()).unwrap_or_default();
+    assert!(said.contains("prune refused: host gw2 is unreachable") && !said.contains("invalid"), "{said}");
 }

@@ -81,7 +81,12 @@ fn repair(location: &Location, plan: &[String], needs_force: bool, p: &Palette) 
     DialogText { title: " repair? ", lines, footer }
 }
 
-fn prune(targets: &[(Location, Vec<LeaseRow>)], kept_clock_step: usize, p: &Palette) -> DialogText<'static> {
+fn prune(
+    targets: &[(Location, Vec<LeaseRow>)],
+    kept_clock_step: usize,
+    skipped: &[String],
+    p: &Palette,
+) -> DialogText<'static> {
     let bold = bold();
     let total: usize = targets.iter().map(|(_, l)| l.len()).sum();
     let mut lines = vec![Line::from(Span::styled(
@@ -97,6 +102,10 @@ fn prune(targets: &[(Location, Vec<LeaseRow>)], kept_clock_step: usize, p: &Pale
         lines.extend(leases.iter().map(|l| Line::from(format!("  {}", lease_summary(l)))));
     }
     let mut footer = vec![Line::from("")];
+    if !skipped.is_empty() {
+        let skipped: Vec<String> = skipped.iter().map(|s| crate::lease::human::escape(s).into_owned()).collect();
+        footer.push(Line::from(format!("Not pruned (cannot be read now): {}.", skipped.join("; "))));
+    }
     if kept_clock_step > 0 {
         footer.push(Line::from(format!(
             "Kept: {} flagged clock step? (alive; start time off by whole seconds).",
@@ -175,7 +184,7 @@ pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Fram
             footer: vec![Line::from("Esc closes it.")],
         },
         Dialog::ConfirmRepair { location, lines, needs_force } => repair(location, lines, *needs_force, p),
-        Dialog::ConfirmPrune { targets, kept_clock_step } => prune(targets, *kept_clock_step, p),
+        Dialog::ConfirmPrune { targets, kept_clock_step, skipped } => prune(targets, *kept_clock_step, skipped, p),
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
             release(Release { location, leases, live: *live, expected, typed, mismatch: *mismatch }, p)
         }

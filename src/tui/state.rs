@@ -186,6 +186,9 @@ pub enum Dialog {
         targets: Vec<(Location, Vec<LeaseRow>)>,
         /// Owners flagged "clock step?" that the prune keeps.
         kept_clock_step: usize,
+        /// Registries of the tab that cannot be read now (a host down, an invalid file),
+        /// each with why: left as they are, and said.
+        skipped: Vec<String>,
     },
     /// Force-release. With a live owner among `leases`, the operator must type `expected`.
     ConfirmRelease {
@@ -207,7 +210,9 @@ impl Dialog {
             Dialog::Help => 64,
             Dialog::LogLine { text, .. } => text.len() / 40 + 2,
             Dialog::ConfirmRepair { lines, .. } => lines.len() + 1,
-            Dialog::ConfirmPrune { targets, .. } => targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1,
+            Dialog::ConfirmPrune { targets, skipped, .. } => {
+                targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1 + usize::from(!skipped.is_empty())
+            }
             Dialog::ConfirmRelease { leases, .. } => leases.len() + 1,
         }
     }

@@ -497,6 +497,8 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
         let err = crate::lease::hint::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
+        } else if r.location.host().is_some() && host_down(&r.error) {
+            format!("{what} refused: {err}; try again when it answers (r tries now)")
         } else {
             let doctor = crate::lease::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);
             format!("{what} refused: the registry is invalid ({err}); repair it first (F, or `{doctor}`)")
@@ -507,11 +509,25 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     false
 }
 
+/// A host that gave no answer (down, refusing, answering junk) or has not yet.
+fn host_down(error: &Option<crate::lease::Error>) -> bool {
+    matches!(error, Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }))
+}
+
 fn ask_prune(app: &mut App) {
     let mut targets = Vec::new();
     let mut kept_clock_step = 0;
     let mut kept_in: Vec<crate::lease::home::paths::Registry> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    let several = app.tab_registries().len() > 1;
     for r in app.tab_registries() {
+        // Among several (the all tab), one that cannot be read is left and named: a host
+        // down blocks nothing on the others. Alone, it is refused with why.
+        if let Some(e) = app.registries[r].error.as_ref().filter(|_| several) {
+            let why = if host_down(&app.registries[r].error) { e.to_string() } else { format!("invalid: {e}") };
+            skipped.push(format!("{} ({why})", app.registries[r].location.label()));
+            continue;
+        }
         if refuse_if_invalid(app, r, "prune") {
             return;
         }
@@ -555,10 +571,14 @@ fn ask_prune(app: &mut App) {
         } else {
             "prune: no dead or recycled owners; nothing to do".to_owned()
         };
+        let text = match skipped.is_empty() {
+            true => text,
+            false => format!("{text} where it reads; not pruned (cannot be read now): {}", skipped.join("; ")),
+        };
         app.log(&profile.unwrap_or_default(), LogLevel::Info, text);
         return;
     }
-    app.dialog = Some(Dialog::ConfirmPrune { targets, kept_clock_step });
+    app.dialog = Some(Dialog::ConfirmPrune { targets, kept_clock_step, skipped });
 }
 
 /// `F`: repair the current tab's invalid registry (the worker plans it first).
