@@ -163,3 +163,35 @@ fn the_console_opens_with_each_hosts_recorded_history() {
     });
     pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(3));
 }
+
+/// A host that is back is tried at once on `r` (it waited out its pause, which had
+/// doubled to 8 s and more); the table names each lease's host (issue 39).
+#[test]
+fn r_tries_a_host_that_is_back_at_once() {
+    let one = Sshd::start();
+    let mut two = one.another();
+    let (a, b) = (Home::new(), Home::new());
+    let owner = Sleeper::new();
+    acquire(&a, "S-on-gw1", &owner);
+    acquire(&b, "S-on-gw2", &owner);
+    let (h1, h2) = (one.spec("gw1", a.path()), two.spec("gw2", b.path()));
+    let mut pty = console(&one, &[&h1, &h2], a.path());
+    pty.wait_for("both hosts", Duration::from_secs(10), |s| s.contains("gw1:root") && s.contains("gw2:root"));
+    pty.send(b"\t");
+    std::thread::sleep(Duration::from_secs(1));
+    pty.send(b"\t");
+    pty.wait_for("the all tab with a HOST column", Duration::from_secs(5), |s| {
+        s.contains("S-on-gw1") && s.contains("S-on-gw2") && s.contains("HOST")
+    });
+    two.stop();
+    pty.wait_for("gw2 bannered unreachable", Duration::from_secs(10), |s| s.contains("HOST UNREACHABLE"));
+    // Down long enough for its pause to have doubled past 4 s (1, 2, 4, 8...).
+    std::thread::sleep(Duration::from_secs(8));
+    two.restart();
+    std::thread::sleep(Duration::from_secs(1));
+    pty.send(b"r");
+    pty.wait_for("r said it tries gw2 now", Duration::from_secs(3), |s| s.contains("trying again now: gw2"));
+    let took = pty.wait_for("gw2 back", Duration::from_secs(20), |s| !s.contains("HOST UNREACHABLE"));
+    assert!(took < Duration::from_secs(4), "r reconnected after {took:?}: it waited for the pause");
+    pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
+}

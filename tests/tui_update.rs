@@ -878,3 +878,55 @@ fn a_prune_on_the_all_tab_acts_where_it_reads_and_names_a_host_down() {
     let said = app.log.back().map(|l| l.text.clone()).unwrap_or_default();
     assert!(said.contains("prune refused: host gw2 is unreachable") && !said.contains("invalid"), "{said}");
 }
+
+/// Over --host: tabs go by host (root first) however the hosts answer, the tab on screen
+/// stays; the table has a HOST column filled from each registry's host, and sorting by
+/// it groups the hosts.
+#[test]
+fn tabs_go_by_host_and_the_table_names_each_leases_host() {
+    use leasectl::lease::SshLocation;
+    use leasectl::lease::host_spec::HostSpec;
+    let at = |host: &str, profile: &str| {
+        Location::Ssh(SshLocation {
+            host: HostSpec::parse(&format!("{host}=ssh://{host}")).expect("spec"),
+            profile: profile.into(),
+        })
+    };
+    let lease = |id: &str, session: &str| alive(entry(id, session, "cli", 4101, 60.0, None), "hermes");
+    let mut app = app(vec![
+        snap(&at("gw2", "root"), None, Ok(vec![lease("a2000000000000000000000000000001", "S-a-gw2")])),
+        snap(&at("gw1", "root"), None, Ok(vec![lease("b1000000000000000000000000000001", "S-b-gw1")])),
+    ]);
+    let labels =
+        |app: &leasectl::tui::state::App| app.registries.iter().map(|r| r.location.label()).collect::<Vec<_>>();
+    assert_eq!(labels(&app), ["gw1:root", "gw2:root"]);
+    assert_eq!(app.registries[app.tab].location.label(), "gw2:root", "the first tab, followed to its place");
+    // gw1's profile answers late: beside gw1's root, and gw2 stays on screen.
+    update(
+        &mut app,
+        loaded(vec![snap(&at("gw1", "work"), None, Ok(vec![lease("c1000000000000000000000000000001", "S-c-gw1")]))]),
+    );
+    assert_eq!(labels(&app), ["gw1:root", "gw1:work", "gw2:root"]);
+    assert_eq!(app.registries[app.tab].location.label(), "gw2:root", "the tab on screen stays");
+
+    app.tab = app.registries.len();
+    let screen = |app: &leasectl::tui::state::App| {
+        let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).expect("terminal");
+        terminal.draw(|f| leasectl::tui::view::render(app, f)).expect("draw");
+        terminal.backend().to_string()
+    };
+    let text = screen(&app);
+    assert!(text.contains("HOST"), "a HOST column: {text}");
+    let host_of = |text: &str, session: &str| -> Vec<String> {
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.contains(session)).expect("the session's row");
+        lines[at + 1].split_whitespace().map(str::to_owned).collect()
+    };
+    assert!(host_of(&text, "S-a-gw2").contains(&"gw2".to_owned()), "{text}");
+    assert!(host_of(&text, "S-c-gw1").contains(&"gw1".to_owned()), "{text}");
+    // Sorting by host: gw1's sessions first, whatever their age or name.
+    app.sort = SortMode::Host;
+    let text = screen(&app);
+    let order: Vec<usize> = ["S-b-gw1", "S-c-gw1", "S-a-gw2"].iter().map(|s| text.find(s).expect("shown")).collect();
+    assert!(order[0] < order[2] && order[1] < order[2], "by host: {text}");
+}

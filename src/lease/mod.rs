@@ -151,6 +151,15 @@ pub fn known_registries(locations: &[Location]) -> Vec<Location> {
     ssh::link::known_registries(locations)
 }
 
+/// Try every host among `locations` that is down again now, instead of after its pause:
+/// the names of those tried.
+pub fn retry_hosts_now(locations: &[Location]) -> Vec<String> {
+    let mut hosts: Vec<&host_spec::HostSpec> = locations.iter().filter_map(Location::host).collect();
+    hosts.sort_by(|a, b| a.name.cmp(&b.name));
+    hosts.dedup();
+    hosts.into_iter().filter(|h| ssh::link::Link::to(h).retry_now()).map(|h| h.name.clone()).collect()
+}
+
 /// Wait until `host` has sent its first listings (or `deadline` passes, or it is down).
 pub fn wait_for_first_listings(host: &host_spec::HostSpec, deadline: std::time::Instant) {
     ssh::link::Link::to(host).wait_fed(deadline);

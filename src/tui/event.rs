@@ -36,6 +36,8 @@ pub enum Event {
     History(History),
     /// SIGTERM/SIGHUP: leave as if the operator pressed q.
     Shutdown,
+    /// Hosts that were down and are being tried again now (the operator's `r`).
+    Retrying(Vec<String>),
     /// A repair's plan, to confirm: one line per kept/dropped/re-keyed entry.
     RepairPlanned {
         location: Location,
@@ -62,6 +64,8 @@ pub enum Effect {
     ReloadChanged(Vec<std::path::PathBuf>),
     /// Re-judge only the pids already known (no file read).
     Relive,
+    /// Try every host that is down again now (the operator's `r`), not after its pause.
+    RetryHosts,
     Prune {
         location: Location,
     },

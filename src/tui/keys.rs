@@ -371,7 +371,7 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
     Binding {
         keys: &[(KeyCode::Char('r'), Action::Reload)],
         shown: "r",
-        help: "re-read the registries now",
+        help: "re-read the registries now (a host down: try it now)",
         footer: Footer::None,
     },
     Binding {

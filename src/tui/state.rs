@@ -433,6 +433,29 @@ impl App {
         place
     }
 
+    /// Over --host, tabs go by host, then root, then profiles by name: a host that answers
+    /// late puts its registries beside its others, not after every other host's. The tab
+    /// on screen stays on screen. Registries here (files, etcd) keep their places.
+    pub fn order_host_tabs(&mut self) {
+        if !self.registries.iter().all(|r| r.location.host().is_some()) {
+            return;
+        }
+        let key = |r: &RegistryState| match &r.location {
+            Location::Ssh(s) => (s.host.name.clone(), s.profile != "root", s.profile.clone()),
+            _ => (String::new(), false, String::new()),
+        };
+        if self.registries.is_sorted_by(|a, b| key(a) <= key(b)) {
+            return;
+        }
+        let shown = self.registries.get(self.tab).map(|r| r.location.clone());
+        self.registries.sort_by_cached_key(key);
+        self.positions.clear();
+        self.rows_cache.borrow_mut().take();
+        if let Some(shown) = shown {
+            self.tab = self.position(&shown).unwrap_or(self.tab);
+        }
+    }
+
     /// The first tab whose name starts with `typed` (case aside), else the first that
     /// contains it; None when none does (or nothing is typed).
     pub fn tab_named(&self, typed: &str) -> Option<usize> {
@@ -535,6 +558,8 @@ impl App {
             let first_group = groups.len();
             let mut by_session: HashMap<&str, usize, FxBuildHasher> = HashMap::default();
             let leases = &self.registries[r].leases;
+            // Over --host every lease of a registry is on its host (an etcd lease names its own).
+            let on_host = self.registries[r].location.host().map(|h| h.name.as_str());
             let title = |session: &str| self.registries[r].session(session).and_then(|c| c.title.as_deref());
             for (i, l) in leases.iter().enumerate() {
                 let session = l.entry.session_id();
@@ -575,7 +600,7 @@ impl App {
                     SortMode::Surface => least(&|l| l.entry.surface().unwrap_or("").to_owned()),
                     SortMode::Owner => least(&|l| l.owner.as_ref().map(|o| o.name.clone()).unwrap_or_default()),
                     SortMode::LiveId => least(&|l| l.entry.live_session_id()),
-                    SortMode::Host => least(&|l| l.host.as_deref().unwrap_or("").to_owned()),
+                    SortMode::Host => least(&|l| l.host.as_deref().or(on_host).unwrap_or("").to_owned()),
                     _ => None,
                 }
                 .unwrap_or_default();

@@ -74,6 +74,11 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             app.prepend_history(history);
             vec![]
         }
+        Event::Retrying(hosts) => {
+            let text = format!("trying again now: {}", hosts.join(", "));
+            app.log("", LogLevel::Info, text);
+            vec![]
+        }
         Event::Shutdown => {
             app.quit = true;
             vec![Effect::Quit]
@@ -173,6 +178,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
         }
         app.registries[index].apply(snap, loaded.at);
     }
+    app.order_host_tabs();
     if on_all {
         app.tab = app.registries.len();
     }
@@ -425,7 +431,7 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
             app.selected = 0;
         }
         Action::Help => app.dialog = Some(Dialog::Help),
-        Action::Reload => return vec![Effect::Reload],
+        Action::Reload => return vec![Effect::RetryHosts, Effect::Reload],
         Action::Mouse => app.mouse = !app.mouse,
         Action::DetailsDown => app.details_scroll = app.details_scroll.saturating_add(1).min(DETAILS_MAX),
         Action::DetailsUp => app.details_scroll = app.details_scroll.saturating_sub(1),

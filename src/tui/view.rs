@@ -389,13 +389,18 @@ fn widest(app: &App, rows: &[Row]) -> Widest {
             w.pid = w.pid.max(e.pid().to_string().len());
             w.owner = w.owner.max(owner_of(l).chars().count());
             w.live_id = w.live_id.max(e.live_session_id().chars().count());
-            w.host = w.host.max(l.host.as_deref().map_or(0, |h| h.chars().count()));
+            w.host = w.host.max(host_of(app, *registry, l).map_or(0, |h| h.chars().count()));
             if e.process_start_time().is_some_and(|t| t < today) {
                 w.started = 11;
             }
         }
     }
     w
+}
+
+/// The host a lease is on: etcd's lease names its own; over --host, its registry's host.
+fn host_of<'a>(app: &'a App, registry: usize, l: &'a LeaseRow) -> Option<&'a str> {
+    l.host.as_deref().or_else(|| app.registries[registry].location.host().map(|h| h.name.as_str()))
 }
 
 fn owner_of(l: &LeaseRow) -> String {
@@ -418,7 +423,7 @@ fn fit(text: &str, width: usize) -> String {
     }
 }
 
-fn lease_line(app: &App, p: &Palette, l: &LeaseRow, cols: &Columns) -> Line<'static> {
+fn lease_line(app: &App, p: &Palette, l: &LeaseRow, host: Option<&str>, cols: &Columns) -> Line<'static> {
     let e = &l.entry;
     let (badge_text, color) = badge(&l.liveness);
     let when = |t: f64| if cols.full_time() { time::full(t, &app.tz) } else { time::clock(t, app.now, &app.tz) };
@@ -435,7 +440,7 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, cols: &Columns) -> Line<'sta
         started,
         age,
         shown_text(&live_id),
-        shown_text(l.host.as_deref().unwrap_or("-")),
+        shown_text(host.unwrap_or("-")),
     ];
     let mut text = String::new();
     for ((cell, width), _) in cells.iter().zip(cols.widths).zip(cols.shown).filter(|(_, s)| *s) {
@@ -496,7 +501,7 @@ fn render_table(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             }
             Row::Lease { registry, lease } => {
                 let row = &app.registries[*registry].leases[*lease];
-                let mut line = lease_line(app, p, row, &cols);
+                let mut line = lease_line(app, p, row, host_of(app, *registry, row), &cols);
                 if let Some((id, mark)) = marked
                     && id == row.entry.lease_id()
                 {

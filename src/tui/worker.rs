@@ -599,6 +599,13 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                         }
                     }
                     Effect::Quit => return,
+                    Effect::RetryHosts => {
+                        let locations: Vec<Location> = worker.stores.iter().map(|s| s.location().clone()).collect();
+                        let tried = lease::retry_hosts_now(&locations);
+                        if !tried.is_empty() && events.send(Event::Retrying(tried)).is_err() {
+                            return;
+                        }
+                    }
                     Effect::Extension(job) => {
                         if let Some(done) = worker.extension(job) {
                             // What the job changed is read (and logged) before its answer:

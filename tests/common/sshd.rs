@@ -135,8 +135,14 @@ impl Sshd {
     /// (found by `SSH_CONNECTION`'s server port in each process's environment).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // Its connections too (each served by a process of its own under it): a
+            // connection shared by the client (ControlMaster) would ride out the listener.
+            let served = descendants(child.id() as i32);
             let _ = child.kill();
             let _ = child.wait();
+            for pid in served {
+                kill_pid(pid);
+            }
         }
         let suffix = format!(" {}", self.port);
         for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
@@ -213,6 +219,31 @@ impl Drop for Sshd {
             let _ = child.wait();
         }
     }
+}
+
+/// Every process under `root` (from /proc's parent pids).
+fn descendants(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let stat = fs::read_to_string(e.path().join("stat")).ok()?;
+            // After the command's closing parenthesis: state, then the parent pid.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse::<i32>().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.remove(0);
+    found
 }
 
 fn kill_pid(pid: i32) {

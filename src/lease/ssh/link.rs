@@ -118,6 +118,8 @@ struct State {
     changes: u64,
     watchers: Vec<Watcher>,
     reconnecting: bool,
+    /// The operator asked to try again now (the console's `r`): the pause is cut short.
+    retry_now: bool,
     /// How long the last ping's answer took, when over [`LAG_AFTER`].
     lag: Option<Duration>,
 }
@@ -301,10 +303,42 @@ impl Link {
                     link.watch_lag();
                     continue;
                 }
-                let wait = lock(&link.state).retry_at.map(|at| at.saturating_duration_since(Instant::now()));
-                std::thread::sleep(wait.unwrap_or(FIRST_RETRY).max(Duration::from_millis(50)));
+                link.pause_before_retry();
             }
         });
+    }
+
+    /// Wait until the host's pause is over, or the operator asks to try now.
+    fn pause_before_retry(&self) {
+        let mut s = lock(&self.state);
+        let until =
+            s.retry_at.unwrap_or_else(|| Instant::now() + FIRST_RETRY).max(Instant::now() + Duration::from_millis(50));
+        while !s.retry_now {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            s = match self.opened.wait_timeout(s, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        s.retry_now = false;
+    }
+
+    /// A host that is down is tried again now, its pause back to the first (the console's
+    /// `r`: it had waited for the pause, up to 30 s). A host that answers is left alone.
+    /// True when it was down.
+    pub fn retry_now(&self) -> bool {
+        let mut s = lock(&self.state);
+        if s.conn.is_some() || s.down.is_none() {
+            return false;
+        }
+        s.retry_at = None;
+        s.retry_pause = Duration::ZERO;
+        s.retry_now = true;
+        self.opened.notify_all();
+        true
     }
 
     /// An error that says why the host gives no answer (`fallback` when not known yet).
