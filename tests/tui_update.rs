@@ -930,3 +930,59 @@ fn tabs_go_by_host_and_the_table_names_each_leases_host() {
     let order: Vec<usize> = ["S-b-gw1", "S-c-gw1", "S-a-gw2"].iter().map(|s| text.find(s).expect("shown")).collect();
     assert!(order[0] < order[2] && order[1] < order[2], "by host: {text}");
 }
+
+/// The all tab over many hosts, several down: the banner counts and names every host
+/// down first (it showed three and stopped, with no count), and the header has an entry
+/// a host (live over cap summed, or DOWN), at 80x24.
+#[test]
+fn the_all_tab_counts_and_names_every_host_down_and_sums_each_host() {
+    use leasectl::lease::host_spec::HostSpec;
+    use leasectl::lease::{HostFault, SshLocation};
+    let at = |host: &str, profile: &str| {
+        Location::Ssh(SshLocation {
+            host: HostSpec::parse(&format!("{host}=ssh://{host}")).expect("spec"),
+            profile: profile.into(),
+        })
+    };
+    let mut snaps = Vec::new();
+    for (i, host) in ["gw1", "gw2", "gw3", "gw4", "gw5", "gw6"].iter().enumerate() {
+        for profile in ["root", "work"] {
+            let mut s = snap(
+                &at(host, profile),
+                Some(4),
+                Ok(vec![alive(
+                    entry(
+                        &format!("{i}{profile}000000000000000000000000000"),
+                        &format!("S-{host}-{profile}"),
+                        "cli",
+                        4100,
+                        60.0,
+                        None,
+                    ),
+                    "hermes",
+                )]),
+            );
+            if i % 2 == 1 {
+                s.leases = Err(Error::Unreachable {
+                    host: (*host).into(),
+                    why: "ssh could not connect or log in (Connection refused)".into(),
+                    fault: HostFault::Unreachable,
+                });
+            }
+            snaps.push(s);
+        }
+    }
+    let mut app = app(snaps);
+    app.tab = app.registries.len();
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).expect("terminal");
+    terminal.draw(|f| leasectl::tui::view::render(&app, f)).expect("draw");
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("3 HOSTS DOWN: gw2, gw4, gw6"), "{screen}");
+    assert!(screen.contains("gw1 2/8  gw2 down +4 hosts"), "an entry a host, what does not fit counted: {screen}");
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 30)).expect("terminal");
+    terminal.draw(|f| leasectl::tui::view::render(&app, f)).expect("draw");
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("gw1 2/8  gw2 down  gw3 2/8  gw4 down  gw5 2/8  gw6 down"), "{screen}");
+    assert!(screen.contains("not counted: 6 registries"), "{screen}");
+    assert!(!screen.contains("gw1:root 1/4"), "not one a registry: {screen}");
+}

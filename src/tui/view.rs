@@ -176,8 +176,14 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
         Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
         Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
     ]);
-    if !unreadable.is_empty() {
-        counts.push_span(Span::styled(format!("  not counted: {}", unreadable.join(", ")), p.fg(Color::Red)));
+    // Many: counted (the banner names them); a list would run off the line.
+    let not_counted = match unreadable.len() {
+        0 => None,
+        1 | 2 => Some(unreadable.join(", ")),
+        n => Some(format!("{n} registries (below)")),
+    };
+    if let Some(what) = not_counted {
+        counts.push_span(Span::styled(format!("  not counted: {what}"), p.fg(Color::Red)));
     }
     // Only when there is one: a dead `run` owner whose work still runs.
     if work > 0 {
@@ -198,17 +204,22 @@ fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
             None => "no cap".to_owned(),
         };
     }
-    let mut each: Vec<(bool, String)> = regs
-        .iter()
-        .map(|r| {
-            let reg = &app.registries[*r];
-            let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
-            // Over its cap said in words here too, where no gauge shows this registry alone.
-            let over = reg.cap.is_some_and(|c| c > 0 && reg.live_count() > c);
-            let word = if over { " OVER CAP" } else { "" };
-            (over, format!("{} {}/{cap}{word}", reg.location.label(), reg.live_count()))
-        })
-        .collect();
+    let on_hosts = regs.iter().all(|r| app.registries[*r].location.host().is_some());
+    let (one, many) = if on_hosts { ("host", "hosts") } else { ("registry", "registries") };
+    let mut each: Vec<(bool, String)> = if on_hosts {
+        host_caps(app, regs)
+    } else {
+        regs.iter()
+            .map(|r| {
+                let reg = &app.registries[*r];
+                let cap = reg.cap.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+                // Over its cap said in words here too, where no gauge shows this registry alone.
+                let over = reg.cap.is_some_and(|c| c > 0 && reg.live_count() > c);
+                let word = if over { " OVER CAP" } else { "" };
+                (over, format!("{} {}/{cap}{word}", reg.location.label(), reg.live_count()))
+            })
+            .collect()
+    };
     let all = each.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("  ");
     if all.chars().count() <= width {
         return all;
@@ -216,20 +227,59 @@ fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
     each.sort_by_key(|(over, _)| !*over);
     let mut shown = String::new();
     for (i, (_, text)) in each.iter().enumerate() {
-        let more = format!("+{}", crate::lease::human::plural(each.len() - i, "registry", "registries"));
+        let more = format!("+{}", crate::lease::human::plural(each.len() - i, one, many));
         let next = if shown.is_empty() { text.clone() } else { format!("{shown}  {text}") };
         let rest = each.len() - i - 1;
-        let tail = if rest > 0 {
-            format!(" +{}", crate::lease::human::plural(rest, "registry", "registries")).chars().count()
-        } else {
-            0
-        };
+        let tail =
+            if rest > 0 { format!(" +{}", crate::lease::human::plural(rest, one, many)).chars().count() } else { 0 };
         if next.chars().count() + tail > width {
             return if shown.is_empty() { more } else { format!("{shown} {more}") };
         }
         shown = next;
     }
     shown
+}
+
+/// Over --host, one entry a host: its registries' live leases over their caps summed
+/// (`-` when one has none), or the word for its state (DOWN, LAGGING); those over a cap or
+/// down come first when not all fit.
+fn host_caps(app: &App, regs: &[usize]) -> Vec<(bool, String)> {
+    let mut hosts: Vec<(&str, Vec<usize>)> = Vec::new();
+    for r in regs {
+        let Some(host) = app.registries[*r].location.host() else { continue };
+        match hosts.iter_mut().find(|(h, _)| *h == host.name) {
+            Some((_, rs)) => rs.push(*r),
+            None => hosts.push((host.name.as_str(), vec![*r])),
+        }
+    }
+    hosts
+        .into_iter()
+        .map(|(host, rs)| {
+            let states: Vec<&super::state::RegistryState> = rs.iter().map(|r| &app.registries[*r]).collect();
+            let down = states.iter().all(|s| {
+                matches!(
+                    s.error,
+                    Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
+                )
+            });
+            // Named in the banner too: kept in its place here.
+            if down {
+                return (false, format!("{} down", shown_text(host)));
+            }
+            let live: u64 = states.iter().map(|s| s.live_count()).sum();
+            let caps: Option<u64> = states.iter().map(|s| s.cap).sum();
+            let over = states.iter().any(|s| s.cap.is_some_and(|c| c > 0 && s.live_count() > c));
+            let cap = caps.map_or_else(|| "-".to_owned(), |c| c.to_string());
+            let word = if over {
+                " OVER CAP"
+            } else if states.iter().any(|s| s.lag.is_some()) {
+                " LAGGING"
+            } else {
+                ""
+            };
+            (over, format!("{} {live}/{cap}{word}", shown_text(host)))
+        })
+        .collect()
 }
 
 /// The slots gauge and the live leases' history, scaled to the cap when there is one.
@@ -304,6 +354,23 @@ fn unreadable_title(location: &Location, e: &crate::lease::Error, since: &str) -
 pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let tab = app.tab_registries();
+    // Several hosts down: counted and named first, so a banner cut at its height still
+    // says every one.
+    let mut down: Vec<&str> = tab
+        .iter()
+        .map(|r| &app.registries[*r])
+        .filter(|r| matches!(r.error, Some(crate::lease::Error::Unreachable { .. })))
+        .filter_map(|r| r.location.host().map(|h| h.name.as_str()))
+        .collect();
+    down.dedup();
+    if down.len() > 1 {
+        let names: Vec<String> = down.iter().map(|h| shown_text(h)).collect();
+        out.push(Line::from(format!(
+            " {} HOSTS DOWN: {} — the others are live; r tries them now",
+            down.len(),
+            names.join(", ")
+        )));
+    }
     // What a host's line said already: (host, what).
     let mut hosts_said: Vec<(String, &'static str)> = Vec::new();
     let host_line = |reg: &super::state::RegistryState, what: &'static str, said: &mut Vec<(String, &'static str)>| {
