@@ -349,13 +349,9 @@ fn unreadable_title(location: &Location, e: &crate::lease::Error, since: &str) -
     }
 }
 
-/// The banner's lines: each registry that cannot be read, or is locked, said; a host
-/// that cannot be reached or lags (--host) is said once, for all its registries.
-pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
-    let mut out = Vec::new();
-    let tab = app.tab_registries();
-    // Several hosts down: counted and named first, so a banner cut at its height still
-    // says every one.
+/// Several hosts down: counted and named in one line, first, so a banner cut at its
+/// height still says every one.
+fn hosts_down(app: &App, tab: &[usize]) -> Option<Line<'static>> {
     let mut down: Vec<&str> = tab
         .iter()
         .map(|r| &app.registries[*r])
@@ -363,14 +359,18 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         .filter_map(|r| r.location.host().map(|h| h.name.as_str()))
         .collect();
     down.dedup();
-    if down.len() > 1 {
+    (down.len() > 1).then(|| {
         let names: Vec<String> = down.iter().map(|h| shown_text(h)).collect();
-        out.push(Line::from(format!(
-            " {} HOSTS DOWN: {} — the others are live; r tries them now",
-            down.len(),
-            names.join(", ")
-        )));
-    }
+        Line::from(format!(" {} HOSTS DOWN: {} — the others are live; r tries them now", down.len(), names.join(", ")))
+    })
+}
+
+/// The banner's lines: each registry that cannot be read, or is locked, said; a host
+/// that cannot be reached or lags (--host) is said once, for all its registries.
+pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let tab = app.tab_registries();
+    out.extend(hosts_down(app, &tab));
     // What a host's line said already: (host, what).
     let mut hosts_said: Vec<(String, &'static str)> = Vec::new();
     let host_line = |reg: &super::state::RegistryState, what: &'static str, said: &mut Vec<(String, &'static str)>| {
