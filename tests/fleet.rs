@@ -260,3 +260,34 @@ fn host_patterns_and_groups_name_hosts_of_the_hosts_file() {
     out.expect_exit(2);
     assert!(out.stderr.contains("matches db*") && out.stderr.contains("groups: gateways, ci"), "{out:?}");
 }
+
+/// prune and force-release over hosts, one of them down: they act on every host that
+/// answers, name the one that did not with why, end with one line a host, and exit 5.
+#[test]
+fn an_action_over_hosts_ends_with_a_line_a_host_and_one_down_blocks_nothing() {
+    let sshd = Sshd::start();
+    let (a, b) = (Home::new(), Home::new());
+    b.make_profile("p1");
+    let mut dead = Sleeper::new();
+    acquire_for(a.path(), None, "S-a", &dead);
+    acquire_for(b.path(), None, "S-b", &dead);
+    acquire_for(b.path(), Some("p1"), "S-b1", &dead);
+    dead.kill();
+    let (gw1, gw2, closed) = (sshd.spec("gw1", a.path()), sshd.spec("gw2", b.path()), sshd.closed_spec());
+    let out = run(&sshd, &["--host", &gw1, "--host", &closed, "--host", &gw2, "--all-profiles", "prune", "--dry-run"]);
+    out.expect_exit(5);
+    let recap: Vec<&str> = out.stdout.lines().skip_while(|l| *l != "prune, host by host:").collect();
+    assert_eq!(recap.len(), 4, "{out:?}");
+    assert!(recap[1].starts_with("  gw1     would remove 1 lease in 1 registry"), "{out:?}");
+    assert!(recap[2].starts_with("  closed  not reached: host closed is unreachable"), "{out:?}");
+    assert!(recap[3].starts_with("  gw2     would remove 2 leases in 2 registries"), "{out:?}");
+    assert!(b.entries().len() == 1 && a.entries().len() == 1, "a dry run");
+
+    let out = run(&sshd, &["--host", &gw1, "--host", &closed, "--host", &gw2, "force-release", "--session", "S-b"]);
+    out.expect_exit(5);
+    assert!(b.entries().is_empty(), "released where it is: {out:?}");
+    assert!(out.stdout.contains("force-release, host by host:"), "{out:?}");
+    assert!(out.stdout.contains("  gw2     removed 1 lease in 1 registry"), "{out:?}");
+    assert!(out.stdout.contains("  closed  not reached: host closed is unreachable"), "{out:?}");
+    assert!(out.stdout.contains("  gw1     removed 0 leases in 1 registry"), "{out:?}");
+}

@@ -1,6 +1,7 @@
 //! `force-release`: an operator takes leases away, one registry or all of them.
 
 use super::args::ForceReleaseArgs;
+use super::recap::Outcome;
 use super::release::{Named, ambiguous, name_lease};
 use super::{EXIT_OK, Failure, fail, output, print_json, usage};
 use crate::lease::{self, Error, ForceOptions, LeaseStore, Location, Target};
@@ -170,6 +171,7 @@ fn release_session_everywhere(
     // A host not reached (--host) is left out and said; every other registry is acted on
     // with its own guards, and the exit says not everything was reached.
     let mut unreached: Vec<String> = Vec::new();
+    let mut outcomes: Vec<(Location, Outcome)> = Vec::new();
     // All or nothing: a live owner in one registry stops the release in every one.
     if !a.live && !a.dry_run {
         for store in stores.iter_mut() {
@@ -180,7 +182,9 @@ fn release_session_everywhere(
                         .map_err(|e| at_host(store.location(), with_override(e, &target)))?;
                 }
                 Ok(_) | Err(Error::NotFound(_)) => {}
-                Err(e) if not_reached(&**store, &e, &mut unreached) => {}
+                Err(e) if not_reached(&**store, &e, &mut unreached) => {
+                    outcomes.push((store.location().clone(), Outcome::NotReached(e.to_string())));
+                }
                 Err(e) => return Err(at_host(store.location(), with_override(e, &target))),
             }
         }
@@ -192,6 +196,8 @@ fn release_session_everywhere(
         }
         match store.force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run }) {
             Ok(r) => {
+                outcomes
+                    .push((store.location().clone(), Outcome::Removed { count: r.removed.len(), dry_run: r.dry_run }));
                 if !a.json {
                     report_force_release(store.location(), &r, false);
                 } else {
@@ -201,10 +207,17 @@ fn release_session_everywhere(
                 }
                 results.push(super::json::removal(store.location(), &r));
             }
-            Err(Error::NotFound(_)) => {}
-            Err(e) if not_reached(&**store, &e, &mut unreached) => {}
+            Err(Error::NotFound(_)) => {
+                outcomes.push((store.location().clone(), Outcome::Removed { count: 0, dry_run: a.dry_run }));
+            }
+            Err(e) if not_reached(&**store, &e, &mut unreached) => {
+                outcomes.push((store.location().clone(), Outcome::NotReached(e.to_string())));
+            }
             Err(e) => return Err(at_host(store.location(), with_override(e, &target))),
         }
+    }
+    if !a.json {
+        super::recap::print("force-release", &outcomes);
     }
     let unavailable = lease::Reason::SessionCoordinationUnavailable.exit_code();
     if results.is_empty() {

@@ -21,6 +21,7 @@ mod marks;
 mod metrics;
 pub mod output;
 mod prune;
+mod recap;
 mod release;
 mod run;
 mod watch;

@@ -1,5 +1,6 @@
 //! `prune`: remove the leases of dead and recycled owners.
 
+use super::recap::Outcome;
 use super::{EXIT_OK, Failure, output, print_json};
 use crate::lease::{self, LeaseStore};
 
@@ -10,6 +11,7 @@ pub(super) fn prune(
 ) -> Result<i32, Failure> {
     let mut results = Vec::new();
     let mut failed = None;
+    let mut outcomes = Vec::new();
     for store in stores {
         let location = store.location().clone();
         match store.prune(opts) {
@@ -18,8 +20,14 @@ pub(super) fn prune(
                     output::print_removal(&location, &r, "prune");
                 }
                 results.push(super::json::removal(&location, &r));
+                outcomes.push((location, Outcome::Removed { count: r.removed.len(), dry_run: r.dry_run }));
             }
             Err(e) => {
+                let outcome = match &e {
+                    lease::Error::Unreachable { .. } | lease::Error::Connecting { .. } => Outcome::NotReached,
+                    _ => Outcome::Refused,
+                };
+                outcomes.push((location.clone(), outcome(e.to_string())));
                 // A registry file's path is on this line already; a host's is not.
                 let beside = if location.registry().is_some() { e.beside_path() } else { e.to_string() };
                 let f = Failure::from(e);
@@ -33,6 +41,8 @@ pub(super) fn prune(
     }
     if as_json {
         print_json(&super::json::value(&super::json::Registries { registries: &results, not_reached: None }));
+    } else {
+        super::recap::print("prune", &outcomes);
     }
     Ok(failed.unwrap_or(EXIT_OK))
 }
