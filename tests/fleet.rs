@@ -291,3 +291,58 @@ fn an_action_over_hosts_ends_with_a_line_a_host_and_one_down_blocks_nothing() {
     assert!(out.stdout.contains("  closed  not reached: host closed is unreachable"), "{out:?}");
     assert!(out.stdout.contains("  gw1     removed 0 leases in 1 registry"), "{out:?}");
 }
+
+/// A fleet recorder: one `events --follow --record` over --host keeps every host's events
+/// in one journal here (host on each line); `events --since` over the fleet then needs no
+/// recorder on any host, and still has a host's events while that host is down.
+#[test]
+fn one_recorder_here_records_the_whole_fleet() {
+    let sshd = Sshd::start();
+    let (a, b) = (Home::new(), Home::new());
+    let (gw1, gw2) = (sshd.spec("gw1", a.path()), sshd.spec("gw2", b.path()));
+    let state = tempfile::tempdir().expect("state dir");
+    let with_state = |args: &[&str]| {
+        let mut cmd = sshd.leasectl(args);
+        cmd.env("XDG_STATE_HOME", state.path());
+        cmd
+    };
+    let recorder = Proc::spawn(
+        "recorder",
+        with_state(&["--host", &gw1, "--host", &gw2, "events", "--follow", "--record", "-o", "json"]),
+    );
+    let owner = Sleeper::new();
+    let mut followed = 0;
+    while followed < 2 {
+        if recorder.line().contains("\"following\"") {
+            followed += 1;
+        }
+    }
+    acquire_for(a.path(), None, "S-on-gw1", &owner);
+    acquire_for(b.path(), None, "S-on-gw2", &owner);
+    common::process::wait_for("both acquires recorded", || {
+        let text = fs::read_to_string(state.path().join("leasectl/fleet/logs/leasectl-events.jsonl")).ok()?;
+        (text.contains("S-on-gw1") && text.contains("S-on-gw2")).then_some(())
+    });
+    // A second fleet recorder would record every event twice: refused, naming the first.
+    let second = Proc::run("second", with_state(&["--host", &gw1, "events", "--follow", "--record"]));
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    drop(recorder);
+    assert!(!a.path().join("logs/leasectl-events.jsonl").exists(), "nothing recorded on the host");
+
+    let out =
+        Proc::run("since", with_state(&["--host", &gw1, "--host", &gw2, "events", "--since", "1h", "-o", "json"]));
+    out.expect_exit(0);
+    let lines: Vec<serde_json::Value> = out.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let acquired: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|v| v["event"] == "acquired")
+        .map(|v| (v["host"].as_str().unwrap_or("?"), v["lease"]["entry"]["session_id"].as_str().unwrap_or("?")))
+        .collect();
+    assert_eq!(acquired, [("gw1", "S-on-gw1"), ("gw2", "S-on-gw2")], "{out:?}");
+
+    // gw2's history while it is down: from the fleet journal, and the host said.
+    let closed = format!("gw2=ssh://{}@127.0.0.1:1/x", sshd.user);
+    let out = Proc::run("since, one down", with_state(&["--host", &gw1, "--host", &closed, "events", "--since", "1h"]));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.contains("S-on-gw2") && out.stderr.contains("host gw2 is unreachable"), "{out:?}");
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::args::{EventsArgs, Format};
 use super::watch::{Follow, follow, print_line};
-use super::{EXIT_OK, Failure, fail, usage};
+use super::{EXIT_OK, Failure, fail};
 use crate::lease::backend::RecordedEvents;
 use crate::lease::home::history::{self, History};
 use crate::lease::home::journal::{self, Unclaimed, claim_recorder};
@@ -23,14 +23,8 @@ pub(super) fn events(
     discover: super::watch::Discover,
     hints: &super::hints::Hints,
 ) -> Result<i32, Failure> {
-    // Each host keeps its own journal, where its recorder runs (and is read there).
+    // Over --host a recorder here keeps every host's events in one journal of its own.
     let over_hosts = stores.iter().any(|s| s.location().host().is_some());
-    if over_hosts && a.record {
-        return Err(usage(
-            "--record keeps the journal beside the registry: over --host run `leasectl events --follow --record` \
-             on each host",
-        ));
-    }
     let format = a.format.format();
     // One header over both parts, the recorded events and the live ones.
     if format == Format::Tsv && !a.format.no_headers {
@@ -46,16 +40,21 @@ pub(super) fn events(
     // One recorder per home, held while this one records.
     let mut _claims = Vec::new();
     if a.record {
+        let mut homes: Vec<(PathBuf, bool)> = Vec::new();
         for store in stores.iter() {
-            let Some(home) = journal::journal_home(store.location()) else {
+            let Some(home) = journal::record_home(store.location()) else {
                 return Err(fail(format!(
                     "no place to record {}: set XDG_STATE_HOME or HOME",
                     store.location().describe()
                 )));
             };
-            if store.location().is_remote()
-                && let Err(e) = journal::create_journal_home(&home)
-            {
+            let own = store.location().is_remote() || store.location().host().is_some();
+            if !homes.iter().any(|(h, _)| *h == home) {
+                homes.push((home, own));
+            }
+        }
+        for (home, own) in homes {
+            if own && let Err(e) = journal::create_journal_home(&home) {
                 return Err(fail(format!("cannot create {} to record in: {e}", home.display())));
             }
             match claim_recorder(&home) {
@@ -95,7 +94,10 @@ fn print_recorded(
     let homes: Vec<PathBuf> = stores.iter().filter_map(|s| journal::journal_home(s.location())).collect();
     let from = now() - since.as_secs_f64();
     let mut history = history::since(&homes, from);
-    let unanswered = add_other_hosts(stores, from, &mut history);
+    let (unanswered, recorded_there) = add_other_hosts(stores, from, &mut history);
+    if over_hosts {
+        add_fleet_journal(stores, from, &recorded_there, &mut history);
+    }
     let audited_any = history.audited_any;
     let mut printed = 0usize;
     for line in history.by_ref() {
@@ -129,11 +131,41 @@ fn print_recorded(
     unanswered
 }
 
+/// The fleet journal a recorder here kept (`events --follow --record` over `--host`): the
+/// lines of the hosts asked for whose own recorder has no journal (or that did not
+/// answer), so a fleet needs no recorder on each host; a host with its own is read there
+/// (the same events are not said twice).
+fn add_fleet_journal(
+    stores: &[Box<dyn LeaseStore>],
+    from: f64,
+    recorded_there: &std::collections::HashSet<String>,
+    history: &mut History,
+) {
+    let Some(home) = journal::fleet_home() else { return };
+    let Some(fleet) = journal::read_since(&home, from) else { return };
+    let wanted: std::collections::HashSet<&str> = stores
+        .iter()
+        .filter_map(|s| s.location().host())
+        .map(|h| h.name.as_str())
+        .filter(|h| !recorded_there.contains(*h))
+        .collect();
+    let events: Vec<Box<serde_json::value::RawValue>> = fleet
+        .filter(|v| v["host"].as_str().is_some_and(|h| wanted.contains(h)))
+        .filter_map(|v| serde_json::value::to_raw_value(&v).ok())
+        .collect();
+    history.add_read(events, 1, None);
+}
+
 /// Other hosts' recorded histories, each read there, asked of all at once and merged into
 /// `history` with each line naming its host; a host that did not answer is said. Returns
-/// how many did not.
-fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut History) -> usize {
+/// how many did not, and the hosts that have a journal of their own.
+fn add_other_hosts(
+    stores: &mut [Box<dyn LeaseStore>],
+    from: f64,
+    history: &mut History,
+) -> (usize, std::collections::HashSet<String>) {
     let mut unanswered = 0;
+    let mut recorded_there = std::collections::HashSet::new();
     for (location, answer) in history::on_other_hosts(stores, from, Duration::ZERO) {
         let recorded = match answer {
             Ok(r) => r,
@@ -144,6 +176,11 @@ fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut 
             }
         };
         let host = location.host().map(|h| h.name.clone());
+        if recorded.journals > 0
+            && let Some(h) = &host
+        {
+            recorded_there.insert(h.clone());
+        }
         if recorded.left_out > 0 {
             // Only the newest travel: the older ones are read on the host itself.
             history.warn(format!(
@@ -159,5 +196,5 @@ fn add_other_hosts(stores: &mut [Box<dyn LeaseStore>], from: f64, history: &mut 
         }
         history.add_read(recorded.events, recorded.journals, host);
     }
-    unanswered
+    (unanswered, recorded_there)
 }

@@ -320,7 +320,7 @@ fn emit(location: &Location, line: &Value, f: &Follow) {
     if f.record
         && line["event"] != "present"
         && line["event"] != "following"
-        && let Some(home) = lease::home::journal::journal_home(location)
+        && let Some(home) = lease::home::journal::record_home(location)
         && let Err(e) = lease::home::audit::append_rotating(
             &journal_file(&home),
             &line.to_string(),

@@ -20,6 +20,22 @@ pub fn journal_home(location: &crate::lease::Location) -> Option<PathBuf> {
     }
 }
 
+/// Where a recorder here keeps what it sees of other hosts (`events --follow --record`
+/// over `--host`): one journal for the fleet, each line naming its host, in the
+/// recorder's own state directory (`$XDG_STATE_HOME/leasectl/fleet`).
+pub fn fleet_home() -> Option<PathBuf> {
+    Some(dirs::state_dir()?.join("leasectl").join("fleet"))
+}
+
+/// Where a recorder here writes `location`'s events: its journal home, or for another
+/// host's registry the fleet journal.
+pub fn record_home(location: &crate::lease::Location) -> Option<PathBuf> {
+    match location {
+        crate::lease::Location::Ssh(_) => fleet_home(),
+        _ => journal_home(location),
+    }
+}
+
 /// `/leasectl/` -> `etcd-leasectl-1f2e3d4c`: readable, and two prefixes that read alike
 /// (`/a_b/`, `/a-b/`) still get journals of their own.
 fn etcd_slug(prefix: &str) -> String {
