@@ -70,9 +70,9 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
         Ok(h) => h,
         Err(e) => return refuse(&out, e.0),
     };
-    if !home.is_dir() {
+    if let Some(problem) = paths::home_problem(&home) {
         let host = crate::lease::owners::owner::hostname();
-        return refuse(&out, format!("the Hermes home {} does not exist on {host}", home.display()));
+        return refuse(&out, format!("{problem} (on {host})"));
     }
     let root = paths::root_of(&home);
     let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.profile).collect();

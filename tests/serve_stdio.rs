@@ -134,3 +134,34 @@ fn a_home_is_opened_and_requests_are_answered_as_data() {
     assert!(refused["refused"].as_str().is_some_and(|m| m.contains("not understood")), "{refused}");
     assert_eq!(server.child.wait().expect("exit").code(), Some(1));
 }
+
+/// A home the remote user cannot reach is said so, not "does not exist" (issue 39):
+/// serve run as a real second user (uid 65534).
+#[test]
+fn a_home_the_remote_user_cannot_reach_is_not_said_to_be_missing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let locked = dir.path().join("locked");
+    let home = locked.join("home");
+    std::fs::create_dir_all(home.join("runtime")).expect("home");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--stdio"])
+        .env_remove("HERMES_HOME")
+        .uid(65534)
+        .gid(65534)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve --stdio as uid 65534");
+    let input = child.stdin.take().expect("stdin");
+    let output = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut server = Server { child, input, output };
+    let refused = server.open(&home, 1);
+    let why = refused["refused"].as_str().unwrap_or_default();
+    assert!(why.contains("cannot reach the Hermes home") && why.contains("Permission denied"), "{refused}");
+    assert!(!why.contains("does not exist"), "{refused}");
+}

@@ -373,23 +373,11 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     if !fence && !acquires {
         // Not there is not the same as not reachable: a directory above the home that this
         // user cannot search hides it (it read "does not exist").
-        match std::fs::metadata(&home) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(fail(format!("the Hermes home {} is not a directory", home.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(fail(format!(
-                    "the Hermes home {} does not exist (check --home or HERMES_HOME; only acquire, hold and run \
-                     create one)",
-                    home.display()
-                )));
-            }
-            Err(e) => {
-                return Err(fail(format!(
-                    "cannot reach the Hermes home {}: {e} (uid {} cannot search it or a directory above it)",
-                    home.display(),
-                    rustix::process::getuid().as_raw()
-                )));
-            }
+        if let Some(problem) = paths::home_problem(&home) {
+            let missing = problem.ends_with("does not exist");
+            let how =
+                if missing { " (check --home or HERMES_HOME; only acquire, hold and run create one)" } else { "" };
+            return Err(fail(format!("{problem}{how}")));
         }
     }
     // The console finds the profiles itself, after its first screen: listing 100,000 of

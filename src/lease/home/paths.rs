@@ -38,6 +38,24 @@ impl Registry {
     }
 }
 
+/// Why `home` cannot be used as a Hermes home, if so: not there, not a directory, or
+/// behind a directory this user cannot search (not the same as missing: it read "does
+/// not exist").
+pub fn home_problem(home: &Path) -> Option<String> {
+    match std::fs::metadata(home) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!("the Hermes home {} is not a directory", home.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Some(format!("the Hermes home {} does not exist", home.display()))
+        }
+        Err(e) => Some(format!(
+            "cannot reach the Hermes home {}: {e} (uid {} cannot search it or a directory above it)",
+            home.display(),
+            rustix::process::getuid().as_raw()
+        )),
+    }
+}
+
 /// The home: the one named (`--home`, or `$HERMES_HOME` as the CLI's parser read it,
 /// trimmed and non-empty), else `~/.hermes`.
 pub fn resolve_home(named: Option<&Path>) -> Result<PathBuf, Unusable> {
