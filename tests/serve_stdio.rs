@@ -18,7 +18,19 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let mut child = Command::new(BIN)
+        Server::spawn(Command::new(BIN))
+    }
+
+    /// As a real second user.
+    fn start_as(uid: u32) -> Server {
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = Command::new(BIN);
+        cmd.uid(uid).gid(uid);
+        Server::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd
             .args(["serve", "--stdio"])
             .env_remove("HERMES_HOME")
             .stdin(Stdio::piped())
@@ -140,26 +152,13 @@ fn a_home_is_opened_and_requests_are_answered_as_data() {
 #[test]
 fn a_home_the_remote_user_cannot_reach_is_not_said_to_be_missing() {
     use std::os::unix::fs::PermissionsExt as _;
-    use std::os::unix::process::CommandExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let locked = dir.path().join("locked");
     let home = locked.join("home");
     std::fs::create_dir_all(home.join("runtime")).expect("home");
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--stdio"])
-        .env_remove("HERMES_HOME")
-        .uid(65534)
-        .gid(65534)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve --stdio as uid 65534");
-    let input = child.stdin.take().expect("stdin");
-    let output = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut server = Server { child, input, output };
+    let mut server = Server::start_as(65534);
     let refused = server.open(&home, 1);
     let why = refused["refused"].as_str().unwrap_or_default();
     assert!(why.contains("cannot reach the Hermes home") && why.contains("Permission denied"), "{refused}");

@@ -37,6 +37,28 @@ fn console(sshd: &Sshd, specs: &[&str], cwd: &std::path::Path) -> Pty {
     Pty::spawn("console over --host", &args, &env, cwd, 30, 120)
 }
 
+/// Two hosts (two sshds), a lease on each, and the console over both.
+struct TwoHosts {
+    one: Sshd,
+    two: Sshd,
+    a: Home,
+    b: Home,
+    owner: Sleeper,
+    pty: Pty,
+}
+
+fn two_hosts() -> TwoHosts {
+    let one = Sshd::start();
+    let two = one.another();
+    let (a, b) = (Home::new(), Home::new());
+    let owner = Sleeper::new();
+    acquire(&a, "S-on-gw1", &owner);
+    acquire(&b, "S-on-gw2", &owner);
+    let (h1, h2) = (one.spec("gw1", a.path()), two.spec("gw2", b.path()));
+    let pty = console(&one, &[&h1, &h2], a.path());
+    TwoHosts { one, two, a, b, owner, pty }
+}
+
 /// Now, in epoch seconds.
 fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
@@ -44,14 +66,7 @@ fn now() -> f64 {
 
 #[test]
 fn the_console_shows_hosts_and_rides_out_one_going_down() {
-    let one = Sshd::start();
-    let mut two = one.another();
-    let (a, b) = (Home::new(), Home::new());
-    let owner = Sleeper::new();
-    acquire(&a, "S-on-gw1", &owner);
-    acquire(&b, "S-on-gw2", &owner);
-    let (h1, h2) = (one.spec("gw1", a.path()), two.spec("gw2", b.path()));
-    let mut pty = console(&one, &[&h1, &h2], a.path());
+    let TwoHosts { one: _one, mut two, a, b, owner, mut pty } = two_hosts();
     pty.wait_for("both hosts' tabs and gw1's lease", Duration::from_secs(10), |s| {
         s.contains("gw1:root") && s.contains("gw2:root") && s.contains("S-on-gw1")
     });
@@ -168,14 +183,7 @@ fn the_console_opens_with_each_hosts_recorded_history() {
 /// doubled to 8 s and more); the table names each lease's host (issue 39).
 #[test]
 fn r_tries_a_host_that_is_back_at_once() {
-    let one = Sshd::start();
-    let mut two = one.another();
-    let (a, b) = (Home::new(), Home::new());
-    let owner = Sleeper::new();
-    acquire(&a, "S-on-gw1", &owner);
-    acquire(&b, "S-on-gw2", &owner);
-    let (h1, h2) = (one.spec("gw1", a.path()), two.spec("gw2", b.path()));
-    let mut pty = console(&one, &[&h1, &h2], a.path());
+    let TwoHosts { one: _one, mut two, a: _a, b: _b, owner: _owner, mut pty } = two_hosts();
     pty.wait_for("both hosts", Duration::from_secs(10), |s| s.contains("gw1:root") && s.contains("gw2:root"));
     pty.send(b"\t");
     std::thread::sleep(Duration::from_secs(1));

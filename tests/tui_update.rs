@@ -833,17 +833,20 @@ fn keys_do_not_act_while_the_window_is_too_small_to_show_what_they_act_on() {
     assert!(app.quit, "q quits a window too small");
 }
 
+/// `profile` on host `host` (`ssh://host`), as --host names it.
+fn at(host: &str, profile: &str) -> Location {
+    use leasectl::lease::SshLocation;
+    use leasectl::lease::host_spec::HostSpec;
+    Location::Ssh(SshLocation {
+        host: HostSpec::parse(&format!("{host}=ssh://{host}")).expect("spec"),
+        profile: profile.into(),
+    })
+}
+
 /// Two hosts' registries, the second host down (issue 39).
 fn two_hosts_one_down() -> (Location, Location, leasectl::tui::state::App) {
-    use leasectl::lease::host_spec::HostSpec;
-    use leasectl::lease::{Error, HostFault, SshLocation};
-    let at = |name: &str| {
-        Location::Ssh(SshLocation {
-            host: HostSpec::parse(&format!("{name}=ssh://{name}")).expect("spec"),
-            profile: "root".into(),
-        })
-    };
-    let (gw1, gw2) = (at("gw1"), at("gw2"));
+    use leasectl::lease::{Error, HostFault};
+    let (gw1, gw2) = (at("gw1", "root"), at("gw2", "root"));
     let mut down = snap(&gw2, None, Ok(vec![]));
     down.leases =
         Err(Error::Unreachable { host: "gw2".into(), why: "Connection refused".into(), fault: HostFault::Unreachable });
@@ -884,14 +887,6 @@ fn a_prune_on_the_all_tab_acts_where_it_reads_and_names_a_host_down() {
 /// it groups the hosts.
 #[test]
 fn tabs_go_by_host_and_the_table_names_each_leases_host() {
-    use leasectl::lease::SshLocation;
-    use leasectl::lease::host_spec::HostSpec;
-    let at = |host: &str, profile: &str| {
-        Location::Ssh(SshLocation {
-            host: HostSpec::parse(&format!("{host}=ssh://{host}")).expect("spec"),
-            profile: profile.into(),
-        })
-    };
     let lease = |id: &str, session: &str| alive(entry(id, session, "cli", 4101, 60.0, None), "hermes");
     let mut app = app(vec![
         snap(&at("gw2", "root"), None, Ok(vec![lease("a2000000000000000000000000000001", "S-a-gw2")])),
@@ -936,14 +931,7 @@ fn tabs_go_by_host_and_the_table_names_each_leases_host() {
 /// a host (live over cap summed, or DOWN), at 80x24.
 #[test]
 fn the_all_tab_counts_and_names_every_host_down_and_sums_each_host() {
-    use leasectl::lease::host_spec::HostSpec;
-    use leasectl::lease::{HostFault, SshLocation};
-    let at = |host: &str, profile: &str| {
-        Location::Ssh(SshLocation {
-            host: HostSpec::parse(&format!("{host}=ssh://{host}")).expect("spec"),
-            profile: profile.into(),
-        })
-    };
+    use leasectl::lease::HostFault;
     let mut snaps = Vec::new();
     for (i, host) in ["gw1", "gw2", "gw3", "gw4", "gw5", "gw6"].iter().enumerate() {
         for profile in ["root", "work"] {
