@@ -235,3 +235,116 @@ fn the_recorder_on_etcd_keeps_a_journal_that_since_reads_back() {
     }
     assert!(!String::from_utf8_lossy(&out.stderr).contains("no events recorded"), "{out:?}");
 }
+
+/// A TCP proxy in front of etcd that can cut every connection and refuse new ones (the
+/// follower cut off from etcd) and open again.
+struct CutProxy {
+    port: u16,
+    open: Arc<std::sync::atomic::AtomicBool>,
+    conns: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CutProxy {
+    fn start(to: &str) -> CutProxy {
+        use std::sync::atomic::Ordering;
+        let to = to.trim_start_matches("http://").to_owned();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let conns: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (o, c) = (Arc::clone(&open), Arc::clone(&conns));
+        thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if !o.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(upstream) = std::net::TcpStream::connect(&to) else { continue };
+                let mut kept = c.lock().unwrap_or_else(|p| p.into_inner());
+                kept.extend([client.try_clone().expect("clone"), upstream.try_clone().expect("clone")]);
+                for (mut from, mut into) in
+                    [(client.try_clone().expect("clone"), upstream.try_clone().expect("clone")), (upstream, client)]
+                {
+                    thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        CutProxy { port, open, conns }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn cut(&self) {
+        self.open.store(false, std::sync::atomic::Ordering::SeqCst);
+        for s in self.conns.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn mend(&self) {
+        self.open.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// etcd's current revision, then compacted to it (history before it gone).
+fn compact(endpoint: &str) {
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint, "endpoint", "status", "-w", "json"])
+        .output()
+        .expect("etcdctl");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("status json");
+    let revision = v[0]["Status"]["header"]["revision"].as_i64().expect("revision");
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoint, "compaction", &revision.to_string()])
+        .output()
+        .expect("etcdctl compaction");
+    assert!(out.status.success(), "compaction: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A follower cut off from etcd while a lease is acquired and kept, with a compaction
+/// before it comes back, says the gap and then the held lease (it said the gap and never
+/// the lease). One that had seen no event before the cut says the same (it restarted
+/// "from now" and said nothing at all) (issue 40).
+#[test]
+fn a_follower_cut_off_across_a_compaction_says_the_gap_and_the_held_lease() {
+    let server = super::EtcdServer::start();
+    let prefix = unique_prefix("feed-compacted");
+    let proxy = CutProxy::start(&server.endpoint);
+    let seen_before = follow(&proxy.endpoint(), &prefix);
+    let out = run(&server.endpoint, &prefix, &["run", "R-before", "-q", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        eventually(Duration::from_secs(10), || by_session(&seen_before.events())
+            .get("R-before")
+            .is_some_and(|e| e.len() == 2)),
+        "{:?}",
+        seen_before.lines()
+    );
+    let fresh = follow(&proxy.endpoint(), &prefix);
+    proxy.cut();
+    thread::sleep(Duration::from_secs(2));
+    let (_holder, _) = start_holding(&server.endpoint, &prefix, &["hold", "HELD", "--json"]);
+    for i in 0..3 {
+        let out = run(&server.endpoint, &prefix, &["run", &format!("R{i}"), "-q", "--", "true"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    compact(&server.endpoint);
+    thread::sleep(Duration::from_secs(2));
+    proxy.mend();
+    for feed in [&seen_before, &fresh] {
+        let said =
+            |f: &Collected| by_session(&f.events()).get("HELD").is_some_and(|e| e.contains(&"acquired".to_owned()));
+        assert!(eventually(Duration::from_secs(30), || said(feed)), "the held lease: {:?}", feed.lines());
+        let events = feed.events();
+        let gap = events.iter().position(|e| e["event"] == "gap");
+        let held = events.iter().position(|e| e["event"] == "acquired" && e["lease"]["entry"]["session_id"] == "HELD");
+        assert!(gap.is_some() && gap < held, "a gap, then the held lease: {:?}", feed.lines());
+    }
+}

@@ -40,6 +40,8 @@ impl Seen {
             return lines;
         }
         let held_now: Vec<LeaseView> = listing.leases.clone().unwrap_or_default();
+        // What had been said: a later comparison (after a gap) starts from it.
+        let before = self.last.clone().unwrap_or_else(|| self.last_valid.clone());
         let mut said = from.unwrap_or(0);
         let mut watched: Vec<(LeaseEvent, Option<(&'static str, String)>)> = Vec::new();
         for change in changes {
@@ -71,7 +73,16 @@ impl Seen {
         // still on their way, and they must be said when they come.
         self.said_up_to = Some(said);
         // Liveness from the reading (an owner on this host dying); leases from the watch.
+        let reading_ok = listing.leases.is_ok();
         let mut compared = self.events(listing, 0, false, f);
+        // The baseline is what has been said (the last baseline and the watch's events),
+        // not the reading: its leases the watch has not said yet must be said after a gap
+        // (a lease acquired while the follower was cut off, then history compacted).
+        if reading_ok {
+            let baseline = said_after(&before, &watched, &held_now);
+            self.last = Some(baseline.clone());
+            self.last_valid = baseline;
+        }
         compared.retain(|line| {
             let kind = line["event"].as_str().unwrap_or("");
             !["acquired", "released", "pruned", "updated", "force-released"].contains(&kind)
@@ -91,4 +102,27 @@ impl Seen {
         lines.append(&mut compared);
         lines
     }
+}
+
+/// The leases said to be held: `before`, and the watch's events since, in order; each
+/// with what the reading knows of it now (its owner's liveness).
+fn said_after(
+    before: &[LeaseView],
+    watched: &[(LeaseEvent, Option<(&'static str, String)>)],
+    reading: &[LeaseView],
+) -> Vec<LeaseView> {
+    let mut held: Vec<LeaseView> = before.to_vec();
+    for (event, _) in watched {
+        let id = event.view.entry.lease_id();
+        held.retain(|v| v.entry.lease_id() != id);
+        if matches!(event.kind, EventKind::Acquired | EventKind::Updated) {
+            held.push(event.view.clone());
+        }
+    }
+    for v in &mut held {
+        if let Some(now) = reading.iter().find(|r| r.entry.lease_id() == v.entry.lease_id()) {
+            v.clone_from(now);
+        }
+    }
+    held
 }

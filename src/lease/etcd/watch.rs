@@ -57,6 +57,20 @@ impl Feed<'_> {
         report: &impl Fn(Vec<RemoteChange>) -> bool,
         debounce: Duration,
     ) -> bool {
+        // The first watch (and the first after lost history) starts from the revision
+        // etcd is at now, counted: a watch re-made after a break then resumes from there
+        // (it restarted "from now" and missed, unsaid, what came while it was cut off).
+        if self.last_revision.is_none() {
+            let now = endpoints.run(Resend::Safe, self.config.timeout, |mut c| {
+                let prefix = self.config.prefix.clone();
+                async move { c.get(prefix, Some(etcd_client::GetOptions::new().with_prefix().with_count_only())).await }
+            });
+            match now.await.ok().and_then(|r| r.header().map(|h| h.revision())) {
+                Some(revision) => self.last_revision = Some(revision),
+                // Not answered: a reader re-reads (and shows etcd unreachable); tried again.
+                None => return report(vec![]),
+            }
+        }
         let mut options = WatchOptions::new().with_prefix().with_prev_key();
         if let Some(last) = self.last_revision {
             options = options.with_start_revision(last + 1);
