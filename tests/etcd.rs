@@ -573,11 +573,14 @@ fn etcd_stopped_mid_run_gives_coordination_unavailable_never_a_grant() {
 
 #[test]
 fn usage_errors_name_what_is_wrong() {
-    let out = Command::new(BIN).args(["--backend", "etcd", "ls"]).output().expect("run");
+    let out =
+        Command::new(BIN).args(["--backend", "etcd", "ls"]).env_remove("ETCDCTL_ENDPOINTS").output().expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--backend etcd needs --endpoints"));
-    let out =
-        Command::new(BIN).args(["--backend", "etcd", "--endpoints", "127.0.0.1:2379", "ls"]).output().expect("run");
+    let out = Command::new(BIN)
+        .args(["--backend", "etcd", "--endpoints", "ftp://127.0.0.1:2379", "ls"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an http:// URL"));
     let out =
@@ -659,4 +662,36 @@ fn the_console_follows_changes_made_by_another_client() {
     console.wait_for("the expiry in the log", Duration::from_secs(3), |s| s.contains("expired: session CONSOLE-S2"));
     holder.signal(libc::SIGCONT);
     console.quit_and_check_restored(Duration::from_secs(5), Duration::from_secs(2));
+}
+
+/// etcdctl's setup works unchanged (issue 40, in part): `ETCDCTL_ENDPOINTS` is the
+/// endpoints when --endpoints is not given, and an endpoint without a scheme is plain
+/// http, as etcdctl takes it; a file command with it set is not touched by it.
+#[test]
+fn etcdctl_endpoints_and_endpoints_without_a_scheme_work() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("etcdctl-env");
+    let bare = endpoint.trim_start_matches("http://").to_owned();
+    let out = Command::new(BIN)
+        .args(["--backend", "etcd", "--prefix", &prefix, "acquire", "S-env", "--json"])
+        .env("ETCDCTL_ENDPOINTS", &bare)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(BIN)
+        .args(["--backend", "etcd", "--endpoints", &bare, "--prefix", &prefix, "ls", "--json"])
+        .env_remove("ETCDCTL_ENDPOINTS")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("S-env"), "{}", String::from_utf8_lossy(&out.stdout));
+    let home = tempfile::tempdir().expect("home");
+    let out = Command::new(BIN)
+        .arg("--home")
+        .arg(home.path())
+        .args(["ls"])
+        .env("ETCDCTL_ENDPOINTS", &bare)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "a file command ignores it: {}", String::from_utf8_lossy(&out.stderr));
 }

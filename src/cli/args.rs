@@ -115,9 +115,10 @@ pub struct Cli {
     #[cfg(feature = "etcd")]
     #[arg(long, global = true, value_enum, default_value_t = Backend::File, help_heading = GLOBAL)]
     pub backend: Backend,
-    /// With --backend etcd: the etcd client URLs, comma-separated (http://host:port)
+    /// With --backend etcd: the etcd client URLs, comma-separated (http://host:port, or
+    /// host:port)
     #[cfg(feature = "etcd")]
-    #[arg(long, global = true, value_name = "URL[,URL]", help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "URL[,URL]", env = "ETCDCTL_ENDPOINTS", hide_env_values = true, help_heading = GLOBAL)]
     pub endpoints: Option<String>,
     /// With --backend etcd: the key prefix (default /leasectl/)
     #[cfg(feature = "etcd")]
@@ -156,6 +157,14 @@ impl Cli {
             self.home_from_env = true;
         }
         self.hosts_from_env = matches.value_source("hosts") == Some(ValueSource::EnvVariable);
+        // etcdctl's own setting, for the etcd backend only: a file command ignores it.
+        if matches.try_get_raw("endpoints").is_ok()
+            && matches.value_source("endpoints") == Some(ValueSource::EnvVariable)
+        {
+            if self.backend == Backend::File {
+                self.endpoints = None;
+            }
+        }
     }
 }
 

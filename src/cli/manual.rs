@@ -37,6 +37,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
          /tmp/leasectl-ssh-UID)",
     ),
     ("LEASECTL_SSH_COMMAND", "replaces ssh (run by sh -c, leasectl's arguments after it)"),
+    ("ETCDCTL_ENDPOINTS", "with --backend etcd: the endpoints when --endpoints is not given (as etcdctl reads it)"),
     ("LEASECTL_REMOTE_COMMAND", "the program run on a host instead of leasectl"),
     (
         "XDG_STATE_HOME",

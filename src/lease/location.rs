@@ -70,15 +70,22 @@ impl EtcdLocation {
                      private network or an SSH/WireGuard tunnel)"
                 )));
             }
-            let Some(rest) = e.strip_prefix("http://") else {
-                return Err(Unusable(format!(
-                    "--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379)"
-                )));
+            let rest = match e.strip_prefix("http://") {
+                Some(rest) => rest,
+                // host:port without a scheme, as etcdctl takes it: plain http.
+                None if !e.contains("://") => e.as_str(),
+                None => {
+                    return Err(Unusable(format!(
+                        "--endpoints {e}: not an http:// URL (expected e.g. http://127.0.0.1:2379 or 127.0.0.1:2379)"
+                    )));
+                }
             };
-            if rest.is_empty() || rest.contains(char::is_whitespace) {
-                return Err(Unusable(format!("--endpoints {e}: no host:port after http://")));
+            if rest.is_empty() || rest.contains(char::is_whitespace) || rest.contains('/') {
+                return Err(Unusable(format!("--endpoints {e}: no host:port")));
             }
         }
+        let list: Vec<String> =
+            list.into_iter().map(|e| if e.contains("://") { e } else { format!("http://{e}") }).collect();
         let mut prefix = prefix.unwrap_or(DEFAULT_ETCD_PREFIX).to_owned();
         if prefix.is_empty() {
             return Err(Unusable("--prefix is empty: give a key prefix such as /leasectl/".into()));
@@ -186,7 +193,11 @@ mod tests {
         assert_eq!(c.endpoints, vec!["http://127.0.0.1:2379", "http://h2:2379"]);
         assert_eq!(c.prefix, "/x/");
         assert!(EtcdLocation::parse("", None).unwrap_err().0.contains("--endpoints is empty"));
-        assert!(EtcdLocation::parse("127.0.0.1:2379", None).unwrap_err().0.contains("not an http:// URL"));
+        // host:port as etcdctl takes it: plain http (it was refused).
+        let c = EtcdLocation::parse("127.0.0.1:2379,h2:2379", None).expect("no scheme");
+        assert_eq!(c.endpoints, vec!["http://127.0.0.1:2379", "http://h2:2379"]);
+        assert!(EtcdLocation::parse("ftp://h:2379", None).unwrap_err().0.contains("not an http:// URL"));
+        assert!(EtcdLocation::parse("h:2379/x", None).unwrap_err().0.contains("no host:port"));
         assert!(EtcdLocation::parse("https://h:2379", None).unwrap_err().0.contains("TLS"));
         assert!(EtcdLocation::parse("http://h:1", Some("")).unwrap_err().0.contains("--prefix is empty"));
         assert!(lease_ttl(Some(1)).unwrap_err().0.contains("--ttl must be between"));

@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(c.slot_key(3), "/x/slot/3");
         assert_eq!(c.ttl, DEFAULT_TTL);
         assert!(EtcdConfig::new("", None, None).unwrap_err().0.contains("--endpoints is empty"));
-        assert!(EtcdConfig::new("127.0.0.1:2379", None, None).unwrap_err().0.contains("not an http:// URL"));
+        assert!(EtcdConfig::new("ftp://127.0.0.1:2379", None, None).unwrap_err().0.contains("not an http:// URL"));
         assert!(EtcdConfig::new("https://h:2379", None, None).unwrap_err().0.contains("TLS"));
         assert!(EtcdConfig::new("http://h:1", Some(""), None).unwrap_err().0.contains("--prefix is empty"));
         assert!(EtcdConfig::new("http://h:1", None, Some(1)).unwrap_err().0.contains("--ttl must be between"));
