@@ -158,12 +158,10 @@ impl Cli {
         }
         self.hosts_from_env = matches.value_source("hosts") == Some(ValueSource::EnvVariable);
         // etcdctl's own setting, for the etcd backend only: a file command ignores it.
-        if matches.try_get_raw("endpoints").is_ok()
-            && matches.value_source("endpoints") == Some(ValueSource::EnvVariable)
-        {
-            if self.backend == Backend::File {
-                self.endpoints = None;
-            }
+        let from_env = matches.try_get_raw("endpoints").is_ok()
+            && matches.value_source("endpoints") == Some(ValueSource::EnvVariable);
+        if from_env && self.backend == Backend::File {
+            self.endpoints = None;
         }
     }
 }
