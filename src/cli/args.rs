@@ -135,8 +135,35 @@ pub struct Cli {
     #[cfg(not(feature = "etcd"))]
     #[arg(skip)]
     pub prefix: Option<String>,
+    #[cfg(feature = "etcd")]
+    #[command(flatten)]
+    pub etcd_access: EtcdAccessArgs,
+    #[cfg(not(feature = "etcd"))]
+    #[arg(skip)]
+    pub etcd_access: EtcdAccessArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// A secured etcd, named as etcdctl names it (and read from the same environment).
+#[derive(Debug, Default, clap::Args)]
+pub struct EtcdAccessArgs {
+    /// With --backend etcd: the CA that signed etcd's certificate (TLS; https endpoints)
+    #[arg(long, global = true, value_name = "FILE", env = "ETCDCTL_CACERT", help_heading = GLOBAL)]
+    pub cacert: Option<PathBuf>,
+    /// With --backend etcd: this client's certificate, when etcd asks for one
+    #[arg(long, global = true, value_name = "FILE", env = "ETCDCTL_CERT", help_heading = GLOBAL)]
+    pub cert: Option<PathBuf>,
+    /// With --backend etcd: the key of --cert
+    #[arg(long, global = true, value_name = "FILE", env = "ETCDCTL_KEY", help_heading = GLOBAL)]
+    pub key: Option<PathBuf>,
+    /// With --backend etcd: the etcd user; its password from $ETCDCTL_PASSWORD or
+    /// --password-file (NAME:PASSWORD works too, but shows in the process list)
+    #[arg(long, global = true, value_name = "NAME", env = "ETCDCTL_USER", help_heading = GLOBAL)]
+    pub user: Option<String>,
+    /// With --backend etcd: a file whose first line is the password of --user
+    #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
+    pub password_file: Option<PathBuf>,
 }
 
 /// A path as given, empty included: an empty HERMES_HOME means unset (see

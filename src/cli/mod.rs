@@ -345,6 +345,8 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
             Command::Demo(_) => return Err(usage("demo runs on a sandbox registry file; it has no etcd mode")),
             _ => {}
         }
+        #[cfg(feature = "etcd")]
+        crate::lease::etcd::access::set(etcd_access(&cli.etcd_access)?);
         let endpoints = cli.endpoints.as_deref().ok_or_else(|| {
             usage("--backend etcd needs --endpoints URL[,URL] (the etcd client URLs, e.g. http://127.0.0.1:2379)")
         })?;
@@ -398,6 +400,40 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
         vec![paths::registry_for_home(&home)]
     };
     Ok(Selection { locations: registries.into_iter().map(Location::File).collect(), root: Some(root) })
+}
+
+/// TLS files and the user for etcd; the password from `NAME:PASSWORD`, else
+/// `ETCDCTL_PASSWORD`, else `--password-file` (the first line).
+#[cfg(feature = "etcd")]
+fn etcd_access(a: &args::EtcdAccessArgs) -> Result<crate::lease::etcd::access::Access, Failure> {
+    let user = match a.user.as_deref().filter(|u| !u.is_empty()) {
+        None => None,
+        Some(given) => {
+            let (name, inline) = match given.split_once(':') {
+                Some((n, p)) => (n.to_owned(), Some(p.to_owned())),
+                None => (given.to_owned(), None),
+            };
+            let password = match inline {
+                Some(p) => p,
+                None => match (std::env::var("ETCDCTL_PASSWORD"), &a.password_file) {
+                    (Ok(p), _) => p,
+                    (Err(_), Some(file)) => std::fs::read_to_string(file)
+                        .map_err(|e| usage(format!("--password-file {}: {e}", file.display())))?
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    (Err(_), None) => {
+                        return Err(usage(format!(
+                            "--user {name} needs its password: set ETCDCTL_PASSWORD or give --password-file FILE"
+                        )));
+                    }
+                },
+            };
+            Some((name, password))
+        }
+    };
+    Ok(crate::lease::etcd::access::Access { cacert: a.cacert.clone(), cert: a.cert.clone(), key: a.key.clone(), user })
 }
 
 /// --lock-timeout as a duration (its parser holds it to 0..=86400 seconds).

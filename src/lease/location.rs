@@ -49,6 +49,11 @@ pub struct EtcdLocation {
 impl EtcdLocation {
     /// Parse `--endpoints URL[,URL]` and `--prefix P`; every problem is named.
     pub fn parse(endpoints: &str, prefix: Option<&str>) -> Result<EtcdLocation, Unusable> {
+        // TLS given (--cacert, --cert): https, and an endpoint without a scheme is https.
+        #[cfg(feature = "etcd")]
+        let tls = crate::lease::etcd::access::tls();
+        #[cfg(not(feature = "etcd"))]
+        let tls = false;
         let list: Vec<String> =
             endpoints.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
         if list.is_empty() {
@@ -64,13 +69,13 @@ impl EtcdLocation {
                     crate::lease::human::escape(e)
                 )));
             }
-            if e.starts_with("https://") {
+            if e.starts_with("https://") && !tls {
                 return Err(Unusable(format!(
-                    "--endpoints {e}: TLS is not supported by this build; use an http:// endpoint (e.g. over a \
-                     private network or an SSH/WireGuard tunnel)"
+                    "--endpoints {e}: https needs the CA that signed etcd's certificate: give --cacert FILE (and \
+                     --cert/--key when etcd asks for a client certificate)"
                 )));
             }
-            let rest = match e.strip_prefix("http://") {
+            let rest = match e.strip_prefix("http://").or_else(|| e.strip_prefix("https://")) {
                 Some(rest) => rest,
                 // host:port without a scheme, as etcdctl takes it: plain http.
                 None if !e.contains("://") => e.as_str(),
@@ -84,8 +89,9 @@ impl EtcdLocation {
                 return Err(Unusable(format!("--endpoints {e}: no host:port")));
             }
         }
+        let scheme = if tls { "https" } else { "http" };
         let list: Vec<String> =
-            list.into_iter().map(|e| if e.contains("://") { e } else { format!("http://{e}") }).collect();
+            list.into_iter().map(|e| if e.contains("://") { e } else { format!("{scheme}://{e}") }).collect();
         let mut prefix = prefix.unwrap_or(DEFAULT_ETCD_PREFIX).to_owned();
         if prefix.is_empty() {
             return Err(Unusable("--prefix is empty: give a key prefix such as /leasectl/".into()));
@@ -198,7 +204,7 @@ mod tests {
         assert_eq!(c.endpoints, vec!["http://127.0.0.1:2379", "http://h2:2379"]);
         assert!(EtcdLocation::parse("ftp://h:2379", None).unwrap_err().0.contains("not an http:// URL"));
         assert!(EtcdLocation::parse("h:2379/x", None).unwrap_err().0.contains("no host:port"));
-        assert!(EtcdLocation::parse("https://h:2379", None).unwrap_err().0.contains("TLS"));
+        assert!(EtcdLocation::parse("https://h:2379", None).unwrap_err().0.contains("--cacert"));
         assert!(EtcdLocation::parse("http://h:1", Some("")).unwrap_err().0.contains("--prefix is empty"));
         assert!(lease_ttl(Some(1)).unwrap_err().0.contains("--ttl must be between"));
         assert_eq!(lease_ttl(Some(30)), Ok(Duration::from_secs(30)));

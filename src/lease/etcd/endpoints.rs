@@ -87,11 +87,22 @@ impl Endpoints {
     /// A client for each endpoint. etcd-client connects lazily: nothing is dialled here.
     pub async fn connect(config: &EtcdConfig) -> Result<Endpoints, etcd_client::Error> {
         let mut clients = Vec::with_capacity(config.endpoints.len());
+        let options = super::access::apply(config.connect_options()).map_err(etcd_client::Error::InvalidArgs)?;
+        let mut first_error = None;
         for endpoint in &config.endpoints {
-            let client = Client::connect([endpoint.as_str()], Some(config.connect_options())).await?;
-            clients.push((endpoint.clone(), client));
+            // With a user, connecting authenticates: a member that is down is left out
+            // while another answers (without one, nothing is dialled here).
+            match Client::connect([endpoint.as_str()], Some(options.clone())).await {
+                Ok(client) => clients.push((endpoint.clone(), client)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
-        Ok(Endpoints { clients, preferred: AtomicUsize::new(0) })
+        match (clients.is_empty(), first_error) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(Endpoints { clients, preferred: AtomicUsize::new(0) }),
+        }
     }
 
     /// Send the request `make` builds to the endpoints in turn, the last to answer first,

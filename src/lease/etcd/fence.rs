@@ -351,6 +351,10 @@ pub fn not_owned_message(session_id: &str, holder: &Held, ttl_left: Option<i64>,
 
 /// Why etcd could not be used, and that nothing was granted.
 pub fn unavailable_message(etcd: &Etcd, err: &EtcdError) -> String {
+    // Not an outage: trying again changes nothing until the settings named are fixed.
+    if let EtcdError::Refused(why) = err {
+        return format!("etcd ({}) refused: {why}. Nothing was granted.", etcd.config.location());
+    }
     format!(
         "leasectl could not use etcd ({}), so it cannot prove this session has no other live owner: {err}. \
          Nothing was granted. Check that etcd is reachable and healthy, and try again.",

@@ -11,6 +11,7 @@
 //! owner stops renewing it. Callers stay synchronous: every call runs on a
 //! current-thread tokio runtime owned by [`Etcd`], bounded by a timeout.
 
+pub mod access;
 pub mod endpoints;
 pub mod fence;
 pub mod keepalive;
@@ -116,6 +117,10 @@ pub enum EtcdError {
     /// A write was sent but no answer came: it may or may not have been applied.
     #[error("{0}")]
     OutcomeUnknown(String),
+    /// etcd refused what was asked in a way trying again will not change (a certificate,
+    /// a password, a role, a size): said in words, not as an outage.
+    #[error("{0}")]
+    Refused(String),
     /// A key under the prefix holds something that is not an entry.
     #[error("etcd key {key} does not hold a leasectl entry: {detail}")]
     BadData { key: String, detail: String },
@@ -124,7 +129,10 @@ pub enum EtcdError {
 // The core's callers see one error type: etcd not answering is "unavailable" (exit 5).
 impl From<EtcdError> for Error {
     fn from(e: EtcdError) -> Error {
-        Error::Unavailable(e.to_string())
+        match e {
+            EtcdError::Refused(why) => Error::Refused(why),
+            e => Error::Unavailable(e.to_string()),
+        }
     }
 }
 
@@ -145,7 +153,7 @@ impl Etcd {
         let endpoints = rt
             .block_on(async { tokio::time::timeout(config.timeout, Endpoints::connect(config)).await })
             .map_err(|_| unreachable(config, "connect", "timed out"))?
-            .map_err(|e| unreachable(config, "connect", &e.to_string()))?;
+            .map_err(|e| unreachable(config, "connect", &endpoints::in_words(&e)))?;
         Ok(Etcd { rt, endpoints, config: config.clone() })
     }
 
@@ -171,7 +179,15 @@ impl Etcd {
     where
         F: Future<Output = Result<T, etcd_client::Error>>,
     {
-        match self.rt.block_on(self.endpoints.run(resend, self.config.timeout, make)) {
+        let answer = self.rt.block_on(self.endpoints.run(resend, self.config.timeout, make));
+        // etcd's refusals that trying again will not change, in words, once.
+        if let Err((none, e)) = &answer {
+            let text = e.as_ref().map(endpoints::in_words).unwrap_or_else(|| none.describe());
+            if let Some(why) = access::refusal(&text, &self.config.prefix) {
+                return Err(EtcdError::Refused(why));
+            }
+        }
+        match answer {
             Ok(v) => Ok(v),
             // A refusal etcd answered keeps its words (callers look for "lease not found").
             Err((_, Some(e))) if !matches!(e, etcd_client::Error::GRpcStatus(ref s) if s.code() == tonic::Code::Unavailable) => {
@@ -253,6 +269,9 @@ impl Etcd {
 }
 
 fn unreachable(config: &EtcdConfig, what: &str, why: &str) -> EtcdError {
+    if let Some(refused) = access::refusal(why, &config.prefix) {
+        return EtcdError::Refused(refused);
+    }
     EtcdError::Unavailable(format!("cannot {what} on etcd at {}: {why}", config.endpoints.join(",")))
 }
 
@@ -352,7 +371,7 @@ mod tests {
         assert_eq!(c.ttl, DEFAULT_TTL);
         assert!(EtcdConfig::new("", None, None).unwrap_err().0.contains("--endpoints is empty"));
         assert!(EtcdConfig::new("ftp://127.0.0.1:2379", None, None).unwrap_err().0.contains("not an http:// URL"));
-        assert!(EtcdConfig::new("https://h:2379", None, None).unwrap_err().0.contains("TLS"));
+        assert!(EtcdConfig::new("https://h:2379", None, None).unwrap_err().0.contains("--cacert"));
         assert!(EtcdConfig::new("http://h:1", Some(""), None).unwrap_err().0.contains("--prefix is empty"));
         assert!(EtcdConfig::new("http://h:1", None, Some(1)).unwrap_err().0.contains("--ttl must be between"));
         assert_eq!(EtcdConfig::new("http://h:1", None, Some(30)).map(|c| c.ttl), Ok(Duration::from_secs(30)));
