@@ -94,6 +94,13 @@ impl Cluster {
         }
     }
 
+    /// The member stops answering (SIGSTOP): its port still takes connections.
+    pub(super) fn freeze(&mut self, i: usize) {
+        if let Some(child) = &self.members[i].child {
+            let _ = super::common::signals::kill(child.id(), libc::SIGSTOP);
+        }
+    }
+
     /// Every member's client URL, in this order.
     pub(super) fn endpoints(&self, order: &[usize]) -> String {
         order.iter().map(|i| self.members[*i].client_url.clone()).collect::<Vec<_>>().join(",")
@@ -233,4 +240,29 @@ fn a_three_node_cluster_rides_out_a_node_and_its_leader_dying() {
         assert!(!err.contains("warning"), "the default TTL rides out an election: {err}");
     }
     assert_eq!(held(&cluster), 0, "released at once, not left to their TTL");
+}
+
+/// A member that stops answering, listed first, holds no one-shot command up: the first
+/// member to answer is taken (each command took 1.67 s waiting on it) (issue 40).
+#[test]
+fn a_frozen_member_listed_first_holds_no_command_up() {
+    let mut cluster = Cluster::start();
+    let leader = cluster.leader();
+    let frozen = (0..3).find(|i| Some(*i) != leader).unwrap_or(0);
+    let mut order = vec![frozen];
+    order.extend((0..3).filter(|i| *i != frozen));
+    let endpoints = cluster.endpoints(&order);
+    let prefix = unique_prefix("frozen");
+    cluster.freeze(frozen);
+    for i in 0..3 {
+        let started = std::time::Instant::now();
+        let out = run(&endpoints, &prefix, &["run", &format!("F{i}"), "-q", "--", "true"]);
+        let took = started.elapsed();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let started = std::time::Instant::now();
+        let out = run(&endpoints, &prefix, &["ls", "--json"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let ls = started.elapsed();
+        assert!(took < Duration::from_millis(900) && ls < Duration::from_millis(900), "run {took:?}, ls {ls:?}");
+    }
 }

@@ -105,6 +105,37 @@ impl Endpoints {
         }
     }
 
+    /// Ask every endpoint at once for a count of `prefix` (a read any role with the prefix
+    /// may make) and take the first to answer as the one tried first: a member that takes
+    /// connections but does not answer (stopped, overloaded) held every one-shot command
+    /// up by an attempt's bound when it was listed first. Nothing answers within `bound`:
+    /// the order stays as given.
+    pub async fn prefer_first_to_answer(&self, prefix: &str, bound: Duration) {
+        if self.clients.len() < 2 {
+            return;
+        }
+        let mut asked = tokio::task::JoinSet::new();
+        for (index, (_, client)) in self.clients.iter().enumerate() {
+            let (mut client, prefix) = (client.clone(), prefix.to_owned());
+            asked.spawn(async move {
+                let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
+                client.get(prefix, Some(options)).await.map(|_| index)
+            });
+        }
+        let first = tokio::time::timeout(bound, async {
+            while let Some(done) = asked.join_next().await {
+                if let Ok(Ok(index)) = done {
+                    return Some(index);
+                }
+            }
+            None
+        });
+        if let Ok(Some(index)) = first.await {
+            self.preferred.store(index, Ordering::Relaxed);
+        }
+        asked.abort_all();
+    }
+
     /// Send the request `make` builds to the endpoints in turn, the last to answer first,
     /// round after round until one answers or `within` has passed.
     pub async fn run<T, F>(

@@ -154,6 +154,7 @@ impl Etcd {
             .block_on(async { tokio::time::timeout(config.timeout, Endpoints::connect(config)).await })
             .map_err(|_| unreachable(config, "connect", "timed out"))?
             .map_err(|e| unreachable(config, "connect", &endpoints::in_words(&e)))?;
+        rt.block_on(endpoints.prefer_first_to_answer(&config.prefix, config.timeout.min(CONNECT_TIMEOUT)));
         Ok(Etcd { rt, endpoints, config: config.clone() })
     }
 
