@@ -696,3 +696,32 @@ fn etcdctl_endpoints_and_endpoints_without_a_scheme_work() {
         .expect("run");
     assert!(out.status.success(), "a file command ignores it: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `--command-timeout` and `--dial-timeout` (and etcdctl's environment for them) bound how
+/// long a command waits for an etcd that takes connections and never answers (it was
+/// always 5 s) (issue 40, in part).
+#[test]
+fn the_command_timeout_bounds_the_wait_for_a_silent_etcd() {
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("127.0.0.1:{}", silent.local_addr().expect("addr").port());
+    let held = thread::spawn(move || {
+        let kept: Vec<_> = silent.incoming().take(8).collect();
+        thread::sleep(Duration::from_secs(30));
+        drop(kept);
+    });
+    for (args, env) in [
+        (vec!["--command-timeout", "1s", "--dial-timeout", "1s", "ls"], None),
+        (vec!["ls"], Some(("ETCDCTL_COMMAND_TIMEOUT", "1s"))),
+    ] {
+        let mut cmd = leasectl(&endpoint, "/silent/", &args);
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let out = cmd.output().expect("run");
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(took < Duration::from_secs(3), "waited {took:?}, not the 1 s asked");
+    }
+    drop(held);
+}

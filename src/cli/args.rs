@@ -164,6 +164,12 @@ pub struct EtcdAccessArgs {
     /// With --backend etcd: a file whose first line is the password of --user
     #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub password_file: Option<PathBuf>,
+    /// With --backend etcd: how long a member may take to take a connection (default 1s)
+    #[arg(long, global = true, value_name = "DURATION", env = "ETCDCTL_DIAL_TIMEOUT", value_parser = crate::lease::human::parse_duration, help_heading = GLOBAL)]
+    pub dial_timeout: Option<std::time::Duration>,
+    /// With --backend etcd: how long a request may take, every member tried (default 5s)
+    #[arg(long, global = true, value_name = "DURATION", env = "ETCDCTL_COMMAND_TIMEOUT", value_parser = crate::lease::human::parse_duration, help_heading = GLOBAL)]
+    pub command_timeout: Option<std::time::Duration>,
 }
 
 /// A path as given, empty included: an empty HERMES_HOME means unset (see

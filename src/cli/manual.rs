@@ -40,6 +40,10 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("ETCDCTL_ENDPOINTS", "with --backend etcd: the endpoints when --endpoints is not given (as etcdctl reads it)"),
     ("ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY", "with --backend etcd: --cacert, --cert and --key when not given"),
     ("ETCDCTL_USER", "with --backend etcd: --user when not given"),
+    (
+        "ETCDCTL_DIAL_TIMEOUT, ETCDCTL_COMMAND_TIMEOUT",
+        "with --backend etcd: --dial-timeout and --command-timeout when not given",
+    ),
     ("ETCDCTL_PASSWORD", "with --backend etcd: --user's password (kept out of the process list)"),
     ("LEASECTL_REMOTE_COMMAND", "the program run on a host instead of leasectl"),
     (

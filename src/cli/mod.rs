@@ -433,7 +433,14 @@ fn etcd_access(a: &args::EtcdAccessArgs) -> Result<crate::lease::etcd::access::A
             Some((name, password))
         }
     };
-    Ok(crate::lease::etcd::access::Access { cacert: a.cacert.clone(), cert: a.cert.clone(), key: a.key.clone(), user })
+    Ok(crate::lease::etcd::access::Access {
+        cacert: a.cacert.clone(),
+        cert: a.cert.clone(),
+        key: a.key.clone(),
+        user,
+        dial_timeout: a.dial_timeout,
+        command_timeout: a.command_timeout,
+    })
 }
 
 /// --lock-timeout as a duration (its parser holds it to 0..=86400 seconds).

@@ -17,6 +17,10 @@ pub struct Access {
     pub key: Option<PathBuf>,
     /// The name and password; the password is never shown.
     pub user: Option<(String, String)>,
+    /// How long to wait for a member to take a connection (`--dial-timeout`).
+    pub dial_timeout: Option<std::time::Duration>,
+    /// How long a request may take, every member tried (`--command-timeout`).
+    pub command_timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Access {
@@ -26,6 +30,8 @@ impl std::fmt::Debug for Access {
             .field("cert", &self.cert)
             .field("key", &self.key)
             .field("user", &self.user.as_ref().map(|(name, _)| name))
+            .field("dial_timeout", &self.dial_timeout)
+            .field("command_timeout", &self.command_timeout)
             .finish()
     }
 }
@@ -38,7 +44,8 @@ pub fn set(access: Access) {
 }
 
 fn access() -> &'static Access {
-    static NONE: Access = Access { cacert: None, cert: None, key: None, user: None };
+    static NONE: Access =
+        Access { cacert: None, cert: None, key: None, user: None, dial_timeout: None, command_timeout: None };
     ACCESS.get().unwrap_or(&NONE)
 }
 
@@ -46,6 +53,16 @@ fn access() -> &'static Access {
 pub fn tls() -> bool {
     let a = access();
     a.cacert.is_some() || a.cert.is_some()
+}
+
+/// `--dial-timeout`, if given.
+pub fn dial_timeout() -> Option<std::time::Duration> {
+    access().dial_timeout
+}
+
+/// `--command-timeout`, if given.
+pub fn command_timeout() -> Option<std::time::Duration> {
+    access().command_timeout
 }
 
 /// The user leasectl authenticates as, if any (for messages).

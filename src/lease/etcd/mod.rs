@@ -64,7 +64,7 @@ impl EtcdConfig {
             endpoints: location.endpoints.clone(),
             prefix: location.prefix.clone(),
             ttl,
-            timeout: DEFAULT_TIMEOUT,
+            timeout: access::command_timeout().unwrap_or(DEFAULT_TIMEOUT),
         }
     }
 
@@ -94,11 +94,17 @@ impl EtcdConfig {
         format!("{}ended/", self.prefix)
     }
 
+    /// How long a member may take to take a connection: `--dial-timeout`, else a second
+    /// (never longer than a request may take).
+    pub(crate) fn dial_timeout(&self) -> Duration {
+        access::dial_timeout().unwrap_or(CONNECT_TIMEOUT).min(self.timeout)
+    }
+
     pub(crate) fn connect_options(&self) -> ConnectOptions {
         ConnectOptions::new()
             // A node that does not take the connection within a second is passed over for
             // the next endpoint; the request's own bound is the caller's.
-            .with_connect_timeout(self.timeout.min(CONNECT_TIMEOUT))
+            .with_connect_timeout(self.dial_timeout())
             .with_timeout(self.timeout)
             .with_keep_alive(Duration::from_secs(2), self.timeout)
             // A member cut off from its leader says so at once ("no leader") instead of
@@ -154,7 +160,7 @@ impl Etcd {
             .block_on(async { tokio::time::timeout(config.timeout, Endpoints::connect(config)).await })
             .map_err(|_| unreachable(config, "connect", "timed out"))?
             .map_err(|e| unreachable(config, "connect", &endpoints::in_words(&e)))?;
-        rt.block_on(endpoints.prefer_first_to_answer(&config.prefix, config.timeout.min(CONNECT_TIMEOUT)));
+        rt.block_on(endpoints.prefer_first_to_answer(&config.prefix, config.dial_timeout()));
         Ok(Etcd { rt, endpoints, config: config.clone() })
     }
 
