@@ -725,3 +725,54 @@ fn the_command_timeout_bounds_the_wait_for_a_silent_etcd() {
     }
     drop(held);
 }
+
+/// The etcd settings in `$XDG_CONFIG_HOME/leasectl/etcd`: a command needs only `--backend
+/// etcd`; the command line comes first; a bad line names the file and line; a password
+/// is not kept there (issue 40, in part).
+#[test]
+fn the_etcd_settings_file_fills_what_the_command_line_leaves() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("settings-file");
+    let config = tempfile::tempdir().expect("config dir");
+    std::fs::create_dir_all(config.path().join("leasectl")).expect("dir");
+    let file = config.path().join("leasectl/etcd");
+    let bare = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["--backend", "etcd"])
+            .args(args)
+            .env("XDG_CONFIG_HOME", config.path())
+            .env_remove("ETCDCTL_ENDPOINTS")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run")
+    };
+    std::fs::write(
+        &file,
+        format!("# the fleet's etcd\nendpoints = {endpoint}\nprefix = {prefix}\ncommand-timeout = 5s\n"),
+    )
+    .expect("write");
+    let out = bare(&["run", "S-file", "-q", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bare(&["ls", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&prefix),
+        "the file's prefix: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The command line comes first.
+    let other = unique_prefix("settings-given");
+    let out = bare(&["--prefix", &other, "ls", "--json"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&other), "{}", String::from_utf8_lossy(&out.stdout));
+    for (text, said) in [
+        ("endpoints\n", ":1: endpoints is not name = value"),
+        ("colour = red\n", ":1: unknown setting colour"),
+        ("user = ops:secret\n", ":1: user: a password is not kept here"),
+    ] {
+        std::fs::write(&file, text).expect("write");
+        let out = bare(&["ls"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("{}{said}", file.display())), "{err}");
+    }
+}

@@ -66,6 +66,13 @@ const FILES: &[(&str, &str)] = &[
     ("$HERMES_HOME/logs/leasectl-events.jsonl", "the event journal events --follow --record keeps (--since reads it)"),
     ("$HERMES_HOME/runtime/active_sessions.json.bak-*", "the exact old bytes of a repaired registry"),
     ("$HERMES_HOME/profiles/NAME/", "a profile: a home of its own, with the same files"),
+    ("$XDG_CONFIG_HOME/leasectl/hosts", "the hosts --host NAME and --all-hosts name, and their [groups]"),
+    (
+        "$XDG_CONFIG_HOME/leasectl/etcd",
+        "with --backend etcd: name = value lines (endpoints, prefix, cacert, cert, key, user, password-file, \
+         dial-timeout, command-timeout) for what the command line and ETCDCTL_* leave unset",
+    ),
+    ("$XDG_STATE_HOME/leasectl/fleet/", "the fleet recorder's journal (events --follow --record over --host)"),
 ];
 
 /// Pages the SEE ALSO section names: only ones a system with leasectl's test tools has.

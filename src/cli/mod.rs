@@ -9,6 +9,8 @@ pub mod args;
 mod completions;
 mod console;
 mod doctor;
+#[cfg(feature = "etcd")]
+mod etcd_config;
 mod events;
 mod force_release;
 mod hints;
@@ -202,7 +204,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
     if let Command::Serve(_) = &command {
         return Ok(crate::serve::serve_stdio(cli.home.as_deref(), options));
     }
-    let hosts = hosts::selected(&cli)?;
+    let hosts = reached(&mut cli)?;
     let on_hosts = !hosts.is_empty();
     let Selection { locations, root } = match on_hosts {
         true => hosts::select_locations(&cli, &command, implicit, hosts)?,
@@ -274,6 +276,14 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
         Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
     }
+}
+
+/// What this command line reaches besides its home: the etcd settings (the file fills
+/// what the command line and etcdctl's environment left unset) and the hosts.
+fn reached(cli: &mut Cli) -> Result<Vec<crate::lease::host_spec::HostSpec>, Failure> {
+    #[cfg(feature = "etcd")]
+    etcd_config::apply(cli)?;
+    hosts::selected(cli)
 }
 
 /// No command: the console on a terminal, the listing otherwise (pipes, scripts);
