@@ -360,7 +360,11 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
         let endpoints = cli.endpoints.as_deref().ok_or_else(|| {
             usage("--backend etcd needs --endpoints URL[,URL] (the etcd client URLs, e.g. http://127.0.0.1:2379)")
         })?;
-        let at = EtcdLocation::parse(endpoints, cli.prefix.as_deref()).map_err(usage)?;
+        #[cfg(feature = "etcd")]
+        let tls = crate::lease::etcd::access::tls();
+        #[cfg(not(feature = "etcd"))]
+        let tls = false;
+        let at = EtcdLocation::parse_with(endpoints, cli.prefix.as_deref(), tls).map_err(usage)?;
         return Ok(Selection { locations: vec![Location::Etcd(at)], root: None });
     }
     if cli.endpoints.is_some() || cli.prefix.is_some() {
@@ -427,6 +431,7 @@ fn etcd_access(a: &args::EtcdAccessArgs) -> Result<crate::lease::etcd::access::A
                 Some(p) => p,
                 None => match (std::env::var("ETCDCTL_PASSWORD"), &a.password_file) {
                     (Ok(p), _) => p,
+                    // one door: the operator's own password file named on the command line.
                     (Err(_), Some(file)) => std::fs::read_to_string(file)
                         .map_err(|e| usage(format!("--password-file {}: {e}", file.display())))?
                         .lines()

@@ -49,11 +49,12 @@ pub struct EtcdLocation {
 impl EtcdLocation {
     /// Parse `--endpoints URL[,URL]` and `--prefix P`; every problem is named.
     pub fn parse(endpoints: &str, prefix: Option<&str>) -> Result<EtcdLocation, Unusable> {
-        // TLS given (--cacert, --cert): https, and an endpoint without a scheme is https.
-        #[cfg(feature = "etcd")]
-        let tls = crate::lease::etcd::access::tls();
-        #[cfg(not(feature = "etcd"))]
-        let tls = false;
+        EtcdLocation::parse_with(endpoints, prefix, false)
+    }
+
+    /// The same; with `tls` (--cacert, --cert given) endpoints may be https, and one
+    /// without a scheme is https.
+    pub fn parse_with(endpoints: &str, prefix: Option<&str>, tls: bool) -> Result<EtcdLocation, Unusable> {
         let list: Vec<String> =
             endpoints.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
         if list.is_empty() {

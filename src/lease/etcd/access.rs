@@ -76,6 +76,8 @@ pub fn apply(options: ConnectOptions) -> Result<ConnectOptions, String> {
     let mut options = options;
     if tls() {
         let read = |what: &str, path: &PathBuf| {
+            // one door: the operator's own TLS files named on the command line, not a
+            // home's; often links into a secrets mount, which must be followed.
             std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
         };
         let mut tls = TlsOptions::new();

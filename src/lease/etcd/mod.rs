@@ -54,7 +54,7 @@ pub struct EtcdConfig {
 impl EtcdConfig {
     /// Parse `--endpoints URL[,URL]`, `--prefix P` and `--ttl SECS`; every problem is named.
     pub fn new(endpoints: &str, prefix: Option<&str>, ttl_secs: Option<u64>) -> Result<EtcdConfig, Unusable> {
-        let location = EtcdLocation::parse(endpoints, prefix)?;
+        let location = EtcdLocation::parse_with(endpoints, prefix, access::tls())?;
         Ok(EtcdConfig::at(&location, lease_ttl(ttl_secs)?))
     }
 
