@@ -15,9 +15,6 @@ use super::wire::{Answer, ClientLine, Open, PROTOCOL, Ready, Request, ServerLine
 use crate::lease::error::{Error, HostFault};
 use crate::lease::host_spec::{HostSpec, HostTarget};
 
-/// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
-/// arguments after it as `"$@"`, never spliced into its text.
-pub const SSH_COMMAND_ENV: &str = "LEASECTL_SSH_COMMAND";
 /// The program on the remote side, instead of `leasectl` on the remote's PATH.
 pub const REMOTE_COMMAND_ENV: &str = "LEASECTL_REMOTE_COMMAND";
 /// The remote's arguments: fixed words. A home, profile or id travels in the JSON lines.
@@ -612,7 +609,7 @@ impl Link {
     fn program(&self) -> String {
         match &self.spec.target {
             HostTarget::Local { .. } => "leasectl serve --stdio".into(),
-            HostTarget::Ssh(_) => std::env::var(SSH_COMMAND_ENV).unwrap_or_else(|_| "ssh".into()),
+            HostTarget::Ssh(_) => std::env::var(options::SSH_COMMAND_ENV).unwrap_or_else(|_| "ssh".into()),
         }
     }
 
@@ -729,7 +726,7 @@ fn next_first(
 /// `ssh`, or the operator's replacement for it (`LEASECTL_SSH_COMMAND`, run by `sh -c`
 /// with leasectl's arguments as `"$@"`, never spliced into its text).
 fn ssh_program() -> Command {
-    match std::env::var(SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
+    match std::env::var(options::SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
         Some(text) => {
             let mut c = Command::new("sh");
             c.arg("-c").arg(format!("{text} \"$@\"")).arg("ssh");

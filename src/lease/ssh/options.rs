@@ -9,6 +9,9 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+/// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
+/// arguments after it as `"$@"`, never spliced into its text.
+pub const SSH_COMMAND_ENV: &str = "LEASECTL_SSH_COMMAND";
 /// `--connect-timeout`'s environment form: seconds to reach a host and log in.
 pub const CONNECT_TIMEOUT_ENV: &str = "LEASECTL_CONNECT_TIMEOUT";
 /// Seconds a shared connection outlives its last use (0: no sharing).
@@ -123,7 +126,7 @@ pub fn added(config: &SshConfig) -> Vec<String> {
 fn command_hash() -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
-    std::env::var_os(super::link::SSH_COMMAND_ENV).hash(&mut h);
+    std::env::var_os(SSH_COMMAND_ENV).hash(&mut h);
     h.finish()
 }
 
