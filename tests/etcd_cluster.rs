@@ -40,6 +40,12 @@ pub(super) struct Cluster {
 
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Held by a test that starts etcd servers of its own (TLS, a compaction): not while a
+/// cluster elects a leader under it (one `ls` waited past 5 s for an election in CI).
+pub(super) fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Cluster {
     pub(super) fn start() -> Cluster {
         let alone = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());

@@ -314,6 +314,7 @@ fn compact(endpoint: &str) {
 /// "from now" and said nothing at all) (issue 40).
 #[test]
 fn a_follower_cut_off_across_a_compaction_says_the_gap_and_the_held_lease() {
+    let _alone = super::etcd_cluster::alone();
     let server = super::EtcdServer::start();
     let prefix = unique_prefix("feed-compacted");
     let proxy = CutProxy::start(&server.endpoint);

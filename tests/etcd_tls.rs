@@ -173,6 +173,7 @@ fn secured(prefix: &str) -> Secured {
 
 #[test]
 fn a_restricted_user_over_tls_holds_past_its_tokens_and_others_are_refused_in_words() {
+    let _alone = super::etcd_cluster::alone();
     let prefix = unique_prefix("tls");
     let etcd = secured(&prefix);
     let ops = Some(("ops", "opspw"));
