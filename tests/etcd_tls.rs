@@ -230,3 +230,38 @@ fn a_restricted_user_over_tls_holds_past_its_tokens_and_others_are_refused_in_wo
     assert!(err.contains("not signed by the CA given (--cacert)"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(6), "within the dial timeout: {:?}", started.elapsed());
 }
+
+/// `--password-file` and the TLS files are the operator's: a link to one is followed (a
+/// secrets mount), a FIFO planted in its place is refused at once, never waited on.
+#[test]
+fn a_fifo_named_as_a_password_or_tls_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()));
+    let real = dir.path().join("ca.crt");
+    std::fs::write(&real, "not a certificate").expect("write");
+    let link = dir.path().join("link.crt");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let run = |args: &[&str], extra: &[&Path]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--backend", "etcd", "--endpoints", "127.0.0.1:1", "--command-timeout", "1s"]).args(args);
+        for p in extra {
+            cmd.arg(p);
+        }
+        let started = Instant::now();
+        let out = cmd.arg("ls").env_remove("ETCDCTL_PASSWORD").stdin(Stdio::null()).output().expect("run");
+        (out, started.elapsed())
+    };
+    let (out, took) = run(&["--user", "ops", "--password-file"], &[&fifo]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is a FIFO, not a file"), "{err}");
+    assert!(took < Duration::from_secs(3), "not waited on: {took:?}");
+    let (out, _) = run(&["--cacert"], &[&fifo]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("cannot read --cacert") && err.contains("FIFO"), "{err}");
+    // A link is followed: the file behind it is read (and etcd then is not reached).
+    let (out, _) = run(&["--cacert"], &[&link]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("cannot read --cacert"), "{err}");
+}

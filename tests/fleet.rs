@@ -213,6 +213,13 @@ fn a_second_look_reuses_the_connection_through_a_private_socket() {
     assert_eq!(meta.uid(), rustix::process::geteuid().as_raw());
     let sockets = || fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
     assert_eq!(sockets(), 1, "one socket for the host");
+    // Another ssh command (another config, other keys) never rides that connection.
+    let mut cmd = sshd.leasectl(&["--host", &good, "ls"]);
+    cmd.env("XDG_RUNTIME_DIR", runtime.path())
+        .env("LEASECTL_SSH_PERSIST", "4")
+        .env("LEASECTL_SSH_COMMAND", format!("{} -o LogLevel=ERROR", sshd.ssh_command()));
+    Proc::run("another ssh command", cmd).expect_exit(0);
+    assert_eq!(sockets(), 2, "a socket of its own");
     common::process::wait_for("the socket to go after its persist", || (sockets() == 0).then_some(()));
 
     let third = origin("0");

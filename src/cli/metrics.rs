@@ -123,8 +123,7 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
 /// up when any of its registries answered.
 fn host_answered(listing: &crate::lease::Listing, hosts: &mut Vec<(String, bool)>) -> bool {
     let Some(host) = listing.location.host() else { return true };
-    let down =
-        matches!(listing.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+    let down = listing.leases.as_ref().is_err_and(crate::lease::Error::unanswered);
     match hosts.iter_mut().find(|(name, _)| *name == host.name) {
         Some((_, answered)) => *answered |= !down,
         None => hosts.push((host.name.clone(), !down)),

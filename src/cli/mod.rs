@@ -431,13 +431,11 @@ fn etcd_access(a: &args::EtcdAccessArgs) -> Result<crate::lease::etcd::access::A
                 Some(p) => p,
                 None => match (std::env::var("ETCDCTL_PASSWORD"), &a.password_file) {
                     (Ok(p), _) => p,
-                    // one door: the operator's own password file named on the command line.
-                    (Err(_), Some(file)) => std::fs::read_to_string(file)
-                        .map_err(|e| usage(format!("--password-file {}: {e}", file.display())))?
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned(),
+                    (Err(_), Some(file)) => {
+                        let bytes = crate::lease::home::safe_file::read_named(file, 4096)
+                            .map_err(|e| usage(format!("--password-file {}: {e}", file.display())))?;
+                        String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().to_owned()
+                    }
                     (Err(_), None) => {
                         return Err(usage(format!(
                             "--user {name} needs its password: set ETCDCTL_PASSWORD or give --password-file FILE"
@@ -448,10 +446,12 @@ fn etcd_access(a: &args::EtcdAccessArgs) -> Result<crate::lease::etcd::access::A
             Some((name, password))
         }
     };
+    let (ca, identity) =
+        crate::lease::etcd::access::tls_files(a.cacert.as_deref(), a.cert.as_deref(), a.key.as_deref())
+            .map_err(usage)?;
     Ok(crate::lease::etcd::access::Access {
-        cacert: a.cacert.clone(),
-        cert: a.cert.clone(),
-        key: a.key.clone(),
+        ca,
+        identity,
         user,
         dial_timeout: a.dial_timeout,
         command_timeout: a.command_timeout,

@@ -23,10 +23,7 @@ pub(super) fn prune(
                 outcomes.push((location, Outcome::Removed { count: r.removed.len(), dry_run: r.dry_run }));
             }
             Err(e) => {
-                let outcome = match &e {
-                    lease::Error::Unreachable { .. } | lease::Error::Connecting { .. } => Outcome::NotReached,
-                    _ => Outcome::Refused,
-                };
+                let outcome = if e.unanswered() { Outcome::NotReached } else { Outcome::Refused };
                 outcomes.push((location.clone(), outcome(e.to_string())));
                 // A registry file's path is on this line already; a host's is not.
                 let beside = if location.registry().is_some() { e.beside_path() } else { e.to_string() };

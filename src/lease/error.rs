@@ -102,6 +102,14 @@ pub enum Error {
     Connecting { host: String },
 }
 
+impl Error {
+    /// Another host gave no answer (down, refusing, junk) or has not yet: nothing is known
+    /// of its registries, which are not invalid for it.
+    pub fn unanswered(&self) -> bool {
+        matches!(self, Error::Unreachable { .. } | Error::Connecting { .. })
+    }
+}
+
 /// Why another host gives no listings, in the words an operator acts on: nothing
 /// answered, the login was refused, something that is not leasectl answered (a motd, a
 /// shell's echo), or leasectl answered that it cannot serve (no such home, another

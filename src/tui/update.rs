@@ -503,7 +503,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
         let err = crate::lease::hint::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
-        } else if r.location.host().is_some() && host_down(&r.error) {
+        } else if r.location.host().is_some() && r.error.as_ref().is_some_and(crate::lease::Error::unanswered) {
             format!("{what} refused: {err}; try again when it answers (r tries now)")
         } else {
             let doctor = crate::lease::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);
@@ -513,11 +513,6 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
         return true;
     }
     false
-}
-
-/// A host that gave no answer (down, refusing, answering junk) or has not yet.
-fn host_down(error: &Option<crate::lease::Error>) -> bool {
-    matches!(error, Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }))
 }
 
 fn ask_prune(app: &mut App) {
@@ -530,7 +525,7 @@ fn ask_prune(app: &mut App) {
         // Among several (the all tab), one that cannot be read is left and named: a host
         // down blocks nothing on the others. Alone, it is refused with why.
         if let Some(e) = app.registries[r].error.as_ref().filter(|_| several) {
-            let why = if host_down(&app.registries[r].error) { e.to_string() } else { format!("invalid: {e}") };
+            let why = if e.unanswered() { e.to_string() } else { format!("invalid: {e}") };
             skipped.push(format!("{} ({why})", app.registries[r].location.label()));
             continue;
         }

@@ -256,12 +256,7 @@ fn host_caps(app: &App, regs: &[usize]) -> Vec<(bool, String)> {
         .into_iter()
         .map(|(host, rs)| {
             let states: Vec<&super::state::RegistryState> = rs.iter().map(|r| &app.registries[*r]).collect();
-            let down = states.iter().all(|s| {
-                matches!(
-                    s.error,
-                    Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
-                )
-            });
+            let down = states.iter().all(|s| s.error.as_ref().is_some_and(crate::lease::Error::unanswered));
             // Named in the banner too: kept in its place here.
             if down {
                 return (false, format!("{} down", shown_text(host)));

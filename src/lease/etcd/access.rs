@@ -4,17 +4,18 @@
 //! own refusals (a certificate, a password, a role, a size) are said in words, once, and
 //! are not taken for an outage.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::OnceLock;
 
-use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Certificate, ConnectOptions, TlsOptions};
 
-/// The files and the user, as given.
+/// The TLS files' contents and the user, as the command line gave them.
 #[derive(Clone, Default)]
 pub struct Access {
-    pub cacert: Option<PathBuf>,
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
+    /// The CA that signed etcd's certificate (PEM).
+    pub ca: Option<Vec<u8>>,
+    /// This client's certificate and key (PEM).
+    pub identity: Option<Identity>,
     /// The name and password; the password is never shown.
     pub user: Option<(String, String)>,
     /// How long to wait for a member to take a connection (`--dial-timeout`).
@@ -26,14 +27,39 @@ pub struct Access {
 impl std::fmt::Debug for Access {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Access")
-            .field("cacert", &self.cacert)
-            .field("cert", &self.cert)
-            .field("key", &self.key)
+            .field("ca", &self.ca.is_some())
+            .field("identity", &self.identity.is_some())
             .field("user", &self.user.as_ref().map(|(name, _)| name))
             .field("dial_timeout", &self.dial_timeout)
             .field("command_timeout", &self.command_timeout)
             .finish()
     }
+}
+
+/// A client certificate and its key (PEM).
+pub type Identity = (Vec<u8>, Vec<u8>);
+
+/// A PEM file is a few kilobytes; a chain, a few more.
+const TLS_FILE_MAX: u64 = 1 << 20;
+
+/// Read `--cacert`, `--cert` and `--key` once, as the command line starts: each must be a
+/// file (links followed, a FIFO refused at once), and `--cert` and `--key` go together.
+pub fn tls_files(
+    cacert: Option<&Path>,
+    cert: Option<&Path>,
+    key: Option<&Path>,
+) -> Result<(Option<Vec<u8>>, Option<Identity>), String> {
+    let read = |what: &str, path: &Path| {
+        crate::lease::home::safe_file::read_named(path, TLS_FILE_MAX)
+            .map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
+    };
+    let ca = cacert.map(|p| read("--cacert", p)).transpose()?;
+    let identity = match (cert, key) {
+        (Some(c), Some(k)) => Some((read("--cert", c)?, read("--key", k)?)),
+        (None, None) => None,
+        _ => return Err("--cert and --key go together: give both (the client certificate and its key)".into()),
+    };
+    Ok((ca, identity))
 }
 
 static ACCESS: OnceLock<Access> = OnceLock::new();
@@ -44,15 +70,14 @@ pub fn set(access: Access) {
 }
 
 fn access() -> &'static Access {
-    static NONE: Access =
-        Access { cacert: None, cert: None, key: None, user: None, dial_timeout: None, command_timeout: None };
+    static NONE: Access = Access { ca: None, identity: None, user: None, dial_timeout: None, command_timeout: None };
     ACCESS.get().unwrap_or(&NONE)
 }
 
 /// TLS is asked for (a CA or a client certificate given).
 pub fn tls() -> bool {
     let a = access();
-    a.cacert.is_some() || a.cert.is_some()
+    a.ca.is_some() || a.identity.is_some()
 }
 
 /// `--dial-timeout`, if given.
@@ -70,26 +95,17 @@ pub fn user() -> Option<&'static str> {
     access().user.as_ref().map(|(name, _)| name.as_str())
 }
 
-/// `options` with TLS and the user added, as set; a file that cannot be read is said.
-pub fn apply(options: ConnectOptions) -> Result<ConnectOptions, String> {
+/// `options` with TLS and the user added, as set.
+pub fn apply(options: ConnectOptions) -> ConnectOptions {
     let a = access();
     let mut options = options;
     if tls() {
-        let read = |what: &str, path: &PathBuf| {
-            // one door: the operator's own TLS files named on the command line, not a
-            // home's; often links into a secrets mount, which must be followed.
-            std::fs::read(path).map_err(|e| format!("cannot read {what} {}: {e}", path.display()))
-        };
         let mut tls = TlsOptions::new();
-        if let Some(ca) = &a.cacert {
-            tls = tls.ca_certificate(Certificate::from_pem(read("--cacert", ca)?));
+        if let Some(ca) = &a.ca {
+            tls = tls.ca_certificate(Certificate::from_pem(ca));
         }
-        match (&a.cert, &a.key) {
-            (Some(cert), Some(key)) => {
-                tls = tls.identity(Identity::from_pem(read("--cert", cert)?, read("--key", key)?));
-            }
-            (None, None) => {}
-            _ => return Err("--cert and --key go together: give both (the client certificate and its key)".into()),
+        if let Some((cert, key)) = &a.identity {
+            tls = tls.identity(etcd_client::Identity::from_pem(cert, key));
         }
         options = options.with_tls(tls);
     }
@@ -97,7 +113,7 @@ pub fn apply(options: ConnectOptions) -> Result<ConnectOptions, String> {
         // The token etcd hands out lasts --auth-token-ttl: renewed when etcd says it ran out.
         options = options.with_user(name.clone(), password.clone()).with_auto_token_refresh(true);
     }
-    Ok(options)
+    options
 }
 
 /// etcd's answer in words when it is a refusal that trying again will not change (a

@@ -87,7 +87,7 @@ impl Endpoints {
     /// A client for each endpoint. etcd-client connects lazily: nothing is dialled here.
     pub async fn connect(config: &EtcdConfig) -> Result<Endpoints, etcd_client::Error> {
         let mut clients = Vec::with_capacity(config.endpoints.len());
-        let options = super::access::apply(config.connect_options()).map_err(etcd_client::Error::InvalidArgs)?;
+        let options = super::access::apply(config.connect_options());
         let mut first_error = None;
         for endpoint in &config.endpoints {
             // With a user, connecting authenticates: a member that is down is left out

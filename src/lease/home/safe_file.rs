@@ -591,6 +591,19 @@ pub fn read_bounded(spot: &Spot, max: u64) -> io::Result<Option<Vec<u8>>> {
     read_all_bounded(f, &spot.path(), max).map(Some)
 }
 
+/// A file the operator names on the command line (a TLS certificate, a password file),
+/// not one in a home: its links are followed (a secrets mount links them), but only a
+/// regular file is read (a FIFO is never waited on), at most `max` bytes.
+pub fn read_named(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let kind = FileType::from_raw_mode(rustix::fs::fstat(&f)?.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(refusal(path, &format!("is {}, not a file", kind_name(kind))));
+    }
+    read_all_bounded(f, path, max)
+}
+
 /// Read an opened file whole, refusing more than `max` bytes.
 pub fn read_all_bounded(mut f: File, shown: &Path, max: u64) -> io::Result<Vec<u8>> {
     let size = f.metadata()?.len();
