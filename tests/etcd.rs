@@ -20,6 +20,7 @@ mod common;
 mod etcd_cluster;
 mod etcd_feed;
 mod etcd_listing;
+mod etcd_queue;
 mod etcd_tls;
 use common::Reaped;
 use common::pty::{BIN, Pty, eventually};

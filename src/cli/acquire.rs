@@ -109,8 +109,20 @@ pub(super) fn acquire_waiting(
     req: &AcquireRequest,
     waiting: &mut Waiting,
 ) -> Result<lease::Grant, lease::Refusal> {
+    let answer = wait_in_line(store, req, waiting);
+    // Served or given up: out of the line at once, not when its place's lease runs out.
+    store.leave_line();
+    answer
+}
+
+fn wait_in_line(
+    store: &mut dyn LeaseStore,
+    req: &AcquireRequest,
+    waiting: &mut Waiting,
+) -> Result<lease::Grant, lease::Refusal> {
     let mut pause = Duration::from_millis(50);
     let mut named = false;
+    let mut joined = false;
     // Made at the first refusal: polling with a backoff alone took 31 s for 100 jobs of
     // 50 ms on one session.
     let mut changes: Option<Option<std::sync::mpsc::Receiver<()>>> = None;
@@ -125,6 +137,22 @@ pub(super) fn acquire_waiting(
         if (waiting.stopped)() {
             return Err(refusal);
         }
+        // In line (etcd): served in arrival order. A line that cannot be joined leaves
+        // the wait as it was before lines existed: asking again until served.
+        let place = if joined {
+            None
+        } else {
+            joined = true;
+            match store.join_line(req) {
+                Ok(p) => p,
+                Err(e) => {
+                    if !waiting.quiet {
+                        say_err!("leasectl: warning: cannot stand in line ({e}); asking again until served");
+                    }
+                    None
+                }
+            }
+        };
         if !named && !waiting.quiet {
             named = true;
             // A capacity refusal names its oldest holder, but the session itself is free.
@@ -136,14 +164,22 @@ pub(super) fn acquire_waiting(
                     lease::owners::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
                 )
             };
+            let session = crate::lease::human::escape(&req.session_id);
             let why = match (refusal.reason, refusal.holder.as_deref()) {
-                (Reason::SessionNotOwned, Some(h)) => {
-                    format!("session {} is held by {}", crate::lease::human::escape(&req.session_id), holder(h))
-                }
+                (Reason::SessionNotOwned, Some(h)) => format!("session {session} is held by {}", holder(h)),
+                (Reason::SessionNotOwned, None) => format!("session {session} is promised to those in line first"),
                 (_, Some(h)) => format!("every slot is taken (the oldest by {})", holder(h)),
                 (_, None) => "every slot is taken".into(),
             };
-            say_err!("leasectl: {why}; waiting up to {}", crate::lease::human::duration(left.as_secs_f64().ceil()));
+            let line = match place {
+                Some(0) => ", first in line".to_owned(),
+                Some(n) => format!(", in line after {}", crate::lease::human::plural(n, "other", "others")),
+                None => String::new(),
+            };
+            say_err!(
+                "leasectl: {why}; waiting up to {}{line}",
+                crate::lease::human::duration(left.as_secs_f64().ceil())
+            );
         }
         let feed = changes.get_or_insert_with(|| wake_on_change(store.location()));
         match feed {

@@ -368,6 +368,10 @@ struct EtcdListing<'a> {
     slots_used: Vec<Slot<'a>>,
     leases: Vec<EtcdLease<'a>>,
     bad_keys: &'a [String],
+    /// Who waits in line, in the order they will be served.
+    waiting: &'a [crate::lease::Waiter],
+    /// The prefix's cap (`P/cap`), when a capped client recorded one.
+    cap: Option<u64>,
 }
 
 pub(super) fn etcd_listing(
@@ -383,6 +387,8 @@ pub(super) fn etcd_listing(
         slots_used: remote.slots.iter().map(|(slot, key)| Slot { slot, session_key: key }).collect(),
         leases: views.iter().map(etcd_lease_of).collect(),
         bad_keys: &remote.bad,
+        waiting: &remote.waiting,
+        cap: remote.cap,
     })
 }
 

@@ -36,6 +36,16 @@ pub(super) fn print(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) 
     Ok(super::EXIT_OK)
 }
 
+/// How many wait in line, and how long the first has waited.
+fn line_samples(line: &[crate::lease::Waiter], profile: &Labels, at: f64, [count, longest]: [&mut Family; 2]) {
+    count.samples.push((profile.clone(), line.len() as f64));
+    if let Some(first) = line.iter().map(|w| w.since).min_by(f64::total_cmp) {
+        longest.samples.push((profile.clone(), (at - first).max(0.0)));
+    }
+}
+
+type Labels = Vec<(&'static str, String)>;
+
 /// The metrics text for `stores`; `idle` is the leak threshold given on the command line.
 pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> String {
     let mut leases = family("leasectl_leases", "Leases in the registry, by owner liveness.");
@@ -48,6 +58,8 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     let mut waited = family("leasectl_lock_wait_seconds", "How long taking the registry lock took (1 s at most).");
     let mut held = family("leasectl_lock_held", "1 when the lock stayed held for the whole probe.");
     let mut up = family("leasectl_host_up", "1 when the host (--host) answered, 0 when it could not be reached.");
+    let mut waiters = family("leasectl_waiters", "Clients waiting in line (--wait) under an etcd prefix.");
+    let mut longest = family("leasectl_longest_wait_seconds", "How long the first in line has waited (etcd).");
     let mut hosts: Vec<(String, bool)> = Vec::new();
     let at = now();
     for store in stores.iter_mut() {
@@ -67,6 +79,9 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
             profile.push(("prefix", label_value(&fence.prefix)));
         }
         valid.samples.push((profile.clone(), f64::from(u8::from(listing.leases.is_ok()))));
+        if let Some(remote) = &listing.remote {
+            line_samples(&remote.waiting, &profile, at, [&mut waiters, &mut longest]);
+        }
         if let Some(c) = listing.cap.cap {
             cap.samples.push((profile.clone(), c as f64));
         }
@@ -106,8 +121,9 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
         up.samples.push((vec![("host", label_value(&host))], f64::from(u8::from(answered))));
     }
     let mut out = String::new();
-    let with_hosts = (!up.samples.is_empty()).then_some(up);
-    for f in [leases, live, cap, conflicts, leaks, valid, oldest, waited, held].into_iter().chain(with_hosts) {
+    // Families only some backends have are left out where none is.
+    let optional = [waiters, longest, up].into_iter().filter(|f| !f.samples.is_empty());
+    for f in [leases, live, cap, conflicts, leaks, valid, oldest, waited, held].into_iter().chain(optional) {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
         let _ = writeln!(out, "# TYPE {} gauge", f.name);
         for (labels, value) in f.samples {

@@ -343,9 +343,30 @@ pub fn etcd_listing(
         }
         say!("{}", table(&header, &etcd_lease_rows(views, owners, wide)));
     }
+    if !remote.waiting.is_empty() {
+        say!("{}", waiting_text(&remote.waiting, crate::lease::now()));
+    }
     for b in &remote.bad {
         say!("  warning: {b}");
     }
+}
+
+/// Who waits in line, in the order they will be served: `3 waiting` and a line each.
+pub fn waiting_text(line: &[crate::lease::Waiter], now: f64) -> String {
+    let mut s = format!("{} waiting, served in this order:", line.len());
+    for (i, w) in line.iter().enumerate() {
+        let cap = w.cap.map(|c| format!(" (--max {c})")).unwrap_or_default();
+        s.push_str(&format!(
+            "\n  {}. session {}{cap}: pid {} on {} ({}), waiting {}",
+            i + 1,
+            escape(&w.session_id),
+            w.pid,
+            escape(&w.host),
+            escape(w.surface.as_deref().unwrap_or("-")),
+            crate::lease::human::duration(now - w.since)
+        ));
+    }
+    s
 }
 
 /// What a repair would do; `forced`: `--force` was given, so its need is not said again.

@@ -55,6 +55,12 @@ impl LeaseStore for Audited {
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
         self.inner.acquire(req)
     }
+    fn join_line(&mut self, req: &AcquireRequest) -> Result<Option<usize>, Error> {
+        self.inner.join_line(req)
+    }
+    fn leave_line(&mut self) {
+        self.inner.leave_line()
+    }
     fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
         self.inner.release(lease_id)
     }

@@ -36,6 +36,29 @@ pub struct RemoteListing {
     pub slots: Vec<(u64, String)>,
     /// Why each bad key is not an entry (shown, never trusted).
     pub bad: Vec<String>,
+    /// Who stands in line (`--wait`), in the order they will be served.
+    #[serde(default)]
+    pub waiting: Vec<Waiter>,
+    /// The prefix's cap: the `--max` its capped clients last acquired with (`P/cap`).
+    #[serde(default)]
+    pub cap: Option<u64>,
+}
+
+/// One client waiting in line under an etcd prefix (`acquire`/`hold`/`run --wait`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Waiter {
+    pub session_id: String,
+    pub pid: u64,
+    pub host: String,
+    pub surface: Option<String>,
+    /// When it joined the line (epoch seconds).
+    pub since: f64,
+    /// The cap (`--max`) it waits under, if any.
+    pub cap: Option<u64>,
+    /// Its place: the revision its key was created at (the lowest is served first).
+    pub position: i64,
+    /// Its key under the prefix.
+    pub key: String,
 }
 
 /// A running renewal of a grant (etcd's keep-alive). Stopping it lets the lease end by its TTL.
@@ -62,6 +85,14 @@ pub trait LeaseStore: Send {
     }
     /// The fence. Every failure to coordinate is a refusal, never a grant.
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal>;
+    /// Stand in line for what `req` waits for (`--wait`): those who came first are served
+    /// first, and everyone sees who waits. How many stand before it; `None` where a store
+    /// has no line (a registry file: whoever takes the lock first).
+    fn join_line(&mut self, _req: &AcquireRequest) -> Result<Option<usize>, Error> {
+        Ok(None)
+    }
+    /// Leave the line (served, or given up).
+    fn leave_line(&mut self) {}
     /// The owner's release by lease id; a lease already gone is fine.
     fn release(&mut self, lease_id: &str) -> Result<Released, Error>;
     /// The release of a grant this process holds (at the end of `hold` / `run`).
@@ -175,6 +206,9 @@ pub enum RemoteChange {
     Put { revision: i64, view: LeaseView, created: bool },
     /// A session key gone: the lease as it was held, and how it ended.
     Deleted { revision: i64, view: LeaseView, ended: Ending },
+    /// A client joined or left the line (`--wait`), or the prefix's cap key changed: no
+    /// lease changed, and a re-read shows what did.
+    Line { revision: i64 },
     /// The watch lost history (etcd compacted past the last revision seen, or a deleted
     /// key's last value was not given): what changed meanwhile is only known by a re-read.
     Resync,
@@ -197,7 +231,9 @@ pub enum Ending {
 impl RemoteChange {
     pub fn revision(&self) -> i64 {
         match self {
-            RemoteChange::Put { revision, .. } | RemoteChange::Deleted { revision, .. } => *revision,
+            RemoteChange::Put { revision, .. }
+            | RemoteChange::Deleted { revision, .. }
+            | RemoteChange::Line { revision } => *revision,
             RemoteChange::Resync => 0,
         }
     }

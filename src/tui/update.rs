@@ -103,7 +103,7 @@ fn log_remote(app: &mut App, changes: &[crate::lease::RemoteChange]) {
         };
         let text = match change {
             RemoteChange::Put { view, created: true, .. } => format!("acquired: {}", who(view)),
-            RemoteChange::Put { .. } => continue,
+            RemoteChange::Put { .. } | RemoteChange::Line { .. } => continue,
             RemoteChange::Deleted { view, ended, .. } => {
                 // This console's own removal: its action's line says it (the watch's event
                 // can come before the action's answer, so the mark's pid tells).

@@ -45,7 +45,8 @@ impl Seen {
         let mut said = from.unwrap_or(0);
         let mut watched: Vec<(LeaseEvent, Option<(&'static str, String)>)> = Vec::new();
         for change in changes {
-            if change.revision() <= said {
+            // The line and the cap are read, not said as lease events.
+            if matches!(change, lease::RemoteChange::Line { .. }) || change.revision() <= said {
                 continue;
             }
             said = change.revision();
@@ -66,7 +67,7 @@ impl Seen {
                     };
                     (LeaseEvent { kind, view }, named)
                 }
-                lease::RemoteChange::Resync => continue,
+                lease::RemoteChange::Resync | lease::RemoteChange::Line { .. } => continue,
             });
         }
         // Only the watch moves this on: a reading can be at a revision whose events are

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use serde_json::{Map, Value};
 
-use super::{Etcd, EtcdError, Held, entry_from_map, hostname};
+use super::queue::{self, Ticket};
+use super::{Etcd, EtcdError, Held, cap_of, entry_from_map, hostname};
+use crate::lease::backend::Waiter;
 use crate::lease::clock::now;
 use crate::lease::error::{Error, Guarded, LiveOwners, Missing};
 use crate::lease::format::entry::{Entry, float_value, live_id_string};
@@ -34,13 +36,21 @@ struct Attempt<'a> {
     host: &'a str,
     at: f64,
     process_start_time: Option<f64>,
+    /// The requester's place in line (`--wait`), if it stands in one.
+    ticket: Option<&'a Ticket>,
     /// Transactions of this attempt whose answer was lost.
     unknown: std::cell::Cell<u32>,
 }
 
 /// Acquire a session on etcd for `req.owner_pid` on this host. The new etcd lease has
 /// the configured TTL and is not renewed here: `keepalive` does that for `hold`/`run`.
+/// Whoever waits in line for the session (or a slot) comes first.
 pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
+    acquire_in_line(etcd, req, None)
+}
+
+/// [`acquire`] for a requester standing in line at `ticket`: only those before it come first.
+pub fn acquire_in_line(etcd: &Etcd, req: &AcquireRequest, ticket: Option<&Ticket>) -> Result<Grant, Refusal> {
     let lease_id = ids::lease_id();
     let session_key = etcd.config.session_key(&req.session_id);
     let granted_at = Instant::now();
@@ -66,6 +76,7 @@ pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
         host: &host,
         at: now(),
         process_start_time: Prober::new().start_time(req.owner_pid),
+        ticket,
         unknown: std::cell::Cell::new(0),
     };
     let result = attempt.run();
@@ -98,20 +109,34 @@ pub fn acquire(etcd: &Etcd, req: &AcquireRequest) -> Result<Grant, Refusal> {
 
 type Won = (Entry, Option<String>, i64, Option<u64>);
 
+/// One reading of what an acquire decides on, at one revision.
+struct Reading {
+    held: Option<Held>,
+    /// Used slot indexes.
+    taken: Vec<u64>,
+    /// Who waits in line, in arrival order.
+    line: Vec<Waiter>,
+    /// The `cap` key's cap.
+    cap: Option<u64>,
+}
+
 impl Attempt<'_> {
     fn run(&self) -> Result<Won, Refusal> {
         let cfg = &self.etcd.config;
         let session_key = cfg.session_key(&self.req.session_id);
         for _ in 0..MAX_ATTEMPTS {
-            let (held, taken) = self.read(&session_key)?;
-            let outcome = match held {
+            let reading = self.read(&session_key)?;
+            let outcome = match &reading.held {
                 // A transaction of ours whose answer was lost did land: the grant is ours.
                 Some(holder) if holder.etcd_lease_id == self.etcd_lease_id => {
-                    return Ok((holder.entry, None, holder.fencing_token, holder.slot));
+                    return Ok((holder.entry.clone(), None, holder.fencing_token, holder.slot));
                 }
-                Some(holder) if self.is_same_writer(&holder) => self.replace(&session_key, &holder, &taken)?,
-                Some(holder) => return Err(self.not_owned(&holder)),
-                None => self.take_new(&session_key, &taken)?,
+                Some(holder) if self.is_same_writer(holder) => self.replace(&session_key, holder, &reading)?,
+                Some(holder) => return Err(self.not_owned(holder)),
+                None => {
+                    let slots_ahead = self.ahead(&reading)?;
+                    self.take_new(&session_key, &reading, slots_ahead)?
+                }
             };
             if let Some(won) = outcome {
                 return Ok(won);
@@ -133,16 +158,18 @@ impl Attempt<'_> {
         })
     }
 
-    /// The session key (decoded) and the used slot indexes, at one revision.
-    fn read(&self, session_key: &str) -> Result<(Option<Held>, Vec<u64>), Refusal> {
+    /// The session key (decoded), the used slot indexes, the line and the cap, at one revision.
+    fn read(&self, session_key: &str) -> Result<Reading, Refusal> {
         let cfg = &self.etcd.config;
-        let (key, slots) = (session_key.to_owned(), cfg.slots_prefix());
+        let (key, slots, cap_key) = (session_key.to_owned(), cfg.slots_prefix(), cfg.cap_key());
         let resp = self
             .etcd
             .call("read the session", |mut c| {
                 let read = Txn::new().and_then([
                     TxnOp::get(key.clone(), None),
                     TxnOp::get(slots.clone(), Some(GetOptions::new().with_prefix().with_keys_only())),
+                    queue::read_op(self.etcd),
+                    TxnOp::get(cap_key.clone(), None),
                 ]);
                 async move { c.txn(read).await }
             })
@@ -151,7 +178,9 @@ impl Attempt<'_> {
             TxnOpResponse::Get(g) => Some(g),
             _ => None,
         });
-        let (Some(session), Some(slot_keys)) = (gets.next(), gets.next()) else {
+        let (Some(session), Some(slot_keys), Some(waiters), Some(cap)) =
+            (gets.next(), gets.next(), gets.next(), gets.next())
+        else {
             return Err(unavailable(
                 self.etcd,
                 &EtcdError::Unavailable("etcd answered a read without its ranges".into()),
@@ -167,7 +196,50 @@ impl Attempt<'_> {
             .iter()
             .filter_map(|kv| String::from_utf8_lossy(kv.key()).strip_prefix(&prefix)?.parse::<u64>().ok())
             .collect();
-        Ok((held, taken))
+        Ok(Reading { held, taken, line: queue::waiters_of(waiters.kvs()), cap: cap_of(cap.kvs()) })
+    }
+
+    /// Those in line before this request for the same free session refuse it; those
+    /// before it for slots are counted (the free slots are theirs first).
+    fn ahead(&self, reading: &Reading) -> Result<usize, Refusal> {
+        let taken = &reading.taken;
+        let free_under = |cap: u64| (taken.iter().filter(|s| **s < cap).count() as u64) < cap;
+        let mine = self.ticket.filter(|t| t.session_id == self.req.session_id).map(|t| t.position);
+        let mut prober = Prober::new();
+        let ahead = queue::ahead(&reading.line, mine, &self.req.session_id, &mut prober, free_under);
+        if let Some(first) = ahead.for_session {
+            let before = reading
+                .line
+                .iter()
+                .filter(|w| w.session_id == self.req.session_id && mine.is_none_or(|m| w.position < m))
+                .count();
+            return Err(self.queued(first, before));
+        }
+        if self.req.cap.is_none() || ahead.for_slots.is_empty() {
+            return Ok(0);
+        }
+        // A waiter whose session is held waits for it, not for a slot. etcd takes at most
+        // 128 operations in one transaction (its default): the first 128 are asked.
+        let asked: Vec<&str> = ahead.for_slots.iter().take(128).map(|w| w.session_id.as_str()).collect();
+        let held = queue::held_sessions(self.etcd, &asked).map_err(|e| unavailable(self.etcd, &e))?;
+        Ok(held.iter().filter(|h| !**h).count())
+    }
+
+    /// The session is free, but promised to those waiting for it who came first.
+    fn queued(&self, first: &Waiter, before: usize) -> Refusal {
+        Refusal {
+            reason: Reason::SessionNotOwned,
+            message: format!(
+                "Session {} is free, but {} for it came first (the first: pid {} on host {}, waiting for {}): it \
+                 is theirs in arrival order. Nothing was granted; with --wait this request stands in line after them.",
+                crate::lease::human::escape(&self.req.session_id),
+                crate::lease::human::plural(before, "client waiting", "clients waiting"),
+                first.pid,
+                crate::lease::human::escape(&first.host),
+                crate::lease::human::duration(self.at - first.since),
+            ),
+            holder: None,
+        }
     }
 
     /// The same writer re-acquiring: same host, same owner pid, same non-empty live session id.
@@ -212,15 +284,16 @@ impl Attempt<'_> {
         Ok((entry, text))
     }
 
-    /// A free slot, picked at random so racing clients do not all fight for slot 0.
-    fn pick_slot(&self, taken: &[u64], keep: Option<u64>) -> Result<Option<u64>, Refusal> {
+    /// A free slot, picked at random so racing clients do not all fight for slot 0. The
+    /// first `ahead` free slots are promised to those who came first.
+    fn pick_slot(&self, taken: &[u64], keep: Option<u64>, ahead: usize) -> Result<Option<u64>, Refusal> {
         let Some(cap) = self.req.cap else { return Ok(None) };
         if let Some(k) = keep.filter(|k| *k < cap) {
             return Ok(Some(k));
         }
         let free: Vec<u64> = (0..cap.min(1_000_000)).filter(|i| !taken.contains(i)).take(4096).collect();
-        if free.is_empty() {
-            return Err(self.at_capacity(cap));
+        if free.len() <= ahead {
+            return Err(self.at_capacity(cap, free.len(), ahead));
         }
         // Without randomness every client starts at the first free slot: slower races, same result.
         let r = ids::random_u64().unwrap_or(0);
@@ -228,8 +301,8 @@ impl Attempt<'_> {
     }
 
     /// The session is free: compare "session absent (and slot absent)", put both.
-    fn take_new(&self, session_key: &str, taken: &[u64]) -> Result<Option<Won>, Refusal> {
-        let slot = self.pick_slot(taken, None)?;
+    fn take_new(&self, session_key: &str, reading: &Reading, slots_ahead: usize) -> Result<Option<Won>, Refusal> {
+        let slot = self.pick_slot(&reading.taken, None, slots_ahead)?;
         let (entry, text) = self.entry(slot)?;
         let mut when = vec![Compare::create_revision(session_key, CompareOp::Equal, 0)];
         let mut then = vec![TxnOp::put(session_key, text, Some(self.put_opts()))];
@@ -238,12 +311,24 @@ impl Attempt<'_> {
             when.push(Compare::create_revision(slot_key.clone(), CompareOp::Equal, 0));
             then.push(TxnOp::put(slot_key, session_key, Some(self.put_opts())));
         }
+        self.with_line_and_cap(&mut then, reading);
         self.commit(when, then, entry, None, slot)
     }
 
+    /// What a won transaction also does: take this request out of the line (watchers see
+    /// it leave as it is served), and write the prefix's cap when it asked another.
+    fn with_line_and_cap(&self, then: &mut Vec<TxnOp>, reading: &Reading) {
+        if let Some(ticket) = self.ticket {
+            then.push(TxnOp::delete(ticket.key.clone(), None));
+        }
+        if let Some(cap) = self.req.cap.filter(|c| reading.cap != Some(*c)) {
+            then.push(TxnOp::put(self.etcd.config.cap_key(), cap.to_string(), None));
+        }
+    }
+
     /// The same writer: replace its own entry (new lease), keeping its slot when it fits the cap.
-    fn replace(&self, session_key: &str, holder: &Held, taken: &[u64]) -> Result<Option<Won>, Refusal> {
-        let slot = self.pick_slot(taken, holder.slot)?;
+    fn replace(&self, session_key: &str, holder: &Held, reading: &Reading) -> Result<Option<Won>, Refusal> {
+        let slot = self.pick_slot(&reading.taken, holder.slot, 0)?;
         let (entry, text) = self.entry(slot)?;
         let mut when = vec![Compare::mod_revision(session_key, CompareOp::Equal, holder.fencing_token)];
         let mut then = vec![TxnOp::put(session_key, text, Some(self.put_opts()))];
@@ -259,6 +344,7 @@ impl Attempt<'_> {
             when.push(Compare::lease(old_key.clone(), CompareOp::Equal, holder.etcd_lease_id));
             then.push(TxnOp::delete(old_key, None));
         }
+        self.with_line_and_cap(&mut then, reading);
         let won = self.commit(when, then, entry, Some(holder.entry.lease_id().to_owned()), slot)?;
         if won.is_some() {
             // The old lease holds no key now; revoking it tells its keep-alive loop.
@@ -323,20 +409,26 @@ impl Attempt<'_> {
         }
     }
 
-    fn at_capacity(&self, cap: u64) -> Refusal {
+    /// Every slot held, or the free ones (`free`) promised to `ahead` who came first.
+    fn at_capacity(&self, cap: u64, free: usize, ahead: usize) -> Refusal {
         let entries: Vec<Entry> = match self.etcd.list() {
             Ok(l) => l.leases.into_iter().filter(|h| h.slot.is_some_and(|s| s < cap)).map(|h| h.entry).collect(),
             Err(_) => vec![],
         };
         let oldest = oldest_holder(&entries).cloned();
+        let why = if free == 0 {
+            format!("every slot/0..{} key under {} is held", cap.saturating_sub(1), self.etcd.config.prefix)
+        } else {
+            format!(
+                "{} free under {}, promised to {} in line before this request",
+                crate::lease::human::plural(free, "slot is", "slots are"),
+                self.etcd.config.prefix,
+                crate::lease::human::plural(ahead, "client waiting", "clients waiting")
+            )
+        };
         Refusal {
             reason: Reason::MaxConcurrentSessions,
-            message: format!(
-                "{} (every slot/0..{} key under {} is held)",
-                capacity_message(cap as usize, cap, &entries, self.at),
-                cap.saturating_sub(1),
-                self.etcd.config.prefix
-            ),
+            message: format!("{} ({why})", capacity_message(entries.len(), cap, &entries, self.at)),
             holder: oldest.map(Box::new),
         }
     }

@@ -5,16 +5,20 @@
 //! Keys under the prefix (default `/leasectl/`):
 //! - `session/<session id>`: one per held session, its value the entry (JSON with the
 //!   file entry's fields plus `host`, `etcd_lease_id` and `slot`);
-//! - `slot/<i>` for `i` in `0..cap`: one per used slot, its value the session key.
+//! - `slot/<i>` for `i` in `0..cap`: one per used slot, its value the session key;
+//! - `wait/<etcd lease id>`: one per client in line (`--wait`), see `queue`;
+//! - `ended/<lease id>`: how a lease ended, for watchers;
+//! - `cap`: the `--max` capped clients last acquired with (not attached to a lease).
 //!
-//! Both are attached to the owner's etcd lease, so they vanish together when the
-//! owner stops renewing it. Callers stay synchronous: every call runs on a
+//! Session and slot keys are attached to the owner's etcd lease, so they vanish
+//! together when the owner stops renewing it. Callers stay synchronous: every call runs on a
 //! current-thread tokio runtime owned by [`Etcd`], bounded by a timeout.
 
 pub mod access;
 pub mod endpoints;
 pub mod fence;
 pub mod keepalive;
+pub mod queue;
 pub mod store;
 pub mod watch;
 
@@ -92,6 +96,17 @@ impl EtcdConfig {
     }
     pub fn ended_prefix(&self) -> String {
         format!("{}ended/", self.prefix)
+    }
+    /// `wait/<etcd lease id>`: a client's place in line, attached to its own lease.
+    pub fn waiter_key(&self, etcd_lease_id: i64) -> String {
+        format!("{}wait/{etcd_lease_id:016x}", self.prefix)
+    }
+    pub fn waiters_prefix(&self) -> String {
+        format!("{}wait/", self.prefix)
+    }
+    /// `cap`: the prefix's cap, as capped clients last acquired with it.
+    pub fn cap_key(&self) -> String {
+        format!("{}cap", self.prefix)
     }
 
     /// How long a member may take to take a connection: `--dial-timeout`, else a second
@@ -210,13 +225,16 @@ impl Etcd {
         }
     }
 
-    /// Every session key and slot key under the prefix, read at one revision.
+    /// Every session key and slot key under the prefix, the line and the cap, read at
+    /// one revision.
     pub fn list(&self) -> Result<PrefixRead, EtcdError> {
         let sessions = self.config.sessions_prefix();
         let slots = self.config.slots_prefix();
         let txn = etcd_client::Txn::new().and_then([
             etcd_client::TxnOp::get(sessions, Some(GetOptions::new().with_prefix())),
             etcd_client::TxnOp::get(slots, Some(GetOptions::new().with_prefix())),
+            queue::read_op(self),
+            etcd_client::TxnOp::get(self.config.cap_key(), None),
         ]);
         let resp = self.call("list the leases", |mut c| {
             let txn = txn.clone();
@@ -227,8 +245,10 @@ impl Etcd {
             etcd_client::TxnOpResponse::Get(g) => Some(g),
             _ => None,
         });
-        let (Some(session_kvs), Some(slot_kvs)) = (gets.next(), gets.next()) else {
-            return Err(EtcdError::Unavailable("etcd answered the listing without its two ranges".into()));
+        let (Some(session_kvs), Some(slot_kvs), Some(wait_kvs), Some(cap_kv)) =
+            (gets.next(), gets.next(), gets.next(), gets.next())
+        else {
+            return Err(EtcdError::Unavailable("etcd answered the listing without its four ranges".into()));
         };
         let mut leases = Vec::new();
         let mut bad = Vec::new();
@@ -248,7 +268,9 @@ impl Etcd {
                 Some((index, String::from_utf8_lossy(kv.value()).into_owned()))
             })
             .collect();
-        Ok(PrefixRead { revision, leases, slots, bad })
+        let waiting = queue::waiters_of(wait_kvs.kvs());
+        let cap = cap_of(cap_kv.kvs());
+        Ok(PrefixRead { revision, leases, slots, bad, waiting, cap })
     }
 
     /// Seconds left on each etcd lease (`None`: gone). One request per lease.
@@ -282,6 +304,11 @@ fn unreachable(config: &EtcdConfig, what: &str, why: &str) -> EtcdError {
     EtcdError::Unavailable(format!("cannot {what} on etcd at {}: {why}", config.endpoints.join(",")))
 }
 
+/// The value of the `cap` key, when it holds a cap.
+pub(crate) fn cap_of(kvs: &[KeyValue]) -> Option<u64> {
+    std::str::from_utf8(kvs.first()?.value()).ok()?.trim().parse().ok().filter(|c| *c > 0)
+}
+
 /// Everything under the prefix at one revision, as read (judged, it becomes a
 /// `backend::Listing`).
 #[derive(Debug, Clone)]
@@ -292,6 +319,10 @@ pub struct PrefixRead {
     pub slots: Vec<(u64, String)>,
     /// Session keys whose value is not an entry (shown, never trusted).
     pub bad: Vec<EtcdError>,
+    /// Who waits in line, in arrival order.
+    pub waiting: Vec<crate::lease::backend::Waiter>,
+    /// The `cap` key's cap.
+    pub cap: Option<u64>,
 }
 
 /// One held session as read from etcd.

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::keepalive::KeepAlive;
+use super::queue::{self, Ticket};
 use super::{Etcd, EtcdConfig, EtcdError, Held, fence, hostname};
 use crate::lease::backend::{LeaseStore, Listing, OnLost, RemoteListing, Renewal};
 use crate::lease::error::Error;
@@ -27,6 +28,8 @@ pub struct EtcdStore {
     host: String,
     /// What the last read found, for `rejudge`.
     last: Option<Result<(Vec<Held>, RemoteListing), Error>>,
+    /// This client's place in line, while it waits (`--wait`).
+    line: Option<Ticket>,
 }
 
 impl EtcdStore {
@@ -37,6 +40,7 @@ impl EtcdStore {
             etcd: None,
             host: hostname(),
             last: None,
+            line: None,
         }
     }
 
@@ -64,7 +68,7 @@ impl EtcdStore {
             Err(e) => (Err(e), None),
         };
         let cap = match &self.last {
-            Some(Ok((held, _))) => holders_cap(held),
+            Some(Ok((held, remote))) => prefix_cap(remote.cap, held),
             _ => CapSetting::default(),
         };
         Listing { location: self.location.clone(), exists: true, modified: None, cap, leases, remote }
@@ -104,6 +108,8 @@ impl LeaseStore for EtcdStore {
                     revision: l.revision,
                     slots: l.slots,
                     bad: l.bad.iter().map(ToString::to_string).collect(),
+                    waiting: l.waiting,
+                    cap: l.cap,
                 },
             )),
             Err(e) => {
@@ -123,18 +129,55 @@ impl LeaseStore for EtcdStore {
     }
 
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
-        let location = self.config.location();
-        let etcd = match self.etcd() {
-            Ok(e) => e,
-            Err(e) => {
-                return Err(Refusal {
-                    reason: Reason::SessionCoordinationUnavailable,
-                    message: format!("leasectl could not use etcd ({location}): {e}. Nothing was granted."),
-                    holder: None,
-                });
-            }
+        // A place in line whose lease could not be kept is gone: a new one, at the back.
+        if self.line.as_ref().is_some_and(Ticket::lost) {
+            self.leave_line();
+            let _ = self.join_line(req);
+        }
+        let connected = self.etcd().err();
+        let ticket = self.line.as_ref().filter(|t| !t.lost());
+        match (&self.etcd, connected) {
+            (Some(etcd), None) => fence::acquire_in_line(etcd, req, ticket),
+            (_, e) => Err(Refusal {
+                reason: Reason::SessionCoordinationUnavailable,
+                message: format!(
+                    "leasectl could not use etcd ({}): {}. Nothing was granted.",
+                    self.config.location(),
+                    e.map(|e| e.to_string()).unwrap_or_else(|| "no etcd client".into())
+                ),
+                holder: None,
+            }),
+        }
+    }
+
+    fn join_line(&mut self, req: &AcquireRequest) -> Result<Option<usize>, Error> {
+        // A place whose lease could not be kept is gone: a new one, at the back.
+        if self.line.as_ref().is_some_and(|t| t.lost() || t.session_id != req.session_id) {
+            self.leave_line();
+        }
+        if self.line.is_none() {
+            let ticket = match self.etcd().and_then(|e| queue::join(e, req)) {
+                Ok(t) => t,
+                Err(e) => return self.failed(e),
+            };
+            self.line = Some(ticket);
+        }
+        let position = self.line.as_ref().map(|t| t.position).unwrap_or(i64::MAX);
+        let line = match self.etcd().and_then(queue::line) {
+            Ok(l) => l,
+            Err(e) => return self.failed(e),
         };
-        fence::acquire(etcd, req)
+        // Those before it that it waits behind: for the same session, or for slots.
+        let behind = |w: &&crate::lease::backend::Waiter| {
+            w.session_id == req.session_id || (req.cap.is_some() && w.cap.is_some())
+        };
+        Ok(Some(line.iter().filter(|w| w.position < position).filter(behind).count()))
+    }
+
+    fn leave_line(&mut self) {
+        if let Some(ticket) = self.line.take() {
+            queue::leave(self.etcd.as_ref(), ticket);
+        }
     }
 
     fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
@@ -199,13 +242,22 @@ impl LeaseStore for EtcdStore {
     }
 }
 
-/// The cap on etcd is the `--max` each client passes: the one the holders were granted
-/// under (the largest, with a warning when they differ); none when none asked for one.
-fn holders_cap(held: &[Held]) -> CapSetting {
-    let mut caps: Vec<u64> = held.iter().filter_map(|h| h.cap).collect();
+impl Drop for EtcdStore {
+    /// A waiter that stops waiting leaves the line at once (not when its lease runs out).
+    fn drop(&mut self) {
+        self.leave_line();
+    }
+}
+
+/// The cap on etcd is the `--max` each client passes. The `cap` key keeps the last one a
+/// capped client acquired with, so the cap stays known while nobody holds a slot; a
+/// prefix written before that key existed shows the one its holders were granted under.
+/// Holders granted under different caps are warned about.
+fn prefix_cap(recorded: Option<u64>, held: &[Held]) -> CapSetting {
+    let mut caps: Vec<u64> = held.iter().filter_map(|h| h.cap).chain(recorded).collect();
     caps.sort_unstable();
     caps.dedup();
-    let mut setting = CapSetting { cap: caps.last().copied(), key: None, warnings: vec![] };
+    let mut setting = CapSetting { cap: recorded.or(caps.last().copied()), key: None, warnings: vec![] };
     if !caps.is_empty() {
         setting.key = Some("--max".into());
     }

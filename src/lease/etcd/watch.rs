@@ -144,6 +144,7 @@ impl Feed<'_> {
         }
         let sessions = self.config.sessions_prefix();
         let ended = self.config.ended_prefix();
+        let (line, cap) = (self.config.waiters_prefix(), self.config.cap_key());
         // A release writes its mark in the same transaction as the deletes, after them:
         // every mark of the response is known before its deletes are named.
         for event in resp.events() {
@@ -164,6 +165,10 @@ impl Feed<'_> {
             let revision = kv.mod_revision();
             self.last_revision = Some(self.last_revision.map_or(revision, |r| r.max(revision)));
             let key = String::from_utf8_lossy(kv.key());
+            if key.starts_with(&line) || key == cap {
+                out.push(RemoteChange::Line { revision });
+                continue;
+            }
             if !key.starts_with(&sessions) {
                 continue;
             }
