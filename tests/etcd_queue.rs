@@ -115,3 +115,78 @@ fn waiters_for_a_full_cap_take_the_freed_slots_in_arrival_order() {
     let names: Vec<String> = (0..5).map(|i| format!("C{i}")).collect();
     assert_eq!(served(&order), names, "served in arrival order");
 }
+
+/// The console's slots are the slot keys under the prefix's cap: a capped lease gone
+/// leaves `0/4`, leases taken without --max hold no slot (`slots 4/4 FULL` was shown
+/// while `acquire --max 4` succeeded), the cap changes once in 5 runs (it flapped
+/// `none -> 4`, `4 -> none` twice a run), and who waits in line is on screen.
+#[test]
+fn the_console_counts_slot_keys_keeps_the_cap_and_shows_who_waits() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("console-slots");
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let args: Vec<&OsStr> = ["--backend", "etcd", "--endpoints", &endpoint, "--prefix", &prefix, "tui"]
+        .into_iter()
+        .map(OsStr::new)
+        .collect();
+    let mut follower = Reaped(
+        leasectl(&endpoint, &prefix, &["events", "--follow", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the follower"),
+    );
+    let mut console = Pty::spawn("console", &args, &[], cwd.path(), 30, 120);
+    console.wait_for("the empty etcd table", Duration::from_secs(10), |s| s.contains("no leases held"));
+    let me = me();
+    for i in 0..5 {
+        let out = run(&endpoint, &prefix, &["run", &format!("R{i}"), "--max", "4", "-q", "--", "true"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        if i == 0 {
+            console.wait_for("the cap set by the first run", Duration::from_secs(5), |s| {
+                s.contains("cap-changed: none -> 4")
+            });
+        }
+    }
+    console.wait_for("the cap kept with no slot used", Duration::from_secs(5), |s| s.contains("slots 0/4"));
+    // Four leases taken without --max hold no slot: the cap's slots are all free.
+    for i in 0..4 {
+        let out = run(&endpoint, &prefix, &["acquire", &format!("U{i}"), "--owner-pid", &me, "--ttl", "60"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    console.wait_for("four leases beside the cap", Duration::from_secs(5), |s| {
+        s.contains("slots 0/4 +4 no cap") && s.contains("U3")
+    });
+    let capped = run(&endpoint, &prefix, &["acquire", "C0", "--owner-pid", &me, "--max", "4", "--ttl", "60"]);
+    assert!(capped.status.success(), "{}", String::from_utf8_lossy(&capped.stderr));
+    console.wait_for("one slot used", Duration::from_secs(5), |s| s.contains("slots 1/4 +4 no cap"));
+
+    // Someone waits for a held session: counted in the header, named in the log.
+    let mut waiter = Reaped(
+        leasectl(&endpoint, &prefix, &["run", "C0", "--wait", "60", "-q", "--", "true"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the waiter"),
+    );
+    console.wait_for("the waiter", Duration::from_secs(5), |s| {
+        s.contains("1 waiting (first: C0 pid") && s.contains("waiting: session C0 (pid")
+    });
+    let _ = waiter.0.kill();
+    let _ = waiter.0.wait();
+    console.wait_for("the waiter gone", Duration::from_secs(15), |s| {
+        !s.contains("1 waiting") && s.contains("left the line: session C0")
+    });
+    // Everything the console ever wrote: the cap was never lost.
+    assert!(!console.wrote(b"4 -> none"), "the cap never went back to none");
+    console.quit_and_check_restored(Duration::from_secs(5), Duration::from_secs(2));
+
+    let _ = common::signals::kill(follower.id(), libc::SIGTERM);
+    let mut said = String::new();
+    if let Some(mut out) = follower.0.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut out, &mut said);
+    }
+    let _ = follower.0.wait();
+    let caps: Vec<&str> = said.lines().filter(|l| l.contains("cap-changed")).collect();
+    assert!(caps.len() <= 1, "the follower's cap changed at most once (none -> 4): {caps:?}");
+}

@@ -192,6 +192,8 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         lag: None,
         pruned_by_acquire: vec![],
         removed_by: vec![],
+        slots_used: None,
+        waiting: vec![],
     }
 }
 

@@ -45,6 +45,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         return out;
     }
     out.extend(cap_change(old, new));
+    out.extend(line_changes(old, new));
     // etcd not answering is not an invalid registry: said in its own words.
     let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, new.leases.as_ref().err());
     let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_ref());
@@ -141,6 +142,22 @@ fn gone_line(kind: EventKind, l: &LeaseRow, new: &RegistrySnapshot) -> Change {
 pub fn acquired_in_new(new: &RegistrySnapshot) -> Vec<Change> {
     let leases = new.leases.as_ref().map(Vec::as_slice).unwrap_or_default();
     leases.iter().map(|l| change(LogLevel::Change, format!("{}: {}", EventKind::Acquired.name(), who(l)))).collect()
+}
+
+/// Who joined the line and who left it (served, or gave up), by their place's key.
+fn line_changes(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
+    if new.leases.is_err() {
+        return vec![];
+    }
+    let who = |w: &crate::lease::Waiter| {
+        let cap = w.cap.map(|c| format!(", --max {c}")).unwrap_or_default();
+        format!("session {} (pid {} on {}, {}{cap})", w.session_id, w.pid, w.host, w.surface.as_deref().unwrap_or("-"))
+    };
+    let joined = new.waiting.iter().filter(|w| !old.waiting.iter().any(|o| o.key == w.key));
+    let left = old.waiting.iter().filter(|o| !new.waiting.iter().any(|w| w.key == o.key));
+    let mut out: Vec<Change> = joined.map(|w| change(LogLevel::Change, format!("waiting: {}", who(w)))).collect();
+    out.extend(left.map(|w| change(LogLevel::Change, format!("left the line: {}", who(w)))));
+    out
 }
 
 /// The cap changed, when both readings say what it is.

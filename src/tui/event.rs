@@ -132,6 +132,11 @@ pub struct RegistrySnapshot {
     pub sessions: Option<Arc<Contexts>>,
     /// How far behind its answers are, when noticeably (a slow host over --host).
     pub lag: Option<std::time::Duration>,
+    /// Slots in use as the store counts them (etcd: the slot keys under the cap), where
+    /// that is not the live leases.
+    pub slots_used: Option<u64>,
+    /// Who waits in line for a session or a slot (etcd `--wait`), in arrival order.
+    pub waiting: Vec<crate::lease::Waiter>,
     /// Leases gone since the last reading that an acquire pruned (one write took them out
     /// and put a lease in; their owners are dead now): not released.
     pub pruned_by_acquire: Vec<String>,

@@ -49,6 +49,10 @@ pub struct RegistryState {
     pub sessions: Option<std::sync::Arc<crate::lease::home::context::Contexts>>,
     /// How far behind its answers are, when noticeably (a slow host).
     pub lag: Option<std::time::Duration>,
+    /// Slots in use as its store counts them (etcd: slot keys), where not the live leases.
+    pub slots_used: Option<u64>,
+    /// Who waits in line (etcd `--wait`), in arrival order.
+    pub waiting: Vec<crate::lease::Waiter>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
     generation: u64,
 }
@@ -67,6 +71,8 @@ impl RegistryState {
             locked_by: None,
             lock_seen: None,
             lag: None,
+            slots_used: None,
+            waiting: vec![],
             loaded: false,
             ever_read: false,
             error_since: None,
@@ -87,6 +93,12 @@ impl RegistryState {
 
     pub fn live_count(&self) -> u64 {
         self.leases.iter().filter(|l| l.liveness == Liveness::Alive).count() as u64
+    }
+
+    /// The slots in use: the store's own count (etcd's slot keys: a lease taken without
+    /// --max holds none), else the live leases.
+    pub fn slots_in_use(&self) -> u64 {
+        self.slots_used.unwrap_or_else(|| self.live_count())
     }
 
     /// Adopt a fresh snapshot; the caller logs the differences first.
@@ -115,6 +127,10 @@ impl RegistryState {
                 self.generation += 1;
             }
             self.sessions = snap.sessions.clone();
+        }
+        if snap.leases.is_ok() {
+            self.slots_used = snap.slots_used;
+            self.waiting = snap.waiting.clone();
         }
         match &snap.leases {
             Ok(leases) => {

@@ -189,7 +189,23 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
     if work > 0 {
         counts.push_span(Span::styled(format!("  ⚙ {work} WORK RUNNING"), p.fg(Color::Yellow)));
     }
+    if let Some(text) = waiting_text(app, regs) {
+        counts.push_span(Span::styled(text, p.fg(Color::Cyan)));
+    }
     counts
+}
+
+/// Who waits in line (etcd `--wait`): how many, and the first (the log names each).
+fn waiting_text(app: &App, regs: &[usize]) -> Option<String> {
+    let line: Vec<&crate::lease::Waiter> = regs.iter().flat_map(|r| &app.registries[*r].waiting).collect();
+    let first = line.iter().min_by(|a, b| a.since.total_cmp(&b.since))?;
+    Some(format!(
+        "  ⧗ {} waiting (first: {} pid {}, {})",
+        line.len(),
+        shown_text(&first.session_id),
+        first.pid,
+        time::age(app.now - first.since)
+    ))
 }
 
 /// The cap of one registry, or each registry's live leases over its cap in `width`
@@ -283,9 +299,12 @@ fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: 
     // Registries with a cap are summed against their caps; those without one are counted
     // beside them (one empty profile without a cap must not hide the others' full caps).
     let live = |r: &usize| app.registries[*r].live_count();
+    // On etcd the slots are the slot keys: a lease taken without --max holds none.
+    let slots = |r: &usize| app.registries[*r].slots_in_use();
     let (capped, uncapped): (Vec<usize>, Vec<usize>) = regs.iter().partition(|r| app.registries[**r].cap.is_some());
-    let used: u64 = capped.iter().map(live).sum();
-    let beside: u64 = uncapped.iter().map(live).sum();
+    let used: u64 = capped.iter().map(slots).sum();
+    let beside: u64 =
+        uncapped.iter().map(live).sum::<u64>() + capped.iter().map(|r| live(r).saturating_sub(slots(r))).sum::<u64>();
     let cap = (!capped.is_empty()).then(|| capped.iter().filter_map(|r| app.registries[*r].cap).sum::<u64>());
     let beside_text = if beside == 0 { String::new() } else { format!(" +{beside} no cap") };
     match cap {
@@ -299,7 +318,7 @@ fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: 
                 std::cmp::Ordering::Less => "",
             };
             // A registry over its own cap is said even when the sum is not over.
-            let over = capped.iter().filter(|r| app.registries[**r].cap.is_some_and(|c| c > 0 && live(r) > c)).count();
+            let over = capped.iter().filter(|r| app.registries[**r].cap.is_some_and(|c| c > 0 && slots(r) > c)).count();
             let state = if state.is_empty() && over > 0 { format!(" {over} OVER CAP") } else { state.to_owned() };
             let color = if used >= cap || over > 0 { Color::Red } else { Color::Green };
             let mut label = format!("slots {used}/{cap}{state}{beside_text}");

@@ -404,10 +404,7 @@ impl Worker {
             .zip(pruned)
             .zip(removed_by)
             .map(|((((l, lock_holder), lag), pruned_by_acquire), removed_by)| {
-                let remote_owners: Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> = l
-                    .location
-                    .host()
-                    .map(|_| lease::owners_at(&l.location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect());
+                let remote_owners = owners_on_host(&l.location);
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
                     (Location::File(reg), Ok(views)) => Some(sessions.contexts(&reg.home, views, at)),
@@ -417,7 +414,10 @@ impl Worker {
                     }
                     _ => None,
                 };
+                let (slots_used, waiting) = line_and_slots(&l);
                 RegistrySnapshot {
+                    slots_used,
+                    waiting,
                     lock_holder,
                     lag,
                     pruned_by_acquire,
@@ -647,4 +647,17 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
             }
         }
     })
+}
+
+/// etcd's own count of slots in use (the slot keys under the cap) and who waits in line.
+fn line_and_slots(l: &Listing) -> (Option<u64>, Vec<lease::Waiter>) {
+    let Some(remote) = &l.remote else { return (None, vec![]) };
+    let used = remote.slots.iter().filter(|(i, _)| l.cap.cap.is_none_or(|c| *i < c)).count() as u64;
+    (Some(used), remote.waiting.clone())
+}
+
+/// The owners of a registry on another host (`--host`), looked up there.
+fn owners_on_host(location: &Location) -> Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> {
+    location.host()?;
+    Some(lease::owners_at(location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect())
 }

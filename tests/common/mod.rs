@@ -93,6 +93,8 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         lag: None,
         pruned_by_acquire: vec![],
         removed_by: vec![],
+        slots_used: None,
+        waiting: vec![],
     }
 }
 
