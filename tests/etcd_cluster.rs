@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::common::Reaped;
-use super::common::pty::eventually;
+use super::common::pty::{Pty, eventually};
 use super::{
     DATA_PREFIX, free_port, json_of, me, run, shared_endpoint, start_holding, sweep_stale_data_dirs, unique_prefix,
 };
@@ -68,9 +68,11 @@ impl Cluster {
         for i in 0..3 {
             cluster.spawn(i);
         }
+        // Patience, not a speed claim: with the other etcd tests running on 2 cores an
+        // election once took longer than 30 s.
         assert!(
-            eventually(Duration::from_secs(30), || cluster.leader().is_some()),
-            "the cluster elected no leader within 30s"
+            eventually(Duration::from_secs(60), || cluster.leader().is_some()),
+            "the cluster elected no leader within 60s"
         );
         cluster
     }
@@ -104,6 +106,13 @@ impl Cluster {
     pub(super) fn freeze(&mut self, i: usize) {
         if let Some(child) = &self.members[i].child {
             let _ = super::common::signals::kill(child.id(), libc::SIGSTOP);
+        }
+    }
+
+    /// A frozen member answers again (SIGCONT).
+    pub(super) fn thaw(&mut self, i: usize) {
+        if let Some(child) = &self.members[i].child {
+            let _ = super::common::signals::kill(child.id(), libc::SIGCONT);
         }
     }
 
@@ -271,4 +280,37 @@ fn a_frozen_member_listed_first_holds_no_command_up() {
         let ls = started.elapsed();
         assert!(took < Duration::from_millis(900) && ls < Duration::from_millis(900), "run {took:?}, ls {ls:?}");
     }
+}
+
+/// The console names a member that stops answering while the others answer, and says
+/// when it answers again (nothing showed a member degraded) (issue 40).
+#[test]
+fn the_console_names_a_member_that_does_not_answer() {
+    let mut cluster = Cluster::start();
+    let leader = cluster.leader();
+    let frozen = (0..3).find(|i| Some(*i) != leader).unwrap_or(0);
+    let endpoints = cluster.endpoints(&[0, 1, 2]);
+    let url = cluster.members[frozen].client_url.clone();
+    let prefix = unique_prefix("degraded");
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let args: Vec<&std::ffi::OsStr> = ["--backend", "etcd", "--endpoints", &endpoints, "--prefix", &prefix, "tui"]
+        .into_iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+    let mut console = Pty::spawn("console", &args, &[], cwd.path(), 24, 80);
+    console.wait_for("the empty etcd table", Duration::from_secs(10), |s| s.contains("no leases held"));
+    let port = url.rsplit(':').next().unwrap_or_default().to_owned();
+    cluster.freeze(frozen);
+    console.wait_for("the frozen member named", Duration::from_secs(30), |s| {
+        s.contains("ETCD MEMBER NOT ANSWERING") && s.contains(&port)
+    });
+    // Leases are still followed through the members that answer.
+    let out = run(&endpoints, &prefix, &["acquire", "D1", "--owner-pid", &std::process::id().to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    console.wait_for("the lease acquired meanwhile", Duration::from_secs(5), |s| s.contains("D1"));
+    cluster.thaw(frozen);
+    console.wait_for("the member answering again", Duration::from_secs(30), |s| {
+        !s.contains("ETCD MEMBER NOT ANSWERING") && s.contains("answers again")
+    });
+    console.quit_and_check_restored(Duration::from_secs(5), Duration::from_secs(2));
 }

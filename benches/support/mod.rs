@@ -194,6 +194,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         removed_by: vec![],
         slots_used: None,
         waiting: vec![],
+        not_answering: vec![],
     }
 }
 

@@ -108,6 +108,9 @@ impl LeaseStore for Audited {
     fn lag(&self) -> Option<Duration> {
         self.inner.lag()
     }
+    fn members_not_answering(&self) -> Vec<(String, String)> {
+        self.inner.members_not_answering()
+    }
     fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
         self.inner.probe_lock(bound)
     }

@@ -122,6 +122,11 @@ pub trait LeaseStore: Send {
     fn lag(&self) -> Option<Duration> {
         None
     }
+    /// The members of this location that did not answer the last check while others
+    /// did, and why (etcd: checked every few seconds by a watcher).
+    fn members_not_answering(&self) -> Vec<(String, String)> {
+        vec![]
+    }
     /// What to do about a refusal here.
     fn advice(&self, refusal: &Refusal) -> String {
         refusal.advice()

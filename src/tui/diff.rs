@@ -46,6 +46,7 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     }
     out.extend(cap_change(old, new));
     out.extend(line_changes(old, new));
+    out.extend(member_changes(old, new));
     // etcd not answering is not an invalid registry: said in its own words.
     let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, new.leases.as_ref().err());
     let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_ref());
@@ -142,6 +143,18 @@ fn gone_line(kind: EventKind, l: &LeaseRow, new: &RegistrySnapshot) -> Change {
 pub fn acquired_in_new(new: &RegistrySnapshot) -> Vec<Change> {
     let leases = new.leases.as_ref().map(Vec::as_slice).unwrap_or_default();
     leases.iter().map(|l| change(LogLevel::Change, format!("{}: {}", EventKind::Acquired.name(), who(l)))).collect()
+}
+
+/// Members that stopped answering, and those that answer again.
+fn member_changes(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
+    let was = |m: &str| old.not_answering.iter().any(|(o, _)| o == m);
+    let is = |m: &str| new.not_answering.iter().any(|(n, _)| n == m);
+    let stopped = new.not_answering.iter().filter(|(m, _)| !was(m));
+    let mut out: Vec<Change> =
+        stopped.map(|(m, why)| change(LogLevel::Warn, format!("member not answering: {m} ({why})"))).collect();
+    let back = old.not_answering.iter().filter(|(m, _)| !is(m));
+    out.extend(back.map(|(m, _)| change(LogLevel::Change, format!("member answers again: {m}"))));
+    out
 }
 
 /// Who joined the line and who left it (served, or gave up), by their place's key.

@@ -137,6 +137,8 @@ pub struct RegistrySnapshot {
     pub slots_used: Option<u64>,
     /// Who waits in line for a session or a slot (etcd `--wait`), in arrival order.
     pub waiting: Vec<crate::lease::Waiter>,
+    /// Members that did not answer while others did (etcd), and why.
+    pub not_answering: Vec<(String, String)>,
     /// Leases gone since the last reading that an acquire pruned (one write took them out
     /// and put a lease in; their owners are dead now): not released.
     pub pruned_by_acquire: Vec<String>,

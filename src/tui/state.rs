@@ -53,6 +53,8 @@ pub struct RegistryState {
     pub slots_used: Option<u64>,
     /// Who waits in line (etcd `--wait`), in arrival order.
     pub waiting: Vec<crate::lease::Waiter>,
+    /// Members that did not answer while others did (etcd), and why.
+    pub not_answering: Vec<(String, String)>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
     generation: u64,
 }
@@ -73,6 +75,7 @@ impl RegistryState {
             lag: None,
             slots_used: None,
             waiting: vec![],
+            not_answering: vec![],
             loaded: false,
             ever_read: false,
             error_since: None,
@@ -120,6 +123,7 @@ impl RegistryState {
             self.cap_warnings = snap.cap.warnings.clone();
         }
         self.lag = snap.lag;
+        self.not_answering = snap.not_answering.clone();
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {
             // A title is filtered on: a new one is a new generation of rows.

@@ -432,6 +432,13 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 )));
             }
         }
+        for (member, why) in reg.not_answering.iter().filter(|_| reg.error.is_none()) {
+            out.push(Line::from(format!(
+                " ETCD MEMBER NOT ANSWERING: {} ({}) — requests go to those that answer",
+                shown_text(member),
+                shown_text(why)
+            )));
+        }
         if let Some(lag) = reg.lag.filter(|_| reg.error.is_none())
             && let Some(Some(label)) = host_line(reg, "lag", &mut hosts_said)
         {

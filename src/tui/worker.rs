@@ -371,6 +371,12 @@ impl Worker {
     }
 
     /// Snapshots of `listings`, the stores' from `start` on.
+    /// How each store in `range` answers.
+    fn answering(&self, range: std::ops::Range<usize>) -> Vec<Answering> {
+        let stores = self.stores.get(range).unwrap_or_default();
+        stores.iter().map(|s| Answering { lag: s.lag(), not_answering: s.members_not_answering() }).collect()
+    }
+
     fn snapshots_from(&mut self, start: usize, listings: Vec<Listing>) -> Loaded {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
@@ -384,8 +390,7 @@ impl Worker {
         }
         let range = start..start + listings.len();
         let holders: Vec<Option<LockHolder>> = self.stuck_locks(range.clone());
-        let lags: Vec<Option<std::time::Duration>> =
-            self.stores.get(range.clone()).map(|s| s.iter().map(|s| s.lag()).collect()).unwrap_or_default();
+        let answering = self.answering(range.clone());
         let owners = &self.owner_infos;
         // A part's holders stand in for that part's place among all of them.
         self.last_holders.resize(self.stores.len(), None);
@@ -400,10 +405,10 @@ impl Worker {
         let snapshots = listings
             .into_iter()
             .zip(holders)
-            .zip(lags.into_iter().chain(std::iter::repeat(None)))
+            .zip(answering.into_iter().chain(std::iter::repeat_with(Answering::default)))
             .zip(pruned)
             .zip(removed_by)
-            .map(|((((l, lock_holder), lag), pruned_by_acquire), removed_by)| {
+            .map(|((((l, lock_holder), Answering { lag, not_answering }), pruned_by_acquire), removed_by)| {
                 let remote_owners = owners_on_host(&l.location);
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
@@ -416,6 +421,7 @@ impl Worker {
                 };
                 let (slots_used, waiting) = line_and_slots(&l);
                 RegistrySnapshot {
+                    not_answering,
                     slots_used,
                     waiting,
                     lock_holder,
@@ -660,4 +666,11 @@ fn line_and_slots(l: &Listing) -> (Option<u64>, Vec<lease::Waiter>) {
 fn owners_on_host(location: &Location) -> Option<HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>> {
     location.host()?;
     Some(lease::owners_at(location, &[]).into_iter().map(|(p, o)| (p, Arc::new(o))).collect())
+}
+
+/// How a store answers: late (a slow host), or with members not answering (etcd).
+#[derive(Default)]
+struct Answering {
+    lag: Option<std::time::Duration>,
+    not_answering: Vec<(String, String)>,
 }

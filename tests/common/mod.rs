@@ -95,6 +95,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         removed_by: vec![],
         slots_used: None,
         waiting: vec![],
+        not_answering: vec![],
     }
 }
 

@@ -136,6 +136,53 @@ impl Endpoints {
         asked.abort_all();
     }
 
+    /// Ask every member at once, as [`Endpoints::prefer_first_to_answer`] does, and give
+    /// the others `grace` after the first answer (a healthy member answers in
+    /// milliseconds): what each said, `None` for an answer. The first to answer is
+    /// tried first from now on.
+    pub async fn check_members(&self, prefix: &str, bound: Duration, grace: Duration) -> Vec<(String, Option<String>)> {
+        let mut asked = tokio::task::JoinSet::new();
+        for (index, (_, client)) in self.clients.iter().enumerate() {
+            let (mut client, prefix) = (client.clone(), prefix.to_owned());
+            asked.spawn(async move {
+                let options = etcd_client::GetOptions::new().with_prefix().with_count_only();
+                (index, client.get(prefix, Some(options)).await.map(|_| ()).map_err(|e| in_words(&e)))
+            });
+        }
+        let mut said: Vec<Option<Result<(), String>>> = vec![None; self.clients.len()];
+        let started = Instant::now();
+        let mut deadline = started + bound;
+        let mut first = None;
+        while let Ok(Some(done)) = tokio::time::timeout_at(deadline, asked.join_next()).await {
+            let Ok((index, answer)) = done else { continue };
+            if answer.is_ok() && first.is_none() {
+                first = Some(index);
+                deadline = deadline.min(Instant::now() + grace);
+            }
+            if let Some(slot) = said.get_mut(index) {
+                *slot = Some(answer);
+            }
+        }
+        asked.abort_all();
+        if let Some(index) = first {
+            self.preferred.store(index, Ordering::Relaxed);
+        }
+        let waited = deadline.saturating_duration_since(started).as_secs_f64();
+        self.clients
+            .iter()
+            .zip(said)
+            .map(|((endpoint, _), answer)| {
+                let why = match answer {
+                    Some(Ok(())) => None,
+                    Some(Err(why)) => Some(why),
+                    None if first.is_some() => Some(format!("no answer within {waited:.1} s; the others answered")),
+                    None => Some(format!("no answer within {waited:.1} s")),
+                };
+                (endpoint.clone(), why)
+            })
+            .collect()
+    }
+
     /// Send the request `make` builds to the endpoints in turn, the last to answer first,
     /// round after round until one answers or `within` has passed.
     pub async fn run<T, F>(

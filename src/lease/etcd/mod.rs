@@ -43,6 +43,9 @@ use super::view::{LeaseView, RemoteLease};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The bound on connecting to one endpoint.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long members may answer after the first did before they are called not answering:
+/// a healthy member answers a count in milliseconds, even under load.
+const MEMBER_GRACE: Duration = Duration::from_millis(300);
 
 /// Where the fence lives and how long a lease lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -271,6 +274,14 @@ impl Etcd {
         let waiting = queue::waiters_of(wait_kvs.kvs());
         let cap = cap_of(cap_kv.kvs());
         Ok(PrefixRead { revision, leases, slots, bad, waiting, cap })
+    }
+
+    /// Each member that did not answer a read now, and why (see
+    /// [`Endpoints::check_members`]); the first to answer is tried first from now on.
+    pub fn members_not_answering(&self) -> Vec<(String, String)> {
+        let (bound, grace) = (self.config.dial_timeout(), MEMBER_GRACE);
+        let said = self.rt.block_on(self.endpoints.check_members(&self.config.prefix, bound, grace));
+        said.into_iter().filter_map(|(member, why)| Some((member, why?))).collect()
     }
 
     /// Seconds left on each etcd lease (`None`: gone). One request per lease.

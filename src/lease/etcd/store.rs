@@ -30,7 +30,13 @@ pub struct EtcdStore {
     last: Option<Result<(Vec<Held>, RemoteListing), Error>>,
     /// This client's place in line, while it waits (`--wait`).
     line: Option<Ticket>,
+    /// Members that did not answer the last check, and why; when that check was.
+    not_answering: Vec<(String, String)>,
+    members_checked: Option<std::time::Instant>,
 }
+
+/// How often a watcher (the console) asks every member whether it answers.
+const MEMBER_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 impl EtcdStore {
     pub fn new(at: &EtcdLocation, ttl: Duration) -> EtcdStore {
@@ -41,6 +47,8 @@ impl EtcdStore {
             host: hostname(),
             last: None,
             line: None,
+            not_answering: vec![],
+            members_checked: None,
         }
     }
 
@@ -49,6 +57,19 @@ impl EtcdStore {
             self.etcd = Some(Etcd::connect(&self.config)?);
         }
         self.etcd.as_ref().ok_or_else(|| EtcdError::Unavailable("no etcd client".into()))
+    }
+
+    /// Ask every member whether it answers, every few seconds (only where there are
+    /// several: one member not answering is etcd unreachable, said otherwise).
+    fn check_members_when_due(&mut self) {
+        if self.config.endpoints.len() < 2 || self.members_checked.is_some_and(|t| t.elapsed() < MEMBER_CHECK_EVERY) {
+            return;
+        }
+        self.members_checked = Some(std::time::Instant::now());
+        self.not_answering = match &self.etcd {
+            Some(etcd) => etcd.members_not_answering(),
+            None => vec![],
+        };
     }
 
     /// A call failed: drop the client so the next call connects afresh.
@@ -101,6 +122,9 @@ impl LeaseStore for EtcdStore {
 
     fn read(&mut self) -> Listing {
         let listed = self.etcd().and_then(Etcd::list);
+        if listed.is_ok() {
+            self.check_members_when_due();
+        }
         self.last = Some(match listed {
             Ok(l) => Ok((
                 l.leases,
@@ -125,6 +149,7 @@ impl LeaseStore for EtcdStore {
         if self.last.is_none() {
             return self.read();
         }
+        self.check_members_when_due();
         self.listing(TTL_READS)
     }
 
@@ -225,6 +250,10 @@ impl LeaseStore for EtcdStore {
         let keep = KeepAlive::start(self.config.clone(), remote.etcd_lease_id, remote.ttl, remote.granted_at, on_lost)
             .map_err(|e| Error::Unavailable(format!("cannot start renewing lease {} ({e})", grant.lease_id)))?;
         Ok(Some(Box::new(keep)))
+    }
+
+    fn members_not_answering(&self) -> Vec<(String, String)> {
+        self.not_answering.clone()
     }
 
     fn advice(&self, refusal: &Refusal) -> String {
