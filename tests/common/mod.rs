@@ -3,6 +3,7 @@
 //! binary in a pseudo-terminal.
 #![allow(dead_code)]
 
+pub mod certs;
 mod owners;
 pub mod process;
 pub mod pty;
