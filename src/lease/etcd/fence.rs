@@ -57,6 +57,27 @@ pub fn acquire_in_line(etcd: &Etcd, req: &AcquireRequest, ticket: Option<&Ticket
     if crate::lease::format::entry::py_is_blank(&req.session_id) {
         return Ok(Grant { lease_id, recorded: false, entry: None, replaced: None, pruned: vec![], remote: None });
     }
+    let host = hostname();
+    let mut attempt = Attempt {
+        etcd,
+        req,
+        lease_id: &lease_id,
+        etcd_lease_id: 0,
+        host: &host,
+        at: now(),
+        process_start_time: Prober::new().start_time(req.owner_pid),
+        ticket,
+        unknown: std::cell::Cell::new(0),
+    };
+    // A waiter asks again on every change: most find the session still held or someone
+    // before them. Said from a reading alone, such a refusal costs no lease grant and
+    // revoke (two writes through etcd's log each, for each of 100 waiters at every
+    // hand-over).
+    if ticket.is_some()
+        && let Some(refusal) = attempt.refusal_now(&session_key)
+    {
+        return Err(refusal);
+    }
     let ttl_secs = etcd.config.ttl.as_secs() as i64;
     let granted = etcd
         .call("grant a lease", |mut c| async move { c.lease_grant(ttl_secs, None).await })
@@ -67,18 +88,7 @@ pub fn acquire_in_line(etcd: &Etcd, req: &AcquireRequest, ticket: Option<&Ticket
             &EtcdError::Unavailable(format!("etcd refused the lease grant: {:?}", granted.error())),
         ));
     }
-    let host = hostname();
-    let attempt = Attempt {
-        etcd,
-        req,
-        lease_id: &lease_id,
-        etcd_lease_id: granted.id(),
-        host: &host,
-        at: now(),
-        process_start_time: Prober::new().start_time(req.owner_pid),
-        ticket,
-        unknown: std::cell::Cell::new(0),
-    };
+    attempt.etcd_lease_id = granted.id();
     let result = attempt.run();
     match result {
         Ok((entry, replaced, fencing_token, slot)) => Ok(Grant {
@@ -156,6 +166,23 @@ impl Attempt<'_> {
             ),
             holder: None,
         })
+    }
+
+    /// The refusal one reading already proves (held by another, someone before this
+    /// request in line, every slot taken), without a lease of its own.
+    fn refusal_now(&self, session_key: &str) -> Option<Refusal> {
+        let reading = match self.read(session_key) {
+            Ok(r) => r,
+            Err(refusal) => return Some(refusal),
+        };
+        match &reading.held {
+            Some(holder) if self.is_same_writer(holder) => None,
+            Some(holder) => Some(self.not_owned(holder)),
+            None => match self.ahead(&reading) {
+                Err(refusal) => Some(refusal),
+                Ok(slots_ahead) => self.pick_slot(&reading.taken, None, slots_ahead).err(),
+            },
+        }
     }
 
     /// The session key (decoded), the used slot indexes, the line and the cap, at one revision.

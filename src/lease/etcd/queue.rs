@@ -148,25 +148,27 @@ pub fn ahead<'a>(
     free_under: impl Fn(u64) -> bool,
 ) -> Ahead<'a> {
     let here = hostname();
-    let earlier: Vec<&Waiter> = line
-        .iter()
-        .filter(|w| mine.is_none_or(|m| w.position < m))
-        .filter(|w| w.host != here || !gone(prober, w.pid))
-        .collect();
-    let for_session = earlier.iter().copied().find(|w| w.session_id == session_id);
+    // Probed only as far as needed: with 100 waiters on one host, probing every one on
+    // every wake of every waiter was 10,000 process probes per hand-over.
+    let mut present = |w: &Waiter| w.host != here || !gone(prober, w.pid);
+    let earlier = line.iter().take_while(|w| mine.is_none_or(|m| w.position < m));
     let mut firsts: Vec<&str> = Vec::new();
     let mut for_slots = Vec::new();
-    for w in &earlier {
+    for w in earlier {
+        if w.session_id == session_id {
+            if present(w) {
+                return Ahead { for_session: Some(w), for_slots };
+            }
+            continue;
+        }
         // Only the first in line for its session can take a slot when one frees.
-        if w.session_id == session_id || firsts.contains(&w.session_id.as_str()) {
+        if firsts.contains(&w.session_id.as_str()) || !w.cap.is_some_and(&free_under) || !present(w) {
             continue;
         }
         firsts.push(&w.session_id);
-        if w.cap.is_some_and(&free_under) {
-            for_slots.push(*w);
-        }
+        for_slots.push(w);
     }
-    Ahead { for_session, for_slots }
+    Ahead { for_session: None, for_slots }
 }
 
 fn gone(prober: &mut Prober, pid: u64) -> bool {
