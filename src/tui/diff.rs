@@ -169,7 +169,14 @@ fn line_changes(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     let joined = new.waiting.iter().filter(|w| !old.waiting.iter().any(|o| o.key == w.key));
     let left = old.waiting.iter().filter(|o| !new.waiting.iter().any(|w| w.key == o.key));
     let mut out: Vec<Change> = joined.map(|w| change(LogLevel::Change, format!("waiting: {}", who(w)))).collect();
-    out.extend(left.map(|w| change(LogLevel::Change, format!("left the line: {}", who(w)))));
+    let leases = new.leases.as_deref().unwrap_or_default();
+    let served = |w: &crate::lease::Waiter| {
+        leases.iter().any(|l| l.entry.session_id() == w.session_id && l.entry.pid() == w.pid)
+    };
+    out.extend(left.map(|w| {
+        let how = if served(w) { "served from the line" } else { "left the line" };
+        change(LogLevel::Change, format!("{how}: {}", who(w)))
+    }));
     out
 }
 

@@ -119,8 +119,15 @@ fn render_header(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         counts_line(app, p, &regs, &unreadable, none_read),
         {
             let changed = format!("changed {last}  ·  ");
-            let room = usize::from(cols[0].width).saturating_sub(changed.chars().count());
-            Line::from(format!("{changed}{}", cap_text(app, &regs, room)))
+            let width = usize::from(cols[0].width);
+            let room = width.saturating_sub(changed.chars().count());
+            let mut line = Line::from(format!("{changed}{}", cap_text(app, &regs, room)));
+            // Who waits in line (etcd), in what room is left: named in full, else counted.
+            let left = width.saturating_sub(line.width());
+            if let Some(text) = waiting_text(app, &regs, left) {
+                line.push_span(Span::styled(text, p.fg(Color::Cyan)));
+            }
+            line
         },
     ];
     frame.render_widget(Paragraph::new(lines), cols[0]);
@@ -189,23 +196,22 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
     if work > 0 {
         counts.push_span(Span::styled(format!("  ⚙ {work} WORK RUNNING"), p.fg(Color::Yellow)));
     }
-    if let Some(text) = waiting_text(app, regs) {
-        counts.push_span(Span::styled(text, p.fg(Color::Cyan)));
-    }
     counts
 }
 
-/// Who waits in line (etcd `--wait`): how many, and the first (the log names each).
-fn waiting_text(app: &App, regs: &[usize]) -> Option<String> {
+/// Who waits in line (etcd `--wait`) in `width` columns: how many and the first (the
+/// log names each), else how many.
+fn waiting_text(app: &App, regs: &[usize], width: usize) -> Option<String> {
     let line: Vec<&crate::lease::Waiter> = regs.iter().flat_map(|r| &app.registries[*r].waiting).collect();
     let first = line.iter().min_by(|a, b| a.since.total_cmp(&b.since))?;
-    Some(format!(
-        "  ⧗ {} waiting (first: {} pid {}, {})",
-        line.len(),
+    let count = format!("  ·  ⧗ {} waiting", line.len());
+    let named = format!(
+        "{count} (first: {} pid {}, {})",
         shown_text(&first.session_id),
         first.pid,
         time::age(app.now - first.since)
-    ))
+    );
+    [named, count].into_iter().find(|t| t.chars().count() <= width)
 }
 
 /// The cap of one registry, or each registry's live leases over its cap in `width`
