@@ -27,6 +27,23 @@ fn waiting(endpoint: &str, prefix: &str) -> Vec<Value> {
     ls["waiting"].as_array().cloned().unwrap_or_default()
 }
 
+/// Every key of etcd's `ls --json` (its top, a lease, a waiter) is named in the README's
+/// JSON bullet for it, and every name there is a key.
+fn readme_names_every_key(ls: &Value) {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    let bullet = readme.lines().find(|l| l.starts_with("- `--backend etcd ls --json`")).expect("the README's bullet");
+    let named: std::collections::BTreeSet<&str> = bullet.split('"').skip(1).step_by(2).collect();
+    let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<String>>()).unwrap_or_default();
+    let mut have = keys(ls);
+    have.extend(keys(&ls["leases"][0]));
+    have.extend(keys(&ls["waiting"][0]));
+    have.extend(keys(&ls["slots_used"][0]));
+    let unnamed: Vec<&String> = have.iter().filter(|k| !named.contains(k.as_str())).collect();
+    assert!(unnamed.is_empty(), "keys the README does not name: {unnamed:?} in {ls}");
+    let missing: Vec<&&str> = named.iter().filter(|n| !have.iter().any(|k| k == *n) && **n != "etcd").collect();
+    assert!(missing.is_empty(), "names the README gives that the output lacks: {missing:?} in {ls}");
+}
+
 fn finish(waiters: Vec<Reaped>) {
     for mut w in waiters {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -107,7 +124,7 @@ fn waiters_for_a_full_cap_take_the_freed_slots_in_arrival_order() {
         );
         thread::sleep(Duration::from_millis(300));
     }
-    // A newcomer that does not wait does not jump the line when the slot frees.
+    readme_names_every_key(&json_of(&run(&endpoint, &prefix, &["ls", "--json"])));
     holder.signal(libc::SIGTERM);
     let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
     assert_eq!(code, Some(0), "{err}");
@@ -189,4 +206,32 @@ fn the_console_counts_slot_keys_keeps_the_cap_and_shows_who_waits() {
     let _ = follower.0.wait();
     let caps: Vec<&str> = said.lines().filter(|l| l.contains("cap-changed")).collect();
     assert!(caps.len() <= 1, "the follower's cap changed at most once (none -> 4): {caps:?}");
+}
+
+/// An acquire that does not wait does not jump the line: a session freed while someone
+/// waits for it is theirs (the waiter is stopped here, so it cannot take it at once).
+#[test]
+fn a_newcomer_that_does_not_wait_yields_to_the_line() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("queue-newcomer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let order = dir.path().join("order");
+    let (mut holder, _) = start_holding(&endpoint, &prefix, &["hold", "N", "--ttl", "30", "--json"]);
+    let first = waiter(&endpoint, &prefix, "N", "waiter", &order, &["--ttl", "30"]);
+    assert!(eventually(Duration::from_secs(10), || waiting(&endpoint, &prefix).len() == 1), "the waiter is in line");
+    // The one waiting is `run`'s keeper, the pid in line.
+    let keeper = waiting(&endpoint, &prefix)[0]["pid"].as_u64().and_then(|p| u32::try_from(p).ok()).expect("a pid");
+    let _ = common::signals::kill(keeper, libc::SIGSTOP);
+    holder.signal(libc::SIGTERM);
+    let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+    let me = me();
+    let newcomer = run(&endpoint, &prefix, &["acquire", "N", "--owner-pid", &me, "--json"]);
+    let said = json_of(&newcomer);
+    assert_eq!(said["reason"], "SESSION_NOT_OWNED", "{said}");
+    let message = said["message"].as_str().unwrap_or_default();
+    assert!(message.contains("is free, but 1 client waiting for it came first"), "{message}");
+    let _ = common::signals::kill(keeper, libc::SIGCONT);
+    finish(vec![first]);
+    assert_eq!(served(&order).first().map(String::as_str), Some("waiter"), "the one in line was served");
 }
