@@ -170,6 +170,16 @@ fn leasectl(endpoint: &str, prefix: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// The console on `prefix` in a pseudo-terminal of `rows` x `cols`, and its working dir.
+fn console_on(endpoints: &str, prefix: &str, rows: u16, cols: u16) -> (Pty, tempfile::TempDir) {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let args: Vec<&OsStr> = ["--backend", "etcd", "--endpoints", endpoints, "--prefix", prefix, "tui"]
+        .into_iter()
+        .map(OsStr::new)
+        .collect();
+    (Pty::spawn("console", &args, &[], cwd.path(), rows, cols), cwd)
+}
+
 fn run(endpoint: &str, prefix: &str, args: &[&str]) -> Output {
     leasectl(endpoint, prefix, args).output().expect("run leasectl")
 }
@@ -622,12 +632,7 @@ fn usage_errors_name_what_is_wrong() {
 fn the_console_follows_changes_made_by_another_client() {
     let endpoint = shared_endpoint();
     let prefix = unique_prefix("console");
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let args: Vec<&OsStr> = ["--backend", "etcd", "--endpoints", &endpoint, "--prefix", &prefix, "tui"]
-        .into_iter()
-        .map(OsStr::new)
-        .collect();
-    let mut console = Pty::spawn("console", &args, &[], cwd.path(), 30, 120);
+    let (mut console, _cwd) = console_on(&endpoint, &prefix, 30, 120);
     console.wait_for("the empty etcd table", Duration::from_secs(10), |s| {
         s.contains("no leases held") && s.contains(&prefix)
     });

@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::common::Reaped;
-use super::common::pty::{Pty, eventually};
+use super::common::pty::eventually;
 use super::{
     DATA_PREFIX, free_port, json_of, me, run, shared_endpoint, start_holding, sweep_stale_data_dirs, unique_prefix,
 };
@@ -292,12 +292,7 @@ fn the_console_names_a_member_that_does_not_answer() {
     let endpoints = cluster.endpoints(&[0, 1, 2]);
     let url = cluster.members[frozen].client_url.clone();
     let prefix = unique_prefix("degraded");
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let args: Vec<&std::ffi::OsStr> = ["--backend", "etcd", "--endpoints", &endpoints, "--prefix", &prefix, "tui"]
-        .into_iter()
-        .map(std::ffi::OsStr::new)
-        .collect();
-    let mut console = Pty::spawn("console", &args, &[], cwd.path(), 24, 80);
+    let (mut console, _cwd) = super::console_on(&endpoints, &prefix, 24, 80);
     console.wait_for("the empty etcd table", Duration::from_secs(10), |s| s.contains("no leases held"));
     let port = url.rsplit(':').next().unwrap_or_default().to_owned();
     cluster.freeze(frozen);

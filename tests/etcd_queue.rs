@@ -141,11 +141,6 @@ fn waiters_for_a_full_cap_take_the_freed_slots_in_arrival_order() {
 fn the_console_counts_slot_keys_keeps_the_cap_and_shows_who_waits() {
     let endpoint = shared_endpoint();
     let prefix = unique_prefix("console-slots");
-    let cwd = tempfile::tempdir().expect("tempdir");
-    let args: Vec<&OsStr> = ["--backend", "etcd", "--endpoints", &endpoint, "--prefix", &prefix, "tui"]
-        .into_iter()
-        .map(OsStr::new)
-        .collect();
     let mut follower = Reaped(
         leasectl(&endpoint, &prefix, &["events", "--follow", "--json"])
             .stdout(Stdio::piped())
@@ -153,7 +148,7 @@ fn the_console_counts_slot_keys_keeps_the_cap_and_shows_who_waits() {
             .spawn()
             .expect("spawn the follower"),
     );
-    let mut console = Pty::spawn("console", &args, &[], cwd.path(), 30, 120);
+    let (mut console, _cwd) = console_on(&endpoint, &prefix, 30, 120);
     console.wait_for("the empty etcd table", Duration::from_secs(10), |s| s.contains("no leases held"));
     let me = me();
     for i in 0..5 {
