@@ -1,10 +1,12 @@
-//! `leasectl events --since 24h` over a recorder's journal of 128 MB, 256 MB, 512 MB and
-//! 1 GB (the file and its three rotations, as `events --follow --record` leaves them;
-//! a third of the events within the last day), the real binary under GNU time: peak RSS
-//! (target < 50 MB whatever the size) and wall time (target: linear in size, so the
-//! seconds per GB stay flat). Output goes to /dev/null.
+//! `leasectl events --since 24h` and `--since 1m` over a recorder's journal of 40 MB,
+//! 100 MB, 128 MB, 512 MB and 1 GB (the file and its three rotations, as `events --follow
+//! --record` leaves them; a third of the events within the last day, the newest a minute
+//! old), the real binary under GNU time: peak RSS (target < 50 MB whatever the size) and
+//! wall time. `--since` seeks to its time in each file, so `1m` reads next to nothing
+//! (it read every file from its start). `JOURNAL_BASELINE_BIN=PATH` runs another build
+//! in the same rounds, alternating. Output goes to /dev/null.
 //!
-//! Plain main (harness = false). `--quick`: 32 MB to 256 MB. Without `--bench` (under
+//! Plain main (harness = false). `--quick`: 40 MB and 100 MB. Without `--bench` (under
 //! `cargo test --benches`): one 8 MB run as a smoke test.
 
 mod support;
@@ -37,8 +39,8 @@ fn write_journal(home: &Path, bytes: u64) {
         let mut out = BufWriter::new(File::create(logs.join(name)).expect("journal"));
         let end = total * (k as u64 + 1) / names.len() as u64;
         while i < end {
-            // Three days, oldest first: the last third is within 24 h.
-            let ts = now - 3.0 * 86_400.0 * (1.0 - i as f64 / total as f64);
+            // Three days, oldest first, to a minute ago: the last third is within 24 h.
+            let ts = now - 60.0 - 3.0 * 86_400.0 * (1.0 - i as f64 / total as f64);
             out.write_all(line(i, ts).as_bytes()).expect("write");
             i += 1;
         }
@@ -46,12 +48,12 @@ fn write_journal(home: &Path, bytes: u64) {
     }
 }
 
-/// (peak RSS in MB, wall seconds) of `events --since 24h` on `home`.
-fn measure(home: &Path) -> (f64, f64) {
+/// (peak RSS in MB, wall seconds) of `bin events --since SINCE` on `home`.
+fn measure(bin: &str, home: &Path, since: &str) -> (f64, f64) {
     let out = Command::new("/usr/bin/time")
-        .args(["-f", "%M %e", BIN, "--home"])
+        .args(["-f", "%M %e", bin, "--home"])
         .arg(home)
-        .args(["events", "--since", "24h", "-o", "json"])
+        .args(["events", "--since", since, "-o", "json"])
         .env_remove("HERMES_HOME")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -69,24 +71,33 @@ fn main() {
     let sizes: Vec<u64> = if !support::benchmarking() {
         vec![8 * MB]
     } else if support::quick() {
-        vec![32 * MB, 64 * MB, 128 * MB, 256 * MB]
+        vec![40 * MB, 100 * MB]
     } else {
-        vec![128 * MB, 256 * MB, 512 * MB, 1024 * MB]
+        vec![40 * MB, 100 * MB, 128 * MB, 512 * MB, 1024 * MB]
     };
-    println!("{:>8}  {:>10}  {:>8}  {:>8}", "journal", "peak RSS", "seconds", "s per GB");
+    let runs = if support::benchmarking() { 5 } else { 1 };
+    let mut bins = vec![("this build".to_owned(), BIN.to_owned())];
+    if let Ok(baseline) = std::env::var("JOURNAL_BASELINE_BIN") {
+        bins.push(("baseline".to_owned(), baseline));
+    }
+    println!("{runs} runs alternating, medians; peak RSS the largest");
+    println!("{:>8}  {:>6}  {:>10}  {:>10}  {:>8}", "journal", "since", "build", "peak RSS", "seconds");
     for size in sizes {
         let dir = tempfile::tempdir().expect("tempdir");
         write_journal(dir.path(), size);
-        let runs: Vec<(f64, f64)> = (0..3).map(|_| measure(dir.path())).collect();
-        let rss = runs.iter().map(|r| r.0).fold(0.0, f64::max);
-        let secs = support::median(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
-        println!(
-            "{:>6} MB  {:>7.1} MB  {:>8.2}  {:>8.2}",
-            size / MB,
-            rss,
-            secs,
-            secs / (size as f64 / (1024.0 * MB as f64))
-        );
-        assert!(rss < 50.0, "peak RSS {rss:.1} MB over 50 MB for a {} MB journal", size / MB);
+        for since in ["24h", "1m"] {
+            let mut taken: Vec<Vec<(f64, f64)>> = bins.iter().map(|_| Vec::new()).collect();
+            for _ in 0..runs {
+                for (b, (_, bin)) in bins.iter().enumerate() {
+                    taken[b].push(measure(bin, dir.path(), since));
+                }
+            }
+            for ((name, _), runs) in bins.iter().zip(&taken) {
+                let rss = runs.iter().map(|r| r.0).fold(0.0, f64::max);
+                let secs = support::median(&runs.iter().map(|r| r.1).collect::<Vec<_>>());
+                println!("{:>6} MB  {since:>6}  {name:>10}  {rss:>7.1} MB  {secs:>8.2}", size / MB);
+                assert!(rss < 50.0, "peak RSS {rss:.1} MB over 50 MB for a {} MB journal", size / MB);
+            }
+        }
     }
 }

@@ -118,7 +118,8 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
                 continue;
             }
         };
-        let mut lines = lines_of(f, &p, &mut warnings);
+        // Audit records carry a time string, not `ts`: read from the start.
+        let mut lines = lines_of(f, &p, None, &mut warnings);
         while let Some(line) = lines.next_line() {
             let Ok(rec) = serde_json::from_str::<Value>(line) else { continue };
             let Some(at) = rec["time"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { continue };
@@ -167,29 +168,71 @@ pub const MAX_LINE: usize = safe_file::MAX_LINE;
 /// sparse terabyte, a file someone appends to by hand).
 pub const READ_BOUND: u64 = 32 * 1024 * 1024;
 
-/// `f`, the file at `path`, to read a line at a time: one larger than [`READ_BOUND`] is
-/// read from its last READ_BOUND bytes on (the newest lines: these files are in time
-/// order), from the first whole line there, and a warning names it.
-fn lines_of(mut f: std::fs::File, path: &Path, warnings: &mut Vec<String>) -> Lines {
+/// `f`, the file at `path`, to read a line at a time from about where its events reach
+/// `from` ([`time_start`]; None: from the start): one larger than [`READ_BOUND`] is read from its last
+/// READ_BOUND bytes on at most (the newest lines: these files are in time order), and a
+/// warning names it.
+fn lines_of(mut f: std::fs::File, path: &Path, from: Option<f64>, warnings: &mut Vec<String>) -> Lines {
     use std::io::{Seek, SeekFrom};
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
-    if size <= READ_BOUND {
+    let mut floor = 0;
+    if size > READ_BOUND {
+        warnings.push(format!(
+            "read only the last {} MiB of {} ({size} bytes; leasectl rotates its files at {} MiB)",
+            READ_BOUND / (1024 * 1024),
+            path.display(),
+            crate::lease::home::audit::MAX_BYTES / (1024 * 1024)
+        ));
+        // From the byte before the bound: a line that starts exactly there is kept whole.
+        floor = size - READ_BOUND - 1;
+    }
+    let start = from.map_or(floor, |from| time_start(&f, floor, size, from));
+    if start == 0 {
         return Lines::new(f, MAX_LINE);
     }
-    warnings.push(format!(
-        "read only the last {} MiB of {} ({size} bytes; leasectl rotates its files at {} MiB)",
-        READ_BOUND / (1024 * 1024),
-        path.display(),
-        crate::lease::home::audit::MAX_BYTES / (1024 * 1024)
-    ));
-    // From the byte before the bound: a line that starts exactly there is kept whole.
-    let seeked = f.seek(SeekFrom::Start(size - READ_BOUND - 1));
+    let seeked = f.seek(SeekFrom::Start(start));
     let mut lines = Lines::new(f, MAX_LINE);
     match seeked {
         Ok(_) => lines.skip_partial_line(),
         Err(e) => warnings.push(format!("stopped reading {}: {e}", path.display())),
     }
     lines
+}
+
+/// Below this many bytes a file is read from `floor` on: a search would save little.
+const SEARCH_BELOW: u64 = 256 * 1024;
+/// How far before the first line found at `from` reading starts: lines a little out of
+/// time order (a fleet journal's hosts, each stamped by its own clock) are still read.
+const DISORDER_MARGIN: u64 = 1024 * 1024;
+
+/// Where to start reading `f` (at or after `floor`, before `size`) for the events at or
+/// after `from`: a binary search over byte offsets on the time of the first whole line
+/// after each (`events --since 1m` read a 100 MB journal from its start). Every doubt
+/// (a line without a time, a read that fails) moves the start earlier, never later: at
+/// worst the file is read from `floor`, as before.
+fn time_start(f: &std::fs::File, floor: u64, size: u64, from: f64) -> u64 {
+    let (mut lo, mut hi) = (floor, size);
+    while hi - lo > SEARCH_BELOW {
+        let mid = lo + (hi - lo) / 2;
+        match first_time_after(f, mid) {
+            Some(t) if t < from => lo = mid,
+            _ => hi = mid,
+        }
+    }
+    lo.saturating_sub(DISORDER_MARGIN).max(floor)
+}
+
+/// The `ts` of the first whole line that starts after `offset` (read with `pread`, the
+/// file's position untouched); None when there is none in the next 64 KiB or it has none.
+fn first_time_after(f: &std::fs::File, offset: u64) -> Option<f64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = f.read_at(&mut buf, offset).ok()?;
+    let buf = buf.get(..n)?;
+    let start = buf.iter().position(|b| *b == b'\n')? + 1;
+    let rest = buf.get(start..)?;
+    let line = rest.get(..rest.iter().position(|b| *b == b'\n')?)?;
+    serde_json::from_slice::<Stamp>(line).ok()?.ts
 }
 
 /// The recorded events of a home at or after a time, oldest first, rotated files
@@ -270,7 +313,7 @@ impl Iterator for Journal {
         loop {
             if self.current.is_none() {
                 let (path, f) = self.files.pop_front()?;
-                let lines = lines_of(f, &path, &mut self.warnings);
+                let lines = lines_of(f, &path, Some(self.from), &mut self.warnings);
                 self.current = Some((path, lines));
             }
             let from = self.from;
@@ -316,4 +359,59 @@ pub fn describe(v: &Value) -> String {
         entry["surface"].as_str().unwrap_or("-"),
         entry["pid"].as_u64().map(|p| p.to_string()).unwrap_or_else(|| "-".into())
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A journal of `n` events a second apart from t=1000 (each padded to ~200 bytes),
+    /// with a line that is not an event every 97 lines; `late` events are written out of
+    /// order by up to 5 s, as a fleet journal's hosts may be.
+    fn journal(dir: &Path, n: u64, late: bool) -> Vec<f64> {
+        std::fs::create_dir_all(dir.join("logs")).expect("logs");
+        let mut text = String::new();
+        let mut stamps = Vec::new();
+        for i in 0..n {
+            let ts = if late && i % 50 == 0 { 1000.0 + i as f64 - 5.0 } else { 1000.0 + i as f64 };
+            stamps.push(ts);
+            text.push_str(&format!("{{\"event\":\"acquired\",\"ts\":{ts},\"pad\":\"{}\"}}\n", "x".repeat(160)));
+            if i % 97 == 0 {
+                text.push_str("not an event\n");
+            }
+        }
+        std::fs::write(journal_file(dir), text).expect("journal");
+        stamps
+    }
+
+    fn read(dir: &Path, from: f64) -> Vec<f64> {
+        read_since(dir, from).expect("a journal").filter_map(|v| v["ts"].as_f64()).collect()
+    }
+
+    #[test]
+    fn since_reads_what_a_whole_read_would_from_where_the_time_is() {
+        let dir = tempfile::tempdir().expect("dir");
+        let stamps = journal(dir.path(), 40_000, false);
+        for from in [0.0, 999.5, 1000.0, 1001.0, 20_000.0, 40_998.0, 40_999.0, 41_000.0, 99_999.0] {
+            let expected: Vec<f64> = stamps.iter().copied().filter(|t| *t >= from).collect();
+            assert_eq!(read(dir.path(), from), expected, "from {from}");
+        }
+        // The last minute of an 8 MB file is found without reading from its start.
+        let f = std::fs::File::open(journal_file(dir.path())).expect("open");
+        let size = f.metadata().expect("size").len();
+        let start = time_start(&f, 0, size, 40_940.0);
+        assert!(start > size - 2 * DISORDER_MARGIN, "started at {start} of {size}");
+        // A time before the first event, or a file whose lines have no time, is read whole.
+        assert_eq!(time_start(&f, 0, size, 0.0), 0);
+    }
+
+    #[test]
+    fn lines_a_little_out_of_time_order_are_still_read() {
+        let dir = tempfile::tempdir().expect("dir");
+        let stamps = journal(dir.path(), 40_000, true);
+        for from in [20_003.0, 30_001.0, 40_996.0] {
+            let expected: Vec<f64> = stamps.iter().copied().filter(|t| *t >= from).collect();
+            assert_eq!(read(dir.path(), from), expected, "from {from}");
+        }
+    }
 }
