@@ -99,6 +99,7 @@ fn main() {
     if support::benchmarking() {
         ratio_table(&homes, me);
         breakdown(&homes);
+        lock_holds(&homes, me);
     }
     drop(sleepers);
 }
@@ -239,6 +240,48 @@ fn breakdown(homes: &[Home]) {
             "{:>7} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
             n, m[0], m[1], m[2], m[3], m[4], m[5], model
         );
+    }
+}
+
+/// How long the registry lock is held by an acquire and by a release, each on a new
+/// thread as in a new process, with the copy of what was read and written kept (as
+/// `hold`, `run` and the console keep it) and without (a one-shot `acquire` or `ls`).
+fn lock_holds(homes: &[Home], me: u64) {
+    println!();
+    println!("fence: how long the lock is held, medians in ms (new thread each: nothing remembered before)");
+    println!("{:>7} {:>16} {:>16} {:>16}", "entries", "acquire, kept", "acquire, none", "release, kept");
+    let held = || lease::home::lock::last_hold().map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
+    for (n, h) in SIZES.iter().zip(homes) {
+        let rounds = if support::quick() { 5 } else { 15 };
+        let mut holds: [Vec<f64>; 3] = Default::default();
+        for _ in 0..rounds {
+            for remembering in [true, false] {
+                lease::file::set_remembering(remembering);
+                let (id, hold) = std::thread::scope(|s| {
+                    s.spawn(|| {
+                        let grant = lease::file::acquire(&h.reg, &request(me)).expect("granted");
+                        (grant.lease_id, held())
+                    })
+                    .join()
+                    .expect("thread")
+                });
+                holds[usize::from(!remembering)].push(hold);
+                lease::file::set_remembering(true);
+                let hold = std::thread::scope(|s| {
+                    s.spawn(|| {
+                        lease::file::release(&h.reg, &id, LOCK_TIMEOUT).expect("released");
+                        held()
+                    })
+                    .join()
+                    .expect("thread")
+                });
+                if remembering {
+                    holds[2].push(hold);
+                }
+            }
+        }
+        let m: Vec<f64> = holds.iter().map(|v| median(v)).collect();
+        println!("{n:>7} {:>16.3} {:>16.3} {:>16.3}", m[0], m[1], m[2]);
     }
 }
 

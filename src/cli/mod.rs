@@ -130,6 +130,9 @@ pub fn run(cli: Cli) -> i32 {
         _ => false,
     };
     let hints = Hints::of(&cli);
+    if cli.command.as_ref().is_some_and(reads_once) {
+        lease::file::set_remembering(false);
+    }
     let code = match dispatch(cli, &hints) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
@@ -186,6 +189,18 @@ impl From<Error> for Failure {
             _ => EXIT_ERROR,
         };
         Failure { code, message: e.to_string() }
+    }
+}
+
+/// A command that reads each registry once keeps no copy of what it read or wrote: the
+/// copy cost a clone of the whole registry at each read and write, under the lock.
+/// (`release`, `force-release` and `prune` read it twice, first to find what to remove,
+/// then under the lock, where the copy spares the second parse.)
+fn reads_once(command: &Command) -> bool {
+    match command {
+        Command::Ls(a) => !a.watch,
+        Command::Acquire(_) | Command::Doctor(_) | Command::Metrics => true,
+        _ => false,
     }
 }
 

@@ -128,6 +128,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
             entries[index] = new_entry.clone();
             out.entries = entries;
             registry::write(&guard, &path, &out).map_err(unavailable)?;
+            drop(guard);
             return Ok(Grant {
                 lease_id,
                 recorded: true,
@@ -160,11 +161,14 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
             out.entries = entries;
             registry::write(&guard, &path, &out).map_err(unavailable)?;
         }
+        drop(guard);
         return Err(refusal);
     }
     entries.push(new_entry.clone());
     out.entries = entries;
     registry::write(&guard, &path, &out).map_err(unavailable)?;
+    // Unlocked before the entries are freed: the lock is for the read-modify-write.
+    drop(guard);
     Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned, remote: None })
 }
 
@@ -200,7 +204,11 @@ fn release_chosen(
         }
         if keep { entries.push(e) } else { pruned.push(e) }
     }
-    registry::write(&guard, &path, &registry::RegistryFile { entries, extra: file.extra })?;
+    let out = registry::RegistryFile { entries, extra: file.extra };
+    registry::write(&guard, &path, &out)?;
+    // Unlocked before the entries are freed: the lock is for the read-modify-write.
+    drop(guard);
+    drop(out);
     Ok(Released { removed: true, pruned, lease_id: Some(lease_id.to_owned()) })
 }
 

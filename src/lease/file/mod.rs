@@ -11,6 +11,7 @@ pub mod format;
 mod lease_watch;
 mod recent;
 pub mod registry;
+pub use recent::set_remembering;
 mod reparse;
 pub mod salvage;
 pub mod watch;

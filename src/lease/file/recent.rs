@@ -69,6 +69,20 @@ thread_local! {
     static RECENT: RefCell<Remembered> = RefCell::new(Remembered::default());
 }
 
+/// Off in a process that reads each registry once (a one-shot command): what it would
+/// remember is never looked up, and remembering cost a copy of the whole registry at
+/// each read and write, made while the registry lock was held.
+static ENABLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Remember (the default) or not, from now on in this process (see [`ENABLED`]).
+pub fn set_remembering(on: bool) {
+    ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn enabled() -> bool {
+    ENABLED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// What a lookup found.
 pub(super) enum Found {
     /// Exactly the bytes remembered: their registry.
@@ -98,6 +112,9 @@ pub(super) fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
 
 /// Remember what `path` holds now: `bytes`, parsed as `file`.
 pub(super) fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
+    if !enabled() {
+        return;
+    }
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
         recent.remove(path);

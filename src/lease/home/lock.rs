@@ -16,6 +16,24 @@ pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct RegistryLock {
     _file: File,
+    /// When it was taken: how long it is held is kept for [`last_hold`].
+    taken: Instant,
+}
+
+impl Drop for RegistryLock {
+    fn drop(&mut self) {
+        LAST_HOLD.with(|h| h.set(Some(self.taken.elapsed())));
+    }
+}
+
+thread_local! {
+    static LAST_HOLD: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+}
+
+/// How long this thread last held a registry lock: what every other writer waited at
+/// most for it (the benches measure it: the lock is for the read-modify-write alone).
+pub fn last_hold() -> Option<Duration> {
+    LAST_HOLD.with(std::cell::Cell::get)
 }
 
 /// Take the exclusive lock, creating `runtime/` and the lock file as Hermes does (the
@@ -63,7 +81,7 @@ fn lock_file(file: File, lock_path: &Path, timeout: Duration) -> Result<Registry
     let mut pause = Duration::from_millis(1);
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(RegistryLock { _file: file }),
+            Ok(()) => return Ok(RegistryLock { _file: file, taken: Instant::now() }),
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) => return Err(Error::io("lock", lock_path, e)),
         }
