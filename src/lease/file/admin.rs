@@ -197,7 +197,11 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
                 report.empty_session_ids = empty_session_ids(&bytes);
                 report.problems = problems;
             }
-            Ok(file) => judge_valid(&mut report, judge_all(file.entries), idle),
+            Ok(file) => {
+                // The file's bytes are not needed to judge what they held.
+                drop(bytes);
+                judge_valid(&mut report, judge_all(file.entries), idle);
+            }
         },
     }
     report
@@ -206,13 +210,19 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
 /// What doctor says of a valid registry's leases: live owners by session (conflicts,
 /// over the cap), leak suspects, and the stale leases of dead and recycled owners.
 fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Duration>) {
-    let mut by_session: BTreeMap<String, Vec<LeaseView>> = BTreeMap::new();
-    for v in views.iter().filter(|v| v.liveness == Liveness::Alive) {
-        by_session.entry(v.entry.session_id().to_owned()).or_default().push(v.clone());
+    // Live owners grouped by session as indexes: only a conflict's leases are copied (a
+    // copy of every live lease took doctor past prune's memory at 50,000 leases).
+    let mut by_session: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness == Liveness::Alive) {
+        by_session.entry(v.entry.session_id()).or_default().push(i);
     }
     report.live = by_session.values().map(Vec::len).sum();
     report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
-    report.conflicts = by_session.into_iter().filter(|(_, v)| v.len() > 1).collect();
+    report.conflicts = by_session
+        .into_iter()
+        .filter(|(_, held)| held.len() > 1)
+        .map(|(session, held)| (session.to_owned(), held.iter().map(|i| views[*i].clone()).collect()))
+        .collect();
     leak_suspects(report, &views, idle);
     report.stale =
         views.into_iter().filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect();
