@@ -319,6 +319,11 @@ fn the_json_outputs_are_the_readmes_contract() {
     let ls_all = serde_json::Value::Object(ls_keys.into_iter().map(|k| (k, serde_json::Value::Null)).collect());
     check("ls --json, a registry, a lease and its owner", "ls --json", &ls_all, false);
     let doctor = json(&["doctor", "--json"]);
+    // doctor's report is written as it is serialized, not as a JSON tree: still in the
+    // order a JSON map sorts keys, as every other output (a field out of order fails).
+    let written = home.run(&["doctor", "--json"]).stdout;
+    let sorted = serde_json::to_string_pretty(&doctor).expect("JSON") + "\n";
+    assert_eq!(written, sorted, "doctor --json's keys are in sorted order");
     check("doctor --json", "doctor --json", &doctor, false);
     check("doctor --json's summary", "doctor --json", &doctor["summary"], false);
     check("doctor --json's registry", "doctor --json", &doctor["registries"][0], false);

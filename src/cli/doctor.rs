@@ -18,12 +18,13 @@ pub(super) fn doctor(
     let bad = reports.iter().any(lease::DoctorReport::has_problems);
     let summary = output::DoctorSummary::of(&reports);
     if as_json {
-        let registries: Vec<Value> = reports.iter().map(super::json::doctor).collect();
-        print_json(&super::json::value(&super::json::Doctored {
+        // Written as it is built: the stale leases of 50,000 are never one JSON tree.
+        let registries: Vec<super::json::DoctorRegistry> = reports.iter().map(super::json::doctor_registry).collect();
+        super::print_json_streamed(&super::json::Doctored {
             ok: !bad,
             registries: &registries,
             summary: super::json::value(&summary),
-        }));
+        });
     } else {
         for (i, d) in reports.iter().enumerate() {
             if i > 0 {

@@ -136,11 +136,7 @@ fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<s
 /// `ls --json`, streamed one lease's JSON at a time: a tree of 50,000 leases would take
 /// 40 times the registry's size in memory. The bytes are those of the tree, pretty-printed.
 fn print_json_streamed(listings: &[lease::Listing], owners: &[HashMap<u64, OwnerInfo>], marks: &[Marks]) {
-    use std::io::Write as _;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let json = super::json::LsJson { listings, owners, marks };
-    let written = serde_json::to_writer_pretty(&mut out, &json).map_err(std::io::Error::from);
-    note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
+    super::print_json_streamed(&super::json::LsJson { listings, owners, marks });
 }
 
 /// How the tables are printed: wide, bare (--no-headers), and the hints an error's text

@@ -479,6 +479,15 @@ fn lock_timeout(secs: f64) -> Result<Duration, Failure> {
 }
 
 /// JSON is exact: written as is, never hinted (an `advice` field is hinted where it is made).
+/// JSON written as it is serialized, pretty as [`print_json`] writes it: for outputs too
+/// large to build as one tree first. Its structs list their fields in sorted order.
+fn print_json_streamed(v: &impl serde::Serialize) {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, v).map_err(std::io::Error::from);
+    note_stdout(written.and_then(|()| writeln!(out)).and_then(|()| out.flush()));
+}
+
 fn print_json(v: &Value) {
     use std::io::Write as _;
     let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
