@@ -44,6 +44,13 @@ fn readme_names_every_key(ls: &Value) {
     assert!(missing.is_empty(), "names the README gives that the output lacks: {missing:?} in {ls}");
 }
 
+/// A `hold` ended as an operator ends it (SIGTERM): it releases and exits 0.
+fn release(holder: &mut Proc) {
+    holder.signal(libc::SIGTERM);
+    let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{err}");
+}
+
 fn finish(waiters: Vec<Reaped>) {
     for mut w in waiters {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -99,9 +106,7 @@ fn ten_waiters_for_one_session_are_served_in_arrival_order_and_seen_waiting() {
     let metrics = String::from_utf8_lossy(&run(&endpoint, &prefix, &["metrics"]).stdout).into_owned();
     assert!(metrics.lines().any(|l| l.starts_with("leasectl_waiters{") && l.ends_with(" 10")), "{metrics}");
 
-    holder.signal(libc::SIGTERM);
-    let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
-    assert_eq!(code, Some(0), "{err}");
+    release(&mut holder);
     finish(waiters);
     let names: Vec<String> = (0..10).map(|i| i.to_string()).collect();
     assert_eq!(served(&order), names, "served in arrival order");
@@ -125,9 +130,7 @@ fn waiters_for_a_full_cap_take_the_freed_slots_in_arrival_order() {
         thread::sleep(Duration::from_millis(300));
     }
     readme_names_every_key(&json_of(&run(&endpoint, &prefix, &["ls", "--json"])));
-    holder.signal(libc::SIGTERM);
-    let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
-    assert_eq!(code, Some(0), "{err}");
+    release(&mut holder);
     finish(waiters);
     let names: Vec<String> = (0..5).map(|i| format!("C{i}")).collect();
     assert_eq!(served(&order), names, "served in arrival order");
@@ -217,9 +220,7 @@ fn a_newcomer_that_does_not_wait_yields_to_the_line() {
     // The one waiting is `run`'s keeper, the pid in line.
     let keeper = waiting(&endpoint, &prefix)[0]["pid"].as_u64().and_then(|p| u32::try_from(p).ok()).expect("a pid");
     let _ = common::signals::kill(keeper, libc::SIGSTOP);
-    holder.signal(libc::SIGTERM);
-    let (code, err, _) = holder.wait_exit(Duration::from_secs(10));
-    assert_eq!(code, Some(0), "{err}");
+    release(&mut holder);
     let me = me();
     let newcomer = run(&endpoint, &prefix, &["acquire", "N", "--owner-pid", &me, "--json"]);
     let said = json_of(&newcomer);
@@ -229,4 +230,29 @@ fn a_newcomer_that_does_not_wait_yields_to_the_line() {
     let _ = common::signals::kill(keeper, libc::SIGCONT);
     finish(vec![first]);
     assert_eq!(served(&order).first().map(String::as_str), Some("waiter"), "the one in line was served");
+}
+
+/// A waiter whose --wait runs out leaves the line as it gives up, and one that dies on
+/// this host holds nobody up while its key waits for its lease to run out.
+#[test]
+fn a_waiter_that_gives_up_or_dies_holds_nobody_up() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("queue-leave");
+    let (mut holder, _) = start_holding(&endpoint, &prefix, &["hold", "L", "--ttl", "30", "--json"]);
+    let impatient = run(&endpoint, &prefix, &["run", "L", "--wait", "1", "--ttl", "30", "-q", "--", "true"]);
+    assert_eq!(impatient.status.code(), Some(3), "{}", String::from_utf8_lossy(&impatient.stderr));
+    assert!(waiting(&endpoint, &prefix).is_empty(), "it left the line as it gave up");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doomed = waiter(&endpoint, &prefix, "L", "doomed", &dir.path().join("order"), &["--ttl", "30"]);
+    assert!(eventually(Duration::from_secs(10), || waiting(&endpoint, &prefix).len() == 1), "in line");
+    let keeper = waiting(&endpoint, &prefix)[0]["pid"].as_u64().and_then(|p| u32::try_from(p).ok()).expect("a pid");
+    let _ = common::signals::kill(keeper, libc::SIGKILL);
+    let _ = common::signals::kill(doomed.id(), libc::SIGKILL);
+    release(&mut holder);
+    // Its key lasts up to 30 s more, but its pid is gone here: the session is free now.
+    assert_eq!(waiting(&endpoint, &prefix).len(), 1, "the dead waiter's key is still there");
+    let me = me();
+    let newcomer = run(&endpoint, &prefix, &["acquire", "L", "--owner-pid", &me, "--json"]);
+    assert!(newcomer.status.success(), "{}", String::from_utf8_lossy(&newcomer.stdout));
 }

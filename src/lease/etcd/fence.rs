@@ -427,8 +427,16 @@ impl Attempt<'_> {
     }
 
     fn not_owned(&self, holder: &Held) -> Refusal {
-        let ttl =
-            self.etcd.ttls(&[holder.etcd_lease_id]).ok().and_then(|m| m.get(&holder.etcd_lease_id).copied().flatten());
+        // A waiter in line asks again on every change and its refusal is not shown (the
+        // holder was named when it joined): no TTL request for it.
+        let ttl = match self.ticket {
+            Some(_) => None,
+            None => self
+                .etcd
+                .ttls(&[holder.etcd_lease_id])
+                .ok()
+                .and_then(|m| m.get(&holder.etcd_lease_id).copied().flatten()),
+        };
         Refusal {
             reason: Reason::SessionNotOwned,
             message: not_owned_message(&self.req.session_id, holder, ttl, self.at),

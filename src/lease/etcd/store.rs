@@ -60,7 +60,8 @@ impl EtcdStore {
     }
 
     /// Ask every member whether it answers, every few seconds (only where there are
-    /// several: one member not answering is etcd unreachable, said otherwise).
+    /// several: one member not answering is etcd unreachable, said otherwise). Only a
+    /// watcher re-judges: a one-shot command never waits out a slow member's grace.
     fn check_members_when_due(&mut self) {
         if self.config.endpoints.len() < 2 || self.members_checked.is_some_and(|t| t.elapsed() < MEMBER_CHECK_EVERY) {
             return;
@@ -122,9 +123,6 @@ impl LeaseStore for EtcdStore {
 
     fn read(&mut self) -> Listing {
         let listed = self.etcd().and_then(Etcd::list);
-        if listed.is_ok() {
-            self.check_members_when_due();
-        }
         self.last = Some(match listed {
             Ok(l) => Ok((
                 l.leases,

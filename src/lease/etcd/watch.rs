@@ -136,8 +136,8 @@ impl Feed<'_> {
         report(vec![RemoteChange::Resync])
     }
 
-    /// The changes to session keys in one watch response, in order; None when history
-    /// was lost (the watch was cancelled as compacted, or a delete lacks its last value).
+    /// The changes to session keys in one watch response, in order, and a `Line` for a
+    /// waiter or the cap key changing; None when history was lost (the watch was cancelled as compacted, or a delete lacks its last value).
     fn changes_of(&mut self, resp: &WatchResponse) -> Option<Vec<RemoteChange>> {
         if resp.canceled() {
             return if resp.compact_revision() > 0 { None } else { Some(vec![]) };
