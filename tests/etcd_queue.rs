@@ -192,6 +192,19 @@ fn the_console_counts_slot_keys_keeps_the_cap_and_shows_who_waits() {
     console.wait_for("the waiter gone", Duration::from_secs(15), |s| {
         !s.contains("1 waiting") && s.contains("left the line: session C0")
     });
+    // One that is served is said so: its session freed, it takes it from the line.
+    let mut served = Reaped(
+        leasectl(&endpoint, &prefix, &["run", "C0", "--max", "4", "--wait", "60", "-q", "--", "sleep", "2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the waiter"),
+    );
+    console.wait_for("the second waiter", Duration::from_secs(5), |s| s.contains("1 waiting (first: C0 pid"));
+    let freed = run(&endpoint, &prefix, &["force-release", "--session", "C0", "--live"]);
+    assert!(freed.status.success(), "{}", String::from_utf8_lossy(&freed.stderr));
+    console.wait_for("the waiter served", Duration::from_secs(5), |s| s.contains("served from the line: session C0"));
+    let _ = served.0.wait();
     // Everything the console ever wrote: the cap was never lost.
     assert!(!console.wrote(b"4 -> none"), "the cap never went back to none");
     console.quit_and_check_restored(Duration::from_secs(5), Duration::from_secs(2));
