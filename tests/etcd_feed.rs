@@ -179,6 +179,45 @@ fn a_watch_re_made_after_a_member_dies_misses_nothing_and_doubles_nothing() {
     }
 }
 
+/// The member the feed watches freezes (SIGSTOP: its connection stays open, and silent):
+/// the feed asks it for progress, gets no answer, and re-makes its watch on a member that
+/// answers. A run made while it is frozen is said within seconds (it was said only once
+/// the member thawed), and every run is said once.
+#[test]
+fn a_watch_whose_member_freezes_moves_on_and_misses_nothing() {
+    let mut cluster = Cluster::start();
+    let (frozen, endpoints) = cluster.follower_listed_first();
+    let prefix = unique_prefix("feed-frozen");
+    let feed = follow(&endpoints, &prefix);
+    let runs = |from: usize, to: usize| {
+        for i in from..to {
+            let out = run(&endpoints, &prefix, &["run", &format!("R{i:03}"), "-q", "--", "true"]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    };
+    runs(0, 10);
+    cluster.freeze(frozen);
+    runs(10, 11);
+    let said_once =
+        |f: &Collected, i: usize| by_session(&f.events()).get(&format!("R{i:03}")).is_some_and(|e| e.len() >= 2);
+    // 2 s of quiet, 1 s for an answer, a second before the watch is re-made: about 4 s.
+    assert!(
+        eventually(Duration::from_secs(6), || said_once(&feed, 10)),
+        "a run made while the watched member is frozen was not said: {:?}",
+        feed.lines()
+    );
+    runs(11, 20);
+    cluster.thaw(frozen);
+    runs(20, 30);
+    assert!(eventually(Duration::from_secs(20), || (0..30).all(|i| said_once(&feed, i))), "{:?}", feed.lines());
+    thread::sleep(Duration::from_secs(2));
+    let said = by_session(&feed.events());
+    for i in 0..30 {
+        let s = format!("R{i:03}");
+        assert_eq!(said.get(&s).map(Vec::as_slice), Some(&["acquired".to_owned(), "released".to_owned()][..]), "{s}");
+    }
+}
+
 /// `events --follow --record` on etcd keeps its journal in the recorder's state directory
 /// (`$XDG_STATE_HOME/leasectl/etcd-...`), a second recorder is refused, and `events
 /// --since` reads the journal back (it recorded nothing and pointed back at itself).

@@ -87,9 +87,15 @@ impl Feed<'_> {
             return false;
         }
         loop {
-            let first = match stream.message().await {
-                Ok(Some(resp)) => resp,
-                Ok(None) | Err(_) => return true,
+            let first = match next_or_probe(&mut stream).await {
+                Heard::Message(resp) => resp,
+                Heard::Broken => return true,
+                // Its member stopped answering (the stream stays open, and silent): move
+                // to one that answers; the watch resumes after the last revision seen.
+                Heard::Silent => {
+                    endpoints.prefer_first_to_answer(&self.config.prefix, self.config.timeout).await;
+                    return true;
+                }
             };
             let mut changes = match self.changes_of(&first) {
                 Some(c) => c,
@@ -187,6 +193,41 @@ impl Feed<'_> {
             }
         }
         Some(out)
+    }
+}
+
+/// A watch quiet this long is asked for its progress: a member that stopped answering
+/// (frozen, cut off) keeps its connection open and says nothing, so silence alone does
+/// not tell a quiet prefix from a dead watch.
+const QUIET_BEFORE_PROBE: Duration = Duration::from_secs(2);
+/// A member answers a progress request in milliseconds; one that has not within this
+/// is taken as not answering and the watch is re-made on another.
+const PROBE_ANSWER_WITHIN: Duration = Duration::from_secs(1);
+
+enum Heard {
+    Message(WatchResponse),
+    /// The stream ended or failed.
+    Broken,
+    /// Its member did not answer a progress request.
+    Silent,
+}
+
+/// The next message on the watch; after [`QUIET_BEFORE_PROBE`] of quiet, the member is
+/// asked for its progress (etcd answers with an empty response) and any message counts.
+async fn next_or_probe(stream: &mut etcd_client::WatchStream) -> Heard {
+    let heard = |message: Result<Option<WatchResponse>, etcd_client::Error>| match message {
+        Ok(Some(resp)) => Heard::Message(resp),
+        Ok(None) | Err(_) => Heard::Broken,
+    };
+    if let Ok(message) = tokio::time::timeout(QUIET_BEFORE_PROBE, stream.message()).await {
+        return heard(message);
+    }
+    if stream.request_progress().await.is_err() {
+        return Heard::Broken;
+    }
+    match tokio::time::timeout(PROBE_ANSWER_WITHIN, stream.message()).await {
+        Ok(message) => heard(message),
+        Err(_) => Heard::Silent,
     }
 }
 
