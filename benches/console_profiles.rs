@@ -4,12 +4,15 @@
 //! Measured per size: the time to the first screen (the header drawn), the time until
 //! every tab is filled (the log names the last profile's registry as read), how long a
 //! key takes to show (`?` opens the help, Esc closes it) while the tabs are still being
-//! read, and how long `q` takes to end it once every tab is in (target: first screen and
-//! q within a second, a key within 100 ms; the screen is looked at every 5 ms).
+//! read, then, idle once every tab is in, its CPU over 20 s (after 10 s to settle) and its
+//! memory (VmRSS, VmHWM), and how long `q` takes to end it (targets: first screen and q
+//! within a second, a key within 100 ms, idle under 1 % of a core and 100 MB at 100,000
+//! profiles; the screen is looked at every 5 ms).
 //!
 //! Plain main (harness = false). Without `--bench` (under `cargo test --benches`): a
-//! 100-profile smoke run. `CONSOLE_PROFILES_BIN` measures another build side by side;
-//! `CONSOLE_PROFILES_SIZES=1000,10000` picks the sizes.
+//! 100-profile smoke run with a 1 s window. `CONSOLE_PROFILES_BIN` measures another build
+//! instead; `CONSOLE_PROFILES_BASELINE_BIN` measures one beside this build, size by size
+//! (each on its own, one after the other); `CONSOLE_PROFILES_SIZES=1000,10000` picks the sizes.
 
 mod support;
 
@@ -28,6 +31,10 @@ fn binary() -> String {
 
 struct Loaded {
     profiles: usize,
+    /// Idle CPU, % of one core, and memory in MB (resident, its peak).
+    idle_cpu: f64,
+    rss_mb: f64,
+    peak_mb: f64,
     first_screen: Duration,
     all_tabs: Duration,
     /// `?` to the help on screen, while loading; None when the load was done first.
@@ -35,15 +42,20 @@ struct Loaded {
     quit: Duration,
 }
 
-fn measure(profiles: usize) -> Loaded {
+/// A root with `profiles` empty profiles.
+fn home_of(profiles: usize) -> tempfile::TempDir {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-profiles-").tempdir().expect("tempdir");
     let root = dir.path().join("profiles");
     std::fs::create_dir(&root).expect("profiles/");
     for n in 0..profiles {
         std::fs::create_dir(root.join(format!("p{n:06}"))).expect("a profile");
     }
+    dir
+}
+
+fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loaded {
     let started = Instant::now();
-    let mut console = Console::start(&binary(), dir.path(), ROWS, COLS);
+    let mut console = Console::start(binary, dir, ROWS, COLS);
     console.wait_for("┌ leasectl", Duration::from_secs(60));
     let first_screen = started.elapsed();
     let last = format!("profiles/p{:06}/runtime", profiles - 1);
@@ -58,18 +70,30 @@ fn measure(profiles: usize) -> Loaded {
     // Profiles are read in tab order: the last one's "watching" line comes last.
     console.wait_for(&last, Duration::from_secs(600));
     let all_tabs = started.elapsed();
+    std::thread::sleep(window / 2);
+    let cpu = console.cpu_seconds();
+    std::thread::sleep(window);
+    let idle_cpu = (console.cpu_seconds() - cpu) / window.as_secs_f64() * 100.0;
+    let (rss_mb, peak_mb) = (console.status_mb("VmRSS:"), console.status_mb("VmHWM:"));
     let asked = Instant::now();
     console.send(b"q");
     console.wait_exit(Duration::from_secs(30));
-    Loaded { profiles, first_screen, all_tabs, key_while_loading, quit: asked.elapsed() }
+    Loaded { profiles, idle_cpu, rss_mb, peak_mb, first_screen, all_tabs, key_while_loading, quit: asked.elapsed() }
 }
 
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
-    if !Path::new(&binary()).is_file() {
-        eprintln!("console_profiles: {} is missing; build it first with `cargo build --release`", binary());
-        std::process::exit(1);
+    let mut binaries = vec![("this", binary())];
+    if let Ok(b) = std::env::var("CONSOLE_PROFILES_BASELINE_BIN") {
+        binaries.push(("baseline", b));
     }
+    for (_, b) in &binaries {
+        if !Path::new(b).is_file() {
+            eprintln!("console_profiles: {b} is missing; build it first with `cargo build --release`");
+            std::process::exit(1);
+        }
+    }
+    let window = if bench { Duration::from_secs(20) } else { Duration::from_secs(1) };
     // CONSOLE_PROFILES_SIZES=1000,10000 picks the sizes (an old build may not finish 100,000).
     let chosen: Vec<usize> = std::env::var("CONSOLE_PROFILES_SIZES")
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
@@ -83,18 +107,25 @@ fn main() {
     };
     println!("console with many profiles: `leasectl tui` in a {COLS}x{ROWS} pty");
     println!(
-        "{:>9}  {:>12}  {:>14}  {:>16}  {:>9}",
-        "profiles", "first screen", "all tabs in", "key while loading", "q ends"
+        "{:>8}  {:>9}  {:>12}  {:>14}  {:>16}  {:>9}  {:>9}  {:>8}  {:>9}",
+        "build", "profiles", "first screen", "all tabs in", "key while loading", "idle cpu", "rss", "peak", "q ends"
     );
     for &n in sizes {
-        let l = measure(n);
-        println!(
-            "{:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>7.0}ms",
-            l.profiles,
-            l.first_screen.as_secs_f64() * 1000.0,
-            l.all_tabs.as_secs_f64() * 1000.0,
-            l.key_while_loading.map_or("(loaded first)".to_owned(), |d| format!("{:.0}ms", d.as_secs_f64() * 1000.0)),
-            l.quit.as_secs_f64() * 1000.0
-        );
+        let home = home_of(n);
+        for (name, b) in &binaries {
+            let l = measure(b, home.path(), n, window);
+            println!(
+                "{name:>8}  {:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>8.2}%  {:>7.0}MB  {:>6.0}MB  {:>7.0}ms",
+                l.profiles,
+                l.first_screen.as_secs_f64() * 1000.0,
+                l.all_tabs.as_secs_f64() * 1000.0,
+                l.key_while_loading
+                    .map_or("(loaded first)".to_owned(), |d| format!("{:.0}ms", d.as_secs_f64() * 1000.0)),
+                l.idle_cpu,
+                l.rss_mb,
+                l.peak_mb,
+                l.quit.as_secs_f64() * 1000.0
+            );
+        }
     }
 }

@@ -538,3 +538,30 @@ fn the_lock_banner_names_the_holder_its_command_and_how_long() {
     drop(holder);
     console.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
 }
+
+/// A lock file made after the console opened, and held with no registry written (a
+/// process stuck right after taking the lock), still gets its banner: the console finds
+/// holders by the lock files' inodes, noted as each registry is read, and a new lock
+/// file is news to the watcher (it used to stat every lock file on every check).
+/// Profiles beside the root, and seconds between steps, as an operator's home has them.
+#[test]
+fn a_lock_file_made_after_the_console_opened_gets_the_banner() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    for profile in ["work", "ops", "night"] {
+        std::fs::create_dir_all(home.join("profiles").join(profile)).expect("a profile");
+    }
+    std::fs::write(home.join("config.yaml"), "max_concurrent_sessions: 4\n").expect("config.yaml");
+    let mut console = Pty::console(home, 24, 80);
+    console.wait_for("the first screen", Duration::from_secs(10), |s| s.contains("no leases held"));
+    thread::sleep(Duration::from_secs(2));
+    let runtime = home.join("runtime");
+    std::fs::create_dir(&runtime).expect("mkdir runtime");
+    // The console reads the new runtime/ (no lock file in it yet) before the lock is made.
+    thread::sleep(Duration::from_secs(2));
+    let holder = LockHolder::start(&runtime.join("active_sessions.lock"));
+    let needle = format!("locked by pid {} (flock)", holder.pid());
+    console.wait_for("the banner for a lock file made later", Duration::from_secs(20), |s| s.contains(&needle));
+    drop(holder);
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}

@@ -10,7 +10,9 @@ pub mod extension;
 mod history;
 pub mod keys;
 pub mod layout;
+mod lock_files;
 mod mouse;
+pub mod samples;
 pub mod sessions;
 pub mod sort;
 pub mod sources;
@@ -135,6 +137,10 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
         let _ = worker.join();
     }
     restore(terminal);
+    // The process ends next: its state is not freed piece by piece (100,000 tabs' worth
+    // held the quit up), but the extension is dropped, as it may clean up.
+    drop(app.extension.take());
+    std::mem::forget(app);
     result
 }
 

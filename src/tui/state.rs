@@ -11,7 +11,6 @@ use crate::lease::{Error, Liveness, Location, Target};
 use rustc_hash::FxBuildHasher;
 
 /// Samples of slots used kept for the sparkline (one per tick: five minutes).
-pub const HISTORY_LEN: usize = 300;
 /// Lines kept in the event log.
 pub const LOG_LEN: usize = 10_000;
 /// At most this many recorded events are shown above the live ones (the newest).
@@ -32,7 +31,7 @@ pub struct RegistryState {
     /// When the leases last changed (epoch seconds).
     pub last_change: Option<f64>,
     /// Slots used (live leases), one sample per tick.
-    pub history: VecDeque<u64>,
+    pub history: super::samples::Samples,
     /// Set when an action found the lock held: the holder's pid.
     pub locked_by: Option<u32>,
     /// A lock holder the worker saw on consecutive checks (a lock is normally held
@@ -69,7 +68,7 @@ impl RegistryState {
             leases: vec![],
             error: None,
             last_change: None,
-            history: VecDeque::new(),
+            history: super::samples::Samples::default(),
             locked_by: None,
             lock_seen: None,
             lag: None,
@@ -175,12 +174,10 @@ impl RegistryState {
         self.lock_seen.as_ref().map(|h| (h, now - h.since))
     }
 
-    pub fn sample(&mut self) {
+    /// Note the live count a reading left, seen from tick `tick` on.
+    pub fn sample(&mut self, tick: u64) {
         let used = self.live_count();
-        if self.history.len() == HISTORY_LEN {
-            self.history.pop_front();
-        }
-        self.history.push_back(used);
+        self.history.record(tick, used);
     }
 }
 
@@ -318,6 +315,8 @@ pub struct App {
     recorded: usize,
     /// The time the screen is rendered for (set from events, never read in view).
     pub now: f64,
+    /// Ticks so far: the sparklines' clock.
+    pub ticks: u64,
     /// The time zone timestamps are shown in.
     pub tz: jiff::tz::TimeZone,
     pub no_color: bool,
@@ -374,6 +373,7 @@ impl App {
             log: VecDeque::new(),
             recorded: 0,
             now,
+            ticks: 0,
             tz,
             no_color: false,
             size: (0, 0),
@@ -659,8 +659,8 @@ impl App {
         self.tab_registries().iter().map(|r| &self.registries[*r]).any(|r| {
             let h = &r.history;
             r.lock_seen.is_some()
-                || h.len() < SPARK
-                || h.iter().skip(h.len() - SPARK).any(|v| Some(v) != h.back())
+                || h.len(self.ticks) < SPARK
+                || h.changed_within(self.ticks, SPARK as u64)
                 || r.leases.iter().any(|l| l.entry.started_at().is_some_and(|t| self.now - t < 61.0))
         })
     }

@@ -32,9 +32,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         }
         Event::Tick(at) => {
             app.now = at;
-            for r in &mut app.registries {
-                r.sample();
-            }
+            app.ticks += 1;
             vec![Effect::Relive]
         }
         Event::Loaded(loaded) => {
@@ -177,6 +175,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             app.log(&profile, c.level, c.text);
         }
         app.registries[index].apply(snap, loaded.at);
+        app.registries[index].sample(app.ticks + 1);
     }
     app.order_host_tabs();
     if on_all {

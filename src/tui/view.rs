@@ -338,13 +338,19 @@ fn render_slots(app: &App, p: &Palette, regs: &[usize], none_read: bool, frame: 
     }
     let width = right[1].width as usize;
     let history: Vec<u64> = if let [one] = regs {
-        let h = &app.registries[*one].history;
-        h.iter().skip(h.len().saturating_sub(width)).copied().collect()
+        app.registries[*one].history.last(app.ticks, width)
     } else {
-        let len = regs.iter().map(|r| app.registries[*r].history.len()).max().unwrap_or(0);
-        (len.saturating_sub(width)..len)
-            .map(|i| regs.iter().filter_map(|r| app.registries[*r].history.get(i)).sum())
-            .collect()
+        // Summed by tick, the newest at the right (a registry found later has fewer).
+        let mut sum = vec![0u64; width.min(super::samples::HISTORY_LEN as usize)];
+        for r in regs {
+            let samples = app.registries[*r].history.last(app.ticks, sum.len());
+            let offset = sum.len() - samples.len();
+            for (slot, v) in sum[offset..].iter_mut().zip(samples) {
+                *slot += v;
+            }
+        }
+        let sampled = regs.iter().map(|r| app.registries[*r].history.len(app.ticks)).max().unwrap_or(0);
+        sum.split_off(sum.len() - sampled.min(sum.len()))
     };
     // Scaled to the cap when there is one, so a full bar means full slots.
     let mut spark = Sparkline::default().data(&history).style(p.fg(Color::Cyan));

@@ -34,9 +34,9 @@ pub struct Worker {
     runner: Option<Box<dyn Runner>>,
     /// One store per location, in tab order; discovered profiles are added at the end.
     stores: Vec<Box<dyn LeaseStore>>,
-    /// The locations of `stores`: a home with 100,000 profiles looks each up at every
-    /// reload, and a scan of the list each time made that quadratic (minutes).
-    opened: std::collections::HashSet<Location>,
+    /// The locations of `stores`, with each one's index: a home with 100,000 profiles
+    /// looks each up at every reload, and a scan of the list made that quadratic (minutes).
+    opened: HashMap<Location, Option<usize>>,
     /// Set when the console quits: a long read (thousands of registries) stops at the
     /// next registry instead of holding the quit up.
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -44,8 +44,14 @@ pub struct Worker {
     owners: OwnerProbe,
     host: String,
     lock_checked: Option<Instant>,
-    /// Last check's holder per lock file, and whether the check before saw it too.
-    lock_seen: HashMap<PathBuf, (LockHolder, bool)>,
+    /// Last check's holder per store's lock file, and whether the check before saw it too.
+    lock_seen: HashMap<usize, (LockHolder, bool)>,
+    /// Each store's lock file, by device and inode, as its registry was last read.
+    lock_files: super::lock_files::LockFiles,
+    /// By store: its last reading was a registry file with no lease (or none readable),
+    /// so no owner can die until the file changes, which the watcher reports. An idle
+    /// tick asks only the others (asking 100,000 empty profiles was most of its cost).
+    no_owners: Vec<bool>,
     /// Owner details last looked up, for which pids, and when.
     owner_infos: HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
@@ -136,13 +142,15 @@ impl Worker {
             scope,
             runner,
             stores: vec![],
-            opened: std::collections::HashSet::new(),
+            opened: HashMap::new(),
             stop: Arc::default(),
             options: StoreOptions { lock_timeout, ..StoreOptions::default() },
             owners: OwnerProbe::new(),
             host: hostname(),
             lock_checked: None,
             lock_seen: HashMap::new(),
+            lock_files: super::lock_files::LockFiles::default(),
+            no_owners: Vec::new(),
             owner_infos: HashMap::new(),
             owner_pids: Vec::new(),
             owners_checked: None,
@@ -165,6 +173,7 @@ impl Worker {
     /// last reading.
     fn read(&mut self, index: usize) -> Listing {
         let (listing, pruned) = self.writes.read(index, self.stores[index].as_mut());
+        self.lock_files.note(index, self.stores[index].location().lock_path().as_deref());
         if pruned.is_empty() {
             self.pruned.remove(&index);
         } else {
@@ -197,27 +206,22 @@ impl Worker {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
         if due {
             self.lock_checked = Some(Instant::now());
-            let paths: Vec<PathBuf> = self.stores.iter().filter_map(|s| s.location().lock_path()).collect();
-            let holders = lease::home::lock::lock_holders(&paths);
             let mut seen = HashMap::new();
-            for (path, holder) in paths.into_iter().zip(holders) {
-                if let Some(pid) = holder {
-                    let seen_before = self.lock_seen.remove(&path).map(|(h, _)| h).filter(|h| h.pid == pid);
-                    let confirmed = seen_before.is_some();
-                    let holder = seen_before.unwrap_or_else(|| LockHolder {
-                        pid,
-                        command: lease::owners::owner::command_name(u64::from(pid)),
-                        since: lease::now(),
-                    });
-                    seen.insert(path, (holder, confirmed));
-                }
+            for (index, pid) in self.lock_files.held() {
+                let seen_before = self.lock_seen.remove(&index).map(|(h, _)| h).filter(|h| h.pid == pid);
+                let confirmed = seen_before.is_some();
+                let holder = seen_before.unwrap_or_else(|| LockHolder {
+                    pid,
+                    command: lease::owners::owner::command_name(u64::from(pid)),
+                    since: lease::now(),
+                });
+                seen.insert(index, (holder, confirmed));
             }
             self.lock_seen = seen;
         }
         let range = range.start.min(self.stores.len())..range.end.min(self.stores.len());
-        self.stores[range]
-            .iter()
-            .map(|s| match s.location().lock_path().and_then(|p| self.lock_seen.get(&p)) {
+        range
+            .map(|index| match self.lock_seen.get(&index) {
                 Some((holder, true)) => Some(holder.clone()),
                 _ => None,
             })
@@ -247,12 +251,14 @@ impl Worker {
             if self.stopping() {
                 return;
             }
-            if self.opened.contains(&location) {
+            if self.opened.contains_key(&location) {
                 continue;
             }
-            self.opened.insert(location.clone());
+            let index = self.stores.len();
             // The CLI opened each location once before starting the console, so this cannot fail.
-            if let Ok(store) = lease::open(&location, self.options) {
+            let opened = lease::open(&location, self.options);
+            self.opened.insert(location, opened.is_ok().then_some(index));
+            if let Ok(store) = opened {
                 // Every change the console makes is on record, as the CLI's are.
                 let failures = Arc::clone(&self.audit_failures);
                 let on_failure = Box::new(move |f: String| {
@@ -340,7 +346,13 @@ impl Worker {
     pub fn relive_if_changed(&mut self) -> Option<Loaded> {
         // Every store is asked (a file store remembers what it found for the next tick).
         let empty = self.stores.is_empty();
-        let needed = self.stores.iter_mut().fold(empty, |any, s| s.rejudge_needed() || any);
+        let no_owners = &self.no_owners;
+        let needed = self
+            .stores
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| !no_owners.get(*i).copied().unwrap_or(false))
+            .fold(empty, |any, (_, s)| s.rejudge_needed() || any);
         if !needed {
             // No owner came or went: only their details or a stuck lock can have changed,
             // each looked at on its own schedule, without judging every lease again.
@@ -377,6 +389,17 @@ impl Worker {
         stores.iter().map(|s| Answering { lag: s.lag(), not_answering: s.members_not_answering() }).collect()
     }
 
+    /// Which of the stores from `start` on have no owner to judge.
+    fn note_owners(&mut self, start: usize, listings: &[Listing]) {
+        self.no_owners.resize(self.stores.len(), false);
+        for (i, l) in (start..).zip(listings) {
+            let file = matches!(l.location, Location::File(_));
+            if let Some(slot) = self.no_owners.get_mut(i) {
+                *slot = file && l.leases.as_ref().map_or(true, Vec::is_empty);
+            }
+        }
+    }
+
     fn snapshots_from(&mut self, start: usize, listings: Vec<Listing>) -> Loaded {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
@@ -389,6 +412,7 @@ impl Worker {
             self.owners_checked = Some(Instant::now());
         }
         let range = start..start + listings.len();
+        self.note_owners(start, &listings);
         let holders: Vec<Option<LockHolder>> = self.stuck_locks(range.clone());
         let answering = self.answering(range.clone());
         let owners = &self.owner_infos;
@@ -514,20 +538,20 @@ impl Worker {
     /// timeout names the holder at once (held at least as long as the action waited); a
     /// success proves the lock free.
     fn learn_lock(&mut self, done: &ActionDone) {
-        let Some(lock_path) = done.location.lock_path() else { return };
+        let Some(&Some(index)) = self.opened.get(&done.location) else { return };
         match (done.lock_holder(), &done.result) {
             (Some(pid), _) => {
-                let known = self.lock_seen.get(&lock_path).map(|(h, _)| h.clone()).filter(|h| h.pid == pid);
+                let known = self.lock_seen.get(&index).map(|(h, _)| h.clone()).filter(|h| h.pid == pid);
                 let waited = self.options.lock_timeout.as_secs_f64();
                 let holder = known.unwrap_or_else(|| LockHolder {
                     pid,
                     command: lease::owners::owner::command_name(u64::from(pid)),
                     since: lease::now() - waited,
                 });
-                self.lock_seen.insert(lock_path, (holder, true));
+                self.lock_seen.insert(index, (holder, true));
             }
             (None, Ok(_)) => {
-                self.lock_seen.remove(&lock_path);
+                self.lock_seen.remove(&index);
             }
             _ => {}
         }
@@ -604,7 +628,15 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                             }
                         }
                     }
-                    Effect::Quit => return,
+                    Effect::Quit => {
+                        // The process ends next: freeing every store one by one held the
+                        // quit up (0.3 s at 100,000 profiles). An extension's runner has
+                        // something to clean up (the demo's owners, its sandbox): dropped.
+                        if worker.runner.is_none() {
+                            std::mem::forget(worker);
+                        }
+                        return;
+                    }
                     Effect::RetryHosts => {
                         let locations: Vec<Location> = worker.stores.iter().map(|s| s.location().clone()).collect();
                         let tried = lease::retry_hosts_now(&locations);

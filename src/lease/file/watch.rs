@@ -61,7 +61,8 @@ fn nearest_existing(p: &Path) -> Option<PathBuf> {
     p.ancestors().find(|a| a.is_dir()).map(Path::to_path_buf)
 }
 
-/// A registry, config or directory event; temp files, the lock file and reads are not.
+/// A registry, config or directory event, or a lock file made; temp files, the lock
+/// file's use and reads are not.
 fn relevant(kind: &EventKind, path: &Path) -> bool {
     let interesting_kind = matches!(
         kind,
@@ -77,7 +78,9 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
     }
     match path.file_name().and_then(|n| n.to_str()) {
         Some(REGISTRY_FILE) | Some("config.yaml") => true,
-        Some(LOCK_FILE) => false,
+        // Made (a home's first lock, or re-made): the console notes its inode, to find
+        // its holder in /proc/locks. Opening and locking it are not changes.
+        Some(LOCK_FILE) => matches!(kind, EventKind::Create(_)),
         Some(name) if name.starts_with(paths::TEMP_PREFIX) => false,
         // A directory appearing or going (runtime/, a home, a profile).
         _ => !matches!(kind, EventKind::Modify(notify::event::ModifyKind::Data(_))),
@@ -87,7 +90,7 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
 /// A directory coming or going (runtime/, a home, a profile), not a file in one.
 fn is_directory_event(kind: &EventKind, path: &Path) -> bool {
     matches!(kind, EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_)))
-        && !matches!(path.file_name().and_then(|n| n.to_str()), Some(REGISTRY_FILE) | Some("config.yaml"))
+        && !matches!(path.file_name().and_then(|n| n.to_str()), Some(REGISTRY_FILE | "config.yaml" | LOCK_FILE))
 }
 
 /// A new version of a registry: renamed over it (Hermes' and leasectl's writes) or created.
@@ -291,7 +294,11 @@ mod tests {
         assert!(relevant(&EventKind::Modify(ModifyKind::Name(RenameMode::To)), reg));
         assert!(relevant(&EventKind::Create(CreateKind::File), reg));
         assert!(!relevant(&EventKind::Access(AccessKind::Any), reg));
-        assert!(!relevant(&EventKind::Create(CreateKind::File), Path::new("/h/runtime/active_sessions.lock")));
+        let lock = Path::new("/h/runtime/active_sessions.lock");
+        assert!(relevant(&EventKind::Create(CreateKind::File), lock), "a new lock file is noted (its inode)");
+        assert!(!is_directory_event(&EventKind::Create(CreateKind::File), lock));
+        assert!(!relevant(&EventKind::Modify(ModifyKind::Data(DataChange::Any)), lock));
+        assert!(!relevant(&EventKind::Access(AccessKind::Any), lock));
         assert!(!relevant(
             &EventKind::Modify(ModifyKind::Data(DataChange::Any)),
             Path::new("/h/runtime/.active_sessions_abc.tmp")

@@ -112,27 +112,47 @@ pub fn lock_holders(lock_paths: &[PathBuf]) -> Vec<Option<u32>> {
     lock_paths.iter().map(|p| std::fs::metadata(p).ok().and_then(|m| holder_in(&locks, m.dev(), m.ino()))).collect()
 }
 
-/// Find a granted FLOCK on (dev, ino) in `/proc/locks` text. Waiters (`->`) are skipped.
-fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
-    let (major, minor) = (libc::major(dev) as u64, libc::minor(dev) as u64);
-    for line in locks.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // "1: FLOCK  ADVISORY  WRITE 2911 fd:00:1705934 0 EOF"
-        if fields.len() < 6 || fields[1] != "FLOCK" {
-            continue;
-        }
-        let mut id = fields[5].split(':');
-        let (Some(ma), Some(mi), Some(inode)) = (id.next(), id.next(), id.next()) else {
-            continue;
-        };
-        let matches = u64::from_str_radix(ma, 16).ok() == Some(major)
-            && u64::from_str_radix(mi, 16).ok() == Some(minor)
-            && inode.parse::<u64>().ok() == Some(ino);
-        if matches {
-            return fields[4].parse().ok();
-        }
+/// A file as the kernel names it in `/proc/locks`: its device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl FileId {
+    /// The file at `path` (a symlink followed, as an open would), if it is there.
+    pub fn of(path: &Path) -> Option<FileId> {
+        std::fs::metadata(path).ok().map(|m| FileId { dev: m.dev(), ino: m.ino() })
     }
-    None
+}
+
+/// Every granted flock on the machine, with its holder's pid, from one read of
+/// `/proc/locks`: a caller watching many lock files matches these against the files it
+/// knows instead of statting each one.
+pub fn granted_flocks() -> Vec<(FileId, u32)> {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().filter_map(granted_flock).collect()
+}
+
+/// A granted FLOCK line: "1: FLOCK  ADVISORY  WRITE 2911 fd:00:1705934 0 EOF".
+/// Waiters (`->`) and POSIX locks are not.
+fn granted_flock(line: &str) -> Option<(FileId, u32)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    if fields.len() < 6 || fields[1] != "FLOCK" {
+        return None;
+    }
+    let mut id = fields[5].split(':');
+    let (major, minor, inode) = (id.next()?, id.next()?, id.next()?);
+    let major = u32::from_str_radix(major, 16).ok()?;
+    let minor = u32::from_str_radix(minor, 16).ok()?;
+    let id = FileId { dev: libc::makedev(major, minor), ino: inode.parse().ok()? };
+    Some((id, fields[4].parse().ok()?))
+}
+
+/// Find a granted FLOCK on (dev, ino) in `/proc/locks` text.
+fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let wanted = FileId { dev, ino };
+    locks.lines().filter_map(granted_flock).find(|(id, _)| *id == wanted).map(|(_, pid)| pid)
 }
 
 #[cfg(test)]
@@ -147,6 +167,8 @@ mod tests {
                     2: -> FLOCK  ADVISORY  WRITE 555 fd:01:99 0 EOF\n";
         assert_eq!(holder_in(text, dev, 99), Some(4242));
         assert_eq!(holder_in(text, dev, 98), None);
+        let granted: Vec<(FileId, u32)> = text.lines().filter_map(granted_flock).collect();
+        assert_eq!(granted, vec![(FileId { dev, ino: 99 }, 4242)], "the POSIX lock and the waiter are not");
     }
 
     #[test]

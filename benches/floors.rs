@@ -1,0 +1,214 @@
+//! Every one-shot cost beside its floor, in one run: whole processes, interleaved round
+//! by round (this build, the floor, and a baseline build when `FLOORS_BASELINE_BIN` names
+//! one), medians, and each one's ratio to its floor.
+//!
+//! | row | floor |
+//! |---|---|
+//! | `leasectl --version`, `ls` of an empty home | `/bin/true` |
+//! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
+//! | `run S -- true` | `flock FILE true` |
+//! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json` at 50,000 live entries | `prune --dry-run` (the issue's yardstick) |
+//!
+//! The entries are owned by this bench process (its real start time): every owner is
+//! alive and nothing is pruned, so each cycle leaves the registry as it found it.
+//! `FLOORS_BIN` measures another build as "this". Plain main (harness = false).
+//! `--quick`: 5 rounds. Without `--bench` (under `cargo test --benches`): 1 round, no
+//! 10,000 or 50,000.
+
+mod support;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use leasectl::lease::Registry;
+use support::{Owner, median};
+
+const BUILT: &str = env!("CARGO_BIN_EXE_leasectl");
+/// Run as the floor's process: `floors --floor-rewrite HOME`.
+const FLOOR_REWRITE: &str = "--floor-rewrite";
+
+/// What one whole process took (wall milliseconds), and what it printed.
+struct Ran {
+    ms: f64,
+    stdout: Vec<u8>,
+}
+
+/// Run `cmd` to its end; it must succeed.
+fn run(cmd: &mut Command) -> Ran {
+    let started = Instant::now();
+    let out = cmd.stdin(Stdio::null()).stderr(Stdio::null()).output().expect("spawn");
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    assert!(out.status.success(), "{cmd:?} failed: {}", out.status);
+    Ran { ms, stdout: out.stdout }
+}
+
+fn leasectl(bin: &str, home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(bin);
+    c.arg("--home").arg(home).args(args).env_remove("HERMES_HOME");
+    c
+}
+
+/// The floor's process: take the flock, rewrite the registry with its own bytes.
+fn floor_rewrite(home: &Path) {
+    let reg = Registry::new("root", home);
+    let lock_file = OpenOptions::new().append(true).create(true).open(reg.lock_path()).expect("open the lock file");
+    lock_file.lock().expect("flock");
+    let bytes = std::fs::read(reg.path()).expect("read the registry");
+    let tmp = reg.runtime_dir().join(".active_sessions_floor.tmp");
+    let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).expect("temp file");
+    f.write_all(&bytes).expect("write the temp file");
+    f.sync_all().expect("fsync");
+    drop(f);
+    std::fs::rename(&tmp, reg.path()).expect("rename over the registry");
+}
+
+/// A home whose registry holds `n` entries owned by this process.
+fn home_with(dir: &Path, n: usize) -> PathBuf {
+    let home = dir.join(format!("home-{n}"));
+    let reg = Registry::new("root", &home);
+    std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
+    std::fs::write(reg.path(), registry_text(n, Owner::me())).expect("write the registry");
+    home
+}
+
+/// `n` entries as Hermes writes them, with the fields Hermes itself records (the
+/// support module's entries carry metadata: 50,000 of those are more JSON values than a
+/// registry may hold).
+fn registry_text(n: usize, owner: Owner) -> String {
+    let start = owner.start_time.map_or("null".to_owned(), |t| format!("{t:?}"));
+    let now = leasectl::lease::now();
+    let entries: Vec<String> = (0..n)
+        .map(|i| {
+            let at = now - i as f64;
+            format!(
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {}, \"process_start_time\": {start}, \
+                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}",
+                owner.pid
+            )
+        })
+        .collect();
+    format!("{{\"entries\": [{}]}}", entries.join(", "))
+}
+
+/// One acquire and its release, two processes; their time together.
+fn acquire_release(bin: &str, home: &Path, me: &str) -> f64 {
+    let acquired = run(&mut leasectl(bin, home, &["acquire", "FLOOR", "--owner-pid", me, "--json"]));
+    let grant: serde_json::Value = serde_json::from_slice(&acquired.stdout).expect("acquire --json");
+    let id = grant["lease_id"].as_str().expect("a lease id").to_owned();
+    acquired.ms + run(&mut leasectl(bin, home, &["release", &id])).ms
+}
+
+/// A measured row: samples of (this, floor, baseline) per round.
+struct Row {
+    name: String,
+    floor_name: &'static str,
+    unit: &'static str,
+    this: Vec<f64>,
+    floor: Vec<f64>,
+    baseline: Vec<f64>,
+}
+
+impl Row {
+    fn new(name: impl Into<String>, floor_name: &'static str, unit: &'static str) -> Row {
+        Row { name: name.into(), floor_name, unit, this: vec![], floor: vec![], baseline: vec![] }
+    }
+
+    fn print(&self) {
+        let (t, f) = (median(&self.this), median(&self.floor));
+        let mut line = format!(
+            "  {:<34} {t:>8.2} {u}  floor ({}) {f:>8.2} {u}  x{:.2}",
+            self.name,
+            self.floor_name,
+            t / f,
+            u = self.unit
+        );
+        if !self.baseline.is_empty() {
+            let b = median(&self.baseline);
+            line.push_str(&format!("   baseline {b:>8.2} {u}  x{:.2}", b / f, u = self.unit));
+        }
+        println!("{line}");
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == FLOOR_REWRITE) {
+        floor_rewrite(Path::new(args.get(at + 1).expect("a home after --floor-rewrite")));
+        return;
+    }
+    let bench = support::benchmarking();
+    let rounds = if !bench {
+        1
+    } else if support::quick() {
+        5
+    } else {
+        21
+    };
+    let this = std::env::var("FLOORS_BIN").unwrap_or_else(|_| BUILT.to_owned());
+    let baseline = std::env::var("FLOORS_BASELINE_BIN").ok();
+    let mut builds: Vec<&str> = vec![&this];
+    builds.extend(baseline.as_deref());
+    let me_exe = std::env::current_exe().expect("this bench's path");
+    let me = std::process::id().to_string();
+    let dir = tempfile::Builder::new().prefix("leasectl-bench-floors-").tempdir().expect("tempdir");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("an empty home");
+    let sizes: &[usize] = if bench { &[0, 1_000, 10_000] } else { &[0, 1_000] };
+    let homes: Vec<PathBuf> = sizes.iter().map(|n| home_with(dir.path(), *n)).collect();
+    let flock_file = dir.path().join("flock.lock");
+
+    let mut rows =
+        vec![Row::new("leasectl --version", "/bin/true", "ms"), Row::new("ls, empty home", "/bin/true", "ms")];
+    rows.extend(sizes.iter().map(|n| Row::new(format!("acquire+release, {n} entries"), "2 rewrites", "ms")));
+    rows.push(Row::new("run S -- true", "flock F true", "ms"));
+    for _ in 0..rounds {
+        for (b, bin) in builds.iter().enumerate() {
+            let timed = |row: &mut Row, ms: f64| if b == 0 { row.this.push(ms) } else { row.baseline.push(ms) };
+            timed(&mut rows[0], run(Command::new(bin).arg("--version")).ms);
+            timed(&mut rows[1], run(&mut leasectl(bin, &empty, &["ls"])).ms);
+            for (i, home) in homes.iter().enumerate() {
+                timed(&mut rows[2 + i], acquire_release(bin, home, &me));
+            }
+            let last = rows.len() - 1;
+            timed(&mut rows[last], run(&mut leasectl(bin, &empty, &["run", "S", "--", "true"])).ms);
+        }
+        rows[0].floor.push(run(&mut Command::new("/bin/true")).ms);
+        rows[1].floor.push(run(&mut Command::new("/bin/true")).ms);
+        for (i, home) in homes.iter().enumerate() {
+            let floor = (0..2).map(|_| run(Command::new(&me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
+            rows[2 + i].floor.push(floor);
+        }
+        let last = rows.len() - 1;
+        rows[last].floor.push(run(Command::new("flock").arg(&flock_file).arg("true")).ms);
+    }
+    println!("{rounds} rounds, interleaved; medians; xN = against the floor");
+    for row in &rows {
+        row.print();
+    }
+
+    // Memory at 50,000 entries: one run each (peak RSS does not drift as time does).
+    let n = if bench { 50_000 } else { 1_000 };
+    let big = home_with(dir.path(), n);
+    println!("peak memory at {n} live entries (floor: prune --dry-run)");
+    let measured = dir.path().join("peak-kb");
+    for bin in &builds {
+        // Through GNU time: a child's own peak counts what it had before its exec, and a
+        // child of this bench starts as a copy of it (50,000 entries of text).
+        let peak = |args: &[&str]| {
+            let mut cmd = Command::new("/usr/bin/time");
+            cmd.args(["-f", "%M", "-o"]).arg(&measured).arg(bin).arg("--home").arg(&big).args(args);
+            run(cmd.env_remove("HERMES_HOME"));
+            let kb: f64 = std::fs::read_to_string(&measured).expect("GNU time's output").trim().parse().expect("kB");
+            kb / 1024.0
+        };
+        let floor = peak(&["prune", "--dry-run"]);
+        let label = if *bin == this.as_str() { "this" } else { "baseline" };
+        for args in [&["doctor"][..], &["doctor", "--json"], &["ls", "-o", "json"]] {
+            let mb = peak(args);
+            println!("  {label:<8} {:<16} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
+        }
+    }
+}
