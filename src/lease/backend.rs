@@ -112,8 +112,8 @@ pub trait LeaseStore: Send {
     /// whether someone else held it: what metrics report. None where there is no lock to
     /// take (etcd's fence is a transaction) or no lock file yet (nothing is created to
     /// measure it). Who holds a lock is not asked store by store: the console reads
-    /// /proc/locks once for every store's `location().lock_path()` (`lease::home::lock::
-    /// lock_holders`), since each read of it costs the whole machine an RCU sync.
+    /// /proc/locks once for every store's lock file (`lease::home::lock::granted_flocks`),
+    /// since each read of it costs the whole machine an RCU sync.
     fn probe_lock(&self, _bound: Duration) -> Option<LockProbe> {
         None
     }

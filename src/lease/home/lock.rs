@@ -3,7 +3,7 @@
 
 use std::fs::{File, TryLockError};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::lease::error::Error;
@@ -104,12 +104,6 @@ pub fn lock_holder(lock_path: &Path) -> Option<u32> {
     let meta = std::fs::metadata(lock_path).ok()?;
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     holder_in(&locks, meta.dev(), meta.ino())
-}
-
-/// The flock holder of each lock file, reading `/proc/locks` once for all of them.
-pub fn lock_holders(lock_paths: &[PathBuf]) -> Vec<Option<u32>> {
-    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-    lock_paths.iter().map(|p| std::fs::metadata(p).ok().and_then(|m| holder_in(&locks, m.dev(), m.ino()))).collect()
 }
 
 /// A file as the kernel names it in `/proc/locks`: its device and inode.
