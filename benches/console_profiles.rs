@@ -7,7 +7,9 @@
 //! read, then, idle once every tab is in, its CPU over 20 s (after 10 s to settle) and its
 //! memory (VmRSS, VmHWM), and how long `q` takes to end it (targets: first screen and q
 //! within a second, a key within 100 ms, idle under 1 % of a core and 100 MB at 100,000
-//! profiles; the screen is looked at every 5 ms).
+//! profiles; the screen is looked at every 5 ms). Beside each size, q's floor: what the
+//! kernel takes to close an inotify descriptor that watches every profile directory (the
+//! console's watcher holds one such watch per profile, and a process's exit closes it).
 //!
 //! Plain main (harness = false). Without `--bench` (under `cargo test --benches`): a
 //! 100-profile smoke run with a 1 s window. `CONSOLE_PROFILES_BIN` measures another build
@@ -51,6 +53,26 @@ fn home_of(profiles: usize) -> tempfile::TempDir {
         std::fs::create_dir(root.join(format!("p{n:06}"))).expect("a profile");
     }
     dir
+}
+
+/// How long closing an inotify descriptor takes once it watches the home, `profiles/`
+/// and every profile in it: the part of any exit that follows every profile this way.
+fn inotify_close_floor(dir: &Path) -> Duration {
+    use rustix::fs::inotify;
+    let fd = inotify::init(inotify::CreateFlags::CLOEXEC).expect("inotify_init");
+    let watch = |p: &Path| {
+        let flags = inotify::WatchFlags::CREATE | inotify::WatchFlags::DELETE | inotify::WatchFlags::MOVED_TO;
+        inotify::add_watch(&fd, p, flags).expect("inotify_add_watch (raise fs.inotify.max_user_watches?)");
+    };
+    watch(dir);
+    let root = dir.join("profiles");
+    watch(&root);
+    for profile in std::fs::read_dir(&root).expect("profiles/") {
+        watch(&profile.expect("a profile").path());
+    }
+    let started = Instant::now();
+    drop(fd);
+    started.elapsed()
 }
 
 fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loaded {
@@ -127,5 +149,12 @@ fn main() {
                 l.quit.as_secs_f64() * 1000.0
             );
         }
+        let floor = inotify_close_floor(home.path());
+        println!(
+            "{:>8}  {n:>9}  q's floor (closing {} inotify watches): {:.0}ms",
+            "floor",
+            n + 2,
+            floor.as_secs_f64() * 1000.0
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! | `leasectl --version`, `ls` of an empty home | `/bin/true` |
 //! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
 //! | `run S -- true` | `flock FILE true` |
+//! | `events --since 1m` over a 100 MB journal whose events are all older | `/bin/true` (nothing to print) |
 //! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json` at 50,000 live entries | `prune --dry-run` (the issue's yardstick) |
 //!
 //! The entries are owned by this bench process (its real start time): every owner is
@@ -93,6 +94,27 @@ fn registry_text(n: usize, owner: Owner) -> String {
     format!("{{\"entries\": [{}]}}", entries.join(", "))
 }
 
+/// A home whose event journal holds `mb` MB of events, all an hour old or older (in
+/// time order, as the recorder writes them): `events --since 1m` has nothing to print.
+fn home_with_journal(dir: &Path, mb: usize) -> PathBuf {
+    let home = dir.join("journal");
+    std::fs::create_dir_all(home.join("logs")).expect("logs/");
+    let now = leasectl::lease::now();
+    let line = |i: usize, ts: f64| {
+        format!(
+            "{{\"event\": \"acquired\", \"lease\": {{\"entry\": {{\"lease_id\": \"{i:032x}\", \"pid\": 4242, \
+             \"session_id\": \"chat-{i}\", \"surface\": \"cli\"}}, \"profile\": \"root\"}}, \"ts\": {ts:?}}}\n"
+        )
+    };
+    let count = mb * 1024 * 1024 / line(0, now).len();
+    let mut text = String::with_capacity(mb * 1024 * 1024 + 4096);
+    for i in 0..count {
+        text.push_str(&line(i, now - 3600.0 - (count - i) as f64));
+    }
+    std::fs::write(home.join("logs").join("leasectl-events.jsonl"), text).expect("write the journal");
+    home
+}
+
 /// One acquire and its release, two processes; their time together.
 fn acquire_release(bin: &str, home: &Path, me: &str) -> f64 {
     let acquired = run(&mut leasectl(bin, home, &["acquire", "FLOOR", "--owner-pid", me, "--json"]));
@@ -159,11 +181,14 @@ fn main() {
     let sizes: &[usize] = if bench { &[0, 1_000, 10_000] } else { &[0, 1_000] };
     let homes: Vec<PathBuf> = sizes.iter().map(|n| home_with(dir.path(), *n)).collect();
     let flock_file = dir.path().join("flock.lock");
+    let journal_mb = if bench { 100 } else { 1 };
+    let journal = home_with_journal(dir.path(), journal_mb);
 
     let mut rows =
         vec![Row::new("leasectl --version", "/bin/true", "ms"), Row::new("ls, empty home", "/bin/true", "ms")];
     rows.extend(sizes.iter().map(|n| Row::new(format!("acquire+release, {n} entries"), "2 rewrites", "ms")));
     rows.push(Row::new("run S -- true", "flock F true", "ms"));
+    rows.push(Row::new(format!("events --since 1m, {journal_mb} MB journal"), "/bin/true", "ms"));
     for _ in 0..rounds {
         for (b, bin) in builds.iter().enumerate() {
             let timed = |row: &mut Row, ms: f64| if b == 0 { row.this.push(ms) } else { row.baseline.push(ms) };
@@ -172,8 +197,11 @@ fn main() {
             for (i, home) in homes.iter().enumerate() {
                 timed(&mut rows[2 + i], acquire_release(bin, home, &me));
             }
-            let last = rows.len() - 1;
-            timed(&mut rows[last], run(&mut leasectl(bin, &empty, &["run", "S", "--", "true"])).ms);
+            let run_row = rows.len() - 2;
+            timed(&mut rows[run_row], run(&mut leasectl(bin, &empty, &["run", "S", "--", "true"])).ms);
+            let events = run(&mut leasectl(bin, &journal, &["events", "--since", "1m"]));
+            assert!(events.stdout.is_empty(), "events --since 1m printed an event an hour old");
+            timed(&mut rows[run_row + 1], events.ms);
         }
         rows[0].floor.push(run(&mut Command::new("/bin/true")).ms);
         rows[1].floor.push(run(&mut Command::new("/bin/true")).ms);
@@ -181,8 +209,9 @@ fn main() {
             let floor = (0..2).map(|_| run(Command::new(&me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
             rows[2 + i].floor.push(floor);
         }
-        let last = rows.len() - 1;
-        rows[last].floor.push(run(Command::new("flock").arg(&flock_file).arg("true")).ms);
+        let run_row = rows.len() - 2;
+        rows[run_row].floor.push(run(Command::new("flock").arg(&flock_file).arg("true")).ms);
+        rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);
     }
     println!("{rounds} rounds, interleaved; medians; xN = against the floor");
     for row in &rows {
