@@ -10,6 +10,7 @@ pub mod extension;
 mod history;
 pub mod keys;
 pub mod layout;
+mod location_index;
 mod lock_files;
 mod mouse;
 pub mod samples;

@@ -34,9 +34,11 @@ pub struct Worker {
     runner: Option<Box<dyn Runner>>,
     /// One store per location, in tab order; discovered profiles are added at the end.
     stores: Vec<Box<dyn LeaseStore>>,
-    /// The locations of `stores`, with each one's index: a home with 100,000 profiles
-    /// looks each up at every reload, and a scan of the list made that quadratic (minutes).
-    opened: HashMap<Location, Option<usize>>,
+    /// Each store's index by its location: a home with 100,000 profiles looks each up at
+    /// every reload, and a scan of the list made that quadratic (minutes).
+    opened: super::location_index::LocationIndex,
+    /// Locations whose store could not be opened (not tried again).
+    unopenable: std::collections::HashSet<Location>,
     /// Set when the console quits: a long read (thousands of registries) stops at the
     /// next registry instead of holding the quit up.
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -84,7 +86,12 @@ fn removers(
     let now: std::collections::HashSet<String> = views.iter().map(|v| v.entry.lease_id().to_owned()).collect();
     let gone: Vec<String> =
         held.get(&index).map(|before| before.difference(&now).cloned().collect()).unwrap_or_default();
-    held.insert(index, now);
+    // A registry with no lease keeps no set: most of 100,000 profiles hold none.
+    if now.is_empty() {
+        held.remove(&index);
+    } else {
+        held.insert(index, now);
+    }
     if gone.is_empty() {
         return vec![];
     }
@@ -142,7 +149,8 @@ impl Worker {
             scope,
             runner,
             stores: vec![],
-            opened: HashMap::new(),
+            opened: Default::default(),
+            unopenable: Default::default(),
             stop: Arc::default(),
             options: StoreOptions { lock_timeout, ..StoreOptions::default() },
             owners: OwnerProbe::new(),
@@ -251,28 +259,31 @@ impl Worker {
             if self.stopping() {
                 return;
             }
-            if self.opened.contains_key(&location) {
+            if self.store_index(&location).is_some() || self.unopenable.contains(&location) {
                 continue;
             }
-            let index = self.stores.len();
             // The CLI opened each location once before starting the console, so this cannot fail.
-            let opened = lease::open(&location, self.options);
-            self.opened.insert(location, opened.is_ok().then_some(index));
-            if let Ok(store) = opened {
-                // Every change the console makes is on record, as the CLI's are.
-                let failures = Arc::clone(&self.audit_failures);
-                let on_failure = Box::new(move |f: String| {
-                    if let Ok(mut all) = failures.lock() {
-                        all.push(f);
-                    }
-                });
-                self.stores.push(lease::audited::Audited::wrap(
-                    store,
-                    lease::home::audit::Actor::console(),
-                    on_failure,
-                ));
-            }
+            let Ok(store) = lease::open(&location, self.options) else {
+                self.unopenable.insert(location);
+                continue;
+            };
+            // Every change the console makes is on record, as the CLI's are.
+            let failures = Arc::clone(&self.audit_failures);
+            let on_failure = Box::new(move |f: String| {
+                if let Ok(mut all) = failures.lock() {
+                    all.push(f);
+                }
+            });
+            self.stores.push(lease::audited::Audited::wrap(store, lease::home::audit::Actor::console(), on_failure));
+            let (stores, index) = (&self.stores, self.stores.len() - 1);
+            self.opened.insert(&location, index, |i| stores.get(i).map(|s| s.location()));
         }
+    }
+
+    /// The index of the store opened for `location`.
+    fn store_index(&self, location: &Location) -> Option<usize> {
+        let stores = &self.stores;
+        self.opened.find(location, |i| stores.get(i).map(|s| s.location()))
     }
 
     /// Re-read every location.
@@ -538,7 +549,7 @@ impl Worker {
     /// timeout names the holder at once (held at least as long as the action waited); a
     /// success proves the lock free.
     fn learn_lock(&mut self, done: &ActionDone) {
-        let Some(&Some(index)) = self.opened.get(&done.location) else { return };
+        let Some(index) = self.store_index(&done.location) else { return };
         match (done.lock_holder(), &done.result) {
             (Some(pid), _) => {
                 let known = self.lock_seen.get(&index).map(|(h, _)| h.clone()).filter(|h| h.pid == pid);
