@@ -1,8 +1,8 @@
 //! The console's I/O: reads every location through its store, re-judges owners, runs
 //! operator actions through the same stores. Runs on its own thread so the screen never waits.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
@@ -97,6 +97,23 @@ fn removers(
     }
     let records = lease::home::audit::recent_records(&lease::home::audit::audit_file(&reg.home));
     gone.into_iter().filter_map(|id| lease::home::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
+}
+
+/// A registry, its lock file or a home's config.yaml: a file in a home, no directory.
+fn is_home_file(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str());
+    matches!(name, Some(paths::REGISTRY_FILE | paths::LOCK_FILE | "config.yaml"))
+}
+
+/// The homes whose registry a changed path can be part of: the path itself (a home),
+/// the home of a runtime directory, of a file in one, and of a config.yaml.
+fn homes_touched(p: &Path) -> impl Iterator<Item = &Path> {
+    let named = |q: &Path, name: &str| q.file_name().is_some_and(|n| n == name);
+    let parent = p.parent();
+    let in_runtime = parent.filter(|d| named(d, "runtime")).and_then(Path::parent);
+    let of_runtime = parent.filter(|_| named(p, "runtime"));
+    let of_config = parent.filter(|_| named(p, "config.yaml"));
+    [Some(p), in_runtime, of_runtime, of_config].into_iter().flatten()
 }
 
 /// Whether owner details differ enough to show again: another process, name, command or
@@ -326,17 +343,14 @@ impl Worker {
     /// Re-read the registries `changed` paths belong to (a registry, its runtime
     /// directory, its home or config.yaml), re-judge the others, open new profiles.
     pub fn reload_changed(&mut self, changed: &[PathBuf]) -> Loaded {
-        self.open_new();
-        let touched = |location: &Location| match location {
-            Location::File(reg) => {
-                let runtime = reg.runtime_dir();
-                changed.iter().any(|p| {
-                    p.parent() == Some(runtime.as_path()) || *p == runtime || *p == reg.home || *p == reg.config_path()
-                })
-            }
-            // Remote locations have their own feed: a file change says nothing of them.
-            _ => false,
-        };
+        // Only a directory coming or going can be a new profile: a file written in a home
+        // is one open already (listing 100,000 profiles after every write cost a second).
+        if !changed.iter().all(|p| is_home_file(p)) {
+            self.open_new();
+        }
+        let homes: HashSet<&Path> = changed.iter().flat_map(|p| homes_touched(p)).collect();
+        // Remote locations have their own feed: a file change says nothing of them.
+        let touched = |location: &Location| location.registry().is_some_and(|reg| homes.contains(reg.home.as_path()));
         let listings: Vec<Listing> = (0..self.stores.len())
             .map(|i| if touched(self.stores[i].location()) { self.read(i) } else { self.stores[i].rejudge() })
             .collect();
