@@ -227,7 +227,7 @@ impl Worker {
     /// makes the kernel synchronize RCU, which slows every flock on the machine meanwhile.
     /// Only the stores in `range` are answered for: a reload in parts asks for each part,
     /// and answering for all 100,000 stores each time made it quadratic.
-    fn stuck_locks(&mut self, range: std::ops::Range<usize>) -> Vec<Option<LockHolder>> {
+    fn stuck_locks(&mut self, indices: impl IntoIterator<Item = usize>) -> Vec<Option<LockHolder>> {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
         if due {
             self.lock_checked = Some(Instant::now());
@@ -244,8 +244,8 @@ impl Worker {
             }
             self.lock_seen = seen;
         }
-        let range = range.start.min(self.stores.len())..range.end.min(self.stores.len());
-        range
+        indices
+            .into_iter()
             .map(|index| match self.lock_seen.get(&index) {
                 Some((holder, true)) => Some(holder.clone()),
                 _ => None,
@@ -350,11 +350,19 @@ impl Worker {
         }
         let homes: HashSet<&Path> = changed.iter().flat_map(|p| homes_touched(p)).collect();
         // Remote locations have their own feed: a file change says nothing of them.
-        let touched = |location: &Location| location.registry().is_some_and(|reg| homes.contains(reg.home.as_path()));
-        let listings: Vec<Listing> = (0..self.stores.len())
-            .map(|i| if touched(self.stores[i].location()) { self.read(i) } else { self.stores[i].rejudge() })
+        let touched: Vec<bool> = self
+            .stores
+            .iter()
+            .map(|s| s.location().registry().is_some_and(|reg| homes.contains(reg.home.as_path())))
             .collect();
-        self.snapshots(listings)
+        // The others are judged again, but for file registries that held no lease: nothing
+        // in them can have changed (snapshots of 100,000 of those were most of a write's cost).
+        let indices: Vec<usize> = (0..self.stores.len())
+            .filter(|&i| touched[i] || !self.no_owners.get(i).copied().unwrap_or(false))
+            .collect();
+        let listings: Vec<Listing> =
+            indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.stores[i].rejudge() }).collect();
+        self.snapshots_at(&indices, listings)
     }
 
     /// Re-judge the owners already known (files: no read; etcd: fresh TTLs).
@@ -407,17 +415,16 @@ impl Worker {
         self.snapshots_from(0, listings)
     }
 
-    /// Snapshots of `listings`, the stores' from `start` on.
-    /// How each store in `range` answers.
-    fn answering(&self, range: std::ops::Range<usize>) -> Vec<Answering> {
-        let stores = self.stores.get(range).unwrap_or_default();
-        stores.iter().map(|s| Answering { lag: s.lag(), not_answering: s.members_not_answering() }).collect()
+    /// How each store at `indices` answers.
+    fn answering(&self, indices: &[usize]) -> Vec<Answering> {
+        let answers = |s: &dyn LeaseStore| Answering { lag: s.lag(), not_answering: s.members_not_answering() };
+        indices.iter().map(|&i| self.stores.get(i).map(|s| answers(s.as_ref())).unwrap_or_default()).collect()
     }
 
-    /// Which of the stores from `start` on have no owner to judge.
-    fn note_owners(&mut self, start: usize, listings: &[Listing]) {
+    /// Which of the stores at `indices` have no owner to judge.
+    fn note_owners(&mut self, indices: &[usize], listings: &[Listing]) {
         self.no_owners.resize(self.stores.len(), false);
-        for (i, l) in (start..).zip(listings) {
+        for (&i, l) in indices.iter().zip(listings) {
             let file = matches!(l.location, Location::File(_));
             if let Some(slot) = self.no_owners.get_mut(i) {
                 *slot = file && l.leases.as_ref().map_or(true, Vec::is_empty);
@@ -425,7 +432,24 @@ impl Worker {
         }
     }
 
+    /// These stores' lock holders stand in for their places among all of them.
+    fn note_holders(&mut self, indices: &[usize], holders: &[Option<LockHolder>]) {
+        self.last_holders.resize(self.stores.len(), None);
+        for (&i, h) in indices.iter().zip(holders) {
+            if let Some(slot) = self.last_holders.get_mut(i) {
+                *slot = h.as_ref().map(|h| h.pid);
+            }
+        }
+    }
+
+    /// Snapshots of `listings`, the stores' from `start` on.
     fn snapshots_from(&mut self, start: usize, listings: Vec<Listing>) -> Loaded {
+        let indices: Vec<usize> = (start..start + listings.len()).collect();
+        self.snapshots_at(&indices, listings)
+    }
+
+    /// Snapshots of `listings`, the stores' at `indices` (in tab order).
+    fn snapshots_at(&mut self, indices: &[usize], listings: Vec<Listing>) -> Loaded {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
         let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
@@ -436,21 +460,17 @@ impl Worker {
             self.owner_pids = pids;
             self.owners_checked = Some(Instant::now());
         }
-        let range = start..start + listings.len();
-        self.note_owners(start, &listings);
-        let holders: Vec<Option<LockHolder>> = self.stuck_locks(range.clone());
-        let answering = self.answering(range.clone());
+        self.note_owners(indices, &listings);
+        let holders: Vec<Option<LockHolder>> = self.stuck_locks(indices.iter().copied());
+        let answering = self.answering(indices);
+        self.note_holders(indices, &holders);
         let owners = &self.owner_infos;
-        // A part's holders stand in for that part's place among all of them.
-        self.last_holders.resize(self.stores.len(), None);
-        let part = range.start.min(self.last_holders.len())..range.end.min(self.last_holders.len());
-        self.last_holders.splice(part, holders.iter().map(|h| h.as_ref().map(|h| h.pid)));
         let at = lease::now();
         let idle_given = self.sessions.idle_given;
         let sessions = &mut self.sessions;
-        let pruned: Vec<Vec<String>> = range.clone().map(|i| self.pruned.remove(&i).unwrap_or_default()).collect();
+        let pruned: Vec<Vec<String>> = indices.iter().map(|i| self.pruned.remove(i).unwrap_or_default()).collect();
         let removed_by: Vec<Vec<(String, lease::home::remover::Remover)>> =
-            range.clone().zip(&listings).map(|(i, l)| removers(&mut self.held, i, l)).collect();
+            indices.iter().zip(&listings).map(|(&i, l)| removers(&mut self.held, i, l)).collect();
         let snapshots = listings
             .into_iter()
             .zip(holders)
@@ -508,7 +528,7 @@ impl Worker {
             })
             .collect();
         self.sessions.judged(at);
-        Loaded { at, first: start, initial: !self.first_read_done, snapshots }
+        Loaded { at, first: indices.first().copied().unwrap_or(0), initial: !self.first_read_done, snapshots }
     }
 
     /// Run an operator action through the location's store.
