@@ -5,7 +5,7 @@
 //! every tab is filled (the log names the last profile's registry as read), how long a
 //! key takes to show (`?` opens the help, Esc closes it) while the tabs are still being
 //! read, then, idle once every tab is in, its CPU over 20 s (after 10 s to settle) and its
-//! memory (VmRSS, VmHWM), the CPU one registry write in a profile costs it, and how long `q` takes to end it (targets: first screen and q
+//! memory (VmRSS, VmHWM), the CPU one registry write in a profile costs it and an owner's death, and how long `q` takes to end it (targets: first screen and q
 //! within a second, a key within 100 ms, idle under 1 % of a core and 100 MB at 100,000
 //! profiles; the screen is looked at every 5 ms). Beside each size, q's floor: what the
 //! kernel takes to close an inotify descriptor that watches every profile directory (the
@@ -45,6 +45,8 @@ struct Loaded {
     /// CPU (ms of a core) a registry write in one profile costs the console, averaged over
     /// three writes 1.5 s apart in a profile that has its runtime directory already.
     per_write_ms: f64,
+    /// CPU (ms of a core) the console spends in the 6 s after a lease's owner dies.
+    owner_death_ms: f64,
 }
 
 /// A root with `profiles` empty profiles.
@@ -108,6 +110,28 @@ fn per_write_cpu(console: &Console, binary: &str, dir: &Path) -> f64 {
     (console.cpu_seconds() - before) * 1000.0 / 3.0
 }
 
+/// The console's CPU in the 6 s after the owner of a lease in the first profile dies (a
+/// tick finds it dead: the console judges again and shows it).
+fn owner_death_cpu(console: &Console, binary: &str, dir: &Path) -> f64 {
+    let mut owner = std::process::Command::new("sleep").arg("1000").spawn().expect("start an owner");
+    let status = std::process::Command::new(binary)
+        .arg("--home")
+        .arg(dir)
+        .args(["--profile", "p000000", "acquire", &format!("dies-{}", owner.id()), "--owner-pid"])
+        .arg(owner.id().to_string())
+        .env_remove("HERMES_HOME")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run acquire");
+    assert!(status.success(), "acquire for the owner failed");
+    std::thread::sleep(Duration::from_secs(3));
+    let before = console.cpu_seconds();
+    owner.kill().expect("kill the owner");
+    owner.wait().expect("reap the owner");
+    std::thread::sleep(Duration::from_secs(6));
+    (console.cpu_seconds() - before) * 1000.0
+}
+
 fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loaded {
     let started = Instant::now();
     let mut console = Console::start(binary, dir, ROWS, COLS);
@@ -131,6 +155,7 @@ fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loade
     let idle_cpu = (console.cpu_seconds() - cpu) / window.as_secs_f64() * 100.0;
     let (rss_mb, peak_mb) = (console.status_mb("VmRSS:"), console.status_mb("VmHWM:"));
     let per_write_ms = per_write_cpu(&console, binary, dir);
+    let owner_death_ms = owner_death_cpu(&console, binary, dir);
     let asked = Instant::now();
     console.send(b"q");
     console.wait_exit(Duration::from_secs(30));
@@ -144,6 +169,7 @@ fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loade
         key_while_loading,
         quit: asked.elapsed(),
         per_write_ms,
+        owner_death_ms,
     }
 }
 
@@ -173,7 +199,7 @@ fn main() {
     };
     println!("console with many profiles: `leasectl tui` in a {COLS}x{ROWS} pty");
     println!(
-        "{:>8}  {:>9}  {:>12}  {:>14}  {:>16}  {:>9}  {:>9}  {:>8}  {:>9}  {:>12}",
+        "{:>8}  {:>9}  {:>12}  {:>14}  {:>16}  {:>9}  {:>9}  {:>8}  {:>9}  {:>12}  {:>11}",
         "build",
         "profiles",
         "first screen",
@@ -183,14 +209,15 @@ fn main() {
         "rss",
         "peak",
         "q ends",
-        "cpu a write"
+        "cpu a write",
+        "owner dies"
     );
     for &n in sizes {
         let home = home_of(n);
         for (name, b) in &binaries {
             let l = measure(b, home.path(), n, window);
             println!(
-                "{name:>8}  {:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>8.2}%  {:>7.0}MB  {:>6.0}MB  {:>7.0}ms  {:>10.0}ms",
+                "{name:>8}  {:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>8.2}%  {:>7.0}MB  {:>6.0}MB  {:>7.0}ms  {:>10.0}ms  {:>9.0}ms",
                 l.profiles,
                 l.first_screen.as_secs_f64() * 1000.0,
                 l.all_tabs.as_secs_f64() * 1000.0,
@@ -200,7 +227,8 @@ fn main() {
                 l.rss_mb,
                 l.peak_mb,
                 l.quit.as_secs_f64() * 1000.0,
-                l.per_write_ms
+                l.per_write_ms,
+                l.owner_death_ms
             );
         }
         let floor = inotify_close_floor(home.path());
