@@ -268,3 +268,84 @@ fn a_crashed_owner_pruned_by_an_acquire_is_logged_pruned() {
     let _ = successor.kill();
     let _ = successor.wait();
 }
+
+#[test]
+fn a_change_sends_what_it_touched_and_the_registries_holding_leases_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
+    let root = Registry::new("root", dir.path());
+    let (busy, quiet, idle) = (profile("busy"), profile("quiet"), profile("idle"));
+    for p in [&busy, &quiet, &idle] {
+        std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
+    }
+    acquire(&busy, "S-busy");
+    let scope = Scope {
+        locations: vec![Location::File(root.clone())],
+        discover_root: Some(dir.path().into()),
+        discover_hosts: false,
+    };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    assert_eq!(worker.reload().snapshots.len(), 4);
+    let sent = |loaded: &leasectl::tui::event::Loaded| {
+        let mut names: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
+        names.sort();
+        names
+    };
+
+    // A write in one empty profile: it is read; the one holding a lease is judged again
+    // (its owner may have died); the root and the other empty profile cannot have changed.
+    acquire(&quiet, "S-quiet");
+    let loaded = worker.reload_changed(&[quiet.path()]);
+    assert_eq!(sent(&loaded), ["busy", "quiet"]);
+    let shown = loaded.snapshots.iter().find(|s| s.location == Location::File(quiet.clone())).expect("quiet sent");
+    assert_eq!(shown.leases.as_ref().map(Vec::len).ok(), Some(1), "the write is read");
+
+    // A profile made since: opened, read and sent, with the ones holding leases.
+    let new = profile("new");
+    std::fs::create_dir_all(&new.home).expect("create a profile");
+    let loaded = worker.reload_changed(std::slice::from_ref(&new.home));
+    assert_eq!(sent(&loaded), ["busy", "new", "quiet"]);
+}
+
+#[test]
+fn an_owner_dying_sends_the_registries_holding_leases_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
+    let root = Registry::new("root", dir.path());
+    let (busy, idle) = (profile("busy"), profile("idle"));
+    for p in [&busy, &idle] {
+        std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
+    }
+    let mut owner = std::process::Command::new("sleep").arg("100").spawn().expect("start an owner");
+    let req = AcquireRequest {
+        session_id: "S-dies".into(),
+        surface: Some("cli".into()),
+        metadata: Map::new(),
+        owner_pid: u64::from(owner.id()),
+        cap: None,
+        track_liveness: true,
+        lock_timeout: Duration::from_secs(5),
+    };
+    lease::file::acquire(&busy, &req).expect("granted");
+    let scope = Scope {
+        locations: vec![Location::File(root.clone())],
+        discover_root: Some(dir.path().into()),
+        discover_hosts: false,
+    };
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    assert_eq!(worker.reload().snapshots.len(), 3);
+    owner.kill().expect("kill the owner");
+    owner.wait().expect("reap it");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let loaded = loop {
+        if let Some(loaded) = worker.relive_if_changed() {
+            break loaded;
+        }
+        assert!(std::time::Instant::now() < deadline, "the owner's death was not noticed");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let sent: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
+    assert_eq!(sent, ["busy"], "only the registry holding a lease is judged again");
+    let dead = loaded.snapshots[0].leases.as_ref().expect("a listing")[0].liveness.clone();
+    assert!(matches!(dead, lease::Liveness::Dead(_)), "{dead:?}");
+}
