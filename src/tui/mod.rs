@@ -12,6 +12,7 @@ pub mod keys;
 pub mod layout;
 mod location_index;
 mod lock_files;
+mod memory;
 mod mouse;
 pub mod samples;
 pub mod sessions;

@@ -31,6 +31,8 @@ pub struct SessionCache {
     homes: HashMap<PathBuf, HomeContext>,
     /// The idle threshold given on the command line, if any.
     pub idle_given: Option<Duration>,
+    /// What every registry without a lease is given: one shared value, not one each.
+    nothing_leased: Option<Arc<Contexts>>,
 }
 
 /// The sorted, distinct session ids of `views`, and their fingerprint.
@@ -49,7 +51,8 @@ impl SessionCache {
         // spent a third of its load reading each one's state.db and config.yaml.
         if views.is_empty() {
             self.homes.remove(home);
-            return (Arc::new(Contexts::Read(HashMap::new())), self.idle_given.unwrap_or_default());
+            let nothing = self.nothing_leased.get_or_insert_with(|| Arc::new(Contexts::Read(HashMap::new())));
+            return (Arc::clone(nothing), self.idle_given.unwrap_or_default());
         }
         let (ids, fingerprint) = leased_ids(views);
         let sig = context::signature(&context::state_db(home));

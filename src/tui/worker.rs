@@ -27,6 +27,8 @@ pub struct Scope {
 
 /// Registries read before their snapshots are sent, on a full reload.
 const RELOAD_PART: usize = 256;
+/// A full read of this many registries or more gives its freed pages back afterwards.
+const TRIM_AFTER_READING: usize = 1000;
 
 pub struct Worker {
     scope: Scope,
@@ -54,6 +56,8 @@ pub struct Worker {
     /// so no owner can die until the file changes, which the watcher reports. An idle
     /// tick asks only the others (asking 100,000 empty profiles was most of its cost).
     no_owners: Vec<bool>,
+    /// A large read is done: give the freed pages back at the next tick.
+    trim_due: bool,
     /// Owner details last looked up, for which pids, and when.
     owner_infos: HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
@@ -176,6 +180,7 @@ impl Worker {
             lock_seen: HashMap::new(),
             lock_files: super::lock_files::LockFiles::default(),
             no_owners: Vec::new(),
+            trim_due: false,
             owner_infos: HashMap::new(),
             owner_pids: Vec::new(),
             owners_checked: None,
@@ -337,6 +342,8 @@ impl Worker {
         // Nothing to read yet (no store): an empty snapshot says the first read is done.
         let sent = count > 0 || send(self.snapshots(vec![]));
         self.first_read_done = true;
+        // Once the app has taken the parts (by the next tick), their pages can go back.
+        self.trim_due |= count >= TRIM_AFTER_READING;
         sent
     }
 
@@ -388,6 +395,9 @@ impl Worker {
     /// [`Worker::relive`], or None when nothing it would show has changed since the last
     /// snapshots (the usual tick of an idle console: no owner died, no TTL, no lock).
     pub fn relive_if_changed(&mut self) -> Option<Loaded> {
+        if std::mem::take(&mut self.trim_due) {
+            super::memory::give_back_free_pages();
+        }
         // Every store is asked (a file store remembers what it found for the next tick).
         let empty = self.stores.is_empty();
         let no_owners = &self.no_owners;
