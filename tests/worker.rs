@@ -7,16 +7,29 @@ use leasectl::tui::worker::{Scope, Worker};
 use serde_json::Map;
 
 fn acquire(reg: &Registry, session: &str) -> String {
+    acquire_for(reg, session, std::process::id())
+}
+
+fn acquire_for(reg: &Registry, session: &str, owner: u32) -> String {
     let req = AcquireRequest {
         session_id: session.into(),
         surface: Some("cli".into()),
         metadata: Map::new(),
-        owner_pid: u64::from(std::process::id()),
+        owner_pid: u64::from(owner),
         cap: None,
         track_liveness: true,
         lock_timeout: Duration::from_secs(5),
     };
     lease::file::acquire(reg, &req).expect("granted").lease_id
+}
+
+/// The root and every profile under it, as the console follows a home.
+fn root_and_profiles(root: &Registry) -> Scope {
+    Scope {
+        locations: vec![Location::File(root.clone())],
+        discover_root: Some(root.home.clone()),
+        discover_hosts: false,
+    }
 }
 
 fn sessions(loaded: &leasectl::tui::event::Loaded, index: usize) -> Result<Vec<String>, String> {
@@ -35,11 +48,7 @@ fn a_change_rereads_only_the_registry_it_belongs_to() {
     std::fs::create_dir_all(&work.home).expect("create the profile");
     acquire(&root, "S-root");
     acquire(&work, "S-work");
-    let scope = Scope {
-        locations: vec![Location::File(root.clone())],
-        discover_root: Some(dir.path().into()),
-        discover_hosts: false,
-    };
+    let scope = root_and_profiles(&root);
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     let first = worker.reload();
     assert_eq!(first.snapshots.len(), 2);
@@ -279,11 +288,7 @@ fn a_change_sends_what_it_touched_and_the_registries_holding_leases_only() {
         std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
     }
     acquire(&busy, "S-busy");
-    let scope = Scope {
-        locations: vec![Location::File(root.clone())],
-        discover_root: Some(dir.path().into()),
-        discover_hosts: false,
-    };
+    let scope = root_and_profiles(&root);
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     assert_eq!(worker.reload().snapshots.len(), 4);
     let sent = |loaded: &leasectl::tui::event::Loaded| {
@@ -317,21 +322,8 @@ fn an_owner_dying_sends_the_registries_holding_leases_only() {
         std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
     }
     let mut owner = std::process::Command::new("sleep").arg("100").spawn().expect("start an owner");
-    let req = AcquireRequest {
-        session_id: "S-dies".into(),
-        surface: Some("cli".into()),
-        metadata: Map::new(),
-        owner_pid: u64::from(owner.id()),
-        cap: None,
-        track_liveness: true,
-        lock_timeout: Duration::from_secs(5),
-    };
-    lease::file::acquire(&busy, &req).expect("granted");
-    let scope = Scope {
-        locations: vec![Location::File(root.clone())],
-        discover_root: Some(dir.path().into()),
-        discover_hosts: false,
-    };
+    acquire_for(&busy, "S-dies", owner.id());
+    let scope = root_and_profiles(&root);
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     assert_eq!(worker.reload().snapshots.len(), 3);
     owner.kill().expect("kill the owner");
