@@ -341,3 +341,19 @@ fn an_owner_dying_sends_the_registries_holding_leases_only() {
     let dead = loaded.snapshots[0].leases.as_ref().expect("a listing")[0].liveness.clone();
     assert!(matches!(dead, lease::Liveness::Dead(_)), "{dead:?}");
 }
+
+#[test]
+fn a_profiles_first_acquire_is_read_from_the_runtime_directory_it_made() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    let later = Registry::new("later", dir.path().join("profiles").join("later"));
+    std::fs::create_dir_all(&later.home).expect("create the profile");
+    let mut worker = Worker::new(root_and_profiles(&root), Duration::from_secs(3), None);
+    assert_eq!(worker.reload().snapshots.len(), 2);
+    // The acquire makes runtime/: the watcher reports that directory (the registry in it
+    // may come before its watch does).
+    acquire(&later, "S-later");
+    let loaded = worker.reload_changed(&[later.runtime_dir()]);
+    let shown = loaded.snapshots.iter().find(|s| s.location == Location::File(later.clone())).expect("later sent");
+    assert_eq!(shown.leases.as_ref().map(Vec::len).ok(), Some(1));
+}

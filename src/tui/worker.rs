@@ -351,8 +351,12 @@ impl Worker {
     /// directory, its home or config.yaml), re-judge the others, open new profiles.
     pub fn reload_changed(&mut self, changed: &[PathBuf]) -> Loaded {
         // Only a directory coming or going can be a new profile: a file written in a home
-        // is one open already (listing 100,000 profiles after every write cost a second).
-        if !changed.iter().all(|p| is_home_file(p)) {
+        // is one open already (listing 100,000 profiles after every write cost a second),
+        // and so is the runtime/ a home's first acquire makes.
+        let known_home = |h: &Path| self.stores.iter().any(|s| s.location().registry().is_some_and(|r| r.home == h));
+        let known_runtime =
+            |p: &Path| p.file_name().is_some_and(|n| n == "runtime") && p.parent().is_some_and(known_home);
+        if !changed.iter().all(|p| is_home_file(p) || known_runtime(p)) {
             self.open_new();
         }
         let homes: HashSet<&Path> = changed.iter().flat_map(|p| homes_touched(p)).collect();

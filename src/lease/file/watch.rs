@@ -29,6 +29,14 @@ impl FileWatch {
         }
     }
 
+    /// Whether `dir` is one of the homes in scope (the root, a profile, a fixed home).
+    fn is_home(&self, dir: &Path) -> bool {
+        if self.discover && (dir == self.root || dir.parent() == Some(self.root.join("profiles").as_path())) {
+            return true;
+        }
+        self.homes.iter().any(|h| h == dir)
+    }
+
     /// The directories to watch now: each runtime dir, home and the profiles dir, or
     /// the nearest existing ancestor of each one that does not exist yet.
     pub fn desired(&self) -> BTreeSet<PathBuf> {
@@ -121,15 +129,12 @@ pub fn spawn(
         let mut renames = Renames::default();
         while let Ok(first) = fs_rx.recv() {
             let mut burst = Burst::default();
-            let failed = burst.take(first, &mut renames);
-            burst.dirs_changed |= failed;
+            let dirs = burst.take(first, &mut renames);
             // A directory that appeared (runtime/ at a home's first acquire) is watched
             // before gathering: every version written into it while a burst is gathered
             // would otherwise go unseen, uncounted.
-            if failed {
-                armed.rearm(&scope);
-            }
-            if burst.paths.is_empty() && !failed {
+            burst.follow(&mut armed, &dirs, &scope);
+            if burst.paths.is_empty() && matches!(dirs, Dirs::Unchanged) {
                 // Nothing changed: a read (the console's own included), the lock file, a
                 // temp file. No I/O here: looking at the directories (re-arming) opens
                 // them, and that open is an event too (notify's inotify mask includes
@@ -141,9 +146,9 @@ pub fn spawn(
                 return;
             }
             armed.renew(&burst.paths);
-            // Only a directory that came or went changes what to watch: looking again at
-            // every profile after each registry write cost 100,000 profiles a second of CPU.
-            if burst.dirs_changed {
+            // Only a directory that came or went, other than a home's runtime/, makes it
+            // look at every profile again (a second of CPU at 100,000 profiles).
+            if burst.rearm_after {
                 armed.rearm(&scope);
             }
             if !report(burst.paths, burst.replaced) {
@@ -176,6 +181,18 @@ impl Armed {
                 let _ = self.watcher.watch(new, RecursiveMode::NonRecursive);
             }
             self.watched = desired;
+        }
+    }
+
+    /// A home's runtime/ came or went: watched as [`FileWatch::desired`] would have it
+    /// (a real directory, never a link), without looking at every other home.
+    fn follow_runtime(&mut self, runtime: &Path) {
+        if is_real_dir(runtime) {
+            if self.watched.insert(runtime.to_path_buf()) {
+                let _ = self.watcher.watch(runtime, RecursiveMode::NonRecursive);
+            }
+        } else if self.watched.remove(runtime) {
+            let _ = self.watcher.unwatch(runtime);
         }
     }
 
@@ -212,17 +229,19 @@ impl Renames {
 #[derive(Default)]
 struct Burst {
     paths: Vec<PathBuf>,
-    /// A directory came or went in it (or the feed failed): the watches must follow.
-    dirs_changed: bool,
+    /// A directory other than a home's runtime/ came or went in it (or the feed failed):
+    /// the watches are made again from the scope once it is over.
+    rearm_after: bool,
     replaced: Vec<(PathBuf, Vec<Option<FileVersion>>)>,
 }
 
 impl Burst {
     /// Ok: keep the relevant paths. Err (overflow, a vanished watch): re-read everything.
-    /// Either way, true when a directory came or went: the watches must follow at once.
-    fn take(&mut self, res: notify::Result<notify::Event>, renames: &mut Renames) -> bool {
-        let Ok(ev) = res else { return true };
-        let dir_event = ev.paths.iter().any(|p| relevant(&ev.kind, p) && is_directory_event(&ev.kind, p));
+    /// Either way, the directories that came or went: the watches must follow at once.
+    fn take(&mut self, res: notify::Result<notify::Event>, renames: &mut Renames) -> Dirs {
+        let Ok(ev) = res else { return Dirs::Other };
+        let dirs: Vec<&PathBuf> =
+            ev.paths.iter().filter(|p| relevant(&ev.kind, p) && is_directory_event(&ev.kind, p)).collect();
         for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
             if self.paths.len() < 64 && !self.paths.contains(p) {
                 self.paths.push(p.clone());
@@ -244,8 +263,41 @@ impl Burst {
                 }
             }
         }
-        dir_event
+        if dirs.is_empty() {
+            Dirs::Unchanged
+        } else if dirs.iter().all(|p| p.file_name().is_some_and(|n| n == "runtime")) {
+            Dirs::Runtime(dirs.into_iter().cloned().collect())
+        } else {
+            Dirs::Other
+        }
     }
+
+    /// Make the watches follow directories that came or went: a home's runtime/ is
+    /// watched or let go on its own; anything else looks at the whole scope again, now
+    /// and once the burst is over.
+    fn follow(&mut self, armed: &mut Armed, dirs: &Dirs, scope: &FileWatch) {
+        match dirs {
+            Dirs::Unchanged => {}
+            Dirs::Runtime(paths) if paths.iter().all(|p| p.parent().is_some_and(|h| scope.is_home(h))) => {
+                for p in paths {
+                    armed.follow_runtime(p);
+                }
+            }
+            _ => {
+                self.rearm_after = true;
+                armed.rearm(scope);
+            }
+        }
+    }
+}
+
+/// The directories an event made or removed, as the watches see them.
+enum Dirs {
+    Unchanged,
+    /// `runtime/` directories only.
+    Runtime(Vec<PathBuf>),
+    /// Others (a profile, a home, `profiles/`), or the feed failed.
+    Other,
 }
 
 /// Gather until quiet for `debounce`, but never longer than MAX_GATHER: a registry
@@ -266,10 +318,8 @@ fn gather(
         }
         match fs_rx.recv_timeout(debounce.min(left)) {
             Ok(res) => {
-                if burst.take(res, renames) {
-                    burst.dirs_changed = true;
-                    armed.rearm(scope);
-                }
+                let dirs = burst.take(res, renames);
+                burst.follow(armed, &dirs, scope);
             }
             Err(RecvTimeoutError::Timeout) => return true,
             Err(RecvTimeoutError::Disconnected) => return false,
