@@ -40,7 +40,7 @@ pub struct Worker {
     /// every reload, and a scan of the list made that quadratic (minutes).
     opened: super::location_index::LocationIndex,
     /// Locations whose store could not be opened (not tried again).
-    unopenable: std::collections::HashSet<Location>,
+    unopenable: HashSet<Location>,
     /// Set when the console quits: a long read (thousands of registries) stops at the
     /// next registry instead of holding the quit up.
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -112,11 +112,10 @@ fn is_home_file(p: &Path) -> bool {
 /// The homes whose registry a changed path can be part of: the path itself (a home),
 /// the home of a runtime directory, of a file in one, and of a config.yaml.
 fn homes_touched(p: &Path) -> impl Iterator<Item = &Path> {
-    let named = |q: &Path, name: &str| q.file_name().is_some_and(|n| n == name);
     let parent = p.parent();
-    let in_runtime = parent.filter(|d| named(d, "runtime")).and_then(Path::parent);
-    let of_runtime = parent.filter(|_| named(p, "runtime"));
-    let of_config = parent.filter(|_| named(p, "config.yaml"));
+    let in_runtime = parent.filter(|d| paths::is_runtime_dir(d)).and_then(Path::parent);
+    let of_runtime = parent.filter(|_| paths::is_runtime_dir(p));
+    let of_config = parent.filter(|_| p.file_name().is_some_and(|n| n == "config.yaml"));
     [Some(p), in_runtime, of_runtime, of_config].into_iter().flatten()
 }
 
@@ -230,7 +229,7 @@ impl Worker {
     /// Lock holders seen on two checks in a row (a lock is normally held for
     /// milliseconds). `/proc/locks` is read at most every `LOCK_CHECK_EVERY`: reading it
     /// makes the kernel synchronize RCU, which slows every flock on the machine meanwhile.
-    /// Only the stores in `range` are answered for: a reload in parts asks for each part,
+    /// Only the stores at `indices` are answered for: a reload in parts asks for each part,
     /// and answering for all 100,000 stores each time made it quadratic.
     fn stuck_locks(&mut self, indices: impl IntoIterator<Item = usize>) -> Vec<Option<LockHolder>> {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
@@ -348,14 +347,14 @@ impl Worker {
     }
 
     /// Re-read the registries `changed` paths belong to (a registry, its runtime
-    /// directory, its home or config.yaml), re-judge the others, open new profiles.
+    /// directory, its home or config.yaml), re-judge the others that hold leases (and the
+    /// remote ones), open new profiles; send only those.
     pub fn reload_changed(&mut self, changed: &[PathBuf]) -> Loaded {
         // Only a directory coming or going can be a new profile: a file written in a home
         // is one open already (listing 100,000 profiles after every write cost a second),
         // and so is the runtime/ a home's first acquire makes.
         let known_home = |h: &Path| self.stores.iter().any(|s| s.location().registry().is_some_and(|r| r.home == h));
-        let known_runtime =
-            |p: &Path| p.file_name().is_some_and(|n| n == "runtime") && p.parent().is_some_and(known_home);
+        let known_runtime = |p: &Path| paths::is_runtime_dir(p) && p.parent().is_some_and(known_home);
         if !changed.iter().all(|p| is_home_file(p) || known_runtime(p)) {
             self.open_new();
         }

@@ -31,10 +31,7 @@ impl FileWatch {
 
     /// Whether `dir` is one of the homes in scope (the root, a profile, a fixed home).
     fn is_home(&self, dir: &Path) -> bool {
-        if self.discover && (dir == self.root || dir.parent() == Some(self.root.join("profiles").as_path())) {
-            return true;
-        }
-        self.homes.iter().any(|h| h == dir)
+        (self.discover && paths::root_of(dir) == self.root) || self.homes.iter().any(|h| h == dir)
     }
 
     /// The directories to watch now: each runtime dir, home and the profiles dir, or
@@ -43,7 +40,7 @@ impl FileWatch {
         let mut out = BTreeSet::new();
         let mut wanted: Vec<(PathBuf, Option<&str>)> = Vec::new();
         for h in self.homes() {
-            wanted.push((h.clone(), Some("runtime")));
+            wanted.push((h.clone(), Some(paths::RUNTIME_DIR)));
             wanted.push((h, None));
         }
         if self.discover {
@@ -265,7 +262,7 @@ impl Burst {
         }
         if dirs.is_empty() {
             Dirs::Unchanged
-        } else if dirs.iter().all(|p| p.file_name().is_some_and(|n| n == "runtime")) {
+        } else if dirs.iter().all(|p| paths::is_runtime_dir(p)) {
             Dirs::Runtime(dirs.into_iter().cloned().collect())
         } else {
             Dirs::Other

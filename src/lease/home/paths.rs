@@ -8,6 +8,8 @@ use crate::lease::error::Unusable;
 pub const REGISTRY_FILE: &str = "active_sessions.json";
 /// Lock file name inside `<home>/runtime/` (never written, renamed or deleted).
 pub const LOCK_FILE: &str = "active_sessions.lock";
+/// The directory in a home that holds the registry and its lock.
+pub const RUNTIME_DIR: &str = "runtime";
 /// Prefix and suffix of Hermes' temp files beside the registry.
 pub const TEMP_PREFIX: &str = ".active_sessions_";
 pub const TEMP_SUFFIX: &str = ".tmp";
@@ -25,7 +27,7 @@ impl Registry {
         Registry { profile: profile.into(), home: home.into() }
     }
     pub fn runtime_dir(&self) -> PathBuf {
-        self.home.join("runtime")
+        self.home.join(RUNTIME_DIR)
     }
     pub fn path(&self) -> PathBuf {
         self.runtime_dir().join(REGISTRY_FILE)
@@ -74,6 +76,11 @@ pub fn resolve_home(named: Option<&Path>) -> Result<PathBuf, Unusable> {
                 .into(),
         )),
     }
+}
+
+/// Whether `p` is named as a home's runtime directory.
+pub fn is_runtime_dir(p: &Path) -> bool {
+    p.file_name().is_some_and(|n| n == RUNTIME_DIR)
 }
 
 /// The root of a home: `<root>/profiles/<name>` belongs to `<root>`; any other home is its own root.
