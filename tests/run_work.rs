@@ -195,3 +195,38 @@ fn a_sigint_sent_with_kill_reaches_cmd_once() {
     let got = fs::read_to_string(&count).unwrap_or_default();
     assert_eq!(got.lines().count(), 1, "CMD got SIGINT {} time(s)", got.lines().count());
 }
+
+/// The processes whose command line holds `token` (one of its arguments).
+fn processes_with(token: &str) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == token.as_bytes()))
+        })
+        .collect()
+}
+
+/// `run` forks its keeper with the stop signals blocked, and each side unblocks them once
+/// its handlers are in place. A SIGTERM at any moment of that start, to the process a
+/// script started, is never lost (no `run` left waiting on CMD), leaves no lease and no
+/// CMD behind.
+#[test]
+fn a_sigterm_during_runs_start_is_never_lost_and_leaves_nothing_behind() {
+    for round in 0..24u64 {
+        let home = Home::new();
+        // CMD's $0: how its process is found, whoever its parent is by then.
+        let token = home.outside().join(format!("cmd-{round}")).display().to_string();
+        let mut run = home.spawn("run S", &["run", "S", "-q", "--", "sh", "-c", "sleep 30; :", &token]);
+        std::thread::sleep(Duration::from_micros(round * 250));
+        run.signal(libc::SIGTERM);
+        let out = run
+            .finish_within(Duration::from_secs(10))
+            .unwrap_or_else(|o| panic!("round {round}: run went on after SIGTERM: {o:?}"));
+        assert_ne!(out.status.code(), Some(0), "round {round}: {out:?}");
+        // Killed before its handlers, the relay leaves a keeper that ends on its own.
+        wait_for(&format!("round {round}: no lease and no CMD left"), || {
+            (home.try_entries().is_none_or(|e| e.is_empty()) && processes_with(&token).is_empty()).then_some(())
+        });
+    }
+}

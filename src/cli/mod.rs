@@ -52,7 +52,7 @@ pub use args::{Cli, Command};
 use crate::lease::{
     self, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, home::paths, location::lease_ttl,
 };
-use crate::supervise::keeper::{self, Role};
+use crate::supervise::keeper::{self, Side};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
@@ -270,11 +270,10 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         ),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.force, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json, hints),
-        Command::Run(a) => match keeper::role() {
-            // The process a script started: the work runs under a keeper it starts.
-            Role::Relay => start_keeper(),
-            Role::Keeper(relay) => run_cmd(&mut *single()?, &a, relay, timeout, hints),
-            Role::Orphaned(relay) => Err(fail(format!("leasectl (pid {relay}) ended before CMD started"))),
+        // The process a script started relays; the work runs under the keeper it forks.
+        Command::Run(a) => match fork_keeper()? {
+            Side::Keeper { relay } => run_cmd(&mut *single()?, &a, relay, timeout, hints),
+            Side::Relay { keeper } => relay_to(keeper),
         },
         Command::Hold(a) => hold(&mut *single()?, &a, timeout, hints),
         Command::Tui if console::dumb_terminal() => {
@@ -336,9 +335,14 @@ fn store_options(cli: &Cli, command: &Command, timeout: Duration) -> Result<Stor
     Ok(StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)?, idle_threshold: cli.idle_threshold })
 }
 
-/// `run` as the process a script started: it starts the keeper that holds the lease and runs CMD.
-fn start_keeper() -> Result<i32, Failure> {
-    keeper::relay(stop_signals()?).map_err(|e| fail(format!("cannot start the lease keeper: {e}")))
+/// `run` as the process a script started: fork the keeper that holds the lease and runs CMD.
+fn fork_keeper() -> Result<Side, Failure> {
+    keeper::split().map_err(|e| fail(format!("cannot start the lease keeper: {e}")))
+}
+
+/// `run`'s relay: stop signals go on to the keeper; its status is the exit.
+fn relay_to(keeper: rustix::process::Pid) -> Result<i32, Failure> {
+    keeper::relay(keeper, stop_signals()?).map_err(|e| fail(format!("cannot follow the lease keeper: {e}")))
 }
 
 /// What a command acts on.

@@ -1,34 +1,18 @@
 //! `run`'s two processes. The one a script starts (and may SIGKILL) only relays: it
-//! starts a keeper, a second leasectl, that owns the lease, is CMD's parent and a child
+//! forks a keeper, a copy of itself, that owns the lease, is CMD's parent and a child
 //! subreaper, and releases only once every process CMD started has ended. Killing the
 //! first one therefore cannot free the session while CMD's work still runs.
 
-use std::os::unix::process::CommandExt;
-use std::process::Command;
+use rustix::process::{self, Pid, PidfdFlags, Signal, WaitOptions};
 
-use rustix::process::{self, Pid, PidfdFlags, Signal};
+use super::{StopSignals, from_terminal, send};
 
-use super::{StopSignals, exit_code_of, from_terminal, send};
-
-/// Set in the keeper's environment to the pid of the leasectl that started it.
-pub const KEEPER_ENV: &str = "LEASECTL_INTERNAL_KEEPER_FOR";
-
-/// How this process stands to `run`'s pair.
-pub enum Role {
-    /// Started by a user or script: start a keeper and relay.
-    Relay,
-    /// The keeper, its relay (this pid) alive.
-    Keeper(u32),
-    /// A keeper whose relay died before it started: nothing may run.
-    Orphaned(u32),
-}
-
-pub fn role() -> Role {
-    let Some(relay) = std::env::var(KEEPER_ENV).ok().and_then(|v| v.parse::<u32>().ok()) else {
-        return Role::Relay;
-    };
-    let parent = process::getppid().map(|p| p.as_raw_nonzero().get() as u32);
-    if parent == Some(relay) { Role::Keeper(relay) } else { Role::Orphaned(relay) }
+/// Which side of the fork this process is on.
+pub enum Side {
+    /// The keeper, its relay (this pid) alive: acquire and run CMD.
+    Keeper { relay: u32 },
+    /// The relay: pass stop signals on to the keeper (this pid) and exit as it does.
+    Relay { keeper: Pid },
 }
 
 /// True when the relay that started this keeper is gone (it gets SIGTERM then, as its
@@ -43,35 +27,56 @@ pub fn become_subreaper() -> std::io::Result<()> {
     Ok(process::set_child_subreaper(Some(process::getpid()))?)
 }
 
-/// The relay: start this same binary, with the same arguments, as the keeper; pass
-/// stop signals on to it (not a terminal's, which reached it already); exit as it does.
-#[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
-pub fn relay(signals: StopSignals) -> std::io::Result<i32> {
-    let mut args = std::env::args_os();
-    let arg0 = args.next().unwrap_or_else(|| "leasectl".into());
+/// Split into the relay and the keeper. A fork, not a second exec of this binary: the
+/// keeper goes on from the command line already parsed and the home already found, which
+/// spares `run` a whole process start (about a millisecond and a half, a fifth of
+/// `run -- true`). Stop signals are blocked across the fork: each side receives them once
+/// it has installed its own handlers ([`StopSignals::install`] unblocks them), none is lost
+/// in between and none is caught by the other side's.
+#[allow(unsafe_code)] // fork(2) has no safe wrapper; see SAFETY
+pub fn split() -> std::io::Result<Side> {
     let me = std::process::id();
-    // The binary by its path, so the keeper's command name is this one's (`ps`, `ls`);
-    // /proc/self/exe only when that path is gone (replaced while running).
-    let exe = std::env::current_exe().ok().filter(|p| p.exists()).unwrap_or_else(|| "/proc/self/exe".into());
-    let mut keeper = Command::new(exe);
-    keeper.arg0(arg0).args(args).env(KEEPER_ENV, me.to_string());
-    // SAFETY: prctl and getppid are async-signal-safe syscalls.
-    unsafe {
-        keeper.pre_exec(move || {
-            // If this relay is killed, even by SIGKILL, the keeper is told (SIGTERM) and
+    // A fork copies only the calling thread: with another thread running, a lock it held
+    // (the allocator's, stdout's) would stay locked in the keeper forever.
+    let threads = crate::lease::owners::proc_stat::read(u64::from(me))?.and_then(|s| s.threads);
+    if threads != Some(1) {
+        return Err(std::io::Error::other(format!(
+            "{} threads are running, and only a single-threaded process can fork its keeper",
+            threads.map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string())
+        )));
+    }
+    use std::io::Write;
+    // Nothing buffered may be written twice, once by each side.
+    let _ = std::io::stdout().flush();
+    super::block_stop_signals(true)?;
+    // SAFETY: this process has one thread (checked above), so the child's copy of every
+    // lock and of the allocator is consistent and it may run any code, as this one does.
+    match unsafe { libc::fork() } {
+        -1 => {
+            let e = std::io::Error::last_os_error();
+            let _ = super::block_stop_signals(false);
+            Err(e)
+        }
+        0 => {
+            // If the relay is killed, even by SIGKILL, the keeper is told (SIGTERM) and
             // stops CMD's work before it releases. A relay already gone: nothing starts.
             process::set_parent_process_death_signal(Some(Signal::TERM))?;
-            if process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(me) {
-                return Err(std::io::Error::other("leasectl exited before its keeper started"));
+            if relay_gone(me) {
+                return Err(std::io::Error::other(format!("leasectl (pid {me}) ended before CMD started")));
             }
-            Ok(())
-        });
+            Ok(Side::Keeper { relay: me })
+        }
+        child => Pid::from_raw(child).map(|keeper| Side::Relay { keeper }).ok_or_else(std::io::Error::last_os_error),
     }
+}
+
+/// The relay: pass stop signals on to the keeper (not a terminal's, which reached it
+/// already); exit as it does.
+pub fn relay(keeper: Pid, signals: StopSignals) -> std::io::Result<i32> {
     let mut signals = signals;
     let early: Vec<libc::siginfo_t> = signals.signals.pending().collect();
-    let child = keeper.spawn()?;
-    let pid = Pid::from_child(&child);
-    let pidfd = std::sync::Arc::new(process::pidfd_open(pid, PidfdFlags::empty())?);
+    // The keeper is this process's child, not yet waited for: its pid cannot be reused.
+    let pidfd = std::sync::Arc::new(process::pidfd_open(keeper, PidfdFlags::empty())?);
     for info in early.iter().filter(|i| !from_terminal(i)) {
         send(&pidfd, info.si_signo);
     }
@@ -84,19 +89,24 @@ pub fn relay(signals: StopSignals) -> std::io::Result<i32> {
             }
         }
     });
-    let mut child = child;
-    let status = child.wait();
+    let status = loop {
+        match process::waitpid(Some(keeper), WaitOptions::empty()) {
+            Ok(Some((_, status))) => break Ok(status),
+            Ok(None) | Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => break Err(std::io::Error::from(e)),
+        }
+    };
     handle.close();
     let _ = forwarder.join();
     let status = status?;
-    use std::os::unix::process::ExitStatusExt;
     // A stop signal kills the keeper only before it holds anything; any other death
     // leaves its lease to be pruned while CMD's processes may run on.
-    if let Some(sig) = status.signal().filter(|s| ![libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s)) {
+    if let Some(sig) = status.terminating_signal().filter(|s| ![libc::SIGINT, libc::SIGTERM, libc::SIGHUP].contains(s))
+    {
         eprintln!(
             "leasectl: the lease keeper (pid {}) was killed by signal {sig}; processes CMD started may still run",
-            child.id()
+            keeper.as_raw_nonzero()
         );
     }
-    Ok(exit_code_of(status))
+    Ok(super::wait_code(status))
 }

@@ -70,7 +70,10 @@ impl StopSignals {
         // then the release) instead of killing leasectl with its lease still recorded.
         // Unless started ignoring it (`nohup`): then a hangup must not end the work.
         let stops: &[i32] = if ignored(SIGHUP) { &[SIGINT, SIGTERM] } else { &[SIGINT, SIGTERM, SIGHUP] };
-        Ok(StopSignals { signals: SignalsInfo::new(stops)? })
+        let signals = SignalsInfo::new(stops)?;
+        // Blocked across `run`'s fork ([`keeper::split`]): caught from here on.
+        block_stop_signals(false)?;
+        Ok(StopSignals { signals })
     }
 
     /// True when a stop signal already arrived (e.g. while acquiring).
@@ -164,7 +167,7 @@ impl StopSignals {
 #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
 fn start(program: &str, args: &[String], env: &[(&str, &str)]) -> std::io::Result<(std::process::Child, Arc<OwnedFd>)> {
     let mut command = Command::new(program);
-    command.args(args).envs(env.iter().copied()).env_remove(keeper::KEEPER_ENV);
+    command.args(args).envs(env.iter().copied());
     // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
     unsafe {
         command.pre_exec(|| Ok(process::set_parent_process_death_signal(Some(Signal::KILL))?));
@@ -242,11 +245,7 @@ fn reap(cmd: process::Pid, how: Supervision) -> std::io::Result<i32> {
             Err(e) => return Err(e.into()),
         }
     };
-    let code = match (status.exit_status(), status.terminating_signal()) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        _ => 1,
-    };
+    let code = wait_code(status);
     if let Supervision::Keeper { .. } = how {
         // Every child left is CMD's work (the keeper starts no other): ECHILD means done.
         while let Ok(_) | Err(rustix::io::Errno::INTR) = process::wait(WaitOptions::empty()) {}
@@ -271,13 +270,29 @@ pub struct RunEnd {
 }
 
 /// How a child ended, as a shell would report it in `$?`.
-pub fn exit_code_of(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
+fn wait_code(status: process::WaitStatus) -> i32 {
+    match (status.exit_status(), status.terminating_signal()) {
         (Some(code), _) => code,
         (None, Some(sig)) => 128 + sig,
         _ => 1,
     }
+}
+
+/// Block (or unblock) SIGINT, SIGTERM and SIGHUP in this thread: a signal that arrives
+/// while they are blocked waits, pending, until they are unblocked.
+#[allow(unsafe_code)] // the system calls below have no safe wrapper; see SAFETY
+fn block_stop_signals(block: bool) -> std::io::Result<()> {
+    // SAFETY: the set is initialised by sigemptyset before use; pthread_sigmask only
+    // reads it, and a null old set asks for nothing back.
+    let rc = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(if block { libc::SIG_BLOCK } else { libc::SIG_UNBLOCK }, &set, std::ptr::null_mut())
+    };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(rc)) }
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ pub struct ProcStat {
     pub state: u8,
     pub ppid: u32,
     pub pgrp: u32,
+    /// num_threads (field 20); None when it does not parse.
+    pub threads: Option<u32>,
     /// starttime (field 22) in clock ticks after boot; None when it does not parse.
     pub start_ticks: Option<u64>,
 }
@@ -30,9 +32,11 @@ pub fn parse(stat: &[u8]) -> Option<ProcStat> {
     let state = fields.next()?.bytes().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgrp = fields.next()?.parse().ok()?;
-    // Fields after ')' start at field 3; starttime is field 22, 16 after pgrp (field 5).
-    let start_ticks = fields.nth(16).and_then(|t| t.parse().ok());
-    Some(ProcStat { state, ppid, pgrp, start_ticks })
+    // Fields after ')' start at field 3; num_threads is field 20, 14 after pgrp (field 5),
+    // and starttime field 22.
+    let threads = fields.nth(14).and_then(|t| t.parse().ok());
+    let start_ticks = fields.nth(1).and_then(|t| t.parse().ok());
+    Some(ProcStat { state, ppid, pgrp, threads, start_ticks })
 }
 
 /// `/proc/<pid>/stat`, read with one read(2) into a stack buffer (the line is well under
@@ -64,6 +68,7 @@ mod tests {
         let line = b"123 (we) ird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21";
         let stat = parse(line).expect("parses");
         assert_eq!((stat.state, stat.ppid, stat.pgrp, stat.start_ticks), (b'S', 1, 2, Some(987654)));
+        assert_eq!(stat.threads, Some(17));
         assert!(!stat.ended());
         assert!(parse(b"9 (z) Z 1 9 9").is_some_and(|s| s.ended() && s.start_ticks.is_none()));
         assert_eq!(parse(b"9 no paren S 1 2"), None);
@@ -74,5 +79,6 @@ mod tests {
         let me = read(u64::from(std::process::id())).expect("readable").expect("parses");
         assert!(!me.ended() && me.start_ticks.is_some());
         assert_eq!(me.ppid, std::os::unix::process::parent_id());
+        assert!(me.threads.is_some_and(|n| n >= 1));
     }
 }
