@@ -280,24 +280,46 @@ impl Worker {
             if self.stopping() {
                 return;
             }
-            if self.store_index(&location).is_some() || self.unopenable.contains(&location) {
-                continue;
+            self.open_if_new(location);
+        }
+    }
+
+    /// Open a store for `location` unless one is open already (or it cannot be opened).
+    fn open_if_new(&mut self, location: Location) {
+        if self.store_index(&location).is_some() || self.unopenable.contains(&location) {
+            return;
+        }
+        // The CLI opened each location once before starting the console, so this cannot fail.
+        let Ok(store) = lease::open(&location, self.options) else {
+            self.unopenable.insert(location);
+            return;
+        };
+        // Every change the console makes is on record, as the CLI's are.
+        let failures = Arc::clone(&self.audit_failures);
+        let on_failure = Box::new(move |f: String| {
+            if let Ok(mut all) = failures.lock() {
+                all.push(f);
             }
-            // The CLI opened each location once before starting the console, so this cannot fail.
-            let Ok(store) = lease::open(&location, self.options) else {
-                self.unopenable.insert(location);
-                continue;
-            };
-            // Every change the console makes is on record, as the CLI's are.
-            let failures = Arc::clone(&self.audit_failures);
-            let on_failure = Box::new(move |f: String| {
-                if let Ok(mut all) = failures.lock() {
-                    all.push(f);
-                }
-            });
-            self.stores.push(lease::audited::Audited::wrap(store, lease::home::audit::Actor::console(), on_failure));
-            let (stores, index) = (&self.stores, self.stores.len() - 1);
-            self.opened.insert(&location, index, |i| stores.get(i).map(|s| s.location()));
+        });
+        self.stores.push(lease::audited::Audited::wrap(store, lease::home::audit::Actor::console(), on_failure));
+        let (stores, index) = (&self.stores, self.stores.len() - 1);
+        self.opened.insert(&location, index, |i| stores.get(i).map(|s| s.location()));
+    }
+
+    /// Whether `dir` is (or, gone, was) a profile of the root this console discovers.
+    fn is_discovered_profile(&self, dir: &Path) -> bool {
+        self.scope.discover_root.as_deref().is_some_and(|root| paths::is_profile_of(root, dir))
+    }
+
+    /// Open the profiles among `changed` that are new, real directories (never a link:
+    /// [`paths::all_registries`] lists none), without listing the others (seconds at 100,000).
+    fn open_new_profiles(&mut self, changed: &[PathBuf]) {
+        let profiles: Vec<&PathBuf> = changed.iter().filter(|p| self.is_discovered_profile(p)).collect();
+        for dir in profiles {
+            let real_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+            if let (true, Some(name)) = (real_dir, dir.file_name().and_then(|n| n.to_str())) {
+                self.open_if_new(Location::File(lease::Registry::new(name, dir)));
+            }
         }
     }
 
@@ -352,10 +374,15 @@ impl Worker {
     pub fn reload_changed(&mut self, changed: &[PathBuf]) -> Loaded {
         // Only a directory coming or going can be a new profile: a file written in a home
         // is one open already (listing 100,000 profiles after every write cost a second),
-        // and so is the runtime/ a home's first acquire makes.
+        // and so is the runtime/ a home's first acquire makes. A profile made is opened on
+        // its own (listing them all cost 4 s of CPU at 100,000).
+        self.open_new_profiles(changed);
         let known_home = |h: &Path| self.stores.iter().any(|s| s.location().registry().is_some_and(|r| r.home == h));
         let known_runtime = |p: &Path| paths::is_runtime_dir(p) && p.parent().is_some_and(known_home);
-        if !changed.iter().all(|p| is_home_file(p) || known_runtime(p)) {
+        // A hidden directory in profiles/ is no profile: nothing to open.
+        let in_profiles =
+            |p: &Path| self.scope.discover_root.as_deref().is_some_and(|r| paths::is_in_profiles_of(r, p));
+        if !changed.iter().all(|p| is_home_file(p) || known_runtime(p) || in_profiles(p)) {
             self.open_new();
         }
         let homes: HashSet<&Path> = changed.iter().flat_map(|p| homes_touched(p)).collect();

@@ -34,6 +34,11 @@ impl FileWatch {
         (self.discover && paths::root_of(dir) == self.root) || self.homes.iter().any(|h| h == dir)
     }
 
+    /// Whether `dir` is (or, gone, was) a directory of the `profiles/` the scope discovers.
+    fn in_profiles(&self, dir: &Path) -> bool {
+        self.discover && paths::is_in_profiles_of(&self.root, dir)
+    }
+
     /// The directories to watch now: each runtime dir, home and the profiles dir, or
     /// the nearest existing ancestor of each one that does not exist yet.
     pub fn desired(&self) -> BTreeSet<PathBuf> {
@@ -193,6 +198,25 @@ impl Armed {
         }
     }
 
+    /// A profile came or went: it and its runtime/ are watched as [`FileWatch::desired`]
+    /// would have them, without listing the other profiles (seconds at 100,000).
+    fn follow_profile(&mut self, home: &Path) {
+        let runtime = home.join(paths::RUNTIME_DIR);
+        if is_real_dir(home) {
+            if self.watched.insert(home.to_path_buf()) {
+                let _ = self.watcher.watch(home, RecursiveMode::NonRecursive);
+            }
+            // Looked at once the home is watched: a runtime/ made before is seen here,
+            // one made after is an event.
+            self.follow_runtime(&runtime);
+        } else {
+            self.follow_runtime(&runtime);
+            if self.watched.remove(home) {
+                let _ = self.watcher.unwatch(home);
+            }
+        }
+    }
+
     /// A watched directory removed and recreated between two looks keeps its path but
     /// lost its inotify watch: watch every touched one anew.
     fn renew(&mut self, touched: &[PathBuf]) {
@@ -262,22 +286,30 @@ impl Burst {
         }
         if dirs.is_empty() {
             Dirs::Unchanged
-        } else if dirs.iter().all(|p| paths::is_runtime_dir(p)) {
-            Dirs::Runtime(dirs.into_iter().cloned().collect())
+        } else if dirs.iter().all(|p| paths::is_runtime_dir(p) || is_profile_shaped(p)) {
+            Dirs::Homes(dirs.into_iter().cloned().collect())
         } else {
             Dirs::Other
         }
     }
 
-    /// Make the watches follow directories that came or went: a home's runtime/ is
-    /// watched or let go on its own; anything else looks at the whole scope again, now
-    /// and once the burst is over.
+    /// Make the watches follow directories that came or went: a profile of the root, or
+    /// a home's runtime/, is watched or let go on its own; anything else looks at the
+    /// whole scope again, now and once the burst is over.
     fn follow(&mut self, armed: &mut Armed, dirs: &Dirs, scope: &FileWatch) {
         match dirs {
             Dirs::Unchanged => {}
-            Dirs::Runtime(paths) if paths.iter().all(|p| p.parent().is_some_and(|h| scope.is_home(h))) => {
-                for p in paths {
-                    armed.follow_runtime(p);
+            Dirs::Homes(dirs) if dirs.iter().all(|p| scope.in_profiles(p) || is_runtime_of_home(p, scope)) => {
+                // What went first: a profile renamed keeps its inode's watch, which letting
+                // go of its old path after watching the new one would remove.
+                let (present, gone): (Vec<&PathBuf>, Vec<&PathBuf>) = dirs.iter().partition(|p| is_real_dir(p));
+                for p in gone.into_iter().chain(present) {
+                    if !scope.in_profiles(p) {
+                        armed.follow_runtime(p);
+                    } else if paths::is_profile_of(&scope.root, p) {
+                        armed.follow_profile(p);
+                    }
+                    // Else a hidden directory in profiles/: no profile, nothing to watch.
                 }
             }
             _ => {
@@ -288,12 +320,22 @@ impl Burst {
     }
 }
 
+/// `<something>/profiles/<name>`: a profile, if its root is the scope's.
+fn is_profile_shaped(p: &Path) -> bool {
+    paths::root_of(p) != p
+}
+
+/// A `runtime/` directory of a home in scope.
+fn is_runtime_of_home(p: &Path, scope: &FileWatch) -> bool {
+    paths::is_runtime_dir(p) && p.parent().is_some_and(|h| scope.is_home(h))
+}
+
 /// The directories an event made or removed, as the watches see them.
 enum Dirs {
     Unchanged,
-    /// `runtime/` directories only.
-    Runtime(Vec<PathBuf>),
-    /// Others (a profile, a home, `profiles/`), or the feed failed.
+    /// Profiles (`profiles/<name>`) and `runtime/` directories only.
+    Homes(Vec<PathBuf>),
+    /// Others (a fixed home, `profiles/` itself), or the feed failed.
     Other,
 }
 
@@ -340,6 +382,43 @@ mod tests {
         std::fs::create_dir_all(root.join("profiles/work")).expect("mkdir");
         let d: Vec<PathBuf> = scope.desired().into_iter().collect();
         assert_eq!(d, vec![root.clone(), root.join("profiles"), root.join("profiles/work"), root.join("runtime")]);
+    }
+
+    /// A profile made or removed is followed on its own (no look at every profile, which
+    /// cost seconds at 100,000), and the watches end as the full look would have them.
+    #[test]
+    fn a_profile_that_comes_or_goes_is_followed_on_its_own() {
+        use notify::event::{CreateKind, RemoveKind};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("home");
+        let profiles = root.join("profiles");
+        std::fs::create_dir_all(profiles.join("old")).expect("mkdir");
+        let scope = FileWatch { root: root.clone(), discover: true, homes: vec![] };
+        let (tx, _rx) = channel();
+        let mut armed =
+            Armed { watcher: notify::recommended_watcher(tx).expect("a watcher"), watched: BTreeSet::new() };
+        armed.rearm(&scope);
+        let mut renames = Renames::default();
+        let mut event = |kind: EventKind, path: PathBuf, armed: &mut Armed| {
+            let mut burst = Burst::default();
+            let dirs = burst.take(Ok(notify::Event::new(kind).add_path(path)), &mut renames);
+            burst.follow(armed, &dirs, &scope);
+            assert!(!burst.rearm_after, "looked at every profile again");
+        };
+        // Made with its runtime/ already in it (moved in, or made before its watch was).
+        std::fs::create_dir_all(profiles.join("new/runtime")).expect("mkdir");
+        event(EventKind::Create(CreateKind::Folder), profiles.join("new"), &mut armed);
+        assert!(armed.watched.contains(&profiles.join("new/runtime")));
+        // A link is no profile; a hidden directory neither.
+        std::os::unix::fs::symlink(dir.path(), profiles.join("link")).expect("symlink");
+        event(EventKind::Create(CreateKind::Any), profiles.join("link"), &mut armed);
+        std::fs::create_dir(profiles.join(".hidden")).expect("mkdir");
+        event(EventKind::Create(CreateKind::Folder), profiles.join(".hidden"), &mut armed);
+        assert_eq!(armed.watched, scope.desired());
+        std::fs::remove_dir_all(profiles.join("old")).expect("rm");
+        event(EventKind::Remove(RemoveKind::Folder), profiles.join("old"), &mut armed);
+        assert!(!armed.watched.contains(&profiles.join("old")));
+        assert_eq!(armed.watched, scope.desired());
     }
 
     #[test]

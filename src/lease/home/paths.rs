@@ -94,6 +94,18 @@ pub fn root_of(home: &Path) -> PathBuf {
     home.to_path_buf()
 }
 
+/// Whether `dir` is (or, gone, was) a profile of `root`: `<root>/profiles/<name>`, with a
+/// name [`all_registries`] would list (UTF-8, not starting with '.').
+pub fn is_profile_of(root: &Path, dir: &Path) -> bool {
+    is_in_profiles_of(root, dir) && dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.starts_with('.'))
+}
+
+/// Whether `dir` is (or, gone, was) directly in `<root>/profiles`: a profile, or a
+/// directory named as none is (hidden).
+pub fn is_in_profiles_of(root: &Path, dir: &Path) -> bool {
+    dir != root && root_of(dir) == root
+}
+
 /// The registry a home stands for, named `root` or after its profile.
 pub fn registry_for_home(home: &Path) -> Registry {
     let root = root_of(home);
@@ -145,6 +157,19 @@ mod tests {
         assert_eq!(root_of(Path::new("/h/.hermes")), PathBuf::from("/h/.hermes"));
         assert_eq!(registry_for_home(Path::new("/r/profiles/work")).profile, "work");
         assert_eq!(registry_for_home(Path::new("/r")).profile, "root");
+    }
+
+    #[test]
+    fn a_profile_is_a_named_directory_of_its_roots_profiles() {
+        let root = Path::new("/r");
+        assert!(is_profile_of(root, Path::new("/r/profiles/work")));
+        assert!(is_profile_of(root, Path::new("/r/profiles/runtime")));
+        assert!(!is_profile_of(root, Path::new("/r/profiles/.hidden")));
+        assert!(is_in_profiles_of(root, Path::new("/r/profiles/.hidden")));
+        assert!(!is_profile_of(root, Path::new("/r/profiles")));
+        assert!(!is_profile_of(root, root));
+        assert!(!is_profile_of(root, Path::new("/r/profiles/work/runtime")));
+        assert!(!is_profile_of(root, Path::new("/other/profiles/work")));
     }
 
     #[test]
