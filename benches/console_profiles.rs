@@ -5,7 +5,8 @@
 //! every tab is filled (the log names the last profile's registry as read), how long a
 //! key takes to show (`?` opens the help, Esc closes it) while the tabs are still being
 //! read, then, idle once every tab is in, its CPU over 20 s (after 10 s to settle) and its
-//! memory (VmRSS, VmHWM), the CPU one registry write in a profile costs it and an owner's death, and how long `q` takes to end it (targets: first screen and q
+//! memory (VmRSS, VmHWM), the CPU one registry write in a profile costs it, an owner's
+//! death and a profile made, and how long `q` takes to end it (targets: first screen and q
 //! within a second, a key within 100 ms, idle under 1 % of a core and 100 MB at 100,000
 //! profiles; the screen is looked at every 5 ms). Beside each size, q's floor: what the
 //! kernel takes to close an inotify descriptor that watches every profile directory (the
@@ -47,6 +48,8 @@ struct Loaded {
     per_write_ms: f64,
     /// CPU (ms of a core) the console spends in the 6 s after a lease's owner dies.
     owner_death_ms: f64,
+    /// CPU (ms of a core) the console spends in the 6 s after a profile is made.
+    new_profile_ms: f64,
 }
 
 /// A root with `profiles` empty profiles.
@@ -100,7 +103,7 @@ fn per_write_cpu(console: &Console, binary: &str, dir: &Path) -> f64 {
     let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let pause = Duration::from_millis(1500);
     acquire(&format!("bench-{run}-first"));
-    // Its runtime directory made, the watcher looks at every profile again: let it finish.
+    // Its runtime directory made (a directory to watch): let the console settle.
     std::thread::sleep(pause * 4);
     let before = console.cpu_seconds();
     for n in 0..3 {
@@ -132,6 +135,16 @@ fn owner_death_cpu(console: &Console, binary: &str, dir: &Path) -> f64 {
     (console.cpu_seconds() - before) * 1000.0
 }
 
+/// The console's CPU in the 6 s after a profile is made (an empty directory in profiles/:
+/// the console opens it, watches it and shows its tab).
+fn new_profile_cpu(console: &Console, dir: &Path) -> f64 {
+    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let before = console.cpu_seconds();
+    std::fs::create_dir(dir.join("profiles").join(format!("new-{run}"))).expect("make a profile");
+    std::thread::sleep(Duration::from_secs(6));
+    (console.cpu_seconds() - before) * 1000.0
+}
+
 fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loaded {
     let started = Instant::now();
     let mut console = Console::start(binary, dir, ROWS, COLS);
@@ -156,6 +169,7 @@ fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loade
     let (rss_mb, peak_mb) = (console.status_mb("VmRSS:"), console.status_mb("VmHWM:"));
     let per_write_ms = per_write_cpu(&console, binary, dir);
     let owner_death_ms = owner_death_cpu(&console, binary, dir);
+    let new_profile_ms = new_profile_cpu(&console, dir);
     let asked = Instant::now();
     console.send(b"q");
     console.wait_exit(Duration::from_secs(30));
@@ -170,6 +184,7 @@ fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loade
         quit: asked.elapsed(),
         per_write_ms,
         owner_death_ms,
+        new_profile_ms,
     }
 }
 
@@ -199,7 +214,7 @@ fn main() {
     };
     println!("console with many profiles: `leasectl tui` in a {COLS}x{ROWS} pty");
     println!(
-        "{:>8}  {:>9}  {:>12}  {:>14}  {:>16}  {:>9}  {:>9}  {:>8}  {:>9}  {:>12}  {:>11}",
+        "{:>8}  {:>9}  {:>12}  {:>14}  {:>16}  {:>9}  {:>9}  {:>8}  {:>9}  {:>12}  {:>11}  {:>11}",
         "build",
         "profiles",
         "first screen",
@@ -210,14 +225,15 @@ fn main() {
         "peak",
         "q ends",
         "cpu a write",
-        "owner dies"
+        "owner dies",
+        "new profile"
     );
     for &n in sizes {
         let home = home_of(n);
         for (name, b) in &binaries {
             let l = measure(b, home.path(), n, window);
             println!(
-                "{name:>8}  {:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>8.2}%  {:>7.0}MB  {:>6.0}MB  {:>7.0}ms  {:>10.0}ms  {:>9.0}ms",
+                "{name:>8}  {:>9}  {:>10.0}ms  {:>12.0}ms  {:>17}  {:>8.2}%  {:>7.0}MB  {:>6.0}MB  {:>7.0}ms  {:>10.0}ms  {:>9.0}ms  {:>9.0}ms",
                 l.profiles,
                 l.first_screen.as_secs_f64() * 1000.0,
                 l.all_tabs.as_secs_f64() * 1000.0,
@@ -228,7 +244,8 @@ fn main() {
                 l.peak_mb,
                 l.quit.as_secs_f64() * 1000.0,
                 l.per_write_ms,
-                l.owner_death_ms
+                l.owner_death_ms,
+                l.new_profile_ms
             );
         }
         let floor = inotify_close_floor(home.path());
