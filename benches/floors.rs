@@ -8,7 +8,7 @@
 //! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
 //! | `run S -- true` | `flock FILE true` |
 //! | `events --since 1m` over a 100 MB journal whose events are all older | `/bin/true` (nothing to print) |
-//! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json` at 50,000 live entries | `prune --dry-run` (the yardstick) |
+//! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json`, `ls` at 50,000 live entries | `prune --dry-run` (the yardstick) |
 //!
 //! The entries are owned by this bench process (its real start time): every owner is
 //! alive and nothing is pruned, so each cycle leaves the registry as it found it.
@@ -235,7 +235,7 @@ fn main() {
         };
         let floor = peak(&["prune", "--dry-run"]);
         let label = if *bin == this.as_str() { "this" } else { "baseline" };
-        for args in [&["doctor"][..], &["doctor", "--json"], &["ls", "-o", "json"]] {
+        for args in [&["doctor"][..], &["doctor", "--json"], &["ls", "-o", "json"], &["ls"]] {
             let mb = peak(args);
             println!("  {label:<8} {:<16} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
         }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::args::{Format, LivenessArg, LsArgs, SortKey};
 use super::marks::Marks;
-use super::output::{self, LEASE_HEADER, lease_rows, table};
+use super::output::{self, LEASE_HEADER, table_lines};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
 use crate::lease::home::context::SessionContext;
 use crate::lease::human::{duration, escape, plural};
@@ -172,33 +172,39 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
                     say!("{}", registry_line(name, &place, &cap, views.len(), s.cap.cap, m));
                 }
                 if !views.is_empty() {
-                    let (header, mut rows): (&[&str], _) = if wide {
-                        (&WIDE_HEADER, wide_rows(views, owners, m))
-                    } else {
-                        let mut rows = lease_rows(views, owners);
-                        for (row, v) in rows.iter_mut().zip(views) {
-                            mark_liveness(&mut row[5], &m.of_lease(v));
-                        }
-                        (&LEASE_HEADER, rows)
-                    };
                     // Over --host: the host first, on every row (so rows from several hosts
                     // piped together still say where each lease is).
-                    let text = match s.location.host() {
-                        Some(host) => {
-                            let header: Vec<&str> = std::iter::once("HOST").chain(header.iter().copied()).collect();
-                            for row in &mut rows {
-                                row.insert(0, host.name.clone());
+                    let host = s.location.host().map(|h| h.name.as_str());
+                    let at = now();
+                    let row = |i: usize| {
+                        let Some(v) = views.get(i) else { return vec![] };
+                        let mut cells = if wide {
+                            wide_row(v, owners, m, at)
+                        } else {
+                            let mut cells = output::lease_row(v, owners, at);
+                            if let Some(liveness) = cells.get_mut(5) {
+                                mark_liveness(liveness, &m.of_lease(v));
                             }
-                            table(&header, &rows)
+                            cells
+                        };
+                        if let Some(host) = host {
+                            cells.insert(0, host.to_owned());
                         }
-                        None => table(header, &rows),
+                        cells
                     };
-                    if bare {
-                        for row in text.lines().skip(1) {
-                            say!("{}", row.strip_prefix("  ").unwrap_or(row));
+                    let header: &[&str] = if wide { &WIDE_HEADER } else { &LEASE_HEADER };
+                    let with_host: Vec<&str>;
+                    let header = match host {
+                        Some(_) => {
+                            with_host = std::iter::once("HOST").chain(header.iter().copied()).collect();
+                            &with_host
                         }
-                    } else {
-                        say!("{text}");
+                        None => header,
+                    };
+                    // Line by line, each row made as it is printed: 50,000 leases are never
+                    // held as a table of text.
+                    for line in table_lines(header, views.len(), row).skip(usize::from(bare)) {
+                        say!("{}", if bare { line.strip_prefix("  ").unwrap_or(&line) } else { &line });
                     }
                 }
             }
@@ -264,32 +270,29 @@ pub(super) fn activity_text(ctx: Option<&SessionContext>) -> String {
     }
 }
 
-fn wide_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, m: &Marks) -> Vec<Vec<String>> {
-    let short = lease_rows(views, owners);
-    views
-        .iter()
-        .zip(short)
-        .map(|(v, s)| {
-            let o = owners.get(&v.entry.pid());
-            let mut liveness = s[5].clone();
-            mark_liveness(&mut liveness, &m.of_lease(v));
-            vec![
-                v.entry.lease_id().to_owned(),
-                s[1].clone(),
-                s[2].clone(),
-                s[3].clone(),
-                s[4].clone(),
-                o.and_then(|o| o.user.clone()).unwrap_or_else(|| "-".into()),
-                o.map(|o| format!("{:.1}M", o.rss_bytes as f64 / (1024.0 * 1024.0))).unwrap_or_else(|| "-".into()),
-                liveness,
-                s[6].clone(),
-                s[7].clone(),
-                m.context_of(v).and_then(|c| c.title.clone()).unwrap_or_else(|| "-".into()),
-                activity_text(m.context_of(v)),
-                o.map(|o| o.cmdline.join(" ")).filter(|c| !c.is_empty()).unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect()
+/// One lease's row under [`WIDE_HEADER`], its age as of `at`.
+fn wide_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, m: &Marks, at: f64) -> Vec<String> {
+    let mut short = output::lease_row(v, owners, at).into_iter();
+    let mut next = || short.next().unwrap_or_default();
+    let (_, session, surface, pid, owner, mut liveness, age, live_id) =
+        (next(), next(), next(), next(), next(), next(), next(), next());
+    let o = owners.get(&v.entry.pid());
+    mark_liveness(&mut liveness, &m.of_lease(v));
+    vec![
+        v.entry.lease_id().to_owned(),
+        session,
+        surface,
+        pid,
+        owner,
+        o.and_then(|o| o.user.clone()).unwrap_or_else(|| "-".into()),
+        o.map(|o| format!("{:.1}M", o.rss_bytes as f64 / (1024.0 * 1024.0))).unwrap_or_else(|| "-".into()),
+        liveness,
+        age,
+        live_id,
+        m.context_of(v).and_then(|c| c.title.clone()).unwrap_or_else(|| "-".into()),
+        activity_text(m.context_of(v)),
+        o.map(|o| o.cmdline.join(" ")).filter(|c| !c.is_empty()).unwrap_or_else(|| "-".into()),
+    ]
 }
 
 const TSV_HEADER: [&str; 12] = [

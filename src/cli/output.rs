@@ -203,35 +203,41 @@ pub fn short_id(id: &str) -> String {
 
 /// Columns padded to the widest cell; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    table_lines(header, rows.len(), |i| rows.get(i).cloned().unwrap_or_default()).collect::<Vec<String>>().join("\n")
+}
+
+/// The lines of [`table`] over `count` rows, the header first, each made as it is asked
+/// for: `row(i)` is called twice per row (once for the widths, once to print), so a table
+/// of 50,000 leases is never held whole, neither its cells nor its text. `row` must
+/// give the same cells both times.
+pub fn table_lines<'a>(
+    header: &'a [&str],
+    count: usize,
+    row: impl Fn(usize) -> Vec<String> + 'a,
+) -> impl Iterator<Item = String> + 'a {
     // Cells come from files other programs write: shown, never obeyed by the terminal.
-    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| escape(c).into_owned()).collect()).collect();
-    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
+    for i in 0..count {
+        for (width, cell) in widths.iter_mut().zip(row(i)) {
+            *width = (*width).max(escape(&cell).chars().count());
         }
     }
-    let line = |cells: Vec<&str>| {
+    let line = move |cells: &mut dyn ExactSizeIterator<Item = &str>| {
+        let last = cells.len();
         let mut s = String::from("  ");
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(c);
-                s.push_str(&" ".repeat(widths[i] - c.chars().count() + 2));
+        for (i, c) in cells.enumerate() {
+            let c = escape(c);
+            s.push_str(&c);
+            if i + 1 < last {
+                let pad = widths.get(i).map_or(0, |w| w.saturating_sub(c.chars().count())) + 2;
+                s.extend(std::iter::repeat_n(' ', pad));
             }
         }
-        s.trim_end().to_owned()
+        s.truncate(s.trim_end().len());
+        s
     };
-    let mut out = line(header.to_vec());
-    for row in rows {
-        out.push('\n');
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+    let header_line = line(&mut header.iter().copied());
+    std::iter::once(header_line).chain((0..count).map(move |i| line(&mut row(i).iter().map(String::as_str))))
 }
 
 /// The owners of these leases' pids, as the OWNER column names them.
@@ -242,30 +248,30 @@ fn owners_of(views: &[LeaseView]) -> HashMap<u64, OwnerInfo> {
 
 pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<Vec<String>> {
     let at = now();
-    views
-        .iter()
-        .map(|v| {
-            let e = &v.entry;
-            let mut liveness = v.liveness.name().to_owned();
-            if v.liveness.clock_step_suspected() {
-                liveness.push_str(" (clock step?)");
-            }
-            vec![
-                short_id(e.lease_id()),
-                e.session_id().to_owned(),
-                e.surface().unwrap_or("-").to_owned(),
-                e.pid().to_string(),
-                crate::lease::owners::owner::owner_label(
-                    v.liveness.name(),
-                    v.liveness.clock_step_suspected(),
-                    owners.get(&e.pid()).map(|o| o.name.as_str()),
-                ),
-                liveness,
-                e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
-                Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect()
+    views.iter().map(|v| lease_row(v, owners, at)).collect()
+}
+
+/// One lease's row under [`LEASE_HEADER`], its age as of `at`.
+pub fn lease_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, at: f64) -> Vec<String> {
+    let e = &v.entry;
+    let mut liveness = v.liveness.name().to_owned();
+    if v.liveness.clock_step_suspected() {
+        liveness.push_str(" (clock step?)");
+    }
+    vec![
+        short_id(e.lease_id()),
+        e.session_id().to_owned(),
+        e.surface().unwrap_or("-").to_owned(),
+        e.pid().to_string(),
+        crate::lease::owners::owner::owner_label(
+            v.liveness.name(),
+            v.liveness.clock_step_suspected(),
+            owners.get(&e.pid()).map(|o| o.name.as_str()),
+        ),
+        liveness,
+        e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
+        Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
+    ]
 }
 
 pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
@@ -577,6 +583,21 @@ fn doctor_files(d: &DoctorReport, s: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_table_makes_each_row_twice_and_pads_as_the_whole_one() {
+        let rows = [vec!["xxx".to_owned(), "y".to_owned()], vec!["z\u{1b}".to_owned(), "w".to_owned()]];
+        let asked = std::cell::Cell::new(0);
+        let lines: Vec<String> = table_lines(&["A", "BB"], rows.len(), |i| {
+            asked.set(asked.get() + 1);
+            rows[i].clone()
+        })
+        .collect();
+        assert_eq!(asked.get(), 4, "once for the widths, once to print");
+        // The escaped cell (`z\u{1b}`, seven characters shown) sets its column's width.
+        assert_eq!(lines, ["  A        BB", "  xxx      y", "  z\\u{1b}  w"]);
+        assert_eq!(table(&["A", "BB"], &rows), lines.join("\n"));
+    }
 
     #[test]
     fn tables_align() {
