@@ -808,10 +808,8 @@ fn t_jumps_to_a_profile_tab_by_name_as_it_is_typed() {
 #[test]
 fn an_unreachable_host_is_one_banner_for_all_its_registries() {
     use leasectl::lease::host_spec::HostSpec;
-    use leasectl::lease::{Error, Location, SshLocation};
-    let at = |spec: &str, profile: &str| {
-        Location::Ssh(SshLocation { host: HostSpec::parse(spec).expect("spec"), profile: profile.into() })
-    };
+    use leasectl::lease::{Error, Location};
+    let at = |spec: &str, profile: &str| Location::on_host(HostSpec::parse(spec).expect("spec"), profile.into());
     let down = |location: Location| {
         let mut s = snap(&location, None, Ok(vec![]));
         s.leases = Err(Error::Unreachable {
@@ -851,11 +849,8 @@ fn an_unreachable_host_is_one_banner_for_all_its_registries() {
 #[test]
 fn a_host_that_answered_it_cannot_serve_is_not_said_unreachable() {
     use leasectl::lease::host_spec::HostSpec;
-    use leasectl::lease::{Error, Location, SshLocation};
-    let at = Location::Ssh(SshLocation {
-        host: HostSpec::parse("gw3=ssh://gw3/srv/h").expect("spec"),
-        profile: "root".into(),
-    });
+    use leasectl::lease::{Error, Location};
+    let at = Location::on_host(HostSpec::parse("gw3=ssh://gw3/srv/h").expect("spec"), "root".into());
     let mut s = snap(&at, None, Ok(vec![]));
     s.leases = Err(Error::Unreachable {
         host: "gw3".into(),

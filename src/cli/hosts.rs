@@ -3,7 +3,7 @@
 //! once, so a host that is slow to answer holds up no other.
 
 use crate::lease::host_spec::{self as spec, HostSpec, HostTarget};
-use crate::lease::{Location, SshLocation, home::paths};
+use crate::lease::{Location, home::paths};
 
 use super::args::{Backend, Cli, Command};
 use super::{Failure, Selection, fail, usage};
@@ -89,7 +89,7 @@ pub(super) fn select_locations(
             .into_iter()
             .map(|host| {
                 let profile = cli.profile.clone().unwrap_or_else(|| named_registry(&host));
-                Location::Ssh(SshLocation { host, profile })
+                Location::on_host(host, profile)
             })
             .collect();
         return Ok(Selection { locations, root: None });
@@ -113,7 +113,7 @@ pub(super) fn select_locations(
             _ => vec!["root".to_owned()],
         };
         for profile in names {
-            locations.push(Location::Ssh(SshLocation { host: host.clone(), profile }));
+            locations.push(Location::on_host(host.clone(), profile));
         }
     }
     Ok(Selection { locations, root: None })

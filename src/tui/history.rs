@@ -88,11 +88,7 @@ pub fn hosts_history(locations: &[Location], every_profile: bool, now: f64) -> O
         for host in hosts {
             let profiles =
                 until_connected(HOST_HISTORY_WAIT, || crate::lease::host_registries(&host, true)).unwrap_or_default();
-            asked.extend(
-                profiles
-                    .into_iter()
-                    .map(|profile| Location::Ssh(crate::lease::SshLocation { host: host.clone(), profile })),
-            );
+            asked.extend(profiles.into_iter().map(|profile| Location::on_host(host.clone(), profile)));
         }
         asked.sort_by_key(Location::label);
         asked.dedup();

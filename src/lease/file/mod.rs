@@ -39,8 +39,9 @@ use lease_watch::LeaseWatch;
 
 /// A Hermes registry file under flock.
 pub struct FileStore {
+    /// Always `Location::File`: the registry is kept once (a console keeps a store per
+    /// profile, 100,000 of them).
     location: Location,
-    registry: Registry,
     lock_timeout: Duration,
     /// For doctor's leak suspects: see [`StoreOptions::idle_threshold`].
     pub idle_threshold: Option<Duration>,
@@ -68,12 +69,20 @@ fn no_entries() -> Arc<Vec<Entry>> {
 impl FileStore {
     pub fn new(registry: Registry, lock_timeout: Duration) -> FileStore {
         FileStore {
-            location: Location::File(registry.clone()),
-            registry,
+            location: Location::File(registry),
             lock_timeout,
             idle_threshold: None,
             last: None,
             owner_states: Vec::new(),
+        }
+    }
+
+    /// This store's registry.
+    fn registry(&self) -> &Registry {
+        match &self.location {
+            Location::File(registry) => registry,
+            // Made only by `new`, from a registry.
+            Location::Etcd(_) | Location::Ssh(_) => unreachable!("a file store's location is a registry file"),
         }
     }
 
@@ -119,11 +128,11 @@ impl LeaseStore for FileStore {
     }
 
     fn cap_setting(&self) -> CapSetting {
-        read_cap(&self.registry.config_path())
+        read_cap(&self.registry().config_path())
     }
 
     fn read(&mut self) -> Listing {
-        let path = self.registry.path();
+        let path = self.registry().path();
         // Every empty registry shares one empty list (a console may read 100,000 of them).
         let entries =
             registry::read(&path).map(|f| if f.entries.is_empty() { no_entries() } else { Arc::new(f.entries) });
@@ -135,7 +144,7 @@ impl LeaseStore for FileStore {
         let read = FileRead {
             exists: modified.is_some() || path.exists(),
             modified,
-            cap: read_cap(&self.registry.config_path()),
+            cap: read_cap(&self.registry().config_path()),
             entries,
         };
         self.listing(read)
@@ -157,28 +166,28 @@ impl LeaseStore for FileStore {
     }
 
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
-        fence::acquire(&self.registry, req)
+        fence::acquire(self.registry(), req)
     }
 
     fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
-        fence::release(&self.registry, lease_id, self.lock_timeout)
+        fence::release(self.registry(), lease_id, self.lock_timeout)
     }
 
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
         match (&grant.entry, grant.recorded) {
             (_, false) => Ok(Released { removed: false, pruned: vec![], lease_id: None }),
             // The writer may have re-acquired since: its entry now, whatever its id.
-            (Some(entry), true) => fence::release_held(&self.registry, entry, self.lock_timeout),
+            (Some(entry), true) => fence::release_held(self.registry(), entry, self.lock_timeout),
             (None, true) => self.release(&grant.lease_id),
         }
     }
 
     fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error> {
-        admin::force_release(&self.registry, target, opts, self.lock_timeout)
+        admin::force_release(self.registry(), target, opts, self.lock_timeout)
     }
 
     fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
-        let path = self.registry.lock_path();
+        let path = self.registry().lock_path();
         if !path.is_file() {
             return None;
         }
@@ -188,20 +197,20 @@ impl LeaseStore for FileStore {
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
-        admin::prune(&self.registry, opts, self.lock_timeout)
+        admin::prune(self.registry(), opts, self.lock_timeout)
     }
 
     /// The lease to act on is picked from this registry and its home's state.db.
     fn advice(&self, refusal: &Refusal) -> String {
-        advice::advice(&self.registry, self.idle_threshold, refusal)
+        advice::advice(self.registry(), self.idle_threshold, refusal)
     }
 
     fn doctor(&mut self) -> Result<DoctorReport, Error> {
-        Ok(admin::doctor_with(&self.registry, self.idle_threshold))
+        Ok(admin::doctor_with(self.registry(), self.idle_threshold))
     }
 
     fn repair(&mut self, opts: RepairOptions) -> Result<RepairReport, Error> {
-        salvage::repair(&self.registry, opts, self.lock_timeout)
+        salvage::repair(self.registry(), opts, self.lock_timeout)
     }
 
     /// A registry file lease lasts as long as its owner, so nothing renews it; but it can
@@ -211,6 +220,6 @@ impl LeaseStore for FileStore {
             return Ok(None);
         }
         let Some(entry) = grant.entry.clone() else { return Ok(None) };
-        Ok(Some(Box::new(LeaseWatch::start(self.registry.path(), entry, on_lost))))
+        Ok(Some(Box::new(LeaseWatch::start(self.registry().path(), entry, on_lost))))
     }
 }

@@ -57,7 +57,7 @@ pub fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::leas
     for host in hosts {
         let profiles = lock(&Link::to(host).state).ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default();
         for profile in profiles {
-            out.push(crate::lease::Location::Ssh(crate::lease::SshLocation { host: host.clone(), profile }));
+            out.push(crate::lease::Location::on_host(host.clone(), profile));
         }
     }
     out

@@ -31,7 +31,12 @@ pub struct SshStore {
 
 impl SshStore {
     pub fn new(at: &SshLocation) -> SshStore {
-        SshStore { location: Location::Ssh(at.clone()), at: at.clone(), link: Link::to(&at.host), read_at: None }
+        SshStore {
+            location: Location::Ssh(Box::new(at.clone())),
+            at: at.clone(),
+            link: Link::to(&at.host),
+            read_at: None,
+        }
     }
 
     fn elsewhere(&self, what: &str) -> String {
