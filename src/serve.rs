@@ -173,7 +173,7 @@ impl Server {
                 eprintln!("leasectl serve: warning: audit: {f}");
                 kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(f);
             });
-            let store = lease::audited::Audited::wrap(store, self.actor.clone(), warn);
+            let store = lease::audited::Audited::wrap(store, lease::audited::Auditor::new(self.actor.clone(), warn));
             self.stores.insert(profile.to_owned(), store);
         }
         self.stores.get_mut(profile).ok_or_else(|| Error::Refused(format!("no registry {profile}")))

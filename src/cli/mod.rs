@@ -164,7 +164,8 @@ struct Failure {
 /// could not keep is a warning (the change stands either way).
 fn audited(store: Box<dyn LeaseStore>) -> Box<dyn LeaseStore> {
     let warn = Box::new(|f: String| say_err!("leasectl: warning: audit: {f}"));
-    lease::audited::Audited::wrap(store, lease::home::audit::Actor::this_command(), warn)
+    let auditor = lease::audited::Auditor::new(lease::home::audit::Actor::this_command(), warn);
+    lease::audited::Audited::wrap(store, auditor)
 }
 
 /// An error (exit 1) that says `message`.

@@ -2,6 +2,7 @@
 //! go to the audit ([`super::home::audit`]) as they happen, whoever calls. The CLI and the
 //! console wrap their stores in it, so both write the same records.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
@@ -15,23 +16,35 @@ use super::repair::{RepairOptions, RepairReport};
 use super::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
 
 /// Told what could not be recorded, in words (the action stands either way).
-pub type OnAuditFailure = Box<dyn Fn(String) + Send>;
+pub type OnAuditFailure = Box<dyn Fn(String) + Send + Sync>;
 
-/// `inner`, with its changes on record as done by `actor`.
-pub struct Audited {
-    inner: Box<dyn LeaseStore>,
+/// Whom the changes are recorded as done by, and who is told what could not be recorded.
+/// Shared by every store it wraps (a console opens one per profile: 100,000 of them).
+pub struct Auditor {
     actor: Actor,
     on_failure: OnAuditFailure,
 }
 
+impl Auditor {
+    pub fn new(actor: Actor, on_failure: OnAuditFailure) -> Arc<Auditor> {
+        Arc::new(Auditor { actor, on_failure })
+    }
+}
+
+/// `inner`, with its changes on record as done by its auditor's actor.
+pub struct Audited {
+    inner: Box<dyn LeaseStore>,
+    auditor: Arc<Auditor>,
+}
+
 impl Audited {
-    pub fn wrap(inner: Box<dyn LeaseStore>, actor: Actor, on_failure: OnAuditFailure) -> Box<dyn LeaseStore> {
-        Box::new(Audited { inner, actor, on_failure })
+    pub fn wrap(inner: Box<dyn LeaseStore>, auditor: Arc<Auditor>) -> Box<dyn LeaseStore> {
+        Box::new(Audited { inner, auditor })
     }
 
     fn report(&self, failures: Vec<String>) {
         for f in failures {
-            (self.on_failure)(f);
+            (self.auditor.on_failure)(f);
         }
     }
 }
@@ -74,14 +87,14 @@ impl LeaseStore for Audited {
             Target::Lease(id) => format!("force-release lease {}", id.chars().take(8).collect::<String>()),
             Target::Session(s) => format!("force-release session {s}"),
         };
-        self.report(audit::removal("force-release", self.inner.location(), &self.actor.doing(&what), &r));
+        self.report(audit::removal("force-release", self.inner.location(), &self.auditor.actor.doing(&what), &r));
         self.report(r.warnings.clone());
         Ok(r)
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
         let r = self.inner.prune(opts)?;
-        self.report(audit::removal("prune", self.inner.location(), &self.actor.doing("prune"), &r));
+        self.report(audit::removal("prune", self.inner.location(), &self.auditor.actor.doing("prune"), &r));
         self.report(r.warnings.clone());
         Ok(r)
     }
@@ -97,7 +110,7 @@ impl LeaseStore for Audited {
         if !opts.dry_run && r.needed {
             let what = if opts.force { "repair (forced)" } else { "repair" };
             let live_risk = !r.plan.live_risks().is_empty();
-            self.report(audit::repair(self.inner.location(), &self.actor.doing(what), &r, live_risk));
+            self.report(audit::repair(self.inner.location(), &self.auditor.actor.doing(what), &r, live_risk));
         }
         Ok(r)
     }

@@ -68,6 +68,9 @@ pub struct Worker {
     sessions: SessionCache,
     /// What the stores' audit could not record since the last action was reported.
     audit_failures: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The console as the actor of every store's changes; what could not be recorded goes
+    /// to `audit_failures`. One for all the stores.
+    auditor: Arc<lease::audited::Auditor>,
     /// The first whole read is done: profiles found after it are new ones.
     first_read_done: bool,
     /// Which writes each reading spans (the change feed notes the versions replaced).
@@ -165,6 +168,14 @@ const OWNERS_EVERY: Duration = Duration::from_secs(5);
 
 impl Worker {
     pub fn new(scope: Scope, lock_timeout: Duration, runner: Option<Box<dyn Runner>>) -> Worker {
+        let audit_failures: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let failures = Arc::clone(&audit_failures);
+        let on_failure = Box::new(move |f: String| {
+            if let Ok(mut all) = failures.lock() {
+                all.push(f);
+            }
+        });
+        let auditor = lease::audited::Auditor::new(lease::home::audit::Actor::console(), on_failure);
         Worker {
             scope,
             runner,
@@ -185,7 +196,8 @@ impl Worker {
             owners_checked: None,
             last_holders: Vec::new(),
             sessions: SessionCache::default(),
-            audit_failures: Arc::default(),
+            audit_failures,
+            auditor,
             first_read_done: false,
             writes: super::writes::Writes::default(),
             pruned: HashMap::new(),
@@ -295,13 +307,7 @@ impl Worker {
             return;
         };
         // Every change the console makes is on record, as the CLI's are.
-        let failures = Arc::clone(&self.audit_failures);
-        let on_failure = Box::new(move |f: String| {
-            if let Ok(mut all) = failures.lock() {
-                all.push(f);
-            }
-        });
-        self.stores.push(lease::audited::Audited::wrap(store, lease::home::audit::Actor::console(), on_failure));
+        self.stores.push(lease::audited::Audited::wrap(store, Arc::clone(&self.auditor)));
         let (stores, index) = (&self.stores, self.stores.len() - 1);
         self.opened.insert(&location, index, |i| stores.get(i).map(|s| s.location()));
     }
