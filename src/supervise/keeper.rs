@@ -30,9 +30,9 @@ pub fn become_subreaper() -> std::io::Result<()> {
 /// Split into the relay and the keeper. A fork, not a second exec of this binary: the
 /// keeper goes on from the command line already parsed and the home already found, which
 /// spares `run` a whole process start (a quarter of `run S -- true`: 8 ms against 11 ms).
-/// Stop signals are blocked across the fork: each side receives them once
-/// it has installed its own handlers ([`StopSignals::install`] unblocks them), none is lost
-/// in between and none is caught by the other side's.
+/// Stop signals are blocked across the fork: each side receives them once it has
+/// installed its own handlers ([`StopSignals::install`] unblocks them), none is lost in
+/// between and none is caught by the other side's.
 #[allow(unsafe_code)] // fork(2) has no safe wrapper; see SAFETY
 pub fn split() -> std::io::Result<Side> {
     let me = std::process::id();
