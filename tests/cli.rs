@@ -1233,6 +1233,11 @@ fn release_is_the_owners_a_live_stranger_is_refused() {
     out.expect_exit(1);
     assert!(out.stderr.contains("force-release") && out.stderr.contains(&pid), "{out:?}");
     assert_eq!(home.lease_ids(), std::slice::from_ref(&id), "the live owner's lease stays");
+    // Named by a prefix, the same refusal.
+    let by_prefix = home.run(&["release", &id[..8]]);
+    by_prefix.expect_exit(1);
+    assert!(by_prefix.stderr.contains("force-release") && by_prefix.stderr.contains(&pid), "{by_prefix:?}");
+    assert_eq!(home.lease_ids(), std::slice::from_ref(&id), "the live owner's lease stays");
     home.run(&["release", &id, "--owner-pid", &pid]).expect_exit(0);
     assert!(home.entries().is_empty());
     // The caller's own lease (leasectl's parent owns it by default) and a dead owner's go.

@@ -121,6 +121,38 @@ fn unknown_fields_survive_acquire_and_release() {
     assert_eq!(String::from_utf8(read_raw(&reg)).expect("utf-8"), expected);
 }
 
+/// The owner's release judges the lease from the read its removal makes: a refusal
+/// writes nothing (not even a prune), and what it judged is the lease it would remove.
+#[test]
+fn release_unless_judges_the_lease_it_removes_and_a_refusal_writes_nothing() {
+    let (_d, reg) = home();
+    let g = lease::file::acquire(&reg, &req("S", "t")).expect("granted");
+    let dead = r#"{"lease_id": "dead", "pid": 2147483646, "process_start_time": 1.0, "session_id": "D"}"#;
+    let raw = String::from_utf8(read_raw(&reg)).expect("utf-8");
+    write_raw(&reg, raw.replacen("{\"entries\": [", &format!("{{\"entries\": [{dead}, "), 1));
+    let before = read_raw(&reg);
+    let seen = std::cell::RefCell::new(Vec::new());
+    let refuse = |v: &lease::LeaseView| {
+        seen.borrow_mut().push((v.entry.lease_id().to_owned(), v.liveness.clone()));
+        true
+    };
+    let refused = lease::file::fence::release_unless(&reg, &g.lease_id, T, &refuse).expect("no error");
+    assert!(matches!(refused, lease::OwnerRelease::Refused(ref v) if v.entry.lease_id() == g.lease_id), "{refused:?}");
+    assert_eq!(seen.borrow().as_slice(), &[(g.lease_id.clone(), Liveness::Alive)]);
+    assert_eq!(read_raw(&reg), before, "a refused release writes nothing, not even the dead owner's prune");
+    // Let through: removed, the dead owner pruned on the way, and the judged lease returned.
+    let done = lease::file::fence::release_unless(&reg, &g.lease_id, T, &|_| false).expect("released");
+    let lease::OwnerRelease::Done { released, view } = done else { panic!("refused: {done:?}") };
+    assert!(released.removed);
+    assert_eq!(released.pruned.iter().map(|e| e.lease_id()).collect::<Vec<_>>(), ["dead"]);
+    assert_eq!(view.map(|v| v.entry.lease_id().to_owned()), Some(g.lease_id.clone()));
+    assert!(store::read(&reg.path()).expect("valid").entries.is_empty());
+    // Already gone: nothing judged, nothing written.
+    let again = lease::file::fence::release_unless(&reg, &g.lease_id, T, &refuse).expect("no error");
+    assert!(matches!(again, lease::OwnerRelease::Done { ref released, view: None } if !released.removed));
+    assert_eq!(seen.borrow().len(), 1);
+}
+
 #[test]
 fn rewrite_is_byte_identical_to_hermes_format() {
     let (_d, reg) = home();

@@ -2,7 +2,7 @@
 
 use super::hints::Hints;
 use super::{EXIT_OK, EXIT_USAGE, Failure, fail, print_json, usage};
-use crate::lease::{self, LeaseStore, Location, StoreOptions, home::paths};
+use crate::lease::{self, LeaseStore, LeaseView, Location, OwnerRelease, StoreOptions, home::paths};
 
 /// The other registries of the selected one's home (the root and every profile): where a
 /// lease id not found in the selected one is looked for. None on etcd (no `root`).
@@ -109,44 +109,43 @@ pub(super) fn release(
     if as_json {
         options.push("--json".into());
     }
-    let lease_id = &match name_lease(store, typed, elsewhere, "release", &options, hints)? {
-        Named::Id(id) => id,
-        // A whole lease id gone everywhere: the owner's release is idempotent.
-        Named::Nowhere if lease::ids::is_lease_id(typed) => typed.to_owned(),
-        // A typo or a prefix that matches nothing was never a lease: not "already gone".
-        Named::Nowhere => {
-            return Err(fail(format!(
-                "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
-                lease::human::escape(typed),
-                store.location().describe()
-            )));
+    // A whole lease id (what a script passes) goes straight to the store: the lease is
+    // found, judged and removed from one read, under the lock. A prefix is looked up first.
+    let whole = lease::ids::is_lease_id(typed);
+    let lease_id = &if whole {
+        typed.to_owned()
+    } else {
+        match name_lease(store, typed, elsewhere, "release", &options, hints)? {
+            Named::Id(id) => id,
+            // A typo or a prefix that matches nothing was never a lease: not "already gone".
+            Named::Nowhere => {
+                return Err(fail(format!(
+                    "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
+                    lease::human::escape(typed),
+                    store.location().describe()
+                )));
+            }
         }
     };
     // --owner-pid is honoured only for a process the caller could signal (the same user,
     // or root): naming a stranger's pid must not take a live stranger's lease.
     let refused_pid = owner_pid.filter(|p| !lease::owners::owner::could_signal(*p));
     let owner_pid = owner_pid.filter(|p| lease::owners::owner::could_signal(*p));
-    let views = store.read().leases.unwrap_or_default();
-    if let Some(v) = lease::view::foreign_live_owner(&views, lease_id, owner_pid) {
-        let pid = v.entry.pid();
-        let act_for = if lease::owners::owner::could_signal(pid) {
-            format!("pass --owner-pid {pid} if you act for it; ")
-        } else if refused_pid == Some(pid) {
-            format!("--owner-pid {pid} is not honoured: that process belongs to another user; ")
-        } else {
-            String::new()
-        };
-        return Err(fail(format!(
-            "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
-                 ancestors: release is the owner's ({act_for}to take a live owner's lease use \
-                 {})",
-            lease::hint::command(&["force-release", lease_id, "--live"])
-        )));
+    let foreign = |v: &LeaseView, acting_for| {
+        lease::view::foreign_live_owner(std::slice::from_ref(v), lease_id, acting_for).is_some()
+    };
+    let (r, view) = match store.release_unless(lease_id, &|v| foreign(v, owner_pid))? {
+        OwnerRelease::Refused(v) => return Err(foreign_owner(lease_id, &v, refused_pid)),
+        OwnerRelease::Done { released, view } => (released, view),
+    };
+    if !r.removed && whole {
+        // Not here: if another registry of the home has it, say where (an error); a
+        // whole lease id gone everywhere is fine, the owner's release is idempotent.
+        name_lease(store, typed, elsewhere, "release", &options, hints)?;
     }
     // A release on behalf of another live process (one --owner-pid let through) is on
     // record like a force-release: the same rule, without the pid the caller acts for.
-    let on_behalf = owner_pid.and_then(|_| lease::view::foreign_live_owner(&views, lease_id, None)).cloned();
-    let r = store.release(lease_id)?;
+    let on_behalf = view.filter(|v| owner_pid.is_some() && foreign(v, None));
     if r.removed
         && let Some(view) = on_behalf
     {
@@ -166,6 +165,23 @@ pub(super) fn release(
         say!("lease {lease_id} was already gone; nothing to do");
     }
     Ok(EXIT_OK)
+}
+
+/// Why a plain release refused `view`: its owner is alive and not the caller's.
+fn foreign_owner(lease_id: &str, view: &LeaseView, refused_pid: Option<u64>) -> Failure {
+    let pid = view.entry.pid();
+    let act_for = if lease::owners::owner::could_signal(pid) {
+        format!("pass --owner-pid {pid} if you act for it; ")
+    } else if refused_pid == Some(pid) {
+        format!("--owner-pid {pid} is not honoured: that process belongs to another user; ")
+    } else {
+        String::new()
+    };
+    fail(format!(
+        "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
+             ancestors: release is the owner's ({act_for}to take a live owner's lease use {})",
+        lease::hint::command(&["force-release", lease_id, "--live"])
+    ))
 }
 
 /// Say what the audit could not record (the action stands either way): a release on

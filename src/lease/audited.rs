@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
+use super::backend::{LeaseStore, Listing, LockProbe, OnLost, OwnerRelease, Renewal};
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::home::audit::{self, Actor};
@@ -13,7 +13,7 @@ use super::home::config::CapSetting;
 use super::location::Location;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
-use super::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
+use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 
 /// Told what could not be recorded, in words (the action stands either way).
 pub type OnAuditFailure = Box<dyn Fn(String) + Send + Sync>;
@@ -76,6 +76,9 @@ impl LeaseStore for Audited {
     }
     fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
         self.inner.release(lease_id)
+    }
+    fn release_unless(&mut self, lease_id: &str, refuse: &dyn Fn(&LeaseView) -> bool) -> Result<OwnerRelease, Error> {
+        self.inner.release_unless(lease_id, refuse)
     }
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
         self.inner.release_grant(grant)

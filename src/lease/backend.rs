@@ -69,6 +69,15 @@ pub trait Renewal: Send {
 /// Called once, from another thread, when a held lease is lost: why.
 pub type OnLost = Box<dyn FnOnce(String) + Send>;
 
+/// What an owner's release ([`LeaseStore::release_unless`]) did.
+#[derive(Debug, Clone)]
+pub enum OwnerRelease {
+    /// Released, or already gone; the lease as judged before it went (None: not there).
+    Done { released: Released, view: Option<LeaseView> },
+    /// Not released, nothing written: the check refused this lease.
+    Refused(LeaseView),
+}
+
 /// What the CLI and the console do with leases, whatever the backend.
 pub trait LeaseStore: Send {
     fn location(&self) -> &Location;
@@ -95,6 +104,16 @@ pub trait LeaseStore: Send {
     fn leave_line(&mut self) {}
     /// The owner's release by lease id; a lease already gone is fine.
     fn release(&mut self, lease_id: &str) -> Result<Released, Error>;
+    /// The owner's release, unless `refuse` says no to the lease as judged now (nothing
+    /// removed then). A registry file judges it from the read its removal makes, under
+    /// the same lock: one read, and the lease judged is the lease removed.
+    fn release_unless(&mut self, lease_id: &str, refuse: &dyn Fn(&LeaseView) -> bool) -> Result<OwnerRelease, Error> {
+        let listed = self.read().leases.ok().and_then(|v| v.into_iter().find(|v| v.entry.lease_id() == lease_id));
+        if let Some(view) = listed.as_ref().filter(|v| refuse(v)) {
+            return Ok(OwnerRelease::Refused(view.clone()));
+        }
+        Ok(OwnerRelease::Done { released: self.release(lease_id)?, view: listed })
+    }
     /// The release of a grant this process holds (at the end of `hold` / `run`).
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error>;
     /// The operator's release. A live owner's lease only with `opts.allow_live`.

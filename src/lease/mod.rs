@@ -35,7 +35,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use backend::{
-    Change, Ending, FileVersion, LeaseStore, Listing, RemoteChange, RemoteListing, StoreOptions, Waiter, WatchScope,
+    Change, Ending, FileVersion, LeaseStore, Listing, OwnerRelease, RemoteChange, RemoteListing, StoreOptions, Waiter,
+    WatchScope,
 };
 pub use clock::now;
 pub use error::{Error, HostFault, InvalidRegistry};

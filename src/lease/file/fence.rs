@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::registry;
+use crate::lease::backend::OwnerRelease;
 use crate::lease::clock::now;
 use crate::lease::error::{Error, Missing};
 use crate::lease::format::entry::{Entry, NewLease, py_is_blank};
@@ -13,14 +14,15 @@ use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::paths::Registry;
 use crate::lease::owners::liveness::{Liveness, Prober, UnknownCause};
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
-use crate::lease::view::Target;
+use crate::lease::view::{LeaseView, Target};
 use crate::lease::{home::lock, ids};
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
 pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
     let keep = keep_flags(&entries, prober, strict)?;
-    let mut live = Vec::with_capacity(entries.len());
+    // Room for the entry an acquire adds: no regrowing copy of every entry under the lock.
+    let mut live = Vec::with_capacity(entries.len() + 1);
     let mut dead = Vec::new();
     for (entry, keep) in entries.into_iter().zip(keep) {
         if keep { live.push(entry) } else { dead.push(entry) }
@@ -86,7 +88,13 @@ pub fn held_by_writer<'a>(entries: &'a [Entry], held: &Entry) -> Option<&'a Entr
 /// Release what a grant's writer holds now (see [`held_by_writer`]), found and removed
 /// under one lock: a re-acquire in between cannot leave it behind.
 pub fn release_held(reg: &Registry, held: &Entry, lock_timeout: Duration) -> Result<Released, Error> {
-    release_chosen(reg, lock_timeout, |entries| held_by_writer(entries, held).map(|e| e.lease_id().to_owned()))
+    let chosen = release_chosen(
+        reg,
+        lock_timeout,
+        |entries| held_by_writer(entries, held).map(|e| e.lease_id().to_owned()),
+        &|_| false,
+    )?;
+    Ok(released(chosen))
 }
 
 /// Acquire a lease (spec §4). Every failure to coordinate is a refusal with
@@ -175,26 +183,55 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
 /// The owner's release: remove exactly this lease id, writing only if it was
 /// present (dead owners pruned on the way, as Hermes does). Idempotent.
 pub fn release(reg: &Registry, lease_id: &str, lock_timeout: Duration) -> Result<Released, Error> {
-    release_chosen(reg, lock_timeout, |entries| {
-        entries.iter().any(|e| e.lease_id() == lease_id).then(|| lease_id.to_owned())
-    })
+    Ok(released(release_unless(reg, lease_id, lock_timeout, &|_| false)?))
 }
 
-/// Under the lock: remove the lease `choose` names (none: a no-op), pruning dead owners.
+/// [`release`], unless `refuse` says no to the lease as judged under the lock (then
+/// nothing is written).
+pub fn release_unless(
+    reg: &Registry,
+    lease_id: &str,
+    lock_timeout: Duration,
+    refuse: &dyn Fn(&LeaseView) -> bool,
+) -> Result<OwnerRelease, Error> {
+    let choose = |entries: &[Entry]| entries.iter().any(|e| e.lease_id() == lease_id).then(|| lease_id.to_owned());
+    release_chosen(reg, lock_timeout, choose, refuse)
+}
+
+/// What was released, where nothing refuses.
+fn released(chosen: OwnerRelease) -> Released {
+    match chosen {
+        OwnerRelease::Done { released, .. } => released,
+        OwnerRelease::Refused(_) => Released { removed: false, pruned: vec![], lease_id: None },
+    }
+}
+
+/// Under the lock: remove the lease `choose` names (none: a no-op), pruning dead owners,
+/// unless `refuse` says no to it as judged now.
 fn release_chosen(
     reg: &Registry,
     lock_timeout: Duration,
     choose: impl FnOnce(&[Entry]) -> Option<String>,
-) -> Result<Released, Error> {
+    refuse: &dyn Fn(&LeaseView) -> bool,
+) -> Result<OwnerRelease, Error> {
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let file = registry::read(&path)?;
+    let gone =
+        || OwnerRelease::Done { released: Released { removed: false, pruned: vec![], lease_id: None }, view: None };
     let Some(lease_id) = choose(&file.entries) else {
-        return Ok(Released { removed: false, pruned: vec![], lease_id: None });
+        return Ok(gone());
     };
     let lease_id = lease_id.as_str();
-    let tracked = file.entries.iter().any(|e| e.lease_id() == lease_id && e.track_liveness());
+    let Some(chosen) = file.entries.iter().find(|e| e.lease_id() == lease_id) else {
+        return Ok(gone());
+    };
     let mut prober = Prober::new();
+    let view = LeaseView::local(chosen.clone(), prober.judge(chosen));
+    if refuse(&view) {
+        return Ok(OwnerRelease::Refused(view));
+    }
+    let tracked = view.entry.track_liveness();
     // If liveness cannot be proven, release the lease alone and prune nothing.
     let keep = keep_flags(&file.entries, &mut prober, tracked).unwrap_or_else(|_| vec![true; file.entries.len()]);
     let (mut entries, mut pruned) = (Vec::with_capacity(file.entries.len()), Vec::new());
@@ -209,7 +246,8 @@ fn release_chosen(
     // Unlocked before the entries are freed: the lock is for the read-modify-write.
     drop(guard);
     drop(out);
-    Ok(Released { removed: true, pruned, lease_id: Some(lease_id.to_owned()) })
+    let released = Released { removed: true, pruned, lease_id: Some(lease_id.to_owned()) };
+    Ok(OwnerRelease::Done { released, view: Some(view) })
 }
 
 /// Move a lease to another session id without dropping its slot. Unlike Hermes,

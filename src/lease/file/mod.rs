@@ -24,7 +24,7 @@ pub use fence::{acquire, release, transfer};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lease::backend::{LeaseStore, Listing, LockProbe, OnLost, Renewal};
+use crate::lease::backend::{LeaseStore, Listing, LockProbe, OnLost, OwnerRelease, Renewal};
 use crate::lease::error::Error;
 use crate::lease::format::entry::Entry;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
@@ -171,6 +171,10 @@ impl LeaseStore for FileStore {
 
     fn release(&mut self, lease_id: &str) -> Result<Released, Error> {
         fence::release(self.registry(), lease_id, self.lock_timeout)
+    }
+
+    fn release_unless(&mut self, lease_id: &str, refuse: &dyn Fn(&LeaseView) -> bool) -> Result<OwnerRelease, Error> {
+        fence::release_unless(self.registry(), lease_id, self.lock_timeout, refuse)
     }
 
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error> {
