@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `leasectl --version`, `ls` of an empty home | `/bin/true` |
 //! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
+//! | `acquire` refused (the session held by a live owner, its advice given) at the largest size | one process that takes the flock and reads the file |
 //! | `run S -- true` | `flock FILE true` |
 //! | `events --since 1m` over a 100 MB journal whose events are all older | `/bin/true` (nothing to print) |
 //! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json`, `ls` at 50,000 live entries | `prune --dry-run` (the yardstick) |
@@ -30,6 +31,8 @@ use support::{Owner, median};
 const BUILT: &str = env!("CARGO_BIN_EXE_leasectl");
 /// Run as the floor's process: `floors --floor-rewrite HOME`.
 const FLOOR_REWRITE: &str = "--floor-rewrite";
+/// Run as a refusal's floor: `floors --floor-read HOME` (flock, read, nothing written).
+const FLOOR_READ: &str = "--floor-read";
 
 /// What one whole process took (wall milliseconds), and what it printed.
 struct Ran {
@@ -54,16 +57,23 @@ fn leasectl(bin: &str, home: &Path, args: &[&str]) -> Command {
 
 /// The floor's process: take the flock, rewrite the registry with its own bytes.
 fn floor_rewrite(home: &Path) {
-    let reg = Registry::new("root", home);
-    let lock_file = OpenOptions::new().append(true).create(true).open(reg.lock_path()).expect("open the lock file");
-    lock_file.lock().expect("flock");
-    let bytes = std::fs::read(reg.path()).expect("read the registry");
+    let (reg, bytes, _lock) = floor_read(home);
     let tmp = reg.runtime_dir().join(".active_sessions_floor.tmp");
     let mut f = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp).expect("temp file");
     f.write_all(&bytes).expect("write the temp file");
     f.sync_all().expect("fsync");
     drop(f);
     std::fs::rename(&tmp, reg.path()).expect("rename over the registry");
+}
+
+/// A refusal's floor: take the flock and read the registry; the registry, its bytes and
+/// the lock (held until dropped).
+fn floor_read(home: &Path) -> (Registry, Vec<u8>, std::fs::File) {
+    let reg = Registry::new("root", home);
+    let lock_file = OpenOptions::new().append(true).create(true).open(reg.lock_path()).expect("open the lock file");
+    lock_file.lock().expect("flock");
+    let bytes = std::fs::read(reg.path()).expect("read the registry");
+    (reg, bytes, lock_file)
 }
 
 /// A home whose registry holds `n` entries owned by this process.
@@ -115,6 +125,18 @@ fn home_with_journal(dir: &Path, mb: usize) -> PathBuf {
     home
 }
 
+/// An acquire of the session `HELD`, which the bench process holds (a live owner):
+/// refused, with its advice.
+fn refused(bin: &str, home: &Path) -> f64 {
+    let mut cmd = leasectl(bin, home, &["acquire", "HELD", "--owner-pid", "1"]);
+    let started = Instant::now();
+    let out = cmd.stdin(Stdio::null()).output().expect("spawn");
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(out.status.code(), Some(3), "refused as not owned: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("what to do:"), "with its advice");
+    ms
+}
+
 /// One acquire and its release, two processes; their time together.
 fn acquire_release(bin: &str, home: &Path, me: &str) -> f64 {
     let acquired = run(&mut leasectl(bin, home, &["acquire", "FLOOR", "--owner-pid", me, "--json"]));
@@ -161,6 +183,10 @@ fn main() {
         floor_rewrite(Path::new(args.get(at + 1).expect("a home after --floor-rewrite")));
         return;
     }
+    if let Some(at) = args.iter().position(|a| a == FLOOR_READ) {
+        floor_read(Path::new(args.get(at + 1).expect("a home after --floor-read")));
+        return;
+    }
     let bench = support::benchmarking();
     let rounds = if !bench {
         1
@@ -180,6 +206,9 @@ fn main() {
     std::fs::create_dir(&empty).expect("an empty home");
     let sizes: &[usize] = if bench { &[0, 1_000, 10_000] } else { &[0, 1_000] };
     let homes: Vec<PathBuf> = sizes.iter().map(|n| home_with(dir.path(), *n)).collect();
+    let largest = sizes.len() - 1;
+    // The session the refusal row asks for, held by this bench process for the whole run.
+    run(&mut leasectl(&this, &homes[largest], &["acquire", "HELD", "--owner-pid", &me]));
     let flock_file = dir.path().join("flock.lock");
     let journal_mb = if bench { 100 } else { 1 };
     let journal = home_with_journal(dir.path(), journal_mb);
@@ -187,6 +216,7 @@ fn main() {
     let mut rows =
         vec![Row::new("leasectl --version", "/bin/true", "ms"), Row::new("ls, empty home", "/bin/true", "ms")];
     rows.extend(sizes.iter().map(|n| Row::new(format!("acquire+release, {n} entries"), "2 rewrites", "ms")));
+    rows.push(Row::new(format!("acquire refused, {} entries", sizes[largest]), "flock + read", "ms"));
     rows.push(Row::new("run S -- true", "flock F true", "ms"));
     rows.push(Row::new(format!("events --since 1m, {journal_mb} MB journal"), "/bin/true", "ms"));
     for _ in 0..rounds {
@@ -197,6 +227,7 @@ fn main() {
             for (i, home) in homes.iter().enumerate() {
                 timed(&mut rows[2 + i], acquire_release(bin, home, &me));
             }
+            timed(&mut rows[2 + sizes.len()], refused(bin, &homes[largest]));
             let run_row = rows.len() - 2;
             timed(&mut rows[run_row], run(&mut leasectl(bin, &empty, &["run", "S", "--", "true"])).ms);
             let events = run(&mut leasectl(bin, &journal, &["events", "--since", "1m"]));
@@ -209,6 +240,7 @@ fn main() {
             let floor = (0..2).map(|_| run(Command::new(&me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
             rows[2 + i].floor.push(floor);
         }
+        rows[2 + sizes.len()].floor.push(run(Command::new(&me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
         let run_row = rows.len() - 2;
         rows[run_row].floor.push(run(Command::new("flock").arg(&flock_file).arg("true")).ms);
         rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);

@@ -68,6 +68,33 @@ fn with_every_holder_healthy_the_advice_is_to_wait_with_the_command_that_does() 
     assert!(said.contains("run JOB --wait 60 -- true`"), "{said}");
 }
 
+/// A session held by a live pid whose session ended (state.db): the refusal names that
+/// holder as the leak suspect, among other leases of the same and other owners; a
+/// holder in use is not one.
+#[test]
+fn a_held_sessions_advice_names_its_holder_when_it_looks_leaked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let (leaked, busy, asker) = (Sleeper::new(), Sleeper::new(), Sleeper::new());
+    for i in 0..20 {
+        acquire(home, &format!("OTHER-{i}"), if i % 2 == 0 { &leaked } else { &busy });
+    }
+    let held = acquire(home, "GONE", &leaked);
+    let in_use = acquire(home, "BUSY", &busy);
+    state_db(home, &[("GONE", Some(3_600.0)), ("BUSY", None), ("OTHER-0", Some(86_400.0))]);
+    let out = run(home, &["acquire", "GONE", "--owner-pid", &asker.pid_arg()]);
+    assert_eq!(out.status.code(), Some(3));
+    let said = advice(&out);
+    assert!(said.contains("looks gone though its pid lives on"), "{said}");
+    assert!(
+        said.contains(&format!("force-release {held} --live`")) && said.contains("session ended 1h00m ago"),
+        "{said}"
+    );
+    let out = run(home, &["acquire", "BUSY", "--owner-pid", &asker.pid_arg()]);
+    let said = advice(&out);
+    assert!(said.contains("live and in use") && !said.contains(&in_use), "{said}");
+}
+
 /// A live owner's lease refused without --live: the override is a command, with the home.
 #[test]
 fn a_live_owners_refusal_gives_the_override_as_a_command() {

@@ -244,9 +244,10 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
         contexts => contexts,
     };
     let at = crate::lease::clock::now();
+    let mut names = crate::lease::owners::owner::CommandNames::default();
     for v in live {
-        let owner = crate::lease::owners::owner::command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
-        if let Some(reason) = context::leak_reason(v, contexts.get(v.entry.session_id()), threshold, at, &owner) {
+        let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
+        if let Some(reason) = context::leak_reason(v, Some(ctx), threshold, at, names.of(v.entry.pid())) {
             report.leak_suspects.push((v.clone(), reason));
         }
     }

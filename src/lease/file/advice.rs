@@ -8,7 +8,8 @@ use crate::lease::clock::now;
 use crate::lease::home::context::{self, idle_threshold};
 use crate::lease::home::paths::Registry;
 use crate::lease::human;
-use crate::lease::owners::owner::command_name;
+use crate::lease::owners::liveness::Prober;
+use crate::lease::owners::owner::CommandNames;
 use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::view::LeaseView;
 
@@ -20,24 +21,21 @@ struct Suspect {
     rank: (bool, f64),
 }
 
-/// The leak suspects among the registry's leases, the likeliest first.
-fn suspects(reg: &Registry, idle: Option<std::time::Duration>) -> Vec<Suspect> {
-    let Ok(views) = snapshot(reg).leases else { return vec![] };
+/// The leak suspects among `views` (leases of the registry), the likeliest first.
+fn suspects(reg: &Registry, views: &[LeaseView], idle: Option<std::time::Duration>) -> Vec<Suspect> {
     let sessions: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
     let contexts = context::read(&reg.home, &sessions);
     let (idle, _) = idle_threshold(&reg.home, idle);
     let at = now();
-    let mut found: Vec<Suspect> = views
-        .iter()
-        .filter_map(|v| {
-            let ctx = contexts.get(v.entry.session_id());
-            let owner = command_name(v.entry.pid()).unwrap_or_else(|| "-".into());
-            let why = context::leak_reason(v, ctx, idle, at, &owner)?;
-            let ended = ctx.and_then(|c| c.ended_at);
-            let since = ended.or(ctx.and_then(|c| c.last_activity)).unwrap_or(at);
-            Some(Suspect { view: v.clone(), why, rank: (ended.is_none(), since) })
-        })
-        .collect();
+    let mut names = CommandNames::default();
+    let mut found = Vec::new();
+    for v in views {
+        // No context, no suspect: the owner's name is read only for a lease that has one.
+        let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
+        let Some(why) = context::leak_reason(v, Some(ctx), idle, at, names.of(v.entry.pid())) else { continue };
+        let since = ctx.ended_at.or(ctx.last_activity).unwrap_or(at);
+        found.push(Suspect { view: v.clone(), why, rank: (ctx.ended_at.is_none(), since) });
+    }
     found.sort_by(|a, b| a.rank.0.cmp(&b.rank.0).then(a.rank.1.total_cmp(&b.rank.1)));
     found
 }
@@ -59,7 +57,8 @@ fn free_it(s: &Suspect) -> String {
 pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal: &Refusal) -> String {
     match refusal.reason {
         Reason::MaxConcurrentSessions => {
-            let found = suspects(reg, idle);
+            let views = snapshot(reg).leases.unwrap_or_default();
+            let found = suspects(reg, &views, idle);
             match found.first() {
                 Some(s) => format!(
                     "Retry when another session finishes, or raise max_concurrent_sessions. A slot is held by a \
@@ -73,8 +72,9 @@ pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal:
         }
         Reason::SessionNotOwned => {
             let Some(holder) = refusal.holder.as_ref() else { return refusal.advice() };
-            let found = suspects(reg, idle);
-            match found.iter().find(|s| s.view.entry.lease_id() == holder.lease_id()) {
+            // The holder alone is in question: judged now, not the whole registry read again.
+            let view = LeaseView::local((**holder).clone(), Prober::new().judge(holder));
+            match suspects(reg, &[view], idle).first() {
                 Some(s) => format!("Its owner looks gone though its pid lives on: {}", free_it(s)),
                 None => {
                     let age = holder

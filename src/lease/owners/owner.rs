@@ -99,6 +99,17 @@ pub fn command_name(pid: u64) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
 }
 
+/// Command names read once per pid, "-" for a process gone: a registry lists one owner
+/// for many leases (a refusal's advice at 10,000 leases read /proc 10,000 times).
+#[derive(Default)]
+pub struct CommandNames(HashMap<u64, String>);
+
+impl CommandNames {
+    pub fn of(&mut self, pid: u64) -> &str {
+        self.0.entry(pid).or_insert_with(|| command_name(pid).unwrap_or_else(|| "-".into()))
+    }
+}
+
 /// True when this process could signal `pid` (the kernel's rule for kill(2): the same
 /// user, or root): the test for acting on another process's behalf.
 pub fn could_signal(pid: u64) -> bool {
