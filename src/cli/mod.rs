@@ -195,12 +195,14 @@ impl From<Error> for Failure {
 
 /// A command that reads each registry once keeps no copy of what it read or wrote: the
 /// copy cost a clone of the whole registry at each read and write, under the lock.
-/// (`release`, `force-release` and `prune` read it twice, first to find what to remove,
-/// then under the lock, where the copy spares the second parse.)
+/// (`force-release`, `prune` and `release` of a prefix read it twice, first to find what
+/// to remove, then under the lock, where the copy spares the second parse.)
 fn reads_once(command: &Command) -> bool {
     match command {
         Command::Ls(a) => !a.watch,
         Command::Acquire(_) | Command::Doctor(_) | Command::Metrics => true,
+        // A whole id is released from one read (a prefix is looked up in a read before).
+        Command::Release(a) => lease::ids::is_lease_id(&a.lease_id),
         _ => false,
     }
 }
