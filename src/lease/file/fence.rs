@@ -21,12 +21,13 @@ use crate::lease::{home::lock, ids};
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
 pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
     let keep = keep_flags(&entries, prober, strict)?;
-    // Room for the entry an acquire adds: no regrowing copy of every entry under the lock.
-    let mut live = Vec::with_capacity(entries.len() + 1);
-    let mut dead = Vec::new();
-    for (entry, keep) in entries.into_iter().zip(keep) {
-        if keep { live.push(entry) } else { dead.push(entry) }
-    }
+    // In place, with room for the entry an acquire adds: no second list of every entry,
+    // and no regrowing copy of it, under the lock.
+    let mut live = entries;
+    let mut keep = keep.into_iter();
+    // Visited once each, in order: `keep` follows the entries.
+    let dead = live.extract_if(.., |_| !keep.next().unwrap_or(true)).collect();
+    live.reserve_exact(1);
     Ok((live, dead))
 }
 

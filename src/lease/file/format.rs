@@ -275,40 +275,49 @@ pub fn serialize(file: &RegistryFile) -> String {
 pub fn serialize_into(file: &RegistryFile, out: &mut String) {
     out.clear();
     out.reserve(64 + file.entries.iter().map(|e| e.text().len() + 2).sum::<usize>());
-    out.push('{');
+    serialize_to(file, &mut |piece| out.push_str(piece));
+}
+
+/// [`serialize`], piece by piece into `put`: a registry streamed to its file is never
+/// whole in memory a second time.
+pub fn serialize_to(file: &RegistryFile, put: &mut dyn FnMut(&str)) {
+    put("{");
     let mut first = true;
     let mut entries_written = false;
-    let put_entries = |out: &mut String, first: &mut bool| {
+    let put_entries = |put: &mut dyn FnMut(&str), first: &mut bool| {
         if !*first {
-            out.push_str(", ");
+            put(", ");
         }
         *first = false;
-        out.push_str("\"entries\": [");
+        put("\"entries\": [");
         for (i, e) in file.entries.iter().enumerate() {
             if i > 0 {
-                out.push_str(", ");
+                put(", ");
             }
-            out.push_str(e.text());
+            put(e.text());
         }
-        out.push(']');
+        put("]");
     };
+    let mut member = String::new();
     for (key, value) in &file.extra {
         if !entries_written && key.as_str() > "entries" {
-            put_entries(out, &mut first);
+            put_entries(put, &mut first);
             entries_written = true;
         }
         if !first {
-            out.push_str(", ");
+            put(", ");
         }
         first = false;
-        pyjson::write_str(out, key);
-        out.push_str(": ");
-        pyjson::write_value(out, value);
+        member.clear();
+        pyjson::write_str(&mut member, key);
+        member.push_str(": ");
+        pyjson::write_value(&mut member, value);
+        put(&member);
     }
     if !entries_written {
-        put_entries(out, &mut first);
+        put_entries(put, &mut first);
     }
-    out.push('}');
+    put("}");
 }
 
 #[cfg(test)]

@@ -79,7 +79,7 @@ pub fn set_remembering(on: bool) {
     ENABLED.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn enabled() -> bool {
+pub(super) fn enabled() -> bool {
     ENABLED.load(std::sync::atomic::Ordering::Relaxed)
 }
 

@@ -8,7 +8,7 @@ use rustix::fs::FileType;
 use std::path::{Path, PathBuf};
 
 use super::format::parse_noting_layout;
-pub use super::format::{HEAD, MAX_PROBLEMS, RegistryFile, parse, serialize, serialize_into};
+pub use super::format::{HEAD, MAX_PROBLEMS, RegistryFile, parse, serialize, serialize_into, serialize_to};
 use super::recent;
 use crate::lease::error::{Error, InvalidRegistry};
 use crate::lease::format::problem::{Problem, Rule};
@@ -97,6 +97,9 @@ fn unreadable(path: &Path, detail: String) -> InvalidRegistry {
 
 /// Replace the registry atomically. The lock guard proves the caller holds the lock.
 pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(), Error> {
+    if !recent::enabled() {
+        return write_streamed(path, file);
+    }
     let mut text = String::new();
     serialize_into(file, &mut text);
     let written = write_bytes(path, text.as_bytes());
@@ -105,6 +108,24 @@ pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(
         Err(_) => recent::forget(path),
     }
     written
+}
+
+/// What a streamed write gathers before each write(2).
+const STREAM_BUFFER: usize = 256 * 1024;
+
+/// [`write`] streamed to the temp file, for a process that remembers nothing: the text
+/// is never whole in memory (2 MB at 10,000 entries, fresh pages in a one-shot process).
+fn write_streamed(path: &Path, file: &RegistryFile) -> Result<(), Error> {
+    write_with(path, |tmp| {
+        let mut out = std::io::BufWriter::with_capacity(STREAM_BUFFER, tmp);
+        let mut failed = None;
+        serialize_to(file, &mut |piece| {
+            if failed.is_none() {
+                failed = out.write_all(piece.as_bytes()).err();
+            }
+        });
+        failed.map_or_else(|| out.flush(), Err)
+    })
 }
 
 /// Replace the registry with exact bytes (the demo's corrupt/repair, a restored
@@ -119,6 +140,11 @@ pub fn write_raw(_lock: &RegistryLock, path: &Path, bytes: &[u8]) -> Result<(), 
 /// On any error the temp file is removed and the old registry is untouched. Only
 /// `runtime/` is created, inside an existing home; root writes as the directory's owner.
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_with(path, |tmp| tmp.write_all(bytes))
+}
+
+/// [`write_bytes`], the temp file filled by `fill`.
+fn write_with(path: &Path, fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) -> Result<(), Error> {
     let spot = Spot::in_subdir(path);
     let (dir_spot, name) = spot.dir_and_name().map_err(|e| Error::io("write", path, e))?;
     let dir = safe_file::Dir::create(&dir_spot).map_err(|e| {
@@ -151,7 +177,7 @@ fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), Error> {
                 .map_err(|e| Error::io("set the mode of", &tmp_path, e))?;
         }
         failpoint("before-temp-write");
-        tmp.write_all(bytes).map_err(|e| Error::io("write", &tmp_path, e))?;
+        fill(&mut tmp).map_err(|e| Error::io("write", &tmp_path, e))?;
         failpoint("after-temp-write");
         tmp.sync_all().map_err(|e| Error::io("fsync", &tmp_path, e))?;
         failpoint("before-rename");
@@ -235,6 +261,27 @@ mod tests {
         assert_eq!(read(&path).expect("raw").entries[0].session_id(), "T");
         std::fs::remove_file(&path).expect("remove");
         assert_eq!(read(&path).expect("missing"), RegistryFile::default());
+    }
+
+    #[test]
+    fn a_streamed_write_is_byte_for_byte_the_whole_text() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("active_sessions.json");
+        // Unknown top-level keys before and after the entries, and more entries than one
+        // buffer holds.
+        let entry = |i: usize| {
+            SAMPLE["{\"entries\": [".len()..SAMPLE.len() - 2].replace("0123456789abcdef", &format!("{i:016x}"))
+        };
+        let entries: Vec<String> = (0..2_000).map(entry).collect();
+        let text = format!("{{\"aa\": [1, 2.5], \"entries\": [{}], \"zz\": {{\"k\": null}}}}", entries.join(", "));
+        assert!(text.len() > STREAM_BUFFER);
+        let file = parse(text.as_bytes()).expect("valid");
+        write_streamed(&path, &file).expect("streamed");
+        assert_eq!(std::fs::read_to_string(&path).expect("written"), serialize(&file));
+        assert_eq!(serialize(&file), text);
+        let empty = RegistryFile::default();
+        write_streamed(&path, &empty).expect("streamed");
+        assert_eq!(std::fs::read_to_string(&path).expect("written"), "{\"entries\": []}");
     }
 
     #[test]
