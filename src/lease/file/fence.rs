@@ -235,13 +235,12 @@ fn release_chosen(
     let tracked = view.entry.track_liveness();
     // If liveness cannot be proven, release the lease alone and prune nothing.
     let keep = keep_flags(&file.entries, &mut prober, tracked).unwrap_or_else(|_| vec![true; file.entries.len()]);
-    let (mut entries, mut pruned) = (Vec::with_capacity(file.entries.len()), Vec::new());
-    for (e, keep) in file.entries.into_iter().zip(keep) {
-        if e.lease_id() == lease_id {
-            continue;
-        }
-        if keep { entries.push(e) } else { pruned.push(e) }
-    }
+    // In place: no second list of every entry under the lock. `keep` follows the entries
+    // (each visited once, in order); the lease released is not a pruned one.
+    let mut entries = file.entries;
+    let mut keep = keep.into_iter();
+    let pruned = entries.extract_if(.., |e| !keep.next().unwrap_or(true) && e.lease_id() != lease_id).collect();
+    entries.retain(|e| e.lease_id() != lease_id);
     let out = registry::RegistryFile { entries, extra: file.extra };
     registry::write(&guard, &path, &out)?;
     // Unlocked before the entries are freed: the lock is for the read-modify-write.
