@@ -382,14 +382,14 @@ impl Held {
         LeaseView {
             entry: self.entry.clone(),
             liveness,
-            remote: Some(RemoteLease {
+            remote: Some(Box::new(RemoteLease {
                 key: self.key.clone(),
                 host: self.host.clone(),
                 etcd_lease_id: self.etcd_lease_id,
                 slot: self.slot,
                 fencing_token: self.fencing_token,
                 ttl_left,
-            }),
+            })),
         }
     }
 
