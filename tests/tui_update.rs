@@ -969,3 +969,41 @@ fn the_all_tab_counts_and_names_every_host_down_and_sums_each_host() {
     assert!(screen.contains("not counted: 6 registries"), "{screen}");
     assert!(!screen.contains("gw1:root 1/4"), "not one a registry: {screen}");
 }
+
+/// What a remote store says beside its leases: lag and silent members from each
+/// reading, the line and the slots from the last good one; a registry file says none.
+#[test]
+fn a_remote_stores_line_and_slots_stay_from_its_last_good_reading() {
+    let waiter = leasectl::lease::Waiter {
+        session_id: "Q".into(),
+        pid: 42,
+        host: "other".into(),
+        surface: None,
+        since: NOW - 5.0,
+        cap: Some(2),
+        position: 7,
+        key: "/leases/q/7".into(),
+    };
+    let reg = Location::File(leasectl::lease::Registry::new("root", "/h"));
+    let mut good = snap(&reg, Some(2), Ok(vec![]));
+    good.waiting = vec![waiter.clone()];
+    good.slots_used = Some(2);
+    good.lag = Some(std::time::Duration::from_secs(3));
+    good.not_answering = vec![("m1".into(), "timed out".into())];
+    let mut app = app(vec![good]);
+    let r = &app.registries[0];
+    assert_eq!(
+        (r.waiting(), r.slots_in_use(), r.lag()),
+        (&[waiter.clone()][..], 2, Some(std::time::Duration::from_secs(3)))
+    );
+    assert_eq!(r.not_answering(), &[("m1".to_owned(), "timed out".to_owned())]);
+    // A failed reading: its own lag and members, the last line and slots kept.
+    update(&mut app, loaded(vec![snap(&reg, Some(2), Err("etcd: no answer".into()))]));
+    let r = &app.registries[0];
+    assert_eq!((r.waiting(), r.slots_in_use(), r.lag()), (&[waiter][..], 2, None));
+    assert!(r.not_answering().is_empty());
+    // A good reading with none of it: nothing is left.
+    update(&mut app, loaded(vec![snap(&reg, Some(2), Ok(vec![]))]));
+    let r = &app.registries[0];
+    assert_eq!((r.waiting(), r.slots_in_use(), r.lag(), r.not_answering()), (&[][..], 0, None, &[][..]));
+}

@@ -49,15 +49,15 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     out.extend(member_changes(old, new));
     // etcd not answering is not an invalid registry: said in its own words.
     let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, new.leases.as_ref().err());
-    let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_ref());
-    let valid = format!("{valid}: {}", crate::lease::changes::again_words(&old.location, old.error.as_ref()));
-    let leases = match (&old.error, &new.leases) {
+    let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_deref());
+    let valid = format!("{valid}: {}", crate::lease::changes::again_words(&old.location, old.error.as_deref()));
+    let leases = match (old.error.as_deref(), &new.leases) {
         (None, Err(e)) => {
             out.push(change(LogLevel::Warn, format!("{invalid}: {e}")));
             return out;
         }
         (Some(_), Err(e)) => {
-            if old.error.as_ref() != Some(e) {
+            if old.error.as_deref() != Some(e) {
                 out.push(change(LogLevel::Warn, format!("{invalid} (still): {e}")));
             }
             return out;
@@ -147,12 +147,12 @@ pub fn acquired_in_new(new: &RegistrySnapshot) -> Vec<Change> {
 
 /// Members that stopped answering, and those that answer again.
 fn member_changes(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
-    let was = |m: &str| old.not_answering.iter().any(|(o, _)| o == m);
+    let was = |m: &str| old.not_answering().iter().any(|(o, _)| o == m);
     let is = |m: &str| new.not_answering.iter().any(|(n, _)| n == m);
     let stopped = new.not_answering.iter().filter(|(m, _)| !was(m));
     let mut out: Vec<Change> =
         stopped.map(|(m, why)| change(LogLevel::Warn, format!("member not answering: {m} ({why})"))).collect();
-    let back = old.not_answering.iter().filter(|(m, _)| !is(m));
+    let back = old.not_answering().iter().filter(|(m, _)| !is(m));
     out.extend(back.map(|(m, _)| change(LogLevel::Change, format!("member answers again: {m}"))));
     out
 }
@@ -166,8 +166,8 @@ fn line_changes(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
         let cap = w.cap.map(|c| format!(", --max {c}")).unwrap_or_default();
         format!("session {} (pid {} on {}, {}{cap})", w.session_id, w.pid, w.host, w.surface.as_deref().unwrap_or("-"))
     };
-    let joined = new.waiting.iter().filter(|w| !old.waiting.iter().any(|o| o.key == w.key));
-    let left = old.waiting.iter().filter(|o| !new.waiting.iter().any(|w| w.key == o.key));
+    let joined = new.waiting.iter().filter(|w| !old.waiting().iter().any(|o| o.key == w.key));
+    let left = old.waiting().iter().filter(|o| !new.waiting.iter().any(|w| w.key == o.key));
     let mut out: Vec<Change> = joined.map(|w| change(LogLevel::Change, format!("waiting: {}", who(w)))).collect();
     let leases = new.leases.as_deref().unwrap_or_default();
     let served = |w: &crate::lease::Waiter| {
@@ -188,7 +188,10 @@ fn cap_change(old: &RegistryState, new: &RegistrySnapshot) -> Option<Change> {
         matches!(new.leases, Err(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
     // Nor was a host's cap known before its first listing: read now, not changed now.
     let never_answered = !old.ever_read
-        && matches!(old.error, Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. }));
+        && matches!(
+            old.error.as_deref(),
+            Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
+        );
     let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered || never_answered;
     let show = |c: Option<u64>| c.map(|c| c.to_string()).unwrap_or_else(|| "none".into());
     (old.cap != new.cap.cap && !cap_unknown)

@@ -26,8 +26,9 @@ pub struct RegistryState {
     pub cap_warnings: Vec<String>,
     /// The last good snapshot (kept, marked stale, while the file is invalid).
     pub leases: Vec<LeaseRow>,
-    /// The exact validation error while the file is invalid.
-    pub error: Option<crate::lease::Error>,
+    /// The exact validation error while the file is invalid (boxed: most registries
+    /// never have one, and a console keeps a state per profile, 100,000 of them).
+    pub error: Option<Box<crate::lease::Error>>,
     /// When the leases last changed (epoch seconds).
     pub last_change: Option<f64>,
     /// Slots used (live leases), one sample per tick.
@@ -36,7 +37,7 @@ pub struct RegistryState {
     pub locked_by: Option<u32>,
     /// A lock holder the worker saw on consecutive checks (a lock is normally held
     /// for milliseconds), with its command and since when it was first seen.
-    pub lock_seen: Option<LockHolder>,
+    pub lock_seen: Option<Box<LockHolder>>,
     /// False until the first snapshot arrived.
     pub loaded: bool,
     /// True once a valid reading arrived: until then an error means nothing is known of
@@ -46,19 +47,42 @@ pub struct RegistryState {
     pub error_since: Option<f64>,
     /// The leased sessions' context from state.db, or why it is unknown.
     pub sessions: Option<std::sync::Arc<crate::lease::home::context::Contexts>>,
-    /// How far behind its answers are, when noticeably (a slow host).
-    pub lag: Option<std::time::Duration>,
-    /// Slots in use as its store counts them (etcd: slot keys), where not the live leases.
-    pub slots_used: Option<u64>,
-    /// Who waits in line (etcd `--wait`), in arrival order.
-    pub waiting: Vec<crate::lease::Waiter>,
-    /// Members that did not answer while others did (etcd), and why.
-    pub not_answering: Vec<(String, String)>,
+    /// What only a remote store says (a slow host's lag, etcd's slots, line and members),
+    /// None while it says none of it: a registry file never does.
+    remote: Option<Box<RemoteAnswers>>,
     /// Bumped whenever `leases` is replaced: the rows shown are computed again only then.
     generation: u64,
 }
 
+/// What a remote store says beside its leases.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct RemoteAnswers {
+    /// How far behind its answers are, when noticeably (a slow host).
+    lag: Option<std::time::Duration>,
+    /// Slots in use as its store counts them (etcd: slot keys), where not the live leases.
+    slots_used: Option<u64>,
+    /// Who waits in line (etcd `--wait`), in arrival order.
+    waiting: Vec<crate::lease::Waiter>,
+    /// Members that did not answer while others did (etcd), and why.
+    not_answering: Vec<(String, String)>,
+}
+
 impl RegistryState {
+    /// How far behind its answers are, when noticeably (a slow host).
+    pub fn lag(&self) -> Option<std::time::Duration> {
+        self.remote.as_ref().and_then(|r| r.lag)
+    }
+
+    /// Who waits in line (etcd `--wait`), in arrival order.
+    pub fn waiting(&self) -> &[crate::lease::Waiter] {
+        self.remote.as_ref().map_or(&[], |r| &r.waiting)
+    }
+
+    /// Members that did not answer while others did (etcd), and why.
+    pub fn not_answering(&self) -> &[(String, String)] {
+        self.remote.as_ref().map_or(&[], |r| &r.not_answering)
+    }
+
     pub fn new(location: Location) -> RegistryState {
         RegistryState {
             location,
@@ -71,10 +95,7 @@ impl RegistryState {
             history: super::samples::Samples::default(),
             locked_by: None,
             lock_seen: None,
-            lag: None,
-            slots_used: None,
-            waiting: vec![],
-            not_answering: vec![],
+            remote: None,
             loaded: false,
             ever_read: false,
             error_since: None,
@@ -100,14 +121,14 @@ impl RegistryState {
     /// The slots in use: the store's own count (etcd's slot keys: a lease taken without
     /// --max holds none), else the live leases.
     pub fn slots_in_use(&self) -> u64 {
-        self.slots_used.unwrap_or_else(|| self.live_count())
+        self.remote.as_ref().and_then(|r| r.slots_used).unwrap_or_else(|| self.live_count())
     }
 
     /// Adopt a fresh snapshot; the caller logs the differences first.
     pub fn apply(&mut self, snap: &RegistrySnapshot, at: f64) {
         self.exists = snap.exists;
         // The worker says since when it has seen the holder: the banner counts from then.
-        self.lock_seen = snap.lock_holder.clone();
+        self.lock_seen = snap.lock_holder.clone().map(Box::new);
         if snap.lock_holder.is_none() {
             self.locked_by = None;
         }
@@ -121,8 +142,6 @@ impl RegistryState {
         if !unanswered {
             self.cap_warnings = snap.cap.warnings.clone();
         }
-        self.lag = snap.lag;
-        self.not_answering = snap.not_answering.clone();
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {
             // A title is filtered on: a new one is a new generation of rows.
@@ -131,10 +150,11 @@ impl RegistryState {
             }
             self.sessions = snap.sessions.clone();
         }
-        if snap.leases.is_ok() {
-            self.slots_used = snap.slots_used;
-            self.waiting = snap.waiting.clone();
-        }
+        // The slots and the line are kept from the last good reading.
+        let kept = self.remote.take().map(|r| (r.slots_used, r.waiting)).unwrap_or_default();
+        let (slots_used, waiting) = if snap.leases.is_ok() { (snap.slots_used, snap.waiting.clone()) } else { kept };
+        let answers = RemoteAnswers { lag: snap.lag, slots_used, waiting, not_answering: snap.not_answering.clone() };
+        self.remote = (answers != RemoteAnswers::default()).then(|| Box::new(answers));
         match &snap.leases {
             Ok(leases) => {
                 if !self.ever_read {
@@ -158,11 +178,11 @@ impl RegistryState {
                 // A file turning invalid is a change to it; etcd not answering changes no
                 // lease, and the time the leases last changed stays what it was.
                 let unanswered = matches!(e, Error::Unreachable { .. } | Error::Connecting { .. });
-                if self.error.as_ref() != Some(e) && !self.location.is_remote() && !unanswered {
+                if self.error.as_deref() != Some(e) && !self.location.is_remote() && !unanswered {
                     self.last_change = Some(at);
                 }
                 self.error_since = self.error_since.or(Some(at));
-                self.error = Some(e.clone());
+                self.error = Some(Box::new(e.clone()));
             }
         }
         self.loaded = true;
@@ -171,7 +191,7 @@ impl RegistryState {
     /// The process the worker saw holding the lock on two checks in a row, and for how
     /// long it has held it at least (since the first of those checks).
     pub fn stuck_lock(&self, now: f64) -> Option<(&LockHolder, f64)> {
-        self.lock_seen.as_ref().map(|h| (h, now - h.since))
+        self.lock_seen.as_deref().map(|h| (h, now - h.since))
     }
 
     /// Note the live count a reading left, seen from tick `tick` on.

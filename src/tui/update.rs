@@ -502,7 +502,7 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
         let err = crate::lease::hint::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
-        } else if r.location.host().is_some() && r.error.as_ref().is_some_and(crate::lease::Error::unanswered) {
+        } else if r.location.host().is_some() && r.error.as_deref().is_some_and(crate::lease::Error::unanswered) {
             format!("{what} refused: {err}; try again when it answers (r tries now)")
         } else {
             let doctor = crate::lease::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);

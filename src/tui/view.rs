@@ -202,7 +202,7 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
 /// Who waits in line (etcd `--wait`) in `width` columns: how many and the first (the
 /// log names each), else how many.
 fn waiting_text(app: &App, regs: &[usize], width: usize) -> Option<String> {
-    let line: Vec<&crate::lease::Waiter> = regs.iter().flat_map(|r| &app.registries[*r].waiting).collect();
+    let line: Vec<&crate::lease::Waiter> = regs.iter().flat_map(|r| app.registries[*r].waiting()).collect();
     let first = line.iter().min_by(|a, b| a.since.total_cmp(&b.since))?;
     let count = format!("  ·  ⧗ {} waiting", line.len());
     let named = format!(
@@ -278,7 +278,7 @@ fn host_caps(app: &App, regs: &[usize]) -> Vec<(bool, String)> {
         .into_iter()
         .map(|(host, rs)| {
             let states: Vec<&super::state::RegistryState> = rs.iter().map(|r| &app.registries[*r]).collect();
-            let down = states.iter().all(|s| s.error.as_ref().is_some_and(crate::lease::Error::unanswered));
+            let down = states.iter().all(|s| s.error.as_deref().is_some_and(crate::lease::Error::unanswered));
             // Named in the banner too: kept in its place here.
             if down {
                 return (false, format!("{} down", shown_text(host)));
@@ -289,7 +289,7 @@ fn host_caps(app: &App, regs: &[usize]) -> Vec<(bool, String)> {
             let cap = caps.map_or_else(|| "-".to_owned(), |c| c.to_string());
             let word = if over {
                 " OVER CAP"
-            } else if states.iter().any(|s| s.lag.is_some()) {
+            } else if states.iter().any(|s| s.lag().is_some()) {
                 " LAGGING"
             } else {
                 ""
@@ -381,7 +381,7 @@ fn hosts_down(app: &App, tab: &[usize]) -> Option<Line<'static>> {
     let mut down: Vec<&str> = tab
         .iter()
         .map(|r| &app.registries[*r])
-        .filter(|r| matches!(r.error, Some(crate::lease::Error::Unreachable { .. })))
+        .filter(|r| matches!(r.error.as_deref(), Some(crate::lease::Error::Unreachable { .. })))
         .filter_map(|r| r.location.host().map(|h| h.name.as_str()))
         .collect();
     down.dedup();
@@ -408,9 +408,9 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         let same = |r: &super::state::RegistryState| {
             r.location.host().is_some_and(|h| h.name == host)
                 && match what {
-                    "lag" => r.lag.is_some() && r.error.is_none(),
+                    "lag" => r.lag().is_some() && r.error.is_none(),
                     _ => matches!(
-                        r.error,
+                        r.error.as_deref(),
                         Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
                     ),
                 }
@@ -420,7 +420,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
     };
     for &r in &tab {
         let reg = &app.registries[r];
-        if let Some(e) = &reg.error {
+        if let Some(e) = reg.error.as_deref() {
             let since =
                 reg.error_since.map(|t| format!(" since {}", time::clock(t, app.now, &app.tz))).unwrap_or_default();
             let unanswered =
@@ -444,14 +444,14 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 )));
             }
         }
-        for (member, why) in reg.not_answering.iter().filter(|_| reg.error.is_none()) {
+        for (member, why) in reg.not_answering().iter().filter(|_| reg.error.is_none()) {
             out.push(Line::from(format!(
                 " ETCD MEMBER NOT ANSWERING: {} ({}) — requests go to those that answer",
                 shown_text(member),
                 shown_text(why)
             )));
         }
-        if let Some(lag) = reg.lag.filter(|_| reg.error.is_none())
+        if let Some(lag) = reg.lag().filter(|_| reg.error.is_none())
             && let Some(Some(label)) = host_line(reg, "lag", &mut hosts_said)
         {
             out.push(Line::from(format!(
