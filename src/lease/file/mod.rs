@@ -51,11 +51,14 @@ pub struct FileStore {
     owner_states: Vec<(u64, ProcState)>,
 }
 
+/// Kept by every store of a console, 100,000 of them: a cap set and an error are boxed,
+/// and none of most profiles has either.
 struct FileRead {
     exists: bool,
     modified: Option<f64>,
-    cap: CapSetting,
-    entries: Result<Arc<Vec<Entry>>, Error>,
+    /// None: no cap, and nothing to say of it.
+    cap: Option<Box<CapSetting>>,
+    entries: Result<Arc<Vec<Entry>>, Box<Error>>,
 }
 
 /// The one empty entry list of this thread's empty registries.
@@ -108,11 +111,11 @@ impl FileStore {
             location: self.location.clone(),
             exists: read.exists,
             modified: read.modified,
-            cap: read.cap.clone(),
+            cap: read.cap.as_deref().cloned().unwrap_or_default(),
             leases: read
                 .entries
                 .as_ref()
-                .map_err(Clone::clone)
+                .map_err(|e| Error::clone(e))
                 .map(|entries| entries.iter().map(|e| LeaseView::local(e.clone(), prober.judge(e))).collect()),
             remote: None,
         };
@@ -134,8 +137,9 @@ impl LeaseStore for FileStore {
     fn read(&mut self) -> Listing {
         let path = self.registry().path();
         // Every empty registry shares one empty list (a console may read 100,000 of them).
-        let entries =
-            registry::read(&path).map(|f| if f.entries.is_empty() { no_entries() } else { Arc::new(f.entries) });
+        let entries = registry::read(&path)
+            .map(|f| if f.entries.is_empty() { no_entries() } else { Arc::new(f.entries) })
+            .map_err(Box::new);
         let modified = std::fs::metadata(&path)
             .and_then(|m| m.modified())
             .ok()
@@ -144,7 +148,7 @@ impl LeaseStore for FileStore {
         let read = FileRead {
             exists: modified.is_some() || path.exists(),
             modified,
-            cap: read_cap(&self.registry().config_path()),
+            cap: Some(read_cap(&self.registry().config_path())).filter(|c| *c != CapSetting::default()).map(Box::new),
             entries,
         };
         self.listing(read)
