@@ -230,6 +230,8 @@ fn release_chosen(
     let mut prober = Prober::new();
     let view = LeaseView::local(chosen.clone(), prober.judge(chosen));
     if refuse(&view) {
+        // Unlocked before the entries are freed, as after a write.
+        drop(guard);
         return Ok(OwnerRelease::Refused(view));
     }
     let tracked = view.entry.track_liveness();
