@@ -14,6 +14,7 @@ use super::sessions::SessionCache;
 use crate::lease::human::plural;
 use crate::lease::owners::owner::{OwnerProbe, hostname};
 use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, home::paths};
+use rustc_hash::FxHashMap;
 
 /// Which locations the worker reads.
 #[derive(Debug, Clone)]
@@ -62,8 +63,9 @@ pub struct Worker {
     owner_infos: HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
     owners_checked: Option<Instant>,
-    /// The stuck-lock holder per location in the last snapshots, to tell whether it changed.
-    last_holders: Vec<Option<u32>>,
+    /// The stuck-lock holder's pid by store in the last snapshots (only the stores with
+    /// one), to tell whether it changed.
+    last_holders: FxHashMap<usize, u32>,
     /// Each home's state.db, read when it changes: session context and leak suspects.
     sessions: SessionCache,
     /// What the stores' audit could not record since the last action was reported.
@@ -194,7 +196,7 @@ impl Worker {
             owner_infos: HashMap::new(),
             owner_pids: Vec::new(),
             owners_checked: None,
-            last_holders: Vec::new(),
+            last_holders: FxHashMap::default(),
             sessions: SessionCache::default(),
             audit_failures,
             auditor,
@@ -244,6 +246,18 @@ impl Worker {
     /// Only the stores at `indices` are answered for: a reload in parts asks for each part,
     /// and answering for all 100,000 stores each time made it quadratic.
     fn stuck_locks(&mut self, indices: impl IntoIterator<Item = usize>) -> Vec<Option<LockHolder>> {
+        self.check_locks();
+        indices
+            .into_iter()
+            .map(|index| match self.lock_seen.get(&index) {
+                Some((holder, true)) => Some(holder.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Look at `/proc/locks` again when due (see [`Worker::stuck_locks`]).
+    fn check_locks(&mut self) {
         let due = self.lock_checked.is_none_or(|t| t.elapsed() >= LOCK_CHECK_EVERY);
         if due {
             self.lock_checked = Some(Instant::now());
@@ -260,13 +274,13 @@ impl Worker {
             }
             self.lock_seen = seen;
         }
-        indices
-            .into_iter()
-            .map(|index| match self.lock_seen.get(&index) {
-                Some((holder, true)) => Some(holder.clone()),
-                _ => None,
-            })
-            .collect()
+    }
+
+    /// The stores whose lock a holder was seen on in two checks in a row, with its pid
+    /// (few: an idle tick compares these, not a slot for each of 100,000 stores).
+    fn confirmed_holders(&mut self) -> FxHashMap<usize, u32> {
+        self.check_locks();
+        self.lock_seen.iter().filter(|(_, (_, confirmed))| *confirmed).map(|(&i, (h, _))| (i, h.pid)).collect()
     }
 
     /// Run an extension's job.
@@ -416,13 +430,9 @@ impl Worker {
         // A file registry that held no lease has no owner to judge: it is sent only when
         // its lock's holder changed (100,000 snapshots for every owner's CPU figure that
         // moved cost a quarter of a second).
-        let now: Vec<Option<u32>> =
-            self.stuck_locks(0..self.stores.len()).iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
+        let now = self.confirmed_holders();
         let indices: Vec<usize> = (0..self.stores.len())
-            .filter(|&i| {
-                !self.no_owners.get(i).copied().unwrap_or(false)
-                    || now[i] != self.last_holders.get(i).copied().flatten()
-            })
+            .filter(|&i| !self.no_owners.get(i).copied().unwrap_or(false) || now.get(&i) != self.last_holders.get(&i))
             .collect();
         let listings: Vec<Listing> = indices.iter().map(|&i| self.stores[i].rejudge()).collect();
         self.snapshots_at(&indices, listings)
@@ -455,8 +465,7 @@ impl Worker {
                     owners_changed = true;
                 }
             }
-            let all = 0..self.stores.len();
-            let now: Vec<Option<u32>> = self.stuck_locks(all).iter().map(|h| h.as_ref().map(|h| h.pid)).collect();
+            let now = self.confirmed_holders();
             if !owners_changed && now == self.last_holders && !self.sessions.due(lease::now()) {
                 return None;
             }
@@ -491,12 +500,14 @@ impl Worker {
 
     /// These stores' lock holders stand in for their places among all of them.
     fn note_holders(&mut self, indices: &[usize], holders: &[Option<LockHolder>]) {
-        self.last_holders.resize(self.stores.len(), None);
         for (&i, h) in indices.iter().zip(holders) {
-            if let Some(slot) = self.last_holders.get_mut(i) {
-                *slot = h.as_ref().map(|h| h.pid);
-            }
+            match h {
+                Some(h) => self.last_holders.insert(i, h.pid),
+                None => self.last_holders.remove(&i),
+            };
         }
+        let stores = self.stores.len();
+        self.last_holders.retain(|&i, _| i < stores);
     }
 
     /// Snapshots of `listings`, the stores' from `start` on.

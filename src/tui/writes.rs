@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rustc_hash::FxHashMap;
+
 use crate::lease::changes;
 use crate::lease::{FileVersion, LeaseStore, LeaseView, Listing, Prober};
 
@@ -22,8 +24,9 @@ const FEED_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 #[derive(Default)]
 pub struct Writes {
     pub replaced: Replaced,
-    /// By store: the version last read whole (when known), and its leases.
-    last: Vec<(Option<FileVersion>, Vec<LeaseView>)>,
+    /// By store index: the version last read whole (when known), and its leases. Only
+    /// stores with either are kept (a console with 100,000 empty profiles keeps none).
+    last: FxHashMap<usize, (Option<FileVersion>, Vec<LeaseView>)>,
 }
 
 impl Writes {
@@ -35,12 +38,10 @@ impl Writes {
         let before = FileVersion::of(&path);
         let listing = store.read();
         let after = FileVersion::of(&path);
-        if self.last.len() <= index {
-            self.last.resize_with(index + 1, Default::default);
-        }
         // Read right after a write of this console's own (an action, the demo's job): the
         // feed reports it after its debounce; a moment's wait lets the reading count it.
-        let changed = before.is_some() && self.last[index].0.is_some() && before != self.last[index].0;
+        let last_version = self.last.get(&index).and_then(|(version, _)| *version);
+        let changed = before.is_some() && last_version.is_some() && before != last_version;
         let wait_until = std::time::Instant::now() + FEED_WAIT;
         let versions = loop {
             let noted = self.replaced.lock().unwrap_or_else(PoisonError::into_inner).remove(&path);
@@ -52,11 +53,27 @@ impl Writes {
                 None => break Vec::new(),
             }
         };
-        let (read_before, old) = &mut self.last[index];
-        let one_write = !versions.is_empty() && FileVersion::unseen(*read_before, &versions) == 0;
+        let one_write = !versions.is_empty() && FileVersion::unseen(last_version, &versions) == 0;
         // Known exactly only when nothing replaced the file while it was read.
-        *read_before = before.filter(|_| before == after);
-        let Ok(views) = &listing.leases else { return (listing, vec![]) };
+        let read_now = before.filter(|_| before == after);
+        let Ok(views) = &listing.leases else {
+            match self.last.get_mut(&index) {
+                Some((read_before, _)) => *read_before = read_now,
+                None if read_now.is_some() => {
+                    self.last.insert(index, (read_now, Vec::new()));
+                }
+                None => {}
+            }
+            return (listing, vec![]);
+        };
+        if read_now.is_none() && views.is_empty() {
+            // Nothing to keep for the next reading (no file, or no version and no lease),
+            // and no acquire's write leaves the registry empty: nothing was pruned.
+            self.last.remove(&index);
+            return (listing, vec![]);
+        }
+        let (read_before, old) = self.last.entry(index).or_default();
+        *read_before = read_now;
         // The core's rule, as `ls -w` applies it: gone in the one write that put a lease
         // in, its owner dead or recycled now.
         let mut pruned = Vec::new();
@@ -67,5 +84,48 @@ impl Writes {
         }
         old.clone_from(views);
         (listing, pruned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::lease::{AcquireRequest, Location, Registry, StoreOptions};
+
+    /// Only a registry with a file or leases is remembered: a console over 100,000
+    /// empty profiles keeps nothing for them, and a profile keeps nothing again once its
+    /// file is gone.
+    #[test]
+    fn only_a_registry_with_a_file_is_remembered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let reg = Registry::new("root", dir.path());
+        let mut store = crate::lease::open(&Location::File(reg.clone()), StoreOptions::default()).expect("a store");
+        let mut writes = Writes::default();
+        let (listing, pruned) = writes.read(0, store.as_mut());
+        assert_eq!(listing.leases.as_ref().map(Vec::len).ok(), Some(0));
+        assert!(pruned.is_empty());
+        assert!(writes.last.is_empty(), "no file: nothing kept");
+
+        let req = AcquireRequest {
+            session_id: "S".into(),
+            surface: Some("cli".into()),
+            metadata: serde_json::Map::new(),
+            owner_pid: u64::from(std::process::id()),
+            cap: None,
+            track_liveness: true,
+            lock_timeout: Duration::from_secs(5),
+        };
+        store.acquire(&req).expect("granted");
+        let (listing, _) = writes.read(0, store.as_mut());
+        assert_eq!(listing.leases.as_ref().map(Vec::len).ok(), Some(1));
+        let (version, leases) = writes.last.get(&0).expect("a file with a lease is kept");
+        assert_eq!(*version, FileVersion::of(&reg.path()));
+        assert_eq!(leases.len(), 1);
+
+        std::fs::remove_file(reg.path()).expect("remove the registry");
+        writes.read(0, store.as_mut());
+        assert!(writes.last.is_empty(), "the file gone: nothing kept");
     }
 }
