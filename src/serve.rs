@@ -75,8 +75,8 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
         return refuse(&out, format!("{problem} (on {host})"));
     }
     let root = paths::root_of(&home);
-    let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.profile).collect();
-    let default = paths::registry_for_home(&home).profile;
+    let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.profile.clone()).collect();
+    let default = paths::registry_for_home(&home).profile.clone();
     if !send(&out, &ServerLine::Ready(Ready { home: root.display().to_string(), profiles, default })) {
         return 1;
     }
@@ -214,7 +214,7 @@ impl Server {
                     .filter(|f| f.is_finite())
                     .ok_or_else(|| Error::Refused(format!("events from {from:?}: not a time in epoch seconds")))?;
                 let registry = registry_named(&self.root, &profile)?;
-                Ok(Answer::Events(Box::new(recorded_since(registry.home, from))))
+                Ok(Answer::Events(Box::new(recorded_since(registry.home.clone(), from))))
             }
             Request::Ping => Ok(Answer::Pong),
         }

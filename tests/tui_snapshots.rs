@@ -259,9 +259,9 @@ fn at_80_columns_the_digits_sort_by_the_columns_shown() {
 /// eighth column was HOST).
 #[test]
 fn eight_sorts_by_host_and_nine_by_liveness_in_header_order() {
-    let at = leasectl::lease::Location::Etcd(
+    let at = leasectl::lease::Location::Etcd(Box::new(
         leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
-    );
+    ));
     let on = |lease: &str, session: &str, host: &str, liveness: leasectl::lease::Liveness| {
         let mut row = alive(entry(lease, session, "gateway", 4101, 120.0, None), "hermes");
         row.host = Some(host.into());
@@ -434,9 +434,9 @@ fn the_filter_matches_marks_titles_and_hosts_as_shown() {
     update(&mut app, loaded(vec![renamed]));
     assert_eq!(shown(&app), Vec::<String>::new(), "the old title still matched");
 
-    let at = leasectl::lease::Location::Etcd(
+    let at = leasectl::lease::Location::Etcd(Box::new(
         leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
-    );
+    ));
     let on = |lease: &str, session: &str, host: &str| {
         let mut row = alive(entry(lease, session, "gateway", 4101, 120.0, None), "hermes");
         row.host = Some(host.into());
@@ -690,9 +690,9 @@ fn an_invalid_registry_banner_is_whole_at_80_columns() {
 /// badge said alive). Registry files have no HOST column.
 #[test]
 fn an_etcd_tab_shows_each_owners_host_and_a_remote_owner_in_words() {
-    let at = leasectl::lease::Location::Etcd(
+    let at = leasectl::lease::Location::Etcd(Box::new(
         leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
-    );
+    ));
     let remote = |lease: &str, session: &str, pid: u64, host: &str, ttl: i64| {
         let mut row = alive(entry(lease, session, "gateway", pid, 120.0, None), "hermes");
         row.owner = None;
@@ -727,9 +727,9 @@ fn an_etcd_tab_shows_each_owners_host_and_a_remote_owner_in_words() {
 /// time the leases last changed does not move (nothing changed in them).
 #[test]
 fn an_etcd_outage_is_unreachable_since_a_time_not_an_invalid_registry() {
-    let at = leasectl::lease::Location::Etcd(
+    let at = leasectl::lease::Location::Etcd(Box::new(
         leasectl::lease::EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"),
-    );
+    ));
     let mut row = alive(entry("a1000000000000000000000000000001", "chat-gw1", "gateway", 4101, 120.0, None), "hermes");
     row.owner = None;
     row.host = Some("gw-1".into());

@@ -735,7 +735,7 @@ fn a_later_history_part_joins_the_first_in_time_order_under_one_separator() {
 #[test]
 fn etcd_watch_events_are_logged_once_and_the_consoles_own_removal_not_twice() {
     use leasectl::lease::{Ending, EtcdLocation, Location, RemoteChange};
-    let at = Location::Etcd(EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location"));
+    let at = Location::Etcd(Box::new(EtcdLocation::parse("http://10.0.0.5:2379", None).expect("a location")));
     let mut app = app(vec![snap(&at, None, Ok(vec![]))]);
     let view = |lease: &str, session: &str| leasectl::lease::LeaseView {
         entry: entry(lease, session, "cli", 4242, 10.0, None),

@@ -365,7 +365,7 @@ fn a_profile_made_is_opened_on_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
     let root = Registry::new("root", dir.path());
-    std::fs::create_dir_all(profile("old").home).expect("create a profile");
+    std::fs::create_dir_all(&profile("old").home).expect("create a profile");
     let mut worker = Worker::new(root_and_profiles(&root), Duration::from_secs(3), None);
     assert_eq!(worker.reload().snapshots.len(), 2);
     let (new, unreported) = (profile("new"), profile("unreported"));

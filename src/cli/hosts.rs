@@ -51,7 +51,7 @@ fn named_registry(host: &HostSpec) -> String {
         HostTarget::Ssh(t) => t.home.as_ref().map(std::path::PathBuf::from),
         HostTarget::Local { home } => home.clone(),
     };
-    path.map_or_else(|| "root".to_owned(), |p| paths::registry_for_home(&p).profile)
+    path.map_or_else(|| "root".to_owned(), |p| paths::registry_for_home(&p).profile.clone())
 }
 
 pub(super) fn select_locations(

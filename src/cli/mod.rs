@@ -387,7 +387,7 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
         #[cfg(not(feature = "etcd"))]
         let tls = false;
         let at = EtcdLocation::parse_with(endpoints, cli.prefix.as_deref(), tls).map_err(usage)?;
-        return Ok(Selection { locations: vec![Location::Etcd(at)], root: None });
+        return Ok(Selection { locations: vec![Location::Etcd(Box::new(at))], root: None });
     }
     if cli.endpoints.is_some() || cli.prefix.is_some() {
         return Err(usage("--endpoints and --prefix work with --backend etcd only"));
@@ -427,7 +427,8 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     } else if let Some(name) = &cli.profile {
         let reg = paths::profile_registry(&root, name).map_err(usage)?;
         if !fence && !reg.home.is_dir() {
-            let known: Vec<String> = paths::all_registries(&root).into_iter().skip(1).map(|r| r.profile).collect();
+            let known: Vec<String> =
+                paths::all_registries(&root).into_iter().skip(1).map(|r| r.profile.clone()).collect();
             let listed = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
             return Err(fail(format!("no profile '{name}' in {}; profiles: {listed}", root.display())));
         }

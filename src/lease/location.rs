@@ -25,8 +25,9 @@ pub const MAX_TTL_SECS: u64 = 86_400;
 pub enum Location {
     /// `<home>/runtime/active_sessions.json` under flock.
     File(Registry),
-    /// Keys under a prefix on an etcd cluster.
-    Etcd(EtcdLocation),
+    /// Keys under a prefix on an etcd cluster. Boxed, like `Ssh`: a location is then two
+    /// words, and a file's (a shared registry) costs no more where it is kept.
+    Etcd(Box<EtcdLocation>),
     /// A registry file on another host, reached through `leasectl serve --stdio` there.
     /// Boxed: a host's spec is large, and a console keeps a location per profile (two
     /// at 100,000 profiles cost 14 MB more unboxed).
@@ -225,7 +226,7 @@ mod tests {
         assert_eq!(file.name(), "work");
         assert_eq!(file.describe(), "/h/profiles/work/runtime/active_sessions.json");
         assert!(file.lock_path().is_some());
-        let etcd = Location::Etcd(EtcdLocation::parse("http://h:1", None).expect("valid"));
+        let etcd = Location::Etcd(Box::new(EtcdLocation::parse("http://h:1", None).expect("valid")));
         assert_eq!(etcd.name(), "etcd");
         assert_eq!(etcd.describe(), "etcd http://h:1 /leasectl/");
         assert_eq!(etcd.lock_path(), None);

@@ -104,7 +104,9 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
             #[cfg(feature = "etcd")]
             {
                 let report = Arc::clone(&on_change);
-                etcd::watch::spawn(_at.clone(), scope.debounce, move |changes| report(Change::Remote(changes)));
+                etcd::watch::spawn(EtcdLocation::clone(_at), scope.debounce, move |changes| {
+                    report(Change::Remote(changes))
+                });
             }
         }
     }

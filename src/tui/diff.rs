@@ -49,15 +49,15 @@ pub fn diff(old: &RegistryState, new: &RegistrySnapshot) -> Vec<Change> {
     out.extend(member_changes(old, new));
     // etcd not answering is not an invalid registry: said in its own words.
     let (invalid, _) = crate::lease::changes::unreadable_names(&old.location, new.leases.as_ref().err());
-    let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error.as_deref());
-    let valid = format!("{valid}: {}", crate::lease::changes::again_words(&old.location, old.error.as_deref()));
-    let leases = match (old.error.as_deref(), &new.leases) {
+    let (_, valid) = crate::lease::changes::unreadable_names(&old.location, old.error());
+    let valid = format!("{valid}: {}", crate::lease::changes::again_words(&old.location, old.error()));
+    let leases = match (old.error(), &new.leases) {
         (None, Err(e)) => {
             out.push(change(LogLevel::Warn, format!("{invalid}: {e}")));
             return out;
         }
         (Some(_), Err(e)) => {
-            if old.error.as_deref() != Some(e) {
+            if old.error() != Some(e) {
                 out.push(change(LogLevel::Warn, format!("{invalid} (still): {e}")));
             }
             return out;
@@ -189,7 +189,7 @@ fn cap_change(old: &RegistryState, new: &RegistrySnapshot) -> Option<Change> {
     // Nor was a host's cap known before its first listing: read now, not changed now.
     let never_answered = !old.ever_read
         && matches!(
-            old.error.as_deref(),
+            old.error(),
             Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
         );
     let cap_unknown = (old.location.is_remote() && new.cap.cap.is_none()) || unanswered || never_answered;

@@ -23,12 +23,12 @@ pub struct RegistryState {
     pub location: Location,
     pub exists: bool,
     pub cap: Option<u64>,
-    pub cap_warnings: Vec<String>,
     /// The last good snapshot (kept, marked stale, while the file is invalid).
     pub leases: Vec<LeaseRow>,
-    /// The exact validation error while the file is invalid (boxed: most registries
-    /// never have one, and a console keeps a state per profile, 100,000 of them).
-    pub error: Option<Box<crate::lease::Error>>,
+    /// The exact validation error while the file is invalid, and since when it has been
+    /// (boxed: most registries never have one, and a console keeps a state per profile,
+    /// 100,000 of them).
+    error: Option<Box<(crate::lease::Error, f64)>>,
     /// When the leases last changed (epoch seconds).
     pub last_change: Option<f64>,
     /// Slots used (live leases), one sample per tick.
@@ -43,8 +43,6 @@ pub struct RegistryState {
     /// True once a valid reading arrived: until then an error means nothing is known of
     /// the leases (no last good snapshot to show, and no counts).
     pub ever_read: bool,
-    /// Since when the registry has been unreadable (etcd: unreachable), while it is.
-    pub error_since: Option<f64>,
     /// The leased sessions' context from state.db, or why it is unknown.
     pub sessions: Option<std::sync::Arc<crate::lease::home::context::Contexts>>,
     /// What only a remote store says (a slow host's lag, etcd's slots, line and members),
@@ -88,7 +86,6 @@ impl RegistryState {
             location,
             exists: false,
             cap: None,
-            cap_warnings: vec![],
             leases: vec![],
             error: None,
             last_change: None,
@@ -98,7 +95,6 @@ impl RegistryState {
             remote: None,
             loaded: false,
             ever_read: false,
-            error_since: None,
             sessions: None,
             generation: 0,
         }
@@ -109,9 +105,19 @@ impl RegistryState {
         self.sessions.as_deref()?.get(session_id)
     }
 
+    /// The exact validation error while the file is invalid (etcd: unreachable).
+    pub fn error(&self) -> Option<&crate::lease::Error> {
+        self.error.as_deref().map(|(e, _)| e)
+    }
+
+    /// Since when the registry has been unreadable, while it is.
+    pub fn error_since(&self) -> Option<f64> {
+        self.error.as_deref().map(|(_, since)| *since)
+    }
+
     /// Read with an error and never read well: its leases, and so any count, are unknown.
     pub fn unknown(&self) -> bool {
-        self.error.is_some() && !self.ever_read
+        self.error().is_some() && !self.ever_read
     }
 
     pub fn live_count(&self) -> u64 {
@@ -138,9 +144,6 @@ impl RegistryState {
         let keeps_cap = unanswered || (self.location.is_remote() && snap.cap.cap.is_none());
         if !keeps_cap {
             self.cap = snap.cap.cap;
-        }
-        if !unanswered {
-            self.cap_warnings = snap.cap.warnings.clone();
         }
         // An invalid registry keeps its last good leases, and their sessions' context with them.
         if snap.leases.is_ok() {
@@ -171,18 +174,17 @@ impl RegistryState {
                     self.generation += 1;
                 }
                 self.error = None;
-                self.error_since = None;
                 self.ever_read = true;
             }
             Err(e) => {
                 // A file turning invalid is a change to it; etcd not answering changes no
                 // lease, and the time the leases last changed stays what it was.
                 let unanswered = matches!(e, Error::Unreachable { .. } | Error::Connecting { .. });
-                if self.error.as_deref() != Some(e) && !self.location.is_remote() && !unanswered {
+                if self.error() != Some(e) && !self.location.is_remote() && !unanswered {
                     self.last_change = Some(at);
                 }
-                self.error_since = self.error_since.or(Some(at));
-                self.error = Some(Box::new(e.clone()));
+                let since = self.error_since().unwrap_or(at);
+                self.error = Some(Box::new((e.clone(), since)));
             }
         }
         self.loaded = true;

@@ -497,12 +497,12 @@ fn extension_key(app: &mut App, key: &KeyEvent) -> Option<Vec<Effect>> {
 /// Refuse an action on an invalid registry up front, with the reason.
 fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
-    if let Some(err) = r.error.clone() {
+    if let Some(err) = r.error().cloned() {
         let profile = r.location.label();
         let err = crate::lease::hint::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
-        } else if r.location.host().is_some() && r.error.as_deref().is_some_and(crate::lease::Error::unanswered) {
+        } else if r.location.host().is_some() && r.error().is_some_and(crate::lease::Error::unanswered) {
             format!("{what} refused: {err}; try again when it answers (r tries now)")
         } else {
             let doctor = crate::lease::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);
@@ -523,7 +523,7 @@ fn ask_prune(app: &mut App) {
     for r in app.tab_registries() {
         // Among several (the all tab), one that cannot be read is left and named: a host
         // down blocks nothing on the others. Alone, it is refused with why.
-        if let Some(e) = app.registries[r].error.as_ref().filter(|_| several) {
+        if let Some(e) = app.registries[r].error().filter(|_| several) {
             let why = if e.unanswered() { e.to_string() } else { format!("invalid: {e}") };
             skipped.push(format!("{} ({why})", app.registries[r].location.label()));
             continue;
@@ -583,7 +583,8 @@ fn ask_prune(app: &mut App) {
 
 /// `F`: repair the current tab's invalid registry (the worker plans it first).
 fn ask_repair(app: &mut App) -> Vec<Effect> {
-    let invalid: Vec<usize> = app.tab_registries().into_iter().filter(|r| app.registries[*r].error.is_some()).collect();
+    let invalid: Vec<usize> =
+        app.tab_registries().into_iter().filter(|r| app.registries[*r].error().is_some()).collect();
     match invalid.first() {
         Some(r) => vec![Effect::PlanRepair { location: app.registries[*r].location.clone() }],
         None => {

@@ -31,7 +31,7 @@ pub fn tab_bar(app: &App, width: u16) -> super::layout::TabBar {
     let count = app.registries.len() + usize::from(app.has_all_tab());
     super::layout::tab_bar(count, app.tab, width, |i| match app.registries.get(i) {
         Some(r) => {
-            let mark = if r.error.is_some() { " !" } else { "" };
+            let mark = if r.error().is_some() { " !" } else { "" };
             format!("{}{mark}", shown_text(&r.location.label()))
         }
         None => "all".into(),
@@ -149,7 +149,7 @@ fn where_text(app: &App, regs: &[usize]) -> String {
     if let [one] = regs {
         let r = &app.registries[*one];
         // Only a registry that was read can be known to have no file (not a host unreached).
-        let missing = if r.exists || !r.loaded || r.error.is_some() { "" } else { " (no file yet)" };
+        let missing = if r.exists || !r.loaded || r.error().is_some() { "" } else { " (no file yet)" };
         format!("{}{missing}", shown_text(&r.location.describe()))
     } else if app.registries[0].location.host().is_some() {
         let mut hosts: Vec<&str> =
@@ -278,7 +278,7 @@ fn host_caps(app: &App, regs: &[usize]) -> Vec<(bool, String)> {
         .into_iter()
         .map(|(host, rs)| {
             let states: Vec<&super::state::RegistryState> = rs.iter().map(|r| &app.registries[*r]).collect();
-            let down = states.iter().all(|s| s.error.as_deref().is_some_and(crate::lease::Error::unanswered));
+            let down = states.iter().all(|s| s.error().is_some_and(crate::lease::Error::unanswered));
             // Named in the banner too: kept in its place here.
             if down {
                 return (false, format!("{} down", shown_text(host)));
@@ -381,7 +381,7 @@ fn hosts_down(app: &App, tab: &[usize]) -> Option<Line<'static>> {
     let mut down: Vec<&str> = tab
         .iter()
         .map(|r| &app.registries[*r])
-        .filter(|r| matches!(r.error.as_deref(), Some(crate::lease::Error::Unreachable { .. })))
+        .filter(|r| matches!(r.error(), Some(crate::lease::Error::Unreachable { .. })))
         .filter_map(|r| r.location.host().map(|h| h.name.as_str()))
         .collect();
     down.dedup();
@@ -408,9 +408,9 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         let same = |r: &super::state::RegistryState| {
             r.location.host().is_some_and(|h| h.name == host)
                 && match what {
-                    "lag" => r.lag().is_some() && r.error.is_none(),
+                    "lag" => r.lag().is_some() && r.error().is_none(),
                     _ => matches!(
-                        r.error.as_deref(),
+                        r.error(),
                         Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
                     ),
                 }
@@ -420,9 +420,9 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
     };
     for &r in &tab {
         let reg = &app.registries[r];
-        if let Some(e) = reg.error.as_deref() {
+        if let Some(e) = reg.error() {
             let since =
-                reg.error_since.map(|t| format!(" since {}", time::clock(t, app.now, &app.tz))).unwrap_or_default();
+                reg.error_since().map(|t| format!(" since {}", time::clock(t, app.now, &app.tz))).unwrap_or_default();
             let unanswered =
                 matches!(e, crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. });
             let label = match unanswered.then(|| host_line(reg, "down", &mut hosts_said)).flatten() {
@@ -444,14 +444,14 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 )));
             }
         }
-        for (member, why) in reg.not_answering().iter().filter(|_| reg.error.is_none()) {
+        for (member, why) in reg.not_answering().iter().filter(|_| reg.error().is_none()) {
             out.push(Line::from(format!(
                 " ETCD MEMBER NOT ANSWERING: {} ({}) — requests go to those that answer",
                 shown_text(member),
                 shown_text(why)
             )));
         }
-        if let Some(lag) = reg.lag().filter(|_| reg.error.is_none())
+        if let Some(lag) = reg.lag().filter(|_| reg.error().is_none())
             && let Some(Some(label)) = host_line(reg, "lag", &mut hosts_said)
         {
             out.push(Line::from(format!(
@@ -634,7 +634,7 @@ fn table_title(app: &App) -> String {
     if app.only_leaks {
         title.push_str("— only leak suspects ");
     }
-    if app.tab_registries().iter().any(|r| app.registries[*r].error.is_some()) {
+    if app.tab_registries().iter().any(|r| app.registries[*r].error().is_some()) {
         title.push_str("— STALE ");
     }
     title

@@ -41,7 +41,7 @@ const MEMBER_CHECK_EVERY: Duration = Duration::from_secs(5);
 impl EtcdStore {
     pub fn new(at: &EtcdLocation, ttl: Duration) -> EtcdStore {
         EtcdStore {
-            location: Location::Etcd(at.clone()),
+            location: Location::Etcd(Box::new(at.clone())),
             config: EtcdConfig::at(at, ttl),
             etcd: None,
             host: hostname(),

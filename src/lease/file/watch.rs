@@ -23,7 +23,7 @@ pub struct FileWatch {
 impl FileWatch {
     fn homes(&self) -> Vec<PathBuf> {
         if self.discover {
-            paths::all_registries(&self.root).into_iter().map(|r| r.home).collect()
+            paths::all_registries(&self.root).into_iter().map(|r| r.home.clone()).collect()
         } else {
             self.homes.clone()
         }

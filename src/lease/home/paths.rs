@@ -1,6 +1,7 @@
 //! Where registries live (spec §1): home resolution, the root, and its profiles.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::lease::error::Unusable;
 
@@ -14,17 +15,47 @@ pub const RUNTIME_DIR: &str = "runtime";
 pub const TEMP_PREFIX: &str = ".active_sessions_";
 pub const TEMP_SUFFIX: &str = ".tmp";
 
-/// One home's registry: the root home or one profile.
+/// One home's registry: the root home or one profile. Its names are shared by every
+/// copy (a console keeps one for each tab and each store, 100,000 profiles of them).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Registry(Arc<RegistryPlace>);
+
+/// What names a registry: read through a [`Registry`] (`registry.home`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Registry {
+pub struct RegistryPlace {
     /// `"root"` or the profile's directory name.
     pub profile: String,
     pub home: PathBuf,
 }
 
+impl std::ops::Deref for Registry {
+    type Target = RegistryPlace;
+    fn deref(&self) -> &RegistryPlace {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl serde::Serialize for Registry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Registry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Registry, D::Error> {
+        RegistryPlace::deserialize(deserializer).map(|place| Registry(Arc::new(place)))
+    }
+}
+
 impl Registry {
     pub fn new(profile: impl Into<String>, home: impl Into<PathBuf>) -> Registry {
-        Registry { profile: profile.into(), home: home.into() }
+        Registry(Arc::new(RegistryPlace { profile: profile.into(), home: home.into() }))
     }
     pub fn runtime_dir(&self) -> PathBuf {
         self.home.join(RUNTIME_DIR)
@@ -151,6 +182,21 @@ pub fn all_registries(root: &Path) -> Vec<Registry> {
 mod tests {
     use super::*;
 
+    /// A console keeps a registry's location for each tab and each store, 100,000 of
+    /// each: a copy shares the names, and reads and (de)serializes as the original.
+    #[test]
+    fn a_registrys_copies_share_its_names() {
+        let reg = Registry::new("p1", "/h/profiles/p1");
+        let copy = reg.clone();
+        assert!(std::ptr::eq(reg.profile.as_ptr(), copy.profile.as_ptr()), "the profile name is not copied");
+        assert!(std::ptr::eq(reg.home.as_os_str(), copy.home.as_os_str()), "nor the home");
+        assert_eq!(copy, reg);
+        let json = serde_json::to_string(&reg).expect("serialized");
+        assert_eq!(json, r#"{"profile":"p1","home":"/h/profiles/p1"}"#);
+        assert_eq!(serde_json::from_str::<Registry>(&json).expect("read back"), reg);
+        assert_eq!(std::mem::size_of::<crate::lease::Location>(), 16, "a location is two words");
+    }
+
     #[test]
     fn profile_home_has_its_root() {
         assert_eq!(root_of(Path::new("/h/.hermes/profiles/work")), PathBuf::from("/h/.hermes"));
@@ -179,7 +225,7 @@ mod tests {
             std::fs::create_dir_all(dir.path().join("profiles").join(name)).expect("mkdir");
         }
         std::fs::write(dir.path().join("profiles").join("file"), "").expect("write");
-        let names: Vec<String> = all_registries(dir.path()).into_iter().map(|r| r.profile).collect();
+        let names: Vec<String> = all_registries(dir.path()).into_iter().map(|r| r.profile.clone()).collect();
         assert_eq!(names, vec!["root", "alpha", "zeta"]);
     }
 
