@@ -75,7 +75,7 @@ pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
         return refuse(&out, format!("{problem} (on {host})"));
     }
     let root = paths::root_of(&home);
-    let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.profile.clone()).collect();
+    let profiles: Vec<String> = paths::all_registries(&root).into_iter().map(|r| r.into_place().profile).collect();
     let default = paths::registry_for_home(&home).profile.clone();
     if !send(&out, &ServerLine::Ready(Ready { home: root.display().to_string(), profiles, default })) {
         return 1;

@@ -428,7 +428,7 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
         let reg = paths::profile_registry(&root, name).map_err(usage)?;
         if !fence && !reg.home.is_dir() {
             let known: Vec<String> =
-                paths::all_registries(&root).into_iter().skip(1).map(|r| r.profile.clone()).collect();
+                paths::all_registries(&root).into_iter().skip(1).map(|r| r.into_place().profile).collect();
             let listed = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
             return Err(fail(format!("no profile '{name}' in {}; profiles: {listed}", root.display())));
         }

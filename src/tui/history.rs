@@ -25,7 +25,7 @@ pub fn load_history(app: &mut App, locations: &[Location], discover_root: Option
 pub fn history_homes(locations: &[Location], discover_root: Option<&std::path::Path>) -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = locations.iter().filter_map(crate::lease::home::journal::journal_home).collect();
     if let Some(root) = discover_root {
-        homes.extend(crate::lease::home::paths::all_registries(root).into_iter().map(|r| r.home.clone()));
+        homes.extend(crate::lease::home::paths::all_registries(root).into_iter().map(|r| r.into_place().home));
     }
     homes.sort();
     homes.dedup();

@@ -19,6 +19,7 @@ pub mod sessions;
 pub mod sort;
 pub mod sources;
 pub mod state;
+mod stores;
 mod style;
 pub mod time;
 pub mod update;

@@ -36,7 +36,7 @@ pub struct Worker {
     /// The extension's runner (the demo's playground), if any.
     runner: Option<Box<dyn Runner>>,
     /// One store per location, in tab order; discovered profiles are added at the end.
-    stores: Vec<Box<dyn LeaseStore>>,
+    stores: super::stores::Stores,
     /// Each store's index by its location: a home with 100,000 profiles looks each up at
     /// every reload, and a scan of the list made that quadratic (minutes).
     opened: super::location_index::LocationIndex,
@@ -70,9 +70,6 @@ pub struct Worker {
     sessions: SessionCache,
     /// What the stores' audit could not record since the last action was reported.
     audit_failures: Arc<std::sync::Mutex<Vec<String>>>,
-    /// The console as the actor of every store's changes; what could not be recorded goes
-    /// to `audit_failures`. One for all the stores.
-    auditor: Arc<lease::audited::Auditor>,
     /// The first whole read is done: profiles found after it are new ones.
     first_read_done: bool,
     /// Which writes each reading spans (the change feed notes the versions replaced).
@@ -177,11 +174,13 @@ impl Worker {
                 all.push(f);
             }
         });
+        // The console as the actor of every store's changes; what could not be recorded goes
+        // to `audit_failures`. One for all the stores.
         let auditor = lease::audited::Auditor::new(lease::home::audit::Actor::console(), on_failure);
         Worker {
             scope,
             runner,
-            stores: vec![],
+            stores: super::stores::Stores::new(StoreOptions { lock_timeout, ..StoreOptions::default() }, auditor),
             opened: Default::default(),
             unopenable: Default::default(),
             stop: Arc::default(),
@@ -199,7 +198,6 @@ impl Worker {
             last_holders: FxHashMap::default(),
             sessions: SessionCache::default(),
             audit_failures,
-            auditor,
             first_read_done: false,
             writes: super::writes::Writes::default(),
             pruned: HashMap::new(),
@@ -215,8 +213,8 @@ impl Worker {
     /// Read store `index` (one of `stores`), noting the leases an acquire pruned since its
     /// last reading.
     fn read(&mut self, index: usize) -> Listing {
-        let (listing, pruned) = self.writes.read(index, self.stores[index].as_mut());
-        self.lock_files.note(index, self.stores[index].location().lock_path().as_deref());
+        let (listing, pruned) = self.stores.read(index, &mut self.writes);
+        self.lock_files.note(index, listing.location.lock_path().as_deref());
         if pruned.is_empty() {
             self.pruned.remove(&index);
         } else {
@@ -321,9 +319,9 @@ impl Worker {
             return;
         };
         // Every change the console makes is on record, as the CLI's are.
-        self.stores.push(lease::audited::Audited::wrap(store, Arc::clone(&self.auditor)));
+        self.stores.push(store);
         let (stores, index) = (&self.stores, self.stores.len() - 1);
-        self.opened.insert(&location, index, |i| stores.get(i).map(|s| s.location()));
+        self.opened.insert(&location, index, |i| stores.location(i));
     }
 
     /// Whether `dir` is (or, gone, was) a profile of the root this console discovers.
@@ -346,7 +344,7 @@ impl Worker {
     /// The index of the store opened for `location`.
     fn store_index(&self, location: &Location) -> Option<usize> {
         let stores = &self.stores;
-        self.opened.find(location, |i| stores.get(i).map(|s| s.location()))
+        self.opened.find(location, |i| stores.location(i))
     }
 
     /// Re-read every location.
@@ -397,7 +395,7 @@ impl Worker {
         // and so is the runtime/ a home's first acquire makes. A profile made is opened on
         // its own (listing them all cost 4 s of CPU at 100,000).
         self.open_new_profiles(changed);
-        let known_home = |h: &Path| self.stores.iter().any(|s| s.location().registry().is_some_and(|r| r.home == h));
+        let known_home = |h: &Path| self.stores.locations().any(|l| l.registry().is_some_and(|r| r.home == h));
         let known_runtime = |p: &Path| paths::is_runtime_dir(p) && p.parent().is_some_and(known_home);
         // A hidden directory in profiles/ is no profile: nothing to open.
         let in_profiles =
@@ -409,8 +407,8 @@ impl Worker {
         // Remote locations have their own feed: a file change says nothing of them.
         let touched: Vec<bool> = self
             .stores
-            .iter()
-            .map(|s| s.location().registry().is_some_and(|reg| homes.contains(reg.home.as_path())))
+            .locations()
+            .map(|l| l.registry().is_some_and(|reg| homes.contains(reg.home.as_path())))
             .collect();
         // The others are judged again, but for file registries that held no lease: nothing
         // in them can have changed (snapshots of 100,000 of those were most of a write's cost).
@@ -418,7 +416,7 @@ impl Worker {
             .filter(|&i| touched[i] || !self.no_owners.get(i).copied().unwrap_or(false))
             .collect();
         let listings: Vec<Listing> =
-            indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.stores[i].rejudge() }).collect();
+            indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.rejudge(i) }).collect();
         self.snapshots_at(&indices, listings)
     }
 
@@ -434,8 +432,13 @@ impl Worker {
         let indices: Vec<usize> = (0..self.stores.len())
             .filter(|&i| !self.no_owners.get(i).copied().unwrap_or(false) || now.get(&i) != self.last_holders.get(&i))
             .collect();
-        let listings: Vec<Listing> = indices.iter().map(|&i| self.stores[i].rejudge()).collect();
+        let listings: Vec<Listing> = indices.iter().map(|&i| self.rejudge(i)).collect();
         self.snapshots_at(&indices, listings)
+    }
+
+    /// The store at `index` judged again without reading.
+    fn rejudge(&mut self, index: usize) -> Listing {
+        self.stores.rejudge(index)
     }
 
     /// [`Worker::relive`], or None when nothing it would show has changed since the last
@@ -447,12 +450,10 @@ impl Worker {
         // Every store is asked (a file store remembers what it found for the next tick).
         let empty = self.stores.is_empty();
         let no_owners = &self.no_owners;
-        let needed = self
-            .stores
-            .iter_mut()
-            .enumerate()
-            .filter(|(i, _)| !no_owners.get(*i).copied().unwrap_or(false))
-            .fold(empty, |any, (_, s)| s.rejudge_needed() || any);
+        let stores = &mut self.stores;
+        let needed = (0..stores.len())
+            .filter(|i| !no_owners.get(*i).copied().unwrap_or(false))
+            .fold(empty, |any, i| stores.rejudge_needed(i) || any);
         if !needed {
             // No owner came or went: only their details or a stuck lock can have changed,
             // each looked at on its own schedule, without judging every lease again.
@@ -484,7 +485,7 @@ impl Worker {
     /// How each store at `indices` answers.
     fn answering(&self, indices: &[usize]) -> Vec<Answering> {
         let answers = |s: &dyn LeaseStore| Answering { lag: s.lag(), not_answering: s.members_not_answering() };
-        indices.iter().map(|&i| self.stores.get(i).map(|s| answers(s.as_ref())).unwrap_or_default()).collect()
+        indices.iter().map(|&i| self.stores.open(i).map(answers).unwrap_or_default()).collect()
     }
 
     /// Which of the stores at `indices` have no owner to judge.
@@ -608,10 +609,11 @@ impl Worker {
             | Effect::Repair { location, .. } => location.clone(),
             _ => return None,
         };
-        if !self.stores.iter().any(|s| *s.location() == location) {
+        if self.store_index(&location).is_none() {
             self.open_new();
         }
-        let store = self.stores.iter_mut().find(|s| *s.location() == location)?;
+        let index = self.store_index(&location)?;
+        let store = self.stores.store(index)?;
         let (what, result) = match effect {
             Effect::Prune { .. } => {
                 ("prune".to_owned(), store.prune(lease::PruneOptions::default()).map(ActionOutcome::Removed))
@@ -751,7 +753,7 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                         return;
                     }
                     Effect::RetryHosts => {
-                        let locations: Vec<Location> = worker.stores.iter().map(|s| s.location().clone()).collect();
+                        let locations: Vec<Location> = worker.stores.locations().cloned().collect();
                         let tried = lease::retry_hosts_now(&locations);
                         if !tried.is_empty() && events.send(Event::Retrying(tried)).is_err() {
                             return;

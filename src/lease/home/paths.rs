@@ -57,6 +57,10 @@ impl Registry {
     pub fn new(profile: impl Into<String>, home: impl Into<PathBuf>) -> Registry {
         Registry(Arc::new(RegistryPlace { profile: profile.into(), home: home.into() }))
     }
+    /// Its names, taken (copied only while another copy shares them).
+    pub fn into_place(self) -> RegistryPlace {
+        Arc::unwrap_or_clone(self.0)
+    }
     pub fn runtime_dir(&self) -> PathBuf {
         self.home.join(RUNTIME_DIR)
     }
