@@ -114,7 +114,16 @@ fn main() {
                 || {
                     let app = support::app_with(support::snapshot(&reg, deep(&case.rows[..case.n])));
                     let next = support::snapshot(&reg, deep(&case.rows[10..]));
-                    (app, Loaded { at: support::NOW + 1.0, first: 0, initial: false, snapshots: vec![next] })
+                    (
+                        app,
+                        Loaded {
+                            at: support::NOW + 1.0,
+                            first: 0,
+                            initial: false,
+                            snapshots: vec![next],
+                            large_read_done: false,
+                        },
+                    )
                 },
                 |(mut app, loaded)| {
                     update::update(&mut app, Event::Loaded(loaded));
@@ -128,7 +137,13 @@ fn main() {
                 || {
                     (
                         case.app.clone(),
-                        Loaded { at: support::NOW + 1.0, first: 0, initial: false, snapshots: vec![case.tick.clone()] },
+                        Loaded {
+                            at: support::NOW + 1.0,
+                            first: 0,
+                            initial: false,
+                            snapshots: vec![case.tick.clone()],
+                            large_read_done: false,
+                        },
                     )
                 },
                 |(mut app, loaded)| {

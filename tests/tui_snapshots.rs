@@ -741,7 +741,13 @@ fn an_etcd_outage_is_unreachable_since_a_time_not_an_invalid_registry() {
     down.modified = None;
     update(
         &mut app,
-        Event::Loaded(leasectl::tui::event::Loaded { at: NOW + 30.0, first: 0, initial: false, snapshots: vec![down] }),
+        Event::Loaded(leasectl::tui::event::Loaded {
+            at: NOW + 30.0,
+            first: 0,
+            initial: false,
+            snapshots: vec![down],
+            large_read_done: false,
+        }),
     );
     let text = screen(&app, 120, 30);
     assert!(text.contains("ETCD UNREACHABLE since 22:19:48"), "{text}");

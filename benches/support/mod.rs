@@ -201,7 +201,10 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
 /// An app that has loaded this one snapshot.
 pub fn app_with(snap: RegistrySnapshot) -> App {
     let mut app = App::new(vec![snap.location.clone()], NOW, jiff::tz::TimeZone::UTC);
-    update(&mut app, Event::Loaded(Loaded { at: NOW, first: 0, initial: false, snapshots: vec![snap] }));
+    update(
+        &mut app,
+        Event::Loaded(Loaded { at: NOW, first: 0, initial: false, snapshots: vec![snap], large_read_done: false }),
+    );
     app
 }
 

@@ -29,7 +29,7 @@ pub mod writes;
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::lease::Location;
 use event::{Effect, Event};
@@ -59,6 +59,9 @@ const TICK_ANSWER: Duration = Duration::from_millis(250);
 
 /// How long a quitting console waits for its worker's action in flight.
 const QUIT_GRACE: Duration = Duration::from_millis(200);
+/// After a large read is given back, once more this much later: the watcher may still be
+/// arming its directories when the read ends.
+const TRIM_AGAIN_AFTER: Duration = Duration::from_secs(5);
 
 /// The console: its sources and worker started, the loop run until quit, then
 /// everything stopped and the terminal restored (in that order).
@@ -159,6 +162,7 @@ fn main_loop(
     let mut drawn_minute = None;
     let mut draw = true;
     let mut mouse_taken = false;
+    let mut trim_again_at: Option<Instant> = None;
     loop {
         // The mouse is the terminal's until the console takes it (on, and `m` toggles).
         if app.mouse != mouse_taken && set_mouse(app.mouse).is_ok() {
@@ -181,11 +185,24 @@ fn main_loop(
             let mut only_ticks = true;
             for ev in std::iter::once(first).chain(rx.try_iter()) {
                 only_ticks &= matches!(ev, Event::Tick(_));
+                let large_read_done = matches!(&ev, Event::Loaded(l) if l.large_read_done);
                 for effect in update::update(app, ev) {
                     if effect == Effect::Quit {
                         return Ok(());
                     }
                     let _ = effects_tx.send(effect);
+                }
+                if large_read_done {
+                    // Every part is applied and freed: a third of the resident memory of a
+                    // console over 100,000 profiles, kept by the allocator otherwise.
+                    memory::give_back_free_pages();
+                    trim_again_at = Some(Instant::now() + TRIM_AGAIN_AFTER);
+                }
+                if trim_again_at.is_some_and(|at| Instant::now() >= at) {
+                    // What the watcher freed once it had armed every directory (it may
+                    // finish after the read), given back too.
+                    memory::give_back_free_pages();
+                    trim_again_at = None;
                 }
             }
             // A tick asks the worker to re-judge the owners; its answer (sent only when

@@ -3,54 +3,83 @@
 //! idle console with 100,000 profiles a core's percent and 300 numbers (240 MB) for
 //! counts that never moved; a count is now written only when a reading changes it.
 
-use std::collections::VecDeque;
-
 /// Ticks a sparkline looks back (about five minutes).
 pub const HISTORY_LEN: u64 = 300;
 
+/// Points (first tick with this count, the count), oldest first; never two equal counts
+/// in a row. The oldest is kept in place: most registries' count never moves, and one
+/// allocation for it in each of 100,000 tabs was spread among the log's short-lived
+/// lines, keeping their pages from going back to the system.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Samples {
-    /// (first tick with this count, the count), oldest first; never two equal counts in a row.
-    points: VecDeque<(u64, u64)>,
+    oldest: Option<(u64, u64)>,
+    /// The points after the oldest.
+    later: Vec<(u64, u64)>,
 }
 
 impl Samples {
+    fn count_points(&self) -> usize {
+        usize::from(self.oldest.is_some()) + self.later.len()
+    }
+
+    fn points(&self) -> impl DoubleEndedIterator<Item = &(u64, u64)> {
+        self.oldest.iter().chain(&self.later)
+    }
+
+    fn newest_mut(&mut self) -> Option<&mut (u64, u64)> {
+        match self.later.last_mut() {
+            Some(p) => Some(p),
+            None => self.oldest.as_mut(),
+        }
+    }
+
+    fn push(&mut self, point: (u64, u64)) {
+        match self.oldest {
+            None => self.oldest = Some(point),
+            Some(_) => self.later.push(point),
+        }
+    }
+
+    fn pop_oldest(&mut self) {
+        self.oldest = (!self.later.is_empty()).then(|| self.later.remove(0));
+    }
+
+    fn pop_newest(&mut self) {
+        if self.later.pop().is_none() {
+            self.oldest = None;
+        }
+    }
+
     /// The count from `tick` on (a reading between two ticks shows from the next one).
     pub fn record(&mut self, tick: u64, count: u64) {
-        match self.points.back_mut() {
+        match self.newest_mut() {
             Some((_, last)) if *last == count => return,
             Some((at, last)) if *at >= tick => *last = count,
-            Some(_) => self.points.push_back((tick, count)),
-            // Most registries' count never moves: one point, in an allocation its size
-            // (a first push would make room for four: 48 bytes more for each of 100,000).
-            None => {
-                self.points.reserve_exact(1);
-                self.points.push_back((tick, count));
-            }
+            _ => self.push((tick, count)),
         }
         // Points no sample in the window can see go: the one before the window stays.
-        while self.points.len() > 1 && self.points[1].0 + HISTORY_LEN <= tick {
-            self.points.pop_front();
+        while self.later.first().is_some_and(|(at, _)| at + HISTORY_LEN <= tick) {
+            self.pop_oldest();
         }
-        if self.points.len() > 1 && self.points[self.points.len() - 2].1 == count {
-            self.points.pop_back();
+        if self.points().rev().nth(1).is_some_and(|(_, before)| *before == count) {
+            self.pop_newest();
         }
     }
 
     /// The latest count recorded.
     pub fn back(&self) -> Option<&u64> {
-        self.points.back().map(|(_, count)| count)
+        self.points().next_back().map(|(_, count)| count)
     }
 
     /// How many ticks up to `now` have a sample (at most [`HISTORY_LEN`]).
     pub fn len(&self, now: u64) -> usize {
-        let Some((first, _)) = self.points.front() else { return 0 };
-        usize::try_from((now + 1).saturating_sub(*first).min(HISTORY_LEN)).unwrap_or(0)
+        let Some((first, _)) = self.oldest else { return 0 };
+        usize::try_from((now + 1).saturating_sub(first).min(HISTORY_LEN)).unwrap_or(0)
     }
 
     /// The count at tick `tick`, if sampled by then.
     fn at(&self, tick: u64) -> Option<u64> {
-        self.points.iter().rev().find(|(at, _)| *at <= tick).map(|(_, count)| *count)
+        self.points().rev().find(|(at, _)| *at <= tick).map(|(_, count)| *count)
     }
 
     /// The last `width` samples up to `now`, oldest first (fewer while there are fewer).
@@ -61,7 +90,7 @@ impl Samples {
 
     /// True when the count changed within the last `n` samples up to `now`.
     pub fn changed_within(&self, now: u64, n: u64) -> bool {
-        self.points.len() > 1 && self.points.back().is_some_and(|(at, _)| *at + n > now && *at <= now)
+        self.count_points() > 1 && self.points().next_back().is_some_and(|(at, _)| *at + n > now && *at <= now)
     }
 }
 
@@ -69,15 +98,15 @@ impl Samples {
 mod tests {
     use super::*;
 
-    /// A count that never moves (most registries') is one point in room for one.
+    /// A count that never moves (most registries') is one point, kept in place.
     #[test]
-    fn an_unchanging_count_is_one_point_in_room_for_one() {
+    fn an_unchanging_count_is_one_point_kept_in_place() {
         let mut s = Samples::default();
         for tick in 0..1000 {
             s.record(tick, 0);
         }
-        assert_eq!(s.points.len(), 1);
-        assert_eq!(s.points.capacity(), 1, "no room kept for points that never come");
+        assert_eq!(s.count_points(), 1);
+        assert_eq!(s.later.capacity(), 0, "kept in place: no allocation for it");
         s.record(1000, 2);
         assert_eq!(s.last(1000, 3), vec![0, 0, 2], "a change later is kept as before");
     }
@@ -107,7 +136,7 @@ mod tests {
             s.record(t, t % 2);
         }
         let now = 10 * HISTORY_LEN;
-        assert!(s.points.len() <= HISTORY_LEN as usize + 1, "{}", s.points.len());
+        assert!(s.count_points() <= HISTORY_LEN as usize + 1, "{}", s.count_points());
         assert_eq!(s.len(now), HISTORY_LEN as usize);
         assert_eq!(s.last(now, 4), vec![1, 0, 1, 0]);
     }

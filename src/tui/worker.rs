@@ -57,8 +57,6 @@ pub struct Worker {
     /// so no owner can die until the file changes, which the watcher reports. An idle
     /// tick asks only the others (asking 100,000 empty profiles was most of its cost).
     no_owners: Vec<bool>,
-    /// A large read is done: give the freed pages back at the next tick.
-    trim_due: bool,
     /// Owner details last looked up, for which pids, and when.
     owner_infos: HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
@@ -191,7 +189,6 @@ impl Worker {
             lock_seen: HashMap::new(),
             lock_files: super::lock_files::LockFiles::default(),
             no_owners: Vec::new(),
-            trim_due: false,
             owner_infos: HashMap::new(),
             owner_pids: Vec::new(),
             owners_checked: None,
@@ -372,7 +369,8 @@ impl Worker {
             }
             let end = (start + RELOAD_PART).min(count);
             let listings: Vec<Listing> = (start..end).map(|i| self.read(i)).collect();
-            let loaded = self.snapshots_from(start, listings);
+            let mut loaded = self.snapshots_from(start, listings);
+            loaded.large_read_done = end == count && count >= TRIM_AFTER_READING;
             if !send(loaded) {
                 return false;
             }
@@ -381,8 +379,6 @@ impl Worker {
         // Nothing to read yet (no store): an empty snapshot says the first read is done.
         let sent = count > 0 || send(self.snapshots(vec![]));
         self.first_read_done = true;
-        // Once the app has taken the parts (by the next tick), their pages can go back.
-        self.trim_due |= count >= TRIM_AFTER_READING;
         sent
     }
 
@@ -444,9 +440,6 @@ impl Worker {
     /// [`Worker::relive`], or None when nothing it would show has changed since the last
     /// snapshots (the usual tick of an idle console: no owner died, no TTL, no lock).
     pub fn relive_if_changed(&mut self) -> Option<Loaded> {
-        if std::mem::take(&mut self.trim_due) {
-            super::memory::give_back_free_pages();
-        }
         // Every store is asked (a file store remembers what it found for the next tick).
         let empty = self.stores.is_empty();
         let no_owners = &self.no_owners;
@@ -597,7 +590,8 @@ impl Worker {
             })
             .collect();
         self.sessions.judged(at);
-        Loaded { at, first: indices.first().copied().unwrap_or(0), initial: !self.first_read_done, snapshots }
+        let (first, initial) = (indices.first().copied().unwrap_or(0), !self.first_read_done);
+        Loaded { at, first, initial, snapshots, large_read_done: false }
     }
 
     /// Run an operator action through the location's store.
