@@ -239,11 +239,7 @@ fn the_last_part_of_a_large_read_says_it_is_the_last() {
     for n in 0..1000 {
         std::fs::create_dir_all(root.join("profiles").join(format!("p{n:04}"))).expect("profile");
     }
-    let scope = Scope {
-        locations: vec![Location::File(lease::home::paths::registry_for_home(&root))],
-        discover_root: Some(root),
-        discover_hosts: false,
-    };
+    let scope = root_and_profiles(&lease::home::paths::registry_for_home(&root));
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     let mut done: Vec<bool> = Vec::new();
     assert!(worker.reload_in_parts(&mut |loaded| {

@@ -22,6 +22,22 @@ pub struct AcquireRequest {
     pub lock_timeout: Duration,
 }
 
+#[cfg(test)]
+impl AcquireRequest {
+    /// A lease on `session` for this process (the test's), tracked, with no cap.
+    pub(crate) fn for_this_process(session: &str) -> AcquireRequest {
+        AcquireRequest {
+            session_id: session.into(),
+            surface: Some("cli".into()),
+            metadata: Map::new(),
+            owner_pid: u64::from(std::process::id()),
+            cap: None,
+            track_liveness: true,
+            lock_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
 /// A granted lease.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Grant {

@@ -143,8 +143,6 @@ impl Stores {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::lease::{AcquireRequest, Registry};
 
@@ -177,15 +175,7 @@ mod tests {
         }
         assert!(!all.rejudge_needed(0));
 
-        let req = AcquireRequest {
-            session_id: "S".into(),
-            surface: Some("cli".into()),
-            metadata: serde_json::Map::new(),
-            owner_pid: u64::from(std::process::id()),
-            cap: None,
-            track_liveness: true,
-            lock_timeout: Duration::from_secs(5),
-        };
+        let req = AcquireRequest::for_this_process("S");
         all.store(0).expect("made again").acquire(&req).expect("granted");
         let (read, _) = all.read(0, &mut writes);
         assert_eq!(read.leases.as_ref().map(Vec::len).ok(), Some(1));

@@ -89,8 +89,6 @@ impl Writes {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::lease::{AcquireRequest, Location, Registry, StoreOptions};
 
@@ -108,15 +106,7 @@ mod tests {
         assert!(pruned.is_empty());
         assert!(writes.last.is_empty(), "no file: nothing kept");
 
-        let req = AcquireRequest {
-            session_id: "S".into(),
-            surface: Some("cli".into()),
-            metadata: serde_json::Map::new(),
-            owner_pid: u64::from(std::process::id()),
-            cap: None,
-            track_liveness: true,
-            lock_timeout: Duration::from_secs(5),
-        };
+        let req = AcquireRequest::for_this_process("S");
         store.acquire(&req).expect("granted");
         let (listing, _) = writes.read(0, store.as_mut());
         assert_eq!(listing.leases.as_ref().map(Vec::len).ok(), Some(1));
