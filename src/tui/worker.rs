@@ -412,7 +412,7 @@ impl Worker {
             .filter(|&i| touched[i] || !self.no_owners.get(i).copied().unwrap_or(false))
             .collect();
         let listings: Vec<Listing> =
-            indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.rejudge(i) }).collect();
+            indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.stores.rejudge(i) }).collect();
         self.snapshots_at(&indices, listings)
     }
 
@@ -428,13 +428,8 @@ impl Worker {
         let indices: Vec<usize> = (0..self.stores.len())
             .filter(|&i| !self.no_owners.get(i).copied().unwrap_or(false) || now.get(&i) != self.last_holders.get(&i))
             .collect();
-        let listings: Vec<Listing> = indices.iter().map(|&i| self.rejudge(i)).collect();
+        let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i)).collect();
         self.snapshots_at(&indices, listings)
-    }
-
-    /// The store at `index` judged again without reading.
-    fn rejudge(&mut self, index: usize) -> Listing {
-        self.stores.rejudge(index)
     }
 
     /// [`Worker::relive`], or None when nothing it would show has changed since the last
