@@ -125,7 +125,7 @@ pub fn spawn(
     report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, Vec<Option<FileVersion>>)>) -> bool + Send + 'static,
 ) -> notify::Result<()> {
     let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
-    let watcher = notify::recommended_watcher(fs_tx)?;
+    let watcher = feed(fs_tx)?;
     std::thread::spawn(move || {
         let mut armed = Armed { watcher, watched: BTreeSet::new() };
         armed.rearm(&scope);
@@ -138,10 +138,9 @@ pub fn spawn(
             // would otherwise go unseen, uncounted.
             burst.follow(&mut armed, &dirs, &scope);
             if burst.paths.is_empty() && matches!(dirs, Dirs::Unchanged) {
-                // Nothing changed: a read (the console's own included), the lock file, a
-                // temp file. No I/O here: looking at the directories (re-arming) opens
-                // them, and that open is an event too (notify's inotify mask includes
-                // IN_OPEN), which once made a loop that kept a core busy. Directories
+                // Nothing changed: the lock file, a temp file. No I/O here: re-arming
+                // looks at the directories, and when opens were in the feed that made a
+                // loop that kept a core busy (they are not now: see `feed`). Directories
                 // that come or go are Create/Remove/rename events, relevant ones.
                 continue;
             }
@@ -160,6 +159,13 @@ pub fn spawn(
         }
     });
     Ok(())
+}
+
+/// A watcher that reports changes only. Opens and closes are left in the kernel: every
+/// read of a watched directory or registry (the console's own, each owner's) would wake
+/// this thread and allocate an event, 200,000 of them for the first read of 100,000 profiles.
+fn feed(tx: Sender<notify::Result<notify::Event>>) -> notify::Result<notify::RecommendedWatcher> {
+    notify::RecommendedWatcher::new(tx, notify::Config::default().with_event_kinds(notify::EventKindMask::CORE))
 }
 
 /// The directories watched, kept to what the scope wants.
@@ -385,6 +391,35 @@ mod tests {
         assert_eq!(d, vec![root.clone(), root.join("profiles"), root.join("profiles/work"), root.join("runtime")]);
     }
 
+    /// Reads are not in the feed, changes are: a registry read over and over (by the
+    /// console, by every owner) wakes nobody, a registry replaced is one event away.
+    #[test]
+    fn the_feed_carries_changes_not_reads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let registry = dir.path().join(REGISTRY_FILE);
+        std::fs::write(&registry, "{}").expect("write");
+        let (tx, rx) = channel();
+        let mut watcher = feed(tx).expect("watcher");
+        watcher.watch(dir.path(), RecursiveMode::NonRecursive).expect("watch");
+        for _ in 0..20 {
+            std::fs::read(&registry).expect("read");
+            std::fs::read_dir(dir.path()).expect("list").for_each(drop);
+        }
+        match rx.recv_timeout(Duration::from_millis(500)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            other => panic!("reads made an event: {other:?}"),
+        }
+        let temp = dir.path().join(format!("{}x", paths::TEMP_PREFIX));
+        std::fs::write(&temp, "{\"entries\": []}").expect("write");
+        std::fs::rename(&temp, &registry).expect("rename");
+        // The temp file's creation comes first; the rename over the registry follows.
+        let replaced = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
+            .take(10)
+            .flatten()
+            .any(|e| e.paths.iter().any(|p| replacement(&e.kind, p)));
+        assert!(replaced, "the registry's replacement was not seen");
+    }
+
     /// A profile made or removed is followed on its own (no look at every profile, which
     /// cost seconds at 100,000), and the watches end as the full look would have them.
     #[test]
@@ -396,8 +431,7 @@ mod tests {
         std::fs::create_dir_all(profiles.join("old")).expect("mkdir");
         let scope = FileWatch { root: root.clone(), discover: true, homes: vec![] };
         let (tx, _rx) = channel();
-        let mut armed =
-            Armed { watcher: notify::recommended_watcher(tx).expect("a watcher"), watched: BTreeSet::new() };
+        let mut armed = Armed { watcher: feed(tx).expect("a watcher"), watched: BTreeSet::new() };
         armed.rearm(&scope);
         let mut renames = Renames::default();
         let mut event = |kind: EventKind, path: PathBuf, armed: &mut Armed| {
