@@ -39,6 +39,19 @@ impl FileWatch {
         self.discover && paths::is_in_profiles_of(&self.root, dir)
     }
 
+    /// Whether `dir` is one that [`desired`](Self::desired) lists while it is there: a
+    /// home in scope, its runtime/, or `profiles/` (not the ancestors of missing ones).
+    fn wants(&self, dir: &Path) -> bool {
+        let home_in_scope = |h: &Path| {
+            (self.discover && (h == self.root || paths::is_profile_of(&self.root, h)))
+                || self.homes.iter().any(|home| home == h)
+        };
+        let shaped = home_in_scope(dir)
+            || (paths::is_runtime_dir(dir) && dir.parent().is_some_and(home_in_scope))
+            || (self.discover && dir.parent() == Some(self.root.as_path()) && dir.ends_with("profiles"));
+        shaped && is_real_dir(dir)
+    }
+
     /// The directories to watch now: each runtime dir, home and the profiles dir, or
     /// the nearest existing ancestor of each one that does not exist yet.
     pub fn desired(&self) -> BTreeSet<PathBuf> {
@@ -127,7 +140,7 @@ pub fn spawn(
     let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
     let watcher = feed(fs_tx)?;
     std::thread::spawn(move || {
-        let mut armed = Armed { watcher, watched: BTreeSet::new() };
+        let mut armed = Armed { watcher };
         armed.rearm(&scope);
         let mut renames = Renames::default();
         while let Ok(first) = fs_rx.recv() {
@@ -147,7 +160,7 @@ pub fn spawn(
             if !gather(&fs_rx, debounce, &mut burst, &mut renames, &mut armed, &scope) {
                 return;
             }
-            armed.renew(&burst.paths);
+            armed.renew(&burst.paths, &scope);
             // Only a directory that came or went, other than a home's runtime/, makes it
             // look at every profile again (a second of CPU at 100,000 profiles).
             if burst.rearm_after {
@@ -168,39 +181,44 @@ fn feed(tx: Sender<notify::Result<notify::Event>>) -> notify::Result<notify::Rec
     notify::RecommendedWatcher::new(tx, notify::Config::default().with_event_kinds(notify::EventKindMask::CORE))
 }
 
-/// The directories watched, kept to what the scope wants.
+/// The watcher, kept to what the scope wants. Which directories it watches is notify's
+/// to know: a second set of them here was 120 bytes a profile, 12 MB at 100,000.
 struct Armed {
     watcher: notify::RecommendedWatcher,
-    watched: BTreeSet<PathBuf>,
 }
 
 impl Armed {
+    /// The directories watched now, as notify has them (a deleted one's watch is gone).
+    fn watched(&self) -> BTreeSet<PathBuf> {
+        self.watcher.watched_paths().unwrap_or_default().into_iter().map(|(dir, _)| dir).collect()
+    }
+
     /// Watch what `scope` wants now, and nothing else. Loops until stable: a directory
-    /// may appear while its parent is armed.
+    /// may appear while its parent is armed. One that cannot be watched is tried once.
     fn rearm(&mut self, scope: &FileWatch) {
+        let mut watched = self.watched();
         for _ in 0..8 {
             let desired = scope.desired();
-            if desired == self.watched {
+            if desired == watched {
                 break;
             }
-            for gone in self.watched.difference(&desired) {
+            for gone in watched.difference(&desired) {
                 let _ = self.watcher.unwatch(gone);
             }
-            for new in desired.difference(&self.watched) {
+            for new in desired.difference(&watched) {
                 let _ = self.watcher.watch(new, RecursiveMode::NonRecursive);
             }
-            self.watched = desired;
+            watched = desired;
         }
     }
 
     /// A home's runtime/ came or went: watched as [`FileWatch::desired`] would have it
-    /// (a real directory, never a link), without looking at every other home.
+    /// (a real directory, never a link), without looking at every other home. Watching
+    /// a watched directory again is one system call, unwatching one that is not none.
     fn follow_runtime(&mut self, runtime: &Path) {
         if is_real_dir(runtime) {
-            if self.watched.insert(runtime.to_path_buf()) {
-                let _ = self.watcher.watch(runtime, RecursiveMode::NonRecursive);
-            }
-        } else if self.watched.remove(runtime) {
+            let _ = self.watcher.watch(runtime, RecursiveMode::NonRecursive);
+        } else {
             let _ = self.watcher.unwatch(runtime);
         }
     }
@@ -210,24 +228,20 @@ impl Armed {
     fn follow_profile(&mut self, home: &Path) {
         let runtime = home.join(paths::RUNTIME_DIR);
         if is_real_dir(home) {
-            if self.watched.insert(home.to_path_buf()) {
-                let _ = self.watcher.watch(home, RecursiveMode::NonRecursive);
-            }
+            let _ = self.watcher.watch(home, RecursiveMode::NonRecursive);
             // Looked at once the home is watched: a runtime/ made before is seen here,
             // one made after is an event.
             self.follow_runtime(&runtime);
         } else {
             self.follow_runtime(&runtime);
-            if self.watched.remove(home) {
-                let _ = self.watcher.unwatch(home);
-            }
+            let _ = self.watcher.unwatch(home);
         }
     }
 
     /// A watched directory removed and recreated between two looks keeps its path but
     /// lost its inotify watch: watch every touched one anew.
-    fn renew(&mut self, touched: &[PathBuf]) {
-        for dir in touched.iter().filter(|p| self.watched.contains(*p)) {
+    fn renew(&mut self, touched: &[PathBuf], scope: &FileWatch) {
+        for dir in touched.iter().filter(|p| scope.wants(p)) {
             let _ = self.watcher.unwatch(dir);
             let _ = self.watcher.watch(dir, RecursiveMode::NonRecursive);
         }
@@ -431,7 +445,7 @@ mod tests {
         std::fs::create_dir_all(profiles.join("old")).expect("mkdir");
         let scope = FileWatch { root: root.clone(), discover: true, homes: vec![] };
         let (tx, _rx) = channel();
-        let mut armed = Armed { watcher: feed(tx).expect("a watcher"), watched: BTreeSet::new() };
+        let mut armed = Armed { watcher: feed(tx).expect("a watcher") };
         armed.rearm(&scope);
         let mut renames = Renames::default();
         let mut event = |kind: EventKind, path: PathBuf, armed: &mut Armed| {
@@ -443,17 +457,42 @@ mod tests {
         // Made with its runtime/ already in it (moved in, or made before its watch was).
         std::fs::create_dir_all(profiles.join("new/runtime")).expect("mkdir");
         event(EventKind::Create(CreateKind::Folder), profiles.join("new"), &mut armed);
-        assert!(armed.watched.contains(&profiles.join("new/runtime")));
+        assert!(armed.watched().contains(&profiles.join("new/runtime")));
         // A link is no profile; a hidden directory neither.
         std::os::unix::fs::symlink(dir.path(), profiles.join("link")).expect("symlink");
         event(EventKind::Create(CreateKind::Any), profiles.join("link"), &mut armed);
         std::fs::create_dir(profiles.join(".hidden")).expect("mkdir");
         event(EventKind::Create(CreateKind::Folder), profiles.join(".hidden"), &mut armed);
-        assert_eq!(armed.watched, scope.desired());
+        assert_eq!(armed.watched(), scope.desired());
         std::fs::remove_dir_all(profiles.join("old")).expect("rm");
         event(EventKind::Remove(RemoveKind::Folder), profiles.join("old"), &mut armed);
-        assert!(!armed.watched.contains(&profiles.join("old")));
-        assert_eq!(armed.watched, scope.desired());
+        assert!(!armed.watched().contains(&profiles.join("old")));
+        assert_eq!(armed.watched(), scope.desired());
+    }
+
+    /// A touched directory is watched anew exactly when the scope lists it (the watcher
+    /// keeps no list of its own to look it up in).
+    #[test]
+    fn a_directory_is_wanted_when_the_scope_lists_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("home");
+        let profiles = root.join("profiles");
+        for d in ["runtime", "profiles/a/runtime", "profiles/b", "profiles/.hidden/runtime", "elsewhere"] {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+        std::os::unix::fs::symlink(root.join("elsewhere"), profiles.join("link")).expect("symlink");
+        let scope = FileWatch { root: root.clone(), discover: true, homes: vec![] };
+        let desired = scope.desired();
+        assert_eq!(desired.len(), 6, "{desired:?}");
+        for d in &desired {
+            assert!(scope.wants(d), "{}", d.display());
+        }
+        for d in ["elsewhere", "profiles/.hidden", "profiles/.hidden/runtime", "profiles/link", "profiles/b/runtime"] {
+            assert!(!scope.wants(&root.join(d)), "{d}");
+        }
+        assert!(!scope.wants(dir.path()), "an ancestor is the full look's to arm");
+        let fixed = FileWatch { root: root.clone(), discover: false, homes: vec![profiles.join("a")] };
+        assert!(fixed.wants(&profiles.join("a/runtime")) && !fixed.wants(&profiles.join("b")));
     }
 
     #[test]
