@@ -24,6 +24,7 @@ pub mod human;
 pub mod ids;
 pub mod location;
 pub mod lookup;
+pub mod memory;
 pub mod owners;
 pub mod refusal;
 pub mod repair;

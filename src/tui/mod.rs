@@ -12,7 +12,6 @@ pub mod keys;
 pub mod layout;
 mod location_index;
 mod lock_files;
-mod memory;
 mod mouse;
 pub mod samples;
 pub mod sessions;
@@ -29,7 +28,7 @@ pub mod writes;
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::lease::Location;
 use event::{Effect, Event};
@@ -59,13 +58,11 @@ const TICK_ANSWER: Duration = Duration::from_millis(250);
 
 /// How long a quitting console waits for its worker's action in flight.
 const QUIT_GRACE: Duration = Duration::from_millis(200);
-/// After a large read is given back, once more this much later: the watcher may still be
-/// arming its directories when the read ends.
-const TRIM_AGAIN_AFTER: Duration = Duration::from_secs(5);
 
 /// The console: its sources and worker started, the loop run until quit, then
 /// everything stopped and the terminal restored (in that order).
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
+    crate::lease::memory::give_back_as_freed();
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
     let scope = worker::Scope {
@@ -162,7 +159,6 @@ fn main_loop(
     let mut drawn_minute = None;
     let mut draw = true;
     let mut mouse_taken = false;
-    let mut trim_again_at: Option<Instant> = None;
     loop {
         // The mouse is the terminal's until the console takes it (on, and `m` toggles).
         if app.mouse != mouse_taken && set_mouse(app.mouse).is_ok() {
@@ -195,14 +191,8 @@ fn main_loop(
                 if large_read_done {
                     // Every part is applied and freed: a third of the resident memory of a
                     // console over 100,000 profiles, kept by the allocator otherwise.
-                    memory::give_back_free_pages();
-                    trim_again_at = Some(Instant::now() + TRIM_AGAIN_AFTER);
-                }
-                if trim_again_at.is_some_and(|at| Instant::now() >= at) {
-                    // What the watcher freed once it had armed every directory (it may
-                    // finish after the read), given back too.
-                    memory::give_back_free_pages();
-                    trim_again_at = None;
+                    // The watcher gives back what arming its directories freed itself.
+                    crate::lease::memory::give_back_free_pages();
                 }
             }
             // A tick asks the worker to re-judge the owners; its answer (sent only when
