@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -117,28 +118,51 @@ fn file_problem(rule: Rule, detail: String) -> Vec<Problem> {
 /// Parse registry bytes strictly (spec §3): BOM tolerated, legacy list accepted,
 /// every entry validated. Returns every problem found.
 pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
-    parse_noting_layout(bytes).0
+    parse_owned(bytes.to_vec()).result
 }
 
-/// [`parse`], and whether `bytes` were exactly Hermes' layout of the entries' texts.
-pub(super) fn parse_noting_layout(bytes: &[u8]) -> (Result<RegistryFile, Vec<Problem>>, bool) {
-    match parse_text(bytes) {
+/// A parse of bytes it could keep.
+pub(super) struct Parsed {
+    pub result: Result<RegistryFile, Vec<Problem>>,
+    /// The bytes were exactly Hermes' layout of the entries' texts.
+    pub hermes_layout: bool,
+    /// The bytes as text, which the entries of a file in Hermes' layout borrow; None when
+    /// they are not UTF-8.
+    pub text: Option<Arc<String>>,
+}
+
+/// [`parse`] of bytes it keeps: the entries of a file in Hermes' layout borrow its text
+/// (one allocation, not one per entry).
+pub(super) fn parse_owned(bytes: Vec<u8>) -> Parsed {
+    let whole = match String::from_utf8(bytes) {
+        Ok(text) => Arc::new(text),
+        Err(e) => {
+            // Named as in the text after any BOM, where the offsets count from.
+            let bytes = e.into_bytes();
+            let after_bom = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+            let detail = std::str::from_utf8(after_bom)
+                .err()
+                .map_or_else(|| "not UTF-8".to_owned(), |e| format!("not UTF-8 ({e})"));
+            return Parsed { result: Err(file_problem(Rule::Unreadable, detail)), hermes_layout: false, text: None };
+        }
+    };
+    let (result, hermes_layout) = match parse_text(&whole) {
         Ok((file, hermes_layout)) => (Ok(file), hermes_layout),
         Err(problems) => (Err(problems), false),
-    }
+    };
+    Parsed { result, hermes_layout, text: Some(whole) }
 }
 
-pub(super) fn parse_text(bytes: &[u8]) -> Result<(RegistryFile, bool), Vec<Problem>> {
-    let whole = bytes;
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let text = std::str::from_utf8(bytes).map_err(|e| file_problem(Rule::Unreadable, format!("not UTF-8 ({e})")))?;
+fn parse_text(whole: &Arc<String>) -> Result<(RegistryFile, bool), Vec<Problem>> {
+    let text = whole.strip_prefix('\u{FEFF}').unwrap_or(whole);
+    let bytes = text.as_bytes();
     if too_many_values(bytes) {
         return Err(file_problem(
             Rule::Unreadable,
             format!("holds more than {MAX_JSON_VALUES} JSON values (a limit that keeps memory bounded)"),
         ));
     }
-    if let Some(file) = parse_hermes_layout(text) {
+    if let Some(file) = parse_hermes_layout(text, Some(whole)) {
         // With a BOM the bytes are not the layout itself.
         return Ok((file, whole.len() == text.len()));
     }
@@ -237,7 +261,8 @@ pub const HEAD: &str = "{\"entries\": [";
 /// canonical form and valid, split and validated in one pass by the canonical
 /// scanner. None for anything else, even a valid file: the general path decides,
 /// and names any problem.
-fn parse_hermes_layout(text: &str) -> Option<RegistryFile> {
+/// `file`: the text `text` is a part of, for the entries to borrow.
+fn parse_hermes_layout(text: &str, file: Option<&Arc<String>>) -> Option<RegistryFile> {
     let b = text.as_bytes();
     let mut pos = HEAD.len();
     if !text.starts_with(HEAD) {
@@ -253,7 +278,7 @@ fn parse_hermes_layout(text: &str) -> Option<RegistryFile> {
     loop {
         let end = pyjson::canonical_object_at(text, pos, &mut members)?;
         let item = &text[pos..end];
-        let entry = Entry::fast(&members, item, &seen)?;
+        let entry = Entry::fast(&members, item, &seen, file)?;
         seen.insert(entry.lease_id_in(item)?);
         entries.push(entry);
         match &b[end..] {
@@ -332,6 +357,38 @@ pub(super) mod tests {
         assert_eq!(serialize(&file), SAMPLE);
     }
 
+    /// Whether `part` lies within `whole`'s bytes.
+    pub(in crate::lease::file) fn is_within(part: &str, whole: &[u8]) -> bool {
+        let (start, end) = (whole.as_ptr() as usize, whole.as_ptr() as usize + whole.len());
+        part.as_ptr() as usize >= start && part.as_ptr() as usize + part.len() <= end
+    }
+
+    #[test]
+    fn a_files_entries_borrow_its_text_unless_it_is_rendered_anew() {
+        let two = SAMPLE.replace("}]}", "}, {\"lease_id\": \"x\", \"pid\": 7, \"session_id\": \"T\"}]}");
+        for (text, layout) in [(two.clone(), true), (format!("\u{feff}{two}"), false)] {
+            let parsed = parse_owned(text.clone().into_bytes());
+            let whole = parsed.text.expect("UTF-8");
+            let file = parsed.result.expect("valid");
+            assert_eq!(parsed.hermes_layout, layout);
+            assert_eq!(file.entries.len(), 2);
+            for e in &file.entries {
+                assert!(is_within(e.text(), whole.as_bytes()), "borrowed, not copied: {}", e.text());
+            }
+            // What the entries borrow is the file's text, whole, and it stays with them.
+            assert_eq!(whole.as_str(), text);
+            drop(whole);
+            assert_eq!(serialize(&file), two, "the borrowed texts outlive the parse's own handle");
+        }
+        // A file in another layout: each entry is its own text, rendered as Hermes writes it.
+        let legacy = format!("[{}]", SAMPLE.strip_prefix(HEAD).and_then(|s| s.strip_suffix("]}")).expect("sample"));
+        let parsed = parse_owned(legacy.into_bytes());
+        let whole = parsed.text.expect("UTF-8");
+        let file = parsed.result.expect("valid");
+        assert!(!is_within(file.entries[0].text(), whole.as_bytes()));
+        assert_eq!(serialize(&file), SAMPLE);
+    }
+
     #[test]
     fn unknown_fields_survive_and_sort() {
         let text = r#"{"zz_top": {"b": 1, "a": [1.50, "é"]}, "entries": [{"pid": 1, "lease_id": "x", "session_id": "S", "future_field": {"nested": [1e5, null]}}], "aa": true}"#;
@@ -381,7 +438,7 @@ pub(super) mod tests {
         let two =
             format!("{a}, {}]}}", &a["{\"entries\": [".len()..].replace("0123456789abcdef0123456789abcdef", "x2"));
         for text in [SAMPLE.to_owned(), "{\"entries\": []}".to_owned(), two.clone()] {
-            assert!(parse_hermes_layout(&text).is_some(), "{text}");
+            assert!(parse_hermes_layout(&text, None).is_some(), "{text}");
             assert_eq!(parse_verdicts(&text), parse_general(&text));
             assert_eq!(serialize(&parse(text.as_bytes()).expect("valid")), text);
         }
@@ -397,7 +454,7 @@ pub(super) mod tests {
             "{\"entries\": [{\"lease_id\": \"x\", \"pid\": 1, \"session_id\": \"S\"},]}",
         ];
         for text in odd {
-            assert!(parse_hermes_layout(text).is_none(), "{text}");
+            assert!(parse_hermes_layout(text, None).is_none(), "{text}");
             assert_eq!(parse_verdicts(text), parse_general(text), "{text}");
         }
         assert_eq!(parse(dup.as_bytes()).expect_err("duplicate")[0].rule, Rule::DuplicateLeaseId);

@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustc_hash::FxBuildHasher as FxBuild;
 
@@ -23,7 +24,8 @@ const MAX_BYTES: usize = 512 * 1024 * 1024;
 const MAX_FILE_BYTES: usize = 8 * 1024 * 1024;
 
 struct Recent {
-    bytes: Vec<u8>,
+    /// Shared with the entries of a file read in full, which borrow it.
+    bytes: Arc<String>,
     file: RegistryFile,
     /// `bytes` is exactly `{"entries": [E, …]}` of `file`'s entry texts, so a
     /// changed file can be parsed against it.
@@ -99,19 +101,19 @@ pub(super) fn lookup(path: &Path, bytes: &[u8]) -> Option<Found> {
         let now = recent.tick();
         let hit = recent.by_path.get_mut(path)?;
         hit.used = now;
-        if hit.bytes == bytes {
+        if hit.bytes.as_bytes() == bytes {
             return Some(Found::Same(hit.file.clone()));
         }
         if !hit.hermes_layout {
             return None;
         }
         let ids = hit.ids.get_or_insert_with(|| reparse::id_counts(&hit.file));
-        reparse::reparse(&hit.bytes, &hit.file, ids, bytes).map(Found::Reparsed)
+        reparse::reparse(hit.bytes.as_bytes(), &hit.file, ids, bytes).map(Found::Reparsed)
     })
 }
 
 /// Remember what `path` holds now: `bytes`, parsed as `file`.
-pub(super) fn remember(path: &Path, bytes: Vec<u8>, file: &RegistryFile, hermes_layout: bool) {
+pub(super) fn remember(path: &Path, bytes: Arc<String>, file: &RegistryFile, hermes_layout: bool) {
     if !enabled() {
         return;
     }

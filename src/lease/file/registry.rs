@@ -6,8 +6,9 @@ use std::os::unix::fs::PermissionsExt;
 
 use rustix::fs::FileType;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::format::parse_noting_layout;
+use super::format::parse_owned;
 pub use super::format::{HEAD, MAX_PROBLEMS, RegistryFile, parse, serialize, serialize_into, serialize_to};
 use super::recent;
 use crate::lease::error::{Error, InvalidRegistry};
@@ -26,20 +27,25 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
     if !read_into(path, &mut bytes)? {
         return Ok(RegistryFile::default());
     }
-    // (parsed, what to remember of it: None when it is remembered already)
-    let (parsed, remember) = match recent::lookup(path, &bytes) {
-        Some(recent::Found::Same(file)) => (Ok(file), None),
-        Some(recent::Found::Reparsed(file)) => (Ok(file), Some(true)),
+    let parsed = match recent::lookup(path, &bytes) {
+        Some(recent::Found::Same(file)) => Ok(file),
+        Some(recent::Found::Reparsed(file)) => {
+            // Text as reparsed (its changed part checked; the rest is the text remembered).
+            match String::from_utf8(bytes) {
+                Ok(text) => recent::remember(path, Arc::new(text), &file, true),
+                Err(_) => recent::forget(path),
+            }
+            Ok(file)
+        }
         None => {
-            let (parsed, hermes_layout) = parse_noting_layout(&bytes);
-            (parsed, Some(hermes_layout))
+            let parsed = parse_owned(bytes);
+            match (&parsed.result, parsed.text) {
+                (Ok(file), Some(text)) => recent::remember(path, text, file, parsed.hermes_layout),
+                _ => recent::forget(path),
+            }
+            parsed.result
         }
     };
-    match (&parsed, remember) {
-        (Ok(file), Some(hermes_layout)) => recent::remember(path, bytes, file, hermes_layout),
-        (Ok(_), None) => {}
-        (Err(_), _) => recent::forget(path),
-    }
     parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
 }
 
@@ -104,7 +110,7 @@ pub fn write(_lock: &RegistryLock, path: &Path, file: &RegistryFile) -> Result<(
     serialize_into(file, &mut text);
     let written = write_bytes(path, text.as_bytes());
     match &written {
-        Ok(()) => recent::remember(path, text.into_bytes(), file, true),
+        Ok(()) => recent::remember(path, Arc::new(text), file, true),
         Err(_) => recent::forget(path),
     }
     written

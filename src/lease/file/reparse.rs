@@ -81,7 +81,7 @@ pub(super) fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, n
         }
         let end = pyjson::canonical_object_at(middle, p, &mut members)?;
         let item = &middle[p..end];
-        let entry = Entry::fast(&members, item, &seen)?;
+        let entry = Entry::fast(&members, item, &seen, None)?;
         seen.middle.insert(hash_str(entry.lease_id()), ());
         entries.push(entry);
         p = end;
@@ -194,6 +194,20 @@ mod tests {
         // From empty, and one entry.
         check(&registry(&[]), &registry(&base[..3])).expect("from empty");
         check(&registry(&base[..1]), &registry(&base[..2])).expect("one to two");
+    }
+
+    #[test]
+    fn a_reparsed_entry_has_a_text_of_its_own() {
+        // An entry borrowing the new file's text would keep all of it alive for one entry,
+        // once for every change a console sees.
+        let base: Vec<String> = (0..5).map(|i| entry(i, &format!("{i:032x}"))).collect();
+        let old = registry(&base);
+        let mut changed = base.clone();
+        changed[2] = entry(9, "changed");
+        let new = registry(&changed);
+        let got = check(&old, &new).expect("reparsed");
+        assert_eq!(got.entries[2].lease_id(), "changed");
+        assert!(!super::super::format::tests::is_within(got.entries[2].text(), new.as_bytes()));
     }
 
     #[test]

@@ -23,7 +23,46 @@ pub struct Entry {
     live_session_id: Field,
     /// The whole entry as `json.dumps(entry, sort_keys=True, ensure_ascii=False)` writes it
     /// (shared: a registry read again with the same bytes reuses its entries).
-    text: Arc<str>,
+    text: Text,
+}
+
+/// An entry's exact text: its own, or a stretch of the registry file's text it was read
+/// from. Every entry of a file in Hermes' layout borrows the one text (no copy and no
+/// allocation per entry: most of a large registry's read in a one-shot process); the
+/// file's text lives while any of them does.
+#[derive(Debug, Clone)]
+enum Text {
+    Own(Arc<str>),
+    Lent { file: Arc<String>, start: u32, end: u32 },
+}
+
+impl Text {
+    fn own(text: impl Into<Arc<str>>) -> Text {
+        Text::Own(text.into())
+    }
+
+    /// `text`, borrowed from `file` when it is a stretch of it (as a file's entries are).
+    fn of(text: &str, file: Option<&Arc<String>>) -> Text {
+        let lent = file.and_then(|file| {
+            let start = (text.as_ptr() as usize).checked_sub(file.as_ptr() as usize)?;
+            let end = start + text.len();
+            (end <= file.len()).then_some(())?;
+            Some(Text::Lent {
+                file: Arc::clone(file),
+                start: u32::try_from(start).ok()?,
+                end: u32::try_from(end).ok()?,
+            })
+        });
+        lent.unwrap_or_else(|| Text::own(text))
+    }
+
+    fn get(&self) -> &str {
+        match self {
+            Text::Own(text) => text,
+            // In range and on character boundaries by construction.
+            Text::Lent { file, start, end } => file.get(*start as usize..*end as usize).unwrap_or(""),
+        }
+    }
 }
 
 /// A string field: a range of `text` when the text holds it verbatim (no escapes),
@@ -57,7 +96,7 @@ impl Field {
 impl PartialEq for Entry {
     fn eq(&self, other: &Entry) -> bool {
         // The typed fields are derived from the text.
-        self.text == other.text
+        self.text() == other.text()
     }
 }
 
@@ -86,7 +125,7 @@ impl Entry {
     ) -> Result<Entry, Vec<Problem>> {
         if pyjson::canonical_members_into(text, members) {
             let members = &*members;
-            if let Some(entry) = Entry::fast(members, text, seen) {
+            if let Some(entry) = Entry::fast(members, text, seen, None) {
                 return Ok(entry);
             }
             let known: Vec<(&str, Value)> = members
@@ -95,7 +134,7 @@ impl Entry {
                 .filter(|(key, _)| KNOWN.contains(key))
                 .filter_map(|(key, span)| cheap_value(span).map(|v| (key, v)))
                 .collect();
-            return Entry::validate(index, known.as_slice(), text.into(), seen);
+            return Entry::validate(index, known.as_slice(), Text::own(text), seen);
         }
         match pyjson::parse(text) {
             Ok(v) => Entry::from_value(index, v, seen),
@@ -122,7 +161,7 @@ impl Entry {
         };
         let mut text = String::with_capacity(256);
         pyjson::write_object(&mut text, &raw);
-        let entry = Entry::validate(index, &raw, Arc::from(text), seen)?;
+        let entry = Entry::validate(index, &raw, Text::own(text), seen)?;
         // Checked after the rules, so a rule Hermes would name is reported as that rule.
         if let Some(digits) = raw.values().find_map(pyjson::find_overlong_int) {
             return Err(vec![Problem {
@@ -138,7 +177,13 @@ impl Entry {
     /// The common case without building any value: canonical text whose known fields
     /// have their usual types and pass every rule. Anything else returns None, and the
     /// general validation decides (and names the problems).
-    pub(crate) fn fast<S: SeenIds + ?Sized>(members: &[(&str, &str)], text: &str, seen: &S) -> Option<Entry> {
+    /// `file`: the registry text `text` is a stretch of, for the entry to borrow it.
+    pub(crate) fn fast<S: SeenIds + ?Sized>(
+        members: &[(&str, &str)],
+        text: &str,
+        seen: &S,
+        file: Option<&Arc<String>>,
+    ) -> Option<Entry> {
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
         let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
@@ -183,14 +228,14 @@ impl Entry {
             started_at,
             track_liveness,
             live_session_id: live_session_id.map_or_else(|| Field::owned(""), |l| Field::within(text, l)),
-            text: text.into(),
+            text: Text::of(text, file),
         })
     }
 
     fn validate<F: Fields + ?Sized, S: SeenIds + ?Sized>(
         index: usize,
         raw: &F,
-        text: Arc<str>,
+        text: Text,
         seen: &S,
     ) -> Result<Entry, Vec<Problem>> {
         let mut found = Findings { index, problems: Vec::new() };
@@ -245,21 +290,21 @@ impl Entry {
             started_at: Some(new.now),
             track_liveness: new.track_liveness,
             live_session_id: Field::owned(live_session_id),
-            text: Arc::from(pyjson::to_string(&Value::Object(raw))),
+            text: Text::own(pyjson::to_string(&Value::Object(raw))),
         }
     }
 
     pub fn lease_id(&self) -> &str {
-        self.lease_id.get(&self.text)
+        self.lease_id.get(self.text.get())
     }
     pub fn session_id(&self) -> &str {
-        self.session_id.get(&self.text)
+        self.session_id.get(self.text.get())
     }
     pub fn pid(&self) -> u64 {
         self.pid
     }
     pub fn surface(&self) -> Option<&str> {
-        self.surface.as_ref().map(|s| s.get(&self.text))
+        self.surface.as_ref().map(|s| s.get(self.text.get()))
     }
     pub fn process_start_time(&self) -> Option<f64> {
         self.process_start_time
@@ -272,7 +317,7 @@ impl Entry {
     }
     /// Every field as stored, unknown ones included (parsed on demand).
     pub fn fields(&self) -> Map<String, Value> {
-        match pyjson::parse(&self.text) {
+        match pyjson::parse(self.text.get()) {
             Ok(Value::Object(m)) => m,
             _ => Map::new(),
         }
@@ -289,17 +334,17 @@ impl Entry {
 
     /// The entry's exact text as it is written to the file.
     pub fn text(&self) -> &str {
-        &self.text
+        self.text.get()
     }
 
     /// True when `run` recorded how to find this lease's work (see [`WORK_KEY`]).
     pub fn work_marked(&self) -> bool {
-        self.text.contains(WORK_KEY) && self.fields().get("metadata").and_then(|m| m.get(WORK_KEY)).is_some()
+        self.text().contains(WORK_KEY) && self.fields().get("metadata").and_then(|m| m.get(WORK_KEY)).is_some()
     }
 
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
     pub fn live_session_id(&self) -> String {
-        self.live_session_id.get(&self.text).to_owned()
+        self.live_session_id.get(self.text.get()).to_owned()
     }
 
     /// Move the lease to another session (transfer), as Hermes does: new
@@ -318,7 +363,7 @@ impl Entry {
         self.surface = self.surface().map(Field::owned);
         self.session_id = Field::owned(session_id);
         self.live_session_id = Field::owned(live_session_id_of(&raw));
-        self.text = Arc::from(pyjson::to_string(&Value::Object(raw)));
+        self.text = Text::own(pyjson::to_string(&Value::Object(raw)));
     }
 
     /// The entry as a standard JSON value (every field), for leasectl's own output:
