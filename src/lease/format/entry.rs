@@ -530,7 +530,7 @@ fn plain_number(span: &str) -> Option<f64> {
     if !(first == b'-' || first.is_ascii_digit()) {
         return None;
     }
-    span.parse::<f64>().ok().filter(|f| f.is_finite())
+    pyjson::finite_number(span)
 }
 
 /// A value from canonical text, without serde for the common shapes (plain strings,

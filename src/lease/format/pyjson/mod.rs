@@ -130,14 +130,58 @@ fn canonical_float(num: &str) -> bool {
     if fixed_layout_digits(num).is_some_and(|sig| sig <= 15) {
         return true;
     }
-    num.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| {
+    if LastFloat::value_of(num).is_some() {
+        return true;
+    }
+    let canonical = num.parse::<f64>().ok().filter(|f| f.is_finite()).filter(|&f| {
         // ryu writes the same shortest digits, and the same fixed layout for all
         // but the exponent -5 (`0.0000d`, Python's `de-05`); its exponent form differs.
         let mut ryu_buf = ryu::Buffer::new();
         let digits = num.strip_prefix('-').unwrap_or(num);
         let same_fixed = !num.contains('e') && !digits.starts_with("0.0000") && ryu_buf.format_finite(f) == num;
         same_fixed || is_float_repr(f, num)
-    })
+    });
+    if let Some(value) = canonical {
+        LastFloat::keep(num, value);
+    }
+    canonical.is_some()
+}
+
+/// The finite number `num` denotes (canonical number text): the value the canonical check
+/// just parsed when it was that text, else parsed now.
+pub fn finite_number(num: &str) -> Option<f64> {
+    LastFloat::value_of(num).or_else(|| num.parse::<f64>().ok().filter(|f| f.is_finite()))
+}
+
+/// The last float text of more than 15 digits found canonical on this thread, and its
+/// value. Checking one is a parse and a repr; an entry's `updated_at` usually repeats
+/// its `started_at`, and the entry's reader then wants the value the check parsed.
+#[derive(Clone, Copy)]
+struct LastFloat {
+    text: [u8; 32],
+    len: u8,
+    value: f64,
+}
+
+thread_local! {
+    static LAST_FLOAT: std::cell::Cell<LastFloat> =
+        const { std::cell::Cell::new(LastFloat { text: [0; 32], len: 0, value: 0.0 }) };
+}
+
+impl LastFloat {
+    fn value_of(num: &str) -> Option<f64> {
+        let last = LAST_FLOAT.with(std::cell::Cell::get);
+        (last.len > 0 && last.text.get(..usize::from(last.len)) == Some(num.as_bytes())).then_some(last.value)
+    }
+
+    /// Only a text found canonical, and short enough to hold whole.
+    fn keep(num: &str, value: f64) {
+        let mut text = [0; 32];
+        if let (Some(slot), Ok(len)) = (text.get_mut(..num.len()), u8::try_from(num.len())) {
+            slot.copy_from_slice(num.as_bytes());
+            LAST_FLOAT.with(|last| last.set(LastFloat { text, len, value }));
+        }
+    }
 }
 
 /// The significant digits of `num` when it has Python repr's fixed layout
@@ -356,6 +400,9 @@ mod tests {
         }
         for t in &texts {
             assert_eq!(canonical_float(t), oracle(t), "{t:?}");
+            // The value kept from the check is the text's own, as is any other.
+            let parsed = t.parse::<f64>().ok().filter(|f| f.is_finite());
+            assert_eq!(finite_number(t).map(f64::to_bits), parsed.map(f64::to_bits), "{t:?}");
         }
     }
 
