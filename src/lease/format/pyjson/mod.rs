@@ -127,18 +127,18 @@ pub fn float_repr(f: f64) -> String {
 
 /// True when `num` is exactly how Python writes the float it denotes.
 fn canonical_float(num: &str) -> bool {
-    if fixed_layout_digits(num).is_some_and(|sig| sig <= 15) {
+    let fixed = fixed_layout_digits(num);
+    if fixed.is_some_and(|sig| sig <= 15) {
         return true;
     }
     if LastFloat::value_of(num).is_some() {
         return true;
     }
     let canonical = num.parse::<f64>().ok().filter(|f| f.is_finite()).filter(|&f| {
-        // ryu writes the same shortest digits, and the same fixed layout for all
-        // but the exponent -5 (`0.0000d`, Python's `de-05`); its exponent form differs.
-        let mut ryu_buf = ryu::Buffer::new();
-        let digits = num.strip_prefix('-').unwrap_or(num);
-        let same_fixed = !num.contains('e') && !digits.starts_with("0.0000") && ryu_buf.format_finite(f) == num;
+        // ryu writes the same shortest digits, and the same fixed layout where Python's
+        // repr has one (up to 16 integer digits; not `0.0000d`, Python's `de-05`); its
+        // exponent form differs.
+        let same_fixed = fixed.is_some() && ryu::Buffer::new().format_finite(f) == num;
         same_fixed || is_float_repr(f, num)
     });
     if let Some(value) = canonical {
@@ -150,7 +150,42 @@ fn canonical_float(num: &str) -> bool {
 /// The finite number `num` denotes (canonical number text): the value the canonical check
 /// just parsed when it was that text, else parsed now.
 pub fn finite_number(num: &str) -> Option<f64> {
-    LastFloat::value_of(num).or_else(|| num.parse::<f64>().ok().filter(|f| f.is_finite()))
+    LastFloat::value_of(num)
+        .or_else(|| short_decimal(num))
+        .or_else(|| num.parse::<f64>().ok().filter(|f| f.is_finite()))
+}
+
+/// A number of at most 15 digits without an exponent (an owner's start time), exactly:
+/// its digits as an integer over a power of ten, both exact doubles, and one correctly
+/// rounded division (Clinger's fast path, which the standard parser takes after a slower
+/// walk over the text).
+fn short_decimal(num: &str) -> Option<f64> {
+    const POWERS_OF_TEN: [f64; 16] =
+        [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+    let (negative, unsigned) = match num.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    let (mut digits, mut mantissa, mut dot) = (0usize, 0u64, None);
+    for &c in unsigned {
+        match c {
+            b'0'..=b'9' => {
+                digits += 1;
+                mantissa = mantissa * 10 + u64::from(c - b'0');
+                if digits > 15 {
+                    return None;
+                }
+            }
+            b'.' if dot.is_none() => dot = Some(digits),
+            _ => return None,
+        }
+    }
+    let scale = *POWERS_OF_TEN.get(digits - dot.unwrap_or(digits))?;
+    if digits == 0 {
+        return None;
+    }
+    let value = mantissa as f64 / scale;
+    Some(if negative { -value } else { value })
 }
 
 /// The last float text of more than 15 digits found canonical on this thread, and its
@@ -190,18 +225,28 @@ impl LastFloat {
 /// significant digits survives the round trip through a double, so no other
 /// string as short maps to the same double.
 fn fixed_layout_digits(num: &str) -> Option<usize> {
-    let unsigned = num.strip_prefix('-').unwrap_or(num);
-    let (int, frac) = unsigned.split_once('.')?;
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
-    if !all_digits(int) || !all_digits(frac) || int.len() > 16 || (int.len() > 1 && int.starts_with('0')) {
+    let unsigned = num.as_bytes().strip_prefix(b"-").unwrap_or(num.as_bytes());
+    // One pass over the bytes (this runs for every float of every entry read).
+    let mut dot = None;
+    for (i, &c) in unsigned.iter().enumerate() {
+        match c {
+            b'0'..=b'9' => {}
+            b'.' if dot.is_none() => dot = Some(i),
+            _ => return None,
+        }
+    }
+    let dot = dot?;
+    let (int, frac) = (&unsigned[..dot], &unsigned[dot + 1..]);
+    if int.is_empty() || frac.is_empty() || int.len() > 16 || (int.len() > 1 && int[0] == b'0') {
         return None;
     }
+    let zeros = |digits: &mut dyn Iterator<Item = &u8>| digits.take_while(|&&c| c == b'0').count();
     match (int, frac) {
-        ("0", "0") => Some(0),
-        (_, "0") => Some(int.trim_end_matches('0').len()),
-        _ if frac.ends_with('0') => None,
-        ("0", _) => {
-            let zeros = frac.len() - frac.trim_start_matches('0').len();
+        (b"0", b"0") => Some(0),
+        (_, b"0") => Some(int.len() - zeros(&mut int.iter().rev())),
+        _ if frac.last() == Some(&b'0') => None,
+        (b"0", _) => {
+            let zeros = zeros(&mut frac.iter());
             (zeros <= 3).then_some(frac.len() - zeros)
         }
         _ => Some(int.len() + frac.len()),
@@ -372,6 +417,12 @@ mod tests {
             "1795989978.56779741",
             "2.5e-05",
             "123456789012345.6",
+            // Integers of 17 to 21 digits: ryu writes them out, Python's repr in exponent form.
+            "10000000000000000.0",
+            "100000000000000000000.0",
+            "123456789012345680.0",
+            "1e+20",
+            "1.2345678901234568e+17",
         ]
         .into_iter()
         .map(String::from)
@@ -500,11 +551,11 @@ pub fn canonical_object_at<'t>(text: &'t str, pos: usize, members: &mut Vec<(&'t
 /// End (just past `}`) of a canonical object at `pos`: keys plain and strictly
 /// increasing, `": "` and `", "` separators, canonical values. Collects the members
 /// when asked (the top level only).
-fn scan_object<'t>(
+fn scan_object<'t, F: FnMut(&'t str, &'t str)>(
     text: &'t str,
     pos: usize,
     depth: usize,
-    mut members: Option<&mut dyn FnMut(&'t str, &'t str)>,
+    mut members: Option<&mut F>,
 ) -> Option<usize> {
     let b = text.as_bytes();
     if depth > 64 || b.get(pos) != Some(&b'{') {
@@ -527,7 +578,11 @@ fn scan_object<'t>(
         }
         let key = &text[key_start..p];
         p += 1;
-        if last_key.is_some_and(|k| k >= key) {
+        // Keys mostly differ in their first byte: compared inline, the rest only on a tie.
+        if last_key.is_some_and(|k| match (k.as_bytes().first(), key.as_bytes().first()) {
+            (Some(a), Some(b)) if a != b => a > b,
+            _ => k >= key,
+        }) {
             return None;
         }
         last_key = Some(key);
@@ -555,7 +610,7 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
     }
     match *b.get(pos)? {
         b'"' => scan_string(b, pos),
-        b'{' => scan_object(text, pos, depth, None),
+        b'{' => scan_object(text, pos, depth, None::<&mut fn(&str, &str)>),
         b'[' => {
             let mut p = pos + 1;
             if b.get(p) == Some(&b']') {
