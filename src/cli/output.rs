@@ -242,8 +242,7 @@ pub fn table_lines<'a>(
 
 /// The owners of these leases' pids, as the OWNER column names them.
 fn owners_of(views: &[LeaseView]) -> HashMap<u64, OwnerInfo> {
-    let pids: Vec<u64> = views.iter().map(|v| v.entry.pid()).collect();
-    crate::lease::owners::owner::owner_infos(&pids)
+    crate::lease::owners::owner::owner_infos(&crate::lease::distinct_pids(views.iter()))
 }
 
 pub fn lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>) -> Vec<Vec<String>> {

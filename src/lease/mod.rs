@@ -120,8 +120,14 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
 /// Who owns each lease of `listing`, looked up where the owners run: here, or for a
 /// registry on another host (`--host`), as that host's leasectl named them.
 pub fn owners_of_listing(listing: &Listing) -> std::collections::HashMap<u64, owners::owner::OwnerInfo> {
-    let pids: Vec<u64> = listing.leases.iter().flatten().map(|v| v.entry.pid()).collect();
-    owners_at(&listing.location, &pids)
+    owners_at(&listing.location, &distinct_pids(listing.leases.iter().flatten()))
+}
+
+/// Each owner's pid once: 50,000 leases usually have a few owners, and a list of every
+/// lease's pid took more memory at that size than the whole prune does beyond ls.
+pub fn distinct_pids<'a>(views: impl Iterator<Item = &'a LeaseView>) -> Vec<u64> {
+    let distinct: std::collections::BTreeSet<u64> = views.map(|v| v.entry.pid()).collect();
+    distinct.into_iter().collect()
 }
 
 /// The owners of `pids` at `location`: here, or as another host's leasectl last named them.

@@ -192,16 +192,16 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
             detail: other.to_string(),
         }),
         Ok(None) => {}
-        Ok(Some(bytes)) => match registry::parse(&bytes) {
-            Err(problems) => {
-                report.empty_session_ids = empty_session_ids(&bytes);
+        // Parsed in place: the entries borrow the file's text rather than copy it.
+        Ok(Some(bytes)) => match registry::parse_owned(bytes) {
+            registry::Parsed { result: Err(problems), text, .. } => {
+                report.empty_session_ids = empty_session_ids(match &text {
+                    Ok(text) => text.as_bytes(),
+                    Err(bytes) => bytes,
+                });
                 report.problems = problems;
             }
-            Ok(file) => {
-                // The file's bytes are not needed to judge what they held.
-                drop(bytes);
-                judge_valid(&mut report, judge_all(file.entries), idle);
-            }
+            registry::Parsed { result: Ok(file), .. } => judge_valid(&mut report, judge_all(file.entries), idle),
         },
     }
     report

@@ -121,19 +121,19 @@ pub fn parse(bytes: &[u8]) -> Result<RegistryFile, Vec<Problem>> {
     parse_owned(bytes.to_vec()).result
 }
 
-/// A parse of bytes it could keep.
-pub(super) struct Parsed {
+/// A parse of bytes it kept.
+pub struct Parsed {
     pub result: Result<RegistryFile, Vec<Problem>>,
     /// The bytes were exactly Hermes' layout of the entries' texts.
     pub hermes_layout: bool,
-    /// The bytes as text, which the entries of a file in Hermes' layout borrow; None when
-    /// they are not UTF-8.
-    pub text: Option<Arc<String>>,
+    /// The bytes: as text, which the entries of a file in Hermes' layout borrow, or as
+    /// they were when they are not UTF-8.
+    pub text: Result<Arc<String>, Vec<u8>>,
 }
 
 /// [`parse`] of bytes it keeps: the entries of a file in Hermes' layout borrow its text
-/// (one allocation, not one per entry).
-pub(super) fn parse_owned(bytes: Vec<u8>) -> Parsed {
+/// (no copy of the file, and no allocation per entry).
+pub fn parse_owned(bytes: Vec<u8>) -> Parsed {
     let whole = match String::from_utf8(bytes) {
         Ok(text) => Arc::new(text),
         Err(e) => {
@@ -143,14 +143,18 @@ pub(super) fn parse_owned(bytes: Vec<u8>) -> Parsed {
             let detail = std::str::from_utf8(after_bom)
                 .err()
                 .map_or_else(|| "not UTF-8".to_owned(), |e| format!("not UTF-8 ({e})"));
-            return Parsed { result: Err(file_problem(Rule::Unreadable, detail)), hermes_layout: false, text: None };
+            return Parsed {
+                result: Err(file_problem(Rule::Unreadable, detail)),
+                hermes_layout: false,
+                text: Err(bytes),
+            };
         }
     };
     let (result, hermes_layout) = match parse_text(&whole) {
         Ok((file, hermes_layout)) => (Ok(file), hermes_layout),
         Err(problems) => (Err(problems), false),
     };
-    Parsed { result, hermes_layout, text: Some(whole) }
+    Parsed { result, hermes_layout, text: Ok(whole) }
 }
 
 fn parse_text(whole: &Arc<String>) -> Result<(RegistryFile, bool), Vec<Problem>> {

@@ -8,8 +8,9 @@ use rustix::fs::FileType;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::format::parse_owned;
-pub use super::format::{HEAD, MAX_PROBLEMS, RegistryFile, parse, serialize, serialize_into, serialize_to};
+pub use super::format::{
+    HEAD, MAX_PROBLEMS, Parsed, RegistryFile, parse, parse_owned, serialize, serialize_into, serialize_to,
+};
 use super::recent;
 use crate::lease::error::{Error, InvalidRegistry};
 use crate::lease::format::problem::{Problem, Rule};
@@ -40,7 +41,7 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
         None => {
             let parsed = parse_owned(bytes);
             match (&parsed.result, parsed.text) {
-                (Ok(file), Some(text)) => recent::remember(path, text, file, parsed.hermes_layout),
+                (Ok(file), Ok(text)) => recent::remember(path, text, file, parsed.hermes_layout),
                 _ => recent::forget(path),
             }
             parsed.result

@@ -218,6 +218,7 @@ fn local_zone() -> jiff::tz::TimeZone {
         if std::env::var_os("TZ").is_some() {
             return jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
         }
+        // one door: the system's zone file, not a file in a home (jiff reads it so too).
         std::fs::read("/etc/localtime")
             .ok()
             .and_then(|tzif| jiff::tz::TimeZone::tzif("localtime", &tzif).ok())
