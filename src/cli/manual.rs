@@ -52,6 +52,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ),
     ("LEASECTL_NO_MOUSE", "the console starts with the mouse off (the terminal selects text; m turns it on)"),
     ("NO_COLOR", "the console draws without colour (every state is also a word or a symbol)"),
+    ("TZ", "the time zone of the console's clock times and syslog's stamps (default /etc/localtime)"),
     ("LEASECTL_SYSLOG_SOCKET", "the syslog socket audit records are sent to (default /dev/log)"),
     ("LEASECTL_LEASE_ID, LEASECTL_SESSION_ID", "set by run for CMD: the lease it runs under"),
     ("LEASECTL_FENCING_TOKEN", "set by run for CMD on etcd: the grant's fencing token"),
