@@ -127,7 +127,11 @@ pub fn float_repr(f: f64) -> String {
 
 /// True when `num` is exactly how Python writes the float it denotes.
 fn canonical_float(num: &str) -> bool {
-    let fixed = fixed_layout_digits(num);
+    canonical_float_with(num, fixed_layout_digits(num))
+}
+
+/// [`canonical_float`], given what [`fixed_layout_digits`] says of `num`.
+fn canonical_float_with(num: &str, fixed: Option<usize>) -> bool {
     if fixed.is_some_and(|sig| sig <= 15) {
         return true;
     }
@@ -226,7 +230,6 @@ impl LastFloat {
 /// string as short maps to the same double.
 fn fixed_layout_digits(num: &str) -> Option<usize> {
     let unsigned = num.as_bytes().strip_prefix(b"-").unwrap_or(num.as_bytes());
-    // One pass over the bytes (this runs for every float of every entry read).
     let mut dot = None;
     for (i, &c) in unsigned.iter().enumerate() {
         match c {
@@ -235,8 +238,13 @@ fn fixed_layout_digits(num: &str) -> Option<usize> {
             _ => return None,
         }
     }
-    let dot = dot?;
-    let (int, frac) = (&unsigned[..dot], &unsigned[dot + 1..]);
+    fixed_layout_digits_at(unsigned, dot?)
+}
+
+/// [`fixed_layout_digits`] of `unsigned`, digits with one `.` at `dot` and nothing else
+/// (the scanner found them so: no second pass over the text).
+fn fixed_layout_digits_at(unsigned: &[u8], dot: usize) -> Option<usize> {
+    let (int, frac) = (unsigned.get(..dot)?, unsigned.get(dot + 1..)?);
     if int.is_empty() || frac.is_empty() || int.len() > 16 || (int.len() > 1 && int[0] == b'0') {
         return None;
     }
@@ -633,26 +641,32 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
         b'I' => text[pos..].starts_with("Infinity").then_some(pos + 8),
         b'-' if text[pos..].starts_with("-Infinity") => Some(pos + 9),
         b'-' | b'0'..=b'9' => {
-            // One pass: the extent of the number, and whether it is a plain integer.
-            let mut end = pos;
-            let mut integer = true;
-            while let Some(&c) = b.get(end) {
-                match c {
-                    b'0'..=b'9' => {}
-                    b'-' if end == pos => {}
-                    b'+' | b'-' | b'.' | b'e' | b'E' => integer = false,
-                    _ => break,
-                }
-                end += 1;
+            // The common shapes in runs of digits: `-`? digits, and `.` digits after.
+            let digits_from =
+                |at: usize| at + b.get(at..).map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count());
+            let unsigned = pos + usize::from(b[pos] == b'-');
+            let mut end = digits_from(unsigned);
+            let mut dot = None;
+            if b.get(end) == Some(&b'.') {
+                dot = Some(end - unsigned);
+                end = digits_from(end + 1);
+            }
+            if matches!(b.get(end), Some(b'+' | b'-' | b'.' | b'e' | b'E')) {
+                // Anything else of a number (an exponent, a stray sign or point): its whole
+                // extent, checked as a float.
+                end +=
+                    b[end..].iter().take_while(|c| matches!(c, b'0'..=b'9' | b'+' | b'-' | b'.' | b'e' | b'E')).count();
+                return canonical_float(&text[pos..end]).then_some(end);
             }
             let num = &text[pos..end];
-            let canonical = if integer {
-                let digits = num.strip_prefix('-').unwrap_or(num);
-                !digits.is_empty()
-                    && digits.len() <= MAX_INT_DIGITS
-                    && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
-            } else {
-                canonical_float(num)
+            let canonical = match dot {
+                Some(dot) => canonical_float_with(num, fixed_layout_digits_at(&b[unsigned..end], dot)),
+                None => {
+                    let digits = &text[unsigned..end];
+                    !digits.is_empty()
+                        && digits.len() <= MAX_INT_DIGITS
+                        && (digits == "0" && unsigned == pos || !digits.starts_with('0'))
+                }
             };
             canonical.then_some(end)
         }
@@ -723,6 +737,77 @@ fn scan_string(b: &[u8], pos: usize) -> Option<usize> {
 #[cfg(test)]
 mod canonical_tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_told_apart_as_one_loop_over_their_extent_would() {
+        // The reference: the number's whole extent in one loop, an integer when it has no
+        // sign but a leading one and no point or exponent, else the float check.
+        let reference = |t: &str| -> bool {
+            let b = t.as_bytes();
+            let (mut end, mut integer) = (0, true);
+            while let Some(&c) = b.get(end) {
+                match c {
+                    b'0'..=b'9' => {}
+                    b'-' if end == 0 => {}
+                    b'+' | b'-' | b'.' | b'e' | b'E' => integer = false,
+                    _ => break,
+                }
+                end += 1;
+            }
+            let num = &t[..end];
+            let ok = if integer {
+                let digits = num.strip_prefix('-').unwrap_or(num);
+                !digits.is_empty()
+                    && digits.len() <= MAX_INT_DIGITS
+                    && (digits == "0" && !num.starts_with('-') || !digits.starts_with('0'))
+            } else {
+                canonical_float(num)
+            };
+            ok && end == t.len()
+        };
+        let mut seed = 0x51_7cc1_b727_220au64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        const ALPHABET: &[u8] = b"0123456789012345678901234567890123456789.-+eE";
+        let mut texts: Vec<String> = [
+            "-",
+            "-.5",
+            "1.",
+            "1.5.3",
+            "1-2",
+            "01.5",
+            "-0",
+            "0",
+            "-0.0",
+            "1e-05",
+            "1.5e-07",
+            "1e+16",
+            "12345678901234567890",
+            "1795989978.5677974",
+            "1795989978.25",
+            "0.0001",
+            "0.00001",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        for _ in 0..20_000 {
+            let len = 1 + (next() % 22) as usize;
+            let mut t: String = (0..len).map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize] as char).collect();
+            if !t.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+                t.insert(0, '1');
+            }
+            texts.push(t);
+        }
+        for t in &texts {
+            let object = format!("{{\"a\": {t}}}");
+            assert_eq!(canonical_members(&object).is_some(), reference(t), "{t:?}");
+        }
+    }
 
     #[test]
     fn canonical_text_is_recognised_and_anything_else_is_not() {
