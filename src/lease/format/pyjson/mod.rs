@@ -359,6 +359,17 @@ fn write_float_repr(f: f64, out: &mut StackBuf) {
     }
 }
 
+/// A small repeatable generator for the randomized tests here (xorshift64).
+#[cfg(test)]
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,13 +405,7 @@ mod tests {
         // The oracle: parse, write repr, compare. The shortcuts must never accept
         // anything it rejects, nor reject what it accepts.
         let oracle = |t: &str| t.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| float_repr(f) == t);
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut texts: Vec<String> = vec![
             "0.0",
             "-0.0",
@@ -468,15 +473,13 @@ mod tests {
     #[test]
     fn plain_runs_stop_where_the_byte_loop_stops() {
         let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).unwrap_or(b.len());
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let alphabet = [b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0xc3, 0xff, b'!', b'#', b'[', b']'];
         for len in 0..80 {
             for _ in 0..200 {
                 let bytes: Vec<u8> = (0..len)
                     .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
+                        let seed = next();
                         // Mostly plain bytes, so the stops land anywhere in a word.
                         if seed.is_multiple_of(16) {
                             alphabet[(seed >> 8) as usize % alphabet.len()]
@@ -765,13 +768,7 @@ mod canonical_tests {
             };
             ok && end == t.len()
         };
-        let mut seed = 0x51_7cc1_b727_220au64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x51_7cc1_b727_220a);
         const ALPHABET: &[u8] = b"0123456789012345678901234567890123456789.-+eE";
         let mut texts: Vec<String> = [
             "-",
