@@ -218,13 +218,18 @@ fn local_zone() -> jiff::tz::TimeZone {
         if std::env::var_os("TZ").is_some() {
             return jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
         }
-        // one door: the system's zone file, not a file in a home (jiff reads it so too).
-        std::fs::read("/etc/localtime")
-            .ok()
-            .and_then(|tzif| jiff::tz::TimeZone::tzif("localtime", &tzif).ok())
-            .unwrap_or(jiff::tz::TimeZone::UTC)
+        zone_in(Path::new("/etc/localtime"))
     })
     .clone()
+}
+
+/// The zone a TZif file describes; UTC when it cannot be read as one (as jiff falls back).
+fn zone_in(tzif_file: &Path) -> jiff::tz::TimeZone {
+    // one door: the system's zone file, not a file in a home (jiff reads it so too).
+    std::fs::read(tzif_file)
+        .ok()
+        .and_then(|tzif| jiff::tz::TimeZone::tzif("localtime", &tzif).ok())
+        .unwrap_or(jiff::tz::TimeZone::UTC)
 }
 
 /// How long one syslog message may wait for room in the receiver's queue.
@@ -279,13 +284,23 @@ mod tests {
 
     #[test]
     fn the_syslog_zone_keeps_the_systems_offsets() {
-        // Read without jiff's database, it must still be the zone jiff finds by name.
-        let system = jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
-        let ours = local_zone();
-        for days in [-400i64, -200, 0, 100, 200, 3000] {
-            let at = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
-            assert_eq!(ours.to_offset(at), system.to_offset(at), "{days} days from now");
-        }
+        // Read without jiff's database, it must still be the zone jiff finds by name: this
+        // machine's (UTC here), and one with summer time, whose offsets tell a zone file
+        // read as such from a fallback to UTC.
+        let days = [-400i64, -200, 0, 100, 200, 3000];
+        let same = |ours: &jiff::tz::TimeZone, named: &jiff::tz::TimeZone| {
+            for d in days {
+                let at = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * d);
+                assert_eq!(ours.to_offset(at), named.to_offset(at), "{d} days from now");
+            }
+        };
+        same(&local_zone(), &jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC));
+        let berlin = jiff::tz::TimeZone::get("Europe/Berlin").expect("the system's zone database has Europe/Berlin");
+        let read = zone_in(Path::new("/usr/share/zoneinfo/Europe/Berlin"));
+        same(&read, &berlin);
+        let (winter, summer) =
+            (jiff::Timestamp::from_second(1_796_256_000), jiff::Timestamp::from_second(1_782_864_000));
+        assert_ne!(read.to_offset(winter.expect("a time")), read.to_offset(summer.expect("a time")), "summer time");
     }
 
     #[test]
