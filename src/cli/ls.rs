@@ -48,7 +48,7 @@ pub(super) fn state_of(l: &Liveness) -> LivenessArg {
 }
 
 pub(super) fn ls(
-    stores: &mut Vec<Box<dyn LeaseStore>>,
+    mut stores: Vec<Box<dyn LeaseStore>>,
     a: &LsArgs,
     idle: Option<std::time::Duration>,
     discover: super::watch::Discover,
@@ -67,9 +67,12 @@ pub(super) fn ls(
             discover,
             idle,
         };
-        return super::watch::follow(stores, &follow);
+        return super::watch::follow(&mut stores, &follow);
     }
     let mut listings: Vec<lease::Listing> = stores.iter_mut().map(|s| s.read()).collect();
+    // A store keeps its last read (every entry) for a console's next look; this listing
+    // has its own, and frees that copy before owners are looked up and printed.
+    drop(stores);
     // Per registry: pids on other hosts are other processes than the same pids here.
     let owners: Vec<HashMap<u64, OwnerInfo>> = listings.iter().map(owners_of_listing).collect();
     let marks: Vec<Marks> = listings.iter().zip(&owners).map(|(l, o)| marks_of(l, o, idle)).collect();

@@ -26,17 +26,20 @@ pub struct Marks {
 impl Marks {
     pub fn of(views: &[LeaseView], cap: Option<u64>) -> Marks {
         use std::hash::BuildHasher;
-        // Sessions by hash first (8 bytes a lease: `ls` on 50,000 leases stays lean),
-        // then the few candidates counted by their real ids, so a collision marks nothing.
+        // Sessions by a 32-bit hash first (4 bytes a lease, in a list made to size: `ls`
+        // on 50,000 leases stays within a prune's memory), then the few candidates counted
+        // by their real ids, so a collision marks nothing.
         let hasher = rustc_hash::FxBuildHasher;
+        let short_hash = |v: &LeaseView| hasher.hash_one(v.entry.session_id()) as u32;
         let live_views = || views.iter().filter(|v| v.liveness == Liveness::Alive);
-        let mut hashes: Vec<u64> = live_views().map(|v| hasher.hash_one(v.entry.session_id())).collect();
-        let live = hashes.len();
+        let live = live_views().count();
+        let mut hashes: Vec<u32> = Vec::with_capacity(live);
+        hashes.extend(live_views().map(short_hash));
         hashes.sort_unstable();
-        let repeated: HashSet<u64> = hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+        let repeated: HashSet<u32> = hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
         drop(hashes);
         let mut counts: HashMap<&str, usize> = HashMap::new();
-        for v in live_views().filter(|v| repeated.contains(&hasher.hash_one(v.entry.session_id()))) {
+        for v in live_views().filter(|v| repeated.contains(&short_hash(v))) {
             *counts.entry(v.entry.session_id()).or_default() += 1;
         }
         Marks {
@@ -72,10 +75,12 @@ impl Marks {
         idle: Option<std::time::Duration>,
     ) -> Option<String> {
         let (threshold, warning) = context::idle_threshold(home, idle);
-        let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let contexts = context::read(home, &ids);
+        let contexts = context::read_found(home, || {
+            let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        });
         self.judge_context(contexts, threshold, views, owners);
         warning
     }

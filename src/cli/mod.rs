@@ -250,7 +250,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         None => watch::Discover::Nothing,
     };
     match command {
-        Command::Ls(a) => ls::ls(&mut all()?, &a, options.idle_threshold, discover(), hints),
+        Command::Ls(a) => ls::ls(all()?, &a, options.idle_threshold, discover(), hints),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout, hints),
         Command::Release(a) => {
             let elsewhere = other_registries(root.as_deref(), &locations);
@@ -281,7 +281,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Hold(a) => hold(&mut *single()?, &a, timeout, hints),
         Command::Tui if console::dumb_terminal() => {
             say_err!("leasectl: this terminal (TERM=dumb) cannot show the console; here is what it would list");
-            ls::ls(&mut all()?, &args::LsArgs::default(), options.idle_threshold, watch::Discover::Nothing, hints)
+            ls::ls(all()?, &args::LsArgs::default(), options.idle_threshold, watch::Discover::Nothing, hints)
         }
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.

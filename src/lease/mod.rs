@@ -123,11 +123,9 @@ pub fn owners_of_listing(listing: &Listing) -> std::collections::HashMap<u64, ow
     owners_at(&listing.location, &distinct_pids(listing.leases.iter().flatten()))
 }
 
-/// Each owner's pid once: 50,000 leases usually have a few owners, and a list of every
-/// lease's pid took more memory at that size than the whole prune does beyond ls.
+/// Each owner's pid once (see [`owners::distinct_pids`]).
 pub fn distinct_pids<'a>(views: impl Iterator<Item = &'a LeaseView>) -> Vec<u64> {
-    let distinct: std::collections::BTreeSet<u64> = views.map(|v| v.entry.pid()).collect();
-    distinct.into_iter().collect()
+    owners::distinct_pids(views.map(|v| v.entry.pid()))
 }
 
 /// The owners of `pids` at `location`: here, or as another host's leasectl last named them.

@@ -234,9 +234,8 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     let home = report.registry.home.clone();
     let (threshold, warning) = context::idle_threshold(&home, idle);
     report.idle_warning = warning;
-    let live: Vec<&LeaseView> = views.iter().filter(|v| v.liveness == Liveness::Alive).collect();
-    let ids: Vec<&str> = live.iter().map(|v| v.entry.session_id()).collect();
-    let contexts = match context::read(&home, &ids) {
+    let live = || views.iter().filter(|v| v.liveness == Liveness::Alive);
+    let contexts = match context::read_found(&home, || live().map(|v| v.entry.session_id()).collect()) {
         context::Contexts::Unknown(why) => {
             report.context_unknown = Some(why);
             return;
@@ -245,7 +244,7 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     };
     let at = crate::lease::clock::now();
     let mut names = crate::lease::owners::owner::CommandNames::default();
-    for v in live {
+    for v in live() {
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
         if let Some(reason) = context::leak_reason(v, Some(ctx), threshold, at, names.of(v.entry.pid())) {
             report.leak_suspects.push((v.clone(), reason));

@@ -91,12 +91,10 @@ impl FileStore {
 
     /// The distinct owner pids of what the last read found.
     fn owner_pids(&self) -> Vec<u64> {
-        // Gathered distinct, not as one pid per lease (400 KB at 50,000 leases).
-        let pids: std::collections::BTreeSet<u64> = match self.last.as_ref().map(|r| &r.entries) {
-            Some(Ok(entries)) => entries.iter().map(Entry::pid).collect(),
-            _ => Default::default(),
-        };
-        pids.into_iter().collect()
+        match self.last.as_ref().map(|r| &r.entries) {
+            Some(Ok(entries)) => crate::lease::owners::distinct_pids(entries.iter().map(Entry::pid)),
+            _ => Vec::new(),
+        }
     }
 
     fn states(pids: &[u64], prober: &mut Prober) -> Vec<(u64, ProcState)> {

@@ -169,8 +169,9 @@ impl WireListing {
     pub fn of(l: Listing) -> WireListing {
         // Made where the registry is (serve --stdio): its owners are processes here, and
         // its state.db is beside it.
-        let pids: Vec<u64> = l.leases.iter().flatten().map(|v| v.entry.pid()).collect();
-        let owners = crate::lease::owners::owner::owner_infos(&pids);
+        let owners = crate::lease::owners::owner::owner_infos(&crate::lease::owners::distinct_pids(
+            l.leases.iter().flatten().map(|v| v.entry.pid()),
+        ));
         let sessions = match (l.location.registry(), &l.leases) {
             (Some(reg), Ok(views)) if !views.is_empty() => {
                 let mut ids: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();

@@ -1,0 +1,73 @@
+//! Memory held at the peak of a read, counted by this binary's allocator per thread (the
+//! tests of this binary run in parallel: each span counts only its own thread's).
+
+use std::time::Duration;
+
+use leasectl::lease::backend::LeaseStore;
+use leasectl::lease::file::FileStore;
+use leasectl::lease::{PruneOptions, Registry};
+
+#[global_allocator]
+static ALLOCATOR: alloc_tracker::Allocator<std::alloc::System> = alloc_tracker::Allocator::system();
+
+/// What `f` returned, and the most it held at once on this thread beyond what was live
+/// before it began (bytes).
+fn peak_of<R>(f: impl FnOnce() -> R) -> (R, f64) {
+    let session = alloc_tracker::Session::new().no_stdout().no_file();
+    let operation = session.operation("peak");
+    let span = operation.measure_thread().iterations(1);
+    let out = f();
+    drop(span);
+    drop(operation);
+    let report = session.to_report();
+    let peak = report.operations().find_map(|(_, op)| op.peak_outstanding_bytes()).expect("a thread span's peak");
+    (out, peak)
+}
+
+/// A home whose registry holds `n` entries in Hermes' layout, owned by this live process.
+fn home_of(n: usize) -> (tempfile::TempDir, Registry) {
+    let dir = tempfile::tempdir().expect("temp home");
+    let reg = Registry::new("root", dir.path());
+    std::fs::create_dir_all(reg.runtime_dir()).expect("runtime/");
+    let pid = std::process::id();
+    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("own start time");
+    let now = leasectl::lease::now();
+    let entries: Vec<String> = (0..n)
+        .map(|i| {
+            let at = now - i as f64;
+            format!(
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start:?}, \
+                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
+            )
+        })
+        .collect();
+    std::fs::write(reg.path(), format!("{{\"entries\": [{}]}}", entries.join(", "))).expect("registry");
+    (dir, reg)
+}
+
+/// The issue's yardstick: `ls` reads a listing and looks its owners up, and at 50,000
+/// leases (one owner) that may hold no more than a `prune --dry-run` of the same registry.
+/// Both gathered every lease's pid in a list first, and `BTreeSet`'s `collect` does so too
+/// (400 KB, and as much again to sort it).
+#[test]
+fn a_listing_and_its_owners_hold_no_more_than_a_prune_at_50000_leases() {
+    let (_dir, reg) = home_of(50_000);
+    let timeout = Duration::from_secs(5);
+    let (removal, prune_peak) = peak_of(|| {
+        let opts = PruneOptions { dry_run: true, ..PruneOptions::default() };
+        leasectl::lease::file::prune(&reg, opts, timeout).expect("prune --dry-run")
+    });
+    assert!(removal.removed.is_empty(), "every owner is this live process");
+    drop(removal);
+    let ((listed, owners), listing_peak) = peak_of(|| {
+        let listing = FileStore::new(reg.clone(), timeout).read();
+        let owners = leasectl::lease::owners_of_listing(&listing);
+        (listing.leases.map(|l| l.len()), owners.len())
+    });
+    assert_eq!((listed, owners), (Ok(50_000), 1));
+    // Small allocations (paths, the location, one owner's facts) may differ: 64 KB.
+    assert!(
+        listing_peak <= prune_peak + 64.0 * 1024.0,
+        "a listing with its owners held {listing_peak} bytes at its peak, a prune {prune_peak}"
+    );
+}
