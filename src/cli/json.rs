@@ -15,13 +15,14 @@ pub(super) fn value(shape: &impl Serialize) -> Value {
     serde_json::to_value(shape).unwrap_or_else(|e| Value::String(format!("leasectl could not write this as JSON: {e}")))
 }
 
-/// A lease's owner process, as this machine (or the owner's host) sees it.
+/// A lease's owner process, as this machine (or the owner's host) sees it. Fields in
+/// sorted order: written directly (`ls --json`), it reads as its sorted value does.
 #[derive(Serialize)]
 pub(super) struct Owner<'a> {
-    name: &'a str,
     cmdline: &'a [String],
-    rss_bytes: u64,
     cpu_percent: f32,
+    name: &'a str,
+    rss_bytes: u64,
     user: &'a Option<String>,
 }
 
@@ -309,30 +310,33 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
     }
 }
 
-/// A session's context from state.db, as `ls --json` shows it.
+/// A session's context from state.db, as `ls --json` shows it. Fields in sorted order
+/// (see [`Owner`]).
 #[derive(Serialize)]
 struct Context<'a> {
-    id: &'a str,
-    title: &'a Option<String>,
-    source: &'a Option<String>,
-    started_at: Option<f64>,
-    ended_at: Option<f64>,
     end_reason: &'a Option<String>,
+    ended_at: Option<f64>,
+    id: &'a str,
     last_activity: Option<f64>,
     messages: u64,
+    source: &'a Option<String>,
+    started_at: Option<f64>,
+    title: &'a Option<String>,
 }
 
-pub(super) fn context(c: &crate::lease::home::context::SessionContext) -> Value {
-    value(&Context {
-        id: &c.session_id,
-        title: &c.title,
-        source: &c.source,
-        started_at: c.started_at,
-        ended_at: c.ended_at,
-        end_reason: &c.end_reason,
-        last_activity: c.last_activity,
-        messages: c.messages,
-    })
+impl<'a> Context<'a> {
+    fn of(c: &'a crate::lease::home::context::SessionContext) -> Context<'a> {
+        Context {
+            end_reason: &c.end_reason,
+            ended_at: c.ended_at,
+            id: &c.session_id,
+            last_activity: c.last_activity,
+            messages: c.messages,
+            source: &c.source,
+            started_at: c.started_at,
+            title: &c.title,
+        }
+    }
 }
 
 /// An etcd lease: its entry, key, owner host, etcd lease, fencing token and slot.
@@ -407,9 +411,58 @@ pub(super) fn etcd_listing(
     })
 }
 
+/// An entry as `ls --json` shows it: every field, keys sorted, standard JSON (`NaN` and
+/// the infinities as `null`): the bytes of [`Entry::to_value`]. Written from the entry's
+/// text when that is canonical (as read: Hermes' own layout, or rendered anew), as
+/// every entry went through a value tree before (half of `ls --json`'s time).
+struct EntryJson<'a>(&'a Entry);
+
+impl serde::Serialize for EntryJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.0.text();
+        match crate::lease::format::pyjson::canonical_members(text) {
+            Some(_) => Canonical(text).serialize(s),
+            None => self.0.to_value().serialize(s),
+        }
+    }
+}
+
+/// A canonical value's text (see [`crate::lease::format::pyjson::canonical_members`]),
+/// written as its standard value is: objects member by member, keys already sorted;
+/// strings decoded; numbers as their text; an array through its value (rare here).
+struct Canonical<'a>(&'a str);
+
+impl serde::Serialize for Canonical<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use crate::lease::format::pyjson;
+        use serde::ser::{Error as _, SerializeMap};
+        let v = self.0;
+        match v {
+            "true" => s.serialize_bool(true),
+            "false" => s.serialize_bool(false),
+            "null" | "NaN" | "Infinity" | "-Infinity" => s.serialize_unit(),
+            _ if v.starts_with('{') => {
+                let members = pyjson::canonical_members(v).ok_or_else(|| S::Error::custom("not a canonical object"))?;
+                let mut m = s.serialize_map(Some(members.len()))?;
+                for (key, value) in members {
+                    m.serialize_entry(key, &Canonical(value))?;
+                }
+                m.end()
+            }
+            _ if v.starts_with('[') => pyjson::standard(pyjson::parse(v).map_err(S::Error::custom)?).serialize(s),
+            _ if v.starts_with('"') => match v.get(1..v.len() - 1).filter(|c| pyjson::is_unescaped(c)) {
+                Some(plain) => s.serialize_str(plain),
+                None => s.serialize_str(&serde_json::from_str::<String>(v).map_err(S::Error::custom)?),
+            },
+            // A canonical number: its text is what the value would print.
+            _ => serde_json::from_str::<&serde_json::value::RawValue>(v).map_err(S::Error::custom)?.serialize(s),
+        }
+    }
+}
+
 /// `ls --json`, serialized as it is written: `{"registries": [{cap, cap_warnings, error,
 /// leases, path, profile}, …]}` with keys in the order a JSON map sorts them, each lease
-/// built as a value only while it is written.
+/// written as it is serialized.
 pub struct LsJson<'a> {
     pub listings: &'a [crate::lease::Listing],
     /// Per listing: who its owners are (looked up where they run).
@@ -476,15 +529,33 @@ impl serde::Serialize for Leases<'_> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for v in self.0 {
-            let mut lease = lease(v, self.1.get(&v.entry.pid()));
-            if let Some(map) = lease.as_object_mut() {
-                map.insert("conflict".into(), self.2.of_lease(v).contains(&"CONFLICT").into());
-                map.insert("leak_suspect".into(), self.2.leaks.get(v.entry.lease_id()).cloned().into());
-                map.insert("session".into(), self.2.context_of(v).map(context).unwrap_or(Value::Null));
-            }
-            seq.serialize_element(&lease)?;
+            seq.serialize_element(&LsLease { v, owner: self.1.get(&v.entry.pid()), marks: self.2 })?;
         }
         seq.end()
+    }
+}
+
+/// One lease of `ls --json`: a [`Lease`] with its marks and session, written directly
+/// with its keys in sorted order (it was a value tree first: four fifths of the time).
+struct LsLease<'a> {
+    v: &'a LeaseView,
+    owner: Option<&'a OwnerInfo>,
+    marks: &'a super::marks::Marks,
+}
+
+impl serde::Serialize for LsLease<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (v, marks) = (self.v, self.marks);
+        let mut m = s.serialize_map(Some(7))?;
+        m.serialize_entry("conflict", &marks.in_conflict(v))?;
+        m.serialize_entry("entry", &EntryJson(&v.entry))?;
+        m.serialize_entry("leak_suspect", &marks.leaks.get(v.entry.lease_id()))?;
+        m.serialize_entry("liveness", v.liveness.name())?;
+        m.serialize_entry("liveness_detail", &v.liveness.explain())?;
+        m.serialize_entry("owner", &self.owner.map(Owner::of))?;
+        m.serialize_entry("session", &marks.context_of(v).map(Context::of))?;
+        m.end()
     }
 }
 
@@ -611,4 +682,159 @@ pub(super) fn lease_event(
         map.insert("conflict".into(), conflict.into());
     }
     event_line(at, location, event, Some(lease), detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::Liveness;
+    use crate::lease::format::pyjson::{self, xorshift};
+    use crate::lease::home::context::{Contexts, SessionContext};
+    use crate::lease::owners::liveness::DeadCause;
+
+    /// Values of every kind, canonical as Python writes them and not.
+    const VALUES: &[&str] = &[
+        "\"plain\"",
+        "\"\"",
+        "\"é😀 and \\u2028\"",
+        "\"tab\\tquote\\\"back\\\\slash\"",
+        "\"\\u0001 control\"",
+        "\"\\u00e9 escaped\"",
+        "\"\\/ solidus\"",
+        "0",
+        "-1",
+        "42",
+        "123456789012345678901234567890",
+        "1.5",
+        "-0.0",
+        "1e-07",
+        "1e+16",
+        "1.7976931348623157e+308",
+        "1796275786.6322465",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1E5",
+        "2.50",
+        "-0",
+        "true",
+        "false",
+        "null",
+        "{\"a\": 1, \"b\": [NaN, \"x\"]}",
+        "{\"live_session_id\": \"tab-1\"}",
+        "{\"z\": {\"q\": [1, {\"r\": -Infinity}], \"é\": \"\\u0001\\n\"}, \"a\": 1E5}",
+        "[1, 2.5, \"x\"]",
+        "[]",
+        "{}",
+    ];
+
+    /// Entries with the fields a lease needs and random others, in a file about half
+    /// written canonically (sorted keys, Python's separators), half not.
+    fn random_entries(n: usize) -> Vec<Entry> {
+        let mut next = xorshift(0x6a09_e667_f3bc_c908);
+        let keys = ["a", "b_c", "m", "x", "é"];
+        let body: Vec<String> = (0..n)
+            .map(|i| {
+                let mut members = vec![
+                    ("lease_id".to_owned(), format!("\"lease-{i}\"")),
+                    ("pid".to_owned(), format!("{}", 100 + i)),
+                    ("session_id".to_owned(), format!("\"s-{i}\"")),
+                ];
+                for key in keys {
+                    if !next().is_multiple_of(3) {
+                        members.push((key.to_owned(), VALUES[next() as usize % VALUES.len()].to_owned()));
+                    }
+                }
+                let canonical = next().is_multiple_of(2);
+                if canonical {
+                    members.sort();
+                } else {
+                    let by = next() as usize % members.len();
+                    members.rotate_left(by);
+                }
+                let sep = if canonical || next().is_multiple_of(2) { ", " } else { "," };
+                let fields: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+                format!("{{{}}}", fields.join(sep))
+            })
+            .collect();
+        let text = format!("{{\"entries\": [{}]}}", body.join(", "));
+        crate::lease::file::format::parse(text.as_bytes()).expect("a valid registry").entries
+    }
+
+    #[test]
+    fn an_entry_written_from_its_text_reads_as_its_value_does() {
+        let entries = random_entries(3_000);
+        // An entry's text is canonical once read (a file in another layout is rendered
+        // anew), with objects and arrays among its values.
+        let nested = |e: &&Entry| {
+            pyjson::canonical_members(e.text()).is_some_and(|m| m.iter().any(|(_, v)| v.starts_with(['{', '['])))
+        };
+        let nested = entries.iter().filter(nested).count();
+        assert!(nested > 500 && nested < 2_500, "{nested} of 3,000 with an object or array");
+        for e in &entries {
+            let direct = serde_json::to_string_pretty(&EntryJson(e)).expect("direct");
+            let tree = serde_json::to_string_pretty(&e.to_value()).expect("value");
+            assert_eq!(direct, tree, "entry {}", e.text());
+        }
+    }
+
+    /// A lease of `ls --json` as it was built before: a value tree with its marks added.
+    fn as_tree(v: &LeaseView, owner: Option<&OwnerInfo>, marks: &super::super::marks::Marks) -> Value {
+        let mut lease = lease(v, owner);
+        let map = lease.as_object_mut().expect("a lease is an object");
+        map.insert("conflict".into(), marks.of_lease(v).contains(&"CONFLICT").into());
+        map.insert("leak_suspect".into(), marks.leaks.get(v.entry.lease_id()).cloned().into());
+        map.insert("session".into(), marks.context_of(v).map(|c| value(&Context::of(c))).unwrap_or(Value::Null));
+        lease
+    }
+
+    #[test]
+    fn a_lease_of_ls_json_reads_as_its_value_tree_did() {
+        let entries = random_entries(400);
+        let mut marks = super::super::marks::Marks::default();
+        let mut contexts = HashMap::new();
+        let owner = OwnerInfo {
+            name: "hermes \u{1b}[31m".into(),
+            cmdline: vec!["python3".into(), "-m".into(), "hermes".into()],
+            rss_bytes: 123_456,
+            cpu_percent: 0.1,
+            user: Some("alice".into()),
+        };
+        let mut views = Vec::new();
+        for (i, e) in entries.into_iter().enumerate() {
+            let liveness = match i % 4 {
+                0 => Liveness::Alive,
+                1 => Liveness::Dead(DeadCause::PidGone),
+                2 => Liveness::Recycled { recorded: 1.5, actual: 3.25 },
+                _ => Liveness::WorkRunning { pids: vec![7, 8] },
+            };
+            if i % 5 == 0 {
+                marks.conflicts.insert(e.session_id().to_owned());
+            }
+            if i % 7 == 0 {
+                marks.leaks.insert(e.lease_id().to_owned(), format!("idle for {i} s"));
+            }
+            if i % 3 == 0 {
+                let c = SessionContext {
+                    session_id: e.session_id().to_owned(),
+                    title: (i % 2 == 0).then(|| format!("title \"{i}\" é")),
+                    source: Some("cli".into()),
+                    started_at: Some(1_796_275_786.632_246_5 + i as f64),
+                    ended_at: (i % 2 == 1).then_some(f64::NAN),
+                    end_reason: None,
+                    last_activity: Some(0.1),
+                    messages: i as u64,
+                };
+                contexts.insert(e.session_id().to_owned(), c);
+            }
+            views.push(LeaseView::local(e, liveness));
+        }
+        marks.context = Some(Contexts::Read(contexts));
+        let owners: HashMap<u64, OwnerInfo> =
+            views.iter().map(|v| v.entry.pid()).filter(|p| p % 2 == 0).map(|p| (p, owner.clone())).collect();
+        let direct = serde_json::to_string_pretty(&Leases(&views, &owners, &marks)).expect("direct");
+        let tree: Vec<Value> = views.iter().map(|v| as_tree(v, owners.get(&v.entry.pid()), &marks)).collect();
+        assert_eq!(direct, serde_json::to_string_pretty(&tree).expect("tree"));
+        assert!(direct.contains("\"conflict\": true") && direct.contains("\"leak_suspect\": \"idle"));
+    }
 }

@@ -109,11 +109,16 @@ impl Marks {
         self.context.as_ref()?.get(v.entry.session_id())
     }
 
+    /// True when `v` is a live owner of a session that another live owner holds too.
+    pub fn in_conflict(&self, v: &LeaseView) -> bool {
+        v.liveness == Liveness::Alive && self.conflicts.contains(v.entry.session_id())
+    }
+
     /// The marks one lease carries, for people. Over its cap is the registry's state, said
     /// on its line: no one lease is the one over it.
     pub fn of_lease(&self, v: &LeaseView) -> Vec<&'static str> {
         let mut m = Vec::new();
-        if v.liveness == Liveness::Alive && self.conflicts.contains(v.entry.session_id()) {
+        if self.in_conflict(v) {
             m.push("CONFLICT");
         }
         if self.leaks.contains_key(v.entry.lease_id()) {

@@ -359,9 +359,9 @@ fn write_float_repr(f: f64, out: &mut StackBuf) {
     }
 }
 
-/// A small repeatable generator for the randomized tests here (xorshift64).
+/// A small repeatable generator for the crate's randomized tests (xorshift64).
 #[cfg(test)]
-fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+pub(crate) fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
     move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
