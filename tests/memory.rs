@@ -71,3 +71,54 @@ fn a_listing_and_its_owners_hold_no_more_than_a_prune_at_50000_leases() {
         "a listing with its owners held {listing_peak} bytes at its peak, a prune {prune_peak}"
     );
 }
+
+/// A one-shot listing (`ls`, nothing remembered) judges each entry as it is read and
+/// keeps only its view, and doctor does the same: neither holds the entries beside
+/// their views, as a prune does (its peak is the file's text, the entries and their
+/// views; the entries are a fifth of it).
+#[test]
+fn a_one_shot_listing_and_doctor_hold_less_than_a_prune_at_50000_leases() {
+    let (_dir, reg) = home_of(50_000);
+    let timeout = Duration::from_secs(5);
+    let (_, prune_peak) = peak_of(|| {
+        let opts = PruneOptions { dry_run: true, ..PruneOptions::default() };
+        leasectl::lease::file::prune(&reg, opts, timeout).expect("prune --dry-run").removed.len()
+    });
+    let (listed, listing_peak) = peak_of(|| {
+        let listing = FileStore::new(reg.clone(), timeout).read_once();
+        let owners = leasectl::lease::owners_of_listing(&listing);
+        (listing.leases.map(|l| l.len()), owners.len())
+    });
+    assert_eq!(listed, (Ok(50_000), 1));
+    let (live, doctor_peak) = peak_of(|| leasectl::lease::file::doctor(&reg).live);
+    assert_eq!(live, 50_000);
+    for (what, peak) in [("a one-shot listing with its owners", listing_peak), ("doctor", doctor_peak)] {
+        assert!(peak < 0.9 * prune_peak, "{what} held {peak} bytes at its peak, a prune {prune_peak}");
+    }
+}
+
+/// What a one-shot listing finds is what a remembered read finds: every view, the
+/// problems of an invalid file, the cap; in Hermes' layout and out of it.
+#[test]
+fn a_one_shot_listing_reads_as_a_remembered_read_does() {
+    let (_dir, reg) = home_of(300);
+    let timeout = Duration::from_secs(5);
+    let text = std::fs::read_to_string(reg.path()).expect("registry");
+    let dead = text.replacen("\"pid\": ", "\"pid\": 4000000", 40);
+    let spaced = text.replace("\", \"", "\",\"");
+    let invalid = text.replacen("\"session_id\": \"chat-7\"", "\"session_id\": 7", 1);
+    std::fs::write(reg.config_path(), "max_concurrent_sessions: 5\n").expect("config.yaml");
+    for (what, variant) in
+        [("Hermes' layout", &text), ("dead owners", &dead), ("another layout", &spaced), ("invalid", &invalid)]
+    {
+        std::fs::write(reg.path(), variant).expect("registry");
+        let once = FileStore::new(reg.clone(), timeout).read_once();
+        let remembered = FileStore::new(reg.clone(), timeout).read();
+        match (&once.leases, &remembered.leases) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{what}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{what}"),
+            (a, b) => panic!("{what}: one-shot {a:?}, remembered {b:?}"),
+        }
+        assert_eq!((once.exists, once.modified, &once.cap), (remembered.exists, remembered.modified, &remembered.cap));
+    }
+}

@@ -192,17 +192,25 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
             detail: other.to_string(),
         }),
         Ok(None) => {}
-        // Parsed in place: the entries borrow the file's text rather than copy it.
-        Ok(Some(bytes)) => match registry::parse_owned(bytes) {
-            registry::Parsed { result: Err(problems), text, .. } => {
-                report.empty_session_ids = empty_session_ids(match &text {
-                    Ok(text) => text.as_bytes(),
-                    Err(bytes) => bytes,
-                });
-                report.problems = problems;
+        // Parsed in place (the entries borrow the file's text rather than copy it), each
+        // entry judged as it is read: the entries are never all held beside their views.
+        Ok(Some(bytes)) => {
+            let mut prober = Prober::new();
+            let judge = &mut |entry: Entry| {
+                let liveness = prober.judge(&entry);
+                LeaseView::local(entry, liveness)
+            };
+            match registry::parse_owned_into(bytes, judge) {
+                registry::ParsedInto { result: Err(problems), text } => {
+                    report.empty_session_ids = empty_session_ids(match &text {
+                        Ok(text) => text.as_bytes(),
+                        Err(bytes) => bytes,
+                    });
+                    report.problems = problems;
+                }
+                registry::ParsedInto { result: Ok((views, _)), .. } => judge_valid(&mut report, views, idle),
             }
-            registry::Parsed { result: Ok(file), .. } => judge_valid(&mut report, judge_all(file.entries), idle),
-        },
+        }
     }
     report
 }
@@ -210,19 +218,31 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
 /// What doctor says of a valid registry's leases: live owners by session (conflicts,
 /// over the cap), leak suspects, and the stale leases of dead and recycled owners.
 fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Duration>) {
-    // Live owners grouped by session as indexes: only a conflict's leases are copied (a
-    // copy of every live lease took doctor past prune's memory at 50,000 leases).
-    let mut by_session: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness == Liveness::Alive) {
-        by_session.entry(v.entry.session_id()).or_default().push(i);
-    }
-    report.live = by_session.values().map(Vec::len).sum();
-    report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
-    report.conflicts = by_session
-        .into_iter()
-        .filter(|(_, held)| held.len() > 1)
-        .map(|(session, held)| (session.to_owned(), held.iter().map(|i| views[*i].clone()).collect()))
+    // Live owners grouped by session in a sorted list of (session hash, index), 8 bytes
+    // a lease (a map of every live session took doctor past prune's memory at 50,000
+    // leases); only a run of equal hashes is grouped by the real ids, and only a
+    // conflict's leases are copied.
+    use std::hash::BuildHasher;
+    let hasher = rustc_hash::FxBuildHasher;
+    let mut live: Vec<(u32, u32)> = views
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.liveness == Liveness::Alive)
+        .map(|(i, v)| (hasher.hash_one(v.entry.session_id()) as u32, i as u32))
         .collect();
+    report.live = live.len();
+    report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
+    live.sort_unstable();
+    for run in live.chunk_by(|a, b| a.0 == b.0).filter(|run| run.len() > 1) {
+        let mut by_session: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &(_, i) in run {
+            by_session.entry(views[i as usize].entry.session_id()).or_default().push(i as usize);
+        }
+        for (session, held) in by_session.into_iter().filter(|(_, held)| held.len() > 1) {
+            report.conflicts.insert(session.to_owned(), held.iter().map(|i| views[*i].clone()).collect());
+        }
+    }
+    drop(live);
     leak_suspects(report, &views, idle);
     report.stale =
         views.into_iter().filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect();

@@ -134,8 +134,45 @@ pub struct Parsed {
 /// [`parse`] of bytes it keeps: the entries of a file in Hermes' layout borrow its text
 /// (no copy of the file, and no allocation per entry).
 pub fn parse_owned(bytes: Vec<u8>) -> Parsed {
-    let whole = match String::from_utf8(bytes) {
-        Ok(text) => Arc::new(text),
+    let whole = match text_of(bytes) {
+        Ok(whole) => whole,
+        Err((problems, bytes)) => return Parsed { result: Err(problems), hermes_layout: false, text: Err(bytes) },
+    };
+    let (result, hermes_layout) = match parse_text(&whole, &mut |e| e) {
+        Ok((entries, extra, hermes_layout)) => (Ok(RegistryFile { entries, extra }), hermes_layout),
+        Err(problems) => (Err(problems), false),
+    };
+    Parsed { result, hermes_layout, text: Ok(whole) }
+}
+
+/// [`parse_owned`] of a registry whose entries are wanted only as `each` makes them into
+/// something else (a one-shot listing's views): each valid entry is handed over as it is
+/// read, so the entries are never all held beside what they become. The file's other
+/// top-level members come too; the text the entries borrow lives as long as they do.
+pub fn parse_owned_into<T>(bytes: Vec<u8>, each: &mut impl FnMut(Entry) -> T) -> ParsedInto<T> {
+    match text_of(bytes) {
+        Ok(whole) => {
+            ParsedInto { result: parse_text(&whole, each).map(|(items, extra, _)| (items, extra)), text: Ok(whole) }
+        }
+        Err((problems, bytes)) => ParsedInto { result: Err(problems), text: Err(bytes) },
+    }
+}
+
+/// What a file's valid entries became, and its other top-level members.
+pub type Made<T> = (Vec<T>, Map<String, Value>);
+
+/// [`Parsed`], of entries made into something else as they were read.
+pub struct ParsedInto<T> {
+    /// What each valid entry became, and the file's other top-level members.
+    pub result: Result<Made<T>, Vec<Problem>>,
+    /// As in [`Parsed`].
+    pub text: Result<Arc<String>, Vec<u8>>,
+}
+
+/// The bytes as text without a copy, or the problem with the bytes when not UTF-8.
+fn text_of(bytes: Vec<u8>) -> Result<Arc<String>, (Vec<Problem>, Vec<u8>)> {
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Arc::new(text)),
         Err(e) => {
             // Named as in the text after any BOM, where the offsets count from.
             let bytes = e.into_bytes();
@@ -143,21 +180,14 @@ pub fn parse_owned(bytes: Vec<u8>) -> Parsed {
             let detail = std::str::from_utf8(after_bom)
                 .err()
                 .map_or_else(|| "not UTF-8".to_owned(), |e| format!("not UTF-8 ({e})"));
-            return Parsed {
-                result: Err(file_problem(Rule::Unreadable, detail)),
-                hermes_layout: false,
-                text: Err(bytes),
-            };
+            Err((file_problem(Rule::Unreadable, detail), bytes))
         }
-    };
-    let (result, hermes_layout) = match parse_text(&whole) {
-        Ok((file, hermes_layout)) => (Ok(file), hermes_layout),
-        Err(problems) => (Err(problems), false),
-    };
-    Parsed { result, hermes_layout, text: Ok(whole) }
+    }
 }
 
-fn parse_text(whole: &Arc<String>) -> Result<(RegistryFile, bool), Vec<Problem>> {
+type ParsedText<T> = (Vec<T>, Map<String, Value>, bool);
+
+fn parse_text<T>(whole: &Arc<String>, each: &mut impl FnMut(Entry) -> T) -> Result<ParsedText<T>, Vec<Problem>> {
     let text = whole.strip_prefix('\u{FEFF}').unwrap_or(whole);
     let bytes = text.as_bytes();
     if too_many_values(bytes) {
@@ -166,9 +196,9 @@ fn parse_text(whole: &Arc<String>) -> Result<(RegistryFile, bool), Vec<Problem>>
             format!("holds more than {MAX_JSON_VALUES} JSON values (a limit that keeps memory bounded)"),
         ));
     }
-    if let Some(file) = parse_hermes_layout(text, Some(whole)) {
+    if let Some(items) = parse_hermes_layout(text, Some(whole), each) {
         // With a BOM the bytes are not the layout itself.
-        return Ok((file, whole.len() == text.len()));
+        return Ok((items, Map::new(), whole.len() == text.len()));
     }
     let (list, extra) = split_general(text, bytes)?;
     let mut seen: HashSet<std::borrow::Cow<str>, FxBuild> =
@@ -184,7 +214,7 @@ fn parse_text(whole: &Arc<String>) -> Result<(RegistryFile, bool), Vec<Problem>>
                     None => std::borrow::Cow::Owned(entry.lease_id().to_owned()),
                 };
                 seen.insert(id);
-                entries.push(entry);
+                entries.push(each(entry));
             }
             Err(mut p) => {
                 problems.append(&mut p);
@@ -200,7 +230,7 @@ fn parse_text(whole: &Arc<String>) -> Result<(RegistryFile, bool), Vec<Problem>>
             }
         }
     }
-    if problems.is_empty() { Ok((RegistryFile { entries, extra }, false)) } else { Err(problems) }
+    if problems.is_empty() { Ok((entries, extra, false)) } else { Err(problems) }
 }
 
 /// A registry's entries as texts, and its other top-level members.
@@ -266,7 +296,8 @@ pub const HEAD: &str = "{\"entries\": [";
 /// scanner. None for anything else, even a valid file: the general path decides,
 /// and names any problem.
 /// `file`: the text `text` is a part of, for the entries to borrow.
-fn parse_hermes_layout(text: &str, file: Option<&Arc<String>>) -> Option<RegistryFile> {
+/// `each`: what a valid entry becomes (itself, mostly).
+fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut impl FnMut(Entry) -> T) -> Option<Vec<T>> {
     let b = text.as_bytes();
     let mut pos = HEAD.len();
     if !text.starts_with(HEAD) {
@@ -274,7 +305,7 @@ fn parse_hermes_layout(text: &str, file: Option<&Arc<String>>) -> Option<Registr
     }
     let mut entries = Vec::with_capacity((text.len() / 256).min(65_536));
     if &b[pos..] == b"]}" {
-        return Some(RegistryFile { entries, extra: Map::new() });
+        return Some(entries);
     }
     let mut seen: HashSet<&str, FxBuild> =
         HashSet::with_capacity_and_hasher((text.len() / 256).min(65_536), Default::default());
@@ -284,9 +315,9 @@ fn parse_hermes_layout(text: &str, file: Option<&Arc<String>>) -> Option<Registr
         let item = &text[pos..end];
         let entry = Entry::fast(&members, item, &seen, file)?;
         seen.insert(entry.lease_id_in(item)?);
-        entries.push(entry);
+        entries.push(each(entry));
         match &b[end..] {
-            b"]}" => return Some(RegistryFile { entries, extra: Map::new() }),
+            b"]}" => return Some(entries),
             [b',', b' ', ..] => pos = end + 2,
             _ => return None,
         }
@@ -442,7 +473,7 @@ pub(super) mod tests {
         let two =
             format!("{a}, {}]}}", &a["{\"entries\": [".len()..].replace("0123456789abcdef0123456789abcdef", "x2"));
         for text in [SAMPLE.to_owned(), "{\"entries\": []}".to_owned(), two.clone()] {
-            assert!(parse_hermes_layout(&text, None).is_some(), "{text}");
+            assert!(parse_hermes_layout(&text, None, &mut |e| e).is_some(), "{text}");
             assert_eq!(parse_verdicts(&text), parse_general(&text));
             assert_eq!(serialize(&parse(text.as_bytes()).expect("valid")), text);
         }
@@ -458,7 +489,7 @@ pub(super) mod tests {
             "{\"entries\": [{\"lease_id\": \"x\", \"pid\": 1, \"session_id\": \"S\"},]}",
         ];
         for text in odd {
-            assert!(parse_hermes_layout(text, None).is_none(), "{text}");
+            assert!(parse_hermes_layout(text, None, &mut |e| e).is_none(), "{text}");
             assert_eq!(parse_verdicts(text), parse_general(text), "{text}");
         }
         assert_eq!(parse(dup.as_bytes()).expect_err("duplicate")[0].rule, Rule::DuplicateLeaseId);

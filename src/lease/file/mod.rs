@@ -101,6 +101,50 @@ impl FileStore {
         pids.iter().map(|pid| (*pid, prober.state(*pid))).collect()
     }
 
+    /// Whether the registry file exists, and when it was last modified (seconds).
+    fn stat(path: &std::path::Path) -> (bool, Option<f64>) {
+        let modified = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64());
+        (modified.is_some() || path.exists(), modified)
+    }
+
+    /// The home's cap, when one is set or something is to be said of it.
+    fn cap(&self) -> Option<Box<CapSetting>> {
+        Some(read_cap(&self.registry().config_path())).filter(|c| *c != CapSetting::default()).map(Box::new)
+    }
+
+    /// A listing for a process that reads once (nothing remembered: `set_remembering`):
+    /// each entry is judged as it is read and kept only as its view, and no read is kept
+    /// for a next look (`rejudge` reads again). The entries and their views were both
+    /// whole before: more at 50,000 leases than a prune holds.
+    pub fn read_once(&mut self) -> Listing {
+        let path = self.registry().path();
+        let mut prober = Prober::new();
+        let leases = registry::read_each(&path, &mut |e| {
+            let liveness = prober.judge(&e);
+            LeaseView::local(e, liveness)
+        });
+        let (exists, modified) = Self::stat(&path);
+        self.last = None;
+        self.owner_states = match &leases {
+            Ok(views) => {
+                Self::states(&crate::lease::owners::distinct_pids(views.iter().map(|v| v.entry.pid())), &mut prober)
+            }
+            Err(_) => Vec::new(),
+        };
+        Listing {
+            location: self.location.clone(),
+            exists,
+            modified,
+            cap: self.cap().as_deref().cloned().unwrap_or_default(),
+            leases,
+            remote: None,
+        }
+    }
+
     /// A listing of `read`, and what /proc said of each owner meanwhile.
     fn listing(&mut self, read: FileRead) -> Listing {
         let mut prober = Prober::new();
@@ -132,22 +176,16 @@ impl LeaseStore for FileStore {
     }
 
     fn read(&mut self) -> Listing {
+        if !recent::enabled() {
+            return self.read_once();
+        }
         let path = self.registry().path();
         // Every empty registry shares one empty list (a console may read 100,000 of them).
         let entries = registry::read(&path)
             .map(|f| if f.entries.is_empty() { no_entries() } else { Arc::new(f.entries) })
             .map_err(Box::new);
-        let modified = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs_f64());
-        let read = FileRead {
-            exists: modified.is_some() || path.exists(),
-            modified,
-            cap: Some(read_cap(&self.registry().config_path())).filter(|c| *c != CapSetting::default()).map(Box::new),
-            entries,
-        };
+        let (exists, modified) = Self::stat(&path);
+        let read = FileRead { exists, modified, cap: self.cap(), entries };
         self.listing(read)
     }
 

@@ -9,10 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use super::format::{
-    HEAD, MAX_PROBLEMS, Parsed, RegistryFile, parse, parse_owned, serialize, serialize_into, serialize_to,
+    HEAD, MAX_PROBLEMS, Parsed, ParsedInto, RegistryFile, parse, parse_owned, parse_owned_into, serialize,
+    serialize_into, serialize_to,
 };
 use super::recent;
 use crate::lease::error::{Error, InvalidRegistry};
+use crate::lease::format::entry::Entry;
 use crate::lease::format::problem::{Problem, Rule};
 use crate::lease::home::lock::RegistryLock;
 use crate::lease::home::paths::{TEMP_PREFIX, TEMP_SUFFIX};
@@ -48,6 +50,19 @@ pub fn read(path: &Path) -> Result<RegistryFile, Error> {
         }
     };
     parsed.map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
+}
+
+/// [`read`] for a reader that wants each entry only as what `each` makes of it, as it is
+/// read (see [`super::format::parse_owned_into`]); nothing is remembered.
+pub fn read_each<T>(path: &Path, each: &mut impl FnMut(Entry) -> T) -> Result<Vec<T>, Error> {
+    let mut bytes = Vec::new();
+    if !read_into(path, &mut bytes)? {
+        return Ok(Vec::new());
+    }
+    parse_owned_into(bytes, each)
+        .result
+        .map(|(items, _)| items)
+        .map_err(|problems| Error::Invalid(InvalidRegistry { path: path.to_path_buf(), problems }))
 }
 
 /// The file's bytes, or None when it does not exist. Too-large files are refused.
