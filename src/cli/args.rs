@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 
 use crate::lease::error::Unusable;
 
@@ -209,56 +209,119 @@ pub enum Backend {
     Etcd,
 }
 
-#[derive(Debug, Subcommand)]
+/// A command. What each one is called, says and takes is [`SUBCOMMANDS`].
+#[derive(Debug)]
 pub enum Command {
-    /// List leases with owner liveness (read-only: takes no lock, never prunes)
-    #[command(after_help = "Example:\n  leasectl ls --all-profiles\n  leasectl --home /tmp/h ls --json")]
     Ls(LsArgs),
-    /// Acquire a lease for an owner process through the fence
-    #[command(after_help = ACQUIRE_HELP)]
     Acquire(AcquireArgs),
-    /// Release a lease (the owner's release; a lease already gone is fine)
-    #[command(after_help = "Example:\n  leasectl release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13")]
     Release(ReleaseArgs),
-    /// Remove a lease on the operator's word (a live owner's only with --live)
-    #[command(after_help = "Example:\n  leasectl force-release --session S1 --dry-run\n  \
-                            leasectl force-release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13 --live")]
     ForceRelease(ForceReleaseArgs),
-    /// Remove dead and recycled owners' leases
-    #[command(after_help = "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json")]
     Prune(PruneArgs),
-    /// Check registries: validation, conflicts, temp files, the lock (non-zero exit on problems)
-    #[command(after_help = "--repair rewrites an invalid registry: every valid entry is kept, an entry cut short \
+    Doctor(DoctorArgs),
+    Run(RunArgs),
+    Tui,
+    Demo(DemoArgs),
+    Hold(AcquireOpts),
+    Events(EventsArgs),
+    Metrics,
+    Serve(ServeArgs),
+    Completions(CompletionsArgs),
+    Complete(CompleteArgs),
+    Man,
+}
+
+/// Every subcommand, in the order help lists them.
+pub const SUBCOMMANDS: [Sub; 16] = [
+    Sub {
+        name: "ls",
+        about: "List leases with owner liveness (read-only: takes no lock, never prunes)",
+        after_help: "Example:\n  leasectl ls --all-profiles\n  leasectl --home /tmp/h ls --json",
+        hide: false,
+        args: <LsArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "acquire",
+        about: "Acquire a lease for an owner process through the fence",
+        after_help: ACQUIRE_HELP,
+        hide: false,
+        args: <AcquireArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "release",
+        about: "Release a lease (the owner's release; a lease already gone is fine)",
+        after_help: "Example:\n  leasectl release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13",
+        hide: false,
+        args: <ReleaseArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "force-release",
+        about: "Remove a lease on the operator's word (a live owner's only with --live)",
+        after_help: "Example:\n  leasectl force-release --session S1 --dry-run\n  \
+                            leasectl force-release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13 --live",
+        hide: false,
+        args: <ForceReleaseArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "prune",
+        about: "Remove dead and recycled owners' leases",
+        after_help: "Example:\n  leasectl prune --dry-run\n  leasectl prune --all-profiles --json",
+        hide: false,
+        args: <PruneArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "doctor",
+        about: "Check registries: validation, conflicts, temp files, the lock (non-zero exit on problems)",
+        after_help: "--repair rewrites an invalid registry: every valid entry is kept, an entry cut short \
                             after its lease id, session id, pid and start time is restored, only the others \
                             (listed, with their owner's liveness) are dropped, and the exact old bytes are kept \
                             beside it as active_sessions.json.bak-YYYYMMDD-HHMMSS (mode 0600). A repair that \
                             would lose a lease whose owner may be alive (a live owner's invalid entry, or a file \
                             cut short, whose lost entries nobody can name) is refused unless --force.\n\n\
-                            Example:\n  leasectl doctor --all-profiles\n  leasectl doctor --repair --yes")]
-    Doctor(DoctorArgs),
-    /// Hold a lease while CMD and every process it starts run; CMD does not run on refusal
-    #[command(after_help = RUN_HELP)]
-    Run(RunArgs),
-    /// The live console: every registry, every owner, safe clean-up (default on a terminal)
-    #[command(after_help = "Default: the root and every profile, one tab each, plus an \"all\" tab; \
+                            Example:\n  leasectl doctor --all-profiles\n  leasectl doctor --repair --yes",
+        hide: false,
+        args: <DoctorArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "run",
+        about: "Hold a lease while CMD and every process it starts run; CMD does not run on refusal",
+        after_help: RUN_HELP,
+        hide: false,
+        args: <RunArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "tui",
+        about: "The live console: every registry, every owner, safe clean-up (default on a terminal)",
+        after_help: "Default: the root and every profile, one tab each, plus an \"all\" tab; \
                             --profile NAME shows one. Press ? inside for the keys.\n\n\
-                            Example:\n  leasectl tui --home ~/.hermes")]
-    Tui,
-    /// The console on a sandbox home, with a playground that shows every refusal reason
-    #[command(after_help = "The sandbox is a fresh temp directory, removed on exit with every owner process \
+                            Example:\n  leasectl tui --home ~/.hermes",
+        hide: false,
+        args: std::convert::identity,
+    },
+    Sub {
+        name: "demo",
+        about: "The console on a sandbox home, with a playground that shows every refusal reason",
+        after_help: "The sandbox is a fresh temp directory, removed on exit with every owner process \
                             the demo started; --home DIR uses DIR instead and keeps it. The real registry \
                             ($HERMES_HOME, ~/.hermes) is never touched.\n\n\
                             It draws in any terminal of 70x20 or more (80x24 shows the whole tour; } pages a \
                             long result); a smaller one shows what it needs, and q quits. In the tour, t shows \
                             each step's scene, then its outcome, and at the end a summary of every reason with \
                             the command an operator uses for it.\n\n\
-                            Example:\n  leasectl demo --tour")]
-    Demo(DemoArgs),
-    /// Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP
-    #[command(after_help = HOLD_HELP)]
-    Hold(AcquireOpts),
-    /// What happened: recorded events (--since) and live ones (--follow)
-    #[command(after_help = "Events: acquired; released (by its owner, or on its behalf), force-released (by an \
+                            Example:\n  leasectl demo --tour",
+        hide: false,
+        args: <DemoArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "hold",
+        about: "Acquire with leasectl as owner, print the lease, hold it until SIGINT/SIGTERM/SIGHUP",
+        after_help: HOLD_HELP,
+        hide: false,
+        args: <AcquireOpts as Args>::augment_args,
+    },
+    Sub {
+        name: "events",
+        about: "What happened: recorded events (--since) and live ones (--follow)",
+        after_help: "Events: acquired; released (by its owner, or on its behalf), force-released (by an \
                             operator), pruned (by a prune, by the fence of an acquire, or its owner gone), removed \
                             (by a repair), each saying by whom where the audit file does; owner-died, \
                             owner-recycled, owner-alive, updated; cap-changed, registry-invalid, registry-valid, \
@@ -270,41 +333,137 @@ pub enum Command {
                             --since reads; with --metrics-file it keeps an OpenMetrics file current.\n\n\
                             Example:\n  leasectl events --since 2h\n  leasectl events -f -o json\n  \
                             leasectl --all-profiles events --follow --record --metrics-file \
-                            /var/lib/prometheus/node-exporter/leasectl.prom")]
-    Events(EventsArgs),
-    /// Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap,
-    /// conflicts, leak suspects, validity, oldest lease, lock wait)
-    #[command(after_help = "Takes each registry's lock for an instant to measure the wait (1 s at most); \
+                            /var/lib/prometheus/node-exporter/leasectl.prom",
+        hide: false,
+        args: <EventsArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "metrics",
+        about: "Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap, conflicts, leak suspects, validity, oldest lease, lock wait)",
+        after_help: "Takes each registry's lock for an instant to measure the wait (1 s at most); \
                             writes nothing.\n\n\
                             Example:\n  leasectl metrics --all-profiles\n  \
                             leasectl metrics --all-profiles > /var/lib/prometheus/node-exporter/leasectl.prom.$$ && \
                             mv /var/lib/prometheus/node-exporter/leasectl.prom.$$ \
-                            /var/lib/prometheus/node-exporter/leasectl.prom")]
-    Metrics,
-    /// Answer another leasectl's --host over standard input and output (run by ssh)
-    #[command(after_help = "What `leasectl --host ssh://HOST ...` runs on HOST, as `leasectl serve --stdio` \
+                            /var/lib/prometheus/node-exporter/leasectl.prom",
+        hide: false,
+        args: std::convert::identity,
+    },
+    Sub {
+        name: "serve",
+        about: "Answer another leasectl's --host over standard input and output (run by ssh)",
+        after_help: "What `leasectl --host ssh://HOST ...` runs on HOST, as `leasectl serve --stdio` \
                             (LEASECTL_REMOTE_COMMAND names another program). It speaks JSON lines on standard \
                             input and output: it says its version first, opens the home the client names (else \
                             --home, $HERMES_HOME, ~/.hermes), and answers listings, force-release, prune and \
                             doctor with the same guards as its own command line, each removal audited here \
                             with the operator's name and SSH_CONNECTION. It takes no lease and opens no port.\n\n\
-                            Example:\n  leasectl serve --stdio")]
-    Serve(ServeArgs),
-    /// Print a shell completion script (from the same definitions as this help)
-    #[command(
-        after_help = "Example:\n  leasectl completions bash > ~/.local/share/bash-completion/completions/leasectl\n  \
+                            Example:\n  leasectl serve --stdio",
+        hide: false,
+        args: <ServeArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "completions",
+        about: "Print a shell completion script (from the same definitions as this help)",
+        after_help: "Example:\n  leasectl completions bash > ~/.local/share/bash-completion/completions/leasectl\n  \
                             leasectl completions zsh > ~/.zfunc/_leasectl\n  \
-                            leasectl completions fish > ~/.config/fish/completions/leasectl.fish"
-    )]
-    Completions(CompletionsArgs),
-    /// The completion script's callback: profiles or lease ids of the home the typed words name
-    #[command(hide = true, name = "__complete")]
-    Complete(CompleteArgs),
-    /// Print the manual page (roff, from the same definitions as this help)
-    #[command(
-        after_help = "Example:\n  leasectl man > /usr/local/share/man/man1/leasectl.1\n  leasectl man | man -l -"
-    )]
-    Man,
+                            leasectl completions fish > ~/.config/fish/completions/leasectl.fish",
+        hide: false,
+        args: <CompletionsArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "__complete",
+        about: "The completion script's callback: profiles or lease ids of the home the typed words name",
+        after_help: "",
+        hide: true,
+        args: <CompleteArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "man",
+        about: "Print the manual page (roff, from the same definitions as this help)",
+        after_help: "Example:\n  leasectl man > /usr/local/share/man/man1/leasectl.1\n  leasectl man | man -l -",
+        hide: false,
+        args: std::convert::identity,
+    },
+];
+
+/// A subcommand's definition: its name, its line in the list of commands, the help
+/// after its own, and its arguments.
+pub struct Sub {
+    pub name: &'static str,
+    about: &'static str,
+    /// Empty: none.
+    after_help: &'static str,
+    hide: bool,
+    /// Its arguments, added only when it is the subcommand parsed or when a help, the
+    /// manual or a completion script needs them (clap's `Command::defer`): every
+    /// subcommand's arguments built and dropped again were most of a start's work.
+    args: fn(clap::Command) -> clap::Command,
+}
+
+impl Sub {
+    fn command(&self) -> clap::Command {
+        let c = clap::Command::new(self.name).about(self.about).hide(self.hide).defer(self.args);
+        if self.after_help.is_empty() { c } else { c.after_help(self.after_help) }
+    }
+}
+
+impl clap::Subcommand for Command {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        cmd.subcommands(SUBCOMMANDS.iter().map(Sub::command))
+    }
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_subcommands(cmd)
+    }
+    fn has_subcommand(name: &str) -> bool {
+        SUBCOMMANDS.iter().any(|s| s.name == name)
+    }
+}
+
+impl clap::FromArgMatches for Command {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut matches.clone())
+    }
+
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        use clap::error::ErrorKind;
+        let Some((name, mut sub)) = matches.remove_subcommand() else {
+            return Err(clap::Error::raw(
+                ErrorKind::MissingSubcommand,
+                "a subcommand is required but one was not provided",
+            ));
+        };
+        let m = &mut sub;
+        Ok(match name.as_str() {
+            "ls" => Command::Ls(LsArgs::from_arg_matches_mut(m)?),
+            "acquire" => Command::Acquire(AcquireArgs::from_arg_matches_mut(m)?),
+            "release" => Command::Release(ReleaseArgs::from_arg_matches_mut(m)?),
+            "force-release" => Command::ForceRelease(ForceReleaseArgs::from_arg_matches_mut(m)?),
+            "prune" => Command::Prune(PruneArgs::from_arg_matches_mut(m)?),
+            "doctor" => Command::Doctor(DoctorArgs::from_arg_matches_mut(m)?),
+            "run" => Command::Run(RunArgs::from_arg_matches_mut(m)?),
+            "tui" => Command::Tui,
+            "demo" => Command::Demo(DemoArgs::from_arg_matches_mut(m)?),
+            "hold" => Command::Hold(AcquireOpts::from_arg_matches_mut(m)?),
+            "events" => Command::Events(EventsArgs::from_arg_matches_mut(m)?),
+            "metrics" => Command::Metrics,
+            "serve" => Command::Serve(ServeArgs::from_arg_matches_mut(m)?),
+            "completions" => Command::Completions(CompletionsArgs::from_arg_matches_mut(m)?),
+            "__complete" => Command::Complete(CompleteArgs::from_arg_matches_mut(m)?),
+            "man" => Command::Man,
+            other => {
+                return Err(clap::Error::raw(
+                    ErrorKind::InvalidSubcommand,
+                    format!("the subcommand '{other}' wasn't recognized"),
+                ));
+            }
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -483,7 +642,8 @@ impl FormatArgs {
     }
 }
 
-/// Options shared by acquire, run and hold.
+// Options shared by acquire, run and hold. (Not a doc comment: clap's derive would make
+// it the about of every command that takes them, over the command's own.)
 #[derive(Debug, Args, Clone)]
 pub struct AcquireOpts {
     /// The stored session id to fence ("" is granted and not recorded)
@@ -654,5 +814,44 @@ fn seconds_up_to(text: &str, max: u32) -> Result<f64, Unusable> {
         Ok(secs) if (0.0..=f64::from(max)).contains(&secs) => Ok(secs),
         Ok(_) => Err(Unusable(format!("must be between 0 and {max} seconds"))),
         Err(_) => Err(Unusable("not a number of seconds (10, 0.5)".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each subcommand of the table parses to its own command, with its arguments built
+    /// (the table and the names matched against it are written apart).
+    #[test]
+    fn every_subcommand_parses_to_its_own_command() {
+        let minimal: &[(&str, &[&str])] = &[
+            ("ls", &["--json"]),
+            ("acquire", &["S", "--owner-pid", "1"]),
+            ("release", &["abcd"]),
+            ("force-release", &["--session", "S"]),
+            ("prune", &["--dry-run"]),
+            ("doctor", &["--json"]),
+            ("run", &["S", "--", "true"]),
+            ("tui", &[]),
+            ("demo", &["--tour"]),
+            ("hold", &["S"]),
+            ("events", &["--since", "1m"]),
+            ("metrics", &[]),
+            ("serve", &["--stdio"]),
+            ("completions", &["bash"]),
+            ("__complete", &["profiles"]),
+            ("man", &[]),
+        ];
+        assert_eq!(minimal.len(), SUBCOMMANDS.len(), "one case per subcommand");
+        for (sub, (name, args)) in SUBCOMMANDS.iter().zip(minimal) {
+            assert_eq!(sub.name, *name, "the table's order");
+            let line: Vec<&str> = ["leasectl", name].into_iter().chain(args.iter().copied()).collect();
+            let cli = Cli::try_parse_from(line).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let variant = format!("{:?}", cli.command.expect("a command"));
+            let expected: String =
+                name.trim_start_matches('_').split('-').map(|w| w[..1].to_uppercase() + &w[1..]).collect();
+            assert!(variant == expected || variant.starts_with(&format!("{expected}(")), "{name} parsed as {variant}");
+        }
     }
 }
