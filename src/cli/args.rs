@@ -408,9 +408,38 @@ impl Sub {
     }
 }
 
+thread_local! {
+    /// Which of [`SUBCOMMANDS`] a tree built now gets (bit i: the i-th): all but while
+    /// [`Cli::command_for`] builds one for a command line.
+    static ONLY: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+}
+
+impl Cli {
+    /// The command tree for `args`, with only the commands one of its words names (clap
+    /// gives each command the global options, and drops them all again: a quarter of a
+    /// start). None when a help is asked for, which lists every command: the whole tree
+    /// then, as for an error (see `cli::parse`).
+    pub fn command_for(args: &[std::ffi::OsString]) -> Option<clap::Command> {
+        use clap::CommandFactory as _;
+        let words = args.iter().skip(1).filter_map(|a| a.to_str());
+        if words.clone().any(|w| matches!(w, "-h" | "--help" | "help")) {
+            return None;
+        }
+        let named = words.fold(0u32, |mask, w| match SUBCOMMANDS.iter().position(|s| s.name == w) {
+            Some(i) => mask | 1 << i,
+            None => mask,
+        });
+        ONLY.with(|only| only.set(named));
+        let tree = Cli::command();
+        ONLY.with(|only| only.set(u32::MAX));
+        Some(tree)
+    }
+}
+
 impl clap::Subcommand for Command {
     fn augment_subcommands(cmd: clap::Command) -> clap::Command {
-        cmd.subcommands(SUBCOMMANDS.iter().map(Sub::command))
+        let only = ONLY.with(std::cell::Cell::get);
+        cmd.subcommands(SUBCOMMANDS.iter().enumerate().filter(|(i, _)| only & 1 << i != 0).map(|(_, s)| s.command()))
     }
     fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_subcommands(cmd)
@@ -853,5 +882,40 @@ mod tests {
                 name.trim_start_matches('_').split('-').map(|w| w[..1].to_uppercase() + &w[1..]).collect();
             assert!(variant == expected || variant.starts_with(&format!("{expected}(")), "{name} parsed as {variant}");
         }
+    }
+
+    /// A command line's tree has the commands its words name, and parses it as the whole
+    /// tree does; a help asks for the whole tree.
+    #[test]
+    fn a_lines_tree_has_the_commands_it_names_and_parses_as_the_whole_tree() {
+        use clap::{CommandFactory as _, FromArgMatches as _, Subcommand as _};
+        let os = |line: &[&str]| line.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let names = |tree: &clap::Command| tree.get_subcommands().map(|c| c.get_name().to_owned()).collect::<Vec<_>>();
+        let lines: &[&[&str]] = &[
+            &["leasectl"],
+            &["leasectl", "--home", "/h"],
+            &["leasectl", "--profile", "ls", "ls", "--json"],
+            &["leasectl", "run", "S", "--wait", "5", "--", "ls", "-l"],
+            &["leasectl", "--home", "/h", "acquire", "S", "--owner-pid", "1", "--max", "0"],
+            &["leasectl", "--all-profiles", "doctor", "--json"],
+            &["leasectl", "force-release", "--session", "prune"],
+        ];
+        for line in lines {
+            let tree = Cli::command_for(&os(line)).expect("no help asked for");
+            let mut named: Vec<&str> = line.iter().copied().filter(|w| Command::has_subcommand(w)).collect();
+            named.sort_unstable();
+            named.dedup();
+            let mut built = names(&tree);
+            built.sort_unstable();
+            assert_eq!(built, named, "{line:?}");
+            let narrow = tree.try_get_matches_from(os(line)).expect("parses");
+            let whole = Cli::command().try_get_matches_from(os(line)).expect("parses");
+            let (narrow, whole) = (Cli::from_arg_matches(&narrow), Cli::from_arg_matches(&whole));
+            assert_eq!(format!("{narrow:?}"), format!("{whole:?}"), "{line:?}");
+        }
+        for help in [&["leasectl", "-h"][..], &["leasectl", "ls", "--help"], &["leasectl", "help", "ls"]] {
+            assert!(Cli::command_for(&os(help)).is_none(), "{help:?}");
+        }
+        assert_eq!(names(&Cli::command()).len(), SUBCOMMANDS.len(), "the whole tree");
     }
 }

@@ -66,7 +66,17 @@ pub const EXIT_LEASE_LOST: i32 = 6;
 pub fn parse() -> Result<Cli, i32> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     use clap::{CommandFactory as _, FromArgMatches as _};
-    let parsed = Cli::command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The tree of the commands the line names parses it as the whole tree would (every
+    // command a word could be is in it); anything else it says (an error, a help) is said
+    // by the whole tree, in its words. --version is the root's either way.
+    let narrow = Cli::command_for(&args).map(|tree| tree.try_get_matches_from(&args));
+    let matches = match narrow {
+        Some(Ok(m)) => Ok(m),
+        Some(Err(e)) if e.kind() == ErrorKind::DisplayVersion => Err(e),
+        _ => Cli::command().try_get_matches_from(&args),
+    };
+    let parsed = matches.and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
     let e = match parsed {
         Ok((mut cli, matches)) => {
             cli.note_environment(&matches);
