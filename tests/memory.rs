@@ -45,6 +45,27 @@ fn home_of(n: usize) -> (tempfile::TempDir, Registry) {
     (dir, reg)
 }
 
+/// The peak of a `prune --dry-run` of `reg`, whose owners all live (bytes).
+fn prune_peak(reg: &Registry) -> f64 {
+    let opts = PruneOptions { dry_run: true, ..PruneOptions::default() };
+    let (removed, peak) = peak_of(|| {
+        leasectl::lease::file::prune(reg, opts, Duration::from_secs(5)).expect("prune --dry-run").removed.len()
+    });
+    assert_eq!(removed, 0, "every owner is this live process");
+    peak
+}
+
+/// The peak of a listing of `reg` made by `read`, with its owners looked up (bytes).
+fn listing_peak(reg: &Registry, read: fn(&mut FileStore) -> leasectl::lease::Listing) -> f64 {
+    let ((listed, owners), peak) = peak_of(|| {
+        let listing = read(&mut FileStore::new(reg.clone(), Duration::from_secs(5)));
+        let owners = leasectl::lease::owners_of_listing(&listing);
+        (listing.leases.map(|l| l.len()), owners.len())
+    });
+    assert_eq!((listed, owners), (Ok(50_000), 1));
+    peak
+}
+
 /// The yardstick: `ls` reads a listing and looks its owners up, and at 50,000
 /// leases (one owner) that may hold no more than a `prune --dry-run` of the same registry.
 /// Both gathered every lease's pid in a list first, and `BTreeSet`'s `collect` does so too
@@ -52,19 +73,8 @@ fn home_of(n: usize) -> (tempfile::TempDir, Registry) {
 #[test]
 fn a_listing_and_its_owners_hold_no_more_than_a_prune_at_50000_leases() {
     let (_dir, reg) = home_of(50_000);
-    let timeout = Duration::from_secs(5);
-    let (removal, prune_peak) = peak_of(|| {
-        let opts = PruneOptions { dry_run: true, ..PruneOptions::default() };
-        leasectl::lease::file::prune(&reg, opts, timeout).expect("prune --dry-run")
-    });
-    assert!(removal.removed.is_empty(), "every owner is this live process");
-    drop(removal);
-    let ((listed, owners), listing_peak) = peak_of(|| {
-        let listing = FileStore::new(reg.clone(), timeout).read();
-        let owners = leasectl::lease::owners_of_listing(&listing);
-        (listing.leases.map(|l| l.len()), owners.len())
-    });
-    assert_eq!((listed, owners), (Ok(50_000), 1));
+    let prune_peak = prune_peak(&reg);
+    let listing_peak = listing_peak(&reg, FileStore::read);
     // Small allocations (paths, the location, one owner's facts) may differ: 64 KB.
     assert!(
         listing_peak <= prune_peak + 64.0 * 1024.0,
@@ -79,17 +89,8 @@ fn a_listing_and_its_owners_hold_no_more_than_a_prune_at_50000_leases() {
 #[test]
 fn a_one_shot_listing_and_doctor_hold_less_than_a_prune_at_50000_leases() {
     let (_dir, reg) = home_of(50_000);
-    let timeout = Duration::from_secs(5);
-    let (_, prune_peak) = peak_of(|| {
-        let opts = PruneOptions { dry_run: true, ..PruneOptions::default() };
-        leasectl::lease::file::prune(&reg, opts, timeout).expect("prune --dry-run").removed.len()
-    });
-    let (listed, listing_peak) = peak_of(|| {
-        let listing = FileStore::new(reg.clone(), timeout).read_once();
-        let owners = leasectl::lease::owners_of_listing(&listing);
-        (listing.leases.map(|l| l.len()), owners.len())
-    });
-    assert_eq!(listed, (Ok(50_000), 1));
+    let prune_peak = prune_peak(&reg);
+    let listing_peak = listing_peak(&reg, FileStore::read_once);
     let (live, doctor_peak) = peak_of(|| leasectl::lease::file::doctor(&reg).live);
     assert_eq!(live, 50_000);
     for (what, peak) in [("a one-shot listing with its owners", listing_peak), ("doctor", doctor_peak)] {

@@ -339,7 +339,8 @@ pub const SUBCOMMANDS: [Sub; 16] = [
     },
     Sub {
         name: "metrics",
-        about: "Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap, conflicts, leak suspects, validity, oldest lease, lock wait)",
+        about: "Print the registries as Prometheus/OpenMetrics text (leases by liveness, slots, cap, \
+                conflicts, leak suspects, validity, oldest lease, lock wait)",
         after_help: "Takes each registry's lock for an instant to measure the wait (1 s at most); \
                             writes nothing.\n\n\
                             Example:\n  leasectl metrics --all-profiles\n  \
