@@ -337,8 +337,9 @@ fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, Se
     // Per leased id: its messages and the newest sane time among them.
     let mut tally: HashMap<&[u8], (u64, Option<f64>), rustc_hash::FxBuildHasher> =
         session_ids.iter().map(|id| (id.as_bytes(), (0, None))).collect();
-    let mut found: HashMap<String, SessionContext> = HashMap::new();
-    let mut heartbeats: HashMap<String, Option<f64>> = HashMap::new();
+    // Made to size: grown by doubling, its old and new tables were both whole at 50,000
+    // sessions (the largest part of an `ls` there).
+    let mut found: HashMap<String, SessionContext> = HashMap::with_capacity(session_ids.len());
     while let Some(r) = rows.next().map_err(|e| describe(&e))? {
         let kind: i64 = r.get(0).map_err(|e| describe(&e))?;
         if kind == 1 {
@@ -354,7 +355,6 @@ fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, Se
         let value = |i: usize| r.get::<_, SqlValue>(i).map_err(|e| describe(&e));
         let time = |v: SqlValue| sane(number(v), now);
         let Some(id) = text(value(1)?) else { continue };
-        heartbeats.insert(id.clone(), time(value(7)?));
         let ctx = SessionContext {
             session_id: id.clone(),
             source: text(value(2)?),
@@ -362,7 +362,8 @@ fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, Se
             started_at: time(value(4)?),
             ended_at: time(value(5)?),
             end_reason: text(value(6)?),
-            last_activity: None,
+            // The session's own heartbeat (last_activity_at) until its messages are counted.
+            last_activity: time(value(7)?),
             messages: 0,
         };
         found.insert(id, ctx);
@@ -370,7 +371,7 @@ fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, Se
     for (id, ctx) in &mut found {
         let (count, newest) = tally.get(id.as_bytes()).copied().unwrap_or((0, None));
         ctx.messages = count;
-        let beat = heartbeats.get(id).copied().flatten();
+        let beat = ctx.last_activity;
         ctx.last_activity = match (beat, newest) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b).or(ctx.started_at),
