@@ -25,25 +25,9 @@ pub struct Marks {
 
 impl Marks {
     pub fn of(views: &[LeaseView], cap: Option<u64>) -> Marks {
-        use std::hash::BuildHasher;
-        // Sessions by a 32-bit hash first (4 bytes a lease, in a list made to size: `ls`
-        // on 50,000 leases stays within a prune's memory), then the few candidates counted
-        // by their real ids, so a collision marks nothing.
-        let hasher = rustc_hash::FxBuildHasher;
-        let short_hash = |v: &LeaseView| hasher.hash_one(v.entry.session_id()) as u32;
-        let live_views = || views.iter().filter(|v| v.liveness == Liveness::Alive);
-        let live = live_views().count();
-        let mut hashes: Vec<u32> = Vec::with_capacity(live);
-        hashes.extend(live_views().map(short_hash));
-        hashes.sort_unstable();
-        let repeated: HashSet<u32> = hashes.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
-        drop(hashes);
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        for v in live_views().filter(|v| repeated.contains(&short_hash(v))) {
-            *counts.entry(v.entry.session_id()).or_default() += 1;
-        }
+        let (live, twice) = crate::lease::view::held_twice(views);
         Marks {
-            conflicts: counts.into_iter().filter(|(_, n)| *n > 1).map(|(s, _)| s.to_owned()).collect(),
+            conflicts: twice.into_keys().map(str::to_owned).collect(),
             live,
             total: views.len(),
             over_cap: cap.is_some_and(|c| live as u64 > c),

@@ -21,13 +21,7 @@ pub fn snapshot(reg: &Registry) -> crate::lease::backend::Listing {
 
 fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
     let mut prober = Prober::new();
-    entries
-        .into_iter()
-        .map(|entry| {
-            let liveness = prober.judge(&entry);
-            LeaseView::local(entry, liveness)
-        })
-        .collect()
+    entries.into_iter().map(|entry| LeaseView::judged(entry, &mut prober)).collect()
 }
 
 /// Remove dead and recycled owners only (an unknown verdict is kept). A "recycled" owner
@@ -196,11 +190,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         // entry judged as it is read: the entries are never all held beside their views.
         Ok(Some(bytes)) => {
             let mut prober = Prober::new();
-            let judge = &mut |entry: Entry| {
-                let liveness = prober.judge(&entry);
-                LeaseView::local(entry, liveness)
-            };
-            match registry::parse_owned_into(bytes, judge) {
+            match registry::parse_owned_into(bytes, &mut |entry| LeaseView::judged(entry, &mut prober)) {
                 registry::ParsedInto { result: Err(problems), text } => {
                     report.empty_session_ids = empty_session_ids(match &text {
                         Ok(text) => text.as_bytes(),
@@ -218,31 +208,14 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
 /// What doctor says of a valid registry's leases: live owners by session (conflicts,
 /// over the cap), leak suspects, and the stale leases of dead and recycled owners.
 fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Duration>) {
-    // Live owners grouped by session in a sorted list of (session hash, index), 8 bytes
-    // a lease (a map of every live session took doctor past prune's memory at 50,000
-    // leases); only a run of equal hashes is grouped by the real ids, and only a
-    // conflict's leases are copied.
-    use std::hash::BuildHasher;
-    let hasher = rustc_hash::FxBuildHasher;
-    let mut live: Vec<(u32, u32)> = views
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.liveness == Liveness::Alive)
-        .map(|(i, v)| (hasher.hash_one(v.entry.session_id()) as u32, i as u32))
-        .collect();
-    report.live = live.len();
+    // Only a conflict's leases are copied.
+    let (live, twice) = crate::lease::view::held_twice(&views);
+    report.live = live;
     report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
-    live.sort_unstable();
-    for run in live.chunk_by(|a, b| a.0 == b.0).filter(|run| run.len() > 1) {
-        let mut by_session: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for &(_, i) in run {
-            by_session.entry(views[i as usize].entry.session_id()).or_default().push(i as usize);
-        }
-        for (session, held) in by_session.into_iter().filter(|(_, held)| held.len() > 1) {
-            report.conflicts.insert(session.to_owned(), held.iter().map(|i| views[*i].clone()).collect());
-        }
-    }
-    drop(live);
+    report.conflicts = twice
+        .into_iter()
+        .map(|(session, held)| (session.to_owned(), held.iter().map(|i| views[*i].clone()).collect()))
+        .collect();
     leak_suspects(report, &views, idle);
     report.stale =
         views.into_iter().filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect();

@@ -123,10 +123,7 @@ impl FileStore {
     pub fn read_once(&mut self) -> Listing {
         let path = self.registry().path();
         let mut prober = Prober::new();
-        let leases = registry::read_each(&path, &mut |e| {
-            let liveness = prober.judge(&e);
-            LeaseView::local(e, liveness)
-        });
+        let leases = registry::read_each(&path, &mut |e| LeaseView::judged(e, &mut prober));
         let (exists, modified) = Self::stat(&path);
         self.last = None;
         self.owner_states = match &leases {
