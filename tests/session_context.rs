@@ -229,3 +229,68 @@ fn a_home_reached_through_a_symlink_is_read() {
     let ls = ls.json();
     assert_eq!(lease_of(&ls, "S")["session"]["title"], "chat S", "{ls}");
 }
+
+/// Peak resident memory of `leasectl --home HOME ARGS` (GNU time), in kB.
+fn peak_kb(home: &Path, args: &[&str]) -> f64 {
+    let measured = home.join("peak-kb");
+    let mut cmd = std::process::Command::new("/usr/bin/time");
+    cmd.args(["-f", "%M", "-o"]).arg(&measured).arg(common::process::BIN).arg("--home").arg(home).args(args);
+    let out = cmd.env_remove("HERMES_HOME").stdin(std::process::Stdio::null()).output().expect("GNU time");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    fs::read_to_string(&measured).expect("GNU time's output").trim().parse().expect("kB")
+}
+
+/// A real home's shape at 50,000 leases: state.db holds every leased session, and some
+/// messages. Listing it (and doctor) reads every leased session's context: that may
+/// cost up to half a `prune --dry-run` more, not twice it. The contexts were a hash map
+/// of 14 MB (each id kept twice, a quarter of the slots empty), with a second map of 4 MB
+/// to count messages and a copy of every id for the query's thread: 1.8x.
+#[test]
+fn a_listing_with_a_state_db_of_50000_sessions_holds_less_than_one_and_a_half_prunes() {
+    let home = Home::new();
+    let n = 50_000;
+    let pid = std::process::id();
+    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("own start time");
+    let t = now();
+    let entries: Vec<String> = (0..n)
+        .map(|i| {
+            let at = t - i as f64;
+            format!(
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start:?}, \
+                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
+            )
+        })
+        .collect();
+    fs::create_dir_all(home.path().join("runtime")).expect("runtime/");
+    fs::write(home.path().join("runtime/active_sessions.json"), format!("{{\"entries\": [{}]}}", entries.join(", ")))
+        .expect("registry");
+    {
+        let mut db = state_db(home.path(), true);
+        let tx = db.transaction().expect("one transaction");
+        for i in 0..n {
+            tx.execute(
+                "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, NULL, NULL, ?4)",
+                rusqlite::params![format!("chat-{i}"), format!("a chat about item {i}"), t - 7200.0, t - 60.0],
+            )
+            .expect("a session");
+            if i % 10 == 0 {
+                tx.execute(
+                    "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, 'user', '...', ?2)",
+                    rusqlite::params![format!("chat-{i}"), t - 30.0],
+                )
+                .expect("a message");
+            }
+        }
+        tx.commit().expect("commit");
+    }
+    let ls = home.run(&["ls", "--json"]);
+    ls.expect_exit(0);
+    let ls = ls.json();
+    assert_eq!(lease_of(&ls, "chat-40")["session"]["messages"], 1, "the contexts are read");
+    assert_eq!(lease_of(&ls, "chat-41")["session"]["title"], "a chat about item 41");
+    let prune = peak_kb(home.path(), &["prune", "--dry-run"]);
+    for args in [&["ls"][..], &["ls", "-o", "json"], &["doctor"]] {
+        let kb = peak_kb(home.path(), args);
+        assert!(kb < 1.5 * prune, "{args:?}: {kb} kB against prune --dry-run's {prune} kB ({:.2}x)", kb / prune);
+    }
+}

@@ -829,7 +829,7 @@ mod tests {
             }
             views.push(LeaseView::local(e, liveness));
         }
-        marks.context = Some(Contexts::Read(contexts));
+        marks.context = Some(Contexts::Read(contexts.into_iter().collect()));
         let owners: HashMap<u64, OwnerInfo> =
             views.iter().map(|v| v.entry.pid()).filter(|p| p % 2 == 0).map(|p| (p, owner.clone())).collect();
         let direct = serde_json::to_string_pretty(&Leases(&views, &owners, &marks)).expect("direct");

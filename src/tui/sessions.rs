@@ -51,7 +51,7 @@ impl SessionCache {
         // spent a third of its load reading each one's state.db and config.yaml.
         if views.is_empty() {
             self.homes.remove(home);
-            let nothing = self.nothing_leased.get_or_insert_with(|| Arc::new(Contexts::Read(HashMap::new())));
+            let nothing = self.nothing_leased.get_or_insert_with(|| Arc::new(Contexts::Read(Default::default())));
             return (Arc::clone(nothing), self.idle_given.unwrap_or_default());
         }
         let (ids, fingerprint) = leased_ids(views);

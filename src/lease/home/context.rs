@@ -2,7 +2,7 @@
 //!
 //! Read-only and brief: the database is opened read-only (immutable when no WAL files
 //! exist, so nothing is ever created beside it), never waited on (busy means "unknown
-//! for now"), and read with one statement for all leased ids. Whatever goes wrong
+//! for now"), and read in one transaction for all leased ids. Whatever goes wrong
 //! (no file, an old schema, corruption, a lock) leaves the leases as they are and says
 //! why the context is missing.
 
@@ -13,6 +13,7 @@ use std::time::Duration;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
+pub use super::context_map::ContextMap;
 use crate::lease::human::duration;
 use crate::lease::owners::liveness::Liveness;
 use crate::lease::view::LeaseView;
@@ -53,7 +54,7 @@ pub struct SessionContext {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Contexts {
     /// By session id; a leased id absent here has no row in `sessions`.
-    Read(HashMap<String, SessionContext>),
+    Read(ContextMap),
     /// Why the context is unknown (no state.db, locked, corrupt, an old schema...).
     Unknown(String),
 }
@@ -82,24 +83,50 @@ pub fn read(home: &Path, session_ids: &[&str]) -> Contexts {
 pub fn read_found<'a>(home: &Path, session_ids: impl FnOnce() -> Vec<&'a str>) -> Contexts {
     let db = state_db(home);
     match check_files(&db) {
-        Ok((owner, resolved)) => read_checked(owner, &resolved, &session_ids(), crate::lease::now()),
+        Ok((owner, resolved)) => {
+            // The list goes before the query runs: only its JSON is kept.
+            let wanted = Wanted::of(&session_ids());
+            read_checked(owner, &resolved, wanted, crate::lease::now())
+        }
         Err(why) => Contexts::Unknown(why),
     }
 }
 
 pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
     match check_files(db) {
-        Ok((owner, resolved)) => read_checked(owner, &resolved, session_ids, now),
+        Ok((owner, resolved)) => read_checked(owner, &resolved, Wanted::of(session_ids), now),
         Err(why) => Contexts::Unknown(why),
     }
 }
 
-/// The query, once the database's files are checked: `owner` owns `resolved`.
-fn read_checked(owner: (u32, u32), resolved: &Path, session_ids: &[&str], now: f64) -> Contexts {
-    if session_ids.is_empty() {
-        return Contexts::Read(HashMap::new());
+/// The session ids asked for, as the JSON list the query reads them from: the one copy
+/// of them the query's thread takes (the caller's list can go meanwhile).
+struct Wanted {
+    json: String,
+    count: usize,
+}
+
+impl Wanted {
+    fn of(session_ids: &[&str]) -> Wanted {
+        let mut json = String::with_capacity(session_ids.iter().map(|s| s.len() + 4).sum::<usize>() + 2);
+        json.push('[');
+        for (i, id) in session_ids.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            crate::lease::format::pyjson::write_str(&mut json, id);
+        }
+        json.push(']');
+        Wanted { json, count: session_ids.len() }
     }
-    match query_as(owner, resolved, session_ids, now) {
+}
+
+/// The query, once the database's files are checked: `owner` owns `resolved`.
+fn read_checked(owner: (u32, u32), resolved: &Path, wanted: Wanted, now: f64) -> Contexts {
+    if wanted.count == 0 {
+        return Contexts::Read(ContextMap::default());
+    }
+    match query_as(owner, resolved, wanted, now) {
         Ok(found) => Contexts::Read(found),
         Err(why) => Contexts::Unknown(why),
     }
@@ -119,12 +146,7 @@ pub const READ_BOUND: Duration = Duration::from_secs(5);
 /// nothing SQLite creates or chowns there is root's doing. The answer is waited for
 /// [`READ_BOUND`]; a read still stuck (a FIFO) is left to itself, and the same database
 /// is not read again until it returns.
-fn query_as(
-    owner: (u32, u32),
-    db: &Path,
-    session_ids: &[&str],
-    now: f64,
-) -> Result<HashMap<String, SessionContext>, String> {
+fn query_as(owner: (u32, u32), db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
     let stuck = || STUCK_READS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if stuck().iter().any(|p| p == db) {
         return Err(format!(
@@ -134,12 +156,11 @@ fn query_as(
     }
     stuck().push(db.to_path_buf());
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let (path, ids) = (db.to_path_buf(), session_ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+    let path = db.to_path_buf();
     let spawned = std::thread::Builder::new().name("state.db".into()).spawn(move || {
         let found = {
             let _as = crate::lease::home::safe_file::ActAs::user(owner);
-            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            query(&path, &ids, now)
+            query(&path, &wanted, now)
         };
         stuck().retain(|p| p != &path);
         let _ = tx.send(found);
@@ -243,6 +264,7 @@ fn open(db: &Path) -> Result<Connection, String> {
     let conn = Connection::open_with_flags(&uri, flags).map_err(|e| describe(&e))?;
     // Busy means "unknown for now", never a wait that would hold Hermes up.
     conn.busy_timeout(Duration::ZERO).map_err(|e| describe(&e))?;
+    conn.pragma_update(None, "cache_size", -256).map_err(|e| describe(&e))?;
     Ok(conn)
 }
 
@@ -299,9 +321,12 @@ fn columns(conn: &Connection) -> Result<HashMap<String, Vec<String>>, String> {
     Ok(out)
 }
 
-fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, SessionContext>, String> {
+fn query(db: &Path, wanted: &Wanted, now: f64) -> Result<ContextMap, String> {
     let conn = open(db)?;
-    let schema = columns(&conn)?;
+    // One read transaction, so one consistent view: the schema, the leased sessions' rows,
+    // then their messages.
+    let view = conn.unchecked_transaction().map_err(|e| describe(&e))?;
+    let schema = columns(&view)?;
     let Some(sessions) = schema.get("sessions") else {
         return Err("state.db has no sessions table (not a Hermes database, or too old)".into());
     };
@@ -310,20 +335,9 @@ fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, Se
         return Err("state.db's sessions table has no id column".into());
     }
     let col = |c: &str| if has(c) { format!("s.{c}") } else { "NULL".into() };
-    let messages =
-        schema.get("messages").filter(|m| m.iter().any(|c| c == "session_id") && m.iter().any(|c| c == "timestamp"));
-    // One statement, so one read transaction and one consistent view: the leased
-    // sessions' rows, then every message's session and time. Hermes has no index on
-    // messages.session_id, so SQLite would scan them anyway; counting them here, by a
-    // hash of the leased ids, costs a third of an IN list and a GROUP BY.
-    let message_rows = if messages.is_some() {
-        " UNION ALL SELECT 1, session_id, NULL, NULL, timestamp, NULL, NULL, NULL FROM messages"
-    } else {
-        ""
-    };
     let sql = format!(
         "WITH wanted(id) AS (SELECT value FROM json_each(?1)) \
-         SELECT 0, s.id, {}, {}, {}, {}, {}, {} FROM sessions s JOIN wanted ON s.id = wanted.id{message_rows}",
+         SELECT s.id, {}, {}, {}, {}, {}, {} FROM sessions s JOIN wanted ON s.id = wanted.id",
         col("source"),
         col("title"),
         col("started_at"),
@@ -331,53 +345,65 @@ fn query(db: &Path, session_ids: &[&str], now: f64) -> Result<HashMap<String, Se
         col("end_reason"),
         col("last_activity_at"),
     );
-    let ids = serde_json::to_string(session_ids).map_err(|e| e.to_string())?;
-    let mut stmt = conn.prepare(&sql).map_err(|e| describe(&e))?;
-    let mut rows = stmt.query([ids]).map_err(|e| describe(&e))?;
-    // Per leased id: its messages and the newest sane time among them.
-    let mut tally: HashMap<&[u8], (u64, Option<f64>), rustc_hash::FxBuildHasher> =
-        session_ids.iter().map(|id| (id.as_bytes(), (0, None))).collect();
-    // Made to size: grown by doubling, its old and new tables were both whole at 50,000
-    // sessions (the largest part of an `ls` there).
-    let mut found: HashMap<String, SessionContext> = HashMap::with_capacity(session_ids.len());
-    while let Some(r) = rows.next().map_err(|e| describe(&e))? {
-        let kind: i64 = r.get(0).map_err(|e| describe(&e))?;
-        if kind == 1 {
-            let Ok(ValueRef::Text(id)) = r.get_ref(1) else { continue };
-            if let Some((count, newest)) = tally.get_mut(id) {
-                *count += 1;
-                if let Some(t) = r.get_ref(4).ok().and_then(number_ref).and_then(|t| sane(Some(t), now)) {
-                    *newest = Some(newest.map_or(t, |n: f64| n.max(t)));
-                }
-            }
-            continue;
+    let mut found = Vec::with_capacity(wanted.count);
+    {
+        let mut stmt = view.prepare(&sql).map_err(|e| describe(&e))?;
+        let mut rows = stmt.query([&wanted.json]).map_err(|e| describe(&e))?;
+        while let Some(r) = rows.next().map_err(|e| describe(&e))? {
+            let value = |i: usize| r.get::<_, SqlValue>(i).map_err(|e| describe(&e));
+            let time = |v: SqlValue| sane(number(v), now);
+            let Some(id) = text(value(0)?) else { continue };
+            found.push(SessionContext {
+                session_id: id,
+                source: text(value(1)?),
+                title: text(value(2)?),
+                started_at: time(value(3)?),
+                ended_at: time(value(4)?),
+                end_reason: text(value(5)?),
+                // The session's own heartbeat (last_activity_at); its messages are counted next.
+                last_activity: time(value(6)?),
+                messages: 0,
+            });
         }
-        let value = |i: usize| r.get::<_, SqlValue>(i).map_err(|e| describe(&e));
-        let time = |v: SqlValue| sane(number(v), now);
-        let Some(id) = text(value(1)?) else { continue };
-        let ctx = SessionContext {
-            session_id: id.clone(),
-            source: text(value(2)?),
-            title: text(value(3)?),
-            started_at: time(value(4)?),
-            ended_at: time(value(5)?),
-            end_reason: text(value(6)?),
-            // The session's own heartbeat (last_activity_at) until its messages are counted.
-            last_activity: time(value(7)?),
-            messages: 0,
-        };
-        found.insert(id, ctx);
     }
-    for (id, ctx) in &mut found {
-        let (count, newest) = tally.get(id.as_bytes()).copied().unwrap_or((0, None));
-        ctx.messages = count;
-        let beat = ctx.last_activity;
-        ctx.last_activity = match (beat, newest) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b).or(ctx.started_at),
-        };
+    let mut found = ContextMap::from_list(found);
+    let messages =
+        schema.get("messages").filter(|m| m.iter().any(|c| c == "session_id") && m.iter().any(|c| c == "timestamp"));
+    if messages.is_some() && !found.is_empty() {
+        count_messages(&view, found.contexts_mut(), now)?;
+    }
+    for ctx in found.contexts_mut() {
+        ctx.last_activity = ctx.last_activity.or(ctx.started_at);
     }
     Ok(found)
+}
+
+/// Count each found session's messages and take the newest sane time among them into its
+/// last activity. Hermes has no index on messages.session_id, so SQLite would scan them
+/// anyway; counting them here, by a hash of the found ids, costs a third of an IN list
+/// and a GROUP BY. The index holds positions in `contexts` (4 bytes a session).
+fn count_messages(conn: &Connection, contexts: &mut [SessionContext], now: f64) -> Result<(), String> {
+    use std::hash::BuildHasher as _;
+    let hash = |id: &[u8]| rustc_hash::FxBuildHasher.hash_one(id);
+    let mut index = hashbrown::HashTable::<u32>::with_capacity(contexts.len());
+    for (i, c) in contexts.iter().enumerate() {
+        let Ok(i) = u32::try_from(i) else { break };
+        index.insert_unique(hash(c.session_id.as_bytes()), i, |&j| {
+            hash(contexts.get(j as usize).map_or(&[][..], |c| c.session_id.as_bytes()))
+        });
+    }
+    let mut stmt = conn.prepare("SELECT session_id, timestamp FROM messages").map_err(|e| describe(&e))?;
+    let mut rows = stmt.query([]).map_err(|e| describe(&e))?;
+    while let Some(r) = rows.next().map_err(|e| describe(&e))? {
+        let Ok(ValueRef::Text(id)) = r.get_ref(0) else { continue };
+        let found = index.find(hash(id), |&j| contexts.get(j as usize).is_some_and(|c| c.session_id.as_bytes() == id));
+        let Some(ctx) = found.and_then(|&j| contexts.get_mut(j as usize)) else { continue };
+        ctx.messages += 1;
+        if let Some(t) = r.get_ref(1).ok().and_then(number_ref).and_then(|t| sane(Some(t), now)) {
+            ctx.last_activity = Some(ctx.last_activity.map_or(t, |n| n.max(t)));
+        }
+    }
+    Ok(())
 }
 
 fn number_ref(v: ValueRef<'_>) -> Option<f64> {
@@ -465,7 +491,7 @@ mod tests {
         )
         .expect("mkfifo");
         let me = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-        let first = query_as(me, &db, &["S"], 1.0).expect_err("a FIFO cannot answer");
+        let first = query_as(me, &db, Wanted::of(&["S"]), 1.0).expect_err("a FIFO cannot answer");
         assert!(first.contains("did not answer within"), "{first}");
         let woken = std::time::Instant::now();
         while STUCK_READS.lock().map(|s| !s.is_empty()).unwrap_or(false) {
@@ -480,5 +506,105 @@ mod tests {
         assert_eq!(sane(Some(now + 3600.0), now), None, "an ended_at an hour ahead has not happened");
         assert_eq!(sane(Some(now + 30.0), now), Some(now + 30.0), "a little skew is believed");
         assert_eq!(sane(Some(now - 3600.0), now), Some(now - 3600.0));
+    }
+
+    /// A state.db of 600 sessions with 0 to 3 messages each, and 300 messages of sessions
+    /// with no row; times missing, ahead of `now`, before 2000 or fine; every 97th id one
+    /// that JSON escapes.
+    fn random_state_db(path: &Path, now: f64, id: impl Fn(u64) -> String) -> Connection {
+        let db = Connection::open(path).expect("create state.db");
+        db.execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
+             end_reason TEXT, last_activity_at REAL); \
+             CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL);",
+        )
+        .expect("schema");
+        let mut next = crate::lease::format::pyjson::xorshift(0x5eed_c0de);
+        let time = |r: u64| match r % 10 {
+            0 => None,
+            1 => Some(now + 7200.0),
+            2 => Some(1.0),
+            _ => Some(now - (r % 100_000) as f64),
+        };
+        let message = |db: &Connection, session: String, at: Option<f64>| {
+            db.execute("INSERT INTO messages (session_id, timestamp) VALUES (?1, ?2)", rusqlite::params![session, at])
+                .expect("a message");
+        };
+        for i in 0..600 {
+            let ended = next().is_multiple_of(5).then_some((now - 50.0, "cli_close"));
+            let (started, beat) = (time(next()), time(next()));
+            db.execute(
+                "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![id(i), format!("chat {i}"), started, ended.map(|e| e.0), ended.map(|e| e.1), beat],
+            )
+            .expect("a session");
+            for _ in 0..next() % 4 {
+                message(&db, id(i), time(next()));
+            }
+        }
+        for _ in 0..300 {
+            let at = time(next());
+            message(&db, id(700 + next() % 50), at);
+        }
+        db
+    }
+
+    /// What one query for session `s` alone says its context is.
+    fn one_by_one(db: &Connection, s: &str, now: f64) -> Option<SessionContext> {
+        let sql =
+            "SELECT source, title, started_at, ended_at, end_reason, last_activity_at FROM sessions WHERE id = ?1";
+        let row = db.query_row(sql, [s], |r| {
+            Ok((
+                r.get::<_, Option<String>>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, Option<f64>>(2)?,
+                r.get::<_, Option<f64>>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, Option<f64>>(5)?,
+            ))
+        });
+        let (source, title, started, ended, end_reason, beat) = row.ok()?;
+        let times: Vec<Option<f64>> = db
+            .prepare("SELECT timestamp FROM messages WHERE session_id = ?1")
+            .and_then(|mut q| q.query_map([s], |r| r.get(0))?.collect())
+            .expect("its messages");
+        let newest = times.iter().chain([&beat]).filter_map(|t| sane(*t, now)).max_by(f64::total_cmp);
+        Some(SessionContext {
+            session_id: s.to_owned(),
+            title,
+            source,
+            started_at: sane(started, now),
+            ended_at: sane(ended, now),
+            end_reason,
+            last_activity: newest.or(sane(started, now)),
+            messages: times.len() as u64,
+        })
+    }
+
+    /// Each asked session's context as one query per session gives it: its row, its
+    /// messages counted, its last activity the newest sane time of its heartbeat and
+    /// messages (else its start). Ids asked twice, ids with no row, messages of sessions
+    /// not asked for, an id that JSON escapes, and times out of range are all there.
+    #[test]
+    fn contexts_read_together_are_each_sessions_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        let now = 1_800_000_000.0;
+        let id = |i: u64| if i % 97 == 3 { format!("s\"{i}\u{1}é") } else { format!("s{i}") };
+        let db = random_state_db(&path, now, id);
+        let mut asked: Vec<String> = (0..800).filter(|i| i % 3 != 1).map(id).collect();
+        asked.extend((0..40).map(|i| id(i * 5)));
+        let asked: Vec<&str> = asked.iter().map(String::as_str).collect();
+        let Contexts::Read(found) = read_at(&path, &asked, now) else { panic!("state.db unread") };
+        let mut with_rows = std::collections::HashSet::new();
+        for &s in &asked {
+            let want = one_by_one(&db, s, now);
+            assert_eq!(found.get(s), want.as_ref(), "{s:?}");
+            if want.is_some() {
+                with_rows.insert(s);
+            }
+        }
+        assert!(with_rows.len() > 300, "most asked sessions have rows: {}", with_rows.len());
+        assert_eq!(found.len(), with_rows.len(), "only the asked sessions, each once");
     }
 }

@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod config;
 pub mod context;
+pub mod context_map;
 pub mod history;
 pub mod journal;
 pub mod lock;
