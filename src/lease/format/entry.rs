@@ -190,34 +190,76 @@ impl Entry {
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<Entry> {
+        Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), text, seen, file)
+    }
+
+    /// The entry starting at `pos` in `text` when it is laid out as Hermes writes one
+    /// (`_lease_entry`: its members sorted by key, `metadata` only when not empty and
+    /// `track_liveness` only when true), and where it ends; None for any other entry,
+    /// which [`Entry::fast`] then reads by its keys. Read by position: the keys are
+    /// matched as the literal text around them, not scanned, ordered and looked up one
+    /// by one. What it accepts, the general scan accepts with the same members.
+    pub(crate) fn in_hermes_layout<S: SeenIds + ?Sized>(
+        text: &str,
+        pos: usize,
+        seen: &S,
+        file: Option<&Arc<String>>,
+    ) -> Option<(Entry, usize)> {
+        let b = text.as_bytes();
+        let mut p = pos;
+        let members = [
+            member_at(text, &mut p, b"{\"lease_id\": ", Member::LeaseId, false)?,
+            member_at(text, &mut p, b", \"metadata\": ", Member::Metadata, true)?,
+            member_at(text, &mut p, b", \"pid\": ", Member::Pid, false)?,
+            member_at(text, &mut p, b", \"process_start_time\": ", Member::ProcessStartTime, false)?,
+            member_at(text, &mut p, b", \"session_id\": ", Member::SessionId, false)?,
+            member_at(text, &mut p, b", \"started_at\": ", Member::StartedAt, false)?,
+            member_at(text, &mut p, b", \"surface\": ", Member::Surface, false)?,
+            member_at(text, &mut p, b", \"track_liveness\": ", Member::TrackLiveness, true)?,
+            member_at(text, &mut p, b", \"updated_at\": ", Member::Other, false)?,
+        ];
+        if b.get(p) != Some(&b'}') {
+            return None;
+        }
+        let item = text.get(pos..=p)?;
+        Entry::fast_members(members.into_iter().flatten(), item, seen, file).map(|e| (e, p + 1))
+    }
+
+    /// [`Entry::fast`] over members already told apart by key.
+    fn fast_members<'t, S: SeenIds + ?Sized>(
+        members: impl Iterator<Item = (Member, &'t str)>,
+        text: &str,
+        seen: &S,
+        file: Option<&Arc<String>>,
+    ) -> Option<Entry> {
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
         let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
-        for (key, span) in members {
-            match *key {
-                "lease_id" => lease_id = Some(plain_str(span)?),
-                "session_id" => session_id = Some(plain_str(span)?),
-                "pid" => pid = Some(span.parse::<u64>().ok().filter(|p| *p > 0)?),
-                "surface" if *span == "null" => surface = None,
-                "surface" => surface = Some(plain_str(span)?),
-                "track_liveness" => {
-                    track_liveness = match *span {
+        for (member, span) in members {
+            match member {
+                Member::LeaseId => lease_id = Some(plain_str(span)?),
+                Member::SessionId => session_id = Some(plain_str(span)?),
+                Member::Pid => pid = Some(span.parse::<u64>().ok().filter(|p| *p > 0)?),
+                Member::Surface if span == "null" => surface = None,
+                Member::Surface => surface = Some(plain_str(span)?),
+                Member::TrackLiveness => {
+                    track_liveness = match span {
                         "true" => true,
                         "false" | "null" => false,
                         _ => return None,
                     }
                 }
-                "metadata" if *span == "null" => {}
-                "metadata" => {
+                Member::Metadata if span == "null" => {}
+                Member::Metadata => {
                     live_session_id = match pyjson::canonical_member(span, "live_session_id")? {
                         None | Some("null" | "false") => None,
                         Some(v) => Some(plain_str(v)?),
                     };
                 }
-                "process_start_time" if *span == "null" => {}
-                "process_start_time" => process_start_time = Some(plain_number(span)?),
-                "started_at" => started_at = plain_number(span),
-                _ => {}
+                Member::ProcessStartTime if span == "null" => {}
+                Member::ProcessStartTime => process_start_time = Some(plain_number(span)?),
+                Member::StartedAt => started_at = plain_number(span),
+                Member::Other => {}
             }
         }
         let (lease_id, session_id, pid) = (lease_id?, session_id?, pid?);
@@ -525,6 +567,63 @@ impl Fields for [(&str, Value)] {
 }
 
 /// The content of a canonical string without escapes.
+/// What a member of an entry is to [`Entry::fast`]: the keys it reads, and the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Member {
+    LeaseId,
+    Metadata,
+    Pid,
+    ProcessStartTime,
+    SessionId,
+    StartedAt,
+    Surface,
+    TrackLiveness,
+    Other,
+}
+
+impl Member {
+    fn of(key: &str) -> Member {
+        match key {
+            "lease_id" => Member::LeaseId,
+            "metadata" => Member::Metadata,
+            "pid" => Member::Pid,
+            "process_start_time" => Member::ProcessStartTime,
+            "session_id" => Member::SessionId,
+            "started_at" => Member::StartedAt,
+            "surface" => Member::Surface,
+            "track_liveness" => Member::TrackLiveness,
+            _ => Member::Other,
+        }
+    }
+}
+
+/// The member of kind `kind` at `*p` in an entry's text when `before` (its key, and the
+/// separator ahead of it) is there, and `*p` moved past its value; Some(None) when an
+/// `optional` member is absent; None when the text is not laid out so. `before` is a
+/// constant of known length: compared inline, not scanned.
+#[inline(always)]
+fn member_at<'t, const N: usize>(
+    text: &'t str,
+    p: &mut usize,
+    before: &[u8; N],
+    kind: Member,
+    optional: bool,
+) -> Option<Option<(Member, &'t str)>> {
+    let b = text.as_bytes();
+    if b.get(*p..*p + N).is_none_or(|here| here != before) {
+        return if optional { Some(None) } else { None };
+    }
+    let start = *p + N;
+    let end = match kind {
+        Member::LeaseId | Member::SessionId | Member::Surface if b.get(start) == Some(&b'"') => {
+            pyjson::plain_string_end(b, start)?
+        }
+        _ => pyjson::member_value_end(text, start)?,
+    };
+    *p = end;
+    Some(Some((kind, text.get(start..end)?)))
+}
+
 fn plain_str(span: &str) -> Option<&str> {
     let inner = span.strip_prefix('"')?.strip_suffix('"')?;
     pyjson::is_unescaped(inner).then_some(inner)
@@ -813,5 +912,114 @@ mod tests {
         );
         assert_eq!(check(with("metadata", json!({"live_session_id": 7}))).map(|e| e.live_session_id()), Ok("7".into()));
         assert_eq!(check(base()).map(|e| e.live_session_id()), Ok(String::new()));
+    }
+
+    /// An entry's text as Hermes lays one out, or nearly: its members in sorted order
+    /// (sometimes not), each usual key present or not, values of the usual kind or not.
+    fn nearly_hermes(next: &mut impl FnMut() -> u64) -> String {
+        const STRINGS: [&str; 7] =
+            ["\"0123456789abcdef0123456789abcdef\"", "\"S\"", "\" \"", "\"\"", "\"tab\\tx\"", "\"é😀\"", "\"\\u0001\""];
+        const OTHERS: [&str; 16] = [
+            "null",
+            "true",
+            "false",
+            "0",
+            "7",
+            "-3",
+            "1.5",
+            "1796275786.6322465",
+            "1796275786.63224650",
+            "1796275786.6322464",
+            "1E5",
+            "NaN",
+            "[]",
+            "{}",
+            "{\"live_session_id\": \"tab-1\"}",
+            "{\"a\": [1, {\"b\": null}]}",
+        ];
+        // Mostly the usual value, so that many whole entries are Hermes' own.
+        let mut pick = |usual: &str, list: &[&str]| {
+            let r = next();
+            if r % 5 < 3 { usual.to_owned() } else { list[(r / 5) as usize % list.len()].to_owned() }
+        };
+        let mut members: Vec<(&str, String)> = vec![
+            ("lease_id", pick("\"0123456789abcdef0123456789abcdef\"", &STRINGS)),
+            ("metadata", pick("{\"live_session_id\": \"tab-1\"}", &OTHERS)),
+            ("pid", pick("20834", &["20834", "1", "0", "-5", "18446744073709551616", "\"7\"", "020834"])),
+            ("process_start_time", pick("1795989978.25", &OTHERS)),
+            ("session_id", pick("\"S\"", &STRINGS)),
+            ("started_at", pick("1796275786.6322465", &OTHERS)),
+            ("surface", pick("\"tui\"", &["\"tui\"", "null", "\"\\n\"", "3"])),
+            ("track_liveness", pick("true", &["true", "false", "null", "1"])),
+            ("updated_at", pick("1796275786.6322465", &OTHERS)),
+            ("zz", pick("null", &OTHERS)),
+        ];
+        // Any member may be missing; the metadata, track_liveness and a key Hermes does not
+        // write, often.
+        members.retain(|(key, _)| {
+            let r = next() % 8;
+            match *key {
+                "metadata" | "track_liveness" => r < 4,
+                "zz" => r == 0,
+                _ => r != 0,
+            }
+        });
+        if next().is_multiple_of(11) && members.len() > 1 {
+            let at = next() as usize % (members.len() - 1);
+            members.swap(at, at + 1);
+        }
+        let sep = if next().is_multiple_of(17) { "," } else { ", " };
+        let fields: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+        format!("{{{}}}", fields.join(sep))
+    }
+
+    /// What the layout reader accepts, the general scan accepts too, with the same entry
+    /// (every field) and the same end; and it accepts Hermes' own entries, with and without
+    /// metadata and track_liveness.
+    #[test]
+    fn an_entry_read_by_its_layout_is_the_entry_read_by_its_keys() {
+        let mut next = crate::lease::format::pyjson::xorshift(0x3c6e_f372_fe94_f82b);
+        let seen: HashSet<String> = ["seen-before".to_owned()].into();
+        let mut accepted = 0;
+        for _ in 0..20_000 {
+            let text = format!("{}, ", nearly_hermes(&mut next));
+            let mut members = Vec::new();
+            let general = crate::lease::format::pyjson::canonical_object_at(&text, 0, &mut members)
+                .and_then(|end| Entry::fast(&members, &text[..end], &seen, None).map(|e| (e, end)));
+            let Some((entry, end)) = Entry::in_hermes_layout(&text, 0, &seen, None) else { continue };
+            accepted += 1;
+            let (want, want_end) = general.unwrap_or_else(|| panic!("read by layout only: {text}"));
+            assert_eq!(end, want_end, "{text}");
+            let fields = |e: &Entry| {
+                (
+                    e.text().to_owned(),
+                    e.lease_id().to_owned(),
+                    e.session_id().to_owned(),
+                    e.pid(),
+                    e.surface().map(str::to_owned),
+                    e.process_start_time().map(f64::to_bits),
+                    e.started_at().map(f64::to_bits),
+                    e.track_liveness(),
+                    e.live_session_id(),
+                )
+            };
+            assert_eq!(fields(&entry), fields(&want), "{text}");
+        }
+        assert!(accepted > 500, "the layout reader read {accepted} entries of 20,000");
+        for hermes in [
+            "{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {\"live_session_id\": \"tab-1\"}, \"pid\": 20834, \"process_start_time\": 1795989978.25, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}",
+            "{\"lease_id\": \"a\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"track_liveness\": true, \"updated_at\": 1.5}",
+        ] {
+            let read = Entry::in_hermes_layout(hermes, 0, &seen, None).map(|(e, end)| (e.lease_id().to_owned(), end));
+            assert_eq!(
+                read,
+                Some((
+                    if hermes.contains("\"a\"") { "a" } else { "0123456789abcdef0123456789abcdef" }.to_owned(),
+                    hermes.len()
+                ))
+            );
+        }
+        let again = "{\"lease_id\": \"seen-before\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"updated_at\": 1.5}";
+        assert!(Entry::in_hermes_layout(again, 0, &seen, None).is_none(), "a lease id seen before");
     }
 }

@@ -138,6 +138,12 @@ fn canonical_float_with(num: &str, fixed: Option<usize>) -> bool {
     if LastFloat::value_of(num).is_some() {
         return true;
     }
+    if let Some((canonical, value)) = fixed.and_then(|_| fixed_repr(num)) {
+        if canonical {
+            LastFloat::keep(num, value);
+        }
+        return canonical;
+    }
     let canonical = num.parse::<f64>().ok().filter(|f| f.is_finite()).filter(|&f| {
         // ryu writes the same shortest digits, and the same fixed layout where Python's
         // repr has one (up to 16 integer digits; not `0.0000d`, Python's `de-05`); its
@@ -149,6 +155,103 @@ fn canonical_float_with(num: &str, fixed: Option<usize>) -> bool {
         LastFloat::keep(num, value);
     }
     canonical.is_some()
+}
+
+/// 10^0 to 10^19, every power of ten a u64 holds.
+const POW10: [u64; 20] = {
+    let mut powers = [1u64; 20];
+    let mut i = 1;
+    while i < powers.len() {
+        powers[i] = powers[i - 1] * 10;
+        i += 1;
+    }
+    powers
+};
+
+/// For `num` in repr's fixed layout (`-`? digits not led by 0, `.`, digits not ending in
+/// 0) worth 1 to 2^53 with at most 19 digits, as a time is: whether it is exactly
+/// Python's repr of the double nearest it, and that double. None elsewhere, and on a
+/// tie between two equally close decimals, for the parse-and-repr path.
+///
+/// In integers: the double is m * 2^-s, m of 53 bits, rounded half to even from the
+/// digits d / 10^k. Repr is the shortest decimal that reads back as it, the closest of
+/// those: `num` is that when no decimal of fewer digits falls in the double's rounding
+/// interval (so the shortest has k decimals) and `num` is the closest with k decimals.
+/// A parse and a repr took about 650 instructions for each `started_at`; this, about 400.
+fn fixed_repr(num: &str) -> Option<(bool, f64)> {
+    const HIDDEN: u128 = 1 << 52;
+    let (negative, unsigned) = match num.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    let dot = unsigned.iter().position(|&c| c == b'.')?;
+    let (int, frac) = (unsigned.get(..dot)?, unsigned.get(dot + 1..)?);
+    // `.0` (a whole number) is repr's decoration, not a decimal: left to the slow path.
+    if int.is_empty() || int[0] == b'0' || frac.last().is_none_or(|&c| c == b'0') || int.len() + frac.len() > 19 {
+        return None;
+    }
+    let mut d: u64 = 0;
+    for &c in unsigned {
+        let digit = c.wrapping_sub(b'0');
+        if digit < 10 {
+            d = d * 10 + u64::from(digit);
+        } else if c != b'.' {
+            return None;
+        }
+    }
+    let k = frac.len();
+    let ten_k = u128::from(*POW10.get(k)?);
+    // The scale s that puts d / 10^k * 2^s in [2^52, 2^53): from the bit lengths, then
+    // one step either way at most.
+    let bits = |x: u128| 128 - x.leading_zeros() as i32;
+    let mut s = 53 + bits(ten_k) - bits(u128::from(d));
+    let (mut q, mut r);
+    loop {
+        if !(0..=60).contains(&s) {
+            return None;
+        }
+        let n = u128::from(d) << s;
+        (q, r) = (n / ten_k, n % ten_k);
+        if q >= 2 * HIDDEN {
+            s -= 1;
+        } else if q < HIDDEN {
+            s += 1;
+        } else {
+            break;
+        }
+    }
+    // Rounded half to even; 2^53 is 2^52 at the next scale down.
+    let mut m = q;
+    if 2 * r > ten_k || (2 * r == ten_k && m & 1 == 1) {
+        m += 1;
+    }
+    if m == 2 * HIDDEN {
+        m = HIDDEN;
+        s -= 1;
+    }
+    if s < 0 {
+        return None;
+    }
+    // m is under 2^53: exact as a double, and so is the division by a power of two.
+    let magnitude = u64::try_from(m).ok()? as f64 / (1u64 << s) as f64;
+    let value = if negative { -magnitude } else { magnitude };
+    // Closest with k decimals: |d/10^k - m/2^s| under half of 10^-k; a tie is left to repr.
+    let off = (u128::from(d) << s).abs_diff(m * ten_k);
+    if 2 * off == 1 << s {
+        return None;
+    }
+    if 2 * off > 1 << s {
+        return Some((false, value));
+    }
+    // Fewer decimals: a multiple of 10^-(k-1) in the rounding interval [4m - 2, 4m + 2],
+    // in units of a quarter of the double's spacing. Its ends need no care here: an end
+    // has s + 1 decimals, and when k - 1 is that many, the double's own value (s decimals)
+    // is a shorter decimal inside. A power of two (a narrower gap below) is a whole number
+    // here, `.0`, which the closest test above has already told apart from `num`.
+    let ten = u128::from(*POW10.get(k - 1)?);
+    let unit = s + 2;
+    let (first, last) = (((4 * m - 2) * ten).div_ceil(1 << unit), ((4 * m + 2) * ten) >> unit);
+    Some((first > last, value))
 }
 
 /// The finite number `num` denotes (canonical number text): the value the canonical check
@@ -400,11 +503,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_canonical_float_shortcuts_agree_with_repr() {
-        // The oracle: parse, write repr, compare. The shortcuts must never accept
-        // anything it rejects, nor reject what it accepts.
-        let oracle = |t: &str| t.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| float_repr(f) == t);
+    /// Float texts for the canonical check: fixed cases, and for random doubles (any
+    /// bits, times, short decimals, near powers of two, a time's neighbours) their repr
+    /// and near misses of it.
+    fn float_texts() -> Vec<String> {
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut texts: Vec<String> = vec![
             "0.0",
@@ -440,13 +542,24 @@ mod tests {
         .into_iter()
         .map(String::from)
         .collect();
-        for _ in 0..20_000 {
+        for _ in 0..40_000 {
             let r = next();
-            let f = match r % 4 {
+            let f = match r % 6 {
                 0 => f64::from_bits(next()),
                 1 => 1.7e9 + (next() % 1_000_000_000) as f64 / 1e7,
                 2 => (next() % 100_000) as f64 / 10f64.powi((next() % 12) as i32),
-                _ => (next() % 10_000_000_000_000_000) as f64 / 10f64.powi((next() % 20) as i32),
+                3 => (next() % 10_000_000_000_000_000) as f64 / 10f64.powi((next() % 20) as i32),
+                // Around powers of two, where the spacing of doubles halves below.
+                4 => {
+                    let p = 2f64.powi((next() % 53) as i32);
+                    let f = if next().is_multiple_of(2) { p.next_down() } else { p.next_up() };
+                    if next().is_multiple_of(3) { p } else { f }
+                }
+                // A time's neighbours: the doubles just above and below.
+                _ => {
+                    let t = 1.7e9 + (next() % 1_000_000_000) as f64 / 1e7;
+                    if next().is_multiple_of(2) { t.next_up() } else { t.next_down() }
+                }
             };
             if f.is_finite() {
                 let repr = float_repr(f);
@@ -458,10 +571,42 @@ mod tests {
                 }
                 texts.push(String::from_utf8(near).unwrap_or_default());
                 texts.push(format!("{repr}0"));
+                // Longer than repr: a digit more, still the same double or the next.
+                texts.push(format!("{repr}{}", 1 + next() % 9));
+                if let Some(head) = repr.get(..repr.len() - 1) {
+                    let last = repr.as_bytes()[repr.len() - 1];
+                    if last.is_ascii_digit() && last > b'0' {
+                        // The last digit one lower, and a 9 or 5 after it: the other side.
+                        texts.push(format!(
+                            "{head}{}{}",
+                            char::from(last - 1),
+                            if next().is_multiple_of(2) { '9' } else { '5' }
+                        ));
+                    }
+                }
                 texts.push(repr[..repr.len() - 1].to_owned());
                 texts.push(repr);
             }
         }
+        texts
+    }
+
+    #[test]
+    fn the_canonical_float_shortcuts_agree_with_repr() {
+        // The oracle: parse, write repr, compare. The shortcuts must never accept
+        // anything it rejects, nor reject what it accepts.
+        let oracle = |t: &str| t.parse::<f64>().ok().filter(|f| f.is_finite()).is_some_and(|f| float_repr(f) == t);
+        let texts = float_texts();
+        // The integer test decides most texts of 16 to 19 digits on its own, and as repr.
+        let mut decided = [0, 0];
+        for t in &texts {
+            if let Some((canonical, value)) = fixed_repr(t) {
+                assert_eq!(canonical, oracle(t), "{t:?} by the integer test");
+                assert_eq!(Ok(value.to_bits()), t.parse::<f64>().map(f64::to_bits), "{t:?}'s double");
+                decided[usize::from(canonical)] += 1;
+            }
+        }
+        assert!(decided[0] > 10_000 && decided[1] > 10_000, "decided (not repr, repr): {decided:?}");
         for t in &texts {
             assert_eq!(canonical_float(t), oracle(t), "{t:?}");
             // The value kept from the check is the text's own, as is any other.
@@ -557,6 +702,22 @@ pub fn is_unescaped(content: &str) -> bool {
 pub fn canonical_object_at<'t>(text: &'t str, pos: usize, members: &mut Vec<(&'t str, &'t str)>) -> Option<usize> {
     members.clear();
     scan_object(text, pos, 0, Some(&mut |k, v| members.push((k, v))))
+}
+
+/// End of the canonical value of an object member at `pos` (the value a member's `": "`
+/// is followed by, as [`canonical_object_at`] scans it), or None.
+pub fn member_value_end(text: &str, pos: usize) -> Option<usize> {
+    scan_value(text, pos, 1)
+}
+
+/// End of a string at `pos` with no escape in it (nothing to decode), or None: any
+/// escape, a control byte or no closing quote.
+pub fn plain_string_end(b: &[u8], pos: usize) -> Option<usize> {
+    if b.get(pos) != Some(&b'"') {
+        return None;
+    }
+    let end = pos + 1 + plain_run(b.get(pos + 1..)?);
+    (b.get(end) == Some(&b'"')).then_some(end + 1)
 }
 
 /// End (just past `}`) of a canonical object at `pos`: keys plain and strictly
