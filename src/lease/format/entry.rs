@@ -190,7 +190,7 @@ impl Entry {
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<Entry> {
-        Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), text, seen, file)
+        Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), false, text, seen, file)
     }
 
     /// The entry starting at `pos` in `text` when it is laid out as Hermes writes one
@@ -222,26 +222,32 @@ impl Entry {
             return None;
         }
         let item = text.get(pos..=p)?;
-        Entry::fast_members(members.into_iter().flatten(), item, seen, file).map(|e| (e, p + 1))
+        Entry::fast_members(members.into_iter().flatten(), true, item, seen, file).map(|e| (e, p + 1))
     }
 
-    /// [`Entry::fast`] over members already told apart by key.
+    /// [`Entry::fast`] over members already told apart by key. `scanned_plain`: a string
+    /// lease_id, session_id or surface is known to hold no escape (the layout reader
+    /// scanned it so), and is not scanned again.
     fn fast_members<'t, S: SeenIds + ?Sized>(
         members: impl Iterator<Item = (Member, &'t str)>,
+        scanned_plain: bool,
         text: &str,
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<Entry> {
+        let string = |span: &'t str| {
+            if scanned_plain { span.strip_prefix('"')?.strip_suffix('"') } else { plain_str(span) }
+        };
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
         let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
         for (member, span) in members {
             match member {
-                Member::LeaseId => lease_id = Some(plain_str(span)?),
-                Member::SessionId => session_id = Some(plain_str(span)?),
+                Member::LeaseId => lease_id = Some(string(span)?),
+                Member::SessionId => session_id = Some(string(span)?),
                 Member::Pid => pid = Some(span.parse::<u64>().ok().filter(|p| *p > 0)?),
                 Member::Surface if span == "null" => surface = None,
-                Member::Surface => surface = Some(plain_str(span)?),
+                Member::Surface => surface = Some(string(span)?),
                 Member::TrackLiveness => {
                     track_liveness = match span {
                         "true" => true,
