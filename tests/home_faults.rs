@@ -196,10 +196,13 @@ fn work_of(lease_id: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Each poll reads every process's environ, and `run` starts a keeper and a shell that
+/// starts two more: on a loaded machine (the whole suite on two cores) that took over
+/// 10 s once. The bound is for a fault, not a speed.
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(10);
+    let until = Instant::now() + Duration::from_secs(30);
     while !done() {
-        assert!(Instant::now() < until, "{what} within 10 s");
+        assert!(Instant::now() < until, "{what} within 30 s");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
