@@ -13,7 +13,7 @@ use std::time::Duration;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
-pub use super::context_map::ContextMap;
+pub use super::context_map::{ContextMap, SessionContext};
 use crate::lease::human::duration;
 use crate::lease::owners::liveness::Liveness;
 use crate::lease::view::LeaseView;
@@ -35,20 +35,6 @@ pub const DEFAULT_IDLE: Duration = Duration::from_secs(2 * 3600);
 
 /// Timestamps outside this window are damaged rows, not times (2000-01-01 to a day ahead).
 const SANE_FROM: f64 = 946_684_800.0;
-
-/// What `state.db` says about one session.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionContext {
-    pub session_id: String,
-    pub title: Option<String>,
-    pub source: Option<String>,
-    pub started_at: Option<f64>,
-    pub ended_at: Option<f64>,
-    pub end_reason: Option<String>,
-    /// The freshest of `last_activity_at` and the newest message, else `started_at`.
-    pub last_activity: Option<f64>,
-    pub messages: u64,
-}
 
 /// One home's contexts, or why there are none.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
