@@ -29,19 +29,7 @@ fn home_of(n: usize) -> (tempfile::TempDir, Registry) {
     let dir = tempfile::tempdir().expect("temp home");
     let reg = Registry::new("root", dir.path());
     std::fs::create_dir_all(reg.runtime_dir()).expect("runtime/");
-    let pid = std::process::id();
-    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("own start time");
-    let now = leasectl::lease::now();
-    let entries: Vec<String> = (0..n)
-        .map(|i| {
-            let at = now - i as f64;
-            format!(
-                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start:?}, \
-                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
-            )
-        })
-        .collect();
-    std::fs::write(reg.path(), format!("{{\"entries\": [{}]}}", entries.join(", "))).expect("registry");
+    crate::common::write_live_registry(&reg.path(), n);
     (dir, reg)
 }
 

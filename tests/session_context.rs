@@ -249,21 +249,9 @@ fn peak_kb(home: &Path, args: &[&str]) -> f64 {
 fn a_listing_with_a_state_db_of_50000_sessions_holds_less_than_one_and_a_half_prunes() {
     let home = Home::new();
     let n = 50_000;
-    let pid = std::process::id();
-    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("own start time");
     let t = now();
-    let entries: Vec<String> = (0..n)
-        .map(|i| {
-            let at = t - i as f64;
-            format!(
-                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start:?}, \
-                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
-            )
-        })
-        .collect();
     fs::create_dir_all(home.path().join("runtime")).expect("runtime/");
-    fs::write(home.path().join("runtime/active_sessions.json"), format!("{{\"entries\": [{}]}}", entries.join(", ")))
-        .expect("registry");
+    common::write_live_registry(&home.path().join("runtime/active_sessions.json"), n);
     {
         let mut db = state_db(home.path(), true);
         let tx = db.transaction().expect("one transaction");

@@ -205,3 +205,21 @@ pub fn state_db(home: &std::path::Path, sessions: &[(&str, Option<f64>)]) {
         .expect("row");
     }
 }
+
+/// A registry of `n` leases in Hermes' layout, sessions `chat-0` .. `chat-{n-1}`, all owned
+/// by this test process (alive, its real start time), written to `path`.
+pub fn write_live_registry(path: &std::path::Path, n: usize) {
+    let pid = std::process::id();
+    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("own start time");
+    let now = leasectl::lease::now();
+    let entries: Vec<String> = (0..n)
+        .map(|i| {
+            let at = now - i as f64;
+            format!(
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start:?}, \
+                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
+            )
+        })
+        .collect();
+    std::fs::write(path, format!("{{\"entries\": [{}]}}", entries.join(", "))).expect("registry");
+}
