@@ -311,13 +311,7 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
         HashSet::with_capacity_and_hasher((text.len() / 256).min(65_536), Default::default());
     let mut members = Vec::with_capacity(16);
     loop {
-        let (entry, end) = match Entry::in_hermes_layout(text, pos, &seen, file) {
-            Some(read) => read,
-            None => {
-                let end = pyjson::canonical_object_at(text, pos, &mut members)?;
-                (Entry::fast(&members, &text[pos..end], &seen, file)?, end)
-            }
-        };
+        let (entry, end) = Entry::canonical_at(text, pos, &seen, file, &mut members)?;
         seen.insert(entry.lease_id_in(&text[pos..end])?);
         entries.push(each(entry));
         match &b[end..] {

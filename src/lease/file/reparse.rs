@@ -79,13 +79,7 @@ pub(super) fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, n
                 break;
             }
         }
-        let (entry, end) = match Entry::in_hermes_layout(middle, p, &seen, None) {
-            Some(read) => read,
-            None => {
-                let end = pyjson::canonical_object_at(middle, p, &mut members)?;
-                (Entry::fast(&members, &middle[p..end], &seen, None)?, end)
-            }
-        };
+        let (entry, end) = Entry::canonical_at(middle, p, &seen, None, &mut members)?;
         seen.middle.insert(hash_str(entry.lease_id()), ());
         entries.push(entry);
         p = end;

@@ -193,6 +193,23 @@ impl Entry {
         Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), false, text, seen, file)
     }
 
+    /// The canonical entry starting at `pos` in `text` that passes [`Entry::fast`], and
+    /// where it ends: read by Hermes' layout when it has it, else by its keys (`members`
+    /// is the reusable buffer for them). None: not canonical, or not the common case.
+    pub(crate) fn canonical_at<'t, S: SeenIds + ?Sized>(
+        text: &'t str,
+        pos: usize,
+        seen: &S,
+        file: Option<&Arc<String>>,
+        members: &mut Vec<(&'t str, &'t str)>,
+    ) -> Option<(Entry, usize)> {
+        if let Some(read) = Entry::in_hermes_layout(text, pos, seen, file) {
+            return Some(read);
+        }
+        let end = pyjson::canonical_object_at(text, pos, members)?;
+        Some((Entry::fast(members, text.get(pos..end)?, seen, file)?, end))
+    }
+
     /// The entry starting at `pos` in `text` when it is laid out as Hermes writes one
     /// (`_lease_entry`: its members sorted by key, `metadata` only when not empty and
     /// `track_liveness` only when true), and where it ends; None for any other entry,

@@ -250,6 +250,8 @@ fn open(db: &Path) -> Result<Connection, String> {
     let conn = Connection::open_with_flags(&uri, flags).map_err(|e| describe(&e))?;
     // Busy means "unknown for now", never a wait that would hold Hermes up.
     conn.busy_timeout(Duration::ZERO).map_err(|e| describe(&e))?;
+    // Each leased session is read once: 256 KB of pages serve that as well as the 2 MB
+    // default, which was 2 MB of an `ls`'s peak over a state.db of 50,000 sessions.
     conn.pragma_update(None, "cache_size", -256).map_err(|e| describe(&e))?;
     Ok(conn)
 }
