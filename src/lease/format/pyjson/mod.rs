@@ -806,8 +806,12 @@ fn scan_value(text: &str, pos: usize, depth: usize) -> Option<usize> {
         b'-' if text[pos..].starts_with("-Infinity") => Some(pos + 9),
         b'-' | b'0'..=b'9' => {
             // The common shapes in runs of digits: `-`? digits, and `.` digits after.
-            let digits_from =
-                |at: usize| at + b.get(at..).map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count());
+            let digits_from = |mut at: usize| {
+                while b.get(at).is_some_and(u8::is_ascii_digit) {
+                    at += 1;
+                }
+                at
+            };
             let unsigned = pos + usize::from(b[pos] == b'-');
             let mut end = digits_from(unsigned);
             let mut dot = None;
