@@ -1007,3 +1007,31 @@ fn a_remote_stores_line_and_slots_stay_from_its_last_good_reading() {
     let r = &app.registries[0];
     assert_eq!((r.waiting(), r.slots_in_use(), r.lag(), r.not_answering()), (&[][..], 0, None, &[][..]));
 }
+
+/// A home of many profiles: the first read names the first ones in the log, one line
+/// each, and counts the rest in one line per read; a later read names no more. 100,000
+/// profiles gave as many lines, and the log (10,000 lines) held nothing else.
+#[test]
+fn many_registries_read_at_once_are_counted_in_one_line_past_the_first_ones() {
+    let first = leasectl::tui::state::WATCHING_LINES;
+    let held = alive(entry("a1000000000000000000000000000001", "S-held", "cli", 4101, 600.0, None), "hermes");
+    let snapshots: Vec<_> = (0..first + 70)
+        .map(|i| {
+            let leases = if i == first + 3 { vec![held.clone()] } else { vec![] };
+            snap(&registry(&format!("p{i}")), None, Ok(leases))
+        })
+        .collect();
+    let app = app(snapshots);
+    let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    let named = text.iter().filter(|l| l.starts_with("watching /")).count();
+    assert_eq!(named, first, "{text:?}");
+    assert!(text.contains(&"watching 70 more registries (1 lease); each has its tab"), "{text:?}");
+    assert_eq!(app.registries.len(), first + 70, "every registry is still followed");
+    // A profile made later is news: named, as it always was.
+    let mut app = app;
+    let late = snap(&registry("late"), None, Ok(vec![]));
+    update(&mut app, loaded(vec![late]));
+    let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
+    let last = text.len() - 2;
+    assert!(text[last].starts_with("new profile: ") && text[last + 1].starts_with("watching /"), "{text:?}");
+}

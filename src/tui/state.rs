@@ -15,6 +15,9 @@ use rustc_hash::FxBuildHasher;
 pub const LOG_LEN: usize = 10_000;
 /// At most this many recorded events are shown above the live ones (the newest).
 pub const HISTORY_EVENTS: usize = 500;
+/// At most this many registries get a "watching" line of their own; the rest of each
+/// read are counted in one.
+pub const WATCHING_LINES: usize = 50;
 /// The line between the recorded history and what this console saw live.
 const HISTORY_SEPARATOR: &str = "— above: recorded before this console opened (↶); below: live —";
 
@@ -335,6 +338,10 @@ pub struct App {
     /// How many lines at the log's front are the recorded history and its separator
     /// (a later part, another host's, joins them there).
     recorded: usize,
+    /// How many registries the log has named with a "watching" line: after the first
+    /// [`WATCHING_LINES`], the rest of a read are one line (100,000 profiles filled the
+    /// log with theirs, and pushed out all else).
+    pub watching_said: usize,
     /// The time the screen is rendered for (set from events, never read in view).
     pub now: f64,
     /// Ticks so far: the sparklines' clock.
@@ -394,6 +401,7 @@ impl App {
             dialog_scroll: 0,
             log: VecDeque::new(),
             recorded: 0,
+            watching_said: 0,
             now,
             ticks: 0,
             tz,

@@ -130,6 +130,8 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
     // New profiles are added after the others, so every profile's tab keeps its place;
     // only "all" (always last) moves, and the operator on it stays on it.
     let on_all = app.has_all_tab() && app.tab >= app.registries.len();
+    // Registries first read here beyond the ones named one by one, and their leases.
+    let mut unsaid = (0usize, 0usize);
     for (i, snap) in loaded.snapshots.iter().enumerate() {
         // Snapshots come in tab order from `first`: the same place first (a scan of 100,000
         // tabs for each of 100,000 snapshots took minutes), else wherever it is.
@@ -152,7 +154,11 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
                 index
             }
         };
-        if !app.registries[index].loaded {
+        // One made since the console opened is news: always named.
+        if !app.registries[index].loaded && !created_since && app.watching_said >= super::state::WATCHING_LINES {
+            unsaid.0 += 1;
+            unsaid.1 += snap.leases.as_ref().map_or(0, Vec::len);
+        } else if !app.registries[index].loaded {
             let place = snap.location.describe();
             let what = match &snap.leases {
                 Ok(l) => format!("watching {place} ({})", plural(l.len(), "lease", "leases")),
@@ -160,6 +166,7 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             };
             let profile = snap.location.label();
             app.log(&profile, LogLevel::Info, what);
+            app.watching_said += 1;
         }
         // A profile created since the console started: every lease it holds was acquired
         // since, and is said so (as `ls -w`, `events` and the recorder say it).
@@ -176,6 +183,11 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
         }
         app.registries[index].apply(snap, loaded.at);
         app.registries[index].sample(app.ticks + 1);
+    }
+    if unsaid.0 > 0 {
+        let (registries, leases) =
+            (plural(unsaid.0, "more registry", "more registries"), plural(unsaid.1, "lease", "leases"));
+        app.log("all", LogLevel::Info, format!("watching {registries} ({leases}); each has its tab"));
     }
     app.order_host_tabs();
     if on_all {
