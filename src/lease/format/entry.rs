@@ -110,10 +110,6 @@ impl PartialEq for Entry {
 /// environment, which every process it starts inherits (setsid and double forks too).
 pub const WORK_KEY: &str = "leasectl_work";
 
-/// The fields validation reads; only these are parsed on the fast path.
-const KNOWN: [&str; 8] =
-    ["lease_id", "session_id", "pid", "surface", "track_liveness", "metadata", "process_start_time", "started_at"];
-
 impl Entry {
     /// Validate one entry given as JSON text. Text already in Hermes' exact format
     /// (what Hermes and leasectl write) is kept as is, parsing only the known fields;
@@ -137,7 +133,7 @@ impl Entry {
             let known: Vec<(&str, Value)> = members
                 .iter()
                 .copied()
-                .filter(|(key, _)| KNOWN.contains(key))
+                .filter(|(key, _)| Member::of(key) != Member::Other)
                 .filter_map(|(key, span)| cheap_value(span).map(|v| (key, v)))
                 .collect();
             return Entry::validate(index, known.as_slice(), Text::own(text), seen);
@@ -590,7 +586,8 @@ impl Fields for [(&str, Value)] {
 }
 
 /// The content of a canonical string without escapes.
-/// What a member of an entry is to [`Entry::fast`]: the keys it reads, and the rest.
+/// What a member of an entry is to [`Entry::fast`]: the keys validation reads (only
+/// these are parsed on the fast path), and the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Member {
     LeaseId,
