@@ -24,6 +24,11 @@ pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Res
     // In place, with room for the entry an acquire adds: no second list of every entry,
     // and no regrowing copy of it, under the lock.
     let mut live = entries;
+    // Mostly every owner is alive: nothing to take out, and no walk that takes nothing.
+    if keep.iter().all(|&k| k) {
+        live.reserve_exact(1);
+        return Ok((live, Vec::new()));
+    }
     let mut keep = keep.into_iter();
     // Visited once each, in order: `keep` follows the entries.
     let dead = live.extract_if(.., |_| !keep.next().unwrap_or(true)).collect();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::lease::format::entry::Entry;
+use crate::lease::format::entry::{Entry, NothingSeen};
 use crate::lease::format::problem::{Problem, Rule};
 use crate::lease::format::pyjson::{self, MAX_JSON_VALUES, not_json_detail, too_many_values};
 use rustc_hash::FxBuildHasher as FxBuild;
@@ -311,8 +311,12 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
         HashSet::with_capacity_and_hasher((text.len() / 256).min(65_536), Default::default());
     let mut members = Vec::with_capacity(16);
     loop {
-        let (entry, end) = Entry::canonical_at(text, pos, &seen, file, &mut members)?;
-        seen.insert(entry.lease_id_in(&text[pos..end])?);
+        // Duplicates are found by the insert (one hash an entry): a second time, the
+        // general path decides and names the duplicate.
+        let (entry, end) = Entry::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
+        if !seen.insert(entry.lease_id_in(&text[pos..end])?) {
+            return None;
+        }
         entries.push(each(entry));
         match &b[end..] {
             b"]}" => return Some(entries),

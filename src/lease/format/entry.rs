@@ -186,7 +186,7 @@ impl Entry {
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<Entry> {
-        Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), false, text, seen, file)
+        Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), text, seen, file)
     }
 
     /// The canonical entry starting at `pos` in `text` that passes [`Entry::fast`], and
@@ -218,83 +218,114 @@ impl Entry {
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<(Entry, usize)> {
-        let b = text.as_bytes();
-        let mut p = pos;
-        let members = [
-            member_at(text, &mut p, b"{\"lease_id\": ", Member::LeaseId, false)?,
-            member_at(text, &mut p, b", \"metadata\": ", Member::Metadata, true)?,
-            member_at(text, &mut p, b", \"pid\": ", Member::Pid, false)?,
-            member_at(text, &mut p, b", \"process_start_time\": ", Member::ProcessStartTime, false)?,
-            member_at(text, &mut p, b", \"session_id\": ", Member::SessionId, false)?,
-            member_at(text, &mut p, b", \"started_at\": ", Member::StartedAt, false)?,
-            member_at(text, &mut p, b", \"surface\": ", Member::Surface, false)?,
-            member_at(text, &mut p, b", \"track_liveness\": ", Member::TrackLiveness, true)?,
-            member_at(text, &mut p, b", \"updated_at\": ", Member::Other, false)?,
-        ];
-        if b.get(p) != Some(&b'}') {
+        let mut at = Layout { text, p: pos };
+        at.key(b"{\"lease_id\": ")?;
+        let lease_id = at.plain_string()?;
+        let live_session_id = match at.key(b", \"metadata\": ") {
+            Some(()) => live_id_in_metadata(at.value()?)?,
+            None => None,
+        };
+        at.key(b", \"pid\": ")?;
+        let pid = at.pid()?;
+        at.key(b", \"process_start_time\": ")?;
+        let process_start_time = match at.number()? {
+            ("null", _) => None,
+            (_, value) => Some(value?),
+        };
+        at.key(b", \"session_id\": ")?;
+        let session_id = at.plain_string()?;
+        at.key(b", \"started_at\": ")?;
+        let (started_text, started_at) = at.number()?;
+        at.key(b", \"surface\": ")?;
+        let surface = match at.null() {
+            Some(()) => None,
+            None => Some(at.plain_string()?),
+        };
+        let track_liveness = match at.key(b", \"track_liveness\": ") {
+            Some(()) => track_liveness_of(at.value()?)?,
+            None => false,
+        };
+        at.key(b", \"updated_at\": ")?;
+        // Mostly the started_at text again, which is a canonical value: not checked twice.
+        if at.key_text(started_text, b'}').is_none() {
+            at.value()?;
+        }
+        let p = at.p;
+        if text.as_bytes().get(p) != Some(&b'}') {
             return None;
         }
-        let item = text.get(pos..=p)?;
-        Entry::fast_members(members.into_iter().flatten(), true, item, seen, file).map(|e| (e, p + 1))
+        let read = CommonFields {
+            lease_id,
+            session_id,
+            pid,
+            surface,
+            process_start_time,
+            started_at,
+            track_liveness,
+            live_session_id,
+        };
+        Some((Entry::of_common(read, text.get(pos..=p)?, seen, file)?, p + 1))
     }
 
-    /// [`Entry::fast`] over members already told apart by key. `scanned_plain`: a string
-    /// lease_id, session_id or surface is known to hold no escape (the layout reader
-    /// scanned it so), and is not scanned again.
+    /// [`Entry::fast`] over members already told apart by key.
     fn fast_members<'t, S: SeenIds + ?Sized>(
         members: impl Iterator<Item = (Member, &'t str)>,
-        scanned_plain: bool,
         text: &str,
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<Entry> {
-        let string = |span: &'t str| {
-            if scanned_plain { span.strip_prefix('"')?.strip_suffix('"') } else { plain_str(span) }
-        };
         let (mut lease_id, mut session_id, mut pid) = (None, None, None);
         let (mut surface, mut track_liveness, mut live_session_id) = (None, false, None);
         let (mut process_start_time, mut started_at) = (None, None);
         for (member, span) in members {
             match member {
-                Member::LeaseId => lease_id = Some(string(span)?),
-                Member::SessionId => session_id = Some(string(span)?),
+                Member::LeaseId => lease_id = Some(plain_str(span)?),
+                Member::SessionId => session_id = Some(plain_str(span)?),
                 Member::Pid => pid = Some(span.parse::<u64>().ok().filter(|p| *p > 0)?),
                 Member::Surface if span == "null" => surface = None,
-                Member::Surface => surface = Some(string(span)?),
-                Member::TrackLiveness => {
-                    track_liveness = match span {
-                        "true" => true,
-                        "false" | "null" => false,
-                        _ => return None,
-                    }
-                }
-                Member::Metadata if span == "null" => {}
-                Member::Metadata => {
-                    live_session_id = match pyjson::canonical_member(span, "live_session_id")? {
-                        None | Some("null" | "false") => None,
-                        Some(v) => Some(plain_str(v)?),
-                    };
-                }
+                Member::Surface => surface = Some(plain_str(span)?),
+                Member::TrackLiveness => track_liveness = track_liveness_of(span)?,
+                Member::Metadata => live_session_id = live_id_in_metadata(span)?,
                 Member::ProcessStartTime if span == "null" => {}
                 Member::ProcessStartTime => process_start_time = Some(plain_number(span)?),
                 Member::StartedAt => started_at = plain_number(span),
                 Member::Other => {}
             }
         }
-        let (lease_id, session_id, pid) = (lease_id?, session_id?, pid?);
-        if py_is_blank(lease_id) || py_is_blank(session_id) || seen.seen(lease_id) {
+        let read = CommonFields {
+            lease_id: lease_id?,
+            session_id: session_id?,
+            pid: pid?,
+            surface,
+            process_start_time,
+            started_at,
+            track_liveness,
+            live_session_id,
+        };
+        Entry::of_common(read, text, seen, file)
+    }
+
+    /// The entry of the fields the common case read from `text`, when they pass the
+    /// identity rules; None when the general validation must decide.
+    fn of_common<S: SeenIds + ?Sized>(
+        read: CommonFields<'_>,
+        text: &str,
+        seen: &S,
+        file: Option<&Arc<String>>,
+    ) -> Option<Entry> {
+        if py_is_blank(read.lease_id) || py_is_blank(read.session_id) || seen.seen(read.lease_id) {
             return None;
         }
         // The string fields are ranges of the text (the boxed copy has the same bytes).
         Some(Entry {
-            lease_id: Field::within(text, lease_id),
-            session_id: Field::within(text, session_id),
-            pid,
-            surface: surface.map(|s| Field::within(text, s)),
-            process_start_time,
-            started_at: started_at.unwrap_or(f64::NAN),
-            track_liveness,
-            live_session_id: live_session_id.map_or_else(|| Field::owned(""), |l| Field::within(text, l)),
+            lease_id: Field::within(text, read.lease_id),
+            session_id: Field::within(text, read.session_id),
+            pid: read.pid,
+            surface: read.surface.map(|s| Field::within(text, s)),
+            process_start_time: read.process_start_time,
+            started_at: read.started_at.unwrap_or(f64::NAN),
+            track_liveness: read.track_liveness,
+            live_session_id: read.live_session_id.map_or_else(|| Field::owned(""), |l| Field::within(text, l)),
             text: Text::of(text, file),
         })
     }
@@ -550,6 +581,15 @@ pub trait SeenIds {
     fn seen(&self, lease_id: &str) -> bool;
 }
 
+/// No lease id seen: for a caller that finds duplicates itself.
+pub struct NothingSeen;
+
+impl SeenIds for NothingSeen {
+    fn seen(&self, _lease_id: &str) -> bool {
+        false
+    }
+}
+
 impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<String, H> {
     fn seen(&self, lease_id: &str) -> bool {
         self.contains(lease_id)
@@ -617,31 +657,104 @@ impl Member {
     }
 }
 
-/// The member of kind `kind` at `*p` in an entry's text when `before` (its key, and the
-/// separator ahead of it) is there, and `*p` moved past its value; Some(None) when an
-/// `optional` member is absent; None when the text is not laid out so. `before` is a
-/// constant of known length: compared inline, not scanned.
-#[inline(always)]
-fn member_at<'t, const N: usize>(
-    text: &'t str,
-    p: &mut usize,
-    before: &[u8; N],
-    kind: Member,
-    optional: bool,
-) -> Option<Option<(Member, &'t str)>> {
-    let b = text.as_bytes();
-    if b.get(*p..*p + N).is_none_or(|here| here != before) {
-        return if optional { Some(None) } else { None };
+/// What the common case reads of an entry: its strings are stretches of its text.
+struct CommonFields<'t> {
+    lease_id: &'t str,
+    session_id: &'t str,
+    pid: u64,
+    surface: Option<&'t str>,
+    process_start_time: Option<f64>,
+    started_at: Option<f64>,
+    track_liveness: bool,
+    live_session_id: Option<&'t str>,
+}
+
+/// `track_liveness`'s value: true, or false when false or null; None for anything else.
+fn track_liveness_of(span: &str) -> Option<bool> {
+    match span {
+        "true" => Some(true),
+        "false" | "null" => Some(false),
+        _ => None,
     }
-    let start = *p + N;
-    let end = match kind {
-        Member::LeaseId | Member::SessionId | Member::Surface if b.get(start) == Some(&b'"') => {
-            pyjson::plain_string_end(b, start)?
+}
+
+/// The live session id in `metadata`'s value (None when it has none); None when the
+/// value is not what the common case reads.
+fn live_id_in_metadata(span: &str) -> Option<Option<&str>> {
+    if span == "null" {
+        return Some(None);
+    }
+    match pyjson::canonical_member(span, "live_session_id")? {
+        None | Some("null" | "false") => Some(None),
+        Some(v) => Some(Some(plain_str(v)?)),
+    }
+}
+
+/// A reader of an entry laid out as Hermes writes one, at `p` in `text`. Each member's
+/// key is a constant compared inline, not scanned; each reading moves `p` past what it
+/// read, and None means the text is not read so (the general scan decides).
+struct Layout<'t> {
+    text: &'t str,
+    p: usize,
+}
+
+impl<'t> Layout<'t> {
+    /// Past `key` (with the separator ahead of it) when the text has it here.
+    #[inline(always)]
+    fn key<const N: usize>(&mut self, key: &[u8; N]) -> Option<()> {
+        let here = self.text.as_bytes().get(self.p..self.p + N)?;
+        (here == key).then(|| self.p += N)
+    }
+
+    /// Past `value` when the text has it here, followed by `then`.
+    fn key_text(&mut self, value: &str, then: u8) -> Option<()> {
+        let end = self.p + value.len();
+        let b = self.text.as_bytes();
+        (b.get(self.p..end) == Some(value.as_bytes()) && b.get(end) == Some(&then)).then(|| self.p = end)
+    }
+
+    /// Past `null`.
+    fn null(&mut self) -> Option<()> {
+        self.key(b"null")
+    }
+
+    /// Any canonical value's text.
+    fn value(&mut self) -> Option<&'t str> {
+        let start = self.p;
+        self.p = pyjson::member_value_end(self.text, start)?;
+        self.text.get(start..self.p)
+    }
+
+    /// A string's content when it holds no escape.
+    fn plain_string(&mut self) -> Option<&'t str> {
+        let start = self.p;
+        self.p = pyjson::plain_string_end(self.text.as_bytes(), start)?;
+        self.text.get(start + 1..self.p - 1)
+    }
+
+    /// A canonical value's text, and the finite number it is (None when it is none).
+    /// A number is read in one pass where it can be.
+    fn number(&mut self) -> Option<(&'t str, Option<f64>)> {
+        let start = self.p;
+        if let Some(number) = pyjson::number_at(self.text.as_bytes(), start) {
+            self.p = number.end;
+            return Some((self.text.get(start..self.p)?, Some(number.value)));
         }
-        _ => pyjson::member_value_end(text, start)?,
-    };
-    *p = end;
-    Some(Some((kind, text.get(start..end)?)))
+        let span = self.value()?;
+        Some((span, plain_number(span)))
+    }
+
+    /// A pid: a whole number over 0.
+    fn pid(&mut self) -> Option<u64> {
+        let pid = match pyjson::number_at(self.text.as_bytes(), self.p) {
+            Some(number) => {
+                self.p = number.end;
+                number.unsigned
+            }
+            None => self.value()?.parse::<u64>().ok(),
+        };
+        pid.filter(|&p| p > 0)
+    }
 }
 
 fn plain_str(span: &str) -> Option<&str> {

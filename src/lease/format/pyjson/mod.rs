@@ -3,8 +3,10 @@
 
 use serde_json::{Map, Number, Value};
 
+mod number;
 mod read;
 mod scan;
+pub use number::{ReadNumber, number_at};
 pub use read::{
     MAX_INT_DIGITS, NotJson, constant, find_overlong_int, is_non_finite, may_hold_constants, overlong, parse, standard,
 };
@@ -179,7 +181,6 @@ const POW10: [u64; 20] = {
 /// interval (so the shortest has k decimals) and `num` is the closest with k decimals.
 /// A parse and a repr took about 650 instructions for each `started_at`; this, about 400.
 fn fixed_repr(num: &str) -> Option<(bool, f64)> {
-    const HIDDEN: u128 = 1 << 52;
     let (negative, unsigned) = match num.as_bytes() {
         [b'-', rest @ ..] => (true, rest),
         all => (false, all),
@@ -199,27 +200,35 @@ fn fixed_repr(num: &str) -> Option<(bool, f64)> {
             return None;
         }
     }
-    let k = frac.len();
+    fixed_repr_of(d, frac.len(), negative)
+}
+
+/// [`fixed_repr`] of the text whose digits, read as an integer, are `d` (at most 19 of
+/// them), with `k` after the point. Outside `fixed_repr`'s layout (a whole number, a value
+/// under 1) it may refuse a text that is repr's; it never takes one that is not.
+fn fixed_repr_of(d: u64, k: usize, negative: bool) -> Option<(bool, f64)> {
+    const HIDDEN: u128 = 1 << 52;
     let ten_k = u128::from(*POW10.get(k)?);
     // The scale s that puts d / 10^k * 2^s in [2^52, 2^53): from the bit lengths, then
     // one step either way at most.
     let bits = |x: u128| 128 - x.leading_zeros() as i32;
     let mut s = 53 + bits(ten_k) - bits(u128::from(d));
-    let (mut q, mut r);
-    loop {
+    // The quotient's range is told by products (under 2^117), so one division is made.
+    let n = loop {
         if !(0..=60).contains(&s) {
             return None;
         }
         let n = u128::from(d) << s;
-        (q, r) = (n / ten_k, n % ten_k);
-        if q >= 2 * HIDDEN {
+        if n >= 2 * HIDDEN * ten_k {
             s -= 1;
-        } else if q < HIDDEN {
+        } else if n < HIDDEN * ten_k {
             s += 1;
         } else {
-            break;
+            break n;
         }
-    }
+    };
+    let q = n / ten_k;
+    let r = n - q * ten_k;
     // Rounded half to even; 2^53 is 2^52 at the next scale down.
     let mut m = q;
     if 2 * r > ten_k || (2 * r == ten_k && m & 1 == 1) {
@@ -506,7 +515,7 @@ mod tests {
     /// Float texts for the canonical check: fixed cases, and for random doubles (any
     /// bits, times, short decimals, near powers of two, a time's neighbours) their repr
     /// and near misses of it.
-    fn float_texts() -> Vec<String> {
+    pub(super) fn float_texts() -> Vec<String> {
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut texts: Vec<String> = vec![
             "0.0",
