@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -307,22 +308,48 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
     if &b[pos..] == b"]}" {
         return Some(entries);
     }
-    let mut seen: HashSet<&str, FxBuild> =
-        HashSet::with_capacity_and_hasher((text.len() / 256).min(65_536), Default::default());
+    // Duplicate lease ids are found at the end, as equal hashes in a sorted list: 8 bytes
+    // an entry, where a set of the ids took 16 (and its pages are each a fault in a one-shot
+    // process). Equal hashes send the file to the general path, which tells a duplicate
+    // from a collision and names the duplicate.
+    let mut ids: Vec<u64> = Vec::with_capacity((text.len() / 256).min(65_536));
     let mut members = Vec::with_capacity(16);
     loop {
-        // Duplicates are found by the insert (one hash an entry): a second time, the
-        // general path decides and names the duplicate.
         let (entry, end) = Entry::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
-        if !seen.insert(entry.lease_id_in(&text[pos..end])?) {
-            return None;
-        }
+        ids.push(FxBuild.hash_one(entry.lease_id_in(&text[pos..end])?));
         entries.push(each(entry));
         match &b[end..] {
-            b"]}" => return Some(entries),
+            b"]}" => break,
             [b',', b' ', ..] => pos = end + 2,
             _ => return None,
         }
+    }
+    ids.sort_unstable();
+    ids.windows(2).all(|pair| pair[0] != pair[1]).then_some(entries)
+}
+
+/// The text of `entries`' first entry and of those after it that follow it in the same
+/// file's text, separated as written there (`, `): one stretch of that text, written as
+/// one piece (a registry rewritten with most of its entries as read is a few pieces, not
+/// a copy of every entry into a buffer). How many entries it covers, at least one.
+fn adjacent_run(entries: &[Entry]) -> (&str, usize) {
+    let Some((first, rest)) = entries.split_first() else { return ("", 0) };
+    let Some((file, start, mut end)) = first.stretch_of_file() else { return (first.text(), 1) };
+    let mut taken = 1;
+    for next in rest {
+        match next.stretch_of_file() {
+            Some((same, next_start, next_end))
+                if Arc::ptr_eq(same, file) && file.as_bytes().get(end..next_start) == Some(b", ") =>
+            {
+                end = next_end;
+                taken += 1;
+            }
+            _ => break,
+        }
+    }
+    match file.get(start..end) {
+        Some(run) => (run, taken),
+        None => (first.text(), 1),
     }
 }
 
@@ -352,11 +379,14 @@ pub fn serialize_to(file: &RegistryFile, put: &mut dyn FnMut(&str)) {
         }
         *first = false;
         put("\"entries\": [");
-        for (i, e) in file.entries.iter().enumerate() {
-            if i > 0 {
+        let mut rest = file.entries.as_slice();
+        while !rest.is_empty() {
+            if rest.len() < file.entries.len() {
                 put(", ");
             }
-            put(e.text());
+            let (piece, taken) = adjacent_run(rest);
+            put(piece);
+            rest = &rest[taken..];
         }
         put("]");
     };
@@ -424,6 +454,50 @@ pub(super) mod tests {
         let file = parsed.result.expect("valid");
         assert!(!is_within(file.entries[0].text(), whole.as_bytes()));
         assert_eq!(serialize(&file), SAMPLE);
+    }
+
+    /// Entries kept as read are written as stretches of the file's text; whatever was
+    /// taken out, put in, moved or read from another file, the bytes are each entry's
+    /// text joined as Hermes joins them.
+    #[test]
+    fn entries_written_as_stretches_of_their_file_are_each_entrys_text_joined() {
+        let entry = |i: usize| {
+            format!(
+                "{{\"lease_id\": \"{i:032x}\", \"pid\": 7, \"process_start_time\": null, \"session_id\": \"S{i}\", \"started_at\": 1.5, \"surface\": \"cli\", \"updated_at\": 1.5}}"
+            )
+        };
+        let file_of = |ids: std::ops::Range<usize>| {
+            let texts: Vec<String> = ids.map(entry).collect();
+            parse_owned(format!("{HEAD}{}]}}", texts.join(", ")).into_bytes())
+        };
+        let (read, other) = (file_of(0..40), file_of(100..110));
+        assert!(read.hermes_layout && other.hermes_layout);
+        let (read, other) = (read.result.expect("valid"), other.result.expect("valid"));
+        let mut next = crate::lease::format::pyjson::xorshift(0x5851_f42d_4c95_7f2d);
+        for _ in 0..300 {
+            let mut file = read.clone();
+            for _ in 0..next() % 6 {
+                let at = next() as usize % (file.entries.len() + 1);
+                match next() % 4 {
+                    0 if at < file.entries.len() => drop(file.entries.remove(at)),
+                    1 => file.entries.insert(at, other.entries[at % other.entries.len()].clone()),
+                    2 => file.entries.insert(at, Entry::from_text(0, &entry(200 + at), &NothingSeen).expect("valid")),
+                    _ if at + 1 < file.entries.len() => file.entries.swap(at, at + 1),
+                    _ => {}
+                }
+            }
+            let joined: Vec<&str> = file.entries.iter().map(Entry::text).collect();
+            assert_eq!(serialize(&file), format!("{HEAD}{}]}}", joined.join(", ")));
+        }
+    }
+
+    /// A lease id twice in a file in Hermes' layout: the general path names it.
+    #[test]
+    fn a_duplicate_in_hermes_layout_is_named() {
+        let twice = SAMPLE.replace("}]}", &format!("}}, {}]}}", &SAMPLE[HEAD.len()..SAMPLE.len() - 2]));
+        let problems = parse(twice.as_bytes()).expect_err("a duplicate");
+        assert_eq!(problems[0].rule, Rule::DuplicateLeaseId, "{problems:?}");
+        assert_eq!(problems[0].entry_index, Some(1));
     }
 
     #[test]

@@ -58,6 +58,11 @@ impl Text {
         lent.unwrap_or_else(|| Text::own(text))
     }
 
+    /// The text this is a stretch of, and where, when it is one.
+    fn stretch(&self) -> Option<(&Arc<String>, usize, usize)> {
+        (self.end != Text::WHOLE).then_some((&self.shared, self.start as usize, self.end as usize))
+    }
+
     fn get(&self) -> &str {
         // In range and on character boundaries by construction.
         match self.end {
@@ -431,6 +436,12 @@ impl Entry {
     }
 
     /// The entry's exact text as it is written to the file.
+    /// The file's text this entry borrows, and where in it the entry is (None for an
+    /// entry with a text of its own).
+    pub(crate) fn stretch_of_file(&self) -> Option<(&Arc<String>, usize, usize)> {
+        self.text.stretch()
+    }
+
     pub fn text(&self) -> &str {
         self.text.get()
     }
