@@ -38,28 +38,23 @@ pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Res
 
 /// For each entry, whether pruning keeps it; an error when a tracked owner cannot be judged.
 fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Vec<bool>, Error> {
-    entries
-        .iter()
-        .map(|entry| {
-            let tracked = strict || entry.track_liveness();
-            Ok(match prober.judge(entry) {
-                Liveness::Alive | Liveness::WorkRunning { .. } => true,
-                Liveness::Dead(_) | Liveness::Recycled { .. } => false,
-                Liveness::Unknown(cause) if tracked => {
-                    let why = match cause {
-                        UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
-                    };
-                    return Err(Error::LivenessUnknown {
-                        lease_id: entry.lease_id().to_owned(),
-                        pid: entry.pid(),
-                        why,
-                    });
-                }
-                Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
-                Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
-            })
-        })
-        .collect()
+    let mut keep = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let tracked = strict || entry.track_liveness();
+        keep.push(match prober.judge(entry) {
+            Liveness::Alive | Liveness::WorkRunning { .. } => true,
+            Liveness::Dead(_) | Liveness::Recycled { .. } => false,
+            Liveness::Unknown(cause) if tracked => {
+                let why = match cause {
+                    UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
+                };
+                return Err(Error::LivenessUnknown { lease_id: entry.lease_id().to_owned(), pid: entry.pid(), why });
+            }
+            Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
+            Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
+        });
+    }
+    Ok(keep)
 }
 
 /// The same writer re-acquiring: same owner pid AND the same non-empty live session id.
@@ -229,9 +224,10 @@ fn release_chosen(
         return Ok(gone());
     };
     let lease_id = lease_id.as_str();
-    let Some(chosen) = file.entries.iter().find(|e| e.lease_id() == lease_id) else {
+    let Some(at) = file.entries.iter().position(|e| e.lease_id() == lease_id) else {
         return Ok(gone());
     };
+    let chosen = &file.entries[at];
     let mut prober = Prober::new();
     let view = LeaseView::local(chosen.clone(), prober.judge(chosen));
     if refuse(&view) {
@@ -245,9 +241,19 @@ fn release_chosen(
     // In place: no second list of every entry under the lock. `keep` follows the entries
     // (each visited once, in order); the lease released is not a pruned one.
     let mut entries = file.entries;
-    let mut keep = keep.into_iter();
-    let pruned = entries.extract_if(.., |e| !keep.next().unwrap_or(true) && e.lease_id() != lease_id).collect();
-    entries.retain(|e| e.lease_id() != lease_id);
+    // Mostly every owner is alive: no walk that takes nothing out.
+    // One entry has the id (a file with two is refused when read): where it was found,
+    // unless entries before it were pruned.
+    let (pruned, at) = if keep.iter().all(|&k| k) {
+        (Vec::new(), Some(at))
+    } else {
+        let mut keep = keep.into_iter();
+        let pruned = entries.extract_if(.., |e| !keep.next().unwrap_or(true) && e.lease_id() != lease_id).collect();
+        (pruned, entries.iter().position(|e| e.lease_id() == lease_id))
+    };
+    if let Some(at) = at {
+        entries.remove(at);
+    }
     let out = registry::RegistryFile { entries, extra: file.extra };
     registry::write(&guard, &path, &out)?;
     // Unlocked before the entries are freed: the lock is for the read-modify-write.
