@@ -312,11 +312,19 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
     // an entry, where a set of the ids took 16 (and its pages are each a fault in a one-shot
     // process). Equal hashes send the file to the general path, which tells a duplicate
     // from a collision and names the duplicate.
-    let mut ids: Vec<u64> = Vec::with_capacity((text.len() / 256).min(65_536));
+    let mut ids: Vec<u64> = Vec::with_capacity(entries.capacity());
     let mut members = Vec::with_capacity(16);
     loop {
         let (entry, end) = Entry::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
-        ids.push(FxBuild.hash_one(entry.lease_id_in(&text[pos..end])?));
+        if entries.len() == entries.capacity() {
+            // Room for as many more as the entries read so far say the rest of the text
+            // holds, and a little: not doubled past it (a one-shot listing holds a view
+            // of each entry, and its peak is this list).
+            let more = (text.len() - end) / (end / (entries.len() + 1)).max(1);
+            entries.reserve_exact(more + more / 16 + 16);
+            ids.reserve_exact(entries.capacity() - ids.len());
+        }
+        ids.push(FxBuild.hash_one(entry.lease_id()));
         entries.push(each(entry));
         match &b[end..] {
             b"]}" => break,
@@ -334,11 +342,11 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
 /// a copy of every entry into a buffer). How many entries it covers, at least one.
 fn adjacent_run(entries: &[Entry]) -> (&str, usize) {
     let Some((first, rest)) = entries.split_first() else { return ("", 0) };
-    let Some((file, start, mut end)) = first.stretch_of_file() else { return (first.text(), 1) };
+    let (file, start, mut end) = first.stretch_of_file();
     let mut taken = 1;
     for next in rest {
         match next.stretch_of_file() {
-            Some((same, next_start, next_end))
+            (same, next_start, next_end)
                 if Arc::ptr_eq(same, file) && file.as_bytes().get(end..next_start) == Some(b", ") =>
             {
                 end = next_end;

@@ -10,97 +10,107 @@ use crate::lease::format::problem::{Problem, Rule};
 use crate::lease::format::pyjson;
 
 /// A validated registry entry. Only the constructors here build one, so the typed
-/// fields always agree with `text`.
+/// fields always agree with `text`. 80 bytes: a registry may hold 50,000 entries, and in
+/// a one-shot process each page of them is a fault.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    lease_id: Field,
-    session_id: Field,
-    pid: u64,
-    surface: Option<Field>,
-    process_start_time: Option<f64>,
-    /// NaN when unknown (a time is finite; `Option` would take 8 more bytes).
-    started_at: f64,
-    track_liveness: bool,
-    live_session_id: Field,
     /// The whole entry as `json.dumps(entry, sort_keys=True, ensure_ascii=False)` writes it
     /// (shared: a registry read again with the same bytes reuses its entries).
     text: Text,
+    lease_id: Span,
+    session_id: Span,
+    surface: Option<Span>,
+    live_session_id: Span,
+    pid: u64,
+    /// NaN when unknown or null (a time is finite; `Option` would take 8 more bytes).
+    process_start_time: f64,
+    /// NaN when unknown.
+    started_at: f64,
+    track_liveness: bool,
 }
 
 /// An entry's exact text: a stretch of a shared text. Every entry of a file in Hermes'
 /// layout borrows the file's text (no copy and no allocation per entry: most of a large
 /// registry's read in a one-shot process), which lives while any of them does; any other
-/// entry has a text of its own. 16 bytes, as a registry may hold 50,000 entries.
+/// entry has a text of its own, followed there by its string fields when they are not
+/// in it verbatim ([`OwnText`]). 16 bytes.
 #[derive(Debug, Clone)]
 struct Text {
     shared: Arc<String>,
     start: u32,
-    /// [`Text::WHOLE`]: to the end (an entry's own text, of any length).
     end: u32,
 }
 
 impl Text {
-    const WHOLE: u32 = u32::MAX;
-
-    fn own(text: impl Into<String>) -> Text {
-        Text { shared: Arc::new(text.into()), start: 0, end: Text::WHOLE }
-    }
-
-    /// `text`, borrowed from `file` when it is a stretch of it (as a file's entries are).
+    /// `text`, borrowed from `file` when it is a stretch of it (as a file's entries are),
+    /// else a copy of its own.
     fn of(text: &str, file: Option<&Arc<String>>) -> Text {
         let lent = file.and_then(|file| {
             let start = (text.as_ptr() as usize).checked_sub(file.as_ptr() as usize)?;
             let end = start + text.len();
             (end <= file.len()).then_some(())?;
-            let end = u32::try_from(end).ok().filter(|&e| e != Text::WHOLE)?;
-            Some(Text { shared: Arc::clone(file), start: u32::try_from(start).ok()?, end })
+            Some(Text { shared: Arc::clone(file), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
         });
-        lent.unwrap_or_else(|| Text::own(text))
+        lent.unwrap_or_else(|| OwnText::new(text.to_owned()).done())
     }
 
-    /// The text this is a stretch of, and where, when it is one.
-    fn stretch(&self) -> Option<(&Arc<String>, usize, usize)> {
-        (self.end != Text::WHOLE).then_some((&self.shared, self.start as usize, self.end as usize))
+    /// The text this is a stretch of, and where.
+    fn stretch(&self) -> (&Arc<String>, usize, usize) {
+        (&self.shared, self.start as usize, self.end as usize)
     }
 
     fn get(&self) -> &str {
         // In range and on character boundaries by construction.
-        match self.end {
-            Text::WHOLE => &self.shared,
-            end => self.shared.get(self.start as usize..end as usize).unwrap_or(""),
-        }
+        self.shared.get(self.start as usize..self.end as usize).unwrap_or("")
+    }
+
+    /// The string at `span`, counted from this text's start.
+    fn at(&self, span: Span) -> &str {
+        let start = self.start as usize;
+        self.shared.get(start + span.0 as usize..start + span.1 as usize).unwrap_or("")
     }
 }
 
-/// A string field: a range of `text` when the text holds it verbatim (no escapes),
-/// so reading a registry does not copy every id, or an owned copy otherwise (boxed
-/// twice: 16 bytes, not 24, in every entry).
-#[derive(Debug, Clone)]
-enum Field {
-    In(u32, u32),
-    #[allow(clippy::box_collection)]
-    Own(Box<String>),
-}
+/// Where a string field is, from the start of its entry's text: in the JSON when it is
+/// there verbatim (no escapes: a file's ids are not copied), else after it.
+#[derive(Debug, Clone, Copy)]
+struct Span(u32, u32);
 
-impl Field {
-    fn owned(s: impl Into<String>) -> Field {
-        let s = s.into();
-        // Empty (an entry without a live session id): an empty range, no allocation.
-        if s.is_empty() { Field::In(0, 0) } else { Field::Own(Box::new(s)) }
-    }
-    /// `part` must be a subslice of `text`.
-    fn within(text: &str, part: &str) -> Field {
+impl Span {
+    const EMPTY: Span = Span(0, 0);
+
+    /// `part` must be a stretch of `text`.
+    fn within(text: &str, part: &str) -> Span {
         let start = part.as_ptr() as usize - text.as_ptr() as usize;
-        match (u32::try_from(start), u32::try_from(start + part.len())) {
-            (Ok(a), Ok(b)) => Field::In(a, b),
-            _ => Field::owned(part),
-        }
+        // Within a registry (at most 64 MiB): in range of u32.
+        let at = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        Span(at(start), at(start + part.len()))
     }
-    fn get<'a>(&'a self, text: &'a str) -> &'a str {
-        match self {
-            Field::In(a, b) => text.get(*a as usize..*b as usize).unwrap_or(""),
-            Field::Own(s) => s,
+}
+
+/// An entry's own text being made: its JSON, then the string fields that are not in it
+/// verbatim (decoded from escapes, or given), so every field is a [`Span`] of one text.
+struct OwnText(String, usize);
+
+impl OwnText {
+    fn new(json: String) -> OwnText {
+        let end = json.len();
+        OwnText(json, end)
+    }
+
+    /// `field`, put after the JSON.
+    fn field(&mut self, field: &str) -> Span {
+        if field.is_empty() {
+            return Span::EMPTY;
         }
+        let start = self.0.len();
+        self.0.push_str(field);
+        Span::within(&self.0, &self.0[start..])
+    }
+
+    fn done(self) -> Text {
+        let end = u32::try_from(self.1).unwrap_or(u32::MAX);
+        Text { shared: Arc::new(self.0), start: 0, end }
     }
 }
 
@@ -141,7 +151,7 @@ impl Entry {
                 .filter(|(key, _)| Member::of(key) != Member::Other)
                 .filter_map(|(key, span)| cheap_value(span).map(|v| (key, v)))
                 .collect();
-            return Entry::validate(index, known.as_slice(), Text::own(text), seen);
+            return Entry::validate(index, known.as_slice(), text.to_owned(), seen);
         }
         match pyjson::parse(text) {
             Ok(v) => Entry::from_value(index, v, seen),
@@ -168,7 +178,7 @@ impl Entry {
         };
         let mut text = String::with_capacity(256);
         pyjson::write_object(&mut text, &raw);
-        let entry = Entry::validate(index, &raw, Text::own(text), seen)?;
+        let entry = Entry::validate(index, &raw, text, seen)?;
         // Checked after the rules, so a rule Hermes would name is reported as that rule.
         if let Some(digits) = raw.values().find_map(pyjson::find_overlong_int) {
             return Err(vec![Problem {
@@ -321,24 +331,24 @@ impl Entry {
         if py_is_blank(read.lease_id) || py_is_blank(read.session_id) || seen.seen(read.lease_id) {
             return None;
         }
-        // The string fields are ranges of the text (the boxed copy has the same bytes).
+        // The string fields are stretches of the text (a copy of it has them at the same places).
         Some(Entry {
-            lease_id: Field::within(text, read.lease_id),
-            session_id: Field::within(text, read.session_id),
+            lease_id: Span::within(text, read.lease_id),
+            session_id: Span::within(text, read.session_id),
+            surface: read.surface.map(|s| Span::within(text, s)),
+            live_session_id: read.live_session_id.map_or(Span::EMPTY, |l| Span::within(text, l)),
+            text: Text::of(text, file),
             pid: read.pid,
-            surface: read.surface.map(|s| Field::within(text, s)),
-            process_start_time: read.process_start_time,
+            process_start_time: read.process_start_time.unwrap_or(f64::NAN),
             started_at: read.started_at.unwrap_or(f64::NAN),
             track_liveness: read.track_liveness,
-            live_session_id: read.live_session_id.map_or_else(|| Field::owned(""), |l| Field::within(text, l)),
-            text: Text::of(text, file),
         })
     }
 
     fn validate<F: Fields + ?Sized, S: SeenIds + ?Sized>(
         index: usize,
         raw: &F,
-        text: Text,
+        json: String,
         seen: &S,
     ) -> Result<Entry, Vec<Problem>> {
         let mut found = Findings { index, problems: Vec::new() };
@@ -350,16 +360,17 @@ impl Entry {
             {
                 // A time Python reads as NaN or infinity is no time: unknown.
                 let started_at = raw.field("started_at").and_then(py_float).filter(|t| t.is_finite());
+                let mut own = OwnText::new(json);
                 Ok(Entry {
-                    lease_id: Field::owned(lease_id),
-                    session_id: Field::owned(session_id),
+                    lease_id: own.field(lease_id),
+                    session_id: own.field(&session_id),
+                    surface: surface.map(|s| own.field(&s)),
+                    live_session_id: own.field(&live_session_id_of(raw)),
+                    text: own.done(),
                     pid,
-                    surface: surface.map(Field::owned),
-                    process_start_time: pst,
+                    process_start_time: pst.unwrap_or(f64::NAN),
                     started_at: started_at.unwrap_or(f64::NAN),
                     track_liveness,
-                    live_session_id: Field::owned(live_session_id_of(raw)),
-                    text,
                 })
             }
             _ => Err(found.problems),
@@ -384,33 +395,34 @@ impl Entry {
             raw.insert("metadata".into(), Value::Object(new.metadata));
         }
         let live_session_id = live_session_id_of(&raw);
+        let mut own = OwnText::new(pyjson::to_string(&Value::Object(raw)));
         Entry {
-            lease_id: Field::owned(new.lease_id),
-            session_id: Field::owned(new.session_id),
+            lease_id: own.field(&new.lease_id),
+            session_id: own.field(&new.session_id),
+            surface: new.surface.as_deref().map(|s| own.field(s)),
+            live_session_id: own.field(&live_session_id),
+            text: own.done(),
             pid: new.pid,
-            surface: new.surface.map(Field::owned),
-            process_start_time: new.process_start_time,
+            process_start_time: new.process_start_time.filter(|t| t.is_finite()).unwrap_or(f64::NAN),
             started_at: if new.now.is_finite() { new.now } else { f64::NAN },
             track_liveness: new.track_liveness,
-            live_session_id: Field::owned(live_session_id),
-            text: Text::own(pyjson::to_string(&Value::Object(raw))),
         }
     }
 
     pub fn lease_id(&self) -> &str {
-        self.lease_id.get(self.text.get())
+        self.text.at(self.lease_id)
     }
     pub fn session_id(&self) -> &str {
-        self.session_id.get(self.text.get())
+        self.text.at(self.session_id)
     }
     pub fn pid(&self) -> u64 {
         self.pid
     }
     pub fn surface(&self) -> Option<&str> {
-        self.surface.as_ref().map(|s| s.get(self.text.get()))
+        self.surface.map(|s| self.text.at(s))
     }
     pub fn process_start_time(&self) -> Option<f64> {
-        self.process_start_time
+        (!self.process_start_time.is_nan()).then_some(self.process_start_time)
     }
     pub fn started_at(&self) -> Option<f64> {
         (!self.started_at.is_nan()).then_some(self.started_at)
@@ -429,19 +441,17 @@ impl Entry {
     /// The lease id as a slice of `original`, the text this entry was read from, when
     /// the id is held verbatim there (lets a reader track ids without copying them).
     pub fn lease_id_in<'a>(&self, original: &'a str) -> Option<&'a str> {
-        match &self.lease_id {
-            Field::In(a, b) => original.get(*a as usize..*b as usize),
-            Field::Own(_) => None,
-        }
+        let Span(a, b) = self.lease_id;
+        (b as usize <= self.text.get().len()).then(|| original.get(a as usize..b as usize)).flatten()
     }
 
-    /// The entry's exact text as it is written to the file.
-    /// The file's text this entry borrows, and where in it the entry is (None for an
-    /// entry with a text of its own).
-    pub(crate) fn stretch_of_file(&self) -> Option<(&Arc<String>, usize, usize)> {
+    /// The text this entry's text is a stretch of (the file's, when it borrows it), and
+    /// where in it the entry is.
+    pub(crate) fn stretch_of_file(&self) -> (&Arc<String>, usize, usize) {
         self.text.stretch()
     }
 
+    /// The entry's exact text as it is written to the file.
     pub fn text(&self) -> &str {
         self.text.get()
     }
@@ -453,7 +463,7 @@ impl Entry {
 
     /// `metadata.live_session_id` as Hermes stringifies it (`str(x or "")`).
     pub fn live_session_id(&self) -> String {
-        self.live_session_id.get(self.text.get()).to_owned()
+        self.text.at(self.live_session_id).to_owned()
     }
 
     /// Move the lease to another session (transfer), as Hermes does: new
@@ -467,12 +477,14 @@ impl Entry {
         {
             raw.insert("metadata".into(), Value::Object(m));
         }
-        // The text is re-rendered below: ranges into the old text must become copies.
-        self.lease_id = Field::owned(self.lease_id());
-        self.surface = self.surface().map(Field::owned);
-        self.session_id = Field::owned(session_id);
-        self.live_session_id = Field::owned(live_session_id_of(&raw));
-        self.text = Text::own(pyjson::to_string(&Value::Object(raw)));
+        // The text is made anew: the fields go with it.
+        let live_session_id = live_session_id_of(&raw);
+        let mut own = OwnText::new(pyjson::to_string(&Value::Object(raw)));
+        self.lease_id = own.field(self.lease_id());
+        self.surface = self.surface().map(|s| own.field(s));
+        self.session_id = own.field(session_id);
+        self.live_session_id = own.field(&live_session_id);
+        self.text = own.done();
     }
 
     /// The entry as a standard JSON value (every field), for leasectl's own output:
@@ -987,7 +999,7 @@ mod tests {
         assert_eq!(entry.live_session_id(), "");
         let entry = check(base()).expect("valid");
         assert_eq!(entry.started_at(), Some(1.0));
-        assert!(matches!(entry.live_session_id, Field::In(0, 0)), "no allocation for an empty id");
+        assert!(matches!(entry.live_session_id, Span(0, 0)), "no allocation for an empty id");
     }
 
     fn base() -> Value {
@@ -1115,6 +1127,13 @@ mod tests {
         let sep = if next().is_multiple_of(17) { "," } else { ", " };
         let fields: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
         format!("{{{}}}", fields.join(sep))
+    }
+
+    /// 80 bytes an entry: at 50,000 entries every 8 bytes more is 100 pages, each a fault
+    /// in a one-shot process.
+    #[test]
+    fn an_entry_takes_80_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 80);
     }
 
     /// What the layout reader accepts, the general scan accepts too, with the same entry
