@@ -366,7 +366,7 @@ fn leaked_snapshot() -> leasectl::tui::event::RegistrySnapshot {
         source: Some("telegram".into()),
         started_at: Some(NOW - 86_400.0),
         ended_at: ended.map(|e| e.0),
-        end_reason: ended.map(|e| e.1.to_owned()),
+        end_reason: ended.map(|e| e.1.into()),
         last_activity: Some(last),
         messages: 42,
     };

@@ -314,14 +314,14 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
 /// (see [`Owner`]).
 #[derive(Serialize)]
 struct Context<'a> {
-    end_reason: &'a Option<String>,
+    end_reason: &'a Option<Box<str>>,
     ended_at: Option<f64>,
     id: &'a str,
     last_activity: Option<f64>,
     messages: u64,
-    source: &'a Option<String>,
+    source: &'a Option<Box<str>>,
     started_at: Option<f64>,
-    title: &'a Option<String>,
+    title: &'a Option<Box<str>>,
 }
 
 impl<'a> Context<'a> {
@@ -816,8 +816,8 @@ mod tests {
             }
             if i % 3 == 0 {
                 let c = SessionContext {
-                    session_id: e.session_id().to_owned(),
-                    title: (i % 2 == 0).then(|| format!("title \"{i}\" é")),
+                    session_id: e.session_id().into(),
+                    title: (i % 2 == 0).then(|| format!("title \"{i}\" é").into()),
                     source: Some("cli".into()),
                     started_at: Some(1_796_275_786.632_246_5 + i as f64),
                     ended_at: (i % 2 == 1).then_some(f64::NAN),

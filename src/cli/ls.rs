@@ -292,7 +292,7 @@ fn wide_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, m: &Marks, at: f64)
         liveness,
         age,
         live_id,
-        m.context_of(v).and_then(|c| c.title.clone()).unwrap_or_else(|| "-".into()),
+        m.context_of(v).and_then(|c| c.title.as_deref()).unwrap_or("-").to_owned(),
         activity_text(m.context_of(v)),
         o.map(|o| o.cmdline.join(" ")).filter(|c| !c.is_empty()).unwrap_or_else(|| "-".into()),
     ]

@@ -402,9 +402,9 @@ fn number_ref(v: ValueRef<'_>) -> Option<f64> {
     }
 }
 
-fn text(v: SqlValue) -> Option<String> {
+fn text(v: SqlValue) -> Option<Box<str>> {
     match v {
-        SqlValue::Text(s) => Some(s),
+        SqlValue::Text(s) => Some(s.into_boxed_str()),
         _ => None,
     }
 }
@@ -558,12 +558,12 @@ mod tests {
             .expect("its messages");
         let newest = times.iter().chain([&beat]).filter_map(|t| sane(*t, now)).max_by(f64::total_cmp);
         Some(SessionContext {
-            session_id: s.to_owned(),
-            title,
-            source,
+            session_id: s.into(),
+            title: title.map(String::into_boxed_str),
+            source: source.map(String::into_boxed_str),
             started_at: sane(started, now),
             ended_at: sane(ended, now),
-            end_reason,
+            end_reason: end_reason.map(String::into_boxed_str),
             last_activity: newest.or(sane(started, now)),
             messages: times.len() as u64,
         })
