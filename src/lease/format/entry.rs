@@ -222,64 +222,15 @@ impl Entry {
     }
 
     /// The entry starting at `pos` in `text` when it is laid out as Hermes writes one
-    /// (`_lease_entry`: its members sorted by key, `metadata` only when not empty and
-    /// `track_liveness` only when true), and where it ends; None for any other entry,
-    /// which [`Entry::fast`] then reads by its keys. Read by position: the keys are
-    /// matched as the literal text around them, not scanned, ordered and looked up one
-    /// by one. What it accepts, the general scan accepts with the same members.
+    /// (`_lease_entry`), and where it ends; None for any other entry, which
+    /// [`Entry::fast`] then reads by its keys. See [`layout`](super::layout).
     pub(crate) fn in_hermes_layout<S: SeenIds + ?Sized>(
         text: &str,
         pos: usize,
         seen: &S,
         file: Option<&Arc<String>>,
     ) -> Option<(Entry, usize)> {
-        let mut at = Layout { text, p: pos };
-        at.key(b"{\"lease_id\": ")?;
-        let lease_id = at.plain_string()?;
-        let live_session_id = match at.key(b", \"metadata\": ") {
-            Some(()) => live_id_in_metadata(at.value()?)?,
-            None => None,
-        };
-        at.key(b", \"pid\": ")?;
-        let pid = at.pid()?;
-        at.key(b", \"process_start_time\": ")?;
-        let process_start_time = match at.number()? {
-            ("null", _) => None,
-            (_, value) => Some(value?),
-        };
-        at.key(b", \"session_id\": ")?;
-        let session_id = at.plain_string()?;
-        at.key(b", \"started_at\": ")?;
-        let (started_text, started_at) = at.number()?;
-        at.key(b", \"surface\": ")?;
-        let surface = match at.null() {
-            Some(()) => None,
-            None => Some(at.plain_string()?),
-        };
-        let track_liveness = match at.key(b", \"track_liveness\": ") {
-            Some(()) => track_liveness_of(at.value()?)?,
-            None => false,
-        };
-        at.key(b", \"updated_at\": ")?;
-        // Mostly the started_at text again, which is a canonical value: not checked twice.
-        if at.key_text(started_text, b'}').is_none() {
-            at.value()?;
-        }
-        let p = at.p;
-        if text.as_bytes().get(p) != Some(&b'}') {
-            return None;
-        }
-        let read = CommonFields {
-            lease_id,
-            session_id,
-            pid,
-            surface,
-            process_start_time,
-            started_at,
-            track_liveness,
-            live_session_id,
-        };
-        Some((Entry::of_common(read, text.get(pos..=p)?, seen, file)?, p + 1))
+        super::layout::entry_at(text, pos, seen, file)
     }
 
     /// [`Entry::fast`] over members already told apart by key.
@@ -322,7 +273,7 @@ impl Entry {
 
     /// The entry of the fields the common case read from `text`, when they pass the
     /// identity rules; None when the general validation must decide.
-    fn of_common<S: SeenIds + ?Sized>(
+    pub(super) fn of_common<S: SeenIds + ?Sized>(
         read: CommonFields<'_>,
         text: &str,
         seen: &S,
@@ -681,19 +632,19 @@ impl Member {
 }
 
 /// What the common case reads of an entry: its strings are stretches of its text.
-struct CommonFields<'t> {
-    lease_id: &'t str,
-    session_id: &'t str,
-    pid: u64,
-    surface: Option<&'t str>,
-    process_start_time: Option<f64>,
-    started_at: Option<f64>,
-    track_liveness: bool,
-    live_session_id: Option<&'t str>,
+pub(super) struct CommonFields<'t> {
+    pub(super) lease_id: &'t str,
+    pub(super) session_id: &'t str,
+    pub(super) pid: u64,
+    pub(super) surface: Option<&'t str>,
+    pub(super) process_start_time: Option<f64>,
+    pub(super) started_at: Option<f64>,
+    pub(super) track_liveness: bool,
+    pub(super) live_session_id: Option<&'t str>,
 }
 
 /// `track_liveness`'s value: true, or false when false or null; None for anything else.
-fn track_liveness_of(span: &str) -> Option<bool> {
+pub(super) fn track_liveness_of(span: &str) -> Option<bool> {
     match span {
         "true" => Some(true),
         "false" | "null" => Some(false),
@@ -703,7 +654,7 @@ fn track_liveness_of(span: &str) -> Option<bool> {
 
 /// The live session id in `metadata`'s value (None when it has none); None when the
 /// value is not what the common case reads.
-fn live_id_in_metadata(span: &str) -> Option<Option<&str>> {
+pub(super) fn live_id_in_metadata(span: &str) -> Option<Option<&str>> {
     if span == "null" {
         return Some(None);
     }
@@ -713,80 +664,13 @@ fn live_id_in_metadata(span: &str) -> Option<Option<&str>> {
     }
 }
 
-/// A reader of an entry laid out as Hermes writes one, at `p` in `text`. Each member's
-/// key is a constant compared inline, not scanned; each reading moves `p` past what it
-/// read, and None means the text is not read so (the general scan decides).
-struct Layout<'t> {
-    text: &'t str,
-    p: usize,
-}
-
-impl<'t> Layout<'t> {
-    /// Past `key` (with the separator ahead of it) when the text has it here.
-    #[inline(always)]
-    fn key<const N: usize>(&mut self, key: &[u8; N]) -> Option<()> {
-        let here = self.text.as_bytes().get(self.p..self.p + N)?;
-        (here == key).then(|| self.p += N)
-    }
-
-    /// Past `value` when the text has it here, followed by `then`.
-    fn key_text(&mut self, value: &str, then: u8) -> Option<()> {
-        let end = self.p + value.len();
-        let b = self.text.as_bytes();
-        (b.get(self.p..end) == Some(value.as_bytes()) && b.get(end) == Some(&then)).then(|| self.p = end)
-    }
-
-    /// Past `null`.
-    fn null(&mut self) -> Option<()> {
-        self.key(b"null")
-    }
-
-    /// Any canonical value's text.
-    fn value(&mut self) -> Option<&'t str> {
-        let start = self.p;
-        self.p = pyjson::member_value_end(self.text, start)?;
-        self.text.get(start..self.p)
-    }
-
-    /// A string's content when it holds no escape.
-    fn plain_string(&mut self) -> Option<&'t str> {
-        let start = self.p;
-        self.p = pyjson::plain_string_end(self.text.as_bytes(), start)?;
-        self.text.get(start + 1..self.p - 1)
-    }
-
-    /// A canonical value's text, and the finite number it is (None when it is none).
-    /// A number is read in one pass where it can be.
-    fn number(&mut self) -> Option<(&'t str, Option<f64>)> {
-        let start = self.p;
-        if let Some(number) = pyjson::number_at(self.text.as_bytes(), start) {
-            self.p = number.end;
-            return Some((self.text.get(start..self.p)?, Some(number.value)));
-        }
-        let span = self.value()?;
-        Some((span, plain_number(span)))
-    }
-
-    /// A pid: a whole number over 0.
-    fn pid(&mut self) -> Option<u64> {
-        let pid = match pyjson::number_at(self.text.as_bytes(), self.p) {
-            Some(number) => {
-                self.p = number.end;
-                number.unsigned
-            }
-            None => self.value()?.parse::<u64>().ok(),
-        };
-        pid.filter(|&p| p > 0)
-    }
-}
-
 fn plain_str(span: &str) -> Option<&str> {
     let inner = span.strip_prefix('"')?.strip_suffix('"')?;
     pyjson::is_unescaped(inner).then_some(inner)
 }
 
 /// A finite number from canonical number text.
-fn plain_number(span: &str) -> Option<f64> {
+pub(super) fn plain_number(span: &str) -> Option<f64> {
     let first = *span.as_bytes().first()?;
     if !(first == b'-' || first.is_ascii_digit()) {
         return None;
@@ -1070,119 +954,10 @@ mod tests {
         assert_eq!(check(base()).map(|e| e.live_session_id()), Ok(String::new()));
     }
 
-    /// An entry's text as Hermes lays one out, or nearly: its members in sorted order
-    /// (sometimes not), each usual key present or not, values of the usual kind or not.
-    fn nearly_hermes(next: &mut impl FnMut() -> u64) -> String {
-        const STRINGS: [&str; 7] =
-            ["\"0123456789abcdef0123456789abcdef\"", "\"S\"", "\" \"", "\"\"", "\"tab\\tx\"", "\"é😀\"", "\"\\u0001\""];
-        const OTHERS: [&str; 16] = [
-            "null",
-            "true",
-            "false",
-            "0",
-            "7",
-            "-3",
-            "1.5",
-            "1796275786.6322465",
-            "1796275786.63224650",
-            "1796275786.6322464",
-            "1E5",
-            "NaN",
-            "[]",
-            "{}",
-            "{\"live_session_id\": \"tab-1\"}",
-            "{\"a\": [1, {\"b\": null}]}",
-        ];
-        // Mostly the usual value, so that many whole entries are Hermes' own.
-        let mut pick = |usual: &str, list: &[&str]| {
-            let r = next();
-            if r % 5 < 3 { usual.to_owned() } else { list[(r / 5) as usize % list.len()].to_owned() }
-        };
-        let mut members: Vec<(&str, String)> = vec![
-            ("lease_id", pick("\"0123456789abcdef0123456789abcdef\"", &STRINGS)),
-            ("metadata", pick("{\"live_session_id\": \"tab-1\"}", &OTHERS)),
-            ("pid", pick("20834", &["20834", "1", "0", "-5", "18446744073709551616", "\"7\"", "020834"])),
-            ("process_start_time", pick("1795989978.25", &OTHERS)),
-            ("session_id", pick("\"S\"", &STRINGS)),
-            ("started_at", pick("1796275786.6322465", &OTHERS)),
-            ("surface", pick("\"tui\"", &["\"tui\"", "null", "\"\\n\"", "3"])),
-            ("track_liveness", pick("true", &["true", "false", "null", "1"])),
-            ("updated_at", pick("1796275786.6322465", &OTHERS)),
-            ("zz", pick("null", &OTHERS)),
-        ];
-        // Any member may be missing; the metadata, track_liveness and a key Hermes does not
-        // write, often.
-        members.retain(|(key, _)| {
-            let r = next() % 8;
-            match *key {
-                "metadata" | "track_liveness" => r < 4,
-                "zz" => r == 0,
-                _ => r != 0,
-            }
-        });
-        if next().is_multiple_of(11) && members.len() > 1 {
-            let at = next() as usize % (members.len() - 1);
-            members.swap(at, at + 1);
-        }
-        let sep = if next().is_multiple_of(17) { "," } else { ", " };
-        let fields: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
-        format!("{{{}}}", fields.join(sep))
-    }
-
     /// 80 bytes an entry: at 50,000 entries every 8 bytes more is 100 pages, each a fault
     /// in a one-shot process.
     #[test]
     fn an_entry_takes_80_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 80);
-    }
-
-    /// What the layout reader accepts, the general scan accepts too, with the same entry
-    /// (every field) and the same end; and it accepts Hermes' own entries, with and without
-    /// metadata and track_liveness.
-    #[test]
-    fn an_entry_read_by_its_layout_is_the_entry_read_by_its_keys() {
-        let mut next = crate::lease::format::pyjson::xorshift(0x3c6e_f372_fe94_f82b);
-        let seen: HashSet<String> = ["seen-before".to_owned()].into();
-        let mut accepted = 0;
-        for _ in 0..20_000 {
-            let text = format!("{}, ", nearly_hermes(&mut next));
-            let mut members = Vec::new();
-            let general = crate::lease::format::pyjson::canonical_object_at(&text, 0, &mut members)
-                .and_then(|end| Entry::fast(&members, &text[..end], &seen, None).map(|e| (e, end)));
-            let Some((entry, end)) = Entry::in_hermes_layout(&text, 0, &seen, None) else { continue };
-            accepted += 1;
-            let (want, want_end) = general.unwrap_or_else(|| panic!("read by layout only: {text}"));
-            assert_eq!(end, want_end, "{text}");
-            let fields = |e: &Entry| {
-                (
-                    e.text().to_owned(),
-                    e.lease_id().to_owned(),
-                    e.session_id().to_owned(),
-                    e.pid(),
-                    e.surface().map(str::to_owned),
-                    e.process_start_time().map(f64::to_bits),
-                    e.started_at().map(f64::to_bits),
-                    e.track_liveness(),
-                    e.live_session_id(),
-                )
-            };
-            assert_eq!(fields(&entry), fields(&want), "{text}");
-        }
-        assert!(accepted > 500, "the layout reader read {accepted} entries of 20,000");
-        for hermes in [
-            "{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {\"live_session_id\": \"tab-1\"}, \"pid\": 20834, \"process_start_time\": 1795989978.25, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}",
-            "{\"lease_id\": \"a\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"track_liveness\": true, \"updated_at\": 1.5}",
-        ] {
-            let read = Entry::in_hermes_layout(hermes, 0, &seen, None).map(|(e, end)| (e.lease_id().to_owned(), end));
-            assert_eq!(
-                read,
-                Some((
-                    if hermes.contains("\"a\"") { "a" } else { "0123456789abcdef0123456789abcdef" }.to_owned(),
-                    hermes.len()
-                ))
-            );
-        }
-        let again = "{\"lease_id\": \"seen-before\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"updated_at\": 1.5}";
-        assert!(Entry::in_hermes_layout(again, 0, &seen, None).is_none(), "a lease id seen before");
     }
 }
