@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::lease::format::entry::{Entry, NothingSeen};
+use crate::lease::format::layout;
 use crate::lease::format::problem::{Problem, Rule};
 use crate::lease::format::pyjson::{self, MAX_JSON_VALUES, not_json_detail, too_many_values};
 use rustc_hash::FxBuildHasher as FxBuild;
@@ -315,7 +316,7 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
     let mut ids: Vec<u64> = Vec::with_capacity(entries.capacity());
     let mut members = Vec::with_capacity(16);
     loop {
-        let (entry, end) = Entry::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
+        let (entry, end) = layout::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
         if entries.len() == entries.capacity() {
             // Room for as many more as the entries read so far say the rest of the text
             // holds, and a little: not doubled past it (a one-shot listing holds a view

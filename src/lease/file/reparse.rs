@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use serde_json::Map;
 
 use super::format::{HEAD, RegistryFile};
-use crate::lease::format::entry::{Entry, SeenIds};
+use crate::lease::format::entry::SeenIds;
+use crate::lease::format::layout;
 use crate::lease::format::pyjson;
 use rustc_hash::FxBuildHasher as FxBuild;
 
@@ -79,7 +80,7 @@ pub(super) fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, n
                 break;
             }
         }
-        let (entry, end) = Entry::canonical_at(middle, p, &seen, None, &mut members)?;
+        let (entry, end) = layout::canonical_at(middle, p, &seen, None, &mut members)?;
         seen.middle.insert(hash_str(entry.lease_id()), ());
         entries.push(entry);
         p = end;

@@ -204,35 +204,6 @@ impl Entry {
         Entry::fast_members(members.iter().map(|&(key, span)| (Member::of(key), span)), text, seen, file)
     }
 
-    /// The canonical entry starting at `pos` in `text` that passes [`Entry::fast`], and
-    /// where it ends: read by Hermes' layout when it has it, else by its keys (`members`
-    /// is the reusable buffer for them). None: not canonical, or not the common case.
-    pub(crate) fn canonical_at<'t, S: SeenIds + ?Sized>(
-        text: &'t str,
-        pos: usize,
-        seen: &S,
-        file: Option<&Arc<String>>,
-        members: &mut Vec<(&'t str, &'t str)>,
-    ) -> Option<(Entry, usize)> {
-        if let Some(read) = Entry::in_hermes_layout(text, pos, seen, file) {
-            return Some(read);
-        }
-        let end = pyjson::canonical_object_at(text, pos, members)?;
-        Some((Entry::fast(members, text.get(pos..end)?, seen, file)?, end))
-    }
-
-    /// The entry starting at `pos` in `text` when it is laid out as Hermes writes one
-    /// (`_lease_entry`), and where it ends; None for any other entry, which
-    /// [`Entry::fast`] then reads by its keys. See [`layout`](super::layout).
-    pub(crate) fn in_hermes_layout<S: SeenIds + ?Sized>(
-        text: &str,
-        pos: usize,
-        seen: &S,
-        file: Option<&Arc<String>>,
-    ) -> Option<(Entry, usize)> {
-        super::layout::entry_at(text, pos, seen, file)
-    }
-
     /// [`Entry::fast`] over members already told apart by key.
     fn fast_members<'t, S: SeenIds + ?Sized>(
         members: impl Iterator<Item = (Member, &'t str)>,

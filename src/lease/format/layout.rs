@@ -9,9 +9,27 @@ use std::sync::Arc;
 use crate::lease::format::entry::{CommonFields, Entry, SeenIds, live_id_in_metadata, plain_number, track_liveness_of};
 use crate::lease::format::pyjson;
 
+/// The canonical entry starting at `pos` in `text` that passes [`Entry::fast`], and where
+/// it ends: read by Hermes' layout when it has it, else by its keys (`members` is the
+/// reusable buffer for them). None: not canonical, or not the common case.
+pub(crate) fn canonical_at<'t, S: SeenIds + ?Sized>(
+    text: &'t str,
+    pos: usize,
+    seen: &S,
+    file: Option<&Arc<String>>,
+    members: &mut Vec<(&'t str, &'t str)>,
+) -> Option<(Entry, usize)> {
+    if let Some(read) = entry_at(text, pos, seen, file) {
+        return Some(read);
+    }
+    let end = pyjson::canonical_object_at(text, pos, members)?;
+    Some((Entry::fast(members, text.get(pos..end)?, seen, file)?, end))
+}
+
 /// The entry starting at `pos` in `text` in Hermes' layout that passes the common case's
-/// rules, and where it ends; None for any other.
-pub(super) fn entry_at<S: SeenIds + ?Sized>(
+/// rules, and where it ends; None for any other, which [`Entry::fast`] then reads by its
+/// keys.
+fn entry_at<S: SeenIds + ?Sized>(
     text: &str,
     pos: usize,
     seen: &S,
@@ -211,7 +229,7 @@ mod tests {
             let mut members = Vec::new();
             let general = crate::lease::format::pyjson::canonical_object_at(&text, 0, &mut members)
                 .and_then(|end| Entry::fast(&members, &text[..end], &seen, None).map(|e| (e, end)));
-            let Some((entry, end)) = Entry::in_hermes_layout(&text, 0, &seen, None) else { continue };
+            let Some((entry, end)) = entry_at(&text, 0, &seen, None) else { continue };
             accepted += 1;
             let (want, want_end) = general.unwrap_or_else(|| panic!("read by layout only: {text}"));
             assert_eq!(end, want_end, "{text}");
@@ -235,7 +253,7 @@ mod tests {
             "{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {\"live_session_id\": \"tab-1\"}, \"pid\": 20834, \"process_start_time\": 1795989978.25, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}",
             "{\"lease_id\": \"a\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"track_liveness\": true, \"updated_at\": 1.5}",
         ] {
-            let read = Entry::in_hermes_layout(hermes, 0, &seen, None).map(|(e, end)| (e.lease_id().to_owned(), end));
+            let read = entry_at(hermes, 0, &seen, None).map(|(e, end)| (e.lease_id().to_owned(), end));
             assert_eq!(
                 read,
                 Some((
@@ -245,6 +263,6 @@ mod tests {
             );
         }
         let again = "{\"lease_id\": \"seen-before\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"updated_at\": 1.5}";
-        assert!(Entry::in_hermes_layout(again, 0, &seen, None).is_none(), "a lease id seen before");
+        assert!(entry_at(again, 0, &seen, None).is_none(), "a lease id seen before");
     }
 }

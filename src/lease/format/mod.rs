@@ -3,6 +3,6 @@
 //! JSON (`pyjson`).
 
 pub mod entry;
-mod layout;
+pub(crate) mod layout;
 pub mod problem;
 pub mod pyjson;
