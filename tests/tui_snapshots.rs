@@ -360,15 +360,13 @@ fn leaked_snapshot() -> leasectl::tui::event::RegistrySnapshot {
     use leasectl::lease::home::context::{Contexts, SessionContext};
     use std::sync::Arc;
     let root = registry("root");
-    let ctx = |id: &str, title: &str, ended: Option<(f64, &str)>, last: f64| SessionContext {
-        session_id: id.into(),
-        title: Some(title.into()),
-        source: Some("telegram".into()),
-        started_at: Some(NOW - 86_400.0),
-        ended_at: ended.map(|e| e.0),
-        end_reason: ended.map(|e| e.1.into()),
-        last_activity: Some(last),
-        messages: 42,
+    let ctx = |id: &str, title: &str, ended: Option<(f64, &str)>, last: f64| {
+        let mut c = SessionContext::new(id, Some(title), Some("telegram"), ended.map(|e| e.1));
+        c.started_at = Some(NOW - 86_400.0);
+        c.ended_at = ended.map(|e| e.0);
+        c.last_activity = Some(last);
+        c.messages = 42;
+        c
     };
     let contexts = Contexts::Read(
         [
@@ -429,7 +427,7 @@ fn the_filter_matches_marks_titles_and_hosts_as_shown() {
     if let Some(leasectl::lease::home::context::Contexts::Read(by_id)) =
         renamed.sessions.as_mut().and_then(std::sync::Arc::get_mut)
     {
-        by_id.get_mut("chat-2").expect("chat-2").title = Some("Trip to Porto".into());
+        by_id.get_mut("chat-2").expect("chat-2").set_title(Some("Trip to Porto"));
     }
     update(&mut app, loaded(vec![renamed]));
     assert_eq!(shown(&app), Vec::<String>::new(), "the old title still matched");

@@ -109,7 +109,8 @@ fn a_state_db_change_is_read_and_leaks_are_judged() {
     let first = worker.reload();
     let rows = first.snapshots[0].leases.as_ref().expect("leases");
     assert_eq!(rows[0].leak, None, "busy a minute ago");
-    let title = first.snapshots[0].sessions.as_ref().and_then(|c| c.get("S")).and_then(|c| c.title.clone());
+    let title =
+        first.snapshots[0].sessions.as_ref().and_then(|c| c.get("S")).and_then(|c| c.title().map(str::to_owned));
     assert_eq!(title.as_deref(), Some("a title"));
     // Hermes ends the session while the owner lives on.
     db.execute("UPDATE sessions SET ended_at = ?1, end_reason = 'tui_shutdown' WHERE id = 'S'", [now - 1.0])

@@ -314,27 +314,27 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
 /// (see [`Owner`]).
 #[derive(Serialize)]
 struct Context<'a> {
-    end_reason: &'a Option<Box<str>>,
+    end_reason: Option<&'a str>,
     ended_at: Option<f64>,
     id: &'a str,
     last_activity: Option<f64>,
     messages: u64,
-    source: &'a Option<Box<str>>,
+    source: Option<&'a str>,
     started_at: Option<f64>,
-    title: &'a Option<Box<str>>,
+    title: Option<&'a str>,
 }
 
 impl<'a> Context<'a> {
     fn of(c: &'a crate::lease::home::context::SessionContext) -> Context<'a> {
         Context {
-            end_reason: &c.end_reason,
+            end_reason: c.end_reason(),
             ended_at: c.ended_at,
-            id: &c.session_id,
+            id: c.session_id(),
             last_activity: c.last_activity,
             messages: c.messages,
-            source: &c.source,
+            source: c.source(),
             started_at: c.started_at,
-            title: &c.title,
+            title: c.title(),
         }
     }
 }
@@ -815,16 +815,12 @@ mod tests {
                 marks.leaks.insert(e.lease_id().to_owned(), format!("idle for {i} s"));
             }
             if i % 3 == 0 {
-                let c = SessionContext {
-                    session_id: e.session_id().into(),
-                    title: (i % 2 == 0).then(|| format!("title \"{i}\" é").into()),
-                    source: Some("cli".into()),
-                    started_at: Some(1_796_275_786.632_246_5 + i as f64),
-                    ended_at: (i % 2 == 1).then_some(f64::NAN),
-                    end_reason: None,
-                    last_activity: Some(0.1),
-                    messages: i as u64,
-                };
+                let title = (i % 2 == 0).then(|| format!("title \"{i}\" é"));
+                let mut c = SessionContext::new(e.session_id(), title.as_deref(), Some("cli"), None);
+                c.started_at = Some(1_796_275_786.632_246_5 + i as f64);
+                c.ended_at = (i % 2 == 1).then_some(f64::NAN);
+                c.last_activity = Some(0.1);
+                c.messages = i as u64;
                 contexts.insert(e.session_id().to_owned(), c);
             }
             views.push(LeaseView::local(e, liveness));

@@ -292,7 +292,7 @@ fn wide_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, m: &Marks, at: f64)
         liveness,
         age,
         live_id,
-        m.context_of(v).and_then(|c| c.title.as_deref()).unwrap_or("-").to_owned(),
+        m.context_of(v).and_then(|c| c.title()).unwrap_or("-").to_owned(),
         activity_text(m.context_of(v)),
         o.map(|o| o.cmdline.join(" ")).filter(|c| !c.is_empty()).unwrap_or_else(|| "-".into()),
     ]
@@ -373,11 +373,7 @@ fn tsv(registries: &[Rows], bare: bool) {
                     .map(|s| escape(&s).into_owned())
                     .unwrap_or("-".into()),
                 if m.is_empty() { "-".into() } else { m.join(",").replace(' ', "_") },
-                marks
-                    .context_of(v)
-                    .and_then(|c| c.title.as_deref())
-                    .map(|t| escape(t).into_owned())
-                    .unwrap_or("-".into()),
+                marks.context_of(v).and_then(|c| c.title()).map(|t| escape(t).into_owned()).unwrap_or("-".into()),
                 marks
                     .context_of(v)
                     .and_then(|c| c.last_activity)

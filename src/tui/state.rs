@@ -617,7 +617,7 @@ impl App {
             let leases = &self.registries[r].leases;
             // Over --host every lease of a registry is on its host (an etcd lease names its own).
             let on_host = self.registries[r].location.host().map(|h| h.name.as_str());
-            let title = |session: &str| self.registries[r].session(session).and_then(|c| c.title.as_deref());
+            let title = |session: &str| self.registries[r].session(session).and_then(|c| c.title());
             for (i, l) in leases.iter().enumerate() {
                 let session = l.entry.session_id();
                 let g = *by_session.entry(session).or_insert_with(|| {

@@ -562,7 +562,7 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, host: Option<&str>, cols: &C
 fn activity(now: f64, ctx: &SessionContext) -> String {
     match (ctx.ended_at, ctx.last_activity) {
         (Some(end), _) => {
-            let why = ctx.end_reason.as_deref().map(|r| format!(" ({})", shown_text(r))).unwrap_or_default();
+            let why = ctx.end_reason().map(|r| format!(" ({})", shown_text(r))).unwrap_or_default();
             format!("ended {} ago{why}", time::age(now - end))
         }
         (None, Some(t)) => format!("active {} ago", time::age(now - t)),
@@ -703,7 +703,7 @@ fn session_line(
     }
     spans.push(Span::raw(format!("  {}", crate::lease::human::plural(count, "lease", "leases"))));
     if let Some(ctx) = app.registries[registry].session(session) {
-        if let Some(title) = &ctx.title {
+        if let Some(title) = ctx.title() {
             spans.push(Span::styled(format!("  “{}”", shown_text(title)), p.fg(Color::White)));
         }
         spans.push(Span::styled(format!("  {}", activity(app.now, ctx)), p.fg(Color::DarkGray)));
@@ -761,15 +761,15 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         (Some(ctx), _) => {
             lines.push(Line::from(Span::styled("session (state.db)", bold)));
             let when = |t: Option<f64>| t.map(|t| time::full(t, &app.tz)).unwrap_or_else(|| "-".into());
-            lines.push(Line::from(format!("  title: {}", shown_text(ctx.title.as_deref().unwrap_or("-")))));
+            lines.push(Line::from(format!("  title: {}", shown_text(ctx.title().unwrap_or("-")))));
             lines.push(Line::from(format!(
                 "  source: {}  messages: {}",
-                shown_text(ctx.source.as_deref().unwrap_or("-")),
+                shown_text(ctx.source().unwrap_or("-")),
                 ctx.messages
             )));
             lines.push(Line::from(format!("  started: {}", when(ctx.started_at))));
             if ctx.ended_at.is_some() {
-                let why = ctx.end_reason.as_deref().map(shown_text).unwrap_or_else(|| "-".into());
+                let why = ctx.end_reason().map(shown_text).unwrap_or_else(|| "-".into());
                 lines.push(Line::from(format!("  ended: {} ({why})", when(ctx.ended_at))));
             }
             lines.push(Line::from(format!(

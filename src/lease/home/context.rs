@@ -341,17 +341,13 @@ fn query(db: &Path, wanted: &Wanted, now: f64) -> Result<ContextMap, String> {
             let value = |i: usize| r.get::<_, SqlValue>(i).map_err(|e| describe(&e));
             let time = |v: SqlValue| sane(number(v), now);
             let Some(id) = text(value(0)?) else { continue };
-            found.push(SessionContext {
-                session_id: id,
-                source: text(value(1)?),
-                title: text(value(2)?),
-                started_at: time(value(3)?),
-                ended_at: time(value(4)?),
-                end_reason: text(value(5)?),
-                // The session's own heartbeat (last_activity_at); its messages are counted next.
-                last_activity: time(value(6)?),
-                messages: 0,
-            });
+            let (source, title, end_reason) = (text(value(1)?), text(value(2)?), text(value(5)?));
+            let mut context = SessionContext::new(&id, title.as_deref(), source.as_deref(), end_reason.as_deref());
+            context.started_at = time(value(3)?);
+            context.ended_at = time(value(4)?);
+            // The session's own heartbeat (last_activity_at); its messages are counted next.
+            context.last_activity = time(value(6)?);
+            found.push(context);
         }
     }
     let mut found = ContextMap::from_list(found);
@@ -376,15 +372,16 @@ fn count_messages(conn: &Connection, contexts: &mut [SessionContext], now: f64) 
     let mut index = hashbrown::HashTable::<u32>::with_capacity(contexts.len());
     for (i, c) in contexts.iter().enumerate() {
         let Ok(i) = u32::try_from(i) else { break };
-        index.insert_unique(hash(c.session_id.as_bytes()), i, |&j| {
-            hash(contexts.get(j as usize).map_or(&[][..], |c| c.session_id.as_bytes()))
+        index.insert_unique(hash(c.session_id().as_bytes()), i, |&j| {
+            hash(contexts.get(j as usize).map_or(&[][..], |c| c.session_id().as_bytes()))
         });
     }
     let mut stmt = conn.prepare("SELECT session_id, timestamp FROM messages").map_err(|e| describe(&e))?;
     let mut rows = stmt.query([]).map_err(|e| describe(&e))?;
     while let Some(r) = rows.next().map_err(|e| describe(&e))? {
         let Ok(ValueRef::Text(id)) = r.get_ref(0) else { continue };
-        let found = index.find(hash(id), |&j| contexts.get(j as usize).is_some_and(|c| c.session_id.as_bytes() == id));
+        let found =
+            index.find(hash(id), |&j| contexts.get(j as usize).is_some_and(|c| c.session_id().as_bytes() == id));
         let Some(ctx) = found.and_then(|&j| contexts.get_mut(j as usize)) else { continue };
         ctx.messages += 1;
         if let Some(t) = r.get_ref(1).ok().and_then(number_ref).and_then(|t| sane(Some(t), now)) {
@@ -402,9 +399,9 @@ fn number_ref(v: ValueRef<'_>) -> Option<f64> {
     }
 }
 
-fn text(v: SqlValue) -> Option<Box<str>> {
+fn text(v: SqlValue) -> Option<String> {
     match v {
-        SqlValue::Text(s) => Some(s.into_boxed_str()),
+        SqlValue::Text(s) => Some(s),
         _ => None,
     }
 }
@@ -452,7 +449,7 @@ pub fn leak_reason(
     let ctx = ctx?;
     let holder = format!("pid {} ({owner}) still holds it", view.entry.pid());
     if let Some(ended) = ctx.ended_at {
-        let why = ctx.end_reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+        let why = ctx.end_reason().map(|r| format!(" ({r})")).unwrap_or_default();
         return Some(format!("session ended {} ago{why} but {holder}", duration(now - ended)));
     }
     let last = ctx.last_activity?;
@@ -557,16 +554,12 @@ mod tests {
             .and_then(|mut q| q.query_map([s], |r| r.get(0))?.collect())
             .expect("its messages");
         let newest = times.iter().chain([&beat]).filter_map(|t| sane(*t, now)).max_by(f64::total_cmp);
-        Some(SessionContext {
-            session_id: s.into(),
-            title: title.map(String::into_boxed_str),
-            source: source.map(String::into_boxed_str),
-            started_at: sane(started, now),
-            ended_at: sane(ended, now),
-            end_reason: end_reason.map(String::into_boxed_str),
-            last_activity: newest.or(sane(started, now)),
-            messages: times.len() as u64,
-        })
+        let mut context = SessionContext::new(s, title.as_deref(), source.as_deref(), end_reason.as_deref());
+        context.started_at = sane(started, now);
+        context.ended_at = sane(ended, now);
+        context.last_activity = newest.or(sane(started, now));
+        context.messages = times.len() as u64;
+        Some(context)
     }
 
     /// Each asked session's context as one query per session gives it: its row, its
