@@ -298,7 +298,9 @@ pub const HEAD: &str = "{\"entries\": [";
 /// scanner. None for anything else, even a valid file: the general path decides,
 /// and names any problem.
 /// `file`: the text `text` is a part of, for the entries to borrow.
-/// `each`: what a valid entry becomes (itself, mostly).
+/// `each`: what a valid entry becomes (itself, mostly). A file found out of the common
+/// case only at its end (a lease id twice) has its entries made again by the general
+/// path, so `each` must do nothing but make its result (a view judges through a cache).
 fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut impl FnMut(Entry) -> T) -> Option<Vec<T>> {
     let b = text.as_bytes();
     let mut pos = HEAD.len();
