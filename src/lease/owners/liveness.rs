@@ -121,6 +121,9 @@ pub struct Prober {
     cache: HashMap<u64, ProcState, FxBuild>,
     /// Lease id -> pids whose environment names it; read from /proc once, when first needed.
     work: Option<HashMap<String, Vec<u32>>>,
+    /// The owner (pid, start time's bits) last judged alive: consecutive entries of one
+    /// owner (a gateway's sessions) are judged once. A prober's verdicts do not change.
+    last_alive: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +150,14 @@ impl Prober {
     /// The liveness of an entry's owner; a dead `run` owner whose work still runs is
     /// [`Liveness::WorkRunning`].
     pub fn judge(&mut self, entry: &Entry) -> Liveness {
+        let owner = (entry.pid(), entry.process_start_time().map_or(f64::NAN.to_bits(), f64::to_bits));
+        if self.last_alive == Some(owner) {
+            return Liveness::Alive;
+        }
         let verdict = judge_state(self.state_ref(entry.pid()), entry.process_start_time());
+        if matches!(verdict, Liveness::Alive) {
+            self.last_alive = Some(owner);
+        }
         if matches!(verdict, Liveness::Dead(_) | Liveness::Recycled { .. }) && entry.work_marked() {
             let work = self.work.get_or_insert_with(scan_work);
             if let Some(pids) = work.get(entry.lease_id()) {
@@ -368,6 +378,27 @@ mod tests {
         assert!(matches!(judge_state(&p.state(me), Some(start)), Liveness::Alive));
         assert!(matches!(judge_state(&p.state(me), Some(1.0)), Liveness::Recycled { .. }));
         assert!(matches!(judge_state(&p.state(me), None), Liveness::Alive));
+    }
+
+    #[test]
+    fn an_owner_judged_alive_once_is_not_its_pid_judged_alive() {
+        let me = u64::from(std::process::id());
+        let start = Prober::new().start_time(me).expect("own start time");
+        let entry = |lease: &str, start: &str| {
+            let text = format!(
+                "{{\"lease_id\": \"{lease}\", \"pid\": {me}, \"process_start_time\": {start}, \"session_id\": \"S\"}}"
+            );
+            Entry::from_text(0, &text, &crate::lease::format::entry::NothingSeen).expect("valid")
+        };
+        let own = crate::lease::format::pyjson::float_repr(start);
+        let (alive, recycled, unknown) = (entry("a", &own), entry("b", "1.5"), entry("c", "null"));
+        // Each after an entry of the same pid judged alive: the start time decides.
+        let mut prober = Prober::new();
+        let verdicts = [&alive, &recycled, &alive, &alive, &unknown, &recycled].map(|e| prober.judge(e));
+        assert!(matches!(verdicts[0], Liveness::Alive));
+        assert!(matches!(verdicts[1], Liveness::Recycled { recorded: 1.5, .. }), "{:?}", verdicts[1]);
+        assert!(matches!(verdicts[2..5], [Liveness::Alive, Liveness::Alive, Liveness::Alive]));
+        assert!(matches!(verdicts[5], Liveness::Recycled { .. }));
     }
 
     #[test]
