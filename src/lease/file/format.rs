@@ -192,15 +192,20 @@ type ParsedText<T> = (Vec<T>, Map<String, Value>, bool);
 fn parse_text<T>(whole: &Arc<String>, each: &mut impl FnMut(Entry) -> T) -> Result<ParsedText<T>, Vec<Problem>> {
     let text = whole.strip_prefix('\u{FEFF}').unwrap_or(whole);
     let bytes = text.as_bytes();
-    if too_many_values(bytes) {
-        return Err(file_problem(
+    let too_many = || {
+        file_problem(
             Rule::Unreadable,
             format!("holds more than {MAX_JSON_VALUES} JSON values (a limit that keeps memory bounded)"),
-        ));
-    }
-    if let Some(items) = parse_hermes_layout(text, Some(whole), each) {
+        )
+    };
+    // In Hermes' layout the values are counted as the entries are read; any other text
+    // is counted before it is parsed.
+    match parse_hermes_layout(text, Some(whole), each) {
         // With a BOM the bytes are not the layout itself.
-        return Ok((items, Map::new(), whole.len() == text.len()));
+        Some(Ok(items)) => return Ok((items, Map::new(), whole.len() == text.len())),
+        Some(Err(TooManyValues)) => return Err(too_many()),
+        None if too_many_values(bytes) => return Err(too_many()),
+        None => {}
     }
     let (list, extra) = split_general(text, bytes)?;
     let mut seen: HashSet<std::borrow::Cow<str>, FxBuild> =
@@ -293,15 +298,23 @@ fn entries_of(top: Value) -> Result<Split<'static>, Vec<Problem>> {
 /// How a registry in Hermes' own layout begins.
 pub const HEAD: &str = "{\"entries\": [";
 
+/// A file with [`MAX_JSON_VALUES`] values or more, as [`pyjson::structure`] counts them.
+struct TooManyValues;
+
 /// What Hermes and leasectl write, `{"entries": [E, E, …]}` with every entry in
 /// canonical form and valid, split and validated in one pass by the canonical
-/// scanner. None for anything else, even a valid file: the general path decides,
-/// and names any problem.
+/// scanner; its values counted as they are read, and the read stopped at the bound.
+/// None for anything else, even a valid file: the general path decides, and names any
+/// problem.
 /// `file`: the text `text` is a part of, for the entries to borrow.
 /// `each`: what a valid entry becomes (itself, mostly). A file found out of the common
 /// case only at its end (a lease id twice) has its entries made again by the general
 /// path, so `each` must do nothing but make its result (a view judges through a cache).
-fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut impl FnMut(Entry) -> T) -> Option<Vec<T>> {
+fn parse_hermes_layout<T>(
+    text: &str,
+    file: Option<&Arc<String>>,
+    each: &mut impl FnMut(Entry) -> T,
+) -> Option<Result<Vec<T>, TooManyValues>> {
     let b = text.as_bytes();
     let mut pos = HEAD.len();
     if !text.starts_with(HEAD) {
@@ -309,8 +322,10 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
     }
     let mut entries = Vec::with_capacity((text.len() / 256).min(65_536));
     if &b[pos..] == b"]}" {
-        return Some(entries);
+        return Some(Ok(entries));
     }
+    // The top-level object, its member and the list.
+    let mut values = 3;
     // Duplicate lease ids are found at the end, as equal hashes in a sorted list: 8 bytes
     // an entry, where a set of the ids took 16 (and its pages are each a fault in a one-shot
     // process). Equal hashes send the file to the general path, which tells a duplicate
@@ -318,7 +333,11 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
     let mut ids: Vec<u64> = Vec::with_capacity(entries.capacity());
     let mut members = Vec::with_capacity(16);
     loop {
-        let (entry, end) = layout::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
+        let (entry, end, entry_values) = layout::canonical_at(text, pos, &NothingSeen, file, &mut members)?;
+        values += entry_values;
+        if values >= MAX_JSON_VALUES {
+            return Some(Err(TooManyValues));
+        }
         if entries.len() == entries.capacity() {
             // Room for as many more as the entries read so far say the rest of the text
             // holds, and a little: not doubled past it (a one-shot listing holds a view
@@ -331,12 +350,15 @@ fn parse_hermes_layout<T>(text: &str, file: Option<&Arc<String>>, each: &mut imp
         entries.push(each(entry));
         match &b[end..] {
             b"]}" => break,
-            [b',', b' ', ..] => pos = end + 2,
+            [b',', b' ', ..] => {
+                pos = end + 2;
+                values += 1;
+            }
             _ => return None,
         }
     }
     ids.sort_unstable();
-    ids.windows(2).all(|pair| pair[0] != pair[1]).then_some(entries)
+    ids.windows(2).all(|pair| pair[0] != pair[1]).then_some(Ok(entries))
 }
 
 /// The text of `entries`' first entry and of those after it that follow it in the same
@@ -560,7 +582,7 @@ pub(super) mod tests {
         let two =
             format!("{a}, {}]}}", &a["{\"entries\": [".len()..].replace("0123456789abcdef0123456789abcdef", "x2"));
         for text in [SAMPLE.to_owned(), "{\"entries\": []}".to_owned(), two.clone()] {
-            assert!(parse_hermes_layout(&text, None, &mut |e| e).is_some(), "{text}");
+            assert!(matches!(parse_hermes_layout(&text, None, &mut |e| e), Some(Ok(_))), "{text}");
             assert_eq!(parse_verdicts(&text), parse_general(&text));
             assert_eq!(serialize(&parse(text.as_bytes()).expect("valid")), text);
         }
@@ -580,6 +602,37 @@ pub(super) mod tests {
             assert_eq!(parse_verdicts(text), parse_general(text), "{text}");
         }
         assert_eq!(parse(dup.as_bytes()).expect_err("duplicate")[0].rule, Rule::DuplicateLeaseId);
+    }
+
+    #[test]
+    fn a_file_in_hermes_layout_is_refused_at_the_values_bound_as_a_count_before_its_parse_refuses_it() {
+        // 500 entries whose metadata holds a list of zeros: the last one's sets the count.
+        let entry = |i: usize, zeros: usize| {
+            format!(
+                "{{\"lease_id\": \"{i:032x}\", \"metadata\": {{\"h\": [{}]}}, \"pid\": 7, \"process_start_time\": null, \
+                 \"session_id\": \"S{i}\", \"started_at\": 1.5, \"surface\": \"cli\", \"updated_at\": 1.5}}",
+                vec!["0"; zeros].join(", ")
+            )
+        };
+        let file = |last: usize| {
+            format!(
+                "{HEAD}{}]}}",
+                (0..500).map(|i| entry(i, if i == 499 { last } else { 1_000 })).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let values = |text: &str| pyjson::structure(text.as_bytes()).values;
+        // Each zero past the first is one comma more.
+        let last = MAX_JSON_VALUES - values(&file(1));
+        let (under, at) = (file(last), file(last + 1));
+        assert_eq!((values(&under), values(&at)), (MAX_JSON_VALUES - 1, MAX_JSON_VALUES));
+        let parsed = parse_owned(under.clone().into_bytes());
+        assert!(parsed.hermes_layout && !too_many_values(under.as_bytes()));
+        assert_eq!(parsed.result.expect("under the bound").entries.len(), 500);
+        assert!(too_many_values(at.as_bytes()));
+        let refused = parse(at.as_bytes()).expect_err("at the bound");
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].rule, Rule::Unreadable);
+        assert!(refused[0].detail.contains("1000000 JSON values"), "{}", refused[0].detail);
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub(super) fn reparse(old: &[u8], old_file: &RegistryFile, old_ids: &IdCounts, n
                 break;
             }
         }
-        let (entry, end) = layout::canonical_at(middle, p, &seen, None, &mut members)?;
+        let (entry, end, _) = layout::canonical_at(middle, p, &seen, None, &mut members)?;
         seen.middle.insert(hash_str(entry.lease_id()), ());
         entries.push(entry);
         p = end;

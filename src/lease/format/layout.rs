@@ -9,21 +9,30 @@ use std::sync::Arc;
 use crate::lease::format::entry::{CommonFields, Entry, SeenIds, live_id_in_metadata, plain_number, track_liveness_of};
 use crate::lease::format::pyjson;
 
-/// The canonical entry starting at `pos` in `text` that passes [`Entry::fast`], and where
-/// it ends: read by Hermes' layout when it has it, else by its keys (`members` is the
-/// reusable buffer for them). None: not canonical, or not the common case.
+/// The canonical entry starting at `pos` in `text` that passes [`Entry::fast`], where it
+/// ends, and its JSON values as [`pyjson::structure`] counts them (the bound on a file's
+/// values, counted as it is read): read by Hermes' layout when it has it, else by its
+/// keys (`members` is the reusable buffer for them). None: not canonical, or not the
+/// common case.
 pub(crate) fn canonical_at<'t, S: SeenIds + ?Sized>(
     text: &'t str,
     pos: usize,
     seen: &S,
     file: Option<&Arc<String>>,
     members: &mut Vec<(&'t str, &'t str)>,
-) -> Option<(Entry, usize)> {
+) -> Option<(Entry, usize, usize)> {
     if let Some(read) = entry_at(text, pos, seen, file) {
         return Some(read);
     }
     let end = pyjson::canonical_object_at(text, pos, members)?;
-    Some((Entry::fast(members, text.get(pos..end)?, seen, file)?, end))
+    let entry_text = text.get(pos..end)?;
+    Some((Entry::fast(members, entry_text, seen, file)?, end, pyjson::structure(entry_text.as_bytes()).values))
+}
+
+/// What [`pyjson::structure`] counts in an object of `members` members, outside the
+/// members' values: its opening brace, a colon each, the commas between them.
+const fn object_values(members: usize) -> usize {
+    2 * members
 }
 
 /// The entry starting at `pos` in `text` in Hermes' layout that passes the common case's
@@ -34,12 +43,18 @@ fn entry_at<S: SeenIds + ?Sized>(
     pos: usize,
     seen: &S,
     file: Option<&Arc<String>>,
-) -> Option<(Entry, usize)> {
+) -> Option<(Entry, usize, usize)> {
     let mut at = Layout { text, p: pos };
     at.key(b"{\"lease_id\": ")?;
     let lease_id = at.plain_string()?;
+    // Seven members always; metadata and track_liveness when there, with their values'.
+    let mut values = object_values(7);
     let live_session_id = match at.key(b", \"metadata\": ") {
-        Some(()) => live_id_in_metadata(at.value()?)?,
+        Some(()) => {
+            let metadata = at.value()?;
+            values += 2 + pyjson::structure(metadata.as_bytes()).values;
+            live_id_in_metadata(metadata)?
+        }
         None => None,
     };
     at.key(b", \"pid\": ")?;
@@ -53,19 +68,28 @@ fn entry_at<S: SeenIds + ?Sized>(
     let session_id = at.plain_string()?;
     at.key(b", \"started_at\": ")?;
     let (started_text, started_at) = at.number()?;
+    // A time that is no number may be any value, and its values count.
+    let started_values = if started_at.is_some() { 0 } else { pyjson::structure(started_text.as_bytes()).values };
+    values += started_values;
     at.key(b", \"surface\": ")?;
     let surface = match at.null() {
         Some(()) => None,
         None => Some(at.plain_string()?),
     };
     let track_liveness = match at.key(b", \"track_liveness\": ") {
-        Some(()) => track_liveness_of(at.value()?)?,
+        Some(()) => {
+            let track = at.value()?;
+            values += 2 + pyjson::structure(track.as_bytes()).values;
+            track_liveness_of(track)?
+        }
         None => false,
     };
     at.key(b", \"updated_at\": ")?;
     // Mostly the started_at text again, which is a canonical value: not checked twice.
-    if at.key_text(started_text, b'}').is_none() {
-        at.value()?;
+    if at.key_text(started_text, b'}').is_some() {
+        values += started_values;
+    } else {
+        values += pyjson::structure(at.value()?.as_bytes()).values;
     }
     let p = at.p;
     if text.as_bytes().get(p) != Some(&b'}') {
@@ -81,7 +105,7 @@ fn entry_at<S: SeenIds + ?Sized>(
         track_liveness,
         live_session_id,
     };
-    Some((Entry::of_common(read, text.get(pos..=p)?, seen, file)?, p + 1))
+    Some((Entry::of_common(read, text.get(pos..=p)?, seen, file)?, p + 1, values))
 }
 
 /// A reader of an entry laid out as Hermes writes one, at `p` in `text`. Each member's
@@ -229,10 +253,11 @@ mod tests {
             let mut members = Vec::new();
             let general = crate::lease::format::pyjson::canonical_object_at(&text, 0, &mut members)
                 .and_then(|end| Entry::fast(&members, &text[..end], &seen, None).map(|e| (e, end)));
-            let Some((entry, end)) = entry_at(&text, 0, &seen, None) else { continue };
+            let Some((entry, end, values)) = entry_at(&text, 0, &seen, None) else { continue };
             accepted += 1;
             let (want, want_end) = general.unwrap_or_else(|| panic!("read by layout only: {text}"));
             assert_eq!(end, want_end, "{text}");
+            assert_eq!(values, crate::lease::format::pyjson::structure(&text.as_bytes()[..end]).values, "{text}");
             let fields = |e: &Entry| {
                 (
                     e.text().to_owned(),
@@ -253,7 +278,7 @@ mod tests {
             "{\"lease_id\": \"0123456789abcdef0123456789abcdef\", \"metadata\": {\"live_session_id\": \"tab-1\"}, \"pid\": 20834, \"process_start_time\": 1795989978.25, \"session_id\": \"S\", \"started_at\": 1795989978.5677974, \"surface\": \"tui\", \"updated_at\": 1795989978.5677974}",
             "{\"lease_id\": \"a\", \"pid\": 9, \"process_start_time\": null, \"session_id\": \"S\", \"started_at\": 1.5, \"surface\": \"cli\", \"track_liveness\": true, \"updated_at\": 1.5}",
         ] {
-            let read = entry_at(hermes, 0, &seen, None).map(|(e, end)| (e.lease_id().to_owned(), end));
+            let read = entry_at(hermes, 0, &seen, None).map(|(e, end, _)| (e.lease_id().to_owned(), end));
             assert_eq!(
                 read,
                 Some((
