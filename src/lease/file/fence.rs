@@ -92,7 +92,7 @@ pub fn release_held(reg: &Registry, held: &Entry, lock_timeout: Duration) -> Res
     let chosen = release_chosen(
         reg,
         lock_timeout,
-        |entries| held_by_writer(entries, held).map(|e| e.lease_id().to_owned()),
+        |entries| held_by_writer(entries, held).and_then(|e| entries.iter().position(|x| std::ptr::eq(x, e))),
         &|_| false,
     )?;
     Ok(released(chosen))
@@ -195,7 +195,7 @@ pub fn release_unless(
     lock_timeout: Duration,
     refuse: &dyn Fn(&LeaseView) -> bool,
 ) -> Result<OwnerRelease, Error> {
-    let choose = |entries: &[Entry]| entries.iter().any(|e| e.lease_id() == lease_id).then(|| lease_id.to_owned());
+    let choose = |entries: &[Entry]| entries.iter().position(|e| e.lease_id() == lease_id);
     release_chosen(reg, lock_timeout, choose, refuse)
 }
 
@@ -207,27 +207,23 @@ fn released(chosen: OwnerRelease) -> Released {
     }
 }
 
-/// Under the lock: remove the lease `choose` names (none: a no-op), pruning dead owners,
-/// unless `refuse` says no to it as judged now.
+/// Under the lock: remove the lease at the place `choose` finds (none: a no-op), pruning
+/// dead owners, unless `refuse` says no to it as judged now.
 fn release_chosen(
     reg: &Registry,
     lock_timeout: Duration,
-    choose: impl FnOnce(&[Entry]) -> Option<String>,
+    choose: impl FnOnce(&[Entry]) -> Option<usize>,
     refuse: &dyn Fn(&LeaseView) -> bool,
 ) -> Result<OwnerRelease, Error> {
     let path = reg.path();
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let file = registry::read(&path)?;
-    let gone =
-        || OwnerRelease::Done { released: Released { removed: false, pruned: vec![], lease_id: None }, view: None };
-    let Some(lease_id) = choose(&file.entries) else {
-        return Ok(gone());
+    let Some((at, chosen)) = choose(&file.entries).and_then(|at| Some((at, file.entries.get(at)?))) else {
+        let released = Released { removed: false, pruned: vec![], lease_id: None };
+        return Ok(OwnerRelease::Done { released, view: None });
     };
+    let lease_id = chosen.lease_id().to_owned();
     let lease_id = lease_id.as_str();
-    let Some(at) = file.entries.iter().position(|e| e.lease_id() == lease_id) else {
-        return Ok(gone());
-    };
-    let chosen = &file.entries[at];
     let mut prober = Prober::new();
     let view = LeaseView::local(chosen.clone(), prober.judge(chosen));
     if refuse(&view) {

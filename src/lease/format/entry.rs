@@ -790,6 +790,10 @@ fn py_strip(s: &str) -> &str {
 
 /// Hermes' `_nonblank_str` test: blank means empty after `strip()`.
 pub fn py_is_blank(s: &str) -> bool {
+    // Mostly led by a printable ASCII character, which strip() keeps: no walk.
+    if s.as_bytes().first().is_some_and(|b| (0x21..0x80).contains(b)) {
+        return false;
+    }
     // What strip() leaves is empty when every character is one it strips.
     s.chars().all(py_is_space)
 }
@@ -838,6 +842,20 @@ mod tests {
 
     fn check(v: Value) -> Result<Entry, Vec<Problem>> {
         Entry::from_value(0, v, &HashSet::<String>::new())
+    }
+
+    #[test]
+    fn blank_is_every_character_stripped_whatever_leads() {
+        // Python's str.isspace() over the ASCII range and a few beyond it.
+        let python_space = |c: char| matches!(c, '\t'..='\r' | '\u{1c}'..='\u{20}' | '\u{85}' | '\u{a0}' | '\u{3000}');
+        let leads = (0u8..0x80).map(char::from).chain(['\u{85}', '\u{a0}', '\u{3000}', 'é', '😀']);
+        for lead in leads {
+            for rest in ["", " ", "\t\n", "x", " \u{3000}", "\u{1f}a"] {
+                let s = format!("{lead}{rest}");
+                assert_eq!(py_is_blank(&s), s.chars().all(python_space), "{s:?}");
+            }
+        }
+        assert!(py_is_blank(""));
     }
 
     #[test]
