@@ -1,6 +1,6 @@
 //! Every one-shot cost beside its floor, in one run: whole processes, interleaved round
 //! by round (this build, the floor, and a baseline build when `FLOORS_BASELINE_BIN` names
-//! one), medians, and each one's ratio to its floor.
+//! one, in an order turned each round), medians, and each one's ratio to its floor.
 //!
 //! | row | floor |
 //! |---|---|
@@ -14,7 +14,7 @@
 //! The entries are owned by this bench process (its real start time): every owner is
 //! alive and nothing is pruned, so each cycle leaves the registry as it found it.
 //! `FLOORS_BIN` measures another build as "this". Plain main (harness = false).
-//! `--quick`: 5 rounds. Without `--bench` (under `cargo test --benches`): 1 round, no
+//! `FLOORS_ROUNDS=N`: N rounds, not 21. `--quick`: 5 rounds. Without `--bench` (under `cargo test --benches`): 1 round, no
 //! 10,000 or 50,000.
 
 mod support;
@@ -74,6 +74,20 @@ fn floor_read(home: &Path) -> (Registry, Vec<u8>, std::fs::File) {
     lock_file.lock().expect("flock");
     let bytes = std::fs::read(reg.path()).expect("read the registry");
     (reg, bytes, lock_file)
+}
+
+/// One round of every row's floor.
+fn measure_floors(rows: &mut [Row], sizes: usize, homes: &[PathBuf], largest: usize, me_exe: &Path, flock_file: &Path) {
+    rows[0].floor.push(run(&mut Command::new("/bin/true")).ms);
+    rows[1].floor.push(run(&mut Command::new("/bin/true")).ms);
+    for (i, home) in homes.iter().enumerate() {
+        let floor = (0..2).map(|_| run(Command::new(me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
+        rows[2 + i].floor.push(floor);
+    }
+    rows[2 + sizes].floor.push(run(Command::new(me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
+    let run_row = rows.len() - 2;
+    rows[run_row].floor.push(run(Command::new("flock").arg(flock_file).arg("true")).ms);
+    rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);
 }
 
 /// A home whose registry holds `n` entries owned by this process.
@@ -193,7 +207,8 @@ fn main() {
     } else if support::quick() {
         5
     } else {
-        21
+        // More rounds where the ratios sit near a target: runs of 21 differed by 0.2x here.
+        std::env::var("FLOORS_ROUNDS").ok().and_then(|r| r.parse().ok()).filter(|&r| r > 0).unwrap_or(21)
     };
     let this = std::env::var("FLOORS_BIN").unwrap_or_else(|_| BUILT.to_owned());
     let baseline = std::env::var("FLOORS_BASELINE_BIN").ok();
@@ -219,8 +234,18 @@ fn main() {
     rows.push(Row::new(format!("acquire refused, {} entries", sizes[largest]), "flock + read", "ms"));
     rows.push(Row::new("run S -- true", "flock F true", "ms"));
     rows.push(Row::new(format!("events --since 1m, {journal_mb} MB journal"), "/bin/true", "ms"));
-    for _ in 0..rounds {
-        for (b, bin) in builds.iter().enumerate() {
+    // Each round runs this build, the baseline and the floors in an order turned by one
+    // from the round before: a process's time depends on what ran just before it (a slot
+    // kept for a whole run moved a build by up to 0.1x), so no build always follows the
+    // same one.
+    let parts: Vec<Option<usize>> = (0..builds.len()).map(Some).chain([None]).collect();
+    for round in 0..rounds {
+        for &part in parts.iter().cycle().skip(round % parts.len()).take(parts.len()) {
+            let Some(b) = part else {
+                measure_floors(&mut rows, sizes.len(), &homes, largest, &me_exe, &flock_file);
+                continue;
+            };
+            let bin = builds[b];
             let timed = |row: &mut Row, ms: f64| if b == 0 { row.this.push(ms) } else { row.baseline.push(ms) };
             timed(&mut rows[0], run(Command::new(bin).arg("--version")).ms);
             timed(&mut rows[1], run(&mut leasectl(bin, &empty, &["ls"])).ms);
@@ -234,18 +259,8 @@ fn main() {
             assert!(events.stdout.is_empty(), "events --since 1m printed an event an hour old");
             timed(&mut rows[run_row + 1], events.ms);
         }
-        rows[0].floor.push(run(&mut Command::new("/bin/true")).ms);
-        rows[1].floor.push(run(&mut Command::new("/bin/true")).ms);
-        for (i, home) in homes.iter().enumerate() {
-            let floor = (0..2).map(|_| run(Command::new(&me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
-            rows[2 + i].floor.push(floor);
-        }
-        rows[2 + sizes.len()].floor.push(run(Command::new(&me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
-        let run_row = rows.len() - 2;
-        rows[run_row].floor.push(run(Command::new("flock").arg(&flock_file).arg("true")).ms);
-        rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);
     }
-    println!("{rounds} rounds, interleaved; medians; xN = against the floor");
+    println!("{rounds} rounds, interleaved (the order turned each round); medians; xN = against the floor");
     for row in &rows {
         row.print();
     }
