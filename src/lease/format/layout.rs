@@ -49,12 +49,8 @@ fn entry_at<S: SeenIds + ?Sized>(
     let lease_id = at.plain_string()?;
     // Seven members always; metadata and track_liveness when there, with their values'.
     let mut values = object_values(7);
-    let live_session_id = match at.key(b", \"metadata\": ") {
-        Some(()) => {
-            let metadata = at.value()?;
-            values += 2 + pyjson::structure(metadata.as_bytes()).values;
-            live_id_in_metadata(metadata)?
-        }
+    let live_session_id = match at.optional_member(b", \"metadata\": ", &mut values)? {
+        Some(metadata) => live_id_in_metadata(metadata)?,
         None => None,
     };
     at.key(b", \"pid\": ")?;
@@ -76,12 +72,8 @@ fn entry_at<S: SeenIds + ?Sized>(
         Some(()) => None,
         None => Some(at.plain_string()?),
     };
-    let track_liveness = match at.key(b", \"track_liveness\": ") {
-        Some(()) => {
-            let track = at.value()?;
-            values += 2 + pyjson::structure(track.as_bytes()).values;
-            track_liveness_of(track)?
-        }
+    let track_liveness = match at.optional_member(b", \"track_liveness\": ", &mut values)? {
+        Some(track) => track_liveness_of(track)?,
         None => false,
     };
     at.key(b", \"updated_at\": ")?;
@@ -129,6 +121,17 @@ impl<'t> Layout<'t> {
         let end = self.p + value.len();
         let b = self.text.as_bytes();
         (b.get(self.p..end) == Some(value.as_bytes()) && b.get(end) == Some(&then)).then(|| self.p = end)
+    }
+
+    /// The value of the member `key` names when the text has it here (its colon, the comma
+    /// before it and the values in it counted into `values`); Some(None) when it has not.
+    fn optional_member<const N: usize>(&mut self, key: &[u8; N], values: &mut usize) -> Option<Option<&'t str>> {
+        if self.key(key).is_none() {
+            return Some(None);
+        }
+        let value = self.value()?;
+        *values += 2 + pyjson::structure(value.as_bytes()).values;
+        Some(Some(value))
     }
 
     /// Past `null`.
