@@ -212,6 +212,28 @@ fn console_restores_the_terminal_on_panic() {
     pty.check_terminal_restored(Duration::from_secs(2));
 }
 
+/// A lease acquired while the console's change feed is still being armed (failpoint
+/// `watch-arming-slow`: two seconds), in a fresh home whose first read found no file, is
+/// shown once the feed is on. The console once learnt of no change made before its
+/// watches were in place, and showed the home empty until something else changed there.
+#[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
+fn a_lease_acquired_while_the_watch_is_arming_is_shown() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut console = Pty::spawn(
+        "console",
+        &[OsStr::new("--home"), home.path().as_os_str(), OsStr::new("tui")],
+        &[("LEASECTL_TEST_FAILPOINT", OsStr::new("watch-arming-slow"))],
+        home.path(),
+        24,
+        80,
+    );
+    console.wait_for("the empty lease table", Duration::from_secs(5), |s| s.contains("no leases held"));
+    acquire_as_me(home.path(), None, "S-first");
+    console.wait_for("the lease acquired while arming", Duration::from_secs(8), |s| session_row(s, "S-first"));
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}
+
 /// `leasectl --home HOME [--profile P] acquire SESSION --owner-pid <this test>`, granted.
 fn acquire_as_me(home: &Path, profile: Option<&str>, session: &str) {
     let mut cmd = Command::new(BIN);

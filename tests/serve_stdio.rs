@@ -29,6 +29,13 @@ impl Server {
         Server::spawn(cmd)
     }
 
+    /// With a failpoint chosen (a `failpoints` build).
+    fn start_at_failpoint(step: &str) -> Server {
+        let mut cmd = Command::new(BIN);
+        cmd.env("LEASECTL_TEST_FAILPOINT", step);
+        Server::spawn(cmd)
+    }
+
     fn spawn(mut cmd: Command) -> Server {
         let mut child = cmd
             .args(["serve", "--stdio"])
@@ -163,4 +170,40 @@ fn a_home_the_remote_user_cannot_reach_is_not_said_to_be_missing() {
     let why = refused["refused"].as_str().unwrap_or_default();
     assert!(why.contains("cannot reach the Hermes home") && why.contains("Permission denied"), "{refused}");
     assert!(!why.contains("does not exist"), "{refused}");
+}
+
+/// A subscription is answered once the home is watched: a fresh home's first acquire,
+/// made right after the answer, is sent as a listing even when the watch takes its time to
+/// arm (failpoint `watch-arming-slow`: two seconds). It was once answered before, and
+/// that acquire was never sent (`events --follow --host` missed it).
+#[test]
+#[cfg_attr(not(feature = "failpoints"), ignore = "needs --features failpoints")]
+fn a_fresh_homes_first_acquire_after_the_subscription_is_sent() {
+    let home = Home::new();
+    let mut server = Server::start_at_failpoint("watch-arming-slow");
+    let opened = server.open(home.path(), 1);
+    assert!(opened["ready"].is_object(), "{opened}");
+    server.say(&json!({"request": {"id": 1, "request": {"op": "subscribe"}}}));
+    // The first listings come before the answer.
+    let answered = loop {
+        let line = server.hear();
+        if line.get("answer").is_some() {
+            break line;
+        }
+    };
+    assert_eq!(answered["answer"]["id"], 1, "{answered}");
+    let owner = Sleeper::new();
+    home.acquire_ok(&["S-first", "--owner-pid", &owner.pid_arg()]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        loop {
+            let line = server.hear();
+            if line.to_string().contains("S-first") {
+                let _ = tx.send(line);
+                return;
+            }
+        }
+    });
+    let sent = rx.recv_timeout(std::time::Duration::from_secs(10));
+    assert!(sent.is_ok(), "the acquire was never sent");
 }

@@ -306,6 +306,8 @@ fn ticks_and_file_events_ask_the_worker() {
     assert_eq!(app.now, NOW + 1.0);
     assert_eq!(app.registries[0].history.back(), Some(&1), "one live lease sampled");
     assert_eq!(update(&mut app, Event::FsChanged(vec![])), vec![Effect::Reload]);
+    // Armed after the first read began: only what changed meanwhile is read again.
+    assert_eq!(update(&mut app, Event::FeedArmed), vec![Effect::ReloadStale]);
     assert_eq!(key(&mut app, KeyCode::Char('q')), vec![Effect::Quit]);
 }
 

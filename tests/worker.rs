@@ -407,3 +407,38 @@ fn a_profile_made_is_opened_on_its_own() {
     assert_eq!(sent, ["new"]);
     assert_eq!(worker.reload().snapshots.len(), 4, "root, old, new (gone) and unreported");
 }
+
+/// Once the change feed is armed, the registries changed since their last reading (made,
+/// or replaced) are read again and the profiles made meanwhile opened; the rest is not
+/// read (a look at each file's version, not a read of 100,000 profiles).
+#[test]
+fn once_the_feed_is_armed_what_changed_unwatched_is_read_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
+    let root = Registry::new("root", dir.path());
+    let (work, quiet, made) = (profile("work"), profile("quiet"), profile("made"));
+    for p in [&work, &quiet] {
+        std::fs::create_dir_all(&p.home).expect("create a profile");
+    }
+    acquire(&work, "S-work");
+    acquire(&quiet, "S-quiet");
+    let mut worker = Worker::new(root_and_profiles(&root), Duration::from_secs(3), None);
+    assert_eq!(worker.reload().snapshots.len(), 3);
+    // Changed before any watch was in place: the root's first file, a second lease in
+    // work, a profile made with a lease.
+    acquire(&root, "S-root");
+    acquire(&work, "S-work-2");
+    std::fs::create_dir_all(&made.home).expect("create a profile");
+    acquire(&made, "S-made");
+    let loaded = worker.reload_stale();
+    let mut sent: Vec<(String, usize)> = loaded
+        .snapshots
+        .iter()
+        .map(|s| (s.location.label(), s.leases.as_ref().map(Vec::len).unwrap_or(usize::MAX)))
+        .collect();
+    sent.sort();
+    let expected = [("made", 1), ("root", 1), ("work", 2)].map(|(l, n)| (l.to_owned(), n));
+    assert_eq!(sent, expected, "quiet did not change: not read");
+    // Nothing changed since: nothing is read.
+    assert!(worker.reload_stale().snapshots.is_empty());
+}

@@ -71,10 +71,37 @@ pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseS
     }
 }
 
-/// Start the change feed for every location in scope: `on_change` is called from
-/// watcher threads. Registry files are watched with notify, etcd prefixes with etcd's watch.
-/// `on_change` returns false once nobody listens: the watchers then stop.
+/// Start the change feed for every location in scope, and return once its registry files
+/// are watched: every change made after it returns is reported. `on_change` is called
+/// from watcher threads. Registry files are watched with notify, etcd prefixes with etcd's
+/// watch. `on_change` returns false once nobody listens: the watchers then stop.
 pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + Sync>) -> Result<(), Error> {
+    watch_arming(scope, on_change)?.wait();
+    Ok(())
+}
+
+/// How long [`Arming::wait`] waits at most: arming takes about a second at 100,000
+/// profiles; a filesystem slower than that still gets its feed, armed later.
+const ARMING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A change feed whose registry files are being watched, on a thread of its own.
+#[must_use = "changes made before the feed is armed may go unreported: wait, or re-read once armed"]
+pub struct Arming(Option<std::sync::mpsc::Receiver<()>>);
+
+impl Arming {
+    /// Return once every registry file in scope is watched (or after [`ARMING_WAIT`]).
+    pub fn wait(self) {
+        if let Some(armed) = self.0 {
+            let _ = armed.recv_timeout(ARMING_WAIT);
+        }
+    }
+}
+
+/// [`watch`] without waiting for its files to be watched: for a caller that reads first
+/// and re-reads what changed once [`Arming::wait`] returns (the console, which must not
+/// wait a second at 100,000 profiles before its first screen).
+pub fn watch_arming(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + Sync>) -> Result<Arming, Error> {
+    let mut arming = Arming(None);
     let homes: Vec<PathBuf> = scope.locations.iter().filter_map(Location::registry).map(|r| r.home.clone()).collect();
     if !homes.is_empty() || scope.discover_root.is_some() {
         let files = file::watch::FileWatch {
@@ -83,10 +110,11 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
             homes,
         };
         let report = Arc::clone(&on_change);
-        file::watch::spawn(files, scope.debounce, move |paths, replaced| {
+        let armed = file::watch::spawn(files, scope.debounce, move |paths, replaced| {
             replaced.into_iter().all(|(p, n)| report(Change::Replaced(p, n))) && report(Change::Files(paths))
         })
         .map_err(|e| Error::Refused(format!("cannot watch the registries: {e}")))?;
+        arming = Arming(Some(armed));
     }
     // Another host's leasectl watches its own home and sends each changed listing: a
     // re-read here takes it from what was sent.
@@ -111,7 +139,7 @@ pub fn watch(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + Send + 
             }
         }
     }
-    Ok(())
+    Ok(arming)
 }
 
 // What the CLI and the console need of other hosts, through the core: each host's one

@@ -21,6 +21,9 @@ pub enum Event {
     Resize(u16, u16),
     /// Something changed under a watched directory (already debounced and filtered).
     FsChanged(Vec<PathBuf>),
+    /// The change feed watches every registry file now: one changed before then may have
+    /// gone unreported.
+    FeedArmed,
     /// Changes under the watched etcd prefix, from etcd's watch (empty: the watch opened
     /// or re-opened; a re-read shows the rest).
     RemoteChanged(Vec<crate::lease::RemoteChange>),
@@ -62,6 +65,9 @@ pub enum Effect {
     /// Re-read the registries these changed paths belong to, re-judge the others, and
     /// discover new profiles: a burst of changes in one profile reads that profile only.
     ReloadChanged(Vec<std::path::PathBuf>),
+    /// Re-read the registry files changed since their last reading, and open new profiles
+    /// (the change feed armed after the first read began).
+    ReloadStale,
     /// Re-judge only the pids already known (no file read).
     Relive,
     /// Try every host that is down again now (the operator's `r`), not after its pause.

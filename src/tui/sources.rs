@@ -55,8 +55,9 @@ pub fn spawn_watcher(
     tx: Sender<Event>,
     replaced: super::writes::Replaced,
 ) -> Result<(), crate::lease::Error> {
+    let armed_tx = tx.clone();
     let tx = std::sync::Mutex::new(tx);
-    crate::lease::watch(
+    let arming = crate::lease::watch_arming(
         scope,
         std::sync::Arc::new(move |change| {
             let event = match change {
@@ -76,5 +77,12 @@ pub fn spawn_watcher(
             };
             tx.lock().is_ok_and(|tx| tx.send(event).is_ok())
         }),
-    )
+    )?;
+    // The first read does not wait for the watches (a second at 100,000 profiles): what
+    // changed before they were in place is read again once they are.
+    std::thread::spawn(move || {
+        arming.wait();
+        let _ = armed_tx.send(Event::FeedArmed);
+    });
+    Ok(())
 }

@@ -26,6 +26,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         // No paths: directories came or went, or the watcher lost track; read everything.
         Event::FsChanged(paths) if !paths.is_empty() => vec![Effect::ReloadChanged(paths)],
         Event::FsChanged(_) => vec![Effect::Reload],
+        Event::FeedArmed => vec![Effect::ReloadStale],
         Event::RemoteChanged(changes) => {
             log_remote(app, &changes);
             vec![Effect::Reload]

@@ -416,6 +416,24 @@ impl Worker {
         self.snapshots_at(&indices, listings)
     }
 
+    /// Re-read the file registries whose file is not the version last read (a change made
+    /// before the feed watched it), and open the profiles made meanwhile.
+    pub fn reload_stale(&mut self) -> Loaded {
+        let known = self.stores.len();
+        self.open_new();
+        let indices: Vec<usize> = (0..self.stores.len()).filter(|&i| i >= known || self.stale(i)).collect();
+        let listings: Vec<Listing> = indices.iter().map(|&i| self.read(i)).collect();
+        self.snapshots_at(&indices, listings)
+    }
+
+    /// Whether store `index`'s registry file is not the version its last reading read.
+    fn stale(&self, index: usize) -> bool {
+        let Some(path) = self.stores.location(index).and_then(Location::registry).map(lease::Registry::path) else {
+            return false;
+        };
+        lease::FileVersion::of(&path) != self.writes.version_read(index)
+    }
+
     /// Re-judge the owners already known (files: no read; etcd: fresh TTLs).
     pub fn relive(&mut self) -> Loaded {
         if self.stores.is_empty() {
@@ -718,11 +736,13 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
             batch.extend(effects.try_iter());
             let mut reload = false;
             let mut relive = false;
+            let mut stale = false;
             let mut changed: Vec<PathBuf> = Vec::new();
             for effect in &batch {
                 match effect {
                     Effect::Reload => reload = true,
                     Effect::ReloadChanged(paths) => changed.extend(paths.iter().cloned()),
+                    Effect::ReloadStale => stale = true,
                     Effect::Relive => {
                         relive = true;
                         if let Some(news) = worker.extension_news() {
@@ -768,12 +788,15 @@ pub fn spawn(mut worker: Worker, effects: Receiver<Effect>, events: Sender<Event
                     }
                 }
             }
-            let loaded = if reload {
+            // The feed armed as changes came (once, rarely): everything is read.
+            let loaded = if reload || (stale && !changed.is_empty()) {
                 let mut send = |loaded| events.send(Event::Loaded(loaded)).is_ok();
                 if !worker.reload_in_parts(&mut send) {
                     return;
                 }
                 continue;
+            } else if stale {
+                worker.reload_stale()
             } else if !changed.is_empty() {
                 worker.reload_changed(&changed)
             } else if relive {

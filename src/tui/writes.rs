@@ -30,6 +30,12 @@ pub struct Writes {
 }
 
 impl Writes {
+    /// The version of its file store `index`'s last reading read whole (None: no file, or
+    /// it was replaced while being read).
+    pub fn version_read(&self, index: usize) -> Option<FileVersion> {
+        self.last.get(&index).and_then(|(version, _)| *version)
+    }
+
     /// Read store `index`; with it, the ids of leases an acquire pruned, when the reading
     /// spans exactly one write that added a lease and removed leases whose owners are dead
     /// or recycled now (the fence prunes only those).

@@ -132,16 +132,25 @@ fn replacement(kind: &EventKind, path: &Path) -> bool {
 /// how many times each registry in it was replaced (renamed over or created): a reader
 /// that reads once per burst missed all versions but the last. When it returns false
 /// the watcher stops.
+///
+/// The receiver returned hears once every directory in scope is watched: a change made
+/// before then may go unreported (arming takes about a second at 100,000 profiles).
 pub fn spawn(
     scope: FileWatch,
     debounce: Duration,
     report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, Vec<Option<FileVersion>>)>) -> bool + Send + 'static,
-) -> notify::Result<()> {
+) -> notify::Result<Receiver<()>> {
     let (fs_tx, fs_rx): (Sender<notify::Result<notify::Event>>, Receiver<notify::Result<notify::Event>>) = channel();
     let watcher = feed(fs_tx)?;
+    let (armed_tx, armed_rx) = channel();
     std::thread::spawn(move || {
         let mut armed = Armed { watcher };
+        // For tests (feature `failpoints`): arming that takes its time, as at 100,000 profiles.
+        if crate::lease::failpoint::chosen("watch-arming-slow") {
+            std::thread::sleep(Duration::from_secs(2));
+        }
         armed.rearm(&scope);
+        let _ = armed_tx.send(());
         let mut renames = Renames::default();
         while let Ok(first) = fs_rx.recv() {
             let mut burst = Burst::default();
@@ -171,7 +180,7 @@ pub fn spawn(
             }
         }
     });
-    Ok(())
+    Ok(armed_rx)
 }
 
 /// A watcher that reports changes only. Opens and closes are left in the kernel: every
