@@ -5,7 +5,7 @@ use crate::common;
 use common::*;
 use leasectl::lease::owners::liveness::DeadCause;
 use leasectl::lease::{Error, Liveness, Location, Target};
-use leasectl::tui::event::{ActionDone, Effect, Event, LockHolder};
+use leasectl::tui::event::{ActionDone, Effect, Event, Loaded, LockHolder};
 use leasectl::tui::sort::SortMode;
 use leasectl::tui::state::Dialog;
 use leasectl::tui::update::update;
@@ -1036,4 +1036,18 @@ fn many_registries_read_at_once_are_counted_in_one_line_past_the_first_ones() {
     let text: Vec<&str> = app.log.iter().map(|l| l.text.as_str()).collect();
     let last = text.len() - 2;
     assert!(text[last].starts_with("new profile: ") && text[last + 1].starts_with("watching /"), "{text:?}");
+}
+
+/// The end of a large first read is said (at 100,000 profiles it comes seconds after the
+/// first screen); a later full read of as many is not news.
+#[test]
+fn the_end_of_a_large_first_read_is_said_once() {
+    let snaps = || (0..3).map(|i| snap(&registry(&format!("p{i}")), None, Ok(vec![]))).collect::<Vec<_>>();
+    let mut app = app(vec![]);
+    let read = |initial| Loaded { at: NOW, first: 0, initial, snapshots: snaps(), large_read_done: true };
+    update(&mut app, Event::Loaded(read(true)));
+    update(&mut app, Event::Loaded(read(false)));
+    let done: Vec<&str> =
+        app.log.iter().map(|l| l.text.as_str()).filter(|t| t.starts_with("first read done")).collect();
+    assert_eq!(done, ["first read done: 3 registries"]);
 }

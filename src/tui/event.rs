@@ -173,7 +173,7 @@ pub struct Loaded {
     /// console opened (not a new one).
     pub initial: bool,
     pub snapshots: Vec<RegistrySnapshot>,
-    /// The last part of a full read of many registries: once the app has applied it, the
+    /// The last part of a full read of many registries (or a look at all of them): once the app has applied it, the
     /// pages the parts used can go back to the system (given back before that, the parts
     /// still queued for the app were freed after, and kept).
     pub large_read_done: bool,

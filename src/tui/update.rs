@@ -190,6 +190,14 @@ fn on_loaded(app: &mut App, loaded: Loaded) {
             (plural(unsaid.0, "more registry", "more registries"), plural(unsaid.1, "lease", "leases"));
         app.log("all", LogLevel::Info, format!("watching {registries} ({leases}); each has its tab"));
     }
+    // A first read of a thousand registries or more takes seconds: its end is said.
+    if loaded.initial && loaded.large_read_done {
+        app.log(
+            "all",
+            LogLevel::Info,
+            format!("first read done: {}", plural(app.registries.len(), "registry", "registries")),
+        );
+    }
     app.order_host_tabs();
     if on_all {
         app.tab = app.registries.len();

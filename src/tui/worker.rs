@@ -423,7 +423,10 @@ impl Worker {
         self.open_new();
         let indices: Vec<usize> = (0..self.stores.len()).filter(|&i| i >= known || self.stale(i)).collect();
         let listings: Vec<Listing> = indices.iter().map(|&i| self.read(i)).collect();
-        self.snapshots_at(&indices, listings)
+        let mut loaded = self.snapshots_at(&indices, listings);
+        // Listing 100,000 profiles again freed as much as it made: given back, as after a read.
+        loaded.large_read_done = self.stores.len() >= TRIM_AFTER_READING;
+        loaded
     }
 
     /// Whether store `index`'s registry file is not the version its last reading read.
