@@ -1151,3 +1151,23 @@ fn root_does_not_lock_the_owner_out() {
     cmd.uid(user).gid(user);
     Proc::run("acquire as the user", cmd).expect_exit(0);
 }
+
+/// Started with standard output and error closed (by a parent that closed them), leasectl
+/// opens /dev/null in their place: what it prints goes nowhere, never into a file it
+/// opened (the lock file, the registry's temp file), and the registry stays JSON.
+#[test]
+fn closed_standard_descriptors_never_become_a_file_it_writes() {
+    let home = Home::new();
+    let owner = Sleeper::new();
+    for session in ["S-closed-1", "S-closed-2"] {
+        let args = ["acquire", session, "--owner-pid", &owner.pid_arg(), "--json"];
+        let out = Proc::run("acquire, 1 and 2 closed", leasectl_wrapped("exec 1>&- 2>&-", home.path(), &args));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    let text = fs::read_to_string(home.registry()).expect("the registry");
+    let sessions: Vec<String> =
+        home.entries().iter().map(|e| e["session_id"].as_str().unwrap_or("?").to_owned()).collect();
+    assert_eq!(sessions, ["S-closed-1", "S-closed-2"], "{text}");
+    let lock = fs::read(home.runtime().join("active_sessions.lock")).unwrap_or_default();
+    assert!(lock.is_empty(), "the lock file holds {}", String::from_utf8_lossy(&lock));
+}

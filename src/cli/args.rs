@@ -178,22 +178,37 @@ fn any_path(text: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(text))
 }
 
+/// Which settings clap took from the environment, looked at before the matches are taken
+/// apart (a value taken out has no source left).
+#[derive(Debug, Clone, Copy)]
+pub struct FromEnvironment {
+    home: bool,
+    hosts: bool,
+    endpoints: bool,
+}
+
+impl FromEnvironment {
+    pub fn of(matches: &clap::ArgMatches) -> FromEnvironment {
+        use clap::parser::ValueSource;
+        let from_env =
+            |id: &str| matches.try_get_raw(id).is_ok() && matches.value_source(id) == Some(ValueSource::EnvVariable);
+        FromEnvironment { home: from_env("home"), hosts: from_env("hosts"), endpoints: from_env("endpoints") }
+    }
+}
+
 impl Cli {
     /// What clap took from the environment: HERMES_HOME as Hermes reads it (trimmed; empty
     /// means unset), LEASECTL_HOSTS as one comma-separated list; both marked, so hints
     /// leave them to the environment.
-    pub fn note_environment(&mut self, matches: &clap::ArgMatches) {
-        use clap::parser::ValueSource;
-        if matches.value_source("home") == Some(ValueSource::EnvVariable) {
+    pub fn note_environment(&mut self, from: FromEnvironment) {
+        if from.home {
             let trimmed = self.home.as_ref().map(|h| h.to_string_lossy().trim().to_owned()).unwrap_or_default();
             self.home = (!trimmed.is_empty()).then(|| PathBuf::from(trimmed));
             self.home_from_env = true;
         }
-        self.hosts_from_env = matches.value_source("hosts") == Some(ValueSource::EnvVariable);
+        self.hosts_from_env = from.hosts;
         // etcdctl's own setting, for the etcd backend only: a file command ignores it.
-        let from_env = matches.try_get_raw("endpoints").is_ok()
-            && matches.value_source("endpoints") == Some(ValueSource::EnvVariable);
-        if from_env && self.backend == Backend::File {
+        if from.endpoints && self.backend == Backend::File {
             self.endpoints = None;
         }
     }

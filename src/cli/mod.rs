@@ -70,16 +70,28 @@ pub fn parse() -> Result<Cli, i32> {
     // The tree of the commands the line names parses it as the whole tree would (every
     // command a word could be is in it); anything else it says (an error, a help) is said
     // by the whole tree, in its words. --version is the root's either way.
-    let narrow = Cli::command_for(&args).map(|tree| tree.try_get_matches_from(&args));
+    // The trees and the matches are left for the process's exit to free (a tenth of a
+    // one-shot command's instructions went to dropping them), and the matches are taken
+    // from, not cloned to be taken from.
+    let narrow = Cli::command_for(&args).map(|mut tree| {
+        let matched = tree.try_get_matches_from_mut(&args);
+        std::mem::forget(tree);
+        matched
+    });
     let matches = match narrow {
         Some(Ok(m)) => Ok(m),
         Some(Err(e)) if e.kind() == ErrorKind::DisplayVersion => Err(e),
         _ => Cli::command().try_get_matches_from(&args),
     };
-    let parsed = matches.and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let parsed = matches.and_then(|mut m| {
+        let from_environment = args::FromEnvironment::of(&m);
+        let cli = Cli::from_arg_matches_mut(&mut m);
+        std::mem::forget(m);
+        cli.map(|cli| (cli, from_environment))
+    });
     let e = match parsed {
-        Ok((mut cli, matches)) => {
-            cli.note_environment(&matches);
+        Ok((mut cli, from_environment)) => {
+            cli.note_environment(from_environment);
             return Ok(cli);
         }
         Err(e) => e,
