@@ -5,8 +5,10 @@
 //! leasectl relies on, is done here: descriptors 0 to 2 kept open, SIGPIPE ignored.
 //! Every exit, a panic's too, goes through `std::process::exit`, which flushes standard
 //! output.
-#![no_main]
+// Under `cargo test` the harness brings its own `main`, and this binary has no tests.
+#![cfg_attr(not(test), no_main)]
 
+#[cfg(not(test))]
 #[allow(unsafe_code)] // the entry C's start calls must keep its name
 #[unsafe(no_mangle)]
 extern "C" fn main(_argc: std::ffi::c_int, _argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
@@ -25,6 +27,7 @@ extern "C" fn main(_argc: std::ffi::c_int, _argv: *const *const std::ffi::c_char
 
 /// What std's start does that leasectl needs (std::env::args needs nothing: glibc hands
 /// std the arguments before `main`).
+#[cfg(not(test))]
 #[allow(unsafe_code)] // the calls below have no safe wrapper; see SAFETY
 fn start_as_std_does() {
     // SAFETY: fcntl(F_GETFD) only looks at a descriptor; open() makes a new one; signal()
