@@ -13,7 +13,7 @@
 //! console's watcher holds one such watch per profile, and a process's exit closes it).
 //!
 //! Plain main (harness = false). Without `--bench` (under `cargo test --benches`): a
-//! 100-profile smoke run with a 1 s window. `CONSOLE_PROFILES_BIN` measures another build
+//! 1,000-profile smoke run with a 1 s window. `CONSOLE_PROFILES_BIN` measures another build
 //! instead; `CONSOLE_PROFILES_BASELINE_BIN` measures one beside this build, size by size
 //! (each on its own, one after the other); `CONSOLE_PROFILES_SIZES=1000,10000` picks the sizes.
 
@@ -150,8 +150,10 @@ fn measure(binary: &str, dir: &Path, profiles: usize, window: Duration) -> Loade
     let mut console = Console::start(binary, dir, ROWS, COLS);
     console.wait_for("┌ leasectl", Duration::from_secs(60));
     let first_screen = started.elapsed();
-    // Said once the first read is in (a home of 1,000 registries or more).
-    let last = format!("first read done: {} registries", profiles + 1);
+    // Said once the first read is in (a home of 1,000 registries or more): the root and
+    // every profile, counted now, as an earlier build's run on this home made one more.
+    let registries = std::fs::read_dir(dir.join("profiles")).expect("profiles/").count() + 1;
+    let last = format!("first read done: {registries} registries");
     let key_while_loading = (!console.text().contains(&last)).then(|| {
         let asked = Instant::now();
         console.send(b"?");
@@ -210,7 +212,8 @@ fn main() {
     } else if bench {
         &[1_000, 10_000, 100_000]
     } else {
-        &[100]
+        // The smallest home whose first read's end the console says (and this waits for).
+        &[1_000]
     };
     println!("console with many profiles: `leasectl tui` in a {COLS}x{ROWS} pty");
     println!(

@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod demo;
+pub mod large_blocks;
 pub mod lease;
 pub mod serve;
 pub mod supervise;
