@@ -10,6 +10,7 @@
 //! | `run S -- true` | `flock FILE true` |
 //! | `events --since 1m` over a 100 MB journal whose events are all older | `/bin/true` (nothing to print) |
 //! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json`, `ls` at 50,000 live entries | `prune --dry-run` (the issue's yardstick) |
+//! | the same and `prune --dry-run [--json]` at 50,000 entries, 3 in 10 of dead owners, with a state.db | `prune --dry-run` of the 50,000 live ones |
 //!
 //! The entries are owned by this bench process (its real start time): every owner is
 //! alive and nothing is pruned, so each cycle leaves the registry as it found it.
@@ -109,19 +110,64 @@ fn home_with(dir: &Path, n: usize) -> PathBuf {
 /// support module's entries carry metadata: 50,000 of those are more JSON values than a
 /// registry may hold).
 fn registry_text(n: usize, owner: Owner) -> String {
-    let start = owner.start_time.map_or("null".to_owned(), |t| format!("{t:?}"));
+    registry_text_owned(n, |_| (owner.pid, owner.start_time))
+}
+
+/// [`registry_text`], entry `i` owned by `owner_of(i)` (a pid and its start time).
+fn registry_text_owned(n: usize, owner_of: impl Fn(usize) -> (u64, Option<f64>)) -> String {
     let now = leasectl::lease::now();
     let entries: Vec<String> = (0..n)
         .map(|i| {
             let at = now - i as f64;
+            let (pid, start) = owner_of(i);
+            let start = start.map_or("null".to_owned(), |t| format!("{t:?}"));
             format!(
-                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {}, \"process_start_time\": {start}, \
-                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}",
-                owner.pid
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start}, \
+                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
             )
         })
         .collect();
     format!("{{\"entries\": [{}]}}", entries.join(", "))
+}
+
+/// A home as operators have them: `n` entries, 3 in 10 of them owned by dead processes
+/// (pids above the kernel's largest), and a state.db with every session, a third of the
+/// live owners' sessions ended hours ago (leak suspects).
+fn realistic_home(dir: &Path, n: usize) -> PathBuf {
+    let home = dir.join(format!("realistic-{n}"));
+    let reg = Registry::new("root", &home);
+    std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
+    let me = Owner::me();
+    let dead = |i: usize| i % 10 < 3;
+    let text =
+        registry_text_owned(n, |i| if dead(i) { (4_300_000 + i as u64, Some(1.0)) } else { (me.pid, me.start_time) });
+    std::fs::write(reg.path(), text).expect("write the registry");
+    let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
+    db.execute_batch(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
+         end_reason TEXT, last_activity_at REAL); \
+         CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL);",
+    )
+    .expect("schema");
+    let now = leasectl::lease::now();
+    let tx = db.unchecked_transaction().expect("a transaction");
+    for i in 0..n {
+        let ended = (i % 3 == 0).then_some(now - 7200.0);
+        tx.execute(
+            "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, ?4, ?5, ?6)",
+            rusqlite::params![
+                format!("chat-{i}"),
+                format!("chat number {i}"),
+                now - 86_400.0,
+                ended,
+                ended.map(|_| "tui_shutdown"),
+                now - 3600.0
+            ],
+        )
+        .expect("a session");
+    }
+    tx.commit().expect("commit");
+    home
 }
 
 /// A home whose event journal holds `mb` MB of events, all an hour old or older (in
@@ -275,22 +321,42 @@ fn main() {
     let n = if bench { 50_000 } else { 1_000 };
     let big = home_with(dir.path(), n);
     println!("peak memory at {n} live entries (floor: prune --dry-run)");
-    let measured = dir.path().join("peak-kb");
     for bin in &builds {
-        // Through GNU time: a child's own peak counts what it had before its exec, and a
-        // child of this bench starts as a copy of it (50,000 entries of text).
-        let peak = |args: &[&str]| {
-            let mut cmd = Command::new("/usr/bin/time");
-            cmd.args(["-f", "%M", "-o"]).arg(&measured).arg(bin).arg("--home").arg(&big).args(args);
-            run(cmd.env_remove("HERMES_HOME"));
-            let kb: f64 = std::fs::read_to_string(&measured).expect("GNU time's output").trim().parse().expect("kB");
-            kb / 1024.0
-        };
-        let floor = peak(&["prune", "--dry-run"]);
+        let peak = peak_of(bin);
+        let floor = peak(&big, &["prune", "--dry-run"]);
         let label = if *bin == this.as_str() { "this" } else { "baseline" };
         for args in [&["doctor"][..], &["doctor", "--json"], &["ls", "-o", "json"], &["ls"]] {
-            let mb = peak(args);
-            println!("  {label:<8} {:<16} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
+            let mb = peak(&big, args);
+            println!("  {label:<8} {:<22} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
         }
+    }
+    // The same on a home with dead owners to prune and a state.db to read (leak suspects).
+    let realistic = realistic_home(dir.path(), n);
+    println!(
+        "peak memory at {n} entries, 3 in 10 of dead owners, with a state.db (floor: prune --dry-run of {n} live ones)"
+    );
+    for bin in &builds {
+        let peak = peak_of(bin);
+        let floor = peak(&big, &["prune", "--dry-run"]);
+        let label = if *bin == this.as_str() { "this" } else { "baseline" };
+        let rows = [&["prune", "--dry-run"][..], &["prune", "--dry-run", "--json"], &["doctor"], &["doctor", "--json"]];
+        for args in rows.into_iter().chain([&["ls", "-o", "json"][..], &["ls"]]) {
+            let mb = peak(&realistic, args);
+            println!("  {label:<8} {:<22} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
+        }
+    }
+}
+
+/// The peak memory (MB) of `bin` run on a home with some arguments: through GNU time, as
+/// a child's own peak counts what it had before its exec, and a child of this bench
+/// starts as a copy of it (50,000 entries of text).
+fn peak_of(bin: &str) -> impl Fn(&Path, &[&str]) -> f64 + '_ {
+    move |home: &Path, args: &[&str]| {
+        let measured = home.with_extension("peak-kb");
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.args(["-f", "%M", "-o"]).arg(&measured).arg(bin).arg("--home").arg(home).args(args);
+        run(cmd.env_remove("HERMES_HOME"));
+        let kb: f64 = std::fs::read_to_string(&measured).expect("GNU time's output").trim().parse().expect("kB");
+        kb / 1024.0
     }
 }

@@ -1359,6 +1359,43 @@ fn ls_json_on_fifty_thousand_leases_stays_within_three_times_the_file() {
 }
 
 #[test]
+fn prune_of_fifty_thousand_dead_leases_stays_within_three_times_the_file() {
+    let home = Home::new();
+    let at = 1_795_990_758.0;
+    // As Hermes writes it, 50,000 leases of owners long gone (pids above the kernel's largest).
+    let entries: Vec<String> = (0..50_000)
+        .map(|i| {
+            let t = at - f64::from(i) - 0.5;
+            format!(
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"metadata\": {{\"live_session_id\": \"tab-{i}\"}}, \
+                 \"pid\": {}, \"process_start_time\": {t:?}, \"session_id\": \"chat-{i}\", \"started_at\": {t:?}, \
+                 \"surface\": \"cli\", \"updated_at\": {t:?}}}",
+                4_300_000 + i
+            )
+        })
+        .collect();
+    home.write_registry(format!("{{\"entries\": [{}]}}", entries.join(", ")));
+    let size_kb = fs::metadata(home.registry()).expect("registry").len() / 1024;
+    let peak_kb = |at: &Path, args: &[&str]| -> u64 {
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.args(["-f", "%M"]).arg(common::process::BIN).arg("--home").arg(at).args(args);
+        cmd.stdout(Stdio::null()).env_remove("HERMES_HOME");
+        let (_, no_lines) = mpsc::channel();
+        let out = Proc::spawn_with_stdout("time leasectl", cmd, Some(no_lines)).finish();
+        out.stderr.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or_else(|| panic!("{out:?}"))
+    };
+    let base_kb = peak_kb(Home::new().path(), &["prune", "--dry-run", "--json"]);
+    // Each removed lease was a JSON tree before it was printed, for text output too:
+    // 91 MB (text) and 112 MB (--json) for a 13 MB registry.
+    for args in [&["prune", "--dry-run"][..], &["prune", "--dry-run", "--json"]] {
+        let used = peak_kb(home.path(), args);
+        eprintln!("{args:?}: {used} KB peak for a {size_kb} KB registry (an empty home: {base_kb} KB)");
+        let limit = 3 * size_kb + base_kb + 1024;
+        assert!(used < limit, "{args:?}: {used} KB is over 3 x {size_kb} KB + {base_kb} KB + 1 MB");
+    }
+}
+
+#[test]
 fn run_keeps_stdout_for_cmd_its_banner_on_stderr_and_q_silences_it() {
     let home = Home::new();
     let out = home.run(&["run", "S-out", "--", "echo", "from-cmd"]);

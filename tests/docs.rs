@@ -327,6 +327,14 @@ fn the_json_outputs_are_the_readmes_contract() {
     check("doctor --json", "doctor --json", &doctor, false);
     check("doctor --json's summary", "doctor --json", &doctor["summary"], false);
     check("doctor --json's registry", "doctor --json", &doctor["registries"][0], false);
+    // prune's and force-release's removals are written lease by lease too: sorted as well.
+    for args in [&["prune", "--dry-run", "--json"][..], &["force-release", "--session", "T", "--dry-run", "--json"]] {
+        let written = home.run(args).stdout;
+        let value: serde_json::Value = serde_json::from_str(&written).expect("JSON");
+        assert!(written.contains("\"removed\": [\n"), "{args:?} removes T's dead lease: {written}");
+        let sorted = serde_json::to_string_pretty(&value).expect("JSON") + "\n";
+        assert_eq!(written, sorted, "{args:?}: keys in sorted order");
+    }
     let fr = json(&["force-release", "--session", "T", "--dry-run", "--json"]);
     check("force-release --json", "force-release --json", &fr, false);
     let released = json(&["release", &id, "--owner-pid", &pid, "--json"]);

@@ -30,7 +30,7 @@ pub(super) fn doctor(
             if i > 0 {
                 say!();
             }
-            say_raw!("{}", output::doctor_text(d, hints));
+            output::doctor_text(d, hints, &mut output::StdoutText::new());
         }
         say!("\n{}", summary.line());
     }
@@ -69,7 +69,7 @@ fn doctor_hosts(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32
             match r {
                 Ok(d) => {
                     say!("{}:", location.label());
-                    say_raw!("{}", output::doctor_text(d, &super::hints::Hints::at(location)));
+                    output::doctor_text(d, &super::hints::Hints::at(location), &mut output::StdoutText::new());
                 }
                 Err(e) => say!("{} ({}): cannot check: {e}", location.label(), location.describe()),
             }

@@ -47,7 +47,7 @@ pub(super) fn report_force_release(location: &Location, r: &lease::Removal, as_j
         say_err!("{}", output::live_owner_warning(location, r));
     }
     if as_json {
-        print_json(&super::json::removal(location, r));
+        super::print_json_streamed(&super::json::RegistryOutcome::Removal(location, r));
     } else {
         output::print_removal(location, r, "force-release");
     }

@@ -1,26 +1,29 @@
 //! `prune`: remove the leases of dead and recycled owners.
 
+use super::json::RegistryOutcome;
 use super::recap::Outcome;
-use super::{EXIT_OK, Failure, output, print_json};
-use crate::lease::{self, LeaseStore};
+use super::{EXIT_OK, Failure, output, print_json_streamed};
+use crate::lease::{self, LeaseStore, Location};
 
 pub(super) fn prune(
     stores: &mut [Box<dyn LeaseStore>],
     opts: lease::PruneOptions,
     as_json: bool,
 ) -> Result<i32, Failure> {
-    let mut results = Vec::new();
+    // For `--json`: each registry's removal (or error), written once all are in.
+    let mut results: Vec<(Location, Result<lease::Removal, String>)> = Vec::new();
     let mut failed = None;
     let mut outcomes = Vec::new();
     for store in stores {
         let location = store.location().clone();
         match store.prune(opts) {
             Ok(r) => {
-                if !as_json {
+                outcomes.push((location.clone(), Outcome::Removed { count: r.removed.len(), dry_run: r.dry_run }));
+                if as_json {
+                    results.push((location, Ok(r)));
+                } else {
                     output::print_removal(&location, &r, "prune");
                 }
-                results.push(super::json::removal(&location, &r));
-                outcomes.push((location, Outcome::Removed { count: r.removed.len(), dry_run: r.dry_run }));
             }
             Err(e) => {
                 let outcome = if e.unanswered() { Outcome::NotReached } else { Outcome::Refused };
@@ -31,13 +34,21 @@ pub(super) fn prune(
                 if !as_json {
                     say_err!("leasectl: {} ({}): {beside}", location.label(), location.describe());
                 }
-                results.push(super::json::failed(&location, &f.message));
+                results.push((location, Err(f.message)));
                 failed = Some(f.code);
             }
         }
     }
     if as_json {
-        print_json(&super::json::value(&super::json::Registries { registries: &results, not_reached: None }));
+        // Streamed, lease by lease: built whole first, 15,000 removed leases took 112 MB.
+        let registries: Vec<RegistryOutcome> = results
+            .iter()
+            .map(|(location, r)| match r {
+                Ok(r) => RegistryOutcome::Removal(location, r),
+                Err(message) => RegistryOutcome::Failed(super::json::failed(location, message)),
+            })
+            .collect();
+        print_json_streamed(&super::json::Registries { registries: &registries, not_reached: None });
     } else {
         super::recap::print("prune", &outcomes);
     }
