@@ -10,6 +10,8 @@
 //! Hermes' schema has no index on messages.session_id, so counting is one pass over
 //! the table either way; the baseline pays it once per session.
 
+mod support;
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
@@ -25,12 +27,7 @@ const LEASED: usize = 1_000;
 fn build(home: &Path) {
     let db = Connection::open(context::state_db(home)).expect("state.db");
     db.pragma_update(None, "journal_mode", "WAL").expect("WAL");
-    db.execute_batch(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
-         end_reason TEXT, last_activity_at REAL); \
-         CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL);",
-    )
-    .expect("schema");
+    db.execute_batch(support::STATE_DB_SCHEMA).expect("schema");
     let now = leasectl::lease::now();
     let tx = db.unchecked_transaction().expect("tx");
     for i in 0..SESSIONS {

@@ -143,12 +143,7 @@ fn realistic_home(dir: &Path, n: usize) -> PathBuf {
         registry_text_owned(n, |i| if dead(i) { (4_300_000 + i as u64, Some(1.0)) } else { (me.pid, me.start_time) });
     std::fs::write(reg.path(), text).expect("write the registry");
     let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
-    db.execute_batch(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
-         end_reason TEXT, last_activity_at REAL); \
-         CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL);",
-    )
-    .expect("schema");
+    db.execute_batch(support::STATE_DB_SCHEMA).expect("schema");
     let now = leasectl::lease::now();
     let tx = db.unchecked_transaction().expect("a transaction");
     for i in 0..n {

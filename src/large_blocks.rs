@@ -22,6 +22,17 @@ impl LargeBlocksOnHugePages {
         Layout::from_size_align(layout.size(), layout.align().max(HUGE_PAGE)).unwrap_or(layout)
     }
 
+    /// A block for `layout`, made by `make` with the layout it is placed by, and marked
+    /// when large.
+    fn made(layout: Layout, make: impl FnOnce(Layout) -> *mut u8) -> *mut u8 {
+        let placed = Self::placed(layout);
+        let block = make(placed);
+        if placed != layout {
+            Self::advise(block, layout);
+        }
+        block
+    }
+
     /// Ask for huge pages under the whole huge pages a new large block spans.
     #[allow(unsafe_code)] // madvise has no safe wrapper here; see SAFETY
     fn advise(block: *mut u8, layout: Layout) {
@@ -43,23 +54,13 @@ impl LargeBlocksOnHugePages {
 #[allow(unsafe_code)] // a global allocator is an unsafe trait; see SAFETY
 unsafe impl GlobalAlloc for LargeBlocksOnHugePages {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let placed = Self::placed(layout);
         // SAFETY: `placed` is a valid layout of the same non-zero size as `layout`.
-        let block = unsafe { System.alloc(placed) };
-        if placed != layout {
-            Self::advise(block, layout);
-        }
-        block
+        Self::made(layout, |placed| unsafe { System.alloc(placed) })
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let placed = Self::placed(layout);
         // SAFETY: as in `alloc`.
-        let block = unsafe { System.alloc_zeroed(placed) };
-        if placed != layout {
-            Self::advise(block, layout);
-        }
-        block
+        Self::made(layout, |placed| unsafe { System.alloc_zeroed(placed) })
     }
 
     unsafe fn dealloc(&self, block: *mut u8, layout: Layout) {

@@ -4,8 +4,12 @@
 #![allow(dead_code)]
 
 pub mod console;
+#[path = "../../tests/common/hermes_schema.rs"]
+mod hermes_schema;
 #[path = "../../tests/common/owners.rs"]
 mod owners;
+#[allow(unused_imports)] // for the benches that make a state.db; the rest leave it
+pub use hermes_schema::STATE_DB_SCHEMA;
 pub use owners::owner as owner_info;
 
 use std::path::Path;

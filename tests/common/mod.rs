@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod hermes_schema;
 mod owners;
 pub mod process;
 pub mod pty;
@@ -188,12 +189,7 @@ pub fn rust_sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// A Hermes-like state.db saying when each session ended (None: still open, active now).
 pub fn state_db(home: &std::path::Path, sessions: &[(&str, Option<f64>)]) {
     let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
-    db.execute_batch(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, source TEXT, title TEXT, started_at REAL, ended_at REAL, \
-         end_reason TEXT, last_activity_at REAL); \
-         CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT, timestamp REAL);",
-    )
-    .expect("schema");
+    db.execute_batch(hermes_schema::STATE_DB_SCHEMA).expect("schema");
     let now = leasectl::lease::now();
     for (id, ended_ago) in sessions {
         let ended = ended_ago.map(|a| now - a);
