@@ -4,9 +4,9 @@
 //! trip into the kernel); where the kernel has no huge page ready it gives small pages,
 //! as before. The kernel's `transparent_hugepage` setting decides: `never` turns it off.
 //!
-//! Only a command that ends once done asks for them ([`use_huge_pages`]): the console,
-//! which reads registries again and again, kept 8 MB more at its peak and quit 40 ms
-//! later with them at 100,000 profiles.
+//! Only a command that ends once done asks for them ([`use_huge_pages`]): a process that
+//! keeps reading (the console) kept ranges marked after their blocks were freed, where
+//! its later small allocations would get whole huge pages too.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};

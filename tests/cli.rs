@@ -1380,8 +1380,8 @@ fn prune_of_fifty_thousand_dead_leases_stays_within_three_times_the_file() {
 
 /// Huge pages are for commands that end once done. One that keeps reading (`ls --watch`
 /// here; the console is another) marks none of its memory for them, however often it
-/// reads a registry of 2.6 MB (blocks of 2 MiB and more): with them, the console at
-/// 100,000 profiles kept 8 MB more at its peak.
+/// reads a registry of 2.6 MB (blocks of 2 MiB and more): marked, the ranges stayed
+/// marked after the blocks were freed, for whatever small allocations came there next.
 #[test]
 fn a_command_that_keeps_reading_marks_no_memory_for_huge_pages() {
     let home = Home::new();
