@@ -9,7 +9,8 @@
 #![cfg_attr(not(test), no_main)]
 
 // A registry of 10,000 entries is read and written in blocks of 2 MB: on huge pages, each
-// is one page fault instead of 513 (the README's Speed has the figures).
+// is one page fault instead of 513 (the README's Speed has the figures). `cli::run` asks
+// for them for the commands that end once done.
 #[global_allocator]
 static ALLOCATOR: leasectl::large_blocks::LargeBlocksOnHugePages = leasectl::large_blocks::LargeBlocksOnHugePages;
 
