@@ -427,7 +427,14 @@ fn the_filter_matches_marks_titles_and_hosts_as_shown() {
     if let Some(leasectl::lease::home::context::Contexts::Read(by_id)) =
         renamed.sessions.as_mut().and_then(std::sync::Arc::get_mut)
     {
-        by_id.get_mut("chat-2").expect("chat-2").set_title(Some("Trip to Porto"));
+        let renamed_title = |c: leasectl::lease::home::context::ContextRef<'_>| {
+            let mut c = c.to_context();
+            if c.session_id == "chat-2" {
+                c.title = Some("Trip to Porto".into());
+            }
+            c
+        };
+        *by_id = by_id.values().map(renamed_title).collect();
     }
     update(&mut app, loaded(vec![renamed]));
     assert_eq!(shown(&app), Vec::<String>::new(), "the old title still matched");

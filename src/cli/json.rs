@@ -350,15 +350,15 @@ struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    fn of(c: &'a crate::lease::home::context::SessionContext) -> Context<'a> {
+    fn of(c: crate::lease::home::context::ContextRef<'a>) -> Context<'a> {
         Context {
             end_reason: c.end_reason(),
-            ended_at: c.ended_at,
+            ended_at: c.ended_at(),
             id: c.session_id(),
-            last_activity: c.last_activity,
-            messages: c.messages,
+            last_activity: c.last_activity(),
+            messages: c.messages(),
             source: c.source(),
-            started_at: c.started_at,
+            started_at: c.started_at(),
             title: c.title(),
         }
     }
@@ -575,7 +575,7 @@ impl serde::Serialize for LsLease<'_> {
         let mut m = s.serialize_map(Some(7))?;
         m.serialize_entry("conflict", &marks.in_conflict(v))?;
         m.serialize_entry("entry", &EntryJson(&v.entry))?;
-        m.serialize_entry("leak_suspect", &marks.leaks.get(v.entry.lease_id()))?;
+        m.serialize_entry("leak_suspect", &marks.leak_of(v, self.owner))?;
         m.serialize_entry("liveness", v.liveness.name())?;
         m.serialize_entry("liveness_detail", &v.liveness.explain())?;
         m.serialize_entry("owner", &self.owner.map(Owner::of))?;
@@ -809,7 +809,7 @@ mod tests {
         let mut lease = lease(v, owner);
         let map = lease.as_object_mut().expect("a lease is an object");
         map.insert("conflict".into(), marks.of_lease(v).contains(&"CONFLICT").into());
-        map.insert("leak_suspect".into(), marks.leaks.get(v.entry.lease_id()).cloned().into());
+        map.insert("leak_suspect".into(), marks.leak_of(v, owner).into());
         map.insert("session".into(), marks.context_of(v).map(|c| value(&Context::of(c))).unwrap_or(Value::Null));
         lease
     }
@@ -837,9 +837,6 @@ mod tests {
             if i % 5 == 0 {
                 marks.conflicts.insert(e.session_id().to_owned());
             }
-            if i % 7 == 0 {
-                marks.leaks.insert(e.lease_id().to_owned(), format!("idle for {i} s"));
-            }
             if i % 3 == 0 {
                 let title = (i % 2 == 0).then(|| format!("title \"{i}\" é"));
                 let mut c = SessionContext::new(e.session_id(), title.as_deref(), Some("cli"), None);
@@ -851,12 +848,14 @@ mod tests {
             }
             views.push(LeaseView::local(e, liveness));
         }
-        marks.context = Some(Contexts::Read(contexts.into_iter().collect()));
+        // Live owners of sessions last active at 0.1 s or ended: leak suspects.
+        marks.judge_context(Contexts::Read(contexts.into_iter().collect()), std::time::Duration::from_secs(60), &views);
         let owners: HashMap<u64, OwnerInfo> =
             views.iter().map(|v| v.entry.pid()).filter(|p| p % 2 == 0).map(|p| (p, owner.clone())).collect();
         let direct = serde_json::to_string_pretty(&Leases(&views, &owners, &marks)).expect("direct");
         let tree: Vec<Value> = views.iter().map(|v| as_tree(v, owners.get(&v.entry.pid()), &marks)).collect();
         assert_eq!(direct, serde_json::to_string_pretty(&tree).expect("tree"));
-        assert!(direct.contains("\"conflict\": true") && direct.contains("\"leak_suspect\": \"idle"));
+        assert!(direct.contains("\"conflict\": true") && direct.contains("\"leak_suspect\": \"no activity for"));
+        assert!(direct.contains("(hermes \\u001b[31m) still holds it"), "the owner is named, escaped");
     }
 }

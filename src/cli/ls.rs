@@ -7,7 +7,7 @@ use super::args::{Format, LivenessArg, LsArgs, SortKey};
 use super::marks::Marks;
 use super::output::{self, LEASE_HEADER, table_lines};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
-use crate::lease::home::context::SessionContext;
+use crate::lease::home::context::ContextRef;
 use crate::lease::human::{duration, escape, plural};
 use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::owners_of_listing;
@@ -75,7 +75,7 @@ pub(super) fn ls(
     drop(stores);
     // Per registry: pids on other hosts are other processes than the same pids here.
     let owners: Vec<HashMap<u64, OwnerInfo>> = listings.iter().map(owners_of_listing).collect();
-    let marks: Vec<Marks> = listings.iter().zip(&owners).map(|(l, o)| marks_of(l, o, idle)).collect();
+    let marks: Vec<Marks> = listings.iter().map(|l| marks_of(l, idle)).collect();
     for l in &mut listings {
         if let Ok(views) = &mut l.leases {
             select(views, a);
@@ -125,13 +125,13 @@ pub(super) fn ls(
 
 /// What stands out in one listing, judged on every lease before filters hide any, with
 /// state.db's word on each live session.
-fn marks_of(l: &lease::Listing, owners: &HashMap<u64, OwnerInfo>, idle: Option<std::time::Duration>) -> Marks {
+fn marks_of(l: &lease::Listing, idle: Option<std::time::Duration>) -> Marks {
     let Ok(views) = &l.leases else { return Marks::default() };
     let mut m = Marks::of(views, l.cap.cap);
     if let Some(reg) = l.location.registry() {
-        m.add_context(&reg.home, views, owners, idle);
+        m.add_context(&reg.home, views, idle);
     } else if let Some((contexts, threshold)) = crate::lease::remote_sessions(&l.location) {
-        m.judge_context(contexts, idle.unwrap_or(threshold), views, owners);
+        m.judge_context(contexts, idle.unwrap_or(threshold), views);
     }
     m
 }
@@ -264,11 +264,11 @@ const WIDE_HEADER: [&str; 13] = [
 ];
 
 /// A session's last activity for people: `5m ago`, `ended 3h ago`, or `-` (no context).
-pub(super) fn activity_text(ctx: Option<&SessionContext>) -> String {
+pub(super) fn activity_text(ctx: Option<ContextRef<'_>>) -> String {
     let at = now();
     match ctx {
-        Some(c) if c.ended_at.is_some() => format!("ended {} ago", duration(at - c.ended_at.unwrap_or(at))),
-        Some(c) => c.last_activity.map(|t| format!("{} ago", duration(at - t))).unwrap_or_else(|| "-".into()),
+        Some(c) if c.ended_at().is_some() => format!("ended {} ago", duration(at - c.ended_at().unwrap_or(at))),
+        Some(c) => c.last_activity().map(|t| format!("{} ago", duration(at - t))).unwrap_or_else(|| "-".into()),
         None => "-".into(),
     }
 }
@@ -376,7 +376,7 @@ fn tsv(registries: &[Rows], bare: bool) {
                 marks.context_of(v).and_then(|c| c.title()).map(|t| escape(t).into_owned()).unwrap_or("-".into()),
                 marks
                     .context_of(v)
-                    .and_then(|c| c.last_activity)
+                    .and_then(|c| c.last_activity())
                     .map(|t| format!("{:.0}", (at - t).max(0.0)))
                     .unwrap_or_else(|| "-".into()),
             ];

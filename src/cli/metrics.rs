@@ -6,8 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::marks::Marks;
-use crate::lease::owners::owner::owner_infos;
-use crate::lease::{LeaseStore, Liveness, now};
+use crate::lease::{LeaseStore, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.
 const LOCK_PROBE: Duration = Duration::from_secs(1);
@@ -97,16 +96,13 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
                 labels.push(("liveness", state.to_owned()));
                 leases.samples.push((labels, n as f64));
             }
-            let pids: Vec<u64> =
-                views.iter().filter(|v| v.liveness == Liveness::Alive).map(|v| v.entry.pid()).collect();
-            let owners = owner_infos(&pids);
             let mut marks = Marks::of(views, listing.cap.cap);
             if let Some(reg) = listing.location.registry() {
-                marks.add_context_quietly(&reg.home, views, &owners, idle);
+                marks.add_context_quietly(&reg.home, views, idle);
             }
             live.samples.push((profile.clone(), marks.live as f64));
             conflicts.samples.push((profile.clone(), marks.conflicts.len() as f64));
-            leaks.samples.push((profile.clone(), marks.leaks.len() as f64));
+            leaks.samples.push((profile.clone(), marks.leak_suspects as f64));
             if let Some(first) = views.iter().filter_map(|v| v.entry.started_at()).min_by(f64::total_cmp) {
                 oldest.samples.push((profile.clone(), (at - first).max(0.0)));
             }

@@ -154,6 +154,7 @@ pub fn run(cli: Cli) -> i32 {
     let hints = Hints::of(&cli);
     if !console && !cli.command.as_ref().is_some_and(keeps_reading) {
         crate::large_blocks::use_huge_pages();
+        crate::large_blocks::one_arena();
     }
     if cli.command.as_ref().is_some_and(reads_once) {
         lease::file::set_remembering(false);

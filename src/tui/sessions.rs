@@ -103,8 +103,8 @@ fn next_crossing(contexts: &Contexts, idle: Duration, now: f64) -> Option<f64> {
     match contexts {
         Contexts::Read(found) => found
             .values()
-            .filter(|c| c.ended_at.is_none())
-            .filter_map(|c| c.last_activity.map(|t| t + idle.as_secs_f64()))
+            .filter(|c| c.ended_at().is_none())
+            .filter_map(|c| c.last_activity().map(|t| t + idle.as_secs_f64()))
             .filter(|at| *at > now)
             .min_by(f64::total_cmp),
         Contexts::Unknown(_) => None,

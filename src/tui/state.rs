@@ -104,7 +104,7 @@ impl RegistryState {
     }
 
     /// The session's context from state.db, when it has one.
-    pub fn session(&self, session_id: &str) -> Option<&crate::lease::home::context::SessionContext> {
+    pub fn session(&self, session_id: &str) -> Option<crate::lease::home::context::ContextRef<'_>> {
         self.sessions.as_deref()?.get(session_id)
     }
 

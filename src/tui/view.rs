@@ -15,7 +15,7 @@ use super::state::{App, Row};
 use super::style::{Palette, badge, shown_text};
 use super::time;
 use crate::lease::format::pyjson;
-use crate::lease::home::context::{Contexts, SessionContext};
+use crate::lease::home::context::{ContextRef, Contexts};
 use crate::lease::{Liveness, Location};
 
 /// The banner's height: it wraps (the validation error is quoted whole), at most 6 lines.
@@ -559,8 +559,8 @@ fn lease_line(app: &App, p: &Palette, l: &LeaseRow, host: Option<&str>, cols: &C
 }
 
 /// A session's last activity, or its end, for people: `active 5m ago`, `ended 3h ago (tui_shutdown)`.
-fn activity(now: f64, ctx: &SessionContext) -> String {
-    match (ctx.ended_at, ctx.last_activity) {
+fn activity(now: f64, ctx: ContextRef<'_>) -> String {
+    match (ctx.ended_at(), ctx.last_activity()) {
         (Some(end), _) => {
             let why = ctx.end_reason().map(|r| format!(" ({})", shown_text(r))).unwrap_or_default();
             format!("ended {} ago{why}", time::age(now - end))
@@ -765,16 +765,16 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             lines.push(Line::from(format!(
                 "  source: {}  messages: {}",
                 shown_text(ctx.source().unwrap_or("-")),
-                ctx.messages
+                ctx.messages()
             )));
-            lines.push(Line::from(format!("  started: {}", when(ctx.started_at))));
-            if ctx.ended_at.is_some() {
+            lines.push(Line::from(format!("  started: {}", when(ctx.started_at()))));
+            if ctx.ended_at().is_some() {
                 let why = ctx.end_reason().map(shown_text).unwrap_or_else(|| "-".into());
-                lines.push(Line::from(format!("  ended: {} ({why})", when(ctx.ended_at))));
+                lines.push(Line::from(format!("  ended: {} ({why})", when(ctx.ended_at()))));
             }
             lines.push(Line::from(format!(
                 "  last activity: {}  ({})",
-                when(ctx.last_activity),
+                when(ctx.last_activity()),
                 activity(app.now, ctx)
             )));
         }

@@ -33,8 +33,8 @@ fn suspects(reg: &Registry, views: &[LeaseView], idle: Option<std::time::Duratio
         // No context, no suspect: the owner's name is read only for a lease that has one.
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
         let Some(why) = context::leak_reason(v, Some(ctx), idle, at, names.of(v.entry.pid())) else { continue };
-        let since = ctx.ended_at.or(ctx.last_activity).unwrap_or(at);
-        found.push(Suspect { view: v.clone(), why, rank: (ctx.ended_at.is_none(), since) });
+        let since = ctx.ended_at().or(ctx.last_activity()).unwrap_or(at);
+        found.push(Suspect { view: v.clone(), why, rank: (ctx.ended_at().is_none(), since) });
     }
     found.sort_by(|a, b| a.rank.0.cmp(&b.rank.0).then(a.rank.1.total_cmp(&b.rank.1)));
     found

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
-pub use super::context_map::{ContextMap, SessionContext};
+pub use super::context_map::{ContextMap, ContextRef, SessionContext};
 use crate::lease::human::duration;
 use crate::lease::owners::liveness::Liveness;
 use crate::lease::view::LeaseView;
@@ -46,7 +46,7 @@ pub enum Contexts {
 }
 
 impl Contexts {
-    pub fn get(&self, session_id: &str) -> Option<&SessionContext> {
+    pub fn get(&self, session_id: &str) -> Option<ContextRef<'_>> {
         match self {
             Contexts::Read(m) => m.get(session_id),
             Contexts::Unknown(_) => None,
@@ -85,25 +85,36 @@ pub fn read_at(db: &Path, session_ids: &[&str], now: f64) -> Contexts {
     }
 }
 
-/// The session ids asked for, as the JSON list the query reads them from: the one copy
-/// of them the query's thread takes (the caller's list can go meanwhile).
+/// The session ids asked for, as the JSON lists the query reads them from, a few
+/// hundred ids each: the one copy of them the query's thread takes (the caller's list can
+/// go meanwhile). SQLite copies a list it is given twice over; one list of 50,000 ids
+/// was 1.9 MB of copies beside the contexts being read.
 struct Wanted {
-    json: String,
+    lists: Vec<String>,
     count: usize,
 }
 
+/// How many ids a list of [`Wanted`] holds.
+const IDS_PER_LIST: usize = 500;
+
 impl Wanted {
     fn of(session_ids: &[&str]) -> Wanted {
-        let mut json = String::with_capacity(session_ids.iter().map(|s| s.len() + 4).sum::<usize>() + 2);
-        json.push('[');
-        for (i, id) in session_ids.iter().enumerate() {
-            if i > 0 {
-                json.push(',');
-            }
-            crate::lease::format::pyjson::write_str(&mut json, id);
-        }
-        json.push(']');
-        Wanted { json, count: session_ids.len() }
+        let lists = session_ids
+            .chunks(IDS_PER_LIST)
+            .map(|ids| {
+                let mut json = String::with_capacity(ids.iter().map(|s| s.len() + 4).sum::<usize>() + 2);
+                json.push('[');
+                for (i, id) in ids.iter().enumerate() {
+                    if i > 0 {
+                        json.push(',');
+                    }
+                    crate::lease::format::pyjson::write_str(&mut json, id);
+                }
+                json.push(']');
+                json
+            })
+            .collect();
+        Wanted { lists, count: session_ids.len() }
     }
 }
 
@@ -146,7 +157,7 @@ fn query_as(owner: (u32, u32), db: &Path, wanted: Wanted, now: f64) -> Result<Co
     let spawned = std::thread::Builder::new().name("state.db".into()).spawn(move || {
         let found = {
             let _as = crate::lease::home::safe_file::ActAs::user(owner);
-            query(&path, &wanted, now)
+            query(&path, wanted, now)
         };
         stuck().retain(|p| p != &path);
         let _ = tx.send(found);
@@ -309,7 +320,7 @@ fn columns(conn: &Connection) -> Result<HashMap<String, Vec<String>>, String> {
     Ok(out)
 }
 
-fn query(db: &Path, wanted: &Wanted, now: f64) -> Result<ContextMap, String> {
+fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
     let conn = open(db)?;
     // One read transaction, so one consistent view: the schema, the leased sessions' rows,
     // then their messages.
@@ -333,32 +344,30 @@ fn query(db: &Path, wanted: &Wanted, now: f64) -> Result<ContextMap, String> {
         col("end_reason"),
         col("last_activity_at"),
     );
-    let mut found = Vec::with_capacity(wanted.count);
+    let mut found = ContextMap::with_capacity(wanted.count);
     {
         let mut stmt = view.prepare(&sql).map_err(|e| describe(&e))?;
-        let mut rows = stmt.query([&wanted.json]).map_err(|e| describe(&e))?;
-        while let Some(r) = rows.next().map_err(|e| describe(&e))? {
-            let value = |i: usize| r.get::<_, SqlValue>(i).map_err(|e| describe(&e));
-            let time = |v: SqlValue| sane(number(v), now);
-            let Some(id) = text(value(0)?) else { continue };
-            let (source, title, end_reason) = (text(value(1)?), text(value(2)?), text(value(5)?));
-            let mut context = SessionContext::new(&id, title.as_deref(), source.as_deref(), end_reason.as_deref());
-            context.started_at = time(value(3)?);
-            context.ended_at = time(value(4)?);
-            // The session's own heartbeat (last_activity_at); its messages are counted next.
-            context.last_activity = time(value(6)?);
-            found.push(context);
+        // Each list goes once it is read.
+        for list in wanted.lists {
+            let mut rows = stmt.query([&list]).map_err(|e| describe(&e))?;
+            while let Some(r) = rows.next().map_err(|e| describe(&e))? {
+                let value = |i: usize| r.get_ref(i).map_err(|e| describe(&e));
+                let time = |v: ValueRef<'_>| sane(number_ref(v), now);
+                let Some(id) = text(value(0)?)? else { continue };
+                let (source, title, end_reason) = (text(value(1)?)?, text(value(2)?)?, text(value(5)?)?);
+                // The session's own heartbeat (last_activity_at); its messages are counted next.
+                let times = [time(value(3)?), time(value(4)?), time(value(6)?)];
+                found.push([Some(id), title, source, end_reason], times);
+            }
         }
     }
-    let mut found = ContextMap::from_list(found);
+    found.sort();
     let messages =
         schema.get("messages").filter(|m| m.iter().any(|c| c == "session_id") && m.iter().any(|c| c == "timestamp"));
     if messages.is_some() && !found.is_empty() {
-        count_messages(&view, found.contexts_mut(), now)?;
+        count_messages(&view, &mut found, now)?;
     }
-    for ctx in found.contexts_mut() {
-        ctx.last_activity = ctx.last_activity.or(ctx.started_at);
-    }
+    found.last_activity_or_start();
     Ok(found)
 }
 
@@ -366,27 +375,23 @@ fn query(db: &Path, wanted: &Wanted, now: f64) -> Result<ContextMap, String> {
 /// last activity. Hermes has no index on messages.session_id, so SQLite would scan them
 /// anyway; counting them here, by a hash of the found ids, costs a third of an IN list
 /// and a GROUP BY. The index holds positions in `contexts` (4 bytes a session).
-fn count_messages(conn: &Connection, contexts: &mut [SessionContext], now: f64) -> Result<(), String> {
+fn count_messages(conn: &Connection, contexts: &mut ContextMap, now: f64) -> Result<(), String> {
     use std::hash::BuildHasher as _;
     let hash = |id: &[u8]| rustc_hash::FxBuildHasher.hash_one(id);
     let mut index = hashbrown::HashTable::<u32>::with_capacity(contexts.len());
-    for (i, c) in contexts.iter().enumerate() {
+    for i in 0..contexts.len() {
         let Ok(i) = u32::try_from(i) else { break };
-        index.insert_unique(hash(c.session_id().as_bytes()), i, |&j| {
-            hash(contexts.get(j as usize).map_or(&[][..], |c| c.session_id().as_bytes()))
+        index.insert_unique(hash(contexts.id_at(i as usize).as_bytes()), i, |&j| {
+            hash(contexts.id_at(j as usize).as_bytes())
         });
     }
     let mut stmt = conn.prepare("SELECT session_id, timestamp FROM messages").map_err(|e| describe(&e))?;
     let mut rows = stmt.query([]).map_err(|e| describe(&e))?;
     while let Some(r) = rows.next().map_err(|e| describe(&e))? {
         let Ok(ValueRef::Text(id)) = r.get_ref(0) else { continue };
-        let found =
-            index.find(hash(id), |&j| contexts.get(j as usize).is_some_and(|c| c.session_id().as_bytes() == id));
-        let Some(ctx) = found.and_then(|&j| contexts.get_mut(j as usize)) else { continue };
-        ctx.messages += 1;
-        if let Some(t) = r.get_ref(1).ok().and_then(number_ref).and_then(|t| sane(Some(t), now)) {
-            ctx.last_activity = Some(ctx.last_activity.map_or(t, |n| n.max(t)));
-        }
+        let Some(&j) = index.find(hash(id), |&j| contexts.id_at(j as usize).as_bytes() == id) else { continue };
+        let at = r.get_ref(1).ok().and_then(number_ref).and_then(|t| sane(Some(t), now));
+        contexts.count_message(j as usize, at);
     }
     Ok(())
 }
@@ -399,18 +404,12 @@ fn number_ref(v: ValueRef<'_>) -> Option<f64> {
     }
 }
 
-fn text(v: SqlValue) -> Option<String> {
+/// A text value as text, anything else (NULL, a number, a blob) as none; text that is
+/// not UTF-8 fails the read, as a damaged database does.
+fn text(v: ValueRef<'_>) -> Result<Option<&str>, String> {
     match v {
-        SqlValue::Text(s) => Some(s),
-        _ => None,
-    }
-}
-
-fn number(v: SqlValue) -> Option<f64> {
-    match v {
-        SqlValue::Real(f) => Some(f),
-        SqlValue::Integer(i) => Some(i as f64),
-        _ => None,
+        ValueRef::Text(s) => std::str::from_utf8(s).map(Some).map_err(|e| format!("cannot read state.db: {e}")),
+        _ => Ok(None),
     }
 }
 
@@ -438,22 +437,44 @@ pub fn idle_threshold(home: &Path, given: Option<Duration>) -> (Duration, Option
 /// ended, or has seen no activity for longer than `idle`. `owner` names the process.
 pub fn leak_reason(
     view: &LeaseView,
-    ctx: Option<&SessionContext>,
+    ctx: Option<ContextRef<'_>>,
     idle: Duration,
     now: f64,
     owner: &str,
 ) -> Option<String> {
+    let holder = format!("pid {} ({owner}) still holds it", view.entry.pid());
+    match leak(view, ctx, idle, now)? {
+        Leak::Ended { at, reason } => {
+            let why = reason.map(|r| format!(" ({r})")).unwrap_or_default();
+            Some(format!("session ended {} ago{why} but {holder}", duration(now - at)))
+        }
+        Leak::Idle { since } => Some(format!("no activity for {} but {holder}", duration(now - since))),
+    }
+}
+
+/// Whether [`leak_reason`] has a reason, without wording it.
+pub fn is_leak(view: &LeaseView, ctx: Option<ContextRef<'_>>, idle: Duration, now: f64) -> bool {
+    leak(view, ctx, idle, now).is_some()
+}
+
+/// What makes a lease look leaked.
+enum Leak<'a> {
+    /// Its session ended at this time, for this reason.
+    Ended { at: f64, reason: Option<&'a str> },
+    /// Its session has seen no activity since this time, longer than the threshold.
+    Idle { since: f64 },
+}
+
+fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, now: f64) -> Option<Leak<'a>> {
     if view.liveness != Liveness::Alive {
         return None;
     }
     let ctx = ctx?;
-    let holder = format!("pid {} ({owner}) still holds it", view.entry.pid());
-    if let Some(ended) = ctx.ended_at {
-        let why = ctx.end_reason().map(|r| format!(" ({r})")).unwrap_or_default();
-        return Some(format!("session ended {} ago{why} but {holder}", duration(now - ended)));
+    if let Some(at) = ctx.ended_at() {
+        return Some(Leak::Ended { at, reason: ctx.end_reason() });
     }
-    let last = ctx.last_activity?;
-    (now - last > idle.as_secs_f64()).then(|| format!("no activity for {} but {holder}", duration(now - last)))
+    let since = ctx.last_activity()?;
+    (now - since > idle.as_secs_f64()).then_some(Leak::Idle { since })
 }
 
 #[cfg(test)]
@@ -580,7 +601,7 @@ mod tests {
         let mut with_rows = std::collections::HashSet::new();
         for &s in &asked {
             let want = one_by_one(&db, s, now);
-            assert_eq!(found.get(s), want.as_ref(), "{s:?}");
+            assert_eq!(found.get(s).map(|c| c.to_context()), want, "{s:?}");
             if want.is_some() {
                 with_rows.insert(s);
             }
