@@ -142,26 +142,7 @@ fn realistic_home(dir: &Path, n: usize) -> PathBuf {
     let text =
         registry_text_owned(n, |i| if dead(i) { (4_300_000 + i as u64, Some(1.0)) } else { (me.pid, me.start_time) });
     std::fs::write(reg.path(), text).expect("write the registry");
-    let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
-    db.execute_batch(support::STATE_DB_SCHEMA).expect("schema");
-    let now = leasectl::lease::now();
-    let tx = db.unchecked_transaction().expect("a transaction");
-    for i in 0..n {
-        let ended = (i % 3 == 0).then_some(now - 7200.0);
-        tx.execute(
-            "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![
-                format!("chat-{i}"),
-                format!("chat number {i}"),
-                now - 86_400.0,
-                ended,
-                ended.map(|_| "tui_shutdown"),
-                now - 3600.0
-            ],
-        )
-        .expect("a session");
-    }
-    tx.commit().expect("commit");
+    support::many_sessions(&home.join("state.db"), n, 0, leasectl::lease::now());
     home
 }
 

@@ -1387,36 +1387,11 @@ fn ls_and_doctor_over_a_state_db_take_no_more_memory_than_prune_at_fifty_thousan
     let home = Home::new();
     let me = std::process::id();
     let start = leasectl::lease::owners::liveness::process_start_time(u64::from(me)).expect("own start time");
-    let n = 50_000;
-    home.write_registry(hermes_leases(n, |i, t| if i % 10 < 3 { (4_300_000 + i, Some(t)) } else { (me, Some(start)) }));
-    let db = rusqlite::Connection::open(home.path().join("state.db")).expect("state.db");
-    db.execute_batch(common::hermes_schema::STATE_DB_SCHEMA).expect("schema");
-    let now = leasectl::lease::now();
-    let tx = db.unchecked_transaction().expect("a transaction");
-    for i in 0..n {
-        let ended = (i % 3 == 0).then_some(now - 7200.0);
-        tx.execute(
-            "INSERT INTO sessions VALUES (?1, 'cli', ?2, ?3, ?4, ?5, ?6)",
-            rusqlite::params![
-                format!("chat-{i}"),
-                format!("chat number {i}"),
-                now - 86_400.0,
-                ended,
-                ended.map(|_| "tui_shutdown"),
-                now - 3600.0
-            ],
-        )
-        .expect("a session");
-        for m in 0..3 {
-            tx.execute(
-                "INSERT INTO messages (session_id, role, content, timestamp) VALUES (?1, 'user', 'words', ?2)",
-                rusqlite::params![format!("chat-{i}"), now - 3600.0 - f64::from(m)],
-            )
-            .expect("a message");
-        }
-    }
-    tx.commit().expect("commit");
-    drop(db);
+    home.write_registry(hermes_leases(
+        50_000,
+        |i, t| if i % 10 < 3 { (4_300_000 + i, Some(t)) } else { (me, Some(start)) },
+    ));
+    common::hermes_schema::many_sessions(&home.path().join("state.db"), 50_000, 3, leasectl::lease::now());
     let prune = peak_kb(home.path(), &["prune", "--dry-run"]);
     let over: Vec<String> = [&["ls"][..], &["ls", "-o", "json"], &["doctor"], &["doctor", "--json"]]
         .into_iter()

@@ -9,7 +9,7 @@ mod hermes_schema;
 #[path = "../../tests/common/owners.rs"]
 mod owners;
 #[allow(unused_imports)] // for the benches that make a state.db; the rest leave it
-pub use hermes_schema::STATE_DB_SCHEMA;
+pub use hermes_schema::{STATE_DB_SCHEMA, many_sessions};
 pub use owners::owner as owner_info;
 
 use std::path::Path;
