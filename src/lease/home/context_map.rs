@@ -193,6 +193,11 @@ impl ContextMap {
         let needed = strings.iter().flatten().map(|(s, _)| s.len()).sum::<usize>();
         // A text is never grown (which would copy it): the next one is begun.
         if self.texts.last().is_none_or(|t| t.capacity() - t.len() < needed) {
+            // What room the text it leaves has (a context longer than a text, or the few
+            // bytes no other fits), given back in place.
+            if let Some(full) = self.texts.last_mut() {
+                full.shrink_to_fit();
+            }
             self.texts.push(String::with_capacity(needed.max(TEXT_SIZE)));
         }
         let text_index = u32::try_from(self.texts.len().saturating_sub(1)).unwrap_or(u32::MAX);
@@ -243,6 +248,11 @@ impl ContextMap {
         self.rows.sort_unstable_by(|a, b| id(a).cmp(id(b)));
         self.rows.dedup_by(|a, b| id(a) == id(b));
         self.rows.shrink_to_fit();
+        // The last text's spare room, given back in place (a console keeps a map for each
+        // profile, most of a few sessions).
+        if let Some(last) = self.texts.last_mut() {
+            last.shrink_to_fit();
+        }
     }
 
     fn at(&self, i: usize) -> Option<ContextRef<'_>> {
@@ -426,6 +436,25 @@ mod tests {
         assert_eq!((got.messages(), got.last_activity()), (3, Some(7.0)));
         let b = map.get("b").expect("b");
         assert_eq!((b.messages(), b.last_activity(), b.started_at()), (0, None, None));
+    }
+
+    /// A map of a few contexts keeps no spare text; one of many fills each text but the
+    /// last, and a context longer than a text has one of its own.
+    #[test]
+    fn a_map_keeps_its_texts_without_spare_room() {
+        let spare = |m: &ContextMap| m.texts.iter().map(|t| t.capacity() - t.len()).sum::<usize>();
+        let few: ContextMap = ["a", "b", "c"].iter().map(|id| ctx(id, 1)).collect();
+        assert_eq!((few.texts.len(), spare(&few)), (1, 0));
+        let long = "é".repeat(TEXT_SIZE);
+        let many: ContextMap = (0..10_000)
+            .map(|i| {
+                if i == 5_000 { SessionContext::new("long", Some(&long), None, None) } else { ctx(&format!("s{i}"), i) }
+            })
+            .collect();
+        assert_eq!(spare(&many), 0, "in {} texts", many.texts.len());
+        assert_eq!(many.get("long").and_then(|c| c.title()), Some(long.as_str()));
+        assert_eq!(many.get("s9999").map(|c| c.messages()), Some(9999));
+        assert!(many.texts.iter().any(|t| t.len() == long.len() + 4), "the long one has a text of its own");
     }
 
     #[test]
