@@ -160,10 +160,10 @@ impl DoctorSummary {
             with_problems: reports.iter().filter(|d| d.has_problems()).count(),
             invalid_entries: count(|d| d.problems.len()),
             conflicts: count(|d| d.conflicts.len()),
-            stale: count(|d| d.stale.len()),
+            stale: count(|d| d.leases.stale_count()),
             temp_files: count(|d| d.leftover_temp_files.len()),
             over_cap: reports.iter().filter(|d| d.over_cap).count(),
-            leak_suspects: count(|d| d.leak_suspects.len()),
+            leak_suspects: count(|d| d.leases.leak_suspect_count()),
         }
     }
 
@@ -553,7 +553,7 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
     let is_profile = d.registry.home != crate::lease::home::paths::root_of(&d.registry.home);
     let profile = is_profile.then_some(d.registry.profile.as_str());
     let here = |args: &[&str]| hints.command(Some(profile), args);
-    for v in &d.stale {
+    for v in d.leases.stale() {
         let _ = writeln!(
             s,
             "  stale: lease {} (session {}, pid {}): {} — {}",
@@ -564,13 +564,13 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
             stale_remedy(&here, &v.liveness)
         );
     }
-    for (v, why) in &d.leak_suspects {
+    for (v, why) in d.leases.leak_suspects() {
         let _ = writeln!(
             s,
             "  LEAK?: lease {} (session {}): {} — if nobody uses it, `{}`",
             escape(&short_id(v.entry.lease_id())),
             escape(v.entry.session_id()),
-            escape(why),
+            escape(&why),
             here(&["force-release", &short_id(v.entry.lease_id()), "--live"])
         );
     }

@@ -10,6 +10,7 @@ pub mod audited;
 pub mod backend;
 pub mod changes;
 pub mod clock;
+pub mod doctor_report;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;

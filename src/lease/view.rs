@@ -2,13 +2,10 @@
 //! operator's action targets and removed, and what doctor found.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
+pub use super::doctor_report::{DoctorLeases, DoctorReport};
 use super::format::entry::Entry;
-use super::format::problem::Problem;
-use super::home::config::CapSetting;
-use super::home::paths::Registry;
 use super::owners::liveness::Liveness;
 pub use super::target::Target;
 
@@ -144,58 +141,6 @@ pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid:
 /// How long doctor watches a lock someone holds: a writer's instant passes well within
 /// it, so a lock still held after it is worth an operator's look.
 pub const LOCK_WATCH: Duration = Duration::from_secs(1);
-
-/// Everything `doctor` checks in one registry.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct DoctorReport {
-    pub registry: Registry,
-    pub exists: bool,
-    pub cap: CapSetting,
-    /// Strict-validation problems, every one, with rule and entry.
-    pub problems: Vec<Problem>,
-    /// Indexes of entries whose session id is `""` (Hermes can write these; they block every acquire).
-    pub empty_session_ids: Vec<usize>,
-    /// Sessions held by more than one live entry.
-    pub conflicts: BTreeMap<String, Vec<LeaseView>>,
-    /// Dead and recycled owners still listed (a prune removes them).
-    pub stale: Vec<LeaseView>,
-    /// Temp files older than a few seconds: a crashed writer's leftovers.
-    pub leftover_temp_files: Vec<PathBuf>,
-    /// Who holds the registry lock right now, if anyone.
-    pub lock_holder: Option<u32>,
-    /// That holder's command name, as lslocks shows it.
-    pub lock_holder_command: Option<String>,
-    /// How long doctor watched the holder keep the lock (at most [`LOCK_WATCH`]), and
-    /// whether it still held it then.
-    pub lock_watched: Option<(Duration, bool)>,
-    /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.
-    pub lock_problem: Option<String>,
-    /// The registry is a symlink (to this target): every write refuses to go through it.
-    pub symlink_to: Option<PathBuf>,
-    /// Leases whose owner is alive.
-    pub live: usize,
-    /// More live leases than the cap allows (the cap was lowered, or a writer ignored it).
-    pub over_cap: bool,
-    /// Live owners whose session has ended or gone idle (state.db), each with the reason.
-    /// Worth a look, not a problem: a suspect is still a live owner.
-    pub leak_suspects: Vec<(LeaseView, String)>,
-    /// Why state.db could not tell (no file, locked...), when it could not.
-    pub context_unknown: Option<String>,
-    /// A bad `leasectl.idle_threshold` in config.yaml, ignored.
-    pub idle_warning: Option<String>,
-}
-
-impl DoctorReport {
-    /// True when something needs an operator (doctor exits non-zero).
-    pub fn has_problems(&self) -> bool {
-        !self.problems.is_empty()
-            || !self.conflicts.is_empty()
-            || !self.leftover_temp_files.is_empty()
-            || self.lock_problem.is_some()
-            || self.symlink_to.is_some()
-            || self.over_cap
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -4,13 +4,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::registry;
+use crate::lease::doctor_report::Suspects;
 use crate::lease::error::{Error, Guarded, InvalidRegistry, LiveOwners, Missing};
 use crate::lease::format::entry::Entry;
 use crate::lease::format::problem::{Problem, Rule};
 use crate::lease::home::config::read_cap;
 use crate::lease::home::paths::Registry;
 use crate::lease::owners::liveness::{Liveness, Prober};
-use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target, owner_may_be_alive};
+use crate::lease::view::{
+    DoctorLeases, DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target, owner_may_be_alive,
+};
 use crate::lease::{format::pyjson, home::lock};
 
 /// A read-only look at one registry: never locks, never writes.
@@ -155,7 +158,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         problems: vec![],
         empty_session_ids: vec![],
         conflicts: BTreeMap::new(),
-        stale: vec![],
+        leases: DoctorLeases::default(),
         leftover_temp_files: old_temp_files(reg),
         lock_holder: lock::lock_holder(&reg.lock_path()),
         lock_holder_command: None,
@@ -164,7 +167,6 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         symlink_to: symlink_target(&path),
         live: 0,
         over_cap: false,
-        leak_suspects: vec![],
         context_unknown: None,
         idle_warning: None,
     };
@@ -216,46 +218,34 @@ fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Du
         .into_iter()
         .map(|(session, held)| (session.to_owned(), held.iter().map(|i| views[*i].clone()).collect()))
         .collect();
-    leak_suspects(report, &views, idle);
-    report.stale =
-        views.into_iter().filter(|v| matches!(v.liveness, Liveness::Dead(_) | Liveness::Recycled { .. })).collect();
+    let suspects = leak_suspects(report, &views, idle);
+    report.leases = suspects.keep(views);
 }
 
 /// Live owners whose session ended or went idle in the home's state.db, or why it could not tell.
-fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Duration>) {
+fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Duration>) -> Suspects {
     use crate::lease::home::context;
     let home = report.registry.home.clone();
     let (threshold, warning) = context::idle_threshold(&home, idle);
     report.idle_warning = warning;
+    let at = crate::lease::clock::now();
+    let mut suspects = Suspects::judged_at(at, report.live);
     let live = || views.iter().filter(|v| v.liveness == Liveness::Alive);
     let contexts = match context::read_found(&home, || live().map(|v| v.entry.session_id()).collect()) {
         context::Contexts::Unknown(why) => {
             report.context_unknown = Some(why);
-            return;
+            return suspects;
         }
         contexts => contexts,
     };
-    let at = crate::lease::clock::now();
     let mut names = crate::lease::owners::owner::CommandNames::default();
-    // Judged by place, and the views copied once the context is let go: at 50,000 leases
-    // the context and the suspects' copies were 4 MB and 2.6 MB at once.
-    let suspects: Vec<(usize, String)> = views
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| v.liveness == Liveness::Alive)
-        .filter_map(|(i, v)| {
-            let ctx = contexts.get(v.entry.session_id())?;
-            Some((i, context::leak_reason(v, Some(ctx), threshold, at, names.of(v.entry.pid()))?))
-        })
-        .collect();
-    drop(contexts);
-    // Sized once: grown by doubling, the list was copied as it grew (4.9 MB at once).
-    report.leak_suspects = Vec::with_capacity(suspects.len());
-    for (i, reason) in suspects {
-        if let Some(v) = views.get(i) {
-            report.leak_suspects.push((v.clone(), reason));
+    for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness == Liveness::Alive) {
+        let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
+        if let Some(leak) = context::leak(v, Some(ctx), threshold, at) {
+            suspects.add(i, leak, names.of(v.entry.pid()));
         }
     }
+    suspects
 }
 
 /// The lock file when it is anything but a regular file: no acquire can work.

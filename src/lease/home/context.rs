@@ -442,14 +442,7 @@ pub fn leak_reason(
     now: f64,
     owner: &str,
 ) -> Option<String> {
-    let holder = format!("pid {} ({owner}) still holds it", view.entry.pid());
-    match leak(view, ctx, idle, now)? {
-        Leak::Ended { at, reason } => {
-            let why = reason.map(|r| format!(" ({r})")).unwrap_or_default();
-            Some(format!("session ended {} ago{why} but {holder}", duration(now - at)))
-        }
-        Leak::Idle { since } => Some(format!("no activity for {} but {holder}", duration(now - since))),
-    }
+    leak(view, ctx, idle, now).map(|l| l.worded(view.entry.pid(), owner, now))
 }
 
 /// Whether [`leak_reason`] has a reason, without wording it.
@@ -458,14 +451,31 @@ pub fn is_leak(view: &LeaseView, ctx: Option<ContextRef<'_>>, idle: Duration, no
 }
 
 /// What makes a lease look leaked.
-enum Leak<'a> {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Leak<'a> {
     /// Its session ended at this time, for this reason.
     Ended { at: f64, reason: Option<&'a str> },
     /// Its session has seen no activity since this time, longer than the threshold.
     Idle { since: f64 },
 }
 
-fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, now: f64) -> Option<Leak<'a>> {
+impl Leak<'_> {
+    /// In words, as judged at `now`: `pid` (named `owner`) still holds the lease.
+    pub fn worded(&self, pid: u64, owner: &str, now: f64) -> String {
+        let holder = format!("pid {pid} ({owner}) still holds it");
+        match *self {
+            Leak::Ended { at, reason } => {
+                let why = reason.map(|r| format!(" ({r})")).unwrap_or_default();
+                format!("session ended {} ago{why} but {holder}", duration(now - at))
+            }
+            Leak::Idle { since } => format!("no activity for {} but {holder}", duration(now - since)),
+        }
+    }
+}
+
+/// What makes `view` look leaked, or None: its owner is alive but its session has ended,
+/// or has seen no activity for longer than `idle`.
+pub fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, now: f64) -> Option<Leak<'a>> {
     if view.liveness != Liveness::Alive {
         return None;
     }
