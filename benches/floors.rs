@@ -131,10 +131,11 @@ fn registry_text_owned(n: usize, owner_of: impl Fn(usize) -> (u64, Option<f64>))
 }
 
 /// A home as operators have them: `n` entries, 3 in 10 of them owned by dead processes
-/// (pids above the kernel's largest), and a state.db with every session, a third of the
-/// live owners' sessions ended hours ago (leak suspects).
-fn realistic_home(dir: &Path, n: usize) -> PathBuf {
-    let home = dir.join(format!("realistic-{n}"));
+/// (pids above the kernel's largest), and a state.db with every session as it was at
+/// `sessions_written`: a third ended two hours before, the others last active an hour
+/// before (leak suspects: the ended ones, and the idle ones too once that is hours ago).
+fn realistic_home(dir: &Path, n: usize, sessions_written: f64) -> PathBuf {
+    let home = dir.join(format!("realistic-{n}-{}", sessions_written as u64));
     let reg = Registry::new("root", &home);
     std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
     let me = Owner::me();
@@ -142,7 +143,7 @@ fn realistic_home(dir: &Path, n: usize) -> PathBuf {
     let text =
         registry_text_owned(n, |i| if dead(i) { (4_300_000 + i as u64, Some(1.0)) } else { (me.pid, me.start_time) });
     std::fs::write(reg.path(), text).expect("write the registry");
-    support::many_sessions(&home.join("state.db"), n, 0, leasectl::lease::now());
+    support::many_sessions(&home.join("state.db"), n, 0, sessions_written);
     home
 }
 
@@ -306,19 +307,26 @@ fn main() {
             println!("  {label:<8} {:<22} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
         }
     }
-    // The same on a home with dead owners to prune and a state.db to read (leak suspects).
-    let realistic = realistic_home(dir.path(), n);
-    println!(
-        "peak memory at {n} entries, 3 in 10 of dead owners, with a state.db (floor: prune --dry-run of {n} live ones)"
-    );
-    for bin in &builds {
-        let peak = peak_of(bin);
-        let floor = peak(&big, &["prune", "--dry-run"]);
-        let label = if *bin == this.as_str() { "this" } else { "baseline" };
-        let rows = [&["prune", "--dry-run"][..], &["prune", "--dry-run", "--json"], &["doctor"], &["doctor", "--json"]];
-        for args in rows.into_iter().chain([&["ls", "-o", "json"][..], &["ls"]]) {
-            let mb = peak(&realistic, args);
-            println!("  {label:<8} {:<22} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
+    // The same on a home with dead owners to prune and a state.db to read (leak suspects):
+    // a third of the live owners' sessions ended, then (the same home three hours on)
+    // every one ended or idle past the threshold.
+    let now = leasectl::lease::now();
+    for (written, suspects) in [(now, "a third"), (now - 3.0 * 3600.0, "every one")] {
+        let realistic = realistic_home(dir.path(), n, written);
+        println!(
+            "peak memory at {n} entries, 3 in 10 of dead owners, with a state.db, {suspects} of the live owners \
+             a leak suspect (floor: prune --dry-run of {n} live ones)"
+        );
+        for bin in &builds {
+            let peak = peak_of(bin);
+            let floor = peak(&big, &["prune", "--dry-run"]);
+            let label = if *bin == this.as_str() { "this" } else { "baseline" };
+            let rows =
+                [&["prune", "--dry-run"][..], &["prune", "--dry-run", "--json"], &["doctor"], &["doctor", "--json"]];
+            for args in rows.into_iter().chain([&["ls", "-o", "json"][..], &["ls"]]) {
+                let mb = peak(&realistic, args);
+                println!("  {label:<8} {:<22} {mb:>7.1} MB  floor {floor:>7.1} MB  x{:.2}", args.join(" "), mb / floor);
+            }
         }
     }
 }
