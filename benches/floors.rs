@@ -6,11 +6,12 @@
 //! |---|---|
 //! | `leasectl --version`, `ls` of an empty home | `/bin/true` |
 //! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
+//! | the same cycle at 0 entries | one acquire and its release in a warm Python process, as the protocol has Hermes do them (`benches/hermes_standin.py`; Hermes' module is not here) |
 //! | `acquire` refused (the session held by a live owner, its advice given) at the largest size | one process that takes the flock and reads the file |
 //! | `run S -- true` | `flock FILE true` |
 //! | `events --since 1m` over a 100 MB journal whose events are all older | `/bin/true` (nothing to print) |
 //! | peak memory (GNU time) of `doctor`, `doctor --json`, `ls -o json`, `ls` at 50,000 live entries | `prune --dry-run` (the yardstick) |
-//! | the same and `prune --dry-run [--json]` at 50,000 entries, 3 in 10 of dead owners, with a state.db | `prune --dry-run` of the 50,000 live ones |
+//! | the same and `prune --dry-run [--json]` at 50,000 entries, 3 in 10 of dead owners, with a state.db (a third of the live owners leak suspects, then every one) | `prune --dry-run` of the 50,000 live ones |
 //!
 //! The entries are owned by this bench process (its real start time): every owner is
 //! alive and nothing is pruned, so each cycle leaves the registry as it found it.
@@ -91,10 +92,21 @@ fn measure_floors(rows: &mut [Row], sizes: usize, homes: &[PathBuf], largest: us
         let floor = (0..2).map(|_| run(Command::new(me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
         rows[2 + i].floor.push(floor);
     }
-    rows[2 + sizes].floor.push(run(Command::new(me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
+    rows[2 + sizes].floor.push(in_process_standin(&homes[0].with_file_name("standin")));
+    rows[3 + sizes].floor.push(run(Command::new(me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
     let run_row = rows.len() - 2;
     rows[run_row].floor.push(run(Command::new("flock").arg(flock_file).arg("true")).ms);
     rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);
+}
+
+/// One acquire and its release inside a warm Python process, done as the protocol has
+/// Hermes do them (`benches/hermes_standin.py`: Hermes' module is not here to measure),
+/// in `home`; the median of three cycles, in ms.
+fn in_process_standin(home: &Path) -> f64 {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/hermes_standin.py");
+    let out = Command::new("python3").arg(&script).arg(home).arg("3").output().expect("python3");
+    assert!(out.status.success(), "the stand-in failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("the stand-in's ms")
 }
 
 /// A home whose registry holds `n` entries owned by this process.
@@ -260,6 +272,8 @@ fn main() {
     let mut rows =
         vec![Row::new("leasectl --version", "/bin/true", "ms"), Row::new("ls, empty home", "/bin/true", "ms")];
     rows.extend(sizes.iter().map(|n| Row::new(format!("acquire+release, {n} entries"), "2 rewrites", "ms")));
+    // The same cycle at 0 entries beside what Hermes does in one process (a stand-in).
+    rows.push(Row::new("acquire+release, 0 entries", "Python in-process", "ms"));
     rows.push(Row::new(format!("acquire refused, {} entries", sizes[largest]), "flock + read", "ms"));
     rows.push(Row::new("run S -- true", "flock F true", "ms"));
     rows.push(Row::new(format!("events --since 1m, {journal_mb} MB journal"), "/bin/true", "ms"));
@@ -279,9 +293,13 @@ fn main() {
             timed(&mut rows[0], run(Command::new(bin).arg("--version")).ms);
             timed(&mut rows[1], run(&mut leasectl(bin, &empty, &["ls"])).ms);
             for (i, home) in homes.iter().enumerate() {
-                timed(&mut rows[2 + i], acquire_release(bin, home, &me));
+                let ms = acquire_release(bin, home, &me);
+                timed(&mut rows[2 + i], ms);
+                if i == 0 {
+                    timed(&mut rows[2 + sizes.len()], ms);
+                }
             }
-            timed(&mut rows[2 + sizes.len()], refused(bin, &homes[largest]));
+            timed(&mut rows[3 + sizes.len()], refused(bin, &homes[largest]));
             let run_row = rows.len() - 2;
             timed(&mut rows[run_row], run(&mut leasectl(bin, &empty, &["run", "S", "--", "true"])).ms);
             let events = run(&mut leasectl(bin, &journal, &["events", "--since", "1m"]));
