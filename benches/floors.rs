@@ -85,28 +85,65 @@ fn floor_read(home: &Path) -> (Registry, Vec<u8>, std::fs::File) {
 }
 
 /// One round of every row's floor.
-fn measure_floors(rows: &mut [Row], sizes: usize, homes: &[PathBuf], largest: usize, me_exe: &Path, flock_file: &Path) {
+fn measure_floors(
+    rows: &mut [Row],
+    sizes: usize,
+    homes: &[PathBuf],
+    largest: usize,
+    me_exe: &Path,
+    flock_file: &Path,
+    standin: &mut Standin,
+) {
     rows[0].floor.push(run(&mut Command::new("/bin/true")).ms);
     rows[1].floor.push(run(&mut Command::new("/bin/true")).ms);
     for (i, home) in homes.iter().enumerate() {
         let floor = (0..2).map(|_| run(Command::new(me_exe).arg(FLOOR_REWRITE).arg(home)).ms).sum();
         rows[2 + i].floor.push(floor);
     }
-    rows[2 + sizes].floor.push(in_process_standin(&homes[0].with_file_name("standin")));
+    rows[2 + sizes].floor.push(standin.cycle());
     rows[3 + sizes].floor.push(run(Command::new(me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
     let run_row = rows.len() - 2;
     rows[run_row].floor.push(run(Command::new("flock").arg(flock_file).arg("true")).ms);
     rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);
 }
 
-/// One acquire and its release inside a warm Python process, done as the protocol has
-/// Hermes do them (`benches/hermes_standin.py`: Hermes' module is not here to measure),
-/// in `home`; the median of three cycles, in ms.
-fn in_process_standin(home: &Path) -> f64 {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/hermes_standin.py");
-    let out = Command::new("python3").arg(&script).arg(home).arg("3").output().expect("python3");
-    assert!(out.status.success(), "the stand-in failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("the stand-in's ms")
+/// Acquires and their releases inside one warm Python process, done as the protocol has
+/// Hermes do them (`benches/hermes_standin.py`: Hermes' module is not here to measure).
+/// Started once: a Python started each round slowed the processes timed after it.
+struct Standin {
+    child: std::process::Child,
+    answers: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl Standin {
+    fn start(home: &Path) -> Standin {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/hermes_standin.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(home)
+            .args(["--serve", "3"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let out = child.stdout.take().expect("the stand-in's stdout");
+        Standin { child, answers: std::io::BufRead::lines(std::io::BufReader::new(out)) }
+    }
+
+    /// The median of three cycles, in ms.
+    fn cycle(&mut self) -> f64 {
+        let asked = self.child.stdin.as_mut().map(|i| i.write_all(b"\n").and_then(|()| i.flush()));
+        assert!(matches!(asked, Some(Ok(()))), "the stand-in stopped");
+        let answer = self.answers.next().expect("the stand-in stopped").expect("its answer");
+        answer.trim().parse().expect("the stand-in's ms")
+    }
+}
+
+impl Drop for Standin {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 /// A home whose registry holds `n` entries owned by this process.
@@ -268,6 +305,7 @@ fn main() {
     let flock_file = dir.path().join("flock.lock");
     let journal_mb = if bench { 100 } else { 1 };
     let journal = home_with_journal(dir.path(), journal_mb);
+    let mut standin = Standin::start(&dir.path().join("standin"));
 
     let mut rows =
         vec![Row::new("leasectl --version", "/bin/true", "ms"), Row::new("ls, empty home", "/bin/true", "ms")];
@@ -285,7 +323,7 @@ fn main() {
     for round in 0..rounds {
         for &part in parts.iter().cycle().skip(round % parts.len()).take(parts.len()) {
             let Some(b) = part else {
-                measure_floors(&mut rows, sizes.len(), &homes, largest, &me_exe, &flock_file);
+                measure_floors(&mut rows, sizes.len(), &homes, largest, &me_exe, &flock_file, &mut standin);
                 continue;
             };
             let bin = builds[b];

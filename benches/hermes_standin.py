@@ -7,7 +7,10 @@ written, fsynced and renamed over the registry, and the release the same way.
 
     python3 benches/hermes_standin.py HOME [CYCLES]
 
-Prints the median milliseconds of CYCLES cycles (default 5) after one warm-up cycle."""
+Prints the median milliseconds of CYCLES cycles (default 5) after one warm-up cycle;
+with `--serve` after HOME, does so again for each line read on stdin (the floors bench
+keeps one warm process, as Hermes' lives in a long-running one, and starts no Python
+between the processes it times)."""
 
 import fcntl
 import json
@@ -150,9 +153,15 @@ def cycle(home):
 
 def main():
     home = sys.argv[1]
-    cycles = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    serve = sys.argv[2:3] == ["--serve"]
+    rest = sys.argv[3:] if serve else sys.argv[2:]
+    cycles = int(rest[0]) if rest else 5
     cycle(home)
-    print("%.3f" % statistics.median(cycle(home) for _ in range(cycles)))
+    if not serve:
+        print("%.3f" % statistics.median(cycle(home) for _ in range(cycles)))
+        return
+    for _ in sys.stdin:
+        print("%.3f" % statistics.median(cycle(home) for _ in range(cycles)), flush=True)
 
 
 if __name__ == "__main__":
