@@ -304,21 +304,10 @@ impl From<Received> for DoctorReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::format::entry::{Entry, NewLease};
     use crate::lease::owners::liveness::DeadCause;
 
-    fn lease(i: u64, liveness: Liveness) -> LeaseView {
-        let entry = Entry::new_lease(NewLease {
-            lease_id: format!("lease-{i}"),
-            session_id: format!("S-{i}"),
-            surface: None,
-            pid: 100 + i,
-            process_start_time: None,
-            now: 1.0,
-            track_liveness: false,
-            metadata: serde_json::Map::new(),
-        });
-        LeaseView::local(entry, liveness)
+    fn lease(i: usize, liveness: Liveness) -> LeaseView {
+        crate::lease::view::test_lease(i, &format!("S-{i}"), liveness)
     }
 
     /// Doctor keeps only the stale leases and the suspects, each once, in the registry's
@@ -354,9 +343,25 @@ mod tests {
         // Lease 0 (live, no suspect) is let go: five of six kept, no copies.
         assert_eq!(leases.views.len(), 5);
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut report = crate::lease::file::admin::doctor(&Registry::new("root", dir.path()));
-        report.leases = leases;
+        let report = DoctorReport {
+            registry: Registry::new("root", "/h"),
+            exists: true,
+            cap: CapSetting::default(),
+            problems: vec![],
+            empty_session_ids: vec![],
+            conflicts: BTreeMap::new(),
+            leases,
+            leftover_temp_files: vec![],
+            lock_holder: None,
+            lock_holder_command: None,
+            lock_watched: None,
+            lock_problem: None,
+            symlink_to: None,
+            live: 4,
+            over_cap: false,
+            context_unknown: None,
+            idle_warning: None,
+        };
         let sent = serde_json::to_value(&report).expect("to json");
         let listed = |v: &LeaseView| serde_json::to_value(v).expect("a lease");
         assert_eq!(sent["stale"], serde_json::json!([listed(&views[1]), listed(&views[3])]));

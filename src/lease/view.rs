@@ -142,25 +142,27 @@ pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid:
 /// it, so a lock still held after it is worth an operator's look.
 pub const LOCK_WATCH: Duration = Duration::from_secs(1);
 
+/// Lease `lease-{i}` of `session`, owned by pid 100 + i, judged `liveness`.
+#[cfg(test)]
+pub(crate) fn test_lease(i: usize, session: &str, liveness: Liveness) -> LeaseView {
+    let entry = Entry::new_lease(super::format::entry::NewLease {
+        lease_id: format!("lease-{i}"),
+        session_id: session.to_owned(),
+        surface: None,
+        pid: 100 + i as u64,
+        process_start_time: None,
+        now: 1.0,
+        track_liveness: false,
+        metadata: serde_json::Map::new(),
+    });
+    LeaseView::local(entry, liveness)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_lease as lease;
     use super::*;
-    use crate::lease::format::entry::NewLease;
     use crate::lease::owners::liveness::DeadCause;
-
-    fn lease(i: usize, session: &str, liveness: Liveness) -> LeaseView {
-        let entry = Entry::new_lease(NewLease {
-            lease_id: format!("lease-{i}"),
-            session_id: session.to_owned(),
-            surface: None,
-            pid: 100 + i as u64,
-            process_start_time: None,
-            now: 1.0,
-            track_liveness: false,
-            metadata: serde_json::Map::new(),
-        });
-        LeaseView::local(entry, liveness)
-    }
 
     /// Two live owners of one session are found; two sessions whose 32-bit hashes
     /// collide are not taken for one; a dead owner counts for nothing.
