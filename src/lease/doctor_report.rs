@@ -271,6 +271,7 @@ struct Received {
 impl From<Received> for DoctorReport {
     fn from(r: Received) -> DoctorReport {
         let mut views = r.stale;
+        views.reserve_exact(r.leak_suspects.len());
         let mut words = Vec::with_capacity(r.leak_suspects.len());
         let mut suspects = Vec::with_capacity(r.leak_suspects.len());
         for (view, reason) in r.leak_suspects {

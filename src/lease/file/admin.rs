@@ -229,15 +229,15 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     let (threshold, warning) = context::idle_threshold(&home, idle);
     report.idle_warning = warning;
     let at = crate::lease::clock::now();
-    let mut suspects = Suspects::judged_at(at, report.live);
     let live = || views.iter().filter(|v| v.liveness == Liveness::Alive);
     let contexts = match context::read_found(&home, || live().map(|v| v.entry.session_id()).collect()) {
         context::Contexts::Unknown(why) => {
             report.context_unknown = Some(why);
-            return suspects;
+            return Suspects::judged_at(at, 0);
         }
         contexts => contexts,
     };
+    let mut suspects = Suspects::judged_at(at, report.live);
     let mut names = crate::lease::owners::owner::CommandNames::default();
     for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness == Liveness::Alive) {
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
