@@ -104,13 +104,9 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
 /// owner's behalf, `repaired`), oldest first: what happened while no recorder ran.
 /// Read a line at a time; the audit file is rotated at 10 MiB, so what is kept is bounded.
 pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
-    let file = crate::lease::home::audit::audit_file(home);
-    let mut paths: Vec<PathBuf> =
-        (1..=crate::lease::home::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
-    paths.push(file);
     let (mut out, mut warnings) = (Vec::new(), Vec::new());
-    for p in paths {
-        let f = match safe_file::open_read(&Spot::in_subdir(&p)) {
+    for (p, opened) in open_rotated(&crate::lease::home::audit::audit_file(home)) {
+        let f = match opened {
             Ok(Some(f)) => f,
             Ok(None) => continue,
             Err(e) => {
@@ -152,6 +148,28 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
         }
     }
     (out, warnings)
+}
+
+/// `file` (in a home's `logs/`) and its rotated copies, oldest first (`file.KEEP` …
+/// `file.1`, then `file`), each opened to read (None: absent) through one opening of
+/// their directory (`events --since` walked the home's path eight times to it).
+fn open_rotated(file: &Path) -> Vec<(PathBuf, std::io::Result<Option<std::fs::File>>)> {
+    let mut paths: Vec<PathBuf> =
+        (1..=crate::lease::home::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
+    paths.push(file.to_path_buf());
+    let dir = Spot::in_subdir(file).dir_and_name().and_then(|(dir, _)| safe_file::Dir::open(&dir));
+    paths
+        .into_iter()
+        .map(|p| {
+            let opened = match (&dir, p.file_name()) {
+                (Ok(Some(d)), Some(name)) => d.open_read(name),
+                (Ok(_), _) => Ok(None),
+                // Each file is said to be skipped, as when each was opened on its own.
+                (Err(e), _) => Err(std::io::Error::new(e.kind(), e.to_string())),
+            };
+            (p, opened)
+        })
+        .collect()
 }
 
 /// The key an event and its audit record share: the lease and what happened to it.
@@ -259,14 +277,10 @@ struct Stamp {
 /// The journal of `home` from `from` (epoch seconds); None when nothing was ever
 /// recorded there (no journal file at all).
 pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
-    let file = journal_file(home);
-    let mut paths: Vec<PathBuf> =
-        (1..=crate::lease::home::audit::KEEP).rev().map(|n| PathBuf::from(format!("{}.{n}", file.display()))).collect();
-    paths.push(file);
     let mut found = false;
     let mut journal = Journal { files: Default::default(), current: None, from, bad_in_current: 0, warnings: vec![] };
-    for p in paths {
-        match safe_file::open_read(&Spot::in_subdir(&p)) {
+    for (p, opened) in open_rotated(&journal_file(home)) {
+        match opened {
             Ok(Some(f)) => {
                 found = true;
                 journal.files.push_back((p, f));
