@@ -535,3 +535,88 @@ fn write_leases(home: &Path, entries: Vec<Value>) {
     std::fs::write(home.join("runtime/active_sessions.json"), serde_json::json!({ "entries": entries }).to_string())
         .expect("registry");
 }
+
+/// At quit, a console over 10,000 profiles or more hands its inotify watches to a child:
+/// the kernel's teardown of 100,000 watches held its exit up by 100 ms and more. The child
+/// has left the terminal's session, ends once the console has, and is all it leaves; a
+/// home of three profiles leaves nothing. Run in a test process of its own, the reaper of
+/// its orphans, so that no other test's children are taken for the console's.
+#[test]
+fn quitting_over_10_000_profiles_leaves_the_watches_to_a_child_that_ends_after_it() {
+    const ALONE: &str = "LEASECTL_TEST_ALONE_AS_REAPER";
+    const NAME: &str = "console_pty::quitting_over_10_000_profiles_leaves_the_watches_to_a_child_that_ends_after_it";
+    if std::env::var_os(ALONE).is_none() {
+        let run = Command::new(std::env::current_exe().expect("this test binary"))
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(ALONE, "1")
+            .output()
+            .expect("run this test in a process of its own");
+        let said = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+        eprintln!("{said}");
+        assert!(run.status.success() && said.contains("1 passed"), "{said}");
+        return;
+    }
+    common::signals::become_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+    for (profiles, handed) in [(3, false), (10_000, true)] {
+        let home = tempfile::tempdir().expect("tempdir");
+        let root = home.path().join("profiles");
+        std::fs::create_dir(&root).expect("profiles");
+        for n in 0..profiles {
+            std::fs::create_dir(root.join(format!("p{n:06}"))).expect("a profile");
+        }
+        let mut console = Pty::console(home.path(), 60, 200);
+        let read = format!("first read done: {} registries", profiles + 1);
+        // A small home's read says no such line: its last profile's tab is there instead.
+        console.wait_for("every registry read", Duration::from_secs(60), |s| {
+            s.contains(&read) || (profiles < 1_000 && s.contains(&format!("p{:06}", profiles - 1)))
+        });
+        thread::sleep(Duration::from_secs(2));
+        let console_pid = console.pid();
+        console.send(b"q");
+        let (status, took) = console.wait_exit(QUIT_WITHIN);
+        assert!(status.success(), "{status:?}");
+        eprintln!("{profiles} profiles: q ended the console in {took:?}");
+        // This process's children now: the console is reaped, so only what it left.
+        let mut left = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while std::time::Instant::now() < deadline {
+            for (pid, comm, session) in children_of(std::process::id()) {
+                assert_ne!(pid, console_pid);
+                // Reaped once it has ended (a zombie, or gone within the second).
+                left.push((pid, comm, session));
+                let start = std::time::Instant::now();
+                while !common::signals::reap_now(pid).unwrap_or(true) {
+                    assert!(start.elapsed() < Duration::from_secs(5), "the console's child {pid} did not end");
+                    thread::sleep(Duration::from_millis(5));
+                }
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        if handed {
+            assert_eq!(left.len(), 1, "one child to tear the watches down, ended once the console had: {left:?}");
+            let (pid, comm, session) = &left[0];
+            assert_eq!(comm, "leasectl", "{left:?}");
+            assert_eq!(session, pid, "the child left the terminal's session: {left:?}");
+        } else {
+            assert!(left.is_empty(), "a small home's console leaves nothing: {left:?}");
+        }
+    }
+}
+
+/// `(pid, comm, session)` of each child of `parent`, from `/proc/*/stat` (a zombie too).
+fn children_of(parent: u32) -> Vec<(u32, String, u32)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let comm = stat[open + 1..close].to_owned();
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |i: usize| rest.get(i).and_then(|f| f.parse::<u32>().ok());
+        if field(1) == Some(parent) {
+            found.push((pid, comm, field(3).unwrap_or(0)));
+        }
+    }
+    found
+}

@@ -23,6 +23,7 @@ mod style;
 pub mod time;
 pub mod update;
 pub mod view;
+mod watch_handoff;
 pub mod worker;
 pub mod writes;
 
@@ -143,6 +144,11 @@ pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
     // The process ends next: its state is not freed piece by piece (100,000 tabs' worth
     // held the quit up), but the extension is dropped, as it may clean up.
     drop(app.extension.take());
+    // Tens of thousands of watches take the kernel 10 ms and more to tear down, which the
+    // exit would wait for: a child does it once this process has ended.
+    if app.registries.len() >= watch_handoff::FROM_REGISTRIES {
+        let _ = watch_handoff::hand_off();
+    }
     std::mem::forget(app);
     result
 }
