@@ -58,8 +58,8 @@ pub(super) fn hand_off() -> std::io::Result<bool> {
     // allocator's lock, and a fork copies only this thread).
     let ranges = ranges_without(&keep);
     let pidfd = me.as_raw_fd();
-    // SAFETY: the child runs only async-signal-safe system calls (close_range, setsid,
-    // poll, _exit) on data made before the fork, and never returns from this function.
+    // SAFETY: the child runs only async-signal-safe calls (close_range, setsid, signal,
+    // sigemptyset, sigprocmask, poll, _exit) on data made before the fork, and never returns from this function.
     match unsafe { libc::fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => unsafe {
@@ -68,6 +68,14 @@ pub(super) fn hand_off() -> std::io::Result<bool> {
             }
             // Out of the terminal's session: a key pressed at the prompt signals nothing here.
             libc::setsid();
+            // The console's stop handlers wrote to its signal pipe, closed here: a stop
+            // signal ends this child as it would any process, and none is held blocked.
+            for stop in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+                libc::signal(stop, libc::SIG_DFL);
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             let mut ended = libc::pollfd { fd: pidfd, events: libc::POLLIN, revents: 0 };
             while libc::poll(&mut ended, 1, -1) < 0 && *libc::__errno_location() == libc::EINTR {}
             libc::_exit(0)
