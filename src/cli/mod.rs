@@ -159,6 +159,9 @@ pub fn run(cli: Cli) -> i32 {
     if cli.command.as_ref().is_some_and(reads_once) {
         lease::file::set_remembering(false);
     }
+    if cli.command.as_ref().is_some_and(ends_once_done) {
+        lease::home::safe_file::keep_the_home_open();
+    }
     let code = match dispatch(cli, &hints) {
         Ok(code) => code,
         Err(Failure { code, message }) => {
@@ -226,6 +229,21 @@ fn keeps_reading(command: &Command) -> bool {
         Command::Ls(a) => a.watch,
         Command::Events(a) => a.follow,
         Command::Tui | Command::Demo(_) | Command::Serve(_) => true,
+        _ => false,
+    }
+}
+
+/// A command that ends once it has done its work, within its lock timeout: its home is
+/// opened (and, for root, checked for planted links) once, and kept while it runs. Not
+/// one that follows, waits or holds: a home made again meanwhile is another directory.
+fn ends_once_done(command: &Command) -> bool {
+    match command {
+        Command::Ls(a) => !a.watch,
+        Command::Events(a) => !a.follow,
+        Command::Acquire(a) => a.opts.wait.is_none(),
+        Command::Release(_) | Command::ForceRelease(_) | Command::Prune(_) | Command::Doctor(_) | Command::Metrics => {
+            true
+        }
         _ => false,
     }
 }

@@ -99,10 +99,46 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+thread_local! {
+    /// Whether this thread keeps the home it last opened (see [`keep_the_home_open`]).
+    static KEEP_THE_HOME: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// That home: its path as named, and its directory as opened and checked then.
+    static LAST_HOME: std::cell::RefCell<Option<(PathBuf, OwnedFd)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// From now on this thread opens a home once while it opens no other in between: a
+/// command that ends once done keeps the directory it checked, and every later file of
+/// that home is reached from it. Root's opening walks the home's path for planted links,
+/// twice (11 system calls), and an `acquire` opened its home five times. Not for a
+/// process that runs on (the console, `hold`, `run`): a home made again while it runs is
+/// a new directory to it. One home is kept, so `--all-profiles` holds no descriptor per
+/// profile.
+pub fn keep_the_home_open() {
+    KEEP_THE_HOME.with(|keep| keep.set(true));
+}
+
+/// Open the home's own directory ([`open_home_now`]), or give the one this thread kept.
+fn open_home(home: &Path) -> io::Result<OwnedFd> {
+    if !KEEP_THE_HOME.with(std::cell::Cell::get) {
+        return open_home_now(home);
+    }
+    let kept = LAST_HOME.with_borrow(|last| match last {
+        Some((path, fd)) if path == home => Some(fd.try_clone()),
+        _ => None,
+    });
+    if let Some(fd) = kept {
+        return fd;
+    }
+    let fd = open_home_now(home)?;
+    let copy = fd.try_clone()?;
+    LAST_HOME.with_borrow_mut(|last| *last = Some((home.to_path_buf(), copy)));
+    Ok(fd)
+}
+
 /// Open the home's own directory. The operator's path is followed, but when root acts,
 /// a symlink on it owned by another user must point to a directory of that same user
 /// (else `~/.hermes -> /root` would make root act in its own directory for mallory).
-fn open_home(home: &Path) -> io::Result<OwnedFd> {
+fn open_home_now(home: &Path) -> io::Result<OwnedFd> {
     let root = is_root();
     if root {
         check_symlinks_on(home)?;
@@ -762,6 +798,49 @@ mod tests {
         );
         let s = Spot::in_home(Path::new("/h/.hermes/config.yaml"));
         assert_eq!((s.home.as_path(), s.rel.as_path()), (Path::new("/h/.hermes"), Path::new("config.yaml")));
+    }
+
+    /// A command that ends once done opens its home once: every later file of it is
+    /// reached from the directory it checked then, so a home swapped in under the same
+    /// path afterwards is not seen; another home named is opened (and kept) instead; and a
+    /// thread that did not ask opens the path anew each time.
+    #[test]
+    fn a_thread_that_keeps_its_home_open_opens_it_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        let other = dir.path().join("other");
+        for (d, said) in [(&home, "first"), (&other, "other")] {
+            std::fs::create_dir(d).expect("mkdir");
+            std::fs::write(d.join("config.yaml"), said).expect("write");
+        }
+        let said = |h: &Path| {
+            let text = read_bounded(&Spot::new(h, "config.yaml"), 1024).expect("read").expect("there");
+            String::from_utf8(text).expect("utf-8")
+        };
+        let swap_in_a_home_saying = |home: &Path, text: &str| {
+            std::fs::rename(home, dir.path().join(format!("before-{text}"))).expect("move the home away");
+            std::fs::create_dir(home).expect("mkdir");
+            std::fs::write(home.join("config.yaml"), text).expect("write");
+        };
+        let kept = std::thread::scope(|s| {
+            s.spawn(|| {
+                keep_the_home_open();
+                let before = said(&home);
+                swap_in_a_home_saying(&home, "second");
+                let after = said(&home);
+                // Another home in between is opened and kept in its place.
+                let between = said(&other);
+                let last = said(&home);
+                (before, after, between, last)
+            })
+            .join()
+            .expect("the keeping thread")
+        });
+        assert_eq!(kept, ("first".into(), "first".into(), "other".into(), "second".into()));
+        // This thread never asked: it sees the home now at the path, each time.
+        assert_eq!(said(&home), "second");
+        swap_in_a_home_saying(&home, "third");
+        assert_eq!(said(&home), "third");
     }
 
     #[test]
