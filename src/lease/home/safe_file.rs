@@ -109,7 +109,8 @@ thread_local! {
 /// From now on this thread opens a home once while it opens no other in between: a
 /// command that ends once done keeps the directory it checked, and every later file of
 /// that home is reached from it. Root's opening walks the home's path for planted links,
-/// twice (11 system calls), and an `acquire` opened its home five times. Not for a
+/// twice (11 system calls for a home three directories deep), and an `acquire` opened its
+/// home five times. Not for a
 /// process that runs on (the console, `hold`, `run`): a home made again while it runs is
 /// a new directory to it. One home is kept, so `--all-profiles` holds no descriptor per
 /// profile.
