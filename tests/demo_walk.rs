@@ -317,17 +317,17 @@ fn release_the_leak_and_see_its_owner_reaped(demo: &mut Demo, with_box: bool) {
 
 #[test]
 fn the_tour_at_80x24() {
-    walk(24, 80);
+    crate::common::clock::again_if_the_clock_stepped("the tour at 80x24", || walk(24, 80));
 }
 
 #[test]
 fn the_tour_at_120x36() {
-    walk(36, 120);
+    crate::common::clock::again_if_the_clock_stepped("the tour at 120x36", || walk(36, 120));
 }
 
 #[test]
 fn the_tour_at_200x60() {
-    walk(60, 200);
+    crate::common::clock::again_if_the_clock_stepped("the tour at 200x60", || walk(60, 200));
 }
 
 /// Below its smallest size the demo says what it is, what it needs and how to quit, and

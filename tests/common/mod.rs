@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod clock;
 pub mod hermes_schema;
 mod owners;
 pub mod process;
