@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `leasectl --version`, `ls` of an empty home | `/bin/true` |
 //! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
+//! | how that cycle grows from 0 entries to the largest (each round's difference) | how the floor's grows |
 //! | the same cycle at 0 entries | one acquire and its release in a warm Python process, as the protocol has Hermes do them (`benches/hermes_standin.py`; Hermes' module is not here) |
 //! | `acquire` refused (the session held by a live owner, its advice given) at the largest size | one process that takes the flock and reads the file |
 //! | `run S -- true` | `flock FILE true` |
@@ -349,6 +350,7 @@ fn main() {
     for row in &rows {
         row.print();
     }
+    print_growth(&rows[2], &rows[2 + largest], sizes[largest]);
 
     // Memory at 50,000 entries: one run each (peak RSS does not drift as time does).
     let n = if bench { 50_000 } else { 1_000 };
@@ -385,6 +387,24 @@ fn main() {
             }
         }
     }
+}
+
+/// How the acquire+release cycle grows from its smallest registry to its largest, beside how
+/// its floor grows (the "no faster than the floor"): each round's difference, then
+/// the median of those.
+fn print_growth(smallest: &Row, largest: &Row, n: usize) {
+    let growth = |big: &[f64], small: &[f64]| median(&big.iter().zip(small).map(|(b, s)| b - s).collect::<Vec<_>>());
+    let (t, f) = (growth(&largest.this, &smallest.this), growth(&largest.floor, &smallest.floor));
+    let mut line = format!(
+        "  {:<34} {t:>8.2} ms  floor (2 rewrites) {f:>8.2} ms  x{:.2}",
+        format!("growth, 0 to {n} entries"),
+        t / f
+    );
+    if !largest.baseline.is_empty() {
+        let b = growth(&largest.baseline, &smallest.baseline);
+        line.push_str(&format!("   baseline {b:>8.2} ms  x{:.2}", b / f));
+    }
+    println!("{line}");
 }
 
 /// The peak memory (MB) of `bin` run on a home with some arguments: through GNU time, as
