@@ -218,34 +218,42 @@ fn lines_of(mut f: std::fs::File, path: &Path, from: Option<f64>, warnings: &mut
 }
 
 /// Below this many bytes a file is read from `floor` on: a search would save little.
-const SEARCH_BELOW: u64 = 256 * 1024;
-/// How far before the first line found at `from` reading starts: lines a little out of
-/// time order (a fleet journal's hosts, each stamped by its own clock) are still read.
-const DISORDER_MARGIN: u64 = 1024 * 1024;
+const SEARCH_BELOW: u64 = 64 * 1024;
+/// How long before `from` reading starts: lines a little out of time order (a fleet
+/// journal's hosts, each stamped by its own clock, up to this far apart) are still read.
+/// A time, not a stretch of bytes: a byte margin read a megabyte of lines wherever the
+/// file had them, most of a quiet journal's day or a busy one's minute.
+const DISORDER_SECONDS: f64 = 600.0;
 
 /// Where to start reading `f` (at or after `floor`, before `size`) for the events at or
 /// after `from`: a binary search over byte offsets on the time of the first whole line
-/// after each (`events --since 1m` read a 100 MB journal from its start). Every doubt
-/// (a line without a time, a read that fails) moves the start earlier, never later: at
-/// worst the file is read from `floor`, as before.
+/// after each, for the last offset whose line is older than `from` by more than
+/// [`DISORDER_SECONDS`] (`events --since 1m` read a 100 MB journal from its start). Every
+/// doubt (a line without a time, a read that fails) moves the start earlier, never
+/// later: at worst the file is read from `floor`, as before.
 fn time_start(f: &std::fs::File, floor: u64, size: u64, from: f64) -> u64 {
+    let before = from - DISORDER_SECONDS;
+    let mut buf = vec![0u8; PROBE_BYTES];
     let (mut lo, mut hi) = (floor, size);
     while hi - lo > SEARCH_BELOW {
         let mid = lo + (hi - lo) / 2;
-        match first_time_after(f, mid) {
-            Some(t) if t < from => lo = mid,
+        match first_time_after(f, mid, &mut buf) {
+            Some(t) if t < before => lo = mid,
             _ => hi = mid,
         }
     }
-    lo.saturating_sub(DISORDER_MARGIN).max(floor)
+    lo
 }
 
-/// The `ts` of the first whole line that starts after `offset` (read with `pread`, the
-/// file's position untouched); None when there is none in the next 64 KiB or it has none.
-fn first_time_after(f: &std::fs::File, offset: u64) -> Option<f64> {
+/// How much a probe of the search reads: a line of ours is far shorter.
+const PROBE_BYTES: usize = 64 * 1024;
+
+/// The `ts` of the first whole line that starts after `offset` (read with `pread` into
+/// `buf`, the file's position untouched); None when there is none in the next
+/// [`PROBE_BYTES`] or it has none.
+fn first_time_after(f: &std::fs::File, offset: u64, buf: &mut [u8]) -> Option<f64> {
     use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; 64 * 1024];
-    let n = f.read_at(&mut buf, offset).ok()?;
+    let n = f.read_at(buf, offset).ok()?;
     let buf = buf.get(..n)?;
     let start = buf.iter().position(|b| *b == b'\n')? + 1;
     let rest = buf.get(start..)?;
@@ -410,11 +418,18 @@ mod tests {
             let expected: Vec<f64> = stamps.iter().copied().filter(|t| *t >= from).collect();
             assert_eq!(read(dir.path(), from), expected, "from {from}");
         }
-        // The last minute of an 8 MB file is found without reading from its start.
+        // The last minute of an 8 MB file is found without reading from its start: from
+        // the search's last step before the line DISORDER_SECONDS before it, and no more.
         let f = std::fs::File::open(journal_file(dir.path())).expect("open");
         let size = f.metadata().expect("size").len();
         let start = time_start(&f, 0, size, 40_940.0);
-        assert!(start > size - 2 * DISORDER_MARGIN, "started at {start} of {size}");
+        let text = std::fs::read_to_string(journal_file(dir.path())).expect("read");
+        let margin_line =
+            text.find(&format!("\"ts\":{},", 40_940 - DISORDER_SECONDS as u64)).expect("that line") as u64;
+        assert!(
+            start <= margin_line && margin_line - start <= SEARCH_BELOW,
+            "started at {start}, the margin's line at {margin_line}"
+        );
         // A time before the first event, or a file whose lines have no time, is read whole.
         assert_eq!(time_start(&f, 0, size, 0.0), 0);
     }
