@@ -102,7 +102,8 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
 /// The operator's removals from a home's audit file at or after `from`, as the events a
 /// recorder would have printed for them (`force-released`, `pruned`, `released` on an
 /// owner's behalf, `repaired`), oldest first: what happened while no recorder ran.
-/// Read a line at a time; the audit file is rotated at 10 MiB, so what is kept is bounded.
+/// Read a line at a time from about where its records reach `from` (the search the
+/// journal's lines are found by; an older record is passed over without building its tree).
 pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
     let (mut out, mut warnings) = (Vec::new(), Vec::new());
     for (p, opened) in open_rotated(&crate::lease::home::audit::audit_file(home)) {
@@ -114,9 +115,15 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
                 continue;
             }
         };
-        // Audit records carry a time string, not `ts`: read from the start.
-        let mut lines = lines_of(f, &p, None, &mut warnings);
+        // Audit records are appended as the removals are made: in time order, as a
+        // journal's lines are, so the time is found by the same search.
+        let mut lines = lines_of(f, &p, Some((from, audit_time)), &mut warnings);
         while let Some(line) = lines.next_line() {
+            // An older record is passed over without building its tree (a prune's names
+            // every lease it removed); any record the quick read cannot tell is read whole.
+            if audit_time(line.as_bytes()).is_some_and(|ts| ts < from) {
+                continue;
+            }
             let Ok(rec) = serde_json::from_str::<Value>(line) else { continue };
             let Some(at) = rec["time"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { continue };
             let ts = at.as_millisecond() as f64 / 1000.0;
@@ -172,6 +179,23 @@ fn open_rotated(file: &Path) -> Vec<(PathBuf, std::io::Result<Option<std::fs::Fi
         .collect()
 }
 
+/// An audit record's time (its `time`, RFC 3339) in epoch seconds, to the millisecond as
+/// [`audit_since`] reads it; None when the line is not one or has none.
+fn audit_time(line: &[u8]) -> Option<f64> {
+    #[derive(serde::Deserialize)]
+    struct AuditStamp<'a> {
+        #[serde(borrow)]
+        time: Option<std::borrow::Cow<'a, str>>,
+    }
+    let at = serde_json::from_slice::<AuditStamp>(line).ok()?.time?.parse::<jiff::Timestamp>().ok()?;
+    Some(at.as_millisecond() as f64 / 1000.0)
+}
+
+/// A journal line's time (its `ts`); None when the line is not one or has none.
+fn journal_time(line: &[u8]) -> Option<f64> {
+    serde_json::from_slice::<Stamp>(line).ok()?.ts
+}
+
 /// The key an event and its audit record share: the lease and what happened to it.
 pub fn removal_key(v: &Value) -> Option<(String, String)> {
     let id = v["lease"]["entry"]["lease_id"].as_str()?;
@@ -190,7 +214,7 @@ pub const READ_BOUND: u64 = 32 * 1024 * 1024;
 /// `from` ([`time_start`]; None: from the start): one larger than [`READ_BOUND`] is read from its last
 /// READ_BOUND bytes on at most (the newest lines: these files are in time order), and a
 /// warning names it.
-fn lines_of(mut f: std::fs::File, path: &Path, from: Option<f64>, warnings: &mut Vec<String>) -> Lines {
+fn lines_of(mut f: std::fs::File, path: &Path, from: Option<(f64, TimeOf)>, warnings: &mut Vec<String>) -> Lines {
     use std::io::{Seek, SeekFrom};
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut floor = 0;
@@ -204,7 +228,7 @@ fn lines_of(mut f: std::fs::File, path: &Path, from: Option<f64>, warnings: &mut
         // From the byte before the bound: a line that starts exactly there is kept whole.
         floor = size - READ_BOUND - 1;
     }
-    let start = from.map_or(floor, |from| time_start(&f, floor, size, from));
+    let start = from.map_or(floor, |(from, time_of)| time_start(&f, floor, size, from, time_of));
     if start == 0 {
         return Lines::new(f, MAX_LINE);
     }
@@ -216,6 +240,9 @@ fn lines_of(mut f: std::fs::File, path: &Path, from: Option<f64>, warnings: &mut
     }
     lines
 }
+
+/// The time of a line of a file (epoch seconds), or None: [`journal_time`], [`audit_time`].
+type TimeOf = fn(&[u8]) -> Option<f64>;
 
 /// Below this many bytes a file is read from `floor` on: a search would save little.
 const SEARCH_BELOW: u64 = 64 * 1024;
@@ -231,13 +258,13 @@ const DISORDER_SECONDS: f64 = 600.0;
 /// [`DISORDER_SECONDS`] (`events --since 1m` read a 100 MB journal from its start). Every
 /// doubt (a line without a time, a read that fails) moves the start earlier, never
 /// later: at worst the file is read from `floor`, as before.
-fn time_start(f: &std::fs::File, floor: u64, size: u64, from: f64) -> u64 {
+fn time_start(f: &std::fs::File, floor: u64, size: u64, from: f64, time_of: TimeOf) -> u64 {
     let before = from - DISORDER_SECONDS;
     let mut buf = vec![0u8; PROBE_BYTES];
     let (mut lo, mut hi) = (floor, size);
     while hi - lo > SEARCH_BELOW {
         let mid = lo + (hi - lo) / 2;
-        match first_time_after(f, mid, &mut buf) {
+        match first_time_after(f, mid, &mut buf, time_of) {
             Some(t) if t < before => lo = mid,
             _ => hi = mid,
         }
@@ -248,17 +275,16 @@ fn time_start(f: &std::fs::File, floor: u64, size: u64, from: f64) -> u64 {
 /// How much a probe of the search reads: a line of ours is far shorter.
 const PROBE_BYTES: usize = 64 * 1024;
 
-/// The `ts` of the first whole line that starts after `offset` (read with `pread` into
-/// `buf`, the file's position untouched); None when there is none in the next
-/// [`PROBE_BYTES`] or it has none.
-fn first_time_after(f: &std::fs::File, offset: u64, buf: &mut [u8]) -> Option<f64> {
+/// The time (`time_of`) of the first whole line that starts after `offset` (read with
+/// `pread` into `buf`, the file's position untouched); None when there is none in the
+/// next [`PROBE_BYTES`] or it has none.
+fn first_time_after(f: &std::fs::File, offset: u64, buf: &mut [u8], time_of: TimeOf) -> Option<f64> {
     use std::os::unix::fs::FileExt;
     let n = f.read_at(buf, offset).ok()?;
     let buf = buf.get(..n)?;
     let start = buf.iter().position(|b| *b == b'\n')? + 1;
     let rest = buf.get(start..)?;
-    let line = rest.get(..rest.iter().position(|b| *b == b'\n')?)?;
-    serde_json::from_slice::<Stamp>(line).ok()?.ts
+    time_of(rest.get(..rest.iter().position(|b| *b == b'\n')?)?)
 }
 
 /// The recorded events of a home at or after a time, oldest first, rotated files
@@ -335,7 +361,7 @@ impl Iterator for Journal {
         loop {
             if self.current.is_none() {
                 let (path, f) = self.files.pop_front()?;
-                let lines = lines_of(f, &path, Some(self.from), &mut self.warnings);
+                let lines = lines_of(f, &path, Some((self.from, journal_time)), &mut self.warnings);
                 self.current = Some((path, lines));
             }
             let from = self.from;
@@ -422,7 +448,7 @@ mod tests {
         // the search's last step before the line DISORDER_SECONDS before it, and no more.
         let f = std::fs::File::open(journal_file(dir.path())).expect("open");
         let size = f.metadata().expect("size").len();
-        let start = time_start(&f, 0, size, 40_940.0);
+        let start = time_start(&f, 0, size, 40_940.0, journal_time);
         let text = std::fs::read_to_string(journal_file(dir.path())).expect("read");
         let margin_line =
             text.find(&format!("\"ts\":{},", 40_940 - DISORDER_SECONDS as u64)).expect("that line") as u64;
@@ -431,7 +457,68 @@ mod tests {
             "started at {start}, the margin's line at {margin_line}"
         );
         // A time before the first event, or a file whose lines have no time, is read whole.
-        assert_eq!(time_start(&f, 0, size, 0.0), 0);
+        assert_eq!(time_start(&f, 0, size, 0.0, journal_time), 0);
+    }
+
+    /// An audit file of `n` prunes a second apart from t=1,000,000,000, each removing one
+    /// lease (its line padded to ~600 bytes, as a prune's names its leases), with a line
+    /// that is not a record every 89 lines and one over [`MAX_LINE`] after the 101st; the
+    /// times of the events they are read as.
+    fn audit(dir: &Path, n: u64) -> Vec<f64> {
+        std::fs::create_dir_all(dir.join("logs")).expect("logs");
+        let mut text = String::new();
+        let mut stamps = Vec::new();
+        for i in 0..n {
+            let at = jiff::Timestamp::from_second(1_000_000_000 + i as i64).expect("a time");
+            stamps.push(at.as_millisecond() as f64 / 1000.0);
+            text.push_str(&format!(
+                "{{\"action\":\"prune\",\"profile\":\"root\",\"removed\":[{{\"lease_id\":\"{i:032x}\",\"pid\":7,\
+                 \"session_id\":\"S{i}\",\"pad\":\"{}\"}}],\"time\":\"{at}\",\"user\":\"op\"}}\n",
+                "x".repeat(480)
+            ));
+            if i % 89 == 0 {
+                text.push_str("not a record\n");
+            }
+            if i == 100 {
+                // A line too long to be one of ours: skipped and counted when it is read.
+                text.push_str(&format!("{}\n", "y".repeat(MAX_LINE + 1)));
+            }
+        }
+        std::fs::write(crate::lease::home::audit::audit_file(dir), text).expect("audit file");
+        stamps
+    }
+
+    #[test]
+    fn the_audit_files_removals_since_a_time_are_found_by_the_search_too() {
+        let dir = tempfile::tempdir().expect("dir");
+        let stamps = audit(dir.path(), 15_000);
+        let read = |from: f64| -> (Vec<f64>, Vec<String>) {
+            let (events, warnings) = audit_since(dir.path(), from);
+            (events.iter().filter_map(|v| v["ts"].as_f64()).collect(), warnings)
+        };
+        for from in [0.0, 1_000_000_000.0, 1_000_000_000.5, 1_000_007_000.0, 1_000_014_940.0, 1_000_014_999.0, 2e9] {
+            let expected: Vec<f64> = stamps.iter().copied().filter(|t| *t >= from).collect();
+            let (events, warnings) = read(from);
+            assert_eq!(events, expected, "from {from}");
+            // The long line near the start is read (and counted) only when reading starts
+            // before it: not for a time hours after it.
+            let long_line_read = warnings.iter().any(|w| w.contains("skipped 1 unreadable line"));
+            assert_eq!(long_line_read, from < 1_000_001_000.0, "from {from}: {warnings:?}");
+        }
+        // The last minute of a 9 MB file: from the search's last step before the line
+        // DISORDER_SECONDS before it, and no more.
+        let path = crate::lease::home::audit::audit_file(dir.path());
+        let f = std::fs::File::open(&path).expect("open");
+        let size = f.metadata().expect("size").len();
+        let from = 1_000_014_940.0;
+        let start = time_start(&f, 0, size, from, audit_time);
+        let text = std::fs::read_to_string(&path).expect("read");
+        let margin = jiff::Timestamp::from_second((from - DISORDER_SECONDS) as i64).expect("a time");
+        let margin_line = text.find(&format!("\"time\":\"{margin}\"")).expect("that line") as u64;
+        assert!(
+            start <= margin_line && margin_line - start <= SEARCH_BELOW + 1024,
+            "started at {start}, the margin's record at {margin_line}"
+        );
     }
 
     #[test]
