@@ -306,6 +306,47 @@ fn a_profile_created_while_the_console_runs_is_shown_and_the_tab_stays() {
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
 
+/// More registries written in one burst than the change feed names one by one (it keeps
+/// 64 paths a burst): every one is read again, none is left as it was before the burst.
+#[test]
+fn registries_written_in_one_burst_past_the_feeds_count_are_all_read() {
+    const PROFILES: usize = 200;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let runtime = |i: usize| home.join(format!("profiles/p{i:03}/runtime"));
+    for i in 0..PROFILES {
+        std::fs::create_dir_all(runtime(i)).expect("a profile's runtime/");
+        std::fs::write(runtime(i).join("active_sessions.json"), "{\"entries\": []}").expect("an empty registry");
+    }
+    let mut console = Pty::console(home, 40, 160);
+    console.wait_for("the tabs", Duration::from_secs(10), |s| s.contains("more ›"));
+    // To the all tab by its name.
+    console.send(b"T");
+    thread::sleep(Duration::from_millis(300));
+    console.send(b"all\r");
+    console.wait_for("the all tab", Duration::from_secs(5), |s| {
+        s.contains(&format!("{} registries under", PROFILES + 1)) && s.contains("0 alive")
+    });
+    thread::sleep(Duration::from_secs(1));
+    // One lease in each profile, each registry replaced as Hermes does (a temp file
+    // renamed over it), all within a few milliseconds: one burst of the feed. The owner
+    // is this test process (no start time recorded: alive while it runs).
+    let me = std::process::id();
+    for i in 0..PROFILES {
+        let text = format!(
+            "{{\"entries\": [{{\"lease_id\": \"{i:032x}\", \"pid\": {me}, \"process_start_time\": null, \
+             \"session_id\": \"burst-{i}\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}"
+        );
+        let tmp = runtime(i).join(".active_sessions_burst.tmp");
+        std::fs::write(&tmp, text).expect("the temp file");
+        std::fs::rename(&tmp, runtime(i).join("active_sessions.json")).expect("rename over the registry");
+    }
+    let shown = console
+        .wait_for("every lease of the burst", Duration::from_secs(5), |s| s.contains(&format!("{PROFILES} alive")));
+    eprintln!("{PROFILES} registries written in one burst, all shown {shown:?} after");
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}
+
 #[test]
 fn ctrl_c_and_sigterm_end_the_console_and_restore_the_terminal() {
     for how in ["ctrl-c", "sigterm"] {

@@ -20,6 +20,9 @@ pub type Replaced = Arc<Mutex<HashMap<PathBuf, Vec<Option<FileVersion>>>>>;
 /// the change (its debounce gathers 20 ms).
 const FEED_WAIT: std::time::Duration = std::time::Duration::from_millis(150);
 
+/// How long after a wait for a note that never came no reading waits for one.
+const NO_WAIT_AFTER_GIVING_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the worker knows of each store's last reading.
 #[derive(Default)]
 pub struct Writes {
@@ -27,6 +30,10 @@ pub struct Writes {
     /// By store index: the version last read whole (when known), and its leases. Only
     /// stores with either are kept (a console with 100,000 empty profiles keeps none).
     last: FxHashMap<usize, (Option<FileVersion>, Vec<LeaseView>)>,
+    /// When a reading last waited [`FEED_WAIT`] for a note that never came: the feed named
+    /// no file (a burst of more than it names, an overflow), and a reading of every
+    /// registry would otherwise wait that long for each one changed (30 s for 200).
+    gave_up: Option<std::time::Instant>,
 }
 
 impl Writes {
@@ -48,15 +55,21 @@ impl Writes {
         // feed reports it after its debounce; a moment's wait lets the reading count it.
         let last_version = self.last.get(&index).and_then(|(version, _)| *version);
         let changed = before.is_some() && last_version.is_some() && before != last_version;
+        let waited_lately = self.gave_up.is_some_and(|at| at.elapsed() < NO_WAIT_AFTER_GIVING_UP);
         let wait_until = std::time::Instant::now() + FEED_WAIT;
         let versions = loop {
             let noted = self.replaced.lock().unwrap_or_else(PoisonError::into_inner).remove(&path);
             match noted {
                 Some(v) => break v,
-                None if changed && std::time::Instant::now() < wait_until => {
+                None if changed && !waited_lately && std::time::Instant::now() < wait_until => {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
-                None => break Vec::new(),
+                None => {
+                    if changed && !waited_lately {
+                        self.gave_up = Some(std::time::Instant::now());
+                    }
+                    break Vec::new();
+                }
             }
         };
         let one_write = !versions.is_empty() && FileVersion::unseen(last_version, &versions) == 0;

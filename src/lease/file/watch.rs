@@ -175,7 +175,9 @@ pub fn spawn(
             if burst.rearm_after {
                 armed.rearm(&scope);
             }
-            if !report(burst.paths, burst.replaced) {
+            // Paths left out would leave their registries unread: none named means all.
+            let paths = if burst.too_many_paths { Vec::new() } else { burst.paths };
+            if !report(paths, burst.replaced) {
                 break;
             }
         }
@@ -289,11 +291,17 @@ impl Renames {
     }
 }
 
+/// The relevant paths a burst names, at most; more, and it names none (read everything).
+const MAX_PATHS: usize = 64;
+
 /// One burst of changes: the relevant paths, and how many times each registry in it was
 /// replaced. Both bounded: under churn the same few paths repeat.
 #[derive(Default)]
 struct Burst {
     paths: Vec<PathBuf>,
+    /// More relevant paths came than `paths` keeps: which registries changed is not known,
+    /// and the burst is reported as everything (no paths), as an overflow of the feed is.
+    too_many_paths: bool,
     /// A directory other than a home's runtime/ came or went in it (or the feed failed):
     /// the watches are made again from the scope once it is over.
     rearm_after: bool,
@@ -308,8 +316,12 @@ impl Burst {
         let dirs: Vec<&PathBuf> =
             ev.paths.iter().filter(|p| relevant(&ev.kind, p) && is_directory_event(&ev.kind, p)).collect();
         for p in ev.paths.iter().filter(|p| relevant(&ev.kind, p)) {
-            if self.paths.len() < 64 && !self.paths.contains(p) {
-                self.paths.push(p.clone());
+            if !self.paths.contains(p) {
+                if self.paths.len() < MAX_PATHS {
+                    self.paths.push(p.clone());
+                } else {
+                    self.too_many_paths = true;
+                }
             }
             // A rename counts once, by its tracker (the rename's cookie); a creation
             // has none and counts as it comes.
