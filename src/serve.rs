@@ -281,13 +281,17 @@ fn start_feed(root: PathBuf, options: StoreOptions, out: Out) -> Result<(), Erro
             match rx.recv_timeout(REJUDGE) {
                 Ok(change) => {
                     let mut paths = Vec::new();
+                    // No paths: the feed could not name them (an overflow, a burst past
+                    // its count): every registry may have changed.
+                    let mut everything = false;
                     for c in std::iter::once(change).chain(rx.try_iter()) {
                         if let Change::Files(p) = c {
+                            everything |= p.is_empty();
                             paths.extend(p);
                         }
                     }
-                    feed.discover(&paths);
-                    if !feed.push_all(|reg| paths.iter().any(|p| touches(reg, p))) {
+                    feed.discover(&paths, everything);
+                    if !feed.push_all(|reg| everything || paths.iter().any(|p| touches(reg, p))) {
                         return;
                     }
                 }
@@ -328,10 +332,11 @@ impl Feed {
         }
     }
 
-    /// New profiles (a directory made under `profiles/`) join the feed.
-    fn discover(&mut self, paths: &[PathBuf]) {
+    /// New profiles (a directory made under `profiles/`) join the feed, when `paths` (or
+    /// `everything`) may name one.
+    fn discover(&mut self, paths: &[PathBuf], everything: bool) {
         let profiles = self.root.join("profiles");
-        if !paths.iter().any(|p| p.parent() == Some(profiles.as_path()) || *p == profiles) {
+        if !everything && !paths.iter().any(|p| p.parent() == Some(profiles.as_path()) || *p == profiles) {
             return;
         }
         for registry in paths::all_registries(&self.root) {

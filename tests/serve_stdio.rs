@@ -207,3 +207,53 @@ fn a_fresh_homes_first_acquire_after_the_subscription_is_sent() {
     let sent = rx.recv_timeout(std::time::Duration::from_secs(10));
     assert!(sent.is_ok(), "the acquire was never sent");
 }
+
+/// More registries written in one burst than the change feed names one by one (64 paths
+/// a burst): the subscription sends every one of them, as the console reads every one.
+#[test]
+fn registries_written_in_one_burst_past_the_feeds_count_are_all_sent() {
+    const PROFILES: usize = 200;
+    let home = Home::new();
+    let runtime = |i: usize| home.path().join(format!("profiles/p{i:03}/runtime"));
+    for i in 0..PROFILES {
+        std::fs::create_dir_all(runtime(i)).expect("a profile's runtime/");
+        std::fs::write(runtime(i).join("active_sessions.json"), "{\"entries\": []}").expect("an empty registry");
+    }
+    let mut server = Server::start();
+    let opened = server.open(home.path(), 1);
+    assert!(opened["ready"].is_object(), "{opened}");
+    server.say(&json!({"request": {"id": 1, "request": {"op": "subscribe"}}}));
+    while server.hear().get("answer").is_none() {}
+    let owner = Sleeper::new();
+    // One lease in each profile, each registry replaced as Hermes does, all within a few
+    // milliseconds: one burst of the feed.
+    for i in 0..PROFILES {
+        let text = format!(
+            "{{\"entries\": [{{\"lease_id\": \"{i:032x}\", \"pid\": {}, \"process_start_time\": null, \
+             \"session_id\": \"burst-{i}\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}",
+            owner.pid_arg()
+        );
+        let tmp = runtime(i).join(".active_sessions_burst.tmp");
+        std::fs::write(&tmp, text).expect("the temp file");
+        std::fs::rename(&tmp, runtime(i).join("active_sessions.json")).expect("rename over the registry");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = std::collections::HashSet::new();
+        while sent.len() < PROFILES {
+            let line = server.hear().to_string();
+            // Each entry is sent as its text, a JSON string in the line: `\"burst-7\"`.
+            sent.extend((0..PROFILES).filter(|i| line.contains(&format!("\\\"burst-{i}\\\""))));
+            let _ = tx.send(sent.len());
+        }
+    });
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sent < PROFILES {
+        match rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            Ok(n) => sent = n,
+            Err(_) => break,
+        }
+    }
+    assert_eq!(sent, PROFILES, "the subscription sent {sent} of the {PROFILES} registries written in one burst");
+}
