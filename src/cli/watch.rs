@@ -1,10 +1,11 @@
 //! Following the registries as they change: `ls --watch` (like `kubectl get -w`) and
-//! `events --follow` (like `journalctl -f`). Registries are read again when the change
-//! feed says one changed, and every second besides: an owner that dies changes no file.
+//! `events --follow` (like `journalctl -f`). A registry is read again when the change
+//! feed says its files changed; every second its owners are judged again from what was
+//! read (an owner that dies changes no file), and nothing is read.
 //! Every change becomes one JSON object, printed in the chosen format, and (`--record`)
 //! appended to the home's event journal.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -18,6 +19,7 @@ use super::output::short_id;
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::home::journal::journal_file;
+use crate::lease::home::paths;
 use crate::lease::human::escape;
 use crate::lease::owners_at;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
@@ -111,46 +113,32 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             lease::wait_for_first_listings(host, deadline);
         }
     }
-    // Versions of each registry file replaced since it was last read: more than one means
-    // the ones between were never seen (a file gives its latest version only).
-    let mut replaced: HashMap<PathBuf, Vec<Option<lease::FileVersion>>> = HashMap::new();
-    // etcd's watch events since the last reading, in revision order.
-    let mut remote: Vec<lease::RemoteChange> = Vec::new();
+    let mut noted = Noted::default();
     if f.format == Format::Tsv && !f.no_headers {
         say!("{TSV_HEADER}");
     }
     let mut seen: Vec<Seen> = stores.iter().map(|_| Seen::default()).collect();
     let mut metrics_written: Option<Instant> = None;
     let hosts_followed: Vec<Location> = stores.iter().map(|s| s.location().clone()).collect();
+    let mut followed: HashSet<Location> = hosts_followed.iter().cloned().collect();
+    // The first round looks for every profile (one made before the feed was armed).
+    let mut first_round = true;
     loop {
+        let files = std::mem::take(&mut noted.files);
+        let everything = std::mem::take(&mut noted.everything) || first_round;
+        first_round = false;
         let found = match &f.discover {
             Discover::Nothing => vec![],
-            Discover::Profiles(root, options) => discover(stores, root, *options),
-            Discover::Hosts(options) => discover_on_hosts(stores, &hosts_followed, *options),
+            Discover::Profiles(root, options) => discover(&followed, root, *options, &files, everything),
+            Discover::Hosts(options) => discover_on_hosts(&followed, &hosts_followed, *options),
         };
         let late = matches!(f.discover, Discover::Profiles(..));
         for store in found {
+            followed.insert(store.location().clone());
             stores.push(store);
             seen.push(Seen { late, ..Seen::default() });
         }
-        let mut changed = false;
-        for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
-            // Another host sends each change it sees: nothing sent, nothing to read again.
-            if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
-                continue;
-            }
-            let (listing, gap, one_write) =
-                read_counting_writes(store.as_mut(), seen, &rx, &mut replaced, &mut remote)?;
-            let lines = if store.location().is_remote() {
-                seen.remote_events(listing, std::mem::take(&mut remote), f)
-            } else {
-                seen.events(listing, gap, one_write, f)
-            };
-            for line in &lines {
-                emit(store.location(), line, f);
-            }
-            changed |= !lines.is_empty();
-        }
+        let changed = read_round(stores, &mut seen, &mut noted, (&files, everything), &rx, f)?;
         let due = metrics_written.is_none_or(|at| changed || at.elapsed() >= f.metrics_every);
         if let Some(path) = &f.metrics_file
             && due
@@ -168,30 +156,112 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
         if stdout_failure().is_some() || reader_gone() {
             return Ok(EXIT_OK);
         }
-        wait_for_change(&rx, &mut replaced, &mut remote)?;
+        wait_for_change(&rx, &mut noted)?;
     }
 }
 
-/// Stores for the registries the hosts of `followed` have reported since the last look.
+/// One round of following: the registries whose files the feed said changed are read
+/// again, the others' owners judged again from what was read; true when a line was said.
+fn read_round(
+    stores: &mut [Box<dyn LeaseStore>],
+    seen: &mut [Seen],
+    noted: &mut Noted,
+    (files, everything): (&[PathBuf], bool),
+    rx: &Receiver<lease::Change>,
+    f: &Follow,
+) -> Result<bool, Failure> {
+    // The homes whose files the feed said changed: only their registries are read again.
+    let homes: HashSet<&Path> = files.iter().flat_map(|p| paths::homes_touched(p)).collect();
+    let mut changed = false;
+    for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
+        if let Some(reg) = store.location().registry()
+            && seen.read
+            && !everything
+            && !homes.contains(reg.home.as_path())
+            && !noted.replaced.contains_key(&reg.path())
+        {
+            // Nothing of its home changed: only its owners can have (one that dies
+            // changes no file), judged again from what was read, without reading.
+            let owners = seen.last.as_ref().is_some_and(|views| !views.is_empty());
+            if !owners || !store.rejudge_needed() {
+                continue;
+            }
+            let lines = seen.events(store.rejudge(), 0, false, f);
+            for line in &lines {
+                emit(store.location(), line, f);
+            }
+            changed |= !lines.is_empty();
+            continue;
+        }
+        // Another host sends each change it sees: nothing sent, nothing to read again.
+        if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
+            continue;
+        }
+        let (listing, gap, one_write) = read_counting_writes(store.as_mut(), seen, rx, noted)?;
+        let lines = if store.location().is_remote() {
+            seen.remote_events(listing, std::mem::take(&mut noted.remote), f)
+        } else {
+            seen.events(listing, gap, one_write, f)
+        };
+        for line in &lines {
+            emit(store.location(), line, f);
+        }
+        changed |= !lines.is_empty();
+    }
+    Ok(changed)
+}
+
+/// What the change feed said since the last reading.
+#[derive(Default)]
+struct Noted {
+    /// Versions of each registry file replaced since it was last read: more than one means
+    /// the ones between were never seen (a file gives its latest version only).
+    replaced: HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
+    /// etcd's watch events since the last reading, in revision order.
+    remote: Vec<lease::RemoteChange>,
+    /// Paths in the homes that changed (a registry, a config.yaml, a profile made).
+    files: Vec<PathBuf>,
+    /// The feed named no path (more than it names, an overflow, another host's news):
+    /// anything may have changed.
+    everything: bool,
+}
+
+/// Stores for the registries the hosts of `hosts` have reported since the last look.
 fn discover_on_hosts(
-    stores: &[Box<dyn LeaseStore>],
-    followed: &[Location],
+    followed: &HashSet<Location>,
+    hosts: &[Location],
     options: lease::StoreOptions,
 ) -> Vec<Box<dyn LeaseStore>> {
-    lease::known_registries(followed)
+    lease::known_registries(hosts)
         .into_iter()
-        .filter(|location| !stores.iter().any(|s| s.location() == location))
+        .filter(|location| !followed.contains(location))
         .filter_map(|location| lease::open(&location, options).ok())
         .collect()
 }
 
-/// Stores for the profiles created under `root` since the last look.
-fn discover(stores: &[Box<dyn LeaseStore>], root: &Path, options: lease::StoreOptions) -> Vec<Box<dyn LeaseStore>> {
-    lease::home::paths::all_registries(root)
-        .into_iter()
-        .map(Location::File)
-        .filter(|location| !stores.iter().any(|s| s.location() == location))
-        .filter_map(|location| lease::open(&location, options).ok())
+/// Stores for the profiles created under `root` that the changed `files` name, or (any
+/// other directory came or went, or `everything`) for every profile not followed yet:
+/// listing 20,000 profiles every second was most of an idle follower's CPU.
+fn discover(
+    followed: &HashSet<Location>,
+    root: &Path,
+    options: lease::StoreOptions,
+    files: &[PathBuf],
+    everything: bool,
+) -> Vec<Box<dyn LeaseStore>> {
+    let new = |location: &Location| !followed.contains(location);
+    let open = |location: Location| lease::open(&location, options).ok();
+    let known = |p: &Path| paths::is_home_file(p) || paths::is_runtime_dir(p) || paths::is_in_profiles_of(root, p);
+    if everything || !files.iter().all(|p| known(p)) {
+        return paths::all_registries(root).into_iter().map(Location::File).filter(new).filter_map(open).collect();
+    }
+    // A profile made: a real directory (never a link, as the listing takes none).
+    files
+        .iter()
+        .filter(|p| paths::is_profile_of(root, p) && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .filter_map(|dir| Some(Location::File(lease::Registry::new(dir.file_name()?.to_str()?, dir.as_path()))))
+        .filter(new)
+        .filter_map(open)
         .collect()
 }
 
@@ -341,8 +411,7 @@ fn read_counting_writes(
     store: &mut dyn LeaseStore,
     seen: &mut Seen,
     rx: &Receiver<lease::Change>,
-    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
-    remote: &mut Vec<lease::RemoteChange>,
+    noted: &mut Noted,
 ) -> Result<(lease::Listing, usize, bool), Failure> {
     let path = store.location().registry().map(|r| r.path());
     let mut before = path.as_deref().and_then(lease::FileVersion::of);
@@ -352,14 +421,14 @@ fn read_counting_writes(
         && seen.read_version.is_some()
         && before.is_some()
         && before != seen.read_version
-        && !replaced.contains_key(p)
+        && !noted.replaced.contains_key(p)
     {
-        await_noted(rx, replaced, remote, p)?;
+        await_noted(rx, noted, p)?;
         before = lease::FileVersion::of(p);
     }
     let listing = store.read();
     let after = path.as_deref().and_then(lease::FileVersion::of);
-    let versions = path.as_ref().and_then(|p| replaced.remove(p)).unwrap_or_default();
+    let versions = path.as_ref().and_then(|p| noted.replaced.remove(p)).unwrap_or_default();
     let gap = seen.unseen(&versions);
     // Every version but the one read now was read before: one write between.
     let one_write = gap == 0 && !versions.is_empty();
@@ -373,20 +442,15 @@ const FEED_WAIT: Duration = Duration::from_millis(150);
 
 /// Note what the feed sends until it has noted a replacement of `path`, for at most
 /// [`FEED_WAIT`].
-fn await_noted(
-    rx: &Receiver<lease::Change>,
-    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
-    remote: &mut Vec<lease::RemoteChange>,
-    path: &std::path::Path,
-) -> Result<(), Failure> {
+fn await_noted(rx: &Receiver<lease::Change>, noted: &mut Noted, path: &std::path::Path) -> Result<(), Failure> {
     let until = Instant::now() + FEED_WAIT;
-    while !replaced.contains_key(path) {
+    while !noted.replaced.contains_key(path) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
         match rx.recv_timeout(left) {
-            Ok(change) => note(change, replaced, remote),
+            Ok(change) => note(change, noted),
             Err(RecvTimeoutError::Timeout) => break,
             Err(RecvTimeoutError::Disconnected) => return Err(fail("the change feed stopped")),
         }
@@ -394,28 +458,33 @@ fn await_noted(
     Ok(())
 }
 
-fn note(
-    change: lease::Change,
-    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
-    remote: &mut Vec<lease::RemoteChange>,
-) {
+fn note(change: lease::Change, noted: &mut Noted) {
     match change {
-        lease::Change::Replaced(path, versions) => replaced.entry(path).or_default().extend(versions),
-        lease::Change::Remote(changes) => remote.extend(changes),
-        lease::Change::Files(_) => {}
+        lease::Change::Replaced(path, versions) => noted.replaced.entry(path).or_default().extend(versions),
+        lease::Change::Remote(changes) => noted.remote.extend(changes),
+        lease::Change::Files(paths) if paths.is_empty() => noted.everything = true,
+        lease::Change::Files(paths) => {
+            // Bounded: under churn the same paths come again; past the bound, read all.
+            for p in paths {
+                if noted.files.len() >= MAX_NOTED_FILES {
+                    noted.everything = true;
+                } else if !noted.files.contains(&p) {
+                    noted.files.push(p);
+                }
+            }
+        }
     }
 }
 
-fn wait_for_change(
-    rx: &Receiver<lease::Change>,
-    replaced: &mut HashMap<PathBuf, Vec<Option<lease::FileVersion>>>,
-    remote: &mut Vec<lease::RemoteChange>,
-) -> Result<(), Failure> {
+/// The changed paths noted between readings, at most; more, and every registry is read.
+const MAX_NOTED_FILES: usize = 1024;
+
+fn wait_for_change(rx: &Receiver<lease::Change>, noted: &mut Noted) -> Result<(), Failure> {
     match rx.recv_timeout(REJUDGE) {
         Ok(change) => {
-            note(change, replaced, remote);
+            note(change, noted);
             while let Ok(change) = rx.try_recv() {
-                note(change, replaced, remote);
+                note(change, noted);
             }
             Ok(())
         }

@@ -103,22 +103,6 @@ fn removers(
     gone.into_iter().filter_map(|id| lease::home::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
 }
 
-/// A registry, its lock file or a home's config.yaml: a file in a home, no directory.
-fn is_home_file(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str());
-    matches!(name, Some(paths::REGISTRY_FILE | paths::LOCK_FILE | "config.yaml"))
-}
-
-/// The homes whose registry a changed path can be part of: the path itself (a home),
-/// the home of a runtime directory, of a file in one, and of a config.yaml.
-fn homes_touched(p: &Path) -> impl Iterator<Item = &Path> {
-    let parent = p.parent();
-    let in_runtime = parent.filter(|d| paths::is_runtime_dir(d)).and_then(Path::parent);
-    let of_runtime = parent.filter(|_| paths::is_runtime_dir(p));
-    let of_config = parent.filter(|_| p.file_name().is_some_and(|n| n == "config.yaml"));
-    [Some(p), in_runtime, of_runtime, of_config].into_iter().flatten()
-}
-
 /// Whether owner details differ enough to show again: another process, name, command or
 /// user, or CPU by a point or more, or memory by 5 % or more (an owner's CPU figure moves
 /// on every look; redrawing thousands of rows for 0.1 % would be most of an idle console's work).
@@ -396,10 +380,10 @@ impl Worker {
         // A hidden directory in profiles/ is no profile: nothing to open.
         let in_profiles =
             |p: &Path| self.scope.discover_root.as_deref().is_some_and(|r| paths::is_in_profiles_of(r, p));
-        if !changed.iter().all(|p| is_home_file(p) || known_runtime(p) || in_profiles(p)) {
+        if !changed.iter().all(|p| paths::is_home_file(p) || known_runtime(p) || in_profiles(p)) {
             self.open_new();
         }
-        let homes: HashSet<&Path> = changed.iter().flat_map(|p| homes_touched(p)).collect();
+        let homes: HashSet<&Path> = changed.iter().flat_map(|p| paths::homes_touched(p)).collect();
         // Remote locations have their own feed: a file change says nothing of them.
         let touched: Vec<bool> = self
             .stores

@@ -118,6 +118,22 @@ pub fn is_runtime_dir(p: &Path) -> bool {
     p.file_name().is_some_and(|n| n == RUNTIME_DIR)
 }
 
+/// A registry, its lock file or a home's config.yaml: a file in a home, no directory.
+pub fn is_home_file(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str());
+    matches!(name, Some(REGISTRY_FILE | LOCK_FILE | "config.yaml"))
+}
+
+/// The homes whose registry a changed path can be part of: the path itself (a home),
+/// the home of a runtime directory, of a file in one, and of a config.yaml.
+pub fn homes_touched(p: &Path) -> impl Iterator<Item = &Path> {
+    let parent = p.parent();
+    let in_runtime = parent.filter(|d| is_runtime_dir(d)).and_then(Path::parent);
+    let of_runtime = parent.filter(|_| is_runtime_dir(p));
+    let of_config = parent.filter(|_| p.file_name().is_some_and(|n| n == "config.yaml"));
+    [Some(p), in_runtime, of_runtime, of_config].into_iter().flatten()
+}
+
 /// The root of a home: `<root>/profiles/<name>` belongs to `<root>`; any other home is its own root.
 pub fn root_of(home: &Path) -> PathBuf {
     if let (Some(parent), Some(grand)) = (home.parent(), home.parent().and_then(Path::parent))
