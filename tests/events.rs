@@ -275,3 +275,27 @@ fn an_idle_follower_of_many_profiles_reads_nothing_and_still_sees_an_owner_die()
     let line = watch.json_line();
     assert_eq!(event_of(&line), ("owner-died".to_owned(), "S-dies".to_owned()), "{line}");
 }
+
+/// An owner that releases its lease and ends at once (`run`) is said to have released
+/// it, not to have died holding it: a follower that judges owners again between reads
+/// looks at the file first. `sleep 1` puts the release about where the follower's next
+/// re-judging falls (a second after the round that said the acquire), within the 20 ms
+/// the feed gathers the release's change.
+#[test]
+fn an_owner_that_releases_and_ends_at_once_is_said_to_release() {
+    let home = Home::new();
+    hermes_write(&home, &[]);
+    let events = home.spawn("events -f", &["events", "--follow", "-o", "json"]);
+    assert_eq!(str_of(&events.json_line(), "event"), "following");
+    for round in 0..3 {
+        let session = format!("S-run-{round}");
+        let out = home.run(&["run", &session, "--", "sleep", "1"]);
+        assert!(out.status.success(), "{out:?}");
+        let said: Vec<(String, String)> = (0..2).map(|_| event_of(&events.json_line())).collect();
+        assert_eq!(
+            said,
+            vec![("acquired".to_owned(), session.clone()), ("released".to_owned(), session.clone())],
+            "round {round}"
+        );
+    }
+}

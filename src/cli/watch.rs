@@ -174,34 +174,17 @@ fn read_round(
     let homes: HashSet<&Path> = files.iter().flat_map(|p| paths::homes_touched(p)).collect();
     let mut changed = false;
     for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
-        if let Some(reg) = store.location().registry()
-            && seen.read
-            && !everything
-            && !homes.contains(reg.home.as_path())
-            && !noted.replaced.contains_key(&reg.path())
-        {
-            // Nothing of its home changed: only its owners can have (one that dies
-            // changes no file), judged again from what was read, without reading.
-            let owners = seen.last.as_ref().is_some_and(|views| !views.is_empty());
-            if !owners || !store.rejudge_needed() {
-                continue;
+        let lines = match step_for(store.as_mut(), seen, &homes, noted, everything) {
+            Step::Skip => continue,
+            Step::Rejudge => seen.events(store.rejudge(), 0, false, f),
+            Step::Read => {
+                let (listing, gap, one_write) = read_counting_writes(store.as_mut(), seen, rx, noted)?;
+                if store.location().is_remote() {
+                    seen.remote_events(listing, std::mem::take(&mut noted.remote), f)
+                } else {
+                    seen.events(listing, gap, one_write, f)
+                }
             }
-            let lines = seen.events(store.rejudge(), 0, false, f);
-            for line in &lines {
-                emit(store.location(), line, f);
-            }
-            changed |= !lines.is_empty();
-            continue;
-        }
-        // Another host sends each change it sees: nothing sent, nothing to read again.
-        if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
-            continue;
-        }
-        let (listing, gap, one_write) = read_counting_writes(store.as_mut(), seen, rx, noted)?;
-        let lines = if store.location().is_remote() {
-            seen.remote_events(listing, std::mem::take(&mut noted.remote), f)
-        } else {
-            seen.events(listing, gap, one_write, f)
         };
         for line in &lines {
             emit(store.location(), line, f);
@@ -209,6 +192,46 @@ fn read_round(
         changed |= !lines.is_empty();
     }
     Ok(changed)
+}
+
+/// What a round does with one registry.
+enum Step {
+    Skip,
+    /// Judge its owners again from what was read.
+    Rejudge,
+    Read,
+}
+
+/// What a round does with `store`: read a registry when it was never read, when the
+/// feed named its home or noted its replacement (or named nothing), or when its file is
+/// not the version read (replaced, its event still on the way); else judge its owners
+/// again, if it has any and they may have changed.
+fn step_for(store: &mut dyn LeaseStore, seen: &Seen, homes: &HashSet<&Path>, noted: &Noted, everything: bool) -> Step {
+    let Some((path, named)) = store.location().registry().map(|reg| {
+        let path = reg.path();
+        let named = homes.contains(reg.home.as_path()) || noted.replaced.contains_key(&path);
+        (path, named)
+    }) else {
+        // Another host sends each change it sees: nothing sent, nothing to read again.
+        if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
+            return Step::Skip;
+        }
+        return Step::Read;
+    };
+    if !seen.read || everything || named {
+        return Step::Read;
+    }
+    // Nothing of its home changed: only its owners can have (one that dies changes no
+    // file), and a registry without a lease has none.
+    if seen.last.as_ref().is_none_or(|views| views.is_empty()) {
+        return Step::Skip;
+    }
+    // The feed gathers a change for 20 ms: an owner that released its lease and ended at
+    // once would be judged dead on what it held before.
+    if lease::FileVersion::of(&path) != seen.read_version {
+        return Step::Read;
+    }
+    if store.rejudge_needed() { Step::Rejudge } else { Step::Skip }
 }
 
 /// What the change feed said since the last reading.
