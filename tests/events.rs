@@ -299,3 +299,35 @@ fn an_owner_that_releases_and_ends_at_once_is_said_to_release() {
         );
     }
 }
+
+/// More registries written in one burst than the change feed names (64 paths a burst):
+/// the follower reads them all, at once. Each waited 150 ms for a note of its
+/// replacement that the feed had not kept (200 took 20 s).
+#[test]
+fn registries_written_in_one_burst_past_the_feeds_count_are_all_followed_at_once() {
+    const PROFILES: usize = 200;
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let runtime = |i: usize| home.path().join(format!("profiles/p{i:03}/runtime"));
+    for i in 0..PROFILES {
+        fs::create_dir_all(runtime(i)).expect("a profile's runtime/");
+        fs::write(runtime(i).join("active_sessions.json"), "{\"entries\": []}").expect("an empty registry");
+    }
+    let events = home.spawn("events -f", &["--all-profiles", "events", "--follow", "-o", "json"]);
+    for _ in 0..=PROFILES {
+        assert_eq!(str_of(&events.json_line(), "event"), "following");
+    }
+    let written = Instant::now();
+    for i in 0..PROFILES {
+        let tmp = runtime(i).join(".active_sessions_burst.tmp");
+        let id = format!("{i:032x}");
+        fs::write(&tmp, format!("{{\"entries\": [{}]}}", entry(&id, &format!("burst-{i}"), owner.pid())))
+            .expect("temp");
+        fs::rename(&tmp, runtime(i).join("active_sessions.json")).expect("rename over the registry");
+    }
+    for _ in 0..PROFILES {
+        assert_eq!(str_of(&events.json_line(), "event"), "acquired");
+    }
+    let took = written.elapsed();
+    assert!(took < Duration::from_secs(5), "{PROFILES} registries written in one burst were all said after {took:?}");
+}

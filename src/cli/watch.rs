@@ -247,6 +247,8 @@ struct Noted {
     /// The feed named no path (more than it names, an overflow, another host's news):
     /// anything may have changed.
     everything: bool,
+    /// When a reading last waited for a note that never came ([`await_noted`]).
+    gave_up: Option<Instant>,
 }
 
 /// Stores for the registries the hosts of `hosts` have reported since the last look.
@@ -465,21 +467,34 @@ const FEED_WAIT: Duration = Duration::from_millis(150);
 
 /// Note what the feed sends until it has noted a replacement of `path`, for at most
 /// [`FEED_WAIT`].
+/// A wait that ended without its note makes the readings of the next second not wait:
+/// the feed named no file (a burst of more than it names, an overflow), and each registry
+/// changed would otherwise wait its turn (20 s for 200).
 fn await_noted(rx: &Receiver<lease::Change>, noted: &mut Noted, path: &std::path::Path) -> Result<(), Failure> {
+    if noted.gave_up.is_some_and(|at| at.elapsed() < NO_WAIT_AFTER_GIVING_UP) {
+        return Ok(());
+    }
     let until = Instant::now() + FEED_WAIT;
     while !noted.replaced.contains_key(path) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
+            noted.gave_up = Some(Instant::now());
             break;
         }
         match rx.recv_timeout(left) {
             Ok(change) => note(change, noted),
-            Err(RecvTimeoutError::Timeout) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                noted.gave_up = Some(Instant::now());
+                break;
+            }
             Err(RecvTimeoutError::Disconnected) => return Err(fail("the change feed stopped")),
         }
     }
     Ok(())
 }
+
+/// How long after a wait for a note that never came no reading waits for one.
+const NO_WAIT_AFTER_GIVING_UP: Duration = Duration::from_secs(1);
 
 fn note(change: lease::Change, noted: &mut Noted) {
     match change {
