@@ -161,6 +161,7 @@ pub fn run(cli: Cli) -> i32 {
     }
     if cli.command.as_ref().is_some_and(ends_once_done) {
         lease::home::safe_file::keep_the_home_open();
+        lease::file::leave_writes_to_exit();
     }
     let code = match dispatch(cli, &hints) {
         Ok(code) => code,

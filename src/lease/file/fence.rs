@@ -1,6 +1,7 @@
 //! The fence (spec §4): acquire, release and transfer under the lock.
 //! Exclusivity first, always; capacity second, only with a cap; fail closed.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -16,6 +17,25 @@ use crate::lease::owners::liveness::{Liveness, Prober, UnknownCause};
 use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
 use crate::lease::view::{LeaseView, Target};
 use crate::lease::{home::lock, ids};
+
+/// Whether this process ends once its command is done (see [`leave_writes_to_exit`]).
+static WRITES_LEFT_TO_EXIT: AtomicBool = AtomicBool::new(false);
+
+/// From now on, a registry a fence wrote is left for the process's exit to free, not
+/// dropped entry by entry: for a one-shot command (dropping 10,000 entries and unmapping
+/// the file's text were 1.4 % and more of an acquire). Never for a process that goes on.
+pub fn leave_writes_to_exit() {
+    WRITES_LEFT_TO_EXIT.store(true, Ordering::Relaxed);
+}
+
+/// Done with what was written, after the lock is released.
+fn done_with(written: registry::RegistryFile) {
+    if WRITES_LEFT_TO_EXIT.load(Ordering::Relaxed) {
+        std::mem::forget(written);
+    } else {
+        drop(written);
+    }
+}
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
 /// Hermes' `_prune_dead`: untracked entries are judged leniently.
@@ -138,6 +158,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
             out.entries = entries;
             registry::write(&guard, &path, &out).map_err(unavailable)?;
             drop(guard);
+            done_with(out);
             return Ok(Grant {
                 lease_id,
                 recorded: true,
@@ -178,6 +199,7 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
     registry::write(&guard, &path, &out).map_err(unavailable)?;
     // Unlocked before the entries are freed: the lock is for the read-modify-write.
     drop(guard);
+    done_with(out);
     Ok(Grant { lease_id, recorded: true, entry: Some(new_entry), replaced: None, pruned, remote: None })
 }
 
@@ -254,7 +276,7 @@ fn release_chosen(
     registry::write(&guard, &path, &out)?;
     // Unlocked before the entries are freed: the lock is for the read-modify-write.
     drop(guard);
-    drop(out);
+    done_with(out);
     let released = Released { removed: true, pruned, lease_id: Some(lease_id.to_owned()) };
     Ok(OwnerRelease::Done { released, view: Some(view) })
 }

@@ -19,7 +19,7 @@ pub mod watch;
 // The backend's operations on one registry, for callers that hold a [`Registry`] (tests,
 // benches, the demo's sandbox) rather than a store.
 pub use admin::{doctor, force_release, prune, snapshot};
-pub use fence::{acquire, release, transfer};
+pub use fence::{acquire, leave_writes_to_exit, release, transfer};
 
 use std::sync::Arc;
 use std::time::Duration;
