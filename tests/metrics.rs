@@ -75,3 +75,60 @@ fn metrics_are_valid_openmetrics_with_the_registries_numbers() {
     assert!((7200.0..7300.0).contains(&age), "{oldest}");
     assert!(out.stdout.ends_with("# EOF\n"));
 }
+
+/// The lock wait is measured by taking the lock only where the kernel lists a flock held
+/// on it (/proc/locks, read once): over many profiles, taking each one's lock was most of
+/// an idle `events -f --metrics-file`'s work. Counted with strace: one lock file opened,
+/// the one held; every other profile still reports its lock, free.
+#[test]
+fn metrics_take_only_the_locks_someone_holds() {
+    use common::process::{BIN, Proc, wait_for};
+    use std::os::unix::process::CommandExt as _;
+    let home = Home::new();
+    let profiles: Vec<String> = (0..120).map(|i| format!("p{i:03}")).collect();
+    for name in &profiles {
+        let runtime = home.make_profile(name).join("runtime");
+        fs::create_dir_all(&runtime).expect("runtime");
+        fs::write(runtime.join("active_sessions.lock"), "").expect("lock file");
+        fs::write(runtime.join("active_sessions.json"), "{\"entries\": []}").expect("registry");
+    }
+    let held = home.path().join("profiles/p007/runtime/active_sessions.lock");
+    let mut cmd = Command::new("flock");
+    cmd.arg(&held).args(["sleep", "60"]).process_group(0);
+    let mut flock = Proc::spawn("flock LOCK sleep 60", cmd);
+    flock.group = true; // flock forks sleep, which inherits the locked descriptor: kill both
+    wait_for("flock to hold p007's lock", || {
+        let f = fs::OpenOptions::new().append(true).open(&held).expect("open the lock file");
+        matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)).then_some(())
+    });
+    let calls = home.outside().join("strace.out");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=open,openat", "-o"])
+        .arg(&calls)
+        .arg(BIN)
+        .arg("--home")
+        .arg(home.path())
+        .args(["--all-profiles", "metrics"])
+        .env_remove("HERMES_HOME")
+        .stdin(Stdio::null())
+        .output()
+        .expect("strace leasectl metrics");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let traced = fs::read_to_string(&calls).expect("strace's output");
+    let opened: Vec<&str> = traced.lines().filter(|l| l.contains("\"active_sessions.lock\"")).collect();
+    assert_eq!(opened.len(), 1, "lock files opened, where only p007's lock is held:\n{}", opened.join("\n"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let samples = parsed(&text);
+    let has = |s: &str| samples.iter().any(|x| x == s);
+    let of =
+        |name: &str| samples.iter().filter(|s| s.contains(&format!("profile={name}}}"))).cloned().collect::<Vec<_>>();
+    assert!(has("leasectl_lock_held{profile=p007} 1"), "{:?}", of("p007"));
+    let waited = samples.iter().find(|s| s.starts_with("leasectl_lock_wait_seconds{profile=p007}")).expect("p007");
+    let waited: f64 = waited.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+    assert!(waited >= 0.9, "p007's held lock was waited for {waited} s");
+    for name in profiles.iter().filter(|p| *p != "p007") {
+        assert!(has(&format!("leasectl_lock_held{{profile={name}}} 0")), "{:?}", of(name));
+        assert!(has(&format!("leasectl_lock_wait_seconds{{profile={name}}} 0")), "{:?}", of(name));
+    }
+    flock.kill_and_reap();
+}

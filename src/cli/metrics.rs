@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::marks::Marks;
+use crate::lease::home::lock::HeldFlocks;
 use crate::lease::{LeaseStore, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.
@@ -57,13 +58,17 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     let mut leaks = family("leasectl_leak_suspects", "Live owners whose session ended or went idle (state.db).");
     let mut valid = family("leasectl_registry_valid", "1 when the registry reads as valid, 0 when not.");
     let mut oldest = family("leasectl_oldest_lease_age_seconds", "Age of the oldest lease.");
-    let mut waited = family("leasectl_lock_wait_seconds", "How long taking the registry lock took (1 s at most).");
+    let mut waited = family(
+        "leasectl_lock_wait_seconds",
+        "How long taking the registry lock took (1 s at most; 0 where no one held it).",
+    );
     let mut held = family("leasectl_lock_held", "1 when the lock stayed held for the whole probe.");
     let mut up = family("leasectl_host_up", "1 when the host (--host) answered, 0 when it could not be reached.");
     let mut waiters = family("leasectl_waiters", "Clients waiting in line (--wait) under an etcd prefix.");
     let mut longest = family("leasectl_longest_wait_seconds", "How long the first in line has waited (etcd).");
     let mut hosts: Vec<(String, bool)> = Vec::new();
     let at = now();
+    let held_flocks = HeldFlocks::now();
     for store in stores.iter_mut() {
         let listing = store.rejudge();
         // A host that did not answer: down, and nothing is known of its registries (not
@@ -111,7 +116,7 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
             }
         }
         // The wait is measured only where the lock file exists: metrics creates nothing.
-        if let Some(probe) = store.probe_lock(LOCK_PROBE) {
+        if let Some(probe) = store.probe_lock(LOCK_PROBE, &held_flocks) {
             waited.samples.push((profile.clone(), probe.waited.as_secs_f64()));
             held.samples.push((profile, f64::from(u8::from(probe.held))));
         }

@@ -10,6 +10,7 @@ use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::home::audit::{self, Actor};
 use super::home::config::CapSetting;
+use super::home::lock::HeldFlocks;
 use super::location::Location;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
@@ -127,8 +128,8 @@ impl LeaseStore for Audited {
     fn members_not_answering(&self) -> Vec<(String, String)> {
         self.inner.members_not_answering()
     }
-    fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
-        self.inner.probe_lock(bound)
+    fn probe_lock(&self, bound: Duration, held: &HeldFlocks) -> Option<LockProbe> {
+        self.inner.probe_lock(bound, held)
     }
     fn advice(&self, refusal: &Refusal) -> String {
         self.inner.advice(refusal)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::home::config::CapSetting;
+use super::home::lock::HeldFlocks;
 use super::location::Location;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
@@ -130,10 +131,11 @@ pub trait LeaseStore: Send {
     /// How long taking this location's write lock takes now (at most `bound`), and
     /// whether someone else held it: what metrics report. None where there is no lock to
     /// take (etcd's fence is a transaction) or no lock file yet (nothing is created to
-    /// measure it). Who holds a lock is not asked store by store: the console reads
-    /// /proc/locks once for every store's lock file (`lease::home::lock::granted_flocks`),
-    /// since each read of it costs the whole machine an RCU sync.
-    fn probe_lock(&self, _bound: Duration) -> Option<LockProbe> {
+    /// measure it). Who holds a lock is not asked store by store: `held`, read from
+    /// /proc/locks once for every store (each read of it costs the whole machine an RCU
+    /// sync, as the console's reading of it does), says which lock files have a flock on
+    /// them; a lock nobody holds is free, and not taken to tell.
+    fn probe_lock(&self, _bound: Duration, _held: &HeldFlocks) -> Option<LockProbe> {
         None
     }
     /// How far behind this location's answers are, when noticeably (another host whose

@@ -21,6 +21,7 @@ pub mod watch;
 pub use admin::{doctor, force_release, prune, snapshot};
 pub use fence::{acquire, leave_writes_to_exit, release, transfer};
 
+use std::os::unix::fs::MetadataExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use crate::lease::error::Error;
 use crate::lease::format::entry::Entry;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::config::{CapSetting, read_cap};
+use crate::lease::home::lock::{FileId, HeldFlocks};
 use crate::lease::home::paths::Registry;
 use crate::lease::location::Location;
 use crate::lease::owners::liveness::{Prober, ProcState};
@@ -226,10 +228,11 @@ impl LeaseStore for FileStore {
         admin::force_release(self.registry(), target, opts, self.lock_timeout)
     }
 
-    fn probe_lock(&self, bound: Duration) -> Option<LockProbe> {
+    fn probe_lock(&self, bound: Duration, held: &HeldFlocks) -> Option<LockProbe> {
         let path = self.registry().lock_path();
-        if !path.is_file() {
-            return None;
+        let meta = std::fs::metadata(&path).ok().filter(std::fs::Metadata::is_file)?;
+        if !held.on(FileId { dev: meta.dev(), ino: meta.ino() }) {
+            return Some(LockProbe { waited: Duration::ZERO, held: false });
         }
         let started = std::time::Instant::now();
         let got = crate::lease::home::lock::lock(&path, bound);

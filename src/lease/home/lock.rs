@@ -128,6 +128,22 @@ pub fn granted_flocks() -> Vec<(FileId, u32)> {
     locks.lines().filter_map(granted_flock).collect()
 }
 
+/// The files a flock is held on, from one read of `/proc/locks`: whoever asks about many
+/// lock files (metrics, for each profile) takes only those locks, the others being free.
+#[derive(Debug, Default)]
+pub struct HeldFlocks(std::collections::HashSet<FileId>);
+
+impl HeldFlocks {
+    /// As the kernel lists them now.
+    pub fn now() -> HeldFlocks {
+        HeldFlocks(granted_flocks().into_iter().map(|(id, _)| id).collect())
+    }
+
+    pub fn on(&self, file: FileId) -> bool {
+        self.0.contains(&file)
+    }
+}
+
 /// A granted FLOCK line: "1: FLOCK  ADVISORY  WRITE 2911 fd:00:1705934 0 EOF".
 /// Waiters (`->`) and POSIX locks are not.
 fn granted_flock(line: &str) -> Option<(FileId, u32)> {
