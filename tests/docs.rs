@@ -385,8 +385,13 @@ fn the_manuals_environment_names_every_variable_read() {
         }
     }
     assert!(read.contains("LEASECTL_NO_MOUSE") && read.contains("HERMES_HOME"), "{read:?}");
-    let missing: Vec<&String> =
-        read.iter().filter(|n| !not_settings.contains(&n.as_str()) && !env.contains(&n.replace('_', "\\_"))).collect();
+    // etcdctl's variables are read only by a build with etcd, whose manual alone lists them.
+    let built = |n: &&String| cfg!(feature = "etcd") || !n.starts_with("ETCDCTL_");
+    let missing: Vec<&String> = read
+        .iter()
+        .filter(built)
+        .filter(|n| !not_settings.contains(&n.as_str()) && !env.contains(&n.replace('_', "\\_")))
+        .collect();
     let missing: Vec<&&String> = missing.iter().filter(|n| !env.contains(n.as_str())).collect();
     assert!(missing.is_empty(), "variables the manual's ENVIRONMENT does not name: {missing:?}\n{env}");
 }

@@ -719,8 +719,12 @@ pub struct AcquireOpts {
     pub ttl: Option<u64>,
     /// When refused because the session is held or every slot is taken, try again as soon
     /// as the registry changes (and at least every second) until granted or SECS have
-    /// passed, naming the holder once. On etcd: stand in line, served in arrival order
-    /// and seen by ls, the console and metrics
+    /// passed, naming the holder once.
+    // Said only where there is an etcd to stand in line on (help offers what the build does).
+    #[cfg_attr(
+        feature = "etcd",
+        doc = "On etcd: stand in line, served in arrival order and seen by ls, the console and metrics"
+    )]
     #[arg(long, value_name = "SECS", value_parser = parse_wait)]
     pub wait: Option<f64>,
     /// Machine-readable output
