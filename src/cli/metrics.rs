@@ -1,12 +1,15 @@
 //! `leasectl metrics`: the registries as Prometheus/OpenMetrics text, for a scraper or
 //! node_exporter's textfile collector.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::marks::Marks;
+use crate::lease::home::context;
+use crate::lease::home::context_cache::ContextCache;
 use crate::lease::home::lock::HeldFlocks;
+use crate::lease::owners::liveness::Liveness;
 use crate::lease::{LeaseStore, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.
@@ -16,7 +19,7 @@ const LOCK_PROBE: Duration = Duration::from_secs(1);
 struct Family {
     name: &'static str,
     help: &'static str,
-    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+    samples: Vec<(Labels, f64)>,
 }
 
 fn family(name: &'static str, help: &'static str) -> Family {
@@ -31,7 +34,7 @@ fn label_value(v: &str) -> String {
 /// `leasectl metrics`: the text on standard output.
 pub(super) fn print(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> Result<i32, super::Failure> {
     use std::io::Write as _;
-    let text = render(stores, idle);
+    let text = render(stores, idle, &mut ContextCache::default());
     super::note_stdout(std::io::stdout().write_all(text.as_bytes()));
     Ok(super::EXIT_OK)
 }
@@ -44,13 +47,26 @@ fn line_samples(line: &[crate::lease::Waiter], profile: &Labels, at: f64, [count
     }
 }
 
-type Labels = Vec<(&'static str, String)>;
+/// A sample's labels as written, `k="v",...`: a registry's are written once and shared
+/// by its samples (20,000 profiles' labels made and joined again for each sample were
+/// most of a write's own work).
+type Labels = std::rc::Rc<str>;
+
+/// `pairs` as labels; each value is escaped already ([`label_value`]).
+fn labels(pairs: &[(&str, String)]) -> Labels {
+    let text: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    Labels::from(text.join(","))
+}
 
 /// The metrics text for `stores`; `idle` is the leak threshold given on the command line.
 /// Each store is judged again from its last reading (read now if it has none): a follower
 /// has just read the registries that changed, and reading 20,000 again for every write
 /// of the file was most of its work.
-pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>) -> String {
+pub(super) fn render(
+    stores: &mut [Box<dyn LeaseStore>],
+    idle: Option<Duration>,
+    contexts: &mut ContextCache,
+) -> String {
     let mut leases = family("leasectl_leases", "Leases in the registry, by owner liveness.");
     let mut live = family("leasectl_live_leases", "Leases whose owner is alive: the slots in use.");
     let mut cap = family("leasectl_cap", "max_concurrent_sessions (absent: no cap).");
@@ -69,6 +85,7 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
     let mut hosts: Vec<(String, bool)> = Vec::new();
     let at = now();
     let held_flocks = HeldFlocks::now();
+    let mut homes_asked = HashSet::new();
     for store in stores.iter_mut() {
         let listing = store.rejudge();
         // A host that did not answer: down, and nothing is known of its registries (not
@@ -76,15 +93,7 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
         if !host_answered(&listing, &mut hosts) {
             continue;
         }
-        let mut profile = vec![("profile", label_value(listing.location.name()))];
-        // Over --host: each host's registries under its name.
-        if let Some(host) = listing.location.host() {
-            profile.insert(0, ("host", label_value(&host.name)));
-        }
-        // Every etcd prefix is profile "etcd": its prefix tells two fences apart.
-        if let crate::lease::Location::Etcd(fence) = &listing.location {
-            profile.push(("prefix", label_value(&fence.prefix)));
-        }
+        let profile = profile_labels(&listing.location);
         valid.samples.push((profile.clone(), f64::from(u8::from(listing.leases.is_ok()))));
         if let Some(remote) = &listing.remote {
             line_samples(&remote.waiting, &profile, at, [&mut waiters, &mut longest]);
@@ -100,13 +109,11 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
             let mut states: Vec<(&str, usize)> = by_state.into_iter().collect();
             states.sort();
             for (state, n) in states {
-                let mut labels = profile.clone();
-                labels.push(("liveness", state.to_owned()));
-                leases.samples.push((labels, n as f64));
+                leases.samples.push((Labels::from(format!("{profile},liveness=\"{state}\"")), n as f64));
             }
             let mut marks = Marks::of(views, listing.cap.cap);
             if let Some(reg) = listing.location.registry() {
-                marks.add_context_quietly(&reg.home, views, idle);
+                marks.leak_suspects = leak_suspects(&reg.home, views, (idle, at), contexts, &mut homes_asked);
             }
             live.samples.push((profile.clone(), marks.live as f64));
             conflicts.samples.push((profile.clone(), marks.conflicts.len() as f64));
@@ -121,8 +128,9 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
             held.samples.push((profile, f64::from(u8::from(probe.held))));
         }
     }
+    contexts.keep_only(&homes_asked);
     for (host, answered) in hosts {
-        up.samples.push((vec![("host", label_value(&host))], f64::from(u8::from(answered))));
+        up.samples.push((labels(&[("host", label_value(&host))]), f64::from(u8::from(answered))));
     }
     let mut out = String::new();
     // Families only some backends have are left out where none is.
@@ -131,12 +139,47 @@ pub(super) fn render(stores: &mut [Box<dyn LeaseStore>], idle: Option<Duration>)
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
         let _ = writeln!(out, "# TYPE {} gauge", f.name);
         for (labels, value) in f.samples {
-            let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-            let _ = writeln!(out, "{}{{{}}} {}", f.name, labels.join(","), value);
+            let _ = writeln!(out, "{}{{{labels}}} {value}", f.name);
         }
     }
     out.push_str("# EOF\n");
     out
+}
+
+/// A registry's labels: its profile, its host over --host, its prefix on etcd.
+fn profile_labels(location: &crate::lease::Location) -> Labels {
+    let mut pairs = vec![("profile", label_value(location.name()))];
+    // Over --host: each host's registries under its name.
+    if let Some(host) = location.host() {
+        pairs.insert(0, ("host", label_value(&host.name)));
+    }
+    // Every etcd prefix is profile "etcd": its prefix tells two fences apart.
+    if let crate::lease::Location::Etcd(fence) = location {
+        pairs.push(("prefix", label_value(&fence.prefix)));
+    }
+    labels(&pairs)
+}
+
+/// How many of `views` (the registry of `home`) look leaked at `at`, by the idle threshold
+/// given or the home's, and its state.db as `contexts` keeps it. Only a live owner's lease
+/// can be one: a home without one is not asked (nor noted in `asked`).
+fn leak_suspects(
+    home: &std::path::Path,
+    views: &[crate::lease::LeaseView],
+    (idle, at): (Option<Duration>, f64),
+    contexts: &mut ContextCache,
+    asked: &mut HashSet<std::path::PathBuf>,
+) -> usize {
+    let mut alive: Vec<&str> =
+        views.iter().filter(|v| v.liveness == Liveness::Alive).map(|v| v.entry.session_id()).collect();
+    if alive.is_empty() {
+        return 0;
+    }
+    alive.sort_unstable();
+    alive.dedup();
+    asked.insert(home.to_path_buf());
+    let (threshold, found) = contexts.get(home, idle, &alive);
+    views.iter().filter(|v| context::is_leak(v, found.get(v.entry.session_id()), threshold, at)).count()
 }
 
 /// Whether `listing`'s host (if on one) answered; each host counted once in `hosts`,
@@ -158,10 +201,11 @@ pub(super) fn write_file(
     stores: &mut [Box<dyn LeaseStore>],
     path: &std::path::Path,
     idle: Option<Duration>,
+    contexts: &mut ContextCache,
 ) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::PermissionsExt;
-    let text = render(stores, idle);
+    let text = render(stores, idle, contexts);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),

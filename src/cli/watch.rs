@@ -36,6 +36,9 @@ const HOSTS_FED: Duration = Duration::from_millis(300);
 /// How often liveness is judged again without a file change.
 const REJUDGE: Duration = Duration::from_secs(1);
 
+/// The metrics file is rewritten after a change at most this often.
+const METRICS_AFTER_CHANGE: Duration = Duration::from_secs(1);
+
 /// What following does besides printing.
 pub(super) struct Follow<'a> {
     pub format: Format,
@@ -119,6 +122,8 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
     }
     let mut seen: Vec<Seen> = stores.iter().map(|_| Seen::default()).collect();
     let mut metrics_written: Option<Instant> = None;
+    let mut metrics_behind = false;
+    let mut contexts = lease::home::context_cache::ContextCache::default();
     let hosts_followed: Vec<Location> = stores.iter().map(|s| s.location().clone()).collect();
     let mut followed: HashSet<Location> = hosts_followed.iter().cloned().collect();
     // The first round looks for every profile (one made before the feed was armed).
@@ -139,12 +144,18 @@ pub(super) fn follow(stores: &mut Vec<Box<dyn LeaseStore>>, f: &Follow) -> Resul
             seen.push(Seen { late, ..Seen::default() });
         }
         let changed = read_round(stores, &mut seen, &mut noted, (&files, everything), &rx, f)?;
-        let due = metrics_written.is_none_or(|at| changed || at.elapsed() >= f.metrics_every);
+        // After a change, at most once a second: each write covers every registry (20,000
+        // profiles each changing now and then kept a core busy rewriting it).
+        metrics_behind |= changed;
+        let due = metrics_written.is_none_or(|at| {
+            (metrics_behind && at.elapsed() >= METRICS_AFTER_CHANGE) || at.elapsed() >= f.metrics_every
+        });
         if let Some(path) = &f.metrics_file
             && due
         {
             metrics_written = Some(Instant::now());
-            if let Err(e) = super::metrics::write_file(stores, path, f.idle) {
+            metrics_behind = false;
+            if let Err(e) = super::metrics::write_file(stores, path, f.idle, &mut contexts) {
                 say_err!("leasectl: warning: cannot write {}: {e}", path.display());
             }
         }

@@ -1,12 +1,13 @@
 //! The home's files: every path leasectl opens in a Hermes home goes through `safe_file`
 //! (the one door); where registries are (`paths`), the registry lock (`lock`), the cap
-//! (`config`), state.db (`context`), the audit file (`audit`) and who removed a lease by
-//! it (`remover`), the recorder's journal
-//! (`journal`) and the history merged from them (`history`).
+//! (`config`), state.db (`context`; its readings kept while unchanged in
+//! `context_cache`), the audit file (`audit`) and who removed a lease by it (`remover`),
+//! the recorder's journal (`journal`) and the history merged from them (`history`).
 
 pub mod audit;
 pub mod config;
 pub mod context;
+pub mod context_cache;
 pub mod context_map;
 pub mod history;
 pub mod journal;
