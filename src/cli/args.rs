@@ -526,8 +526,8 @@ pub struct EventsArgs {
     /// With --follow: append every event to the home's journal (the record --since reads)
     #[arg(long, requires = "follow")]
     pub record: bool,
-    /// With --follow: keep this OpenMetrics file current, replaced whole on each change and
-    /// every --metrics-every (node_exporter's textfile collector)
+    /// With --follow: keep this OpenMetrics file current, replaced whole after a change (at
+    /// most once a second) and every --metrics-every (node_exporter's textfile collector)
     #[arg(long, requires = "follow", value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
     /// With --metrics-file: rewrite it at least this often, changed or not, so ages, idle
