@@ -363,11 +363,13 @@ impl Feed {
     /// whose state.db changed: a registry without a lease has nothing either can change
     /// (looking at 20,000 profiles' state.db every second was 5 % of a core).
     fn rejudge(&mut self) -> bool {
+        // One look at each owner process, however many registries it holds leases in.
+        let mut prober = crate::lease::owners::liveness::Prober::new();
         for f in self.fed.iter_mut().filter(|f| f.holds_leases) {
             let db = crate::lease::home::context::signature(&crate::lease::home::context::state_db(&f.registry.home));
             let context_changed = db != f.db;
             f.db = db;
-            if f.store.rejudge_needed() || context_changed {
+            if f.store.rejudge_needed(&mut prober) || context_changed {
                 let listing = if context_changed { f.store.read() } else { f.store.rejudge() };
                 if !push(&self.out, f, listing) {
                     return false;

@@ -661,3 +661,64 @@ fn children_of(parent: u32) -> Vec<(u32, String, u32)> {
     }
     found
 }
+
+/// An idle console over many profiles whose registries hold live leases looks at a share
+/// of their state.db files each second, not at every one: every home's each second was
+/// 60 % of an idle console's work at 20,000 such profiles. Counted with strace attached
+/// to each of its threads for three seconds, as are its looks at the leases' one owner
+/// (each registry's owners were looked at apart). A session that then ends in one home's
+/// state.db is still shown a leak suspect.
+#[test]
+fn an_idle_console_looks_at_a_share_of_the_state_dbs_and_at_each_owner_once_a_second() {
+    const PROFILES: usize = 3_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let me = std::process::id();
+    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(me)).expect("this process's start");
+    for i in 0..PROFILES {
+        let runtime = home.join(format!("profiles/p{i:04}/runtime"));
+        std::fs::create_dir_all(&runtime).expect("a profile's runtime/");
+        let text = format!(
+            "{{\"entries\": [{{\"lease_id\": \"{i:032x}\", \"pid\": {me}, \"process_start_time\": {start:?}, \
+             \"session_id\": \"S-{i}\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}"
+        );
+        std::fs::write(runtime.join("active_sessions.json"), text).expect("a registry");
+    }
+    let p42 = home.join("profiles/p0042");
+    common::state_db(&p42, &[("S-42", None)]);
+    let mut console = Pty::console(&home, 40, 160);
+    console.wait_for("the tabs", Duration::from_secs(20), |s| s.contains("more ›"));
+    thread::sleep(Duration::from_secs(3));
+    let traced = dir.path().join("strace.out");
+    let mut strace = Command::new("strace");
+    strace.args(["-qq", "-e", "trace=stat,lstat,newfstatat,statx,poll,ppoll", "-o"]).arg(&traced);
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", console.pid())).expect("the console's threads");
+    for task in tasks.flatten() {
+        strace.arg("-p").arg(task.file_name());
+    }
+    let mut strace = strace.stderr(Stdio::null()).spawn().expect("strace");
+    thread::sleep(Duration::from_secs(3));
+    let _ = common::signals::kill(strace.id(), libc::SIGINT);
+    let _ = strace.wait();
+    let text = std::fs::read_to_string(&traced).expect("strace's output");
+    let looks = text.lines().filter(|l| l.contains("state.db")).count();
+    // The one owner of every lease is looked at once a round, not once a registry.
+    // A look at a live owner is a poll of its pidfd that does not wait.
+    let owner_looks = text.lines().filter(|l| l.contains("poll(") && l.contains("{tv_sec=0, tv_nsec=0}")).count();
+    eprintln!("{looks} looks at state.db files and {owner_looks} at the owner in 3 idle seconds");
+    assert!(looks < 9_000, "an idle console of {PROFILES} homes looked at state.db files {looks} times in 3 s");
+    assert!(owner_looks < 30, "the one owner of {PROFILES} registries was looked at {owner_looks} times in 3 s");
+    // S-42 ends: p0042's tab shows it a leak suspect.
+    let db = rusqlite::Connection::open(p42.join("state.db")).expect("p0042's state.db");
+    db.execute(
+        "UPDATE sessions SET ended_at = ?1, end_reason = 'cli_close' WHERE id = 'S-42'",
+        [leasectl::lease::now()],
+    )
+    .expect("end S-42");
+    drop(db);
+    console.send(b"T");
+    thread::sleep(Duration::from_millis(300));
+    console.send(b"p0042\r");
+    console.wait_for("S-42 a leak suspect", Duration::from_secs(15), |s| s.contains("S-42") && s.contains("LEAK?"));
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}

@@ -21,6 +21,7 @@ use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::home::journal::journal_file;
 use crate::lease::home::paths;
 use crate::lease::human::escape;
+use crate::lease::owners::liveness::Prober;
 use crate::lease::owners_at;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
@@ -184,8 +185,10 @@ fn read_round(
     // The homes whose files the feed said changed: only their registries are read again.
     let homes: HashSet<&Path> = files.iter().flat_map(|p| paths::homes_touched(p)).collect();
     let mut changed = false;
+    // One look at each owner process this round, however many registries it holds leases in.
+    let mut prober = Prober::new();
     for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
-        let lines = match step_for(store.as_mut(), seen, &homes, noted, everything) {
+        let lines = match step_for(store.as_mut(), seen, (&homes, noted, everything), &mut prober) {
             Step::Skip => continue,
             Step::Rejudge => seen.events(store.rejudge(), 0, false, f),
             Step::Read => {
@@ -217,14 +220,19 @@ enum Step {
 /// feed named its home or noted its replacement (or named nothing), or when an owner
 /// changed and its file is not the version read (replaced, its event still on the way);
 /// else judge its owners again, if it has any and they changed.
-fn step_for(store: &mut dyn LeaseStore, seen: &Seen, homes: &HashSet<&Path>, noted: &Noted, everything: bool) -> Step {
+fn step_for(
+    store: &mut dyn LeaseStore,
+    seen: &Seen,
+    (homes, noted, everything): (&HashSet<&Path>, &Noted, bool),
+    prober: &mut Prober,
+) -> Step {
     let Some((path, named)) = store.location().registry().map(|reg| {
         let path = reg.path();
         let named = homes.contains(reg.home.as_path()) || noted.replaced.contains_key(&path);
         (path, named)
     }) else {
         // Another host sends each change it sees: nothing sent, nothing to read again.
-        if seen.read && store.location().host().is_some() && !store.rejudge_needed() {
+        if seen.read && store.location().host().is_some() && !store.rejudge_needed(prober) {
             return Step::Skip;
         }
         return Step::Read;
@@ -238,7 +246,7 @@ fn step_for(store: &mut dyn LeaseStore, seen: &Seen, homes: &HashSet<&Path>, not
         return Step::Skip;
     }
     // Owners as they were: nothing to say until the feed names the file.
-    if !store.rejudge_needed() {
+    if !store.rejudge_needed(prober) {
         return Step::Skip;
     }
     // The feed gathers a change for 20 ms: an owner that released its lease and ended at

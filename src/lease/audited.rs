@@ -12,6 +12,7 @@ use super::home::audit::{self, Actor};
 use super::home::config::CapSetting;
 use super::home::lock::HeldFlocks;
 use super::location::Location;
+use super::owners::liveness::Prober;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
@@ -63,8 +64,8 @@ impl LeaseStore for Audited {
     fn rejudge(&mut self) -> Listing {
         self.inner.rejudge()
     }
-    fn rejudge_needed(&mut self) -> bool {
-        self.inner.rejudge_needed()
+    fn rejudge_needed(&mut self, prober: &mut Prober) -> bool {
+        self.inner.rejudge_needed(prober)
     }
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {
         self.inner.acquire(req)

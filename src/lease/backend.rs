@@ -11,6 +11,7 @@ use super::grant::{AcquireRequest, Grant, Released};
 use super::home::config::CapSetting;
 use super::home::lock::HeldFlocks;
 use super::location::Location;
+use super::owners::liveness::Prober;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
@@ -90,7 +91,9 @@ pub trait LeaseStore: Send {
     fn rejudge(&mut self) -> Listing;
     /// Whether [`LeaseStore::rejudge`] could find anything other than the last listing
     /// did (files: whether an owner process started, ended or changed; etcd: always).
-    fn rejudge_needed(&mut self) -> bool {
+    /// `prober` is shared by the stores asked in one round: an owner of many registries
+    /// (a gateway's, one per profile) is looked at once, not once a registry.
+    fn rejudge_needed(&mut self, _prober: &mut Prober) -> bool {
         true
     }
     /// The fence. Every failure to coordinate is a refusal, never a grant.

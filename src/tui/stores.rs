@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::writes::Writes;
 use crate::lease::audited::{Audited, Auditor};
 use crate::lease::home::config::CapSetting;
+use crate::lease::owners::liveness::Prober;
 use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions};
 
 enum Slot {
@@ -125,9 +126,9 @@ impl Stores {
     }
 
     /// Whether judging the store at `index` again could say anything new.
-    pub(super) fn rejudge_needed(&mut self, index: usize) -> bool {
+    pub(super) fn rejudge_needed(&mut self, index: usize, prober: &mut Prober) -> bool {
         match self.slots.get_mut(index) {
-            Some(Slot::Open(store)) => store.rejudge_needed(),
+            Some(Slot::Open(store)) => store.rejudge_needed(prober),
             Some(Slot::Empty(_)) | None => false,
         }
     }
@@ -173,7 +174,7 @@ mod tests {
             assert_eq!(listing.cap, fresh.cap);
             assert_eq!(listing.leases.as_ref().map(Vec::len).ok(), Some(0));
         }
-        assert!(!all.rejudge_needed(0));
+        assert!(!all.rejudge_needed(0, &mut Prober::new()));
 
         let req = AcquireRequest::for_this_process("S");
         all.store(0).expect("made again").acquire(&req).expect("granted");

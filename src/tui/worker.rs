@@ -444,9 +444,10 @@ impl Worker {
         let empty = self.stores.is_empty();
         let no_owners = &self.no_owners;
         let stores = &mut self.stores;
+        let mut prober = lease::owners::liveness::Prober::new();
         let needed = (0..stores.len())
             .filter(|i| !no_owners.get(*i).copied().unwrap_or(false))
-            .fold(empty, |any, i| stores.rejudge_needed(i) || any);
+            .fold(empty, |any, i| stores.rejudge_needed(i, &mut prober) || any);
         if !needed {
             // No owner came or went: only their details or a stuck lock can have changed,
             // each looked at on its own schedule, without judging every lease again.

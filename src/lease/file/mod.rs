@@ -195,12 +195,12 @@ impl LeaseStore for FileStore {
         }
     }
 
-    fn rejudge_needed(&mut self) -> bool {
+    fn rejudge_needed(&mut self, prober: &mut Prober) -> bool {
         if self.last.is_none() {
             return true;
         }
         // One look per owner process, not per lease: an idle console's tick.
-        Self::states(&self.owner_pids(), &mut Prober::new()) != self.owner_states
+        Self::states(&self.owner_pids(), prober) != self.owner_states
     }
 
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {

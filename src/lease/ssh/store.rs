@@ -12,6 +12,7 @@ use crate::lease::error::Error;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::config::CapSetting;
 use crate::lease::location::{Location, SshLocation};
+use crate::lease::owners::liveness::Prober;
 use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::repair::{RepairOptions, RepairReport};
 use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
@@ -114,7 +115,7 @@ impl LeaseStore for SshStore {
     }
 
     /// Only when the host sent something since (a listing, or went down or came back).
-    fn rejudge_needed(&mut self) -> bool {
+    fn rejudge_needed(&mut self, _prober: &mut Prober) -> bool {
         self.read_at != Some(self.link.changes())
     }
 
