@@ -30,6 +30,8 @@ struct HomeContext {
     idle: Duration,
     /// When the next open session goes idle past the threshold (epoch seconds), if any.
     next_crossing: Option<f64>,
+    /// A look ([`SessionCache::due`]) found the database changed since it was read.
+    changed: bool,
 }
 
 #[derive(Default)]
@@ -52,8 +54,10 @@ fn leased_ids(views: &[LeaseView]) -> (Vec<&str>, u64) {
 }
 
 impl SessionCache {
-    /// The contexts of `views`' sessions in `home`: read again when the database changed
-    /// (at most every [`READ_EVERY`]) or other sessions are leased now.
+    /// The contexts of `views`' sessions in `home`: read again when a look found the
+    /// database changed ([`SessionCache::due`], at most every [`READ_EVERY`]) or other
+    /// sessions are leased now. Not looked at here: a snapshot of every store (an owner
+    /// came or went) looked at 20,000 homes' databases each time.
     pub fn contexts(&mut self, home: &Path, views: &[LeaseView], now: f64) -> (Arc<Contexts>, Duration) {
         // Nothing leased, nothing to judge or show: a home with 100,000 empty profiles
         // spent a third of its load reading each one's state.db and config.yaml.
@@ -63,13 +67,14 @@ impl SessionCache {
             return (Arc::clone(nothing), self.idle_given.unwrap_or_default());
         }
         let (ids, fingerprint) = leased_ids(views);
-        let sig = context::signature(&context::state_db(home));
-        if let Some(h) = self.homes.get(home) {
-            let fresh = h.signature == sig || h.read_at.elapsed() < READ_EVERY;
-            if fresh && h.ids == fingerprint {
-                return (Arc::clone(&h.contexts), h.idle);
-            }
+        if let Some(h) = self.homes.get(home)
+            && !h.changed
+            && h.ids == fingerprint
+        {
+            return (Arc::clone(&h.contexts), h.idle);
         }
+        // Its version before the read: a change during it is seen by the next look.
+        let sig = context::signature(&context::state_db(home));
         let contexts = Arc::new(context::read(home, &ids));
         let (idle, _) = context::idle_threshold(home, self.idle_given);
         let next_crossing = next_crossing(&contexts, idle, now);
@@ -82,6 +87,7 @@ impl SessionCache {
                 contexts: Arc::clone(&contexts),
                 idle,
                 next_crossing,
+                changed: false,
             },
         );
         (contexts, idle)
@@ -90,7 +96,7 @@ impl SessionCache {
     /// True when a snapshot would show something new: a database changed (and may be
     /// read again), or a session has just gone idle past the threshold.
     /// Each call checks the databases of [`SIGNATURES_PER_LOOK`] homes, from where the last
-    /// one stopped.
+    /// one stopped, and marks those changed for the next snapshot to read.
     pub fn due(&mut self, now: f64) -> bool {
         if self.homes.values().any(|h| h.next_crossing.is_some_and(|at| at <= now)) {
             return true;
@@ -102,9 +108,18 @@ impl SessionCache {
         let start = self.next_look % homes;
         let looked = SIGNATURES_PER_LOOK.min(homes);
         self.next_look = start + looked;
-        self.homes.iter().cycle().skip(start).take(looked).any(|(home, h)| {
-            h.read_at.elapsed() >= READ_EVERY && h.signature != context::signature(&context::state_db(home))
-        })
+        let mut any = false;
+        for (i, (home, h)) in self.homes.iter_mut().enumerate() {
+            let in_look = (i + homes - start) % homes < looked;
+            if in_look
+                && h.read_at.elapsed() >= READ_EVERY
+                && h.signature != context::signature(&context::state_db(home))
+            {
+                h.changed = true;
+                any = true;
+            }
+        }
+        any
     }
 
     /// The verdicts as of `now` are shown: wait for the crossing after it.
