@@ -60,6 +60,9 @@ pub struct Worker {
     /// Owner details last looked up, for which pids, and when.
     owner_infos: HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     owner_pids: Vec<u64>,
+    /// By store: its owners on this host in its last snapshot. The owners looked up are
+    /// all of theirs, whichever stores a snapshot covers.
+    pids_of: Vec<Vec<u64>>,
     owners_checked: Option<Instant>,
     /// The stuck-lock holder's pid by store in the last snapshots (only the stores with
     /// one), to tell whether it changed.
@@ -175,6 +178,7 @@ impl Worker {
             no_owners: Vec::new(),
             owner_infos: HashMap::new(),
             owner_pids: Vec::new(),
+            pids_of: Vec::new(),
             owners_checked: None,
             last_holders: FxHashMap::default(),
             sessions: SessionCache::default(),
@@ -390,10 +394,15 @@ impl Worker {
             .locations()
             .map(|l| l.registry().is_some_and(|reg| homes.contains(reg.home.as_path())))
             .collect();
-        // The others are judged again, but for file registries that held no lease: nothing
-        // in them can have changed (snapshots of 100,000 of those were most of a write's cost).
-        let indices: Vec<usize> = (0..self.stores.len())
-            .filter(|&i| touched[i] || !self.no_owners.get(i).copied().unwrap_or(false))
+        // The others are judged again where an owner came, went or changed: nothing else in
+        // them can have (snapshots of 100,000 registries without a lease were most of a
+        // write's cost, and of 20,000 with one most of a change's).
+        let (no_owners, stores) = (&self.no_owners, &mut self.stores);
+        let mut prober = lease::owners::liveness::Prober::new();
+        let indices: Vec<usize> = (0..stores.len())
+            .filter(|&i| {
+                touched[i] || (!no_owners.get(i).copied().unwrap_or(false) && stores.rejudge_needed(i, &mut prober))
+            })
             .collect();
         let listings: Vec<Listing> =
             indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.stores.rejudge(i) }).collect();
@@ -445,25 +454,37 @@ impl Worker {
         let no_owners = &self.no_owners;
         let stores = &mut self.stores;
         let mut prober = lease::owners::liveness::Prober::new();
-        let needed = (0..stores.len())
+        let needed: Vec<usize> = (0..stores.len())
             .filter(|i| !no_owners.get(*i).copied().unwrap_or(false))
-            .fold(empty, |any, i| stores.rejudge_needed(i, &mut prober) || any);
-        if !needed {
-            // No owner came or went: only their details or a stuck lock can have changed,
-            // each looked at on its own schedule, without judging every lease again.
-            let mut owners_changed = false;
-            if self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY) {
-                let fresh = self.lookup_owners(&self.owner_pids.clone());
-                self.owners_checked = Some(Instant::now());
-                if owners_differ(&fresh, &self.owner_infos) {
-                    self.owner_infos = fresh;
-                    owners_changed = true;
-                }
-            }
+            .filter(|&i| stores.rejudge_needed(i, &mut prober))
+            .collect();
+        if empty {
+            return Some(self.relive());
+        }
+        // Only the registries whose owners changed (and any whose stuck lock did): a
+        // snapshot of 20,000 registries for one owner that came or went was most of it.
+        if !needed.is_empty() {
             let now = self.confirmed_holders();
-            if !owners_changed && now == self.last_holders && !self.sessions.due(lease::now()) {
-                return None;
+            let indices: Vec<usize> = (0..self.stores.len())
+                .filter(|i| needed.binary_search(i).is_ok() || now.get(i) != self.last_holders.get(i))
+                .collect();
+            let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i)).collect();
+            return Some(self.snapshots_at(&indices, listings));
+        }
+        // No owner came or went: only their details or a stuck lock can have changed,
+        // each looked at on its own schedule, without judging every lease again.
+        let mut owners_changed = false;
+        if self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY) {
+            let fresh = self.lookup_owners(&self.owner_pids.clone());
+            self.owners_checked = Some(Instant::now());
+            if owners_differ(&fresh, &self.owner_infos) {
+                self.owner_infos = fresh;
+                owners_changed = true;
             }
+        }
+        let now = self.confirmed_holders();
+        if !owners_changed && now == self.last_holders && !self.sessions.due(lease::now()) {
+            return None;
         }
         Some(self.relive())
     }
@@ -483,6 +504,21 @@ impl Worker {
     }
 
     /// Which of the stores at `indices` have no owner to judge.
+    /// These stores' owners on this host stand in for theirs among all of them: every
+    /// store's owners, together.
+    fn note_pids(&mut self, indices: &[usize], listings: &[Listing], host: &str) -> Vec<u64> {
+        self.pids_of.resize(self.stores.len(), Vec::new());
+        for (&i, l) in indices.iter().zip(listings) {
+            if let Some(p) = self.pids_of.get_mut(i) {
+                *p = local_owner_pids(std::slice::from_ref(l), host);
+            }
+        }
+        let mut pids: Vec<u64> = self.pids_of.iter().flatten().copied().collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
     fn note_owners(&mut self, indices: &[usize], listings: &[Listing]) {
         self.no_owners.resize(self.stores.len(), false);
         for (&i, l) in indices.iter().zip(listings) {
@@ -516,7 +552,7 @@ impl Worker {
         // Process details only for owners on this host: a pid elsewhere means nothing here.
         let host = self.host.clone();
         let local = |v: &lease::LeaseView| v.remote.as_ref().is_none_or(|r| r.host == host);
-        let pids = local_owner_pids(&listings, &host);
+        let pids = self.note_pids(indices, &listings, &host);
         let owners_due = self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY);
         if owners_due || pids != self.owner_pids {
             self.owner_infos = self.lookup_owners(&pids);
