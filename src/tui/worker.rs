@@ -394,15 +394,10 @@ impl Worker {
             .locations()
             .map(|l| l.registry().is_some_and(|reg| homes.contains(reg.home.as_path())))
             .collect();
-        // The others are judged again where an owner came, went or changed: nothing else in
-        // them can have (snapshots of 100,000 registries without a lease were most of a
-        // write's cost, and of 20,000 with one most of a change's).
-        let (no_owners, stores) = (&self.no_owners, &mut self.stores);
-        let mut prober = lease::owners::liveness::Prober::new();
-        let indices: Vec<usize> = (0..stores.len())
-            .filter(|&i| {
-                touched[i] || (!no_owners.get(i).copied().unwrap_or(false) && stores.rejudge_needed(i, &mut prober))
-            })
+        // The others are judged again, but for file registries that held no lease: nothing
+        // in them can have changed (snapshots of 100,000 of those were most of a write's cost).
+        let indices: Vec<usize> = (0..self.stores.len())
+            .filter(|&i| touched[i] || !self.no_owners.get(i).copied().unwrap_or(false))
             .collect();
         let listings: Vec<Listing> =
             indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.stores.rejudge(i) }).collect();
