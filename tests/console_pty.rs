@@ -696,18 +696,8 @@ fn an_idle_console_looks_at_a_share_of_the_state_dbs_and_at_each_owner_once_a_se
         common::pty::cpu_time(console.pid()) - before < Duration::from_millis(100)
     });
     assert!(settled, "the console never went idle");
-    let traced = dir.path().join("strace.out");
-    let mut strace = Command::new("strace");
-    strace.args(["-qq", "-e", "trace=stat,lstat,newfstatat,statx,poll,ppoll", "-o"]).arg(&traced);
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", console.pid())).expect("the console's threads");
-    for task in tasks.flatten() {
-        strace.arg("-p").arg(task.file_name());
-    }
-    let mut strace = strace.stderr(Stdio::null()).spawn().expect("strace");
-    thread::sleep(Duration::from_secs(3));
-    let _ = common::signals::kill(strace.id(), libc::SIGINT);
-    let _ = strace.wait();
-    let text = std::fs::read_to_string(&traced).expect("strace's output");
+    let looked_at = "stat,lstat,newfstatat,statx,poll,ppoll";
+    let text = common::traced(console.pid(), looked_at, Duration::from_secs(3), &dir.path().join("strace.out"));
     let looks = text.lines().filter(|l| l.contains("state.db")).count();
     // The one owner of every lease is looked at once a round, not once a registry.
     // A look at a live owner is a poll of its pidfd that does not wait.
@@ -717,26 +707,24 @@ fn an_idle_console_looks_at_a_share_of_the_state_dbs_and_at_each_owner_once_a_se
     assert!(owner_looks < 30, "the one owner of {PROFILES} registries was looked at {owner_looks} times in 3 s");
     // A registry changes (each change made the snapshot of every registry with leases look
     // at its home's state.db again): the same share of looks.
-    let traced = dir.path().join("strace-change.out");
-    let mut strace = Command::new("strace");
-    strace.args(["-qq", "-e", "trace=stat,lstat,newfstatat,statx", "-o"]).arg(&traced);
-    for task in std::fs::read_dir(format!("/proc/{}/task", console.pid())).expect("the console's threads").flatten() {
-        strace.arg("-p").arg(task.file_name());
-    }
-    let mut strace = strace.stderr(Stdio::null()).spawn().expect("strace");
-    thread::sleep(Duration::from_millis(500));
     let p7 = home.join("profiles/p0007/runtime");
-    let text = format!(
+    let replaced = format!(
         "{{\"entries\": [{{\"lease_id\": \"{:032x}\", \"pid\": {me}, \"process_start_time\": {start:?}, \
          \"session_id\": \"S-7b\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}",
         PROFILES + 7
     );
-    std::fs::write(p7.join(".active_sessions_t.tmp"), text).expect("the temp file");
-    std::fs::rename(p7.join(".active_sessions_t.tmp"), p7.join("active_sessions.json")).expect("rename");
-    thread::sleep(Duration::from_millis(2500));
-    let _ = common::signals::kill(strace.id(), libc::SIGINT);
-    let _ = strace.wait();
-    let text = std::fs::read_to_string(&traced).expect("strace's output");
+    let writer = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        std::fs::write(p7.join(".active_sessions_t.tmp"), replaced).expect("the temp file");
+        std::fs::rename(p7.join(".active_sessions_t.tmp"), p7.join("active_sessions.json")).expect("rename");
+    });
+    let text = common::traced(
+        console.pid(),
+        "stat,lstat,newfstatat,statx",
+        Duration::from_secs(3),
+        &dir.path().join("strace-change.out"),
+    );
+    writer.join().expect("the writer");
     let looks = text.lines().filter(|l| l.contains("state.db")).count();
     eprintln!("{looks} looks at state.db files in 3 s around a change");
     assert!(
@@ -744,13 +732,7 @@ fn an_idle_console_looks_at_a_share_of_the_state_dbs_and_at_each_owner_once_a_se
         "a console of {PROFILES} homes looked at state.db files {looks} times in 3 s around a change"
     );
     // S-42 ends: p0042's tab shows it a leak suspect.
-    let db = rusqlite::Connection::open(p42.join("state.db")).expect("p0042's state.db");
-    db.execute(
-        "UPDATE sessions SET ended_at = ?1, end_reason = 'cli_close' WHERE id = 'S-42'",
-        [leasectl::lease::now()],
-    )
-    .expect("end S-42");
-    drop(db);
+    common::end_session(&p42, "S-42", leasectl::lease::now());
     console.send(b"T");
     thread::sleep(Duration::from_millis(300));
     console.send(b"p0042\r");

@@ -286,28 +286,13 @@ fn a_subscription_looks_at_a_share_of_the_state_dbs_each_second() {
     server.say(&json!({"request": {"id": 1, "request": {"op": "subscribe"}}}));
     while server.hear().get("answer").is_none() {}
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let traced = home.outside().join("strace.out");
-    let mut strace = Command::new("strace");
-    strace.args(["-qq", "-e", "trace=stat,lstat,newfstatat,statx", "-o"]).arg(&traced);
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", server.child.id())).expect("the server's threads");
-    for task in tasks.flatten() {
-        strace.arg("-p").arg(task.file_name());
-    }
-    let mut strace = strace.stderr(Stdio::null()).spawn().expect("strace");
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    let _ = common::signals::kill(strace.id(), libc::SIGINT);
-    let _ = strace.wait();
-    let text = std::fs::read_to_string(&traced).expect("strace's output");
+    let out = home.outside().join("strace.out");
+    let text =
+        common::traced(server.child.id(), "stat,lstat,newfstatat,statx", std::time::Duration::from_secs(3), &out);
     let looks = text.lines().filter(|l| l.contains("state.db")).count();
     eprintln!("{looks} looks at state.db files in 3 idle seconds");
     assert!(looks < 9_000, "a subscription over {PROFILES} homes looked at state.db files {looks} times in 3 s");
-    let db = rusqlite::Connection::open(p42.join("state.db")).expect("p0042's state.db");
-    db.execute(
-        "UPDATE sessions SET ended_at = ?1, end_reason = 'cli_close' WHERE id = 'S-42'",
-        [leasectl::lease::now()],
-    )
-    .expect("end S-42");
-    drop(db);
+    common::end_session(&p42, "S-42", leasectl::lease::now());
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         loop {

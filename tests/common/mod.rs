@@ -187,6 +187,28 @@ pub fn rust_sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Session `id` ends in `home`'s state.db at `at`, closed from the CLI.
+pub fn end_session(home: &std::path::Path, id: &str, at: f64) {
+    let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
+    db.execute("UPDATE sessions SET ended_at = ?1, end_reason = 'cli_close' WHERE id = ?2", rusqlite::params![at, id])
+        .expect("end the session");
+}
+
+/// The system calls `syscalls` (strace's `-e trace=` list) that every thread of `pid`
+/// makes over `how_long`, as strace writes them: attached, then detached.
+pub fn traced(pid: u32, syscalls: &str, how_long: std::time::Duration, out: &std::path::Path) -> String {
+    let mut strace = std::process::Command::new("strace");
+    strace.args(["-qq", "-e", &format!("trace={syscalls}"), "-o"]).arg(out);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads").flatten() {
+        strace.arg("-p").arg(task.file_name());
+    }
+    let mut strace = strace.stderr(std::process::Stdio::null()).spawn().expect("strace");
+    std::thread::sleep(how_long);
+    let _ = signals::kill(strace.id(), libc::SIGINT);
+    let _ = strace.wait();
+    std::fs::read_to_string(out).expect("strace's output")
+}
+
 /// A Hermes-like state.db saying when each session ended (None: still open, active now).
 pub fn state_db(home: &std::path::Path, sessions: &[(&str, Option<f64>)]) {
     let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
