@@ -19,14 +19,36 @@ use crate::lease::owners::liveness::Liveness;
 use crate::lease::view::LeaseView;
 
 /// What identifies the database's content without reading it: state.db's and its
-/// WAL's size and modification time.
-pub type Signature = [Option<(u64, std::time::SystemTime)>; 2];
+/// WAL's stamps.
+pub type Signature = [Option<FileStamp>; 2];
 
 pub fn signature(db: &Path) -> Signature {
-    let look = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.len(), m.modified().ok()?)));
     let mut wal = db.as_os_str().to_owned();
     wal.push("-wal");
-    [look(db), look(&PathBuf::from(wal))]
+    [stamp(db), stamp(&PathBuf::from(wal))]
+}
+
+/// A file as `stat` sees it through any link: which file, its size, and when it last
+/// changed (its ctime: a write, a chmod or a rename over it, which its owner cannot set
+/// back as it can a modification time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    /// Nanoseconds since the epoch.
+    pub ctime_ns: i128,
+}
+
+/// `path`'s stamp, if there is a file there.
+pub fn stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).ok().map(|m| FileStamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+    })
 }
 
 /// The default idle threshold: a session with no activity for this long, held by a live

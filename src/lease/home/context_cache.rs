@@ -4,11 +4,10 @@
 //! (root's link checks each), a second of CPU at 20,000 profiles.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::context::{self, Contexts};
+use super::context::{self, Contexts, FileStamp};
 
 /// A file changed this recently may change again within the same timestamp tick (its
 /// ctime would not move): what was read from it is read again next time.
@@ -22,21 +21,12 @@ pub struct ContextCache {
 
 struct Kept {
     /// The files' versions when they were read; None when one was too fresh to trust.
-    files: Option<[Option<Version>; 3]>,
+    files: Option<[Option<FileStamp>; 3]>,
     /// The session ids the contexts were read for, sorted.
     ids: Vec<String>,
     idle: Option<Duration>,
     threshold: Duration,
     contexts: Contexts,
-}
-
-/// A file as `stat` sees it through any link: which file, and when and how it last changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Version {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    ctime_ns: i128,
 }
 
 impl ContextCache {
@@ -74,19 +64,11 @@ impl ContextCache {
     }
 }
 
-/// The versions of the files a home's leak judgment reads.
-fn versions(home: &Path) -> [Option<Version>; 3] {
-    let db = context::state_db(home);
-    let mut wal = db.clone().into_os_string();
-    wal.push("-wal");
-    [home.join("config.yaml"), db, PathBuf::from(wal)].map(|path| {
-        std::fs::metadata(path).ok().map(|m| Version {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
-        })
-    })
+/// The stamps of the files a home's leak judgment reads: its config.yaml, then its
+/// database's ([`context::signature`]).
+fn versions(home: &Path) -> [Option<FileStamp>; 3] {
+    let [db, wal] = context::signature(&context::state_db(home));
+    [context::stamp(&home.join("config.yaml")), db, wal]
 }
 
 fn settled(ctime_ns: i128) -> bool {
