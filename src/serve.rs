@@ -387,7 +387,7 @@ impl Feed {
                 changed
             };
             if f.store.rejudge_needed(&mut prober) || context_changed {
-                let listing = if context_changed { f.store.read() } else { f.store.rejudge() };
+                let listing = if context_changed { f.store.read() } else { f.store.rejudge(&mut prober) };
                 if !push(&self.out, f, listing) {
                     return false;
                 }

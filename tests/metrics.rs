@@ -192,3 +192,66 @@ fn the_metrics_file_reads_again_only_what_changed() {
     });
     follower.kill_and_reap();
 }
+
+/// README and `--help`: after a change the metrics file is rewritten, at most once a second.
+/// A registry changing ten times a second for three seconds gets a few rewrites, not thirty,
+/// and the file says the last change within a second and a half of it.
+#[test]
+fn after_changes_the_metrics_file_is_rewritten_at_most_once_a_second_and_says_the_last() {
+    use common::process::{BIN, Proc, wait_for};
+    let home = Home::new();
+    let owner = Sleeper::new();
+    let now = leasectl::lease::now();
+    let runtime = home.make_profile("p1").join("runtime");
+    fs::create_dir_all(&runtime).expect("runtime");
+    let leases = |n: usize| {
+        let all: Vec<String> = (0..n)
+            .map(|i| entry(&format!("{i:04}cafe000000000000000000000000"), &format!("S-{i}"), owner.pid(), now))
+            .collect();
+        format!("{{\"entries\": [{}]}}", all.join(", "))
+    };
+    fs::write(runtime.join("active_sessions.json"), leases(1)).expect("registry");
+    let metrics = home.outside().join("leasectl.prom");
+    let traced = home.outside().join("strace.out");
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2", "-o"])
+        .arg(&traced)
+        .arg(BIN)
+        .arg("--home")
+        .arg(home.path())
+        .args(["--all-profiles", "events", "-f", "--metrics-every", "60s", "--metrics-file"])
+        .arg(&metrics)
+        .env_remove("HERMES_HOME");
+    let mut follower = Proc::spawn("strace events -f --metrics-file", cmd);
+    let written = || fs::read_to_string(&metrics).ok().filter(|t| t.ends_with("# EOF\n"));
+    let live =
+        |text: &str| text.lines().find(|l| l.starts_with("leasectl_live_leases{profile=\"p1\"}")).map(str::to_owned);
+    wait_for("the first metrics file", || written().and_then(|t| live(&t)).filter(|l| l.ends_with(" 1")));
+    // Past the first write's "after a change" second.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let rewrites = || {
+        let text = fs::read_to_string(&traced).unwrap_or_default();
+        text.lines().filter(|l| l.contains("rename") && l.contains("leasectl.prom\"")).count()
+    };
+    let before = rewrites();
+    let started = std::time::Instant::now();
+    for n in 2..=31 {
+        let tmp = runtime.join(".active_sessions_t.tmp");
+        fs::write(&tmp, leases(n)).expect("the temp file");
+        fs::rename(&tmp, runtime.join("active_sessions.json")).expect("rename");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let churned = started.elapsed();
+    let wanted = " 31";
+    let said = std::time::Instant::now();
+    wait_for("the last change in the metrics file", || {
+        written().and_then(|t| live(&t)).filter(|l| l.ends_with(wanted))
+    });
+    let took = said.elapsed();
+    let during = rewrites() - before;
+    follower.kill_and_reap();
+    let most = churned.as_secs() as usize + 2;
+    assert!(during >= 2, "30 changes over {churned:?}: the metrics file was rewritten {during} times");
+    assert!(during <= most, "30 changes over {churned:?}: rewritten {during} times, more than once a second");
+    assert!(took < std::time::Duration::from_millis(1500), "the last change took {took:?} to reach the file");
+}

@@ -367,6 +367,41 @@ fn an_owner_dying_sends_the_registries_holding_leases_only() {
 }
 
 #[test]
+fn an_owners_details_changing_send_only_the_registries_it_holds_leases_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
+    let root = Registry::new("root", dir.path());
+    let (busy, calm) = (profile("busy"), profile("calm"));
+    for p in [&busy, &calm] {
+        std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
+    }
+    // One owner's details differ from one look at them (every 5 s) to the next, as a busy
+    // owner's CPU figure does; the other's stay as they were.
+    let sleeper = std::process::Command::new("sleep").arg("100").spawn().expect("start an owner");
+    let owners = [crate::common::owner_whose_memory_moves(), crate::common::Reaped(sleeper)];
+    acquire_for(&busy, "S-busy", owners[0].id());
+    acquire_for(&calm, "S-calm", owners[1].id());
+    let scope = root_and_profiles(&root);
+    let mut worker = Worker::new(scope, Duration::from_secs(3), None);
+    assert_eq!(worker.reload().snapshots.len(), 3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let loaded = loop {
+        if let Some(loaded) = worker.relive_if_changed() {
+            break Some(loaded);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let loaded = loaded.expect("the owner's details changed in 20 s");
+    let sent: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
+    assert_eq!(sent, ["busy"], "only the registry holding the changed owner's lease is shown again");
+    let row = &loaded.snapshots[0].leases.as_ref().expect("a listing")[0];
+    assert!(row.owner.as_ref().is_some_and(|o| o.name == "python3"), "{:?}", row.owner);
+}
+
+#[test]
 fn a_profiles_first_acquire_is_read_from_the_runtime_directory_it_made() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());

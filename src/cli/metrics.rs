@@ -9,7 +9,7 @@ use super::marks::Marks;
 use crate::lease::home::context;
 use crate::lease::home::context_cache::ContextCache;
 use crate::lease::home::lock::HeldFlocks;
-use crate::lease::owners::liveness::Liveness;
+use crate::lease::owners::liveness::{Liveness, Prober};
 use crate::lease::{LeaseStore, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.
@@ -86,8 +86,10 @@ pub(super) fn render(
     let at = now();
     let held_flocks = HeldFlocks::now();
     let mut homes_asked = HashSet::new();
+    // One look at each owner process a write, however many registries it holds leases in.
+    let mut prober = Prober::new();
     for store in stores.iter_mut() {
-        let listing = store.rejudge();
+        let listing = store.rejudge(&mut prober);
         // A host that did not answer: down, and nothing is known of its registries (not
         // an invalid one).
         if !host_answered(&listing, &mut hosts) {

@@ -190,7 +190,7 @@ fn read_round(
     for (store, seen) in stores.iter_mut().zip(seen.iter_mut()) {
         let lines = match step_for(store.as_mut(), seen, (&homes, noted, everything), &mut prober) {
             Step::Skip => continue,
-            Step::Rejudge => seen.events(store.rejudge(), 0, false, f),
+            Step::Rejudge => seen.events(store.rejudge(&mut prober), 0, false, f),
             Step::Read => {
                 let (listing, gap, one_write) = read_counting_writes(store.as_mut(), seen, rx, noted)?;
                 if store.location().is_remote() {

@@ -61,8 +61,8 @@ impl LeaseStore for Audited {
     fn read(&mut self) -> Listing {
         self.inner.read()
     }
-    fn rejudge(&mut self) -> Listing {
-        self.inner.rejudge()
+    fn rejudge(&mut self, prober: &mut Prober) -> Listing {
+        self.inner.rejudge(prober)
     }
     fn rejudge_needed(&mut self, prober: &mut Prober) -> bool {
         self.inner.rejudge_needed(prober)

@@ -118,9 +118,9 @@ impl Stores {
 
     /// The store at `index`, one of them, judged again without reading (see
     /// [`LeaseStore::rejudge`]).
-    pub(super) fn rejudge(&mut self, index: usize) -> Listing {
+    pub(super) fn rejudge(&mut self, index: usize, prober: &mut Prober) -> Listing {
         match &mut self.slots[index] {
-            Slot::Open(store) => store.rejudge(),
+            Slot::Open(store) => store.rejudge(prober),
             Slot::Empty(location) => nothing_there(location),
         }
     }
@@ -166,7 +166,7 @@ mod tests {
         let (read, _) = all.read(0, &mut writes);
         assert_eq!(all.open_count(), 0, "nothing there: let go");
         assert_eq!(all.location(0), Some(&location));
-        let again = all.rejudge(0);
+        let again = all.rejudge(0, &mut Prober::new());
         let fresh = lease::open(&location, StoreOptions::default()).expect("a store").read();
         for listing in [&read, &again] {
             assert_eq!(listing.location, fresh.location);

@@ -12,6 +12,7 @@ use super::event::{Job, JobDone};
 use super::extension::Runner;
 use super::sessions::SessionCache;
 use crate::lease::human::plural;
+use crate::lease::owners::liveness::Prober;
 use crate::lease::owners::owner::{OwnerProbe, hostname};
 use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, home::paths};
 use rustc_hash::FxHashMap;
@@ -106,23 +107,29 @@ fn removers(
     gone.into_iter().filter_map(|id| lease::home::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
 }
 
-/// Whether owner details differ enough to show again: another process, name, command or
-/// user, or CPU by a point or more, or memory by 5 % or more (an owner's CPU figure moves
-/// on every look; redrawing thousands of rows for 0.1 % would be most of an idle console's work).
-fn owners_differ(
+/// The owners (sorted pids) whose details differ enough to show again: gone or new, or
+/// another name, command or user, or CPU by a point or more, or memory by 5 % or more (an
+/// owner's CPU figure moves on every look; redrawing thousands of rows for 0.1 % would be
+/// most of an idle console's work).
+fn owners_changed(
     a: &HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     b: &HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
-) -> bool {
-    a.len() != b.len()
-        || a.iter().any(|(pid, x)| {
-            b.get(pid).is_none_or(|y| {
-                x.name != y.name
-                    || x.cmdline != y.cmdline
-                    || x.user != y.user
-                    || (x.cpu_percent - y.cpu_percent).abs() >= 1.0
-                    || x.rss_bytes.abs_diff(y.rss_bytes) * 20 >= y.rss_bytes.max(1)
-            })
-        })
+) -> Vec<u64> {
+    let differ = |x: &lease::owners::owner::OwnerInfo, y: &lease::owners::owner::OwnerInfo| {
+        x.name != y.name
+            || x.cmdline != y.cmdline
+            || x.user != y.user
+            || (x.cpu_percent - y.cpu_percent).abs() >= 1.0
+            || x.rss_bytes.abs_diff(y.rss_bytes) * 20 >= y.rss_bytes.max(1)
+    };
+    let mut pids: Vec<u64> = a
+        .iter()
+        .filter(|(pid, x)| b.get(pid).is_none_or(|y| differ(x, y)))
+        .map(|(pid, _)| *pid)
+        .chain(b.keys().filter(|pid| !a.contains_key(pid)).copied())
+        .collect();
+    pids.sort_unstable();
+    pids
 }
 
 /// The pids of the live owners on this host (`host`) in `listings`, sorted: those whose
@@ -399,8 +406,12 @@ impl Worker {
         let indices: Vec<usize> = (0..self.stores.len())
             .filter(|&i| touched[i] || !self.no_owners.get(i).copied().unwrap_or(false))
             .collect();
-        let listings: Vec<Listing> =
-            indices.iter().map(|&i| if touched[i] { self.read(i) } else { self.stores.rejudge(i) }).collect();
+        // One look at each owner process, however many registries it holds leases in.
+        let mut prober = Prober::new();
+        let listings: Vec<Listing> = indices
+            .iter()
+            .map(|&i| if touched[i] { self.read(i) } else { self.stores.rejudge(i, &mut prober) })
+            .collect();
         self.snapshots_at(&indices, listings)
     }
 
@@ -437,7 +448,8 @@ impl Worker {
         let indices: Vec<usize> = (0..self.stores.len())
             .filter(|&i| !self.no_owners.get(i).copied().unwrap_or(false) || now.get(&i) != self.last_holders.get(&i))
             .collect();
-        let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i)).collect();
+        let mut prober = Prober::new();
+        let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i, &mut prober)).collect();
         self.snapshots_at(&indices, listings)
     }
 
@@ -448,7 +460,7 @@ impl Worker {
         let empty = self.stores.is_empty();
         let no_owners = &self.no_owners;
         let stores = &mut self.stores;
-        let mut prober = lease::owners::liveness::Prober::new();
+        let mut prober = Prober::new();
         let needed: Vec<usize> = (0..stores.len())
             .filter(|i| !no_owners.get(*i).copied().unwrap_or(false))
             .filter(|&i| stores.rejudge_needed(i, &mut prober))
@@ -463,25 +475,35 @@ impl Worker {
             let indices: Vec<usize> = (0..self.stores.len())
                 .filter(|i| needed.binary_search(i).is_ok() || now.get(i) != self.last_holders.get(i))
                 .collect();
-            let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i)).collect();
+            // The round's prober: what it found of each owner just now is what is shown.
+            let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i, &mut prober)).collect();
             return Some(self.snapshots_at(&indices, listings));
         }
         // No owner came or went: only their details or a stuck lock can have changed,
         // each looked at on its own schedule, without judging every lease again.
-        let mut owners_changed = false;
+        let mut details_changed = Vec::new();
         if self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY) {
             let fresh = self.lookup_owners(&self.owner_pids.clone());
             self.owners_checked = Some(Instant::now());
-            if owners_differ(&fresh, &self.owner_infos) {
+            details_changed = owners_changed(&fresh, &self.owner_infos);
+            if !details_changed.is_empty() {
                 self.owner_infos = fresh;
-                owners_changed = true;
             }
         }
         let now = self.confirmed_holders();
-        if !owners_changed && now == self.last_holders && !self.sessions.due(lease::now()) {
-            return None;
+        if details_changed.is_empty() && now == self.last_holders {
+            return self.sessions.due(lease::now()).then(|| self.relive());
         }
-        Some(self.relive())
+        // Only the registries holding a lease of an owner whose details changed (a busy
+        // gateway's CPU figure re-judged all 3,000 registries every 5 s), and any whose
+        // stuck lock did.
+        let pids_of = &self.pids_of;
+        let holds_changed =
+            |i: usize| pids_of.get(i).is_some_and(|p| p.iter().any(|pid| details_changed.binary_search(pid).is_ok()));
+        let indices: Vec<usize> =
+            (0..self.stores.len()).filter(|&i| holds_changed(i) || now.get(&i) != self.last_holders.get(&i)).collect();
+        let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i, &mut prober)).collect();
+        Some(self.snapshots_at(&indices, listings))
     }
 
     fn lookup_owners(&mut self, pids: &[u64]) -> HashMap<u64, Arc<lease::owners::owner::OwnerInfo>> {

@@ -172,6 +172,16 @@ impl Drop for Reaped {
     }
 }
 
+/// A process whose memory steps every second through 0, 10, ... 60 MB and round again: any
+/// two looks at its details 4 to 6 s apart find its memory 10 MB or more apart
+/// (deterministically, where a busy owner's CPU figure moves only now and then). Killed and
+/// reaped when dropped.
+pub fn owner_whose_memory_moves() -> Reaped {
+    let script = "import time\ni = 0\nwhile True:\n    held = [b'x' * 10_000_000 for _ in range(i % 7)]\n    \
+                  i += 1\n    time.sleep(1)";
+    Reaped(std::process::Command::new("/usr/bin/python3").args(["-c", script]).spawn().expect("python3"))
+}
+
 /// Every `.rs` file under `dir` (the crate's sources, read as text by the tests that
 /// check the layering, the one door and the README).
 pub fn rust_sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

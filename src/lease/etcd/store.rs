@@ -143,7 +143,7 @@ impl LeaseStore for EtcdStore {
     }
 
     /// The console's tick: at most `TTL_READS` TTL requests.
-    fn rejudge(&mut self) -> Listing {
+    fn rejudge(&mut self, _prober: &mut Prober) -> Listing {
         if self.last.is_none() {
             return self.read();
         }

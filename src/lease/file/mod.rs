@@ -145,8 +145,7 @@ impl FileStore {
     }
 
     /// A listing of `read`, and what /proc said of each owner meanwhile.
-    fn listing(&mut self, read: FileRead) -> Listing {
-        let mut prober = Prober::new();
+    fn listing(&mut self, read: FileRead, prober: &mut Prober) -> Listing {
         let listing = Listing {
             location: self.location.clone(),
             exists: read.exists,
@@ -160,7 +159,7 @@ impl FileStore {
             remote: None,
         };
         self.last = Some(read);
-        self.owner_states = Self::states(&self.owner_pids(), &mut prober);
+        self.owner_states = Self::states(&self.owner_pids(), prober);
         listing
     }
 }
@@ -185,12 +184,12 @@ impl LeaseStore for FileStore {
             .map_err(Box::new);
         let (exists, modified) = Self::stat(&path);
         let read = FileRead { exists, modified, cap: self.cap(), entries };
-        self.listing(read)
+        self.listing(read, &mut Prober::new())
     }
 
-    fn rejudge(&mut self) -> Listing {
+    fn rejudge(&mut self, prober: &mut Prober) -> Listing {
         match self.last.take() {
-            Some(read) => self.listing(read),
+            Some(read) => self.listing(read, prober),
             None => self.read(),
         }
     }

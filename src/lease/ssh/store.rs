@@ -106,7 +106,7 @@ impl LeaseStore for SshStore {
     }
 
     /// The remote judges its owners itself (it alone can see them): its latest listing.
-    fn rejudge(&mut self) -> Listing {
+    fn rejudge(&mut self, _prober: &mut Prober) -> Listing {
         self.read()
     }
 
