@@ -122,6 +122,7 @@ fn main() {
                             initial: false,
                             snapshots: vec![next],
                             large_read_done: false,
+                            owners_moved: None,
                         },
                     )
                 },
@@ -143,6 +144,7 @@ fn main() {
                             initial: false,
                             snapshots: vec![case.tick.clone()],
                             large_read_done: false,
+                            owners_moved: None,
                         },
                     )
                 },

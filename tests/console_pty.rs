@@ -564,6 +564,51 @@ fn the_mouse_clicks_tabs_and_rows_and_scrolls_until_m_gives_it_back() {
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
 
+/// At 80x24, the details of a lease show its owner's memory as it moves (the figures reach
+/// the rows without the registry being judged again), at a person's pace.
+#[test]
+fn the_details_follow_an_owners_memory_as_it_moves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let owner = common::owner_whose_memory_moves();
+    let pid = owner.id();
+    let start = leasectl::lease::owners::liveness::process_start_time(u64::from(pid)).expect("the owner's start");
+    std::fs::create_dir_all(home.join("runtime")).expect("runtime/");
+    let text = format!(
+        "{{\"entries\": [{{\"lease_id\": \"{:032x}\", \"pid\": {pid}, \"process_start_time\": {start:?}, \
+         \"session_id\": \"S-1\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}",
+        7
+    );
+    std::fs::write(home.join("runtime/active_sessions.json"), text).expect("a registry");
+    let mut console = Pty::console(home, 24, 80);
+    console.wait_for("the lease", Duration::from_secs(10), |s| s.contains("python3") && s.contains("alive"));
+    thread::sleep(Duration::from_millis(1200));
+    console.send(b"\r");
+    // The owner's figures are the details' last lines: scrolled to, a key a second.
+    for _ in 0..5 {
+        thread::sleep(Duration::from_millis(1000));
+        console.send(b"]");
+    }
+    let rss = |s: &str| {
+        let line = s.lines().find(|l| l.contains("rss:"))?;
+        line.split("rss:").nth(1)?.split_whitespace().next().map(str::to_owned)
+    };
+    let mut seen: Vec<String> = Vec::new();
+    console.wait_for("the owner's memory", Duration::from_secs(5), |s| rss(s).is_some());
+    let deadline = std::time::Instant::now() + Duration::from_secs(16);
+    while std::time::Instant::now() < deadline && seen.len() < 3 {
+        if let Some(now) = rss(&console.text())
+            && seen.last() != Some(&now)
+        {
+            seen.push(now);
+        }
+        thread::sleep(Duration::from_millis(250));
+    }
+    eprintln!("the owner's memory as shown: {seen:?}");
+    assert!(seen.len() >= 3, "the details showed the owner's memory as {seen:?} over 16 s");
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}
+
 /// A lease whose owner is gone (a pid no process has), as Hermes writes one.
 fn dead_lease(id: &str, session: &str) -> Value {
     serde_json::json!({"lease_id": id, "session_id": session, "pid": 4_000_000u64, "surface": "cli",

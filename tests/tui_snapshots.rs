@@ -752,6 +752,7 @@ fn an_etcd_outage_is_unreachable_since_a_time_not_an_invalid_registry() {
             initial: false,
             snapshots: vec![down],
             large_read_done: false,
+            owners_moved: None,
         }),
     );
     let text = screen(&app, 120, 30);

@@ -1044,10 +1044,46 @@ fn many_registries_read_at_once_are_counted_in_one_line_past_the_first_ones() {
 fn the_end_of_a_large_first_read_is_said_once() {
     let snaps = || (0..3).map(|i| snap(&registry(&format!("p{i}")), None, Ok(vec![]))).collect::<Vec<_>>();
     let mut app = app(vec![]);
-    let read = |initial| Loaded { at: NOW, first: 0, initial, snapshots: snaps(), large_read_done: true };
+    let read =
+        |initial| Loaded { at: NOW, first: 0, initial, snapshots: snaps(), large_read_done: true, owners_moved: None };
     update(&mut app, Event::Loaded(read(true)));
     update(&mut app, Event::Loaded(read(false)));
     let done: Vec<&str> =
         app.log.iter().map(|l| l.text.as_str()).filter(|t| t.starts_with("first read done")).collect();
     assert_eq!(done, ["first read done: 3 registries"]);
+}
+
+/// An owner's CPU and memory figures that moved reach every row it holds here, with no
+/// registry judged again; a dead owner's row and an owner on another host keep theirs.
+#[test]
+fn moved_owner_figures_reach_the_rows_of_owners_on_this_host_only() {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+    let root = registry("root");
+    let held = entry("aaaa1111aaaa1111aaaa1111aaaa1111", "S-1", "cli", 4242, 30.0, None);
+    let also = entry("bbbb2222bbbb2222bbbb2222bbbb2222", "S-2", "cli", 4242, 20.0, None);
+    let gone = entry("cccc3333cccc3333cccc3333cccc3333", "S-3", "cli", 4242, 10.0, None);
+    let elsewhere = entry("dddd4444dddd4444dddd4444dddd4444", "S-4", "cli", 4242, 5.0, None);
+    let mut far = alive(elsewhere, "hermes");
+    far.host = Some(Arc::from("another-host"));
+    let rows = vec![alive(held, "hermes"), alive(also, "hermes"), dead(gone), far];
+    let mut app = app(vec![snap(&root, None, Ok(rows))]);
+    let mut now = owner("hermes");
+    now.cpu_percent = 77.0;
+    now.rss_bytes = 900 * 1024 * 1024;
+    let owners = Arc::new(HashMap::from([(4242, Arc::new(now))]));
+    let moved = Loaded {
+        at: NOW + 5.0,
+        first: 0,
+        initial: false,
+        snapshots: vec![],
+        large_read_done: false,
+        owners_moved: Some(owners),
+    };
+    update(&mut app, Event::Loaded(moved));
+    let figures: Vec<Option<(f32, u64)>> =
+        app.registries[0].leases.iter().map(|l| l.owner.as_ref().map(|o| (o.cpu_percent, o.rss_bytes))).collect();
+    let before = Some((1.5, 48 * 1024 * 1024));
+    let after = Some((77.0, 900 * 1024 * 1024));
+    assert_eq!(figures, [after, after, None, before]);
 }

@@ -367,7 +367,7 @@ fn an_owner_dying_sends_the_registries_holding_leases_only() {
 }
 
 #[test]
-fn an_owners_details_changing_send_only_the_registries_it_holds_leases_in() {
+fn an_owners_moved_figures_are_sent_without_judging_a_registry_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
     let root = Registry::new("root", dir.path());
@@ -378,9 +378,9 @@ fn an_owners_details_changing_send_only_the_registries_it_holds_leases_in() {
     // One owner's details differ from one look at them (every 5 s) to the next, as a busy
     // owner's CPU figure does; the other's stay as they were.
     let sleeper = std::process::Command::new("sleep").arg("100").spawn().expect("start an owner");
-    let owners = [crate::common::owner_whose_memory_moves(), crate::common::Reaped(sleeper)];
-    acquire_for(&busy, "S-busy", owners[0].id());
-    acquire_for(&calm, "S-calm", owners[1].id());
+    let owners_of_leases = [crate::common::owner_whose_memory_moves(), crate::common::Reaped(sleeper)];
+    acquire_for(&busy, "S-busy", owners_of_leases[0].id());
+    acquire_for(&calm, "S-calm", owners_of_leases[1].id());
     let scope = root_and_profiles(&root);
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
     assert_eq!(worker.reload().snapshots.len(), 3);
@@ -395,10 +395,13 @@ fn an_owners_details_changing_send_only_the_registries_it_holds_leases_in() {
         std::thread::sleep(Duration::from_millis(200));
     };
     let loaded = loaded.expect("the owner's details changed in 20 s");
+    // Only figures moved: no registry is judged again, the owners' figures are sent as now.
     let sent: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
-    assert_eq!(sent, ["busy"], "only the registry holding the changed owner's lease is shown again");
-    let row = &loaded.snapshots[0].leases.as_ref().expect("a listing")[0];
-    assert!(row.owner.as_ref().is_some_and(|o| o.name == "python3"), "{:?}", row.owner);
+    assert!(sent.is_empty(), "judged again for an owner's figures: {sent:?}");
+    let owners = loaded.owners_moved.expect("the owners' figures");
+    let moved = owners.get(&u64::from(owners_of_leases[0].id())).expect("the changed owner's");
+    assert_eq!(moved.name, "python3");
+    assert!(owners.contains_key(&u64::from(owners_of_leases[1].id())), "every owner here, as now");
 }
 
 #[test]

@@ -207,7 +207,14 @@ pub fn app_with(snap: RegistrySnapshot) -> App {
     let mut app = App::new(vec![snap.location.clone()], NOW, jiff::tz::TimeZone::UTC);
     update(
         &mut app,
-        Event::Loaded(Loaded { at: NOW, first: 0, initial: false, snapshots: vec![snap], large_read_done: false }),
+        Event::Loaded(Loaded {
+            at: NOW,
+            first: 0,
+            initial: false,
+            snapshots: vec![snap],
+            large_read_done: false,
+            owners_moved: None,
+        }),
     );
     app
 }

@@ -2,6 +2,7 @@
 //! worker to do (effects).
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -177,6 +178,10 @@ pub struct Loaded {
     /// pages the parts used can go back to the system (given back before that, the parts
     /// still queued for the app were freed after, and kept).
     pub large_read_done: bool,
+    /// Every owner on this host as now, when only CPU or memory figures moved: the rows
+    /// they own show these, their registries not judged again (20,000 registries re-judged
+    /// every 5 s for one busy gateway's figures was most of an idle console's work).
+    pub owners_moved: Option<Arc<HashMap<u64, Arc<OwnerInfo>>>>,
 }
 
 /// The recorder's events from before the console opened, oldest first, and what could

@@ -3,10 +3,12 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::event::{LeaseRow, LockHolder, LogLevel, RegistrySnapshot};
 use super::extension::Extension;
 use super::sort::SortMode;
+use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::{Error, Liveness, Location, Target};
 use rustc_hash::FxBuildHasher;
 
@@ -131,6 +133,25 @@ impl RegistryState {
     /// --max holds none), else the live leases.
     pub fn slots_in_use(&self) -> u64 {
         self.remote.as_ref().and_then(|r| r.slots_used).unwrap_or_else(|| self.live_count())
+    }
+
+    /// Show the figures of `owners` (this host's, as now) on the rows of live owners here.
+    /// A host reached over SSH describes its own owners, and an etcd owner on another host
+    /// is not a process here: their rows keep what they were sent with.
+    pub fn owners_moved(&mut self, owners: &HashMap<u64, Arc<OwnerInfo>>, host: &str) {
+        if self.location.host().is_some() {
+            return;
+        }
+        // No new generation: the table's rows refer to leases by place, and nothing they
+        // are filtered or sorted on moved (a name that changes is judged again instead).
+        for row in &mut self.leases {
+            let here = row.host.as_deref().is_none_or(|h| h == host);
+            if let (true, Some(shown), Some(now)) = (here, &row.owner, owners.get(&row.entry.pid()))
+                && !Arc::ptr_eq(shown, now)
+            {
+                row.owner = Some(Arc::clone(now));
+            }
+        }
     }
 
     /// Adopt a fresh snapshot; the caller logs the differences first.

@@ -128,6 +128,11 @@ fn log_remote(app: &mut App, changes: &[crate::lease::RemoteChange]) {
 
 fn on_loaded(app: &mut App, loaded: Loaded) {
     app.now = loaded.at;
+    if let Some(owners) = &loaded.owners_moved {
+        for r in &mut app.registries {
+            r.owners_moved(owners, &app.host);
+        }
+    }
     // New profiles are added after the others, so every profile's tab keeps its place;
     // only "all" (always last) moves, and the operator on it stays on it.
     let on_all = app.has_all_tab() && app.tab >= app.registries.len();

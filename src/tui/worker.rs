@@ -107,29 +107,29 @@ fn removers(
     gone.into_iter().filter_map(|id| lease::home::remover::from_audit(&id, &records).map(|r| (id, r))).collect()
 }
 
-/// The owners (sorted pids) whose details differ enough to show again: gone or new, or
-/// another name, command or user, or CPU by a point or more, or memory by 5 % or more (an
-/// owner's CPU figure moves on every look; redrawing thousands of rows for 0.1 % would be
-/// most of an idle console's work).
+/// How owners' details changed between two looks: the owners (sorted pids) gone, new, or
+/// with another name, command or user, whose leases' wording may change; and whether the
+/// figures of any other moved enough to show: CPU by a point or more, memory by 5 % or
+/// more (an owner's CPU figure moves on every look; redrawing thousands of rows for 0.1 %
+/// would be most of an idle console's work).
 fn owners_changed(
     a: &HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
     b: &HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
-) -> Vec<u64> {
-    let differ = |x: &lease::owners::owner::OwnerInfo, y: &lease::owners::owner::OwnerInfo| {
-        x.name != y.name
-            || x.cmdline != y.cmdline
-            || x.user != y.user
-            || (x.cpu_percent - y.cpu_percent).abs() >= 1.0
-            || x.rss_bytes.abs_diff(y.rss_bytes) * 20 >= y.rss_bytes.max(1)
+) -> (Vec<u64>, bool) {
+    use lease::owners::owner::OwnerInfo;
+    let who = |x: &OwnerInfo, y: &OwnerInfo| x.name != y.name || x.cmdline != y.cmdline || x.user != y.user;
+    let figures = |x: &OwnerInfo, y: &OwnerInfo| {
+        (x.cpu_percent - y.cpu_percent).abs() >= 1.0 || x.rss_bytes.abs_diff(y.rss_bytes) * 20 >= y.rss_bytes.max(1)
     };
     let mut pids: Vec<u64> = a
         .iter()
-        .filter(|(pid, x)| b.get(pid).is_none_or(|y| differ(x, y)))
+        .filter(|(pid, x)| b.get(pid).is_none_or(|y| who(x, y)))
         .map(|(pid, _)| *pid)
         .chain(b.keys().filter(|pid| !a.contains_key(pid)).copied())
         .collect();
     pids.sort_unstable();
-    pids
+    let moved = a.iter().any(|(pid, x)| b.get(pid).is_some_and(|y| figures(x, y)));
+    (pids, moved)
 }
 
 /// The pids of the live owners on this host (`host`) in `listings`, sorted: those whose
@@ -481,29 +481,31 @@ impl Worker {
         }
         // No owner came or went: only their details or a stuck lock can have changed,
         // each looked at on its own schedule, without judging every lease again.
-        let mut details_changed = Vec::new();
+        let (mut changed, mut moved) = (Vec::new(), false);
         if self.owners_checked.is_none_or(|t| t.elapsed() >= OWNERS_EVERY) {
             let fresh = self.lookup_owners(&self.owner_pids.clone());
             self.owners_checked = Some(Instant::now());
-            details_changed = owners_changed(&fresh, &self.owner_infos);
-            if !details_changed.is_empty() {
+            (changed, moved) = owners_changed(&fresh, &self.owner_infos);
+            if !changed.is_empty() || moved {
                 self.owner_infos = fresh;
             }
         }
         let now = self.confirmed_holders();
-        if details_changed.is_empty() && now == self.last_holders {
+        if changed.is_empty() && !moved && now == self.last_holders {
             return self.sessions.due(lease::now()).then(|| self.relive());
         }
-        // Only the registries holding a lease of an owner whose details changed (a busy
-        // gateway's CPU figure re-judged all 3,000 registries every 5 s), and any whose
-        // stuck lock did.
+        // Judged again: only the registries holding a lease of an owner who changed, and
+        // any whose stuck lock did. Figures that moved go to the rows as they are (a busy
+        // gateway's CPU figure re-judged all 3,000 of its registries every 5 s).
         let pids_of = &self.pids_of;
         let holds_changed =
-            |i: usize| pids_of.get(i).is_some_and(|p| p.iter().any(|pid| details_changed.binary_search(pid).is_ok()));
+            |i: usize| pids_of.get(i).is_some_and(|p| p.iter().any(|pid| changed.binary_search(pid).is_ok()));
         let indices: Vec<usize> =
             (0..self.stores.len()).filter(|&i| holds_changed(i) || now.get(&i) != self.last_holders.get(&i)).collect();
         let listings: Vec<Listing> = indices.iter().map(|&i| self.stores.rejudge(i, &mut prober)).collect();
-        Some(self.snapshots_at(&indices, listings))
+        let mut loaded = self.snapshots_at(&indices, listings);
+        loaded.owners_moved = moved.then(|| Arc::new(self.owner_infos.clone()));
+        Some(loaded)
     }
 
     fn lookup_owners(&mut self, pids: &[u64]) -> HashMap<u64, Arc<lease::owners::owner::OwnerInfo>> {
@@ -645,7 +647,7 @@ impl Worker {
             .collect();
         self.sessions.judged(at);
         let (first, initial) = (indices.first().copied().unwrap_or(0), !self.first_read_done);
-        Loaded { at, first, initial, snapshots, large_read_done: false }
+        Loaded { at, first, initial, snapshots, large_read_done: false, owners_moved: None }
     }
 
     /// Run an operator action through the location's store.

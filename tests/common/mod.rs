@@ -103,7 +103,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
 }
 
 pub fn loaded(snapshots: Vec<RegistrySnapshot>) -> Event {
-    Event::Loaded(Loaded { at: NOW, first: 0, initial: false, snapshots, large_read_done: false })
+    Event::Loaded(Loaded { at: NOW, first: 0, initial: false, snapshots, large_read_done: false, owners_moved: None })
 }
 
 /// An app that has loaded these snapshots once.
