@@ -21,6 +21,7 @@ pub mod watch;
 pub use admin::{doctor, force_release, prune, snapshot};
 pub use fence::{acquire, leave_writes_to_exit, release, transfer};
 
+use std::cell::Cell;
 use std::os::unix::fs::MetadataExt as _;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,10 @@ pub struct FileStore {
     last: Option<FileRead>,
     /// What /proc said of each owner (distinct pids) when the last listing was made.
     owner_states: Vec<(u64, ProcState)>,
+    /// The lock file as `probe_lock` last found it (`Some(None)`: none there), forgotten at
+    /// each read: a lock file made or removed comes with a change a follower reads, and
+    /// looking at 20,000 of them at each write of a metrics file was a third of its work.
+    lock_file: Cell<Option<Option<FileId>>>,
 }
 
 /// Kept by every store of a console, 100,000 of them: a cap set and an error are boxed,
@@ -79,6 +84,7 @@ impl FileStore {
             idle_threshold: None,
             last: None,
             owner_states: Vec::new(),
+            lock_file: Cell::new(None),
         }
     }
 
@@ -128,6 +134,7 @@ impl FileStore {
         let leases = registry::read_each(&path, &mut |e| LeaseView::judged(e, &mut prober));
         let (exists, modified) = Self::stat(&path);
         self.last = None;
+        self.lock_file.set(None);
         self.owner_states = match &leases {
             Ok(views) => {
                 Self::states(&crate::lease::owners::distinct_pids(views.iter().map(|v| v.entry.pid())), &mut prober)
@@ -174,6 +181,7 @@ impl LeaseStore for FileStore {
     }
 
     fn read(&mut self) -> Listing {
+        self.lock_file.set(None);
         if !recent::enabled() {
             return self.read_once();
         }
@@ -229,9 +237,21 @@ impl LeaseStore for FileStore {
 
     fn probe_lock(&self, bound: Duration, held: &HeldFlocks) -> Option<LockProbe> {
         let path = self.registry().lock_path();
-        let meta = std::fs::metadata(&path).ok().filter(std::fs::Metadata::is_file)?;
-        if !held.on(FileId { dev: meta.dev(), ino: meta.ino() }) {
-            return Some(LockProbe { waited: Duration::ZERO, held: false });
+        let identity = |path: &std::path::Path| {
+            let meta = std::fs::metadata(path).ok().filter(std::fs::Metadata::is_file)?;
+            Some(FileId { dev: meta.dev(), ino: meta.ino() })
+        };
+        let known = self.lock_file.get().unwrap_or_else(|| identity(&path));
+        self.lock_file.set(Some(known));
+        let free = LockProbe { waited: Duration::ZERO, held: false };
+        if !held.on(known?) {
+            return Some(free);
+        }
+        // Someone holds it: the file is looked at again (it may have been replaced since).
+        let now = identity(&path);
+        self.lock_file.set(Some(now));
+        if !held.on(now?) {
+            return Some(free);
         }
         let started = std::time::Instant::now();
         let got = crate::lease::home::lock::lock(&path, bound);

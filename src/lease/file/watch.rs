@@ -102,9 +102,15 @@ fn relevant(kind: &EventKind, path: &Path) -> bool {
     }
     match path.file_name().and_then(|n| n.to_str()) {
         Some(REGISTRY_FILE) | Some("config.yaml") => true,
-        // Made (a home's first lock, or re-made): the console notes its inode, to find
-        // its holder in /proc/locks. Opening and locking it are not changes.
-        Some(LOCK_FILE) => matches!(kind, EventKind::Create(_)),
+        // Made (a home's first lock, or re-made), removed or renamed over: the console
+        // notes its inode, to find its holder in /proc/locks, and metrics report a lock
+        // only where its file is. Opening and locking it are not changes.
+        Some(LOCK_FILE) => {
+            matches!(
+                kind,
+                EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(notify::event::ModifyKind::Name(_))
+            )
+        }
         Some(name) if name.starts_with(paths::TEMP_PREFIX) => false,
         // A directory appearing or going (runtime/, a home, a profile).
         _ => !matches!(kind, EventKind::Modify(notify::event::ModifyKind::Data(_))),
@@ -537,7 +543,7 @@ mod tests {
 
     #[test]
     fn reads_lock_and_temp_files_are_not_relevant() {
-        use notify::event::{AccessKind, CreateKind, DataChange, ModifyKind, RenameMode};
+        use notify::event::{AccessKind, CreateKind, DataChange, ModifyKind, RemoveKind, RenameMode};
         let reg = Path::new("/h/runtime/active_sessions.json");
         assert!(relevant(&EventKind::Modify(ModifyKind::Name(RenameMode::To)), reg));
         assert!(relevant(&EventKind::Create(CreateKind::File), reg));
@@ -545,6 +551,8 @@ mod tests {
         let lock = Path::new("/h/runtime/active_sessions.lock");
         assert!(relevant(&EventKind::Create(CreateKind::File), lock), "a new lock file is noted (its inode)");
         assert!(!is_directory_event(&EventKind::Create(CreateKind::File), lock));
+        assert!(relevant(&EventKind::Remove(RemoveKind::File), lock), "a lock file gone is no lock to report");
+        assert!(relevant(&EventKind::Modify(ModifyKind::Name(RenameMode::To)), lock), "another file in its place");
         assert!(!relevant(&EventKind::Modify(ModifyKind::Data(DataChange::Any)), lock));
         assert!(!relevant(&EventKind::Access(AccessKind::Any), lock));
         assert!(!relevant(
