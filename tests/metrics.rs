@@ -76,18 +76,12 @@ fn metrics_are_valid_openmetrics_with_the_registries_numbers() {
     assert!(out.stdout.ends_with("# EOF\n"));
 }
 
-/// The lock wait is measured by taking the lock only where the kernel lists a flock held
-/// on it (/proc/locks, read once): over many profiles, taking each one's lock was most of
-/// an idle `events -f --metrics-file`'s work. Counted with strace: one lock file opened,
-/// the one held; every other profile still reports its lock, free.
-#[test]
-fn metrics_take_only_the_locks_someone_holds() {
-    use common::process::{BIN, Proc, wait_for};
+/// 120 profiles, each with a lock file and an empty registry, and p007's lock held by
+/// flock(1): the holder is returned (dropped, it ends).
+fn profiles_with_p007s_lock_held(home: &Home) -> common::process::Proc {
     use std::os::unix::process::CommandExt as _;
-    let home = Home::new();
-    let profiles: Vec<String> = (0..120).map(|i| format!("p{i:03}")).collect();
-    for name in &profiles {
-        let runtime = home.make_profile(name).join("runtime");
+    for i in 0..120 {
+        let runtime = home.make_profile(&format!("p{i:03}")).join("runtime");
         fs::create_dir_all(&runtime).expect("runtime");
         fs::write(runtime.join("active_sessions.lock"), "").expect("lock file");
         fs::write(runtime.join("active_sessions.json"), "{\"entries\": []}").expect("registry");
@@ -95,12 +89,46 @@ fn metrics_take_only_the_locks_someone_holds() {
     let held = home.path().join("profiles/p007/runtime/active_sessions.lock");
     let mut cmd = Command::new("flock");
     cmd.arg(&held).args(["sleep", "60"]).process_group(0);
-    let mut flock = Proc::spawn("flock LOCK sleep 60", cmd);
+    let mut flock = common::process::Proc::spawn("flock LOCK sleep 60", cmd);
     flock.group = true; // flock forks sleep, which inherits the locked descriptor: kill both
-    wait_for("flock to hold p007's lock", || {
+    common::process::wait_for("flock to hold p007's lock", || {
         let f = fs::OpenOptions::new().append(true).open(&held).expect("open the lock file");
         matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)).then_some(())
     });
+    flock
+}
+
+/// `events -f --all-profiles --metrics-every EVERY --metrics-file` over `home`, under
+/// strace tracing `syscalls`; with the metrics file's path and strace's output's.
+fn traced_follower(
+    home: &Home,
+    syscalls: &str,
+    every: &str,
+) -> (common::process::Proc, std::path::PathBuf, std::path::PathBuf) {
+    let metrics = home.outside().join("leasectl.prom");
+    let traced = home.outside().join("strace.out");
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", &format!("trace={syscalls}"), "-o"])
+        .arg(&traced)
+        .arg(common::process::BIN)
+        .arg("--home")
+        .arg(home.path())
+        .args(["--all-profiles", "events", "-f", "--metrics-every", every, "--metrics-file"])
+        .arg(&metrics)
+        .env_remove("HERMES_HOME");
+    (common::process::Proc::spawn("strace events -f --metrics-file", cmd), metrics, traced)
+}
+
+/// The lock wait is measured by taking the lock only where the kernel lists a flock held
+/// on it (/proc/locks, read once): over many profiles, taking each one's lock was most of
+/// an idle `events -f --metrics-file`'s work. Counted with strace: one lock file opened,
+/// the one held; every other profile still reports its lock, free.
+#[test]
+fn metrics_take_only_the_locks_someone_holds() {
+    use common::process::BIN;
+    let home = Home::new();
+    let profiles: Vec<String> = (0..120).map(|i| format!("p{i:03}")).collect();
+    let mut flock = profiles_with_p007s_lock_held(&home);
     let calls = home.outside().join("strace.out");
     let out = Command::new("strace")
         .args(["-f", "-qq", "-e", "trace=open,openat", "-o"])
@@ -141,7 +169,7 @@ fn metrics_take_only_the_locks_someone_holds() {
 /// ended, and the next write counts the leak.
 #[test]
 fn the_metrics_file_reads_again_only_what_changed() {
-    use common::process::{BIN, Proc, wait_for};
+    use common::process::wait_for;
     const PROFILES: usize = 60;
     let home = Home::new();
     let owner = Sleeper::new();
@@ -155,18 +183,7 @@ fn the_metrics_file_reads_again_only_what_changed() {
         fs::write(profile.join("config.yaml"), "max_concurrent_sessions: 5\n").expect("config");
         common::state_db(&profile, &[(&format!("S-{i}"), None)]);
     }
-    let metrics = home.outside().join("leasectl.prom");
-    let traced = home.outside().join("strace.out");
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-qq", "-e", "trace=open,openat", "-o"])
-        .arg(&traced)
-        .arg(BIN)
-        .arg("--home")
-        .arg(home.path())
-        .args(["--all-profiles", "events", "-f", "--metrics-every", "1s", "--metrics-file"])
-        .arg(&metrics)
-        .env_remove("HERMES_HOME");
-    let mut follower = Proc::spawn("strace events -f --metrics-file", cmd);
+    let (mut follower, metrics, traced) = traced_follower(&home, "open,openat", "1s");
     let written = || fs::read_to_string(&metrics).ok().filter(|t| t.ends_with("# EOF\n"));
     wait_for("the first metrics file", written);
     let opened = |name: &str| {
@@ -198,7 +215,7 @@ fn the_metrics_file_reads_again_only_what_changed() {
 /// and the file says the last change within a second and a half of it.
 #[test]
 fn after_changes_the_metrics_file_is_rewritten_at_most_once_a_second_and_says_the_last() {
-    use common::process::{BIN, Proc, wait_for};
+    use common::process::wait_for;
     let home = Home::new();
     let owner = Sleeper::new();
     let now = leasectl::lease::now();
@@ -211,18 +228,7 @@ fn after_changes_the_metrics_file_is_rewritten_at_most_once_a_second_and_says_th
         format!("{{\"entries\": [{}]}}", all.join(", "))
     };
     fs::write(runtime.join("active_sessions.json"), leases(1)).expect("registry");
-    let metrics = home.outside().join("leasectl.prom");
-    let traced = home.outside().join("strace.out");
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2", "-o"])
-        .arg(&traced)
-        .arg(BIN)
-        .arg("--home")
-        .arg(home.path())
-        .args(["--all-profiles", "events", "-f", "--metrics-every", "60s", "--metrics-file"])
-        .arg(&metrics)
-        .env_remove("HERMES_HOME");
-    let mut follower = Proc::spawn("strace events -f --metrics-file", cmd);
+    let (mut follower, metrics, traced) = traced_follower(&home, "rename,renameat,renameat2", "60s");
     let written = || fs::read_to_string(&metrics).ok().filter(|t| t.ends_with("# EOF\n"));
     let live =
         |text: &str| text.lines().find(|l| l.starts_with("leasectl_live_leases{profile=\"p1\"}")).map(str::to_owned);
@@ -263,36 +269,10 @@ fn after_changes_the_metrics_file_is_rewritten_at_most_once_a_second_and_says_th
 /// only a lock file, and a lock file removed, are both in the next writes.
 #[test]
 fn a_followers_metrics_file_looks_at_the_lock_files_only_of_what_changed() {
-    use common::process::{BIN, Proc, wait_for};
-    use std::os::unix::process::CommandExt as _;
+    use common::process::wait_for;
     let home = Home::new();
-    for i in 0..120 {
-        let runtime = home.make_profile(&format!("p{i:03}")).join("runtime");
-        fs::create_dir_all(&runtime).expect("runtime");
-        fs::write(runtime.join("active_sessions.lock"), "").expect("lock file");
-        fs::write(runtime.join("active_sessions.json"), "{\"entries\": []}").expect("registry");
-    }
-    let held = home.path().join("profiles/p007/runtime/active_sessions.lock");
-    let mut cmd = Command::new("flock");
-    cmd.arg(&held).args(["sleep", "60"]).process_group(0);
-    let mut flock = Proc::spawn("flock LOCK sleep 60", cmd);
-    flock.group = true; // flock forks sleep, which inherits the locked descriptor: kill both
-    wait_for("flock to hold p007's lock", || {
-        let f = fs::OpenOptions::new().append(true).open(&held).expect("open the lock file");
-        matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)).then_some(())
-    });
-    let metrics = home.outside().join("leasectl.prom");
-    let traced = home.outside().join("strace.out");
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-qq", "-e", "trace=stat,lstat,newfstatat,statx,open,openat", "-o"])
-        .arg(&traced)
-        .arg(BIN)
-        .arg("--home")
-        .arg(home.path())
-        .args(["--all-profiles", "events", "-f", "--metrics-every", "1s", "--metrics-file"])
-        .arg(&metrics)
-        .env_remove("HERMES_HOME");
-    let mut follower = Proc::spawn("strace events -f --metrics-file", cmd);
+    let mut flock = profiles_with_p007s_lock_held(&home);
+    let (mut follower, metrics, traced) = traced_follower(&home, "stat,lstat,newfstatat,statx,open,openat", "1s");
     let written = || fs::read_to_string(&metrics).ok().filter(|t| t.ends_with("# EOF\n"));
     let sample = |text: &str, name: &str| text.lines().find(|l| l.starts_with(name)).map(str::to_owned);
     wait_for("the first metrics file", written);
