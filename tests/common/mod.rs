@@ -172,12 +172,13 @@ impl Drop for Reaped {
     }
 }
 
-/// A process whose memory steps every second through 0, 10, ... 60 MB and round again: any
-/// two looks at its details 4 to 6 s apart find its memory 10 MB or more apart
-/// (deterministically, where a busy owner's CPU figure moves only now and then). Killed and
-/// reaped when dropped.
+/// A process whose memory steps every second through eleven sizes, 5 MB apart, and round
+/// again: two looks at its details 5 s apart (up to 10 s on a loaded machine) find it at
+/// sizes steps apart, its memory moved well over 5 % (deterministically, where a busy
+/// owner's CPU figure moves only now and then; with seven sizes, looks 7 s apart on a
+/// loaded machine would find the same). Killed and reaped when dropped.
 pub fn owner_whose_memory_moves() -> Reaped {
-    let script = "import time\ni = 0\nwhile True:\n    held = [b'x' * 10_000_000 for _ in range(i % 7)]\n    \
+    let script = "import time\ni = 0\nwhile True:\n    held = [b'x' * 5_000_000 for _ in range(i % 11)]\n    \
                   i += 1\n    time.sleep(1)";
     Reaped(std::process::Command::new("/usr/bin/python3").args(["-c", script]).spawn().expect("python3"))
 }
