@@ -544,7 +544,10 @@ fn owner_is_named_by_one_rule_in_ls_and_in_plans() {
         &[
             with_start("a1110000000000000000000000000001", "S-LIVE", live.pid(), start),
             // The pid is alive, but not with the owner's start time: another process has it.
-            with_start("b2220000000000000000000000000002", "S-RECYCLED", reused.pid(), 1.5),
+            // Not a whole number of seconds from any start time /proc can give (whole
+            // seconds of btime plus hundredths): 1.5 was, one run in a hundred, and read
+            // as a clock step (CI failed so on c041491).
+            with_start("b2220000000000000000000000000002", "S-RECYCLED", reused.pid(), 1.505),
             entry("c3330000000000000000000000000003", "S-DEAD", DEAD),
         ],
     );
