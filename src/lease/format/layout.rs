@@ -49,9 +49,14 @@ fn entry_at<S: SeenIds + ?Sized>(
     let lease_id = at.plain_string()?;
     // Seven members always; metadata and track_liveness when there, with their values'.
     let mut values = object_values(7);
-    let live_session_id = match at.optional_member(b", \"metadata\": ", &mut values)? {
-        Some(metadata) => live_id_in_metadata(metadata)?,
-        None => None,
+    let live_session_id = if let Some(live_id) = at.only_live_id() {
+        values += 2 + object_values(1);
+        Some(live_id)
+    } else {
+        match at.optional_member(b", \"metadata\": ", &mut values)? {
+            Some(metadata) => live_id_in_metadata(metadata)?,
+            None => None,
+        }
     };
     at.key(b", \"pid\": ")?;
     let pid = at.pid()?;
@@ -134,6 +139,21 @@ impl<'t> Layout<'t> {
         Some(Some(value))
     }
 
+    /// The live session id of metadata that holds it alone as a plain string, as Hermes
+    /// writes it: read in one pass, where the general reading scans it four times (its
+    /// end, its values, the member, the string). None, with nothing moved, for any other.
+    fn only_live_id(&mut self) -> Option<&'t str> {
+        let start = self.p;
+        let read = self.key(b", \"metadata\": {\"live_session_id\": ").and_then(|()| self.plain_string());
+        match read {
+            Some(live_id) if self.key(b"}").is_some() => Some(live_id),
+            _ => {
+                self.p = start;
+                None
+            }
+        }
+    }
+
     /// Past `null`.
     fn null(&mut self) -> Option<()> {
         self.key(b"null")
@@ -189,7 +209,7 @@ mod tests {
     fn nearly_hermes(next: &mut impl FnMut() -> u64) -> String {
         const STRINGS: [&str; 7] =
             ["\"0123456789abcdef0123456789abcdef\"", "\"S\"", "\" \"", "\"\"", "\"tab\\tx\"", "\"é😀\"", "\"\\u0001\""];
-        const OTHERS: [&str; 16] = [
+        const OTHERS: [&str; 22] = [
             "null",
             "true",
             "false",
@@ -206,6 +226,14 @@ mod tests {
             "{}",
             "{\"live_session_id\": \"tab-1\"}",
             "{\"a\": [1, {\"b\": null}]}",
+            // Metadata near the shape read in one pass: an escape, a character Python would
+            // escape, no string, a second member, an empty id.
+            "{\"live_session_id\": \"tab\\u0001\"}",
+            "{\"live_session_id\": \"\u{e9}\"}",
+            "{\"live_session_id\": null}",
+            "{\"live_session_id\": 7}",
+            "{\"live_session_id\": \"tab-1\", \"z\": 1}",
+            "{\"live_session_id\": \"\"}",
         ];
         // Mostly the usual value, so that many whole entries are Hermes' own.
         let mut pick = |usual: &str, list: &[&str]| {
