@@ -77,9 +77,15 @@ fn entry_at<S: SeenIds + ?Sized>(
         Some(()) => None,
         None => Some(at.plain_string()?),
     };
-    let track_liveness = match at.optional_member(b", \"track_liveness\": ", &mut values)? {
-        Some(track) => track_liveness_of(track)?,
-        None => false,
+    // Hermes writes the member only when true: that text is read as a constant.
+    let track_liveness = if at.key(b", \"track_liveness\": true").is_some() {
+        values += 2;
+        true
+    } else {
+        match at.optional_member(b", \"track_liveness\": ", &mut values)? {
+            Some(track) => track_liveness_of(track)?,
+            None => false,
+        }
     };
     at.key(b", \"updated_at\": ")?;
     // Mostly the started_at text again, which is a canonical value: not checked twice.
