@@ -8,6 +8,7 @@
 //! | `acquire` + `release` (two processes) at 0, 1,000 and 10,000 live entries | two processes that each take the flock and rewrite the same file (read, temp file, fsync, rename): this bench binary run again |
 //! | how that cycle grows from 0 entries to the largest (each round's difference) | how the floor's grows |
 //! | the same cycle at 0 entries | one acquire and its release in a warm Python process, as the protocol has Hermes do them (`benches/hermes_standin.py`; Hermes' module is not here) |
+//! | two `/bin/true`, one after the other (what any two processes take before doing anything) | the same in-process cycle |
 //! | `acquire` refused (the session held by a live owner, its advice given) at the largest size | one process that takes the flock and reads the file |
 //! | `run S -- true` | `flock FILE true` |
 //! | `events --since 1m` over a 100 MB journal whose events are all older | `/bin/true` (nothing to print) |
@@ -102,7 +103,10 @@ fn measure_floors(
         rows[2 + i].floor.push(floor);
     }
     rows[2 + sizes].floor.push(standin.cycle());
-    rows[3 + sizes].floor.push(run(Command::new(me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
+    // What any two processes take before they do anything, beside the same in-process cycle.
+    rows[3 + sizes].this.push((0..2).map(|_| run(&mut Command::new("/bin/true")).ms).sum());
+    rows[3 + sizes].floor.push(standin.cycle());
+    rows[4 + sizes].floor.push(run(Command::new(me_exe).arg(FLOOR_READ).arg(&homes[largest])).ms);
     let run_row = rows.len() - 2;
     rows[run_row].floor.push(run(Command::new("flock").arg(flock_file).arg("true")).ms);
     rows[run_row + 1].floor.push(run(&mut Command::new("/bin/true")).ms);
@@ -147,33 +151,50 @@ impl Drop for Standin {
     }
 }
 
+/// What each entry of a bench registry holds besides the fields every entry has.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// Each with its live session id in its metadata, every other one liveness-tracked:
+    /// what Hermes' surfaces write (the seed's and `realistic-home`'s entries are so).
+    Hermes,
+    /// Neither: 50,000 entries of Hermes' shape hold more JSON values than a registry may
+    /// hold, so the memory rows at that size are read without them.
+    Bare,
+}
+
 /// A home whose registry holds `n` entries owned by this process.
-fn home_with(dir: &Path, n: usize) -> PathBuf {
-    let home = dir.join(format!("home-{n}"));
+fn home_with(dir: &Path, n: usize, shape: Shape) -> PathBuf {
+    let home = dir.join(format!("home-{n}-{}", if matches!(shape, Shape::Hermes) { "hermes" } else { "bare" }));
     let reg = Registry::new("root", &home);
     std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
-    std::fs::write(reg.path(), registry_text(n, Owner::me())).expect("write the registry");
+    std::fs::write(reg.path(), registry_text(n, Owner::me(), shape)).expect("write the registry");
     home
 }
 
-/// `n` entries as Hermes writes them, with the fields Hermes itself records (the
-/// support module's entries carry metadata: 50,000 of those are more JSON values than a
-/// registry may hold).
-fn registry_text(n: usize, owner: Owner) -> String {
-    registry_text_owned(n, |_| (owner.pid, owner.start_time))
+/// `n` entries as Hermes writes them, of `shape`.
+fn registry_text(n: usize, owner: Owner, shape: Shape) -> String {
+    registry_text_owned(n, shape, |_| (owner.pid, owner.start_time))
 }
 
 /// [`registry_text`], entry `i` owned by `owner_of(i)` (a pid and its start time).
-fn registry_text_owned(n: usize, owner_of: impl Fn(usize) -> (u64, Option<f64>)) -> String {
+fn registry_text_owned(n: usize, shape: Shape, owner_of: impl Fn(usize) -> (u64, Option<f64>)) -> String {
     let now = leasectl::lease::now();
     let entries: Vec<String> = (0..n)
         .map(|i| {
             let at = now - i as f64;
             let (pid, start) = owner_of(i);
             let start = start.map_or("null".to_owned(), |t| format!("{t:?}"));
+            let (metadata, track) = match shape {
+                Shape::Hermes => (
+                    format!(", \"metadata\": {{\"live_session_id\": \"tab-{i}\"}}"),
+                    if i % 2 == 0 { ", \"track_liveness\": true" } else { "" },
+                ),
+                Shape::Bare => (String::new(), ""),
+            };
             format!(
-                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\", \"pid\": {pid}, \"process_start_time\": {start}, \
-                 \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \"surface\": \"cli\", \"updated_at\": {at:?}}}"
+                "{{\"lease_id\": \"{i:08x}beefcafe0123456789abcdef\"{metadata}, \
+                 \"pid\": {pid}, \"process_start_time\": {start}, \"session_id\": \"chat-{i}\", \"started_at\": {at:?}, \
+                 \"surface\": \"cli\"{track}, \"updated_at\": {at:?}}}"
             )
         })
         .collect();
@@ -190,8 +211,9 @@ fn realistic_home(dir: &Path, n: usize, sessions_written: f64) -> PathBuf {
     std::fs::create_dir_all(reg.runtime_dir()).expect("mkdir runtime");
     let me = Owner::me();
     let dead = |i: usize| i % 10 < 3;
-    let text =
-        registry_text_owned(n, |i| if dead(i) { (4_300_000 + i as u64, Some(1.0)) } else { (me.pid, me.start_time) });
+    let text = registry_text_owned(n, Shape::Bare, |i| {
+        if dead(i) { (4_300_000 + i as u64, Some(1.0)) } else { (me.pid, me.start_time) }
+    });
     std::fs::write(reg.path(), text).expect("write the registry");
     support::many_sessions(&home.join("state.db"), n, 0, sessions_written);
     home
@@ -299,7 +321,7 @@ fn main() {
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("an empty home");
     let sizes: &[usize] = if bench { &[0, 1_000, 10_000] } else { &[0, 1_000] };
-    let homes: Vec<PathBuf> = sizes.iter().map(|n| home_with(dir.path(), *n)).collect();
+    let homes: Vec<PathBuf> = sizes.iter().map(|n| home_with(dir.path(), *n, Shape::Hermes)).collect();
     let largest = sizes.len() - 1;
     // The session the refusal row asks for, held by this bench process for the whole run.
     run(&mut leasectl(&this, &homes[largest], &["acquire", "HELD", "--owner-pid", &me]));
@@ -313,6 +335,8 @@ fn main() {
     rows.extend(sizes.iter().map(|n| Row::new(format!("acquire+release, {n} entries"), "2 rewrites", "ms")));
     // The same cycle at 0 entries beside what Hermes does in one process (a stand-in).
     rows.push(Row::new("acquire+release, 0 entries", "Python in-process", "ms"));
+    // Two bare process starts beside it: the least any two-process cycle can take.
+    rows.push(Row::new("two /bin/true, nothing else", "Python in-process", "ms"));
     rows.push(Row::new(format!("acquire refused, {} entries", sizes[largest]), "flock + read", "ms"));
     rows.push(Row::new("run S -- true", "flock F true", "ms"));
     rows.push(Row::new(format!("events --since 1m, {journal_mb} MB journal"), "/bin/true", "ms"));
@@ -338,7 +362,7 @@ fn main() {
                     timed(&mut rows[2 + sizes.len()], ms);
                 }
             }
-            timed(&mut rows[3 + sizes.len()], refused(bin, &homes[largest]));
+            timed(&mut rows[4 + sizes.len()], refused(bin, &homes[largest]));
             let run_row = rows.len() - 2;
             timed(&mut rows[run_row], run(&mut leasectl(bin, &empty, &["run", "S", "--", "true"])).ms);
             let events = run(&mut leasectl(bin, &journal, &["events", "--since", "1m"]));
@@ -354,7 +378,7 @@ fn main() {
 
     // Memory at 50,000 entries: one run each (peak RSS does not drift as time does).
     let n = if bench { 50_000 } else { 1_000 };
-    let big = home_with(dir.path(), n);
+    let big = home_with(dir.path(), n, Shape::Bare);
     println!("peak memory at {n} live entries (floor: prune --dry-run)");
     for bin in &builds {
         let peak = peak_of(bin);
