@@ -1462,3 +1462,31 @@ fn run_keeps_stdout_for_cmd_its_banner_on_stderr_and_q_silences_it() {
     assert_eq!(quiet.stdout, "from-cmd\n");
     assert!(!quiet.stderr.contains("granted lease"), "-q silences the banner: {quiet:?}");
 }
+
+/// A one-shot command looks at its home through the directory it opened once: each file
+/// it may read is one `stat` beside that directory, not a copy of the descriptor, a
+/// `stat` of the home's owner and a close around it (as root that opening also walks the
+/// home's path for planted links, twice). `ls` of an empty home is the start of every
+/// listing, so strace counts what it makes.
+#[test]
+fn ls_of_an_empty_home_looks_at_each_of_its_files_once_from_the_home_it_opened() {
+    let home = Home::new();
+    let out = home.outside().join("ls.strace");
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", "trace=fcntl,fstat,newfstatat,statx,close,openat,open", "-o"]).arg(&out);
+    cmd.arg(common::process::BIN).arg("--home").arg(home.path()).arg("ls").env_remove("HERMES_HOME");
+    let ran = cmd.output().expect("strace");
+    assert!(ran.status.success(), "{ran:?}");
+    let trace = fs::read_to_string(&out).expect("strace's output");
+    let count = |what: &str| trace.lines().filter(|l| l.contains(what)).count();
+    let copies = count("F_DUPFD_CLOEXEC");
+    let owner_looks = count("fstat(");
+    let registry_looks = count("active_sessions.json\"");
+    assert_eq!(
+        (copies, registry_looks),
+        (0, 1),
+        "copies of the home's descriptor, looks at the registry; owner looks {owner_looks}:\n{trace}"
+    );
+    // The opened home's owner, once; as root also the check that the path still names it.
+    assert!(owner_looks <= 2, "{owner_looks} fstat calls:\n{trace}");
+}

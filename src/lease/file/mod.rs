@@ -111,12 +111,15 @@ impl FileStore {
 
     /// Whether the registry file exists, and when it was last modified (seconds).
     fn stat(path: &std::path::Path) -> (bool, Option<f64>) {
-        let modified = std::fs::metadata(path)
-            .and_then(|m| m.modified())
+        // One look: `exists` is the same look again.
+        let metadata = std::fs::metadata(path);
+        let modified = metadata
+            .as_ref()
             .ok()
+            .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| d.as_secs_f64());
-        (modified.is_some() || path.exists(), modified)
+        (metadata.is_ok(), modified)
     }
 
     /// The home's cap, when one is set or something is to be said of it.

@@ -9,9 +9,10 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
@@ -102,8 +103,19 @@ fn is_root() -> bool {
 thread_local! {
     /// Whether this thread keeps the home it last opened (see [`keep_the_home_open`]).
     static KEEP_THE_HOME: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// That home: its path as named, and its directory as opened and checked then.
-    static LAST_HOME: std::cell::RefCell<Option<(PathBuf, OwnedFd)>> = const { std::cell::RefCell::new(None) };
+    /// That home.
+    static LAST_HOME: std::cell::RefCell<Option<KeptHome>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A directory's owner: (uid, gid).
+type Owner = (u32, u32);
+
+/// The home a thread keeps: its path as named, its directory as opened and checked then,
+/// and whom the directory belongs to.
+struct KeptHome {
+    path: PathBuf,
+    fd: Arc<OwnedFd>,
+    owner: Owner,
 }
 
 /// From now on this thread opens a home once while it opens no other in between: a
@@ -118,22 +130,24 @@ pub fn keep_the_home_open() {
     KEEP_THE_HOME.with(|keep| keep.set(true));
 }
 
-/// Open the home's own directory ([`open_home_now`]), or give the one this thread kept.
-fn open_home(home: &Path) -> io::Result<OwnedFd> {
+/// Open the home's own directory ([`open_home_now`]), or give the one this thread kept:
+/// the same descriptor, shared (no copy of it to make and close), with its owner as
+/// looked up when it was opened. The owner is None for a home opened anew.
+fn open_home(home: &Path) -> io::Result<(Arc<OwnedFd>, Option<Owner>)> {
     if !KEEP_THE_HOME.with(std::cell::Cell::get) {
-        return open_home_now(home);
+        return Ok((Arc::new(open_home_now(home)?), None));
     }
     let kept = LAST_HOME.with_borrow(|last| match last {
-        Some((path, fd)) if path == home => Some(fd.try_clone()),
+        Some(kept) if kept.path == home => Some((Arc::clone(&kept.fd), Some(kept.owner))),
         _ => None,
     });
-    if let Some(fd) = kept {
-        return fd;
+    if let Some(kept) = kept {
+        return Ok(kept);
     }
-    let fd = open_home_now(home)?;
-    let copy = fd.try_clone()?;
-    LAST_HOME.with_borrow_mut(|last| *last = Some((home.to_path_buf(), copy)));
-    Ok(fd)
+    let fd = Arc::new(open_home_now(home)?);
+    let owner = owner_of(&fd)?;
+    LAST_HOME.with_borrow_mut(|last| *last = Some(KeptHome { path: home.to_path_buf(), fd: Arc::clone(&fd), owner }));
+    Ok((fd, Some(owner)))
 }
 
 /// Open the home's own directory. The operator's path is followed, but when root acts,
@@ -194,7 +208,8 @@ fn names(spot: &Spot) -> io::Result<Vec<&OsStr>> {
 }
 
 /// Step into directory `name` of `dir` without following a symlink.
-fn step(dir: &OwnedFd, name: &OsStr, shown: &Path) -> io::Result<OwnedFd> {
+fn step(dir: impl AsFd, name: &OsStr, shown: &Path) -> io::Result<OwnedFd> {
+    let dir = dir.as_fd();
     check_kind(dir, name, shown, FileType::Directory)?;
     let fd = rustix::fs::openat(
         dir,
@@ -206,7 +221,8 @@ fn step(dir: &OwnedFd, name: &OsStr, shown: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Refuse `name` in `dir` unless it is absent or of kind `want` (never following it).
-fn check_kind(dir: &OwnedFd, name: &OsStr, shown: &Path, want: FileType) -> io::Result<()> {
+fn check_kind(dir: impl AsFd, name: &OsStr, shown: &Path, want: FileType) -> io::Result<()> {
+    let dir = dir.as_fd();
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => {
             let t = FileType::from_raw_mode(st.st_mode);
@@ -228,7 +244,8 @@ fn check_kind(dir: &OwnedFd, name: &OsStr, shown: &Path, want: FileType) -> io::
 /// A directory in a home, reached safely, and whom it belongs to.
 #[derive(Debug)]
 pub struct Dir {
-    fd: OwnedFd,
+    /// Shared with this thread's kept home when it is that home.
+    fd: Arc<OwnedFd>,
     path: PathBuf,
     owner: (u32, u32),
 }
@@ -259,25 +276,34 @@ impl Dir {
 
     fn reach(spot: &Spot, create_last: bool) -> io::Result<Option<Dir>> {
         let names = names(spot)?;
-        let mut fd = match open_home(&spot.home) {
-            Ok(fd) => fd,
+        // `owner`: whom `fd` belongs to, when already known.
+        let (mut fd, mut owner) = match open_home(&spot.home) {
+            Ok(opened) => opened,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         let mut shown = spot.home.clone();
         for (i, name) in names.iter().enumerate() {
             shown.push(name);
-            fd = match step(&fd, name, &shown) {
-                Ok(next) => next,
+            (fd, owner) = match step(&fd, name, &shown) {
+                Ok(next) => (Arc::new(next), None),
                 Err(e) if e.kind() == io::ErrorKind::NotFound && create_last && i + 1 == names.len() => {
-                    let parent = Dir { owner: owner_of(&fd)?, fd, path: shown.parent().unwrap_or(&shown).into() };
-                    parent.make_dir(name)?.fd
+                    let owner = match owner {
+                        Some(known) => known,
+                        None => owner_of(&fd)?,
+                    };
+                    let parent = Dir { owner, fd, path: shown.parent().unwrap_or(&shown).into() };
+                    let made = parent.make_dir(name)?;
+                    (made.fd, Some(made.owner))
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e),
             };
         }
-        let owner = owner_of(&fd)?;
+        let owner = match owner {
+            Some(known) => known,
+            None => owner_of(&fd)?,
+        };
         Ok(Some(Dir { fd, path: shown, owner }))
     }
 
@@ -289,9 +315,9 @@ impl Dir {
     pub fn create_home(home: &Path) -> io::Result<Dir> {
         let mut missing = Vec::new();
         let mut at = home.to_path_buf();
-        let fd = loop {
+        let (fd, owner) = loop {
             match open_home(&at) {
-                Ok(fd) => break fd,
+                Ok(opened) => break opened,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     let Some(name) = at.file_name() else {
                         return Err(refusal(
@@ -309,7 +335,11 @@ impl Dir {
                 Err(e) => return Err(e),
             }
         };
-        let mut dir = Dir { owner: owner_of(&fd)?, fd, path: at };
+        let owner = match owner {
+            Some(known) => known,
+            None => owner_of(&fd)?,
+        };
+        let mut dir = Dir { owner, fd, path: at };
         for name in missing.iter().rev() {
             dir = dir.make_dir(name)?;
         }
@@ -328,7 +358,7 @@ impl Dir {
             }
         }
         let fd = step(&self.fd, name, &shown)?;
-        Ok(Dir { owner: owner_of(&fd)?, fd, path: shown })
+        Ok(Dir { owner: owner_of(&fd)?, fd: Arc::new(fd), path: shown })
     }
 
     pub fn path(&self) -> &Path {
@@ -548,7 +578,7 @@ fn cut_back(f: &File, before: u64, written: usize, e: io::Error) -> io::Error {
     e
 }
 
-fn owner_of(fd: &OwnedFd) -> io::Result<(u32, u32)> {
+fn owner_of(fd: impl AsFd) -> io::Result<(u32, u32)> {
     let st = rustix::fs::fstat(fd)?;
     Ok((st.st_uid, st.st_gid))
 }
