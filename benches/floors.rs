@@ -17,7 +17,8 @@
 //!
 //! The entries are owned by this bench process (its real start time): every owner is
 //! alive and nothing is pruned, so each cycle leaves the registry as it found it.
-//! `FLOORS_BIN` measures another build as "this". Plain main (harness = false).
+//! `FLOORS_BIN` measures another build as "this". Each build is run from a copy made at
+//! the start, in the bench's temp dir. Plain main (harness = false).
 //! `FLOORS_ROUNDS=N`: N rounds, not 21. `--quick`: 5 rounds. Without `--bench` (under `cargo test --benches`): 1 round, no
 //! 10,000 or 50,000.
 
@@ -160,6 +161,16 @@ enum Shape {
     /// Neither: 50,000 entries of Hermes' shape hold more JSON values than a registry may
     /// hold, so the memory rows at that size are read without them.
     Bare,
+}
+
+/// A copy of the binary at `from`, written at `to` now; its path. A start's time depends on
+/// how the binary's pages sit in the page cache: the same build's file, copied afresh, took
+/// 85 page faults and 0.67 ms for `--version` where the file it was copied from, written
+/// an hour and many builds before, took 93 and 0.81 ms. Every build measured is run from
+/// such a copy, so that none is slower for its file's history.
+fn fresh_copy(from: &str, to: &Path) -> String {
+    std::fs::copy(from, to).unwrap_or_else(|e| panic!("copy {from}: {e}"));
+    to.to_string_lossy().into_owned()
 }
 
 /// A home whose registry holds `n` entries owned by this process.
@@ -311,13 +322,15 @@ fn main() {
         // More rounds where the ratios sit near a target: runs of 21 differed by 0.2x here.
         std::env::var("FLOORS_ROUNDS").ok().and_then(|r| r.parse().ok()).filter(|&r| r > 0).unwrap_or(21)
     };
+    let dir = tempfile::Builder::new().prefix("leasectl-bench-floors-").tempdir().expect("tempdir");
     let this = std::env::var("FLOORS_BIN").unwrap_or_else(|_| BUILT.to_owned());
-    let baseline = std::env::var("FLOORS_BASELINE_BIN").ok();
+    let this = fresh_copy(&this, &dir.path().join("this-leasectl"));
+    let baseline =
+        std::env::var("FLOORS_BASELINE_BIN").ok().map(|b| fresh_copy(&b, &dir.path().join("baseline-leasectl")));
     let mut builds: Vec<&str> = vec![&this];
     builds.extend(baseline.as_deref());
     let me_exe = std::env::current_exe().expect("this bench's path");
     let me = std::process::id().to_string();
-    let dir = tempfile::Builder::new().prefix("leasectl-bench-floors-").tempdir().expect("tempdir");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("an empty home");
     let sizes: &[usize] = if bench { &[0, 1_000, 10_000] } else { &[0, 1_000] };
