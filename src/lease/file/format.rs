@@ -676,6 +676,31 @@ pub(super) mod tests {
         assert!(refused[0].detail.contains("1000000 JSON values"), "{}", refused[0].detail);
     }
 
+    /// What the README's guarantees say of the bound: about 50,000 leases as Hermes writes
+    /// them (each with its live session id, here every other one liveness-tracked).
+    #[test]
+    fn the_values_bound_is_about_fifty_thousand_of_hermes_leases() {
+        let file = |n: usize| {
+            let entries: Vec<String> = (0..n)
+                .map(|i| {
+                    let track = if i % 2 == 0 { ", \"track_liveness\": true" } else { "" };
+                    format!(
+                        "{{\"lease_id\": \"{i:032x}\", \"metadata\": {{\"live_session_id\": \"tab-{i}\"}}, \
+                         \"pid\": 20834, \"process_start_time\": 1795989978.25, \"session_id\": \"S{i}\", \
+                         \"started_at\": 1795989978.5677974, \"surface\": \"tui\"{track}, \"updated_at\": 1795989978.5677974}}"
+                    )
+                })
+                .collect();
+            format!("{HEAD}{}]}}", entries.join(", ")).into_bytes()
+        };
+        let under = parse_owned(file(49_000));
+        assert!(under.hermes_layout);
+        assert_eq!(under.result.expect("49,000 leases are read").entries.len(), 49_000);
+        let over = parse(&file(51_000)).expect_err("51,000 are past the bound");
+        assert_eq!(over[0].rule, Rule::Unreadable);
+        assert!(over[0].detail.contains("1000000 JSON values"), "{}", over[0].detail);
+    }
+
     #[test]
     fn empty_registry_serializes_like_hermes() {
         assert_eq!(serialize(&RegistryFile::default()), "{\"entries\": []}");
