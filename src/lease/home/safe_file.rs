@@ -247,7 +247,7 @@ pub struct Dir {
     /// Shared with this thread's kept home when it is that home.
     fd: Arc<OwnedFd>,
     path: PathBuf,
-    owner: (u32, u32),
+    owner: Owner,
 }
 
 impl Dir {
@@ -288,10 +288,7 @@ impl Dir {
             (fd, owner) = match step(&fd, name, &shown) {
                 Ok(next) => (Arc::new(next), None),
                 Err(e) if e.kind() == io::ErrorKind::NotFound && create_last && i + 1 == names.len() => {
-                    let owner = match owner {
-                        Some(known) => known,
-                        None => owner_of(&fd)?,
-                    };
+                    let owner = owner_known_or_of(owner, &fd)?;
                     let parent = Dir { owner, fd, path: shown.parent().unwrap_or(&shown).into() };
                     let made = parent.make_dir(name)?;
                     (made.fd, Some(made.owner))
@@ -300,10 +297,7 @@ impl Dir {
                 Err(e) => return Err(e),
             };
         }
-        let owner = match owner {
-            Some(known) => known,
-            None => owner_of(&fd)?,
-        };
+        let owner = owner_known_or_of(owner, &fd)?;
         Ok(Some(Dir { fd, path: shown, owner }))
     }
 
@@ -335,10 +329,7 @@ impl Dir {
                 Err(e) => return Err(e),
             }
         };
-        let owner = match owner {
-            Some(known) => known,
-            None => owner_of(&fd)?,
-        };
+        let owner = owner_known_or_of(owner, &fd)?;
         let mut dir = Dir { owner, fd, path: at };
         for name in missing.iter().rev() {
             dir = dir.make_dir(name)?;
@@ -375,7 +366,7 @@ impl Dir {
     }
 
     /// (uid, gid) of the directory.
-    pub fn owner(&self) -> (u32, u32) {
+    pub fn owner(&self) -> Owner {
         self.owner
     }
 
@@ -578,7 +569,12 @@ fn cut_back(f: &File, before: u64, written: usize, e: io::Error) -> io::Error {
     e
 }
 
-fn owner_of(fd: impl AsFd) -> io::Result<(u32, u32)> {
+/// `known` when it is, else the owner of `fd` looked up.
+fn owner_known_or_of(known: Option<Owner>, fd: impl AsFd) -> io::Result<Owner> {
+    known.map_or_else(|| owner_of(fd), Ok)
+}
+
+fn owner_of(fd: impl AsFd) -> io::Result<Owner> {
     let st = rustix::fs::fstat(fd)?;
     Ok((st.st_uid, st.st_gid))
 }
