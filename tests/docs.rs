@@ -183,51 +183,12 @@ fn the_help_examples_that_acquire_run_where_the_home_is_new() {
     assert_eq!(ran, 3, "the global help's, acquire's and hold's examples");
 }
 
-/// The README's block that starts with `first` (its fence's info string is `info`).
-fn readme_block(info: &str, first: &str) -> String {
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
-    let start = readme.find(&format!("```{info}\n{first}")).unwrap_or_else(|| panic!("a ```{info} block: {first}"));
-    let body = &readme[start + info.len() + 4..];
-    body[..body.find("```").expect("closing fence")].to_owned()
-}
-
+/// The recorder's unit the packages install (the .deb's with /usr/bin, the tarball's with
+/// /usr/local/bin, where the README's install lines put leasectl).
 #[test]
-fn the_readmes_systemd_unit_verifies_and_is_hardened() {
-    use std::fs;
-    let unit = readme_block("ini", "# /etc/systemd/system/leasectl-recorder.service");
-    // A filesystem root of its own: systemd's units, the unit as printed, and leasectl
-    // where the unit runs it (the README's install line puts it there).
-    let root = tempfile::tempdir().expect("temp dir");
-    let r = root.path();
-    for dir in ["etc/systemd/system", "usr/local/bin", "usr/lib/systemd"] {
-        fs::create_dir_all(r.join(dir)).expect("root dirs");
-    }
-    let copied = std::process::Command::new("cp")
-        .arg("-r")
-        .arg("/usr/lib/systemd/system")
-        .arg(r.join("usr/lib/systemd/"))
-        .status()
-        .expect("cp systemd's units");
-    assert!(copied.success());
-    fs::write(r.join("etc/systemd/system/leasectl-recorder.service"), &unit).expect("unit");
-    fs::copy(BIN, r.join("usr/local/bin/leasectl")).expect("leasectl");
-    let analyze = |args: &[&str]| {
-        crate::common::process::Proc::run("systemd-analyze", {
-            let mut cmd = std::process::Command::new("systemd-analyze");
-            cmd.args(args).arg(format!("--root={}", r.display())).arg("/etc/systemd/system/leasectl-recorder.service");
-            cmd
-        })
-    };
-    let verify = analyze(&["verify"]);
-    verify.expect_exit(0);
-    assert!(verify.stderr.trim().is_empty(), "no warning either: {verify:?}");
-    // Exposure at most 3.0 of 10 ("OK"; the unit without hardening is 9.2, UNSAFE).
-    analyze(&["security", "--offline=true", "--threshold=30"]).expect_exit(0);
-    // Its command line is one leasectl takes.
-    use clap::Parser as _;
-    let exec = unit.split("ExecStart=").nth(1).expect("ExecStart").replace("\\\n", " ");
-    let exec = exec.lines().next().unwrap_or_default().replace("/usr/local/bin/leasectl", "leasectl");
-    leasectl::cli::Cli::try_parse_from(crate::hints::shell_words(&exec)).expect("ExecStart parses");
+fn the_recorders_systemd_unit_verifies_and_is_hardened() {
+    let unit = std::path::Path::new("assets/leasectl-recorder.service");
+    crate::common::systemd::verify_unit(unit, "/usr/local/bin/leasectl", std::path::Path::new(BIN));
 }
 
 /// The README's Architecture section names every source file (as `name`, or `dir/` for a

@@ -11,6 +11,7 @@ pub mod process;
 pub mod pty;
 pub mod signals;
 pub mod sshd;
+pub mod systemd;
 
 pub use owners::owner;
 

@@ -73,11 +73,24 @@ impl Drop for Pty {
 impl Pty {
     /// `leasectl ARGS` in a new `rows` x `cols` pty, run in `cwd` with `TERM=xterm-256color`
     /// and `env` set, and `HERMES_HOME` and `NO_COLOR` removed. `name` is what messages call it.
-    #[allow(unsafe_code)] // a raw descriptor from portable-pty: no safe call takes it; see SAFETY
     pub fn spawn(name: &'static str, args: &[&OsStr], env: &[(&str, &OsStr)], cwd: &Path, rows: u16, cols: u16) -> Pty {
+        Pty::spawn_program(name, Path::new(BIN), args, env, cwd, rows, cols)
+    }
+
+    /// [`Pty::spawn`] of another leasectl binary: one an artifact installed, say.
+    #[allow(unsafe_code)] // a raw descriptor from portable-pty: no safe call takes it; see SAFETY
+    pub fn spawn_program(
+        name: &'static str,
+        program: &Path,
+        args: &[&OsStr],
+        env: &[(&str, &OsStr)],
+        cwd: &Path,
+        rows: u16,
+        cols: u16,
+    ) -> Pty {
         let pair =
             native_pty_system().openpty(PtySize { rows, cols, pixel_width: 0, pixel_height: 0 }).expect("openpty");
-        let mut cmd = CommandBuilder::new(BIN);
+        let mut cmd = CommandBuilder::new(program);
         cmd.args(args);
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("HERMES_HOME");
