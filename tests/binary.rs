@@ -24,5 +24,6 @@ mod run_work;
 mod serve_stdio;
 mod session_context;
 mod ssh_hosts;
+mod ssh_install;
 mod stress;
 mod untruths;

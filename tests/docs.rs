@@ -129,7 +129,7 @@ fn every_command_line_the_readme_and_help_show_parses() {
     let mut lines = example_lines(&readme, true);
     assert!(lines.len() > 20, "the README's examples: {lines:?}");
     let commands = ["ls", "acquire", "release", "force-release", "prune", "doctor", "run", "hold", "tui", "demo"];
-    for command in commands.iter().chain(&["events", "metrics", "completions", "man", "serve"]) {
+    for command in commands.iter().chain(&["events", "metrics", "completions", "man", "serve", "install"]) {
         let help = crate::cli_operators::leasectl_bare(&[command, "--help"]);
         let examples = help.stdout.split("Example:").nth(1).unwrap_or_default().to_owned();
         let found = example_lines(&examples, false);

@@ -240,13 +240,14 @@ pub enum Command {
     Events(EventsArgs),
     Metrics,
     Serve(ServeArgs),
+    Install,
     Completions(CompletionsArgs),
     Complete(CompleteArgs),
     Man,
 }
 
 /// Every subcommand, in the order help lists them.
-pub const SUBCOMMANDS: [Sub; 16] = [
+pub const SUBCOMMANDS: [Sub; 17] = [
     Sub {
         name: "ls",
         about: "List leases with owner liveness (read-only: takes no lock, never prunes)",
@@ -379,6 +380,20 @@ pub const SUBCOMMANDS: [Sub; 16] = [
         args: <ServeArgs as Args>::augment_args,
     },
     Sub {
+        name: "install",
+        about: "Put this leasectl on the hosts --host names, over ssh, so that every host runs the same build",
+        after_help: "Copies this very binary to each host --host, LEASECTL_HOSTS or --all-hosts names, over \
+                            your own ssh, into ${XDG_BIN_HOME:-~/.local/bin}/leasectl there (the user's own \
+                            folder, where `--host` looks first). The host keeps it only when its SHA-256 is the \
+                            one sent and it says this version. A leasectl there that install did not put there \
+                            is never replaced. Needs Linux x86_64 and sha256sum on the host; no build and no \
+                            root there. A host that runs another version is named, with this command, whenever \
+                            --host reaches it.\n\n\
+                            Example:\n  leasectl --host ssh://ops@gw1 install\n  leasectl --all-hosts install",
+        hide: false,
+        args: std::convert::identity,
+    },
+    Sub {
         name: "completions",
         about: "Print a shell completion script (from the same definitions as this help)",
         after_help: "Example:\n  leasectl completions bash > ~/.local/share/bash-completion/completions/leasectl\n  \
@@ -493,6 +508,7 @@ impl clap::FromArgMatches for Command {
             "events" => Command::Events(EventsArgs::from_arg_matches_mut(m)?),
             "metrics" => Command::Metrics,
             "serve" => Command::Serve(ServeArgs::from_arg_matches_mut(m)?),
+            "install" => Command::Install,
             "completions" => Command::Completions(CompletionsArgs::from_arg_matches_mut(m)?),
             "__complete" => Command::Complete(CompleteArgs::from_arg_matches_mut(m)?),
             "man" => Command::Man,
@@ -888,6 +904,7 @@ mod tests {
             ("events", &["--since", "1m"]),
             ("metrics", &[]),
             ("serve", &["--stdio"]),
+            ("install", &[]),
             ("completions", &["bash"]),
             ("__complete", &["profiles"]),
             ("man", &[]),

@@ -73,7 +73,7 @@ pub(super) fn select_locations(
         Command::Run(_) => Some("run"),
         Command::Hold(_) => Some("hold"),
         Command::Demo(_) => Some("demo"),
-        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) => None,
+        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) | Command::Install => None,
     };
     if let Some(what) = what {
         return Err(usage(format!(

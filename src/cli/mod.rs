@@ -16,6 +16,7 @@ mod force_release;
 mod hints;
 mod hold;
 mod hosts;
+mod install;
 pub mod json;
 mod ls;
 mod manual;
@@ -175,6 +176,13 @@ pub fn run(cli: Cli) -> i32 {
             code
         }
     };
+    // A host that answered with another leasectl of the same protocol: named, with the
+    // command that puts this build there (the console draws on the terminal: not there).
+    if !console {
+        for skew in lease::version_skews() {
+            say_err!("leasectl: note: {skew}");
+        }
+    }
     // Output nobody could read (a full disk, a closed pipe) is not a success.
     match stdout_lost().filter(|_| !console) {
         Some(e) if code == EXIT_OK => {
@@ -279,6 +287,9 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         return Ok(crate::serve::serve_stdio(cli.home.as_deref(), options));
     }
     let hosts = reached(&mut cli)?;
+    if let Command::Install = &command {
+        return install::install_on(&hosts);
+    }
     let on_hosts = !hosts.is_empty();
     let Selection { locations, root } = match on_hosts {
         true => hosts::select_locations(&cli, &command, implicit, hosts)?,
@@ -347,7 +358,9 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
-        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
+        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) | Command::Install => {
+            Ok(EXIT_OK)
+        }
     }
 }
 

@@ -183,6 +183,12 @@ pub fn host_registries(host: &host_spec::HostSpec, every: bool) -> Result<Vec<St
     }
 }
 
+/// The hosts reached in this process that run another leasectl of the same protocol,
+/// each in words with the command that puts this build there.
+pub fn version_skews() -> Vec<String> {
+    ssh::link::skews().iter().map(ssh::link::Skew::words).collect()
+}
+
 /// Every registry the hosts of `locations` have reported so far.
 pub fn known_registries(locations: &[Location]) -> Vec<Location> {
     ssh::link::known_registries(locations)

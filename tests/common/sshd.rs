@@ -156,6 +156,18 @@ impl Sshd {
         }
     }
 
+    /// Sessions get `key=value` in their environment from now on (sshd's SetEnv), the
+    /// server started again on the same port.
+    pub fn set_env(&mut self, vars: &[(&str, &str)]) {
+        let mut text = fs::read_to_string(&self.config).expect("sshd_config");
+        for (key, value) in vars {
+            text.push_str(&format!("SetEnv {key}={value}\n"));
+        }
+        fs::write(&self.config, text).expect("sshd_config");
+        self.stop();
+        self.restart();
+    }
+
     /// The host comes back, on the same port.
     pub fn restart(&mut self) {
         assert!(self.listen(), "sshd did not start again on port {}", self.port);

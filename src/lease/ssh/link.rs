@@ -517,7 +517,7 @@ impl Link {
         let ended = |mut conn: Conn, end: Option<String>| {
             let status = wait_briefly(&mut conn.child);
             let code = status.and_then(|s| s.code());
-            let why = ended_why(status, &errors, end);
+            let why = ended_why(&self.spec, status, &errors, end);
             let fault = match code {
                 _ if junk_seen(&junk) => HostFault::Junk,
                 Some(255) if why.contains("Permission denied") => HostFault::LoginRefused,
@@ -548,10 +548,15 @@ impl Link {
         if hello.protocol != PROTOCOL {
             let why = format!(
                 "it runs leasectl {} (protocol {}), this is leasectl {VERSION} (protocol {PROTOCOL}): install the \
-                 same leasectl on both",
-                hello.leasectl, hello.protocol
+                 same leasectl on both; `{}` puts this build there",
+                crate::lease::human::escape(&hello.leasectl),
+                hello.protocol,
+                install_line(&self.spec)
             );
             return Err(answered(abandon(conn, why)));
+        }
+        if hello.leasectl != VERSION {
+            note_skew(&self.spec, &hello.leasectl);
         }
         let home = match &self.spec.target {
             HostTarget::Ssh(t) => t.home.clone(),
@@ -594,11 +599,12 @@ impl Link {
                 // Timeouts and sharing where the operator's config is silent.
                 c.args(options::added(&config));
                 destination(&mut c, t);
-                let program = std::env::var(REMOTE_COMMAND_ENV)
-                    .ok()
-                    .filter(|p| !p.trim().is_empty())
-                    .unwrap_or_else(|| "leasectl".into());
-                c.arg(format!("{program} {SERVE_ARGS}"));
+                // The operator's program as given; else leasectl from where `install` puts
+                // it, then from the remote's PATH.
+                match std::env::var(REMOTE_COMMAND_ENV).ok().filter(|p| !p.trim().is_empty()) {
+                    Some(program) => c.arg(format!("{program} {SERVE_ARGS}")),
+                    None => c.arg(super::install::SERVE_COMMAND),
+                };
                 c
             }
         };
@@ -661,7 +667,7 @@ impl Link {
         s.fed = false;
         s.lag = None;
         let status = wait_briefly(&mut conn.child);
-        let why = with_junk(ended_why(status, &errors, end), &junk);
+        let why = with_junk(ended_why(&self.spec, status, &errors, end), &junk);
         let fault = if junk_seen(&junk) { HostFault::Junk } else { HostFault::Unreachable };
         for (_, tx) in s.pending.drain() {
             let _ = tx.send(Err(Error::Unreachable { host: self.spec.name.clone(), why: why.clone(), fault }));
@@ -725,7 +731,7 @@ fn next_first(
 
 /// `ssh`, or the operator's replacement for it (`LEASECTL_SSH_COMMAND`, run by `sh -c`
 /// with leasectl's arguments as `"$@"`, never spliced into its text).
-fn ssh_program() -> Command {
+pub(super) fn ssh_program() -> Command {
     match std::env::var(options::SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
         Some(text) => {
             let mut c = Command::new("sh");
@@ -737,7 +743,7 @@ fn ssh_program() -> Command {
 }
 
 /// `-p PORT -l USER -- HOST`: each its own argument.
-fn destination(c: &mut Command, t: &crate::lease::host_spec::SshTarget) {
+pub(super) fn destination(c: &mut Command, t: &crate::lease::host_spec::SshTarget) {
     if let Some(p) = t.port {
         c.arg("-p").arg(p.to_string());
     }
@@ -818,21 +824,34 @@ fn wait_briefly(child: &mut Child) -> Option<std::process::ExitStatus> {
 }
 
 /// Why a session ended, in words: what ssh or the remote shell said, and what it means.
-fn ended_why(status: Option<std::process::ExitStatus>, errors: &Mutex<Vec<String>>, end: Option<String>) -> String {
+fn ended_why(
+    host: &HostSpec,
+    status: Option<std::process::ExitStatus>,
+    errors: &Mutex<Vec<String>>,
+    end: Option<String>,
+) -> String {
     // stderr is read by its own thread: give it a moment to take the last lines.
     std::thread::sleep(Duration::from_millis(20));
     let said = errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
     let said = crate::lease::human::escape(&said);
     let code = status.and_then(|s| s.code());
-    let program = std::env::var(REMOTE_COMMAND_ENV).ok().filter(|p| !p.trim().is_empty());
-    let program = program.as_deref().unwrap_or("leasectl");
+    let given = std::env::var(REMOTE_COMMAND_ENV).ok().filter(|p| !p.trim().is_empty());
+    let program = given.as_deref().unwrap_or("leasectl");
     let meaning = match code {
-        Some(127) => {
+        Some(127) if given.is_some() => {
             format!("{program} is not on the remote's PATH: install leasectl there or set {REMOTE_COMMAND_ENV}")
         }
-        Some(2) if said.contains("unrecognized subcommand") => {
-            format!("the remote {program} has no `{SERVE_ARGS}` (older than this one): update it")
-        }
+        Some(127) => format!(
+            "leasectl is neither in {} nor on the remote's PATH: `{}` puts this build there (or set \
+             {REMOTE_COMMAND_ENV} to the leasectl to run)",
+            super::install::REMOTE_PATH,
+            install_line(host)
+        ),
+        Some(2) if said.contains("unrecognized subcommand") => format!(
+            "the remote {program} has no `{SERVE_ARGS}` (older than this one): update it; `{}` puts this build \
+             there",
+            install_line(host)
+        ),
         Some(255) => "ssh could not connect or log in".to_owned(),
         _ => String::new(),
     };
@@ -853,4 +872,43 @@ fn ended_why(status: Option<std::process::ExitStatus>, errors: &Mutex<Vec<String
         });
     }
     parts.join(" ")
+}
+
+/// `leasectl --host SPEC install`, quoted for a shell: the command that puts this build on `host`.
+pub fn install_line(host: &HostSpec) -> String {
+    crate::lease::hint::Reach::with(["--host".to_owned(), host.text()]).line(None, &["install"])
+}
+
+/// A host that runs another leasectl of the same protocol: it answers, and is named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skew {
+    pub host: HostSpec,
+    /// What its hello said (escaped for a terminal).
+    pub remote: String,
+}
+
+static SKEWS: Mutex<Vec<Skew>> = Mutex::new(Vec::new());
+
+fn note_skew(host: &HostSpec, remote: &str) {
+    let mut skews = SKEWS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !skews.iter().any(|s| &s.host == host) {
+        skews.push(Skew { host: host.clone(), remote: crate::lease::human::escape(remote).into_owned() });
+    }
+}
+
+/// The hosts reached in this process that run another leasectl version than this one.
+pub fn skews() -> Vec<Skew> {
+    SKEWS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+}
+
+impl Skew {
+    /// `host gw1 runs leasectl 0.0.9, this is leasectl 0.1.0: `leasectl --host ... install` puts this build there`
+    pub fn words(&self) -> String {
+        format!(
+            "host {} runs leasectl {}, this is leasectl {VERSION}: `{}` puts this build there",
+            crate::lease::human::escape(&self.host.name),
+            self.remote,
+            install_line(&self.host)
+        )
+    }
 }

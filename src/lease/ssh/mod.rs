@@ -4,6 +4,7 @@
 //! the same interface as a local one, acting through the remote's own leasectl, with the
 //! same guards and the remote's audit record.
 
+pub mod install;
 pub mod link;
 pub mod options;
 pub mod store;
