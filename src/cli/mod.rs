@@ -271,25 +271,30 @@ fn reads_once(command: &Command) -> bool {
     }
 }
 
+/// The commands that need no registry: generated from the argument definitions, or this
+/// build copied to other hosts.
+fn without_registry(command: &Command, cli: &mut Cli) -> Option<Result<i32, Failure>> {
+    Some(match command {
+        Command::Completions(a) => Ok(print_completions(a.shell)),
+        Command::Complete(a) => Ok(completions::complete(a)),
+        Command::Man => print_man(),
+        Command::Install => reached(cli).and_then(|hosts| install::install_on(&hosts)),
+        _ => return None,
+    })
+}
+
 fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
     let timeout = lock_timeout(cli.lock_timeout)?;
     let implicit = cli.command.is_none();
     let command = cli.command.take().unwrap_or_else(implicit_command);
-    // Generated from the argument definitions; they need no registry.
-    match &command {
-        Command::Completions(a) => return Ok(print_completions(a.shell)),
-        Command::Complete(a) => return Ok(completions::complete(a)),
-        Command::Man => return print_man(),
-        _ => {}
+    if let Some(done) = without_registry(&command, &mut cli) {
+        return done;
     }
     let options = store_options(&cli, &command, timeout)?;
     if let Command::Serve(_) = &command {
         return Ok(crate::serve::serve_stdio(cli.home.as_deref(), options));
     }
     let hosts = reached(&mut cli)?;
-    if let Command::Install = &command {
-        return install::install_on(&hosts);
-    }
     let on_hosts = !hosts.is_empty();
     let Selection { locations, root } = match on_hosts {
         true => hosts::select_locations(&cli, &command, implicit, hosts)?,
@@ -358,9 +363,8 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
-        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) | Command::Install => {
-            Ok(EXIT_OK)
-        }
+        Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
+        Command::Install => Ok(EXIT_OK),
     }
 }
 

@@ -83,9 +83,7 @@ pub fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
     let mut ssh: Command = ssh_program();
     ssh.args(["-T", "-o", "BatchMode=yes"]);
     // The session's own timeouts, without sharing: one command, then gone.
-    let mut config = options::SshConfig::default();
-    config.shares = true;
-    ssh.args(options::added(&config));
+    ssh.args(options::added(&options::SshConfig { shares: true, ..Default::default() }));
     destination(&mut ssh, target);
     // Every word after the script is digits, hex or this version: nothing for a shell.
     ssh.arg(format!("sh -c '{SCRIPT}' sh {} {sha256} {VERSION}", bytes.len()));

@@ -546,18 +546,9 @@ impl Link {
             Err(Ended::Late(why)) => return Err(late(conn, why)),
         };
         if hello.protocol != PROTOCOL {
-            let why = format!(
-                "it runs leasectl {} (protocol {}), this is leasectl {VERSION} (protocol {PROTOCOL}): install the \
-                 same leasectl on both; `{}` puts this build there",
-                crate::lease::human::escape(&hello.leasectl),
-                hello.protocol,
-                install_line(&self.spec)
-            );
-            return Err(answered(abandon(conn, why)));
+            return Err(answered(abandon(conn, other_protocol(&hello, &self.spec))));
         }
-        if hello.leasectl != VERSION {
-            note_skew(&self.spec, &hello.leasectl);
-        }
+        note_version(&self.spec, &hello.leasectl);
         let home = match &self.spec.target {
             HostTarget::Ssh(t) => t.home.clone(),
             HostTarget::Local { home } => home.as_ref().map(|h| h.display().to_string()),
@@ -889,7 +880,22 @@ pub struct Skew {
 
 static SKEWS: Mutex<Vec<Skew>> = Mutex::new(Vec::new());
 
-fn note_skew(host: &HostSpec, remote: &str) {
+/// Why a host of another protocol cannot serve, with the command that puts this build there.
+fn other_protocol(hello: &super::wire::Hello, host: &HostSpec) -> String {
+    format!(
+        "it runs leasectl {} (protocol {}), this is leasectl {VERSION} (protocol {PROTOCOL}): install the same \
+         leasectl on both; `{}` puts this build there",
+        crate::lease::human::escape(&hello.leasectl),
+        hello.protocol,
+        install_line(host)
+    )
+}
+
+/// A host's version, said in its hello: one other than this is kept to be named.
+fn note_version(host: &HostSpec, remote: &str) {
+    if remote == VERSION {
+        return;
+    }
     let mut skews = SKEWS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if !skews.iter().any(|s| &s.host == host) {
         skews.push(Skew { host: host.clone(), remote: crate::lease::human::escape(remote).into_owned() });
