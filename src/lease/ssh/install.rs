@@ -75,6 +75,7 @@ pub fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
     let HostTarget::Ssh(target) = &host.target else {
         return Err("this machine runs this leasectl already: nothing to install".to_owned());
     };
+    // one door: this leasectl's own executable (current_exe), not a file in a home.
     let bytes = std::fs::read(exe).map_err(|e| format!("cannot read this leasectl ({}): {e}", exe.display()))?;
     let mut hasher = Sha256::new();
     hasher.update(&bytes);
