@@ -203,3 +203,30 @@ fn r_tries_a_host_that_is_back_at_once() {
     assert!(took < Duration::from_secs(4), "r reconnected after {took:?}: it waited for the pause");
     pty.quit_and_check_restored(Duration::from_secs(3), Duration::from_secs(2));
 }
+
+/// A host of another leasectl version (same protocol) is bannered at 80x24 with the
+/// command that puts this build there; its leases are shown all the same.
+#[test]
+fn the_console_names_a_host_of_another_version_with_the_install_command() {
+    let sshd = Sshd::start();
+    let home = Home::new();
+    let owner = Sleeper::new();
+    acquire(&home, "S-on-old", &owner);
+    let spec = sshd.spec("old", home.path());
+    let (ssh, dir, remote) = (sshd.ssh_command(), sshd.dir(), sshd.older_leasectl());
+    let env = [
+        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
+        ("LEASECTL_REMOTE_COMMAND", OsStr::new(&remote)),
+        ("XDG_CONFIG_HOME", dir.as_os_str()),
+        ("XDG_RUNTIME_DIR", dir.as_os_str()),
+    ];
+    let args = [OsStr::new("--host"), OsStr::new(&spec), OsStr::new("tui")];
+    let mut pty = Pty::spawn("console over an older host", &args, &env, home.path(), 24, 80);
+    pty.wait_for("the banner naming the version and the lease", Duration::from_secs(10), |s| {
+        s.contains("HOST RUNS leasectl 0.0.9") && s.contains("S-on-old")
+    });
+    let screen = pty.text();
+    let said = format!("HOST RUNS leasectl 0.0.9 (old:root), this is {}: `leasectl --host", env!("CARGO_PKG_VERSION"));
+    assert!(screen.contains(&said) && screen.contains(" install` puts this build"), "{screen}");
+    pty.quit_and_check_restored(Duration::from_secs(5), Duration::from_secs(5));
+}

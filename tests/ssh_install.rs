@@ -99,32 +99,13 @@ fn install_needs_a_host_and_says_so() {
     assert!(out.stderr.contains("name them with --host SPEC"), "{out:?}");
 }
 
-/// A proxy in front of `serve --stdio` that says another version in its hello.
-const OLDER: &str = r#"
-import re, subprocess, sys, threading
-p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-def up():
-    for line in sys.stdin.buffer:
-        p.stdin.write(line); p.stdin.flush()
-    p.stdin.close()
-threading.Thread(target=up, daemon=True).start()
-first = True
-for line in p.stdout:
-    if first:
-        line = re.sub(rb'"leasectl":"[^"]*"', b'"leasectl":"0.0.9"', line, count=1)
-        first = False
-    sys.stdout.buffer.write(line); sys.stdout.buffer.flush()
-"#;
-
 #[test]
 fn a_host_of_another_version_is_named_with_the_command_that_puts_this_build_there() {
     let sshd = Sshd::start();
     let home = tempfile::tempdir().expect("the host's home");
     let spec = sshd.spec("gw1", home.path());
-    let proxy = sshd.dir().join("older.py");
-    std::fs::write(&proxy, OLDER).expect("the proxy");
     let mut cmd = sshd.leasectl(&["--host", &spec, "ls"]);
-    cmd.env("LEASECTL_REMOTE_COMMAND", format!("python3 {} {BIN}", proxy.display()));
+    cmd.env("LEASECTL_REMOTE_COMMAND", sshd.older_leasectl());
     let out = Proc::run("ls over an older leasectl", cmd);
     out.expect_exit(0);
     assert!(out.stdout.contains("0 leases"), "the host answers: {out:?}");

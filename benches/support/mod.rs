@@ -194,6 +194,7 @@ pub fn snapshot(reg: &Registry, leases: Vec<LeaseRow>) -> RegistrySnapshot {
         lock_holder: None,
         sessions: None,
         lag: None,
+        other_version: None,
         pruned_by_acquire: vec![],
         removed_by: vec![],
         slots_used: None,

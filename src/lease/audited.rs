@@ -129,6 +129,9 @@ impl LeaseStore for Audited {
     fn members_not_answering(&self) -> Vec<(String, String)> {
         self.inner.members_not_answering()
     }
+    fn other_version(&self) -> Option<String> {
+        self.inner.other_version()
+    }
     fn probe_lock(&self, bound: Duration, held: &HeldFlocks) -> Option<LockProbe> {
         self.inner.probe_lock(bound, held)
     }

@@ -149,6 +149,12 @@ pub trait LeaseStore: Send {
     fn lag(&self) -> Option<Duration> {
         None
     }
+    /// The leasectl version that answers for this location, when it is not this one
+    /// (another host's, of the same protocol): said with the command that puts this
+    /// build there.
+    fn other_version(&self) -> Option<String> {
+        None
+    }
     /// The members of this location that did not answer the last check while others
     /// did, and why (etcd: checked every few seconds by a watcher).
     fn members_not_answering(&self) -> Vec<(String, String)> {

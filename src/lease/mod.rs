@@ -189,6 +189,11 @@ pub fn version_skews() -> Vec<String> {
     ssh::link::skews().iter().map(ssh::link::Skew::words).collect()
 }
 
+/// `leasectl --host SPEC install`, quoted for a shell: what puts this build on `host`.
+pub fn install_line(host: &host_spec::HostSpec) -> String {
+    ssh::link::install_line(host)
+}
+
 /// Every registry the hosts of `locations` have reported so far.
 pub fn known_registries(locations: &[Location]) -> Vec<Location> {
     ssh::link::known_registries(locations)

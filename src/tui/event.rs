@@ -139,6 +139,8 @@ pub struct RegistrySnapshot {
     pub sessions: Option<Arc<Contexts>>,
     /// How far behind its answers are, when noticeably (a slow host over --host).
     pub lag: Option<std::time::Duration>,
+    /// The leasectl version its host runs, when not this one (same protocol: it answers).
+    pub other_version: Option<String>,
     /// Slots in use as the store counts them (etcd: the slot keys under the cap), where
     /// that is not the live leases.
     pub slots_used: Option<u64>,

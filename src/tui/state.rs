@@ -68,12 +68,19 @@ struct RemoteAnswers {
     waiting: Vec<crate::lease::Waiter>,
     /// Members that did not answer while others did (etcd), and why.
     not_answering: Vec<(String, String)>,
+    /// The leasectl version its host runs, when not this one.
+    other_version: Option<String>,
 }
 
 impl RegistryState {
     /// How far behind its answers are, when noticeably (a slow host).
     pub fn lag(&self) -> Option<std::time::Duration> {
         self.remote.as_ref().and_then(|r| r.lag)
+    }
+
+    /// The leasectl version its host runs, when not this one (another host's).
+    pub fn other_version(&self) -> Option<&str> {
+        self.remote.as_ref().and_then(|r| r.other_version.as_deref())
     }
 
     /// Who waits in line (etcd `--wait`), in arrival order.
@@ -180,7 +187,13 @@ impl RegistryState {
         // The slots and the line are kept from the last good reading.
         let kept = self.remote.take().map(|r| (r.slots_used, r.waiting)).unwrap_or_default();
         let (slots_used, waiting) = if snap.leases.is_ok() { (snap.slots_used, snap.waiting.clone()) } else { kept };
-        let answers = RemoteAnswers { lag: snap.lag, slots_used, waiting, not_answering: snap.not_answering.clone() };
+        let answers = RemoteAnswers {
+            lag: snap.lag,
+            slots_used,
+            waiting,
+            not_answering: snap.not_answering.clone(),
+            other_version: snap.other_version.clone(),
+        };
         self.remote = (answers != RemoteAnswers::default()).then(|| Box::new(answers));
         match &snap.leases {
             Ok(leases) => {

@@ -409,6 +409,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             r.location.host().is_some_and(|h| h.name == host)
                 && match what {
                     "lag" => r.lag().is_some() && r.error().is_none(),
+                    "version" => r.other_version().is_some() && r.error().is_none(),
                     _ => matches!(
                         r.error(),
                         Some(crate::lease::Error::Unreachable { .. } | crate::lease::Error::Connecting { .. })
@@ -460,21 +461,42 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 lag.as_secs_f64()
             )));
         }
-        if let Some((holder, held)) = reg.stuck_lock(app.now) {
-            // A command name is whatever the process chose: no control characters on screen.
-            let clean = |c: &str| c.chars().filter(|ch| !ch.is_control()).collect::<String>();
-            let command = holder.command.as_deref().map(|c| format!(" ({})", clean(c))).unwrap_or_default();
-            out.push(Line::from(format!(
-                " registry {} locked by pid {}{command} for {} — actions wait for it, then give up",
-                reg.location.label(),
-                holder.pid,
-                time::age(held)
-            )));
-        } else if let Some(pid) = reg.locked_by {
-            out.push(Line::from(format!(" registry {} locked by pid {pid}", reg.location.label())));
+        if let Some(version) = reg.other_version().filter(|_| reg.error().is_none())
+            && let Some(host) = reg.location.host()
+            && let Some(Some(label)) = host_line(reg, "version", &mut hosts_said)
+        {
+            out.push(other_version_line(version, &label, host));
         }
+        out.extend(lock_line(reg, app));
     }
     out
+}
+
+/// A host that runs another leasectl (same protocol), with what puts this build there.
+fn other_version_line(version: &str, label: &str, host: &crate::lease::host_spec::HostSpec) -> Line<'static> {
+    Line::from(format!(
+        " HOST RUNS leasectl {} ({}), this is {}: `{}` puts this build there",
+        shown_text(version),
+        shown_text(label),
+        env!("CARGO_PKG_VERSION"),
+        shown_text(&crate::lease::install_line(host))
+    ))
+}
+
+/// Who holds the registry's lock: for long (actions wait for it), or at all.
+fn lock_line(reg: &super::state::RegistryState, app: &App) -> Option<Line<'static>> {
+    if let Some((holder, held)) = reg.stuck_lock(app.now) {
+        // A command name is whatever the process chose: no control characters on screen.
+        let clean = |c: &str| c.chars().filter(|ch| !ch.is_control()).collect::<String>();
+        let command = holder.command.as_deref().map(|c| format!(" ({})", clean(c))).unwrap_or_default();
+        return Some(Line::from(format!(
+            " registry {} locked by pid {}{command} for {} — actions wait for it, then give up",
+            reg.location.label(),
+            holder.pid,
+            time::age(held)
+        )));
+    }
+    reg.locked_by.map(|pid| Line::from(format!(" registry {} locked by pid {pid}", reg.location.label())))
 }
 
 /// The widest cells of the lease rows on this tab (lengths only: cheap for thousands).

@@ -518,7 +518,11 @@ impl Worker {
 
     /// How each store at `indices` answers.
     fn answering(&self, indices: &[usize]) -> Vec<Answering> {
-        let answers = |s: &dyn LeaseStore| Answering { lag: s.lag(), not_answering: s.members_not_answering() };
+        let answers = |s: &dyn LeaseStore| Answering {
+            lag: s.lag(),
+            not_answering: s.members_not_answering(),
+            other_version: s.other_version(),
+        };
         indices.iter().map(|&i| self.stores.open(i).map(answers).unwrap_or_default()).collect()
     }
 
@@ -595,7 +599,7 @@ impl Worker {
             .zip(answering.into_iter().chain(std::iter::repeat_with(Answering::default)))
             .zip(pruned)
             .zip(removed_by)
-            .map(|((((l, lock_holder), Answering { lag, not_answering }), pruned_by_acquire), removed_by)| {
+            .map(|((((l, lock_holder), answers), pruned_by_acquire), removed_by)| {
                 let remote_owners = owners_on_host(&l.location);
                 let owners = remote_owners.as_ref().unwrap_or(owners);
                 let context = match (&l.location, &l.leases) {
@@ -608,11 +612,12 @@ impl Worker {
                 };
                 let (slots_used, waiting) = line_and_slots(&l);
                 RegistrySnapshot {
-                    not_answering,
+                    not_answering: answers.not_answering,
                     slots_used,
                     waiting,
                     lock_holder,
-                    lag,
+                    lag: answers.lag,
+                    other_version: answers.other_version,
                     pruned_by_acquire,
                     removed_by,
                     sessions: context.as_ref().map(|(c, _)| Arc::clone(c)),
@@ -875,4 +880,5 @@ fn owners_on_host(location: &Location) -> Option<HashMap<u64, Arc<lease::owners:
 struct Answering {
     lag: Option<std::time::Duration>,
     not_answering: Vec<(String, String)>,
+    other_version: Option<String>,
 }

@@ -95,6 +95,7 @@ pub fn snap(reg: &Location, cap: Option<u64>, leases: Result<Vec<LeaseRow>, Stri
         lock_holder: None,
         sessions: None,
         lag: None,
+        other_version: None,
         pruned_by_acquire: vec![],
         removed_by: vec![],
         slots_used: None,

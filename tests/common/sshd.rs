@@ -168,6 +168,14 @@ impl Sshd {
         self.restart();
     }
 
+    /// A remote command that serves with this build but says leasectl 0.0.9 in its hello
+    /// (a proxy in front of `serve --stdio`): a host of another version, same protocol.
+    pub fn older_leasectl(&self) -> String {
+        let proxy = self.dir.path().join("older.py");
+        fs::write(&proxy, OLDER).expect("the proxy");
+        format!("python3 {} {BIN}", proxy.display())
+    }
+
     /// The host comes back, on the same port.
     pub fn restart(&mut self) {
         assert!(self.listen(), "sshd did not start again on port {}", self.port);
@@ -301,3 +309,20 @@ impl SlowProxy {
         SlowProxy { port, delay }
     }
 }
+
+/// A proxy in front of `serve --stdio` that says another version in its hello.
+const OLDER: &str = r#"
+import re, subprocess, sys, threading
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def up():
+    for line in sys.stdin.buffer:
+        p.stdin.write(line); p.stdin.flush()
+    p.stdin.close()
+threading.Thread(target=up, daemon=True).start()
+first = True
+for line in p.stdout:
+    if first:
+        line = re.sub(rb'"leasectl":"[^"]*"', b'"leasectl":"0.0.9"', line, count=1)
+        first = False
+    sys.stdout.buffer.write(line); sys.stdout.buffer.flush()
+"#;

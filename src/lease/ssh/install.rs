@@ -80,14 +80,21 @@ pub fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
     let mut hasher = Sha256::new();
     hasher.update(&bytes);
     let sha256: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let size = bytes.len() as u64;
 
+    // The operator's ssh config first, as for a session (`ssh -G` reads it without
+    // connecting); then leasectl's timeouts where it is silent, and no sharing: one
+    // command, then gone.
+    let mut ask = ssh_program();
+    ask.arg("-G");
+    destination(&mut ask, target);
+    let config = options::ask_ssh(&mut ask);
     let mut ssh: Command = ssh_program();
     ssh.args(["-T", "-o", "BatchMode=yes"]);
-    // The session's own timeouts, without sharing: one command, then gone.
-    ssh.args(options::added(&options::SshConfig { shares: true, ..Default::default() }));
+    ssh.args(options::added(&options::SshConfig { shares: true, ..config }));
     destination(&mut ssh, target);
     // Every word after the script is digits, hex or this version: nothing for a shell.
-    ssh.arg(format!("sh -c '{SCRIPT}' sh {} {sha256} {VERSION}", bytes.len()));
+    ssh.arg(format!("sh -c '{SCRIPT}' sh {size} {sha256} {VERSION}"));
     ssh.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = ssh.spawn().map_err(|e| format!("cannot start ssh: {e}"))?;
     let mut stdin = child.stdin.take().ok_or("cannot talk to ssh (no pipe)")?;
@@ -137,5 +144,5 @@ pub fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
         "broken" => return Err(format!("the copy does not run there (it said {detail:?}): nothing replaced")),
         other => return Err(format!("the install said {other:?} {detail:?}")),
     };
-    Ok(Outcome { installed, also, bytes: std::fs::metadata(exe).map_or(0, |m| m.len()), sha256 })
+    Ok(Outcome { installed, also, bytes: size, sha256 })
 }

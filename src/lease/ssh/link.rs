@@ -119,6 +119,8 @@ struct State {
     retry_now: bool,
     /// How long the last ping's answer took, when over [`LAG_AFTER`].
     lag: Option<Duration>,
+    /// The leasectl version the host's last hello said (escaped for a terminal).
+    version: Option<String>,
 }
 
 static LINKS: LazyLock<Mutex<HashMap<HostSpec, Arc<Link>>>> = LazyLock::new(Mutex::default);
@@ -392,8 +394,9 @@ impl Link {
         s.connecting = None;
         self.opened.notify_all();
         match opened {
-            Ok((conn, ready)) => {
+            Ok((conn, ready, version)) => {
                 s.conn = Some(conn);
+                s.version = Some(version);
                 s.ready = Some(ready);
                 let was_down = s.down.take().is_some();
                 s.changes += 1;
@@ -421,6 +424,11 @@ impl Link {
     /// How far behind the host's answers are, when they lag.
     pub fn lag(&self) -> Option<Duration> {
         lock(&self.state).lag
+    }
+
+    /// The host's leasectl version, when it is not this one (same protocol: it answers).
+    pub fn other_version(&self) -> Option<String> {
+        lock(&self.state).version.clone().filter(|v| v != VERSION)
     }
 
     /// Ask how far behind the host is, every [`PING_EVERY`], until the session ends.
@@ -492,7 +500,8 @@ impl Link {
             .clone()
     }
 
-    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Ready), Down> {
+    /// A session opened: its connection, the host's registries and its leasectl version.
+    fn connect(self: &Arc<Self>, generation: u64) -> Result<(Conn, Ready, String), Down> {
         let within = self.hello_within();
         let mut child =
             self.command().spawn().map_err(|e| Down::lost(format!("cannot start {}: {e}", self.program())))?;
@@ -548,7 +557,6 @@ impl Link {
         if hello.protocol != PROTOCOL {
             return Err(answered(abandon(conn, other_protocol(&hello, &self.spec))));
         }
-        note_version(&self.spec, &hello.leasectl);
         let home = match &self.spec.target {
             HostTarget::Ssh(t) => t.home.clone(),
             HostTarget::Local { home } => home.as_ref().map(|h| h.display().to_string()),
@@ -571,7 +579,7 @@ impl Link {
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
             Err(Ended::Late(why)) => return Err(Down::lost(abandon(conn, why))),
         };
-        Ok((conn, ready))
+        Ok((conn, ready, crate::lease::human::escape(&hello.leasectl).into_owned()))
     }
 
     /// `ssh -T -o BatchMode=yes ... -- HOST 'leasectl serve --stdio'`, or this machine's own.
@@ -878,8 +886,6 @@ pub struct Skew {
     pub remote: String,
 }
 
-static SKEWS: Mutex<Vec<Skew>> = Mutex::new(Vec::new());
-
 /// Why a host of another protocol cannot serve, with the command that puts this build there.
 fn other_protocol(hello: &super::wire::Hello, host: &HostSpec) -> String {
     format!(
@@ -891,20 +897,14 @@ fn other_protocol(hello: &super::wire::Hello, host: &HostSpec) -> String {
     )
 }
 
-/// A host's version, said in its hello: one other than this is kept to be named.
-fn note_version(host: &HostSpec, remote: &str) {
-    if remote == VERSION {
-        return;
-    }
-    let mut skews = SKEWS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if !skews.iter().any(|s| &s.host == host) {
-        skews.push(Skew { host: host.clone(), remote: crate::lease::human::escape(remote).into_owned() });
-    }
-}
-
 /// The hosts reached in this process that run another leasectl version than this one.
 pub fn skews() -> Vec<Skew> {
-    SKEWS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    let links: Vec<Arc<Link>> =
+        LINKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+    let mut found: Vec<Skew> =
+        links.iter().filter_map(|l| Some(Skew { host: l.spec.clone(), remote: l.other_version()? })).collect();
+    found.sort_by(|a, b| a.host.name.cmp(&b.host.name));
+    found
 }
 
 impl Skew {

@@ -114,6 +114,10 @@ impl LeaseStore for SshStore {
         self.link.lag()
     }
 
+    fn other_version(&self) -> Option<String> {
+        self.link.other_version()
+    }
+
     /// Only when the host sent something since (a listing, or went down or came back).
     fn rejudge_needed(&mut self, _prober: &mut Prober) -> bool {
         self.read_at != Some(self.link.changes())
