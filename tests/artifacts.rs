@@ -371,10 +371,15 @@ fn the_deb_installs_the_binary_manual_completions_and_a_disabled_unit_and_remove
         "zsh completion",
         Command::new("zsh").args([
             "-fc",
-            "fpath=(/usr/share/zsh/vendor-completions $fpath); autoload -Uz compinit; compinit -u -d /dev/null; print -r -- $_comps[leasectl]",
+            "fpath=(/usr/share/zsh/vendor-completions $fpath); autoload -Uz compinit; compinit -u -D; print -r -- $_comps[leasectl]",
         ]),
     );
     assert_eq!(zsh.trim(), "_leasectl", "zsh's compinit finds _leasectl for leasectl");
+    // compinit with a dump file replaces that file: named /dev/null, as root, it once left
+    // a regular file there (and every later reader of /dev/null read its junk). -D: no dump.
+    use std::os::unix::fs::FileTypeExt as _;
+    let null = std::fs::metadata("/dev/null").expect("/dev/null");
+    assert!(null.file_type().is_char_device(), "/dev/null is still the null device: {null:?}");
     // fish reads vendor completions through the path its own start-up sets (so not --no-config).
     let fish_home = tempfile::tempdir().expect("a HOME for fish");
     let fish = stdout(
