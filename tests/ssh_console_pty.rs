@@ -24,17 +24,22 @@ fn acquire(home: &Home, session: &str, owner: &Sleeper) {
 
 /// The console over `specs` in a 120x30 pty, through `sshd` (its key, its host key only).
 fn console(sshd: &Sshd, specs: &[&str], cwd: &std::path::Path) -> Pty {
+    console_sized(sshd, specs, cwd, BIN, (30, 120))
+}
+
+/// The same with `remote` as the hosts' leasectl, in a `rows` x `cols` pty.
+fn console_sized(sshd: &Sshd, specs: &[&str], cwd: &std::path::Path, remote: &str, (rows, cols): (u16, u16)) -> Pty {
     let ssh = sshd.ssh_command();
     let dir = sshd.dir();
     let mut args: Vec<&OsStr> = specs.iter().flat_map(|s| [OsStr::new("--host"), OsStr::new(*s)]).collect();
     args.push(OsStr::new("tui"));
     let env = [
         ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
-        ("LEASECTL_REMOTE_COMMAND", OsStr::new(BIN)),
+        ("LEASECTL_REMOTE_COMMAND", OsStr::new(remote)),
         ("XDG_CONFIG_HOME", dir.as_os_str()),
         ("XDG_RUNTIME_DIR", dir.as_os_str()),
     ];
-    Pty::spawn("console over --host", &args, &env, cwd, 30, 120)
+    Pty::spawn("console over --host", &args, &env, cwd, rows, cols)
 }
 
 /// Two hosts (two sshds), a lease on each, and the console over both.
@@ -213,15 +218,7 @@ fn the_console_names_a_host_of_another_version_with_the_install_command() {
     let owner = Sleeper::new();
     acquire(&home, "S-on-old", &owner);
     let spec = sshd.spec("old", home.path());
-    let (ssh, dir, remote) = (sshd.ssh_command(), sshd.dir(), sshd.older_leasectl());
-    let env = [
-        ("LEASECTL_SSH_COMMAND", OsStr::new(&ssh)),
-        ("LEASECTL_REMOTE_COMMAND", OsStr::new(&remote)),
-        ("XDG_CONFIG_HOME", dir.as_os_str()),
-        ("XDG_RUNTIME_DIR", dir.as_os_str()),
-    ];
-    let args = [OsStr::new("--host"), OsStr::new(&spec), OsStr::new("tui")];
-    let mut pty = Pty::spawn("console over an older host", &args, &env, home.path(), 24, 80);
+    let mut pty = console_sized(&sshd, &[&spec], home.path(), &sshd.older_leasectl(), (24, 80));
     pty.wait_for("the banner naming the version and the lease", Duration::from_secs(10), |s| {
         s.contains("HOST RUNS leasectl 0.0.9") && s.contains("S-on-old")
     });
