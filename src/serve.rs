@@ -249,11 +249,12 @@ fn registry_named(root: &Path, profile: &str) -> Result<Registry, Error> {
     if profile == "root" {
         return Ok(Registry::new("root", root));
     }
-    let registry = paths::profile_registry(root, profile).map_err(|e| Error::Refused(e.0))?;
-    if !paths::all_registries(root).contains(&registry) {
-        return Err(Error::Refused(format!("no profile {profile} in {}", root.display())));
-    }
-    Ok(registry)
+    let named = paths::profile_registry(root, profile).map_err(|e| Error::Refused(e.0))?;
+    // As listed: a deleted profile whose registry still holds leases is served, marked.
+    paths::all_registries(root)
+        .into_iter()
+        .find(|r| r.home == named.home)
+        .ok_or_else(|| Error::Refused(format!("no profile {profile} in {}", root.display())))
 }
 
 /// Whether a change at `path` can change what `registry` lists.

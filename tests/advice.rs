@@ -33,6 +33,8 @@ fn a_full_caps_advice_names_the_leak_suspect_not_the_oldest_lease() {
     let oldest = acquire(home, "BUSY", &busy);
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let suspect = acquire(home, "GONE", &leaked);
+    // Both taken before the session ended (a lease taken after is no leak).
+    crate::common::backdate_leases(home, 2.0 * 86_400.0);
     state_db(home, &[("BUSY", None), ("GONE", Some(86_400.0))]);
     let out = run(home, &["acquire", "NEW", "--owner-pid", &asker.pid_arg()]);
     assert_eq!(out.status.code(), Some(4));
@@ -81,6 +83,7 @@ fn a_held_sessions_advice_names_its_holder_when_it_looks_leaked() {
     }
     let held = acquire(home, "GONE", &leaked);
     let in_use = acquire(home, "BUSY", &busy);
+    crate::common::backdate_leases(home, 2.0 * 86_400.0);
     state_db(home, &[("GONE", Some(3_600.0)), ("BUSY", None), ("OTHER-0", Some(86_400.0))]);
     let out = run(home, &["acquire", "GONE", "--owner-pid", &asker.pid_arg()]);
     assert_eq!(out.status.code(), Some(3));

@@ -1132,7 +1132,9 @@ fn hermes_home_is_read_as_hermes_reads_it_and_left_to_the_environment_in_hints()
     assert_eq!(ls("", &[]), default, "empty is unset");
     assert_eq!(ls("   ", &[]), default, "blank is unset");
     assert_eq!(ls("/nonexistent", &["--home", &home.path().display().to_string()]), registry, "--home wins");
-    // A leak suspect (its session ended), so that the advice names a force-release.
+    // A leak suspect (its session ended after the lease was taken), so that the advice
+    // names a force-release.
+    common::backdate_leases(home.path(), 2.0 * 86_400.0);
     common::state_db(home.path(), &[("S", Some(86_400.0))]);
     let mut cmd = Command::new(common::process::BIN);
     cmd.env("HERMES_HOME", home.path()).args(["acquire", "S", "--owner-pid", "1"]);

@@ -20,6 +20,7 @@ pub(crate) fn entry(id: &str, session: &str, pid: u64) -> String {
 pub(crate) fn write_registry(home: &std::path::Path, entries: &[String]) {
     let runtime = home.join("runtime");
     fs::create_dir_all(&runtime).expect("runtime/");
+    common::make_profile_if_one(home);
     fs::write(runtime.join("active_sessions.json"), format!("{{\"entries\": [{}]}}", entries.join(", ")))
         .expect("registry");
 }
@@ -81,8 +82,8 @@ fn a_unique_prefix_of_four_names_a_lease_and_an_ambiguous_one_lists_the_candidat
 fn a_lease_in_another_profile_is_named_with_a_command_that_works_when_copied() {
     let home = Home::new();
     let work = home.path().join("profiles").join("work");
-    fs::create_dir_all(&work).expect("profile");
-    fs::create_dir_all(home.path().join("profiles/ops")).expect("profile");
+    crate::common::make_profile(&work);
+    crate::common::make_profile(home.path().join("profiles/ops"));
     write_registry(&work, &[entry("cafe0000000000000000000000000001", "W1", DEAD)]);
     let out = home.run(&["force-release", "cafe00"]);
     out.expect_exit(1);
@@ -151,7 +152,7 @@ fn force_release_session_dry_run_shows_what_goes_and_what_would_need_live() {
 fn hints_carry_the_home_and_profile_the_operator_used() {
     let home = Home::new();
     let work = home.path().join("profiles/work");
-    fs::create_dir_all(&work).expect("profile");
+    crate::common::make_profile(&work);
     write_registry(&work, &[entry("dead0000000000000000000000000001", "S", DEAD)]);
     let h = home.path().to_str().expect("utf-8");
     let out = home.run(&["--profile", "work", "doctor"]);
@@ -160,7 +161,9 @@ fn hints_carry_the_home_and_profile_the_operator_used() {
     // A refusal's advice, in text and in JSON.
     let owner = Sleeper::new();
     home.run(&["--profile", "work", "acquire", "T", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
-    // A leak suspect (its session ended), so that the advice names a force-release.
+    // A leak suspect (its session ended after the lease was taken), so that the advice
+    // names a force-release.
+    crate::common::backdate_leases(&work, 2.0 * 86_400.0);
     crate::common::state_db(&work, &[("T", Some(86_400.0))]);
     let out = home.run(&["--profile", "work", "acquire", "T", "--json"]);
     out.expect_exit(3);
@@ -307,7 +310,7 @@ fn tsv_fields_never_split_on_hostile_text() {
 fn doctor_flags_an_over_full_cap_and_ends_with_a_summary() {
     let (a, b, c) = (Sleeper::new(), Sleeper::new(), Sleeper::new());
     let home = crowded_home(&a, &b, &c);
-    fs::create_dir_all(home.path().join("profiles/work")).expect("profile");
+    crate::common::make_profile(home.path().join("profiles/work"));
     let out = home.run(&["--all-profiles", "doctor"]);
     out.expect_exit(1);
     assert!(out.stdout.contains("OVER CAP: 3 live leases, cap 2"), "{out:?}");

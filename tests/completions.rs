@@ -46,6 +46,7 @@ fn bash_completes_profiles_and_lease_ids_of_the_home_typed() {
     let home = dir.path().join("home");
     for p in ["ops", "work", "$(touch pwned)"] {
         std::fs::create_dir_all(home.join("profiles").join(p)).expect("profile");
+        std::fs::write(home.join("profiles").join(p).join("config.yaml"), "").expect("its identity file");
     }
     let owner = Sleeper::new();
     let pid = owner.pid_arg();

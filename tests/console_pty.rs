@@ -239,7 +239,7 @@ fn acquire_as_me(home: &Path, profile: Option<&str>, session: &str) {
     let mut cmd = Command::new(BIN);
     cmd.arg("--home").arg(home).env_remove("HERMES_HOME");
     if let Some(p) = profile {
-        std::fs::create_dir_all(home.join("profiles").join(p)).expect("create the profile");
+        crate::common::make_profile(home.join("profiles").join(p));
         cmd.args(["--profile", p]);
     }
     let me = std::process::id().to_string();
@@ -315,7 +315,7 @@ fn registries_written_in_one_burst_past_the_feeds_count_are_all_read() {
     let home = dir.path();
     let runtime = |i: usize| home.join(format!("profiles/p{i:03}/runtime"));
     for i in 0..PROFILES {
-        std::fs::create_dir_all(runtime(i)).expect("a profile's runtime/");
+        crate::common::make_profile(runtime(i));
         std::fs::write(runtime(i).join("active_sessions.json"), "{\"entries\": []}").expect("an empty registry");
     }
     let mut console = Pty::console(home, 40, 160);
@@ -477,7 +477,9 @@ fn a_home_with_100_000_profiles_draws_at_once_and_answers_keys_sigterm_and_a_han
     let profiles = home.path().join("profiles");
     std::fs::create_dir(&profiles).expect("profiles");
     for n in 0..100_000 {
-        std::fs::create_dir(profiles.join(format!("p{n:06}"))).expect("a profile");
+        let profile = profiles.join(format!("p{n:06}"));
+        std::fs::create_dir(&profile).expect("a profile");
+        std::fs::write(profile.join("config.yaml"), "").expect("its identity file");
     }
     let mut console = Pty::console(home.path(), 30, 120);
     let drawn = console.wait_for("the first screen", Duration::from_secs(5), |s| s.contains("leasectl"));
@@ -618,6 +620,7 @@ fn dead_lease(id: &str, session: &str) -> Value {
 /// `entries` as `home`'s registry (runtime/ made).
 fn write_leases(home: &Path, entries: Vec<Value>) {
     std::fs::create_dir_all(home.join("runtime")).expect("runtime");
+    common::make_profile_if_one(home);
     std::fs::write(home.join("runtime/active_sessions.json"), serde_json::json!({ "entries": entries }).to_string())
         .expect("registry");
 }
@@ -725,7 +728,7 @@ fn an_idle_console_looks_at_a_share_of_the_state_dbs_and_at_each_owner_once_a_se
     let start = leasectl::lease::owners::liveness::process_start_time(u64::from(me)).expect("the owner's start");
     for i in 0..PROFILES {
         let runtime = home.join(format!("profiles/p{i:04}/runtime"));
-        std::fs::create_dir_all(&runtime).expect("a profile's runtime/");
+        crate::common::make_profile(&runtime);
         let text = format!(
             "{{\"entries\": [{{\"lease_id\": \"{i:032x}\", \"pid\": {me}, \"process_start_time\": {start:?}, \
              \"session_id\": \"S-{i}\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}"

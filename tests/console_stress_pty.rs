@@ -549,7 +549,7 @@ fn a_lock_file_made_after_the_console_opened_gets_the_banner() {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path();
     for profile in ["work", "ops", "night"] {
-        std::fs::create_dir_all(home.join("profiles").join(profile)).expect("a profile");
+        crate::common::make_profile(home.join("profiles").join(profile));
     }
     std::fs::write(home.join("config.yaml"), "max_concurrent_sessions: 4\n").expect("config.yaml");
     let mut console = Pty::console(home, 24, 80);

@@ -73,6 +73,7 @@ fn readme_home(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Owner>) {
         ],
     );
     let work = home.join("profiles/work");
+    crate::common::make_profile(&work);
     write(&work, vec![entry("0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13", "W1", "telegram", 4_000_001, Some(1.0), 600.0, "")]);
     (home, owners)
 }

@@ -253,7 +253,7 @@ fn an_idle_follower_of_many_profiles_reads_nothing_and_still_sees_an_owner_die()
     let mut owner = Sleeper::new();
     for i in 0..PROFILES {
         let runtime = home.path().join(format!("profiles/p{i:03}/runtime"));
-        fs::create_dir_all(&runtime).expect("a profile's runtime/");
+        crate::common::make_profile(&runtime);
         let entries =
             if i == 7 { entry("0007beef000000000000000000000000", "S-dies", owner.pid()) } else { String::new() };
         fs::write(runtime.join("active_sessions.json"), format!("{{\"entries\": [{entries}]}}")).expect("registry");
@@ -287,7 +287,7 @@ fn an_idle_follower_looks_at_no_registry_whose_owners_are_as_they_were() {
     let (mut dies, lives) = (Sleeper::new(), Sleeper::new());
     for i in 0..PROFILES {
         let runtime = home.path().join(format!("profiles/p{i:03}/runtime"));
-        fs::create_dir_all(&runtime).expect("a profile's runtime/");
+        crate::common::make_profile(&runtime);
         let (id, session, owner) = match i {
             7 => ("0007beef000000000000000000000000".to_owned(), "S-dies".to_owned(), &dies),
             _ => (format!("{i:04}cafe000000000000000000000000"), format!("S-{i}"), &lives),
@@ -359,7 +359,7 @@ fn registries_written_in_one_burst_past_the_feeds_count_are_all_followed_at_once
     let owner = Sleeper::new();
     let runtime = |i: usize| home.path().join(format!("profiles/p{i:03}/runtime"));
     for i in 0..PROFILES {
-        fs::create_dir_all(runtime(i)).expect("a profile's runtime/");
+        crate::common::make_profile(runtime(i));
         fs::write(runtime(i).join("active_sessions.json"), "{\"entries\": []}").expect("an empty registry");
     }
     let events = home.spawn("events -f", &["--all-profiles", "events", "--follow", "-o", "json"]);

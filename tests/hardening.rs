@@ -1136,7 +1136,7 @@ fn root_does_not_lock_the_owner_out() {
 
     // A profile home of the user's with no runtime/ yet: root's acquire creates it for the user.
     let profile = home.path().join("profiles").join("work");
-    fs::create_dir_all(&profile).expect("mkdir profile");
+    crate::common::make_profile(&profile);
     for p in [home.path().join("profiles"), profile.clone()] {
         chown(&p, Some(user), Some(user)).expect("chown");
     }

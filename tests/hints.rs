@@ -74,6 +74,7 @@ fn a_refusals_advice_names_the_holder_and_runs_as_printed() {
     let home = Home::new();
     let owner = Sleeper::new();
     let id = home.acquire_ok(&["S", "--owner-pid", &owner.pid_arg()]);
+    crate::common::backdate_leases(home.path(), 2.0 * 86_400.0);
     // Its session ended a day ago (state.db): a leak suspect, which the advice names.
     crate::common::state_db(home.path(), &[("S", Some(86_400.0)), ("A", Some(86_400.0))]);
     let out = home.run(&["acquire", "S"]);
@@ -88,6 +89,7 @@ fn a_refusals_advice_names_the_holder_and_runs_as_printed() {
     assert!(home.entries().is_empty(), "the advice, pasted, removed the holder's lease");
     // Capacity: the leak suspect is named the same way; JSON's advice too.
     home.acquire_ok(&["A", "--owner-pid", &owner.pid_arg(), "--live-id", "a"]);
+    crate::common::backdate_leases(home.path(), 2.0 * 86_400.0);
     let out = home.run(&["acquire", "B", "--max", "1", "--json"]);
     out.expect_exit(4);
     let advice = out.json()["advice"].as_str().unwrap_or_default().to_owned();
@@ -102,7 +104,7 @@ fn a_refusals_advice_names_the_holder_and_runs_as_printed() {
 fn a_lease_found_elsewhere_is_named_with_every_option_given() {
     let home = Home::new();
     let p3 = home.path().join("profiles/p3");
-    fs::create_dir_all(&p3).expect("profile");
+    crate::common::make_profile(&p3);
     write_registry(&p3, &[entry("8f190000000000000000000000000001", "W", DEAD)]);
     let out = home.run(&["force-release", "8f19", "--dry-run"]);
     out.expect_exit(1);
@@ -123,7 +125,7 @@ fn a_lease_found_elsewhere_is_named_with_every_option_given() {
 fn doctors_and_releases_hints_run_as_printed() {
     let home = Home::new();
     let work = home.path().join("profiles/work");
-    fs::create_dir_all(&work).expect("profile");
+    crate::common::make_profile(&work);
     write_registry(&work, &[entry("dead0000000000000000000000000001", "S", DEAD)]);
     let out = home.run(&["--all-profiles", "doctor"]);
     let hints = parsed_hints(&out, home.path());
@@ -181,7 +183,7 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let home = Home::new();
     let work = home.path().join("profiles/work");
-    fs::create_dir_all(work.join("runtime")).expect("profile");
+    crate::common::make_profile(work.join("runtime"));
     fs::write(work.join("runtime/active_sessions.json"), "{not json").expect("break it");
     let root = Location::File(Registry::new("root", home.path()));
     let scope =
@@ -293,7 +295,7 @@ fn a_planted_lease_id_is_one_word_of_every_hint_and_runs_nothing() {
 
     // Found in another profile, with --dry-run: the pasted hint keeps it and changes nothing.
     let p3 = home.path().join("profiles/p3");
-    fs::create_dir_all(&p3).expect("profile");
+    crate::common::make_profile(&p3);
     let dead = format!(
         "{{\"lease_id\": {}, \"metadata\": {{}}, \"pid\": {DEAD}, \"process_start_time\": null, \"session_id\": \"W\", \
          \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}",

@@ -176,7 +176,7 @@ fn the_metrics_file_reads_again_only_what_changed() {
     let now = leasectl::lease::now();
     for i in 0..PROFILES {
         let profile = home.make_profile(&format!("p{i:02}"));
-        fs::create_dir_all(profile.join("runtime")).expect("runtime");
+        crate::common::make_profile(profile.join("runtime"));
         let lease = entry(&format!("{i:04}beef000000000000000000000000"), &format!("S-{i}"), owner.pid(), now - 60.0);
         fs::write(profile.join("runtime/active_sessions.json"), format!("{{\"entries\": [{lease}]}}"))
             .expect("registry");

@@ -196,7 +196,7 @@ fn a_scripted_morning_reads_the_same_on_every_surface() {
     thread::sleep(PAUSE);
     console.look();
     // A profile is created and a session opens there.
-    std::fs::create_dir_all(root.join("profiles/p2")).expect("profile");
+    crate::common::make_profile(root.join("profiles/p2"));
     let s6 = acquire(&root, Some("p2"), "S6", &owners[5]);
     thread::sleep(PAUSE);
     console.look();

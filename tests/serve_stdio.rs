@@ -216,7 +216,7 @@ fn registries_written_in_one_burst_past_the_feeds_count_are_all_sent() {
     let home = Home::new();
     let runtime = |i: usize| home.path().join(format!("profiles/p{i:03}/runtime"));
     for i in 0..PROFILES {
-        std::fs::create_dir_all(runtime(i)).expect("a profile's runtime/");
+        crate::common::make_profile(runtime(i));
         std::fs::write(runtime(i).join("active_sessions.json"), "{\"entries\": []}").expect("an empty registry");
     }
     let mut server = Server::start();
@@ -270,7 +270,7 @@ fn a_subscription_looks_at_a_share_of_the_state_dbs_each_second() {
     let owner = Sleeper::new();
     for i in 0..PROFILES {
         let runtime = home.path().join(format!("profiles/p{i:04}/runtime"));
-        std::fs::create_dir_all(&runtime).expect("a profile's runtime/");
+        crate::common::make_profile(&runtime);
         let text = format!(
             "{{\"entries\": [{{\"lease_id\": \"{i:032x}\", \"pid\": {}, \"process_start_time\": null, \
              \"session_id\": \"S-{i}\", \"started_at\": 1796000000.5, \"surface\": \"cli\", \"updated_at\": 1796000000.5}}]}}",

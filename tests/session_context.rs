@@ -86,6 +86,8 @@ fn ended_and_idle_sessions_of_live_owners_are_leak_suspects_with_the_reason() {
     for s in ["busy", "ended", "idle", "damaged", "unknown-to-state-db"] {
         home.run(&["acquire", s, "--owner-pid", &owner.pid_arg()]).expect_exit(0);
     }
+    // Taken before the sessions ended or went idle (a lease taken after is no leak).
+    crate::common::backdate_leases(home.path(), 86_400.0);
     let before = files_in(home.path());
     let ls = home.run(&["ls", "--json"]);
     ls.expect_exit(0);
@@ -133,6 +135,7 @@ fn an_old_schema_a_corrupt_file_and_no_file_leave_the_leases_as_they_are() {
         add_message(&db, "S", t - 3.0 * 3600.0);
     }
     home.run(&["acquire", "S", "--owner-pid", &owner.pid_arg()]).expect_exit(0);
+    crate::common::backdate_leases(home.path(), 86_400.0);
     let ls = home.run(&["ls", "--json"]).json();
     let s = lease_of(&ls, "S");
     assert!((s["session"]["last_activity"].as_f64().unwrap_or(0.0) - (t - 10800.0)).abs() < 1.0, "{s}");

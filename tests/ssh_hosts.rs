@@ -476,6 +476,7 @@ fn leak_suspects_on_another_host_are_judged_from_its_state_db() {
     let owner = Sleeper::new();
     home.acquire_ok(&["S-ended", "--owner-pid", &owner.pid_arg()]);
     home.acquire_ok(&["S-busy", "--owner-pid", &owner.pid_arg()]);
+    crate::common::backdate_leases(home.path(), 7200.0);
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
     let db = common::process::hermes_state_db(home.path());

@@ -624,7 +624,7 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     for p in ["lab", "work"] {
-        std::fs::create_dir_all(root.join("profiles").join(p)).expect("a profile");
+        crate::common::make_profile(root.join("profiles").join(p));
     }
     let journal = root.join("profiles/work/logs");
     std::fs::create_dir_all(&journal).expect("logs/");
@@ -664,7 +664,7 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
     assert!(lines[1].contains("recorded before this console opened"), "{lines:?}");
     assert!(lines[2].starts_with("watching "), "{lines:?}");
     // A profile made now is new.
-    std::fs::create_dir_all(root.join("profiles/late")).expect("a profile");
+    crate::common::make_profile(root.join("profiles/late"));
     let later = worker.reload_changed(&[root.join("profiles/late")]);
     update(&mut app, Event::Loaded(later));
     assert!(text(&app).iter().any(|l| l.starts_with("new profile: ") && l.contains("late")), "{:?}", text(&app));

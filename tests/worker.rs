@@ -45,7 +45,7 @@ fn a_change_rereads_only_the_registry_it_belongs_to() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());
     let work = Registry::new("work", dir.path().join("profiles").join("work"));
-    std::fs::create_dir_all(&work.home).expect("create the profile");
+    crate::common::make_profile(&work.home);
     acquire(&root, "S-root");
     acquire(&work, "S-work");
     let scope = root_and_profiles(&root);
@@ -94,6 +94,7 @@ fn a_state_db_change_is_read_and_leaks_are_judged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());
     acquire(&root, "S");
+    crate::common::backdate_leases(dir.path(), 3600.0);
     let db = rusqlite::Connection::open(dir.path().join("state.db")).expect("state.db");
     db.pragma_update(None, "journal_mode", "WAL").expect("WAL");
     let now = lease::now();
@@ -149,6 +150,7 @@ fn a_session_crossing_the_idle_threshold_is_judged_with_nothing_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());
     acquire(&root, "S");
+    crate::common::backdate_leases(dir.path(), 3600.0);
     let db = rusqlite::Connection::open(dir.path().join("state.db")).expect("state.db");
     let now = lease::now();
     db.execute_batch(&format!(
@@ -201,7 +203,7 @@ fn a_full_read_of_many_profiles_arrives_in_parts_in_tab_order() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().to_path_buf();
     for n in 0..600 {
-        std::fs::create_dir_all(root.join("profiles").join(format!("p{n:03}"))).expect("profile");
+        crate::common::make_profile(root.join("profiles").join(format!("p{n:03}")));
     }
     let first = lease::home::paths::profile_registry(&root, "p000").expect("a profile");
     acquire(&first, "IN-P000");
@@ -238,7 +240,7 @@ fn the_last_part_of_a_large_read_says_it_is_the_last() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().to_path_buf();
     for n in 0..1000 {
-        std::fs::create_dir_all(root.join("profiles").join(format!("p{n:04}"))).expect("profile");
+        crate::common::make_profile(root.join("profiles").join(format!("p{n:04}")));
     }
     let scope = root_and_profiles(&lease::home::paths::registry_for_home(&root));
     let mut worker = Worker::new(scope, Duration::from_secs(3), None);
@@ -309,7 +311,7 @@ fn a_change_sends_what_it_touched_and_the_registries_holding_leases_only() {
     let root = Registry::new("root", dir.path());
     let (busy, quiet, idle) = (profile("busy"), profile("quiet"), profile("idle"));
     for p in [&busy, &quiet, &idle] {
-        std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
+        crate::common::make_profile(p.runtime_dir());
     }
     acquire(&busy, "S-busy");
     let scope = root_and_profiles(&root);
@@ -331,7 +333,7 @@ fn a_change_sends_what_it_touched_and_the_registries_holding_leases_only() {
 
     // A profile made since: opened, read and sent, with the ones holding leases.
     let new = profile("new");
-    std::fs::create_dir_all(&new.home).expect("create a profile");
+    crate::common::make_profile(&new.home);
     let loaded = worker.reload_changed(std::slice::from_ref(&new.home));
     assert_eq!(sent(&loaded), ["busy", "new", "quiet"]);
 }
@@ -343,7 +345,7 @@ fn an_owner_dying_sends_the_registries_holding_leases_only() {
     let root = Registry::new("root", dir.path());
     let (busy, idle) = (profile("busy"), profile("idle"));
     for p in [&busy, &idle] {
-        std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
+        crate::common::make_profile(p.runtime_dir());
     }
     let mut owner = std::process::Command::new("sleep").arg("100").spawn().expect("start an owner");
     acquire_for(&busy, "S-dies", owner.id());
@@ -373,7 +375,7 @@ fn an_owners_moved_figures_are_sent_without_judging_a_registry_again() {
     let root = Registry::new("root", dir.path());
     let (busy, calm) = (profile("busy"), profile("calm"));
     for p in [&busy, &calm] {
-        std::fs::create_dir_all(p.runtime_dir()).expect("create the profile");
+        crate::common::make_profile(p.runtime_dir());
     }
     // One owner's details differ from one look at them (every 5 s) to the next, as a busy
     // owner's CPU figure does; the other's stay as they were.
@@ -409,7 +411,7 @@ fn a_profiles_first_acquire_is_read_from_the_runtime_directory_it_made() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = Registry::new("root", dir.path());
     let later = Registry::new("later", dir.path().join("profiles").join("later"));
-    std::fs::create_dir_all(&later.home).expect("create the profile");
+    crate::common::make_profile(&later.home);
     let mut worker = Worker::new(root_and_profiles(&root), Duration::from_secs(3), None);
     assert_eq!(worker.reload().snapshots.len(), 2);
     // The acquire makes runtime/: the watcher reports that directory (the registry in it
@@ -427,12 +429,12 @@ fn a_profile_made_is_opened_on_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
     let profile = |name: &str| Registry::new(name, dir.path().join("profiles").join(name));
     let root = Registry::new("root", dir.path());
-    std::fs::create_dir_all(&profile("old").home).expect("create a profile");
+    crate::common::make_profile(&profile("old").home);
     let mut worker = Worker::new(root_and_profiles(&root), Duration::from_secs(3), None);
     assert_eq!(worker.reload().snapshots.len(), 2);
     let (new, unreported) = (profile("new"), profile("unreported"));
-    std::fs::create_dir_all(&new.home).expect("create a profile");
-    std::fs::create_dir_all(&unreported.home).expect("create a profile");
+    crate::common::make_profile(&new.home);
+    crate::common::make_profile(&unreported.home);
     acquire(&new, "S-new");
     let loaded = worker.reload_changed(std::slice::from_ref(&new.home));
     let sent: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
@@ -456,7 +458,7 @@ fn once_the_feed_is_armed_what_changed_unwatched_is_read_again() {
     let root = Registry::new("root", dir.path());
     let (work, quiet, made) = (profile("work"), profile("quiet"), profile("made"));
     for p in [&work, &quiet] {
-        std::fs::create_dir_all(&p.home).expect("create a profile");
+        crate::common::make_profile(&p.home);
     }
     acquire(&work, "S-work");
     acquire(&quiet, "S-quiet");
@@ -466,7 +468,7 @@ fn once_the_feed_is_armed_what_changed_unwatched_is_read_again() {
     // work, a profile made with a lease.
     acquire(&root, "S-root");
     acquire(&work, "S-work-2");
-    std::fs::create_dir_all(&made.home).expect("create a profile");
+    crate::common::make_profile(&made.home);
     acquire(&made, "S-made");
     let loaded = worker.reload_stale();
     let mut sent: Vec<(String, usize)> = loaded

@@ -72,7 +72,14 @@ pub(super) fn complete(a: &CompleteArgs) -> i32 {
     let Some(home) = home else { return EXIT_OK };
     let root = crate::lease::home::paths::root_of(&home);
     let candidates: Vec<String> = match a.what.as_str() {
-        "profiles" => all_registries(&root).into_iter().skip(1).map(|r| r.into_place().profile).collect(),
+        "profiles" => all_registries(&root)
+            .into_iter()
+            .skip(1)
+            // Live profiles only: a deleted one is listed (marked) while it holds leases,
+            // but is not offered as a profile to use.
+            .filter(|r| r.standing.is_live())
+            .map(|r| r.into_place().profile)
+            .collect(),
         // The hosts file's names (`--host NAME` picks one), as `--all-hosts` reads them.
         "hosts" => crate::lease::host_spec::hosts_file()
             .and_then(|f| crate::lease::host_spec::read_hosts_file(&f).ok())

@@ -137,6 +137,8 @@ struct Refused<'a> {
     granted: bool,
     reason: &'static str,
     message: &'a str,
+    /// Whose words `message` repeats: the releases differ (see [`Refusal::words`]).
+    message_words: &'static str,
     advice: &'a str,
     holder: Option<Value>,
 }
@@ -146,6 +148,7 @@ pub(super) fn refusal(r: &Refusal, advice: &str) -> Value {
         granted: false,
         reason: r.reason.code(),
         message: &r.message,
+        message_words: r.words(),
         advice,
         holder: r.holder.as_deref().map(Entry::to_value),
     })
@@ -289,6 +292,7 @@ pub(super) struct DoctorRegistry<'a> {
     conflicts: Vec<Conflict<'a>>,
     empty_session_ids: &'a [usize],
     exists: bool,
+    hidden: PlainLeases<'a>,
     leak_suspects: LeakSuspects<'a>,
     leftover_temp_files: &'a [std::path::PathBuf],
     live: usize,
@@ -341,6 +345,7 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
         live: d.live,
         over_cap: d.over_cap,
         leak_suspects: LeakSuspects(&d.leases),
+        hidden: PlainLeases(&d.hidden),
         session_context_unknown: &d.context_unknown,
     }
 }
@@ -550,6 +555,12 @@ impl serde::Serialize for OneRegistry<'_> {
         m.serialize_entry("over_cap", &self.2.over_cap)?;
         m.serialize_entry("path", &l.location.describe())?;
         m.serialize_entry("profile", l.location.name())?;
+        // Only where the directory is no profile by Hermes 0.22's rules (deleted, no
+        // identity): its registry is listed while it holds leases, and says why.
+        if let Some(standing) = l.location.registry().map(|r| r.standing).filter(|s| !s.is_live()) {
+            m.serialize_entry("profile_standing", &standing)?;
+            m.serialize_entry("profile_standing_detail", &standing.explain(l.location.name()))?;
+        }
         let unknown = match &self.2.context {
             Some(crate::lease::home::context::Contexts::Unknown(why)) => Some(why.as_str()),
             _ => None,

@@ -219,7 +219,21 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
             _ => None,
         };
         let warnings = s.cap.warnings.iter().map(|w| format!("warning: {w}"));
-        for w in warnings.chain(unknown.map(|why| format!("session context unknown: {why}"))) {
+        // Why an owner is `hidden`, once per registry: not dead, only out of this user's sight.
+        let hidden: Vec<&lease::LeaseView> =
+            s.leases.as_deref().unwrap_or_default().iter().filter(|v| v.liveness.name() == "hidden").collect();
+        let hidden = hidden.first().map(|v| {
+            let what = crate::lease::human::plural(hidden.len(), "owner is", "owners are");
+            let explained = v.liveness.explain();
+            let why = explained.strip_prefix("hidden: ").unwrap_or(&explained).to_owned();
+            format!("{what} hidden, kept and counted toward the cap: {why}")
+        });
+        let unknown = unknown.map(|why| format!("session context unknown: {why}"));
+        // A registry left where no profile is: listed while it holds leases, and why.
+        let standing = s.location.registry().filter(|r| !r.standing.is_live()).map(|r| {
+            format!("not a live profile: {}; listed while its registry holds leases", r.standing.explain(&r.profile))
+        });
+        for w in warnings.chain(standing).chain(hidden).chain(unknown) {
             if bare {
                 say_err!("leasectl: {name}: {w}");
             } else {

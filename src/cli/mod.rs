@@ -498,10 +498,15 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     } else if cli.all_profiles || (console && cli.profile.is_none()) {
         paths::all_registries(&root)
     } else if let Some(name) = &cli.profile {
-        let reg = paths::profile_registry(&root, name).map_err(usage)?;
-        if !fence && !reg.home.is_dir() {
+        let mut reg = paths::profile_registry(&root, name).map_err(usage)?;
+        if reg.home.is_dir() {
+            // Named as listed: a deleted profile, or a directory with no identity, is marked.
+            let standing = crate::lease::home::profiles::ProfilesDir::open(&root).standing(name);
+            reg = paths::Registry::with_standing(name.as_str(), reg.home.clone(), standing);
+        } else if !fence {
+            // As listed: a directory that is no profile but holds leases is named, marked.
             let known: Vec<String> =
-                paths::all_registries(&root).into_iter().skip(1).map(|r| r.into_place().profile).collect();
+                paths::all_registries(&root).into_iter().skip(1).map(|r| Location::File(r).label()).collect();
             let listed = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
             return Err(fail(format!("no profile '{name}' in {}; profiles: {listed}", root.display())));
         }

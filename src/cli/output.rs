@@ -574,6 +574,15 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
             here(&["force-release", &short_id(v.entry.lease_id()), "--live"])
         );
     }
+    for v in &d.hidden {
+        let _ = writeln!(
+            s,
+            "  hidden: lease {} (session {}): {} — kept and counted toward the cap, never pruned as dead",
+            escape(&short_id(v.entry.lease_id())),
+            escape(v.entry.session_id()),
+            escape(&v.liveness.explain()),
+        );
+    }
     if let Some(w) = &d.idle_warning {
         let _ = writeln!(s, "  warning: {w}");
     }
@@ -587,7 +596,14 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
 /// symlink, a lock file that is not a regular file, and who holds the lock now.
 fn doctor_files(d: &DoctorReport, s: &mut dyn std::fmt::Write) {
     for t in &d.leftover_temp_files {
-        let _ = writeln!(s, "  leftover temp file from a crashed writer: {}", t.display());
+        let name = t.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let writer = crate::lease::file::registry::temp_file_writer(&name).unwrap_or("a writer");
+        let _ = writeln!(
+            s,
+            "  leftover temp file from a crashed writer ({writer}): {}; `doctor --repair` removes it under the \
+             registry's lock, where no writer can be mid-write",
+            escape(&t.display().to_string())
+        );
     }
     if let Some(target) = &d.symlink_to {
         let path = d.registry.path();

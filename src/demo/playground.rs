@@ -102,6 +102,9 @@ impl Action {
             Action::Corrupt(k) => format!("corrupt the registry: {}", k.label()),
             Action::Repair => "repair the registry".into(),
             Action::Prune => "prune dead and recycled owners".into(),
+            Action::EndSession { session, hours_ago: 0 } => {
+                format!("state.db: session {session} ends now (tui_shutdown)")
+            }
             Action::EndSession { session, hours_ago } => {
                 format!("state.db: session {session} ended {hours_ago}h ago (tui_shutdown)")
             }

@@ -199,12 +199,12 @@ fn what_pruning_cannot_see() -> Vec<Step> {
     vec![
         Step {
             title: "6/7 A live owner nobody uses: LEAK?",
-            why: "The cli owner of tour-2 is alive, but Hermes ended its session 3 hours ago (state.db says \
+            why: "The cli owner of tour-2 is alive, but Hermes has just ended its session (state.db says \
                   tui_shutdown). By pid and start time the lease looks healthy and would hold tour-2 and a slot \
                   forever; leasectl reads state.db and marks it LEAK? with the reason (selected in the table; \
                   Enter shows it). Nothing is removed by itself: x releases it, once you know nobody uses it.",
             scene: None,
-            actions: vec![Action::EndSession { session: "tour-2".into(), hours_ago: 3 }],
+            actions: vec![Action::EndSession { session: "tour-2".into(), hours_ago: 0 }],
             expect: Expect::LeakSuspect,
         },
         Step {

@@ -55,6 +55,9 @@ pub struct DoctorReport {
     pub context_unknown: Option<String>,
     /// A bad `leasectl.idle_threshold` in config.yaml, ignored.
     pub idle_warning: Option<String>,
+    /// Leases whose owner `/proc` hides from this user (`hidepid`): kept, counted, never
+    /// pruned; named so that nobody takes them for dead.
+    pub hidden: Vec<LeaseView>,
 }
 
 impl DoctorReport {
@@ -266,6 +269,9 @@ struct Received {
     over_cap: bool,
     context_unknown: Option<String>,
     idle_warning: Option<String>,
+    /// Absent from an older leasectl's report.
+    #[serde(default)]
+    hidden: Vec<LeaseView>,
 }
 
 impl From<Received> for DoctorReport {
@@ -298,6 +304,7 @@ impl From<Received> for DoctorReport {
             over_cap: r.over_cap,
             context_unknown: r.context_unknown,
             idle_warning: r.idle_warning,
+            hidden: r.hidden,
         }
     }
 }
@@ -362,6 +369,7 @@ mod tests {
             over_cap: false,
             context_unknown: None,
             idle_warning: None,
+            hidden: vec![],
         };
         let sent = serde_json::to_value(&report).expect("to json");
         let listed = |v: &LeaseView| serde_json::to_value(v).expect("a lease");

@@ -143,10 +143,12 @@ impl Location {
         }
     }
 
-    /// What a person is shown: the name, after its host's when on another host (`gw1:root`).
+    /// What a person is shown: the name, after its host's when on another host (`gw1:root`),
+    /// marked when its directory is no profile by Hermes 0.22's rules (`gone (deleted)`).
     pub fn label(&self) -> String {
         match self {
             Location::Ssh(s) => format!("{}:{}", s.host.name, s.profile),
+            Location::File(r) if !r.standing.is_live() => format!("{} ({})", r.profile, r.standing.mark()),
             _ => self.name().to_owned(),
         }
     }

@@ -66,6 +66,23 @@ impl std::fmt::Display for Refusal {
 }
 
 impl Refusal {
+    /// Whose words the message repeats, for a reader who runs another release: Hermes
+    /// 0.21's for an owned session (0.22 puts a plain sentence first, then a `Details:`
+    /// line), 0.21's and 0.22's for capacity (0.19 names no holders), 0.22's for a deleted
+    /// profile; a registry leasectl cannot use is told in leasectl's own.
+    pub fn words(&self) -> &'static str {
+        match self.reason {
+            Reason::SessionNotOwned => "Hermes 0.21",
+            Reason::MaxConcurrentSessions => "Hermes 0.21 and 0.22",
+            Reason::SessionCoordinationUnavailable
+                if self.message.starts_with(super::home::profiles::NO_PROFILE_HOME) =>
+            {
+                "Hermes 0.22"
+            }
+            Reason::SessionCoordinationUnavailable => "leasectl",
+        }
+    }
+
     /// What an operator can do about it, each command one that runs as printed: the
     /// holder is a live owner (that is why it was refused), so taking its lease is
     /// `force-release ID --live`, on the operator's word.
@@ -82,6 +99,15 @@ impl Refusal {
                  lease is freed deliberately: `leasectl ls` shows the holders; the oldest is {}.",
                 super::hint::command(&["force-release", &id, "--live"])
             ),
+            (Reason::SessionCoordinationUnavailable, _)
+                if self.message.starts_with(super::home::profiles::NO_PROFILE_HOME) =>
+            {
+                format!(
+                    "Create the profile with Hermes (`hermes profile create NAME`), or claim the session in a \
+                     live profile: {} lists them. leasectl never brings a deleted profile back.",
+                    super::hint::command(&["--all-profiles", "ls"])
+                )
+            }
             (reason, _) => reason.advice().to_owned(),
         }
     }

@@ -34,6 +34,9 @@ pub(super) fn badge(l: &Liveness) -> (String, Color) {
         Liveness::Alive => ("● alive".to_owned(), Color::Green),
         Liveness::Dead(_) => ("✖ dead".to_owned(), Color::Red),
         Liveness::Recycled { .. } => ("♻ recycled".to_owned(), Color::Magenta),
+        Liveness::Unknown(crate::lease::owners::liveness::UnknownCause::Hidden(_)) => {
+            ("◌ hidden".to_owned(), Color::Yellow)
+        }
         Liveness::Unknown(_) => ("? unknown".to_owned(), Color::Yellow),
         Liveness::WorkRunning { .. } => ("⚙ WORK RUNNING".to_owned(), Color::Yellow),
     };

@@ -167,12 +167,13 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
     if none_read {
         return Line::from(Span::styled("leases unknown: cannot be read (see below)", p.bold(Color::Red)));
     }
-    let (mut alive, mut dead, mut recycled, mut unknown, mut work) = (0, 0, 0, 0, 0);
+    let (mut alive, mut dead, mut recycled, mut unknown, mut work, mut hidden) = (0, 0, 0, 0, 0, 0);
     for l in regs.iter().flat_map(|r| &app.registries[*r].leases) {
         match l.liveness {
             Liveness::Alive => alive += 1,
             Liveness::Dead(_) => dead += 1,
             Liveness::Recycled { .. } => recycled += 1,
+            Liveness::Unknown(crate::lease::owners::liveness::UnknownCause::Hidden(_)) => hidden += 1,
             Liveness::Unknown(_) => unknown += 1,
             Liveness::WorkRunning { .. } => work += 1,
         }
@@ -183,6 +184,13 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
         Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
         Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
     ]);
+    // Only when there is one: an owner /proc hides from this user is not a dead one.
+    if hidden > 0 {
+        counts.push_span(Span::styled(
+            format!("  ◌ {hidden} hidden by /proc (kept; root sees them)"),
+            p.fg(Color::Yellow),
+        ));
+    }
     // Many: counted (the banner names them); a list would run off the line.
     let not_counted = match unreadable.len() {
         0 => None,
@@ -762,6 +770,44 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         Span::styled("liveness: ", Style::default().add_modifier(Modifier::BOLD)),
         Span::styled(l.liveness.explain(), p.fg(badge(&l.liveness).1)),
     ])];
+    // Who the owner is comes first: what an operator asks before anything else.
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    match &l.owner {
+        Some(o) => {
+            lines.push(Line::from(Span::styled("owner process", bold)));
+            let user = o.user.as_deref().unwrap_or("-");
+            lines.push(Line::from(format!(
+                "  pid: {}  name: {}  user: {}",
+                l.entry.pid(),
+                shown_text(&o.name),
+                shown_text(user)
+            )));
+            lines.push(Line::from(format!("  cmd: {}", shown_text(&o.cmdline.join(" ")))));
+            lines.push(Line::from(format!(
+                "  cpu: {:.1}%  rss: {:.1} MiB",
+                o.cpu_percent,
+                o.rss_bytes as f64 / (1024.0 * 1024.0)
+            )));
+        }
+        // On etcd an owner on another host is not a process here: say where it is.
+        None if l.host.as_deref().is_some_and(|h| h != app.host) => {
+            lines.push(Line::from(Span::styled("owner process", bold)));
+            let host = shown_text(l.host.as_deref().unwrap_or("-"));
+            lines.push(Line::from(format!("  on host {host}, pid {} (not looked at from here)", l.entry.pid())));
+            let ttl = match l.ttl_left {
+                Some(t) if t >= 0 => format!("{t}s left when last read"),
+                _ => "not known".into(),
+            };
+            lines.push(Line::from(format!("  etcd lease TTL: {ttl}")));
+        }
+        None if l.liveness.name() == "hidden" => {
+            lines.push(Line::from(format!("owner process: pid {}, hidden from this user by /proc", l.entry.pid())))
+        }
+        None => lines.push(Line::from(format!("owner process: pid {} not running", l.entry.pid()))),
+    }
+    if let Some(why) = &l.leak {
+        lines.push(Line::from(vec![Span::styled("LEAK?: ", p.bold(Color::Yellow)), Span::raw(shown_text(why))]));
+    }
     for (k, v) in &l.entry.fields() {
         let shown = match (k.as_str(), v.as_f64()) {
             ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
@@ -774,10 +820,6 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
             Span::raw(shown_text(&shown)),
         ]));
     }
-    if let Some(why) = &l.leak {
-        lines.push(Line::from(vec![Span::styled("LEAK?: ", p.bold(Color::Yellow)), Span::raw(shown_text(why))]));
-    }
-    let bold = Style::default().add_modifier(Modifier::BOLD);
     let registry = app.selection().map(|(r, _)| &app.registries[r]);
     match (registry.and_then(|r| r.session(l.entry.session_id())), registry.and_then(|r| r.sessions.as_deref())) {
         (Some(ctx), _) => {
@@ -805,31 +847,6 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         }
         (None, Some(Contexts::Read(_))) => lines.push(Line::from("session: not in state.db")),
         (None, None) => {}
-    }
-    match &l.owner {
-        Some(o) => {
-            lines.push(Line::from(Span::styled("owner process", Style::default().add_modifier(Modifier::BOLD))));
-            let user = o.user.as_deref().unwrap_or("-");
-            lines.push(Line::from(format!("  name: {}  user: {}", shown_text(&o.name), shown_text(user))));
-            lines.push(Line::from(format!(
-                "  cpu: {:.1}%  rss: {:.1} MiB",
-                o.cpu_percent,
-                o.rss_bytes as f64 / (1024.0 * 1024.0)
-            )));
-            lines.push(Line::from(format!("  cmd: {}", shown_text(&o.cmdline.join(" ")))));
-        }
-        // On etcd an owner on another host is not a process here: say where it is.
-        None if l.host.as_deref().is_some_and(|h| h != app.host) => {
-            lines.push(Line::from(Span::styled("owner process", bold)));
-            let host = shown_text(l.host.as_deref().unwrap_or("-"));
-            lines.push(Line::from(format!("  on host {host}, pid {} (not looked at from here)", l.entry.pid())));
-            let ttl = match l.ttl_left {
-                Some(t) if t >= 0 => format!("{t}s left when last read"),
-                _ => "not known".into(),
-            };
-            lines.push(Line::from(format!("  etcd lease TTL: {ttl}")));
-        }
-        None => lines.push(Line::from("owner process: not running")),
     }
     render_scrolled(frame, area, block, lines, app.details_scroll, "] and [");
 }

@@ -323,12 +323,22 @@ impl Worker {
 
     /// Open the profiles among `changed` that are new, real directories (never a link:
     /// [`paths::all_registries`] lists none), without listing the others (seconds at 100,000).
+    /// A directory becomes a profile when its identity file appears, or is shown when a
+    /// registry with leases appears in it: the homes of the files changed are looked at too.
     fn open_new_profiles(&mut self, changed: &[PathBuf]) {
-        let profiles: Vec<&PathBuf> = changed.iter().filter(|p| self.is_discovered_profile(p)).collect();
-        for dir in profiles {
-            let real_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
-            if let (true, Some(name)) = (real_dir, dir.file_name().and_then(|n| n.to_str())) {
-                self.open_if_new(Location::File(lease::Registry::new(name, dir)));
+        let Some(root) = self.scope.discover_root.clone() else { return };
+        let mut dirs: Vec<&Path> = changed
+            .iter()
+            .flat_map(|p| [Some(p.as_path()), p.parent(), p.parent().and_then(Path::parent)])
+            .flatten()
+            .filter(|d| self.is_discovered_profile(d))
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        for dir in dirs {
+            let Some(name) = dir.file_name().and_then(|n| n.to_str()) else { continue };
+            if let Some(registry) = paths::listed_profile(&root, name) {
+                self.open_if_new(Location::File(registry));
             }
         }
     }

@@ -255,3 +255,40 @@ pub fn write_live_registry(path: &std::path::Path, n: usize) {
         .collect();
     std::fs::write(path, format!("{{\"entries\": [{}]}}", entries.join(", "))).expect("registry");
 }
+
+/// Make a profile's directory (or a directory in one, such as its runtime/) with the
+/// profile's config.yaml: the identity file `hermes profile create` writes, by which
+/// Hermes 0.22 (and leasectl) tell a profile from any other directory.
+pub fn make_profile(dir: impl AsRef<std::path::Path>) {
+    let dir = dir.as_ref();
+    std::fs::create_dir_all(dir).expect("create the profile's directory");
+    let home = if dir.ends_with("runtime") { dir.parent().unwrap_or(dir) } else { dir };
+    if !home.join("config.yaml").exists() {
+        std::fs::write(home.join("config.yaml"), "").expect("the profile's config.yaml");
+    }
+}
+
+/// A home that is `<root>/profiles/<name>` made a profile (see [`make_profile`]); any
+/// other home is left as it is.
+pub fn make_profile_if_one(home: &std::path::Path) {
+    if home.parent().is_some_and(|p| p.ends_with("profiles")) {
+        make_profile(home);
+    }
+}
+
+/// Move every lease in `home`'s registry back `secs` (started_at and updated_at): leases
+/// taken before their session ended or went idle, as a leaked lease is (a lease taken
+/// after is no leak suspect).
+pub fn backdate_leases(home: &std::path::Path, secs: f64) {
+    let path = home.join("runtime/active_sessions.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("the registry")).expect("the registry's JSON");
+    for e in v["entries"].as_array_mut().expect("entries") {
+        for key in ["started_at", "updated_at"] {
+            if let Some(t) = e[key].as_f64() {
+                e[key] = serde_json::json!(t - secs);
+            }
+        }
+    }
+    std::fs::write(&path, v.to_string()).expect("write the registry");
+}

@@ -394,10 +394,14 @@ impl Home {
         &self.home
     }
 
-    /// Create profile `name` (as `hermes profile create` would): leasectl creates none.
+    /// Create profile `name` (as `hermes profile create` would, with its config.yaml, the
+    /// identity file Hermes 0.22 lists a profile by): leasectl creates none.
     pub fn make_profile(&self, name: &str) -> PathBuf {
         let p = self.home.join("profiles").join(name);
         fs::create_dir_all(&p).expect("create the profile");
+        if !p.join("config.yaml").exists() {
+            fs::write(p.join("config.yaml"), "").expect("the profile's config.yaml");
+        }
         p
     }
 

@@ -31,10 +31,15 @@ fn judge_all(entries: Vec<Entry>) -> Vec<LeaseView> {
 /// whose start time is off by whole seconds is most likely the same process seen across a
 /// wall-clock step: kept, and named, unless `include_clock_step`. (The fence keeps Hermes'
 /// rule and prunes it: both must agree on who owns a session.)
+///
+/// Owners are probed without the lock, as Hermes 0.22 does (#115578): an exclusive lock
+/// held across a probe of each owner starves every other writer. The write re-locks and
+/// removes only the leases judged, still unchanged: one acquired, moved or re-acquired in
+/// between is never lost.
 pub fn prune(reg: &Registry, opts: PruneOptions, lock_timeout: Duration) -> Result<Removal, Error> {
     let mut suspects = Vec::new();
     let mut working = Vec::new();
-    let mut removal = edit(reg, opts.dry_run, lock_timeout, |views| {
+    let mut removal = judge_then_edit(reg, opts.dry_run, lock_timeout, |views| {
         Ok(views
             .iter()
             .map(|v| {
@@ -140,6 +145,43 @@ fn edit(
     Ok(Removal { removed, dry_run, live_owner, ..Removal::default() })
 }
 
+/// Read and judge without the lock, let `choose` pick what goes, then under the lock
+/// remove what was chosen and is unchanged since (same lease id, owner and session).
+fn judge_then_edit(
+    reg: &Registry,
+    dry_run: bool,
+    lock_timeout: Duration,
+    choose: impl FnOnce(&[LeaseView]) -> Result<Vec<bool>, Error>,
+) -> Result<Removal, Error> {
+    let path = reg.path();
+    let views = judge_all(registry::read(&path)?.entries);
+    let chosen = choose(&views)?;
+    let chosen: Vec<LeaseView> = views.into_iter().zip(chosen).filter(|(_, go)| *go).map(|(v, _)| v).collect();
+    if dry_run || chosen.is_empty() {
+        let live_owner = chosen.iter().any(owner_may_be_alive);
+        return Ok(Removal { removed: chosen, dry_run, live_owner, ..Removal::default() });
+    }
+    let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
+    let file = registry::read(&path)?;
+    let by_id: std::collections::HashMap<&str, usize> =
+        chosen.iter().enumerate().map(|(i, v)| (v.entry.lease_id(), i)).collect();
+    let unchanged = |e: &Entry| by_id.get(e.lease_id()).copied().filter(|i| chosen[*i].entry == *e);
+    let mut found = vec![false; chosen.len()];
+    let mut kept = Vec::with_capacity(file.entries.len());
+    for entry in file.entries {
+        match unchanged(&entry) {
+            Some(i) => found[i] = true,
+            None => kept.push(entry),
+        }
+    }
+    let removed: Vec<LeaseView> = chosen.into_iter().zip(found).filter(|(_, f)| *f).map(|(v, _)| v).collect();
+    if !removed.is_empty() {
+        registry::write(&guard, &path, &registry::RegistryFile { entries: kept, extra: file.extra })?;
+    }
+    let live_owner = removed.iter().any(owner_may_be_alive);
+    Ok(Removal { removed, dry_run, live_owner, ..Removal::default() })
+}
+
 /// Temp files younger than this may belong to a write in progress.
 const TEMP_GRACE: Duration = Duration::from_secs(10);
 
@@ -169,6 +211,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
         over_cap: false,
         context_unknown: None,
         idle_warning: None,
+        hidden: vec![],
     };
     if let Some(pid) = report.lock_holder {
         report.lock_holder_command = crate::lease::owners::owner::command_name(u64::from(pid))
@@ -214,6 +257,7 @@ fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Du
     let (live, twice) = crate::lease::view::held_twice(&views);
     report.live = live;
     report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
+    report.hidden = views.iter().filter(|v| v.liveness.name() == "hidden").cloned().collect();
     report.conflicts = twice
         .into_iter()
         .map(|(session, held)| (session.to_owned(), held.iter().map(|i| views[*i].clone()).collect()))

@@ -38,9 +38,17 @@ fn done_with(written: registry::RegistryFile) {
 }
 
 /// Keep the live entries; tracked ones (or all, under `strict`) must be proven alive.
-/// Hermes' `_prune_dead`: untracked entries are judged leniently.
-pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
-    let keep = keep_flags(&entries, prober, strict)?;
+/// Hermes' `_prune_dead`: untracked entries are judged leniently. With a `claim` (the
+/// session being acquired), only that session's owner must be proven alive, as 0.22
+/// scopes it: a sibling that cannot be judged is kept, so it fences its own session and
+/// counts toward the cap, but refuses no claim of another session.
+pub fn prune_dead(
+    entries: Vec<Entry>,
+    prober: &mut Prober,
+    strict: bool,
+    claim: Option<&str>,
+) -> Result<(Vec<Entry>, Vec<Entry>), Error> {
+    let keep = keep_flags(&entries, prober, strict, claim)?;
     // In place, with room for the entry an acquire adds: no second list of every entry,
     // and no regrowing copy of it, under the lock.
     let mut live = entries;
@@ -56,8 +64,9 @@ pub fn prune_dead(entries: Vec<Entry>, prober: &mut Prober, strict: bool) -> Res
     Ok((live, dead))
 }
 
-/// For each entry, whether pruning keeps it; an error when a tracked owner cannot be judged.
-fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Vec<bool>, Error> {
+/// For each entry, whether pruning keeps it; an error when a tracked owner of the
+/// `claim`ed session (of any session, without one) cannot be judged.
+fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool, claim: Option<&str>) -> Result<Vec<bool>, Error> {
     let mut keep = Vec::with_capacity(entries.len());
     for entry in entries {
         let tracked = strict || entry.track_liveness();
@@ -65,13 +74,25 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool) -> Result<Ve
             Liveness::Alive | Liveness::WorkRunning { .. } => true,
             Liveness::Dead(_) | Liveness::Recycled { .. } => false,
             Liveness::Unknown(cause) if tracked => {
-                let why = match cause {
-                    UnknownCause::ProbeFailed(w) | UnknownCause::StartTimeUnreadable(w) => w,
-                };
-                return Err(Error::LivenessUnknown { lease_id: entry.lease_id().to_owned(), pid: entry.pid(), why });
+                if claim.is_some_and(|c| c != entry.session_id()) {
+                    true
+                } else {
+                    let why = match cause {
+                        UnknownCause::ProbeFailed(w)
+                        | UnknownCause::StartTimeUnreadable(w)
+                        | UnknownCause::Hidden(w) => w,
+                    };
+                    return Err(Error::LivenessUnknown {
+                        lease_id: entry.lease_id().to_owned(),
+                        pid: entry.pid(),
+                        why,
+                    });
+                }
             }
             Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
-            Liveness::Unknown(UnknownCause::StartTimeUnreadable(_)) => true,
+            // Hidden is not dead: the kernel says the owner runs (an untracked entry's
+            // unreadable start time is taken as alive, and so is this).
+            Liveness::Unknown(UnknownCause::StartTimeUnreadable(_) | UnknownCause::Hidden(_)) => true,
         });
     }
     Ok(keep)
@@ -133,10 +154,16 @@ pub fn acquire(reg: &Registry, req: &AcquireRequest) -> Result<Grant, Refusal> {
         message: unavailable_message(&path, &e),
         holder: None,
     };
+    // Never in a deleted or missing named profile (Hermes 0.22's rule, in its words): the
+    // claim would bring it back to disk, where 0.22 no longer lists it.
+    if let Some(problem) = crate::lease::home::profiles::claim_problem(&reg.home) {
+        return Err(Refusal { reason: Reason::SessionCoordinationUnavailable, message: problem, holder: None });
+    }
     let guard = lock::lock_making_home(&reg.lock_path(), req.lock_timeout).map_err(unavailable)?;
     let file = registry::read(&path).map_err(unavailable)?;
     let mut prober = Prober::new();
-    let (mut entries, pruned) = prune_dead(file.entries, &mut prober, req.track_liveness).map_err(unavailable)?;
+    let (mut entries, pruned) =
+        prune_dead(file.entries, &mut prober, req.track_liveness, Some(&req.session_id)).map_err(unavailable)?;
     let at = now();
     let new_entry = Entry::new_lease(NewLease {
         lease_id: lease_id.clone(),
@@ -255,7 +282,8 @@ fn release_chosen(
     }
     let tracked = view.entry.track_liveness();
     // If liveness cannot be proven, release the lease alone and prune nothing.
-    let keep = keep_flags(&file.entries, &mut prober, tracked).unwrap_or_else(|_| vec![true; file.entries.len()]);
+    let keep = keep_flags(&file.entries, &mut prober, tracked, Some(view.entry.session_id()))
+        .unwrap_or_else(|_| vec![true; file.entries.len()]);
     // In place: no second list of every entry under the lock. `keep` follows the entries
     // (each visited once, in order); the lease released is not a pruned one.
     let mut entries = file.entries;
@@ -297,7 +325,7 @@ pub fn transfer(
     let guard = lock::lock(&reg.lock_path(), lock_timeout)?;
     let file = registry::read(&path)?;
     let mut prober = Prober::new();
-    let (mut entries, _pruned) = prune_dead(file.entries, &mut prober, false)?;
+    let (mut entries, _pruned) = prune_dead(file.entries, &mut prober, false, None)?;
     let Some(own) = entries.iter().position(|e| e.lease_id() == lease_id) else {
         return Err(Error::NotFound(Missing {
             target: Target::Lease(lease_id.to_owned()),

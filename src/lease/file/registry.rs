@@ -236,7 +236,8 @@ fn failpoint(step: &str) {
     }
 }
 
-/// Leftover Hermes/leasectl temp files in a runtime directory (a crashed writer's).
+/// Leftover Hermes/leasectl temp files in a runtime directory (a crashed writer's):
+/// every release's names (see [`temp_file_writer`]).
 pub fn leftover_temp_files(runtime_dir: &Path) -> Vec<PathBuf> {
     let names = match safe_file::Dir::open(&Spot::in_home(runtime_dir)) {
         Ok(Some(dir)) => dir.names().unwrap_or_default(),
@@ -244,20 +245,48 @@ pub fn leftover_temp_files(runtime_dir: &Path) -> Vec<PathBuf> {
     };
     let mut out: Vec<PathBuf> = names
         .into_iter()
-        .filter(|n| {
-            let n = n.to_string_lossy();
-            n.starts_with(TEMP_PREFIX) && n.ends_with(TEMP_SUFFIX)
-        })
+        .filter(|n| temp_file_writer(&n.to_string_lossy()).is_some())
         .map(|n| runtime_dir.join(n))
         .collect();
     out.sort();
     out
 }
 
+/// Who writes a registry temp file of this name: Hermes 0.21 and later and leasectl
+/// (`.active_sessions_XXXXXXXX.tmp`), or Hermes 0.19
+/// (`active_sessions.json.<pid>.<32 hex>.tmp`, under the same lock).
+pub fn temp_file_writer(name: &str) -> Option<&'static str> {
+    if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) {
+        return Some("Hermes 0.21+ or leasectl");
+    }
+    let middle = name.strip_prefix("active_sessions.json.")?.strip_suffix(TEMP_SUFFIX)?;
+    let (pid, hex) = middle.split_once('.')?;
+    let is_pid = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+    let is_uuid = hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (is_pid && is_uuid).then_some("Hermes 0.19")
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::format::tests::SAMPLE;
     use super::*;
+
+    #[test]
+    fn every_releases_temp_files_are_named_with_their_writer() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert_eq!(temp_file_writer(".active_sessions_k2j3h4.tmp"), Some("Hermes 0.21+ or leasectl"));
+        assert_eq!(temp_file_writer(&format!("active_sessions.json.4242.{hex}.tmp")), Some("Hermes 0.19"));
+        for other in [
+            "active_sessions.json",
+            "active_sessions.lock",
+            &format!("active_sessions.json.42x.{hex}.tmp"),
+            &format!("active_sessions.json.4242.{}.tmp", &hex[1..]),
+            "active_sessions.json.4242.0123456789ABCDEF0123456789ABCDEF.tmp",
+            ".leasectl-abc.tmp",
+        ] {
+            assert_eq!(temp_file_writer(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn remembered_registries_never_hide_a_change() {

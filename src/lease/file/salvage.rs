@@ -15,7 +15,7 @@ use crate::lease::format::entry::Entry;
 use crate::lease::format::problem::Problem;
 use crate::lease::home::paths::Registry;
 use crate::lease::home::safe_file::{self, Spot};
-use crate::lease::owners::liveness::{Liveness, Prober};
+use crate::lease::owners::liveness::Prober;
 use crate::lease::repair::{Dropped, RepairOptions, RepairPlan, RepairReport, Restored};
 use crate::lease::{format::pyjson, home::lock};
 
@@ -62,8 +62,9 @@ pub fn plan(bytes: &[u8], prober: &mut Prober) -> RepairPlan {
                     let mut d = dropped(index, &item, "an exact copy of an earlier entry".into(), prober);
                     d.may_be_live = false;
                     out.dropped.push(d);
-                } else if prober.judge(&entry) == Liveness::Alive {
-                    // Its owner is alive: dropping it would free its session to a second writer.
+                } else if crate::lease::view::may_be_alive(&prober.judge(&entry)) {
+                    // Its owner may be alive (hidden by /proc too): dropping it would free
+                    // its session to a second writer.
                     let fresh = rekeyed_id(&id, index, &item, &seen);
                     let mut raw = entry.fields();
                     raw.insert("lease_id".into(), Value::String(fresh.clone()));

@@ -22,11 +22,7 @@ pub struct FileWatch {
 
 impl FileWatch {
     fn homes(&self) -> Vec<PathBuf> {
-        if self.discover {
-            paths::all_registries(&self.root).into_iter().map(|r| r.into_place().home).collect()
-        } else {
-            self.homes.clone()
-        }
+        if self.discover { paths::all_homes(&self.root) } else { self.homes.clone() }
     }
 
     /// Whether `dir` is one of the homes in scope (the root, a profile, a fixed home).

@@ -502,10 +502,13 @@ pub fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, n
         return None;
     }
     let ctx = ctx?;
-    if let Some(at) = ctx.ended_at() {
+    // A lease taken after its session ended (held again to resume it) or after its last
+    // activity is judged from when it was taken: it cannot have outlived a use it began after.
+    let taken = view.entry.started_at().unwrap_or(f64::NEG_INFINITY);
+    if let Some(at) = ctx.ended_at().filter(|at| *at >= taken) {
         return Some(Leak::Ended { at, reason: ctx.end_reason() });
     }
-    let since = ctx.last_activity()?;
+    let since = ctx.last_activity().map(|a| a.max(taken))?;
     (now - since > idle.as_secs_f64()).then_some(Leak::Idle { since })
 }
 

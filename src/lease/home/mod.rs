@@ -1,5 +1,6 @@
 //! The home's files: every path leasectl opens in a Hermes home goes through `safe_file`
-//! (the one door); where registries are (`paths`), the registry lock (`lock`), the cap
+//! (the one door); where registries are (`paths`), which directories are profiles
+//! (`profiles`, Hermes 0.22's rules), the registry lock (`lock`), the cap
 //! (`config`), state.db (`context`; its readings kept while unchanged in
 //! `context_cache`), the audit file (`audit`) and who removed a lease by it (`remover`),
 //! the recorder's journal (`journal`) and the history merged from them (`history`).
@@ -13,5 +14,6 @@ pub mod history;
 pub mod journal;
 pub mod lock;
 pub mod paths;
+pub mod profiles;
 pub mod remover;
 pub mod safe_file;

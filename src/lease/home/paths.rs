@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::lease::error::Unusable;
+use crate::lease::home::profiles::{ProfilesDir, Standing};
 
 /// Registry file name inside `<home>/runtime/`.
 pub const REGISTRY_FILE: &str = "active_sessions.json";
@@ -20,12 +21,32 @@ pub const TEMP_SUFFIX: &str = ".tmp";
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Registry(Arc<RegistryPlace>);
 
-/// What names a registry: read through a [`Registry`] (`registry.home`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// What names a registry: read through a [`Registry`] (`registry.home`). Two are the
+/// same registry when their name and home are: a standing is what was seen last.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RegistryPlace {
     /// `"root"` or the profile's directory name.
     pub profile: String,
     pub home: PathBuf,
+    /// Whether the directory is a profile by Hermes 0.22's rules; a registry left in one
+    /// that is not (deleted, no identity) is still listed, marked.
+    #[serde(default, skip_serializing_if = "Standing::is_live")]
+    pub standing: Standing,
+}
+
+impl PartialEq for RegistryPlace {
+    fn eq(&self, other: &RegistryPlace) -> bool {
+        self.profile == other.profile && self.home == other.home
+    }
+}
+
+impl Eq for RegistryPlace {}
+
+impl std::hash::Hash for RegistryPlace {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.profile.hash(state);
+        self.home.hash(state);
+    }
 }
 
 impl std::ops::Deref for Registry {
@@ -55,7 +76,11 @@ impl<'de> serde::Deserialize<'de> for Registry {
 
 impl Registry {
     pub fn new(profile: impl Into<String>, home: impl Into<PathBuf>) -> Registry {
-        Registry(Arc::new(RegistryPlace { profile: profile.into(), home: home.into() }))
+        Registry(Arc::new(RegistryPlace { profile: profile.into(), home: home.into(), standing: Standing::Live }))
+    }
+    /// A registry in a directory under `profiles/` that is no profile by 0.22's rules.
+    pub fn with_standing(profile: impl Into<String>, home: impl Into<PathBuf>, standing: Standing) -> Registry {
+        Registry(Arc::new(RegistryPlace { profile: profile.into(), home: home.into(), standing }))
     }
     /// Its names, taken (copied only while another copy shares them).
     pub fn into_place(self) -> RegistryPlace {
@@ -162,7 +187,9 @@ pub fn registry_for_home(home: &Path) -> Registry {
     let root = root_of(home);
     if root != home {
         let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Registry::new(name, home)
+        // Marked as listed when it is there but no profile by 0.22's rules.
+        let standing = if home.is_dir() { ProfilesDir::open(&root).standing(&name) } else { Standing::Live };
+        Registry::with_standing(name, home, standing)
     } else {
         Registry::new("root", home)
     }
@@ -176,31 +203,68 @@ pub fn profile_registry(root: &Path, name: &str) -> Result<Registry, Unusable> {
     Ok(Registry::new(name, root.join("profiles").join(name)))
 }
 
-/// The root and every profile (`<root>/profiles/<name>/`, names not starting with `.`), sorted.
+/// The root and every profile (`<root>/profiles/<name>/`, live by Hermes 0.22's rules),
+/// sorted; then every other directory there (names not starting with `.`) whose registry
+/// still holds leases, marked with its standing: never hidden while it holds any.
 pub fn all_registries(root: &Path) -> Vec<Registry> {
     let mut out = vec![Registry::new("root", root)];
     // Through the one door: a `profiles` symlink is not followed, and a profile that is a
     // symlink (or anything but a directory) is not a profile.
-    let dir = crate::lease::home::safe_file::Dir::open(&crate::lease::home::safe_file::Spot::new(root, "profiles"))
-        .ok()
-        .flatten();
-    let mut names: Vec<String> = dir
-        .as_ref()
-        .map(|d| d.names().unwrap_or_default())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| dir.as_ref().is_some_and(|d| matches!(d.kind(n), Ok(Some(rustix::fs::FileType::Directory)))))
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    names.sort();
-    out.extend(names.into_iter().map(|n| Registry::new(n.clone(), root.join("profiles").join(n))));
+    let profiles = ProfilesDir::open(root);
+    for (name, standing) in profiles.directories() {
+        let home = root.join("profiles").join(&name);
+        if standing.is_live() {
+            out.push(Registry::new(name, home));
+        } else if holds_leases(&home) {
+            out.push(Registry::with_standing(name, home, standing));
+        }
+    }
     out
+}
+
+/// The registry of the directory `<root>/profiles/<name>` as [`all_registries`] would
+/// list it: a live profile's, or a registry still holding leases, marked; else None.
+pub fn listed_profile(root: &Path, name: &str) -> Option<Registry> {
+    let home = root.join("profiles").join(name);
+    if name.starts_with('.') || !std::fs::symlink_metadata(&home).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let standing = ProfilesDir::open(root).standing(name);
+    if standing.is_live() {
+        Some(Registry::new(name, home))
+    } else {
+        holds_leases(&home).then(|| Registry::with_standing(name, home, standing))
+    }
+}
+
+/// The root and every directory in `<root>/profiles` (names not starting with `.`),
+/// profile or not: what a watcher watches, so that an identity file or a registry
+/// appearing in one is seen.
+pub fn all_homes(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    out.extend(ProfilesDir::open(root).directories().into_iter().map(|(n, _)| root.join("profiles").join(n)));
+    out
+}
+
+/// Whether the registry in `home` holds any entry (or cannot be read: then it is shown,
+/// so its problem is seen).
+fn holds_leases(home: &Path) -> bool {
+    let spot = crate::lease::home::safe_file::Spot::new(home, Path::new(RUNTIME_DIR).join(REGISTRY_FILE));
+    match crate::lease::home::safe_file::read_bounded(&spot, 1 << 16) {
+        Ok(None) => false,
+        Ok(Some(bytes)) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let body = text.trim_start_matches('\u{feff}').trim();
+            !matches!(body, "" | "[]" | "{\"entries\": []}" | "{\"entries\":[]}")
+        }
+        Err(_) => true,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::Location;
 
     /// A console keeps a registry's location for each tab and each store, 100,000 of
     /// each: a copy shares the names, and reads and (de)serializes as the original.
@@ -241,12 +305,30 @@ mod tests {
     #[test]
     fn profiles_are_discovered_sorted_without_hidden() {
         let dir = tempfile::tempdir().expect("tempdir");
-        for name in ["zeta", "alpha", ".hidden"] {
-            std::fs::create_dir_all(dir.path().join("profiles").join(name)).expect("mkdir");
+        for name in ["zeta", "alpha", ".hidden", "ghost", "gone"] {
+            std::fs::create_dir_all(dir.path().join("profiles").join(name).join(RUNTIME_DIR)).expect("mkdir");
+            if name != "ghost" {
+                std::fs::write(dir.path().join("profiles").join(name).join("config.yaml"), "").expect("write");
+            }
         }
         std::fs::write(dir.path().join("profiles").join("file"), "").expect("write");
-        let names: Vec<String> = all_registries(dir.path()).into_iter().map(|r| r.profile.clone()).collect();
-        assert_eq!(names, vec!["root", "alpha", "zeta"]);
+        std::fs::create_dir_all(dir.path().join("profiles/.deleted")).expect("mkdir");
+        std::fs::write(dir.path().join("profiles/.deleted/gone"), "deleted\n").expect("write");
+        let found = |dir: &Path| -> Vec<String> {
+            all_registries(dir).into_iter().map(|r| Location::File(r).label()).collect()
+        };
+        // Neither the directory with no identity nor the deleted profile, while empty.
+        assert_eq!(found(dir.path()), vec!["root", "alpha", "zeta"]);
+        std::fs::write(dir.path().join("profiles/gone/runtime/active_sessions.json"), r#"{"entries": []}"#)
+            .expect("write");
+        assert_eq!(found(dir.path()), vec!["root", "alpha", "zeta"], "an empty registry is no reason to list one");
+        // Holding leases, both are listed, marked.
+        let held = r#"{"entries": [{"lease_id": "a", "pid": 1, "session_id": "S"}]}"#;
+        for name in ["gone", "ghost"] {
+            std::fs::write(dir.path().join("profiles").join(name).join("runtime/active_sessions.json"), held)
+                .expect("write");
+        }
+        assert_eq!(found(dir.path()), vec!["root", "alpha", "ghost (no identity)", "gone (deleted)", "zeta"]);
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub enum UnknownCause {
     ProbeFailed(String),
     /// The pid exists but its start time could not be read.
     StartTimeUnreadable(String),
+    /// The kernel says the pid exists, but `/proc` does not show it to this user
+    /// (`hidepid`): another user's owner, alive for all anyone here can tell.
+    Hidden(String),
 }
 
 impl Liveness {
@@ -57,6 +60,7 @@ impl Liveness {
             Liveness::Alive => "alive",
             Liveness::Dead(_) => "dead",
             Liveness::Recycled { .. } => "recycled",
+            Liveness::Unknown(UnknownCause::Hidden(_)) => "hidden",
             Liveness::Unknown(_) => "unknown",
             Liveness::WorkRunning { .. } => "work-running",
         }
@@ -95,6 +99,7 @@ impl Liveness {
             Liveness::Unknown(UnknownCause::StartTimeUnreadable(why)) => {
                 format!("unknown: start time unreadable ({why})")
             }
+            Liveness::Unknown(UnknownCause::Hidden(why)) => format!("hidden: {why}"),
             Liveness::WorkRunning { pids } => {
                 let shown: Vec<String> = pids.iter().take(5).map(u32::to_string).collect();
                 let more = if pids.len() > 5 { format!(" and {} more", pids.len() - 5) } else { String::new() };
@@ -107,11 +112,17 @@ impl Liveness {
 /// What `/proc` says about one pid.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProcState {
-    Running { start_time: Result<f64, String> },
+    Running {
+        start_time: Result<f64, String>,
+    },
     Gone,
     Zombie,
-    Thread { tgid: u64 },
+    Thread {
+        tgid: u64,
+    },
     Unprobeable(String),
+    /// Not in this user's `/proc`, but the kernel says the pid exists.
+    Hidden(String),
 }
 
 /// Probes pids for one operation: each distinct pid once, `btime` read once.
@@ -208,6 +219,7 @@ pub fn judge_state(state: &ProcState, recorded: Option<f64>) -> Liveness {
         ProcState::Zombie => Liveness::Dead(DeadCause::Zombie),
         ProcState::Thread { tgid } => Liveness::Dead(DeadCause::ThreadId { tgid: *tgid }),
         ProcState::Unprobeable(why) => Liveness::Unknown(UnknownCause::ProbeFailed(why.clone())),
+        ProcState::Hidden(why) => Liveness::Unknown(UnknownCause::Hidden(why.clone())),
         ProcState::Running { start_time } => match (recorded, start_time) {
             (None, _) => Liveness::Alive,
             (Some(_), Err(why)) => Liveness::Unknown(UnknownCause::StartTimeUnreadable(why.clone())),
@@ -279,7 +291,7 @@ fn probe(pid: u64, boot: Result<BootClock, String>) -> ProcState {
     let pidfd = pidfds::open(pid);
     let parsed = match crate::lease::owners::proc_stat::read(pid) {
         Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcState::Gone,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return gone_or_hidden(pid),
         Err(e) => return exists_without_proc(pid, format!("cannot read /proc/{pid}/stat: {e}")),
     };
     let Some(stat) = parsed else {
@@ -331,6 +343,37 @@ fn exists_without_proc(pid: u64, why: String) -> ProcState {
         Err(rustix::io::Errno::PERM) => ProcState::Running { start_time: Err(why) },
         Err(_) => ProcState::Unprobeable(why),
     }
+}
+
+/// Not in `/proc`: gone, unless the kernel says the pid exists. `/proc` mounted with
+/// `hidepid` (systemd's `ProtectProc=invisible`) hides another user's processes, and
+/// `kill(pid, 0)` answers EPERM for them: there, only hidden.
+fn gone_or_hidden(pid: u64) -> ProcState {
+    let Some(raw) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return ProcState::Gone;
+    };
+    match rustix::process::test_kill_process(raw) {
+        Ok(()) | Err(rustix::io::Errno::PERM) => ProcState::Hidden(hidden_why(pid)),
+        Err(_) => ProcState::Gone,
+    }
+}
+
+/// Why `pid` is hidden, and how to see it: `/proc`'s mount options say how it hides.
+fn hidden_why(pid: u64) -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let option = mounts
+        .lines()
+        .filter(|l| l.split(' ').nth(1) == Some("/proc"))
+        .filter_map(|l| l.split(' ').nth(3))
+        .flat_map(|opts| opts.split(','))
+        .filter(|o| o.starts_with("hidepid=") || o.starts_with("gid="))
+        .collect::<Vec<_>>()
+        .join(",");
+    let how = if option.is_empty() { "/proc hides it".to_owned() } else { format!("/proc is mounted {option}") };
+    format!(
+        "pid {pid} runs (the kernel says so) but this user cannot see it ({how}); run as root or in /proc's gid \
+         group to see its owner"
+    )
 }
 
 fn read_tgid(pid: u64) -> std::io::Result<u64> {
