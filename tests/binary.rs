@@ -13,6 +13,7 @@ mod docs;
 mod events;
 mod fleet;
 mod hardening;
+mod hermes_releases;
 mod hermes_rules;
 mod hints;
 mod home_faults;

