@@ -225,7 +225,7 @@ fn breakdown(homes: &[Home]) {
             let (ms, file) = timed(|| lease::file::registry::read(&path).expect("valid"));
             steps[1].push(ms);
             let (ms, kept) = timed(|| {
-                lease::file::fence::prune_dead(file.entries.clone(), &mut lease::Prober::new(), true)
+                lease::file::fence::prune_dead(file.entries.clone(), &mut lease::Prober::new(), true, None)
                     .expect("all alive")
             });
             steps[2].push(ms);

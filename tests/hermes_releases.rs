@@ -52,8 +52,11 @@ fn driver(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hermes_release").join(name)
 }
 
-/// interop.py's outcomes for one release: (its name and version, check -> (outcome, detail)).
-fn interop(release: &str) -> (String, Vec<(String, String, String)>) {
+/// One release's outcomes: its name and version, and (check, outcome, detail) for each check.
+type Outcomes = (String, Vec<(String, String, String)>);
+
+/// interop.py's outcomes for one release.
+fn interop(release: &str) -> Outcomes {
     let work = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(python(release));
     cmd.arg(driver("interop.py")).arg(BIN).arg(work.path()).env_remove("HERMES_HOME").stdin(Stdio::null());
@@ -72,7 +75,7 @@ fn interop(release: &str) -> (String, Vec<(String, String, String)>) {
 }
 
 /// The README's table, as these outcomes make it.
-fn table(results: &[(String, Vec<(String, String, String)>)]) -> String {
+fn table(results: &[Outcomes]) -> String {
     let mut t = String::from("| |");
     for (release, _) in results {
         t.push_str(&format!(" {release} |"));
@@ -92,7 +95,7 @@ fn table(results: &[(String, Vec<(String, String, String)>)]) -> String {
 #[test]
 #[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
 fn each_release_and_leasectl_read_and_fence_each_other_as_the_readme_says() {
-    let results: Vec<(String, Vec<(String, String, String)>)> =
+    let results: Vec<Outcomes> =
         std::thread::scope(|s| RELEASES.map(|r| s.spawn(move || interop(r))).map(|h| h.join().expect("interop")))
             .into_iter()
             .collect();
@@ -182,7 +185,11 @@ fn a_real_hermes_holds_a_lease_while_leasectl_lists_and_prunes_beside_it() {
             .iter()
             .map(|v| v.entry.session_id().to_owned())
             .collect();
-        assert_eq!(sessions, [session.clone()], "{release}: prune kept hermes' lease and removed the dead one");
+        assert_eq!(
+            sessions,
+            std::slice::from_ref(&session),
+            "{release}: prune kept hermes' lease and removed the dead one"
+        );
         crate::common::signals::kill(hermes.pid(), libc::SIGTERM).expect("SIGTERM to the driver");
         let line = hermes.try_line(Duration::from_secs(60)).unwrap_or_default();
         assert!(line.starts_with("RELEASED yes"), "{release}: {line:?}");

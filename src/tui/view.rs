@@ -771,6 +771,57 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         Span::styled(l.liveness.explain(), p.fg(badge(&l.liveness).1)),
     ])];
     // Who the owner is comes first: what an operator asks before anything else.
+    lines.extend(owner_lines(app, l));
+    if let Some(why) = &l.leak {
+        lines.push(Line::from(vec![Span::styled("LEAK?: ", p.bold(Color::Yellow)), Span::raw(shown_text(why))]));
+    }
+    for (k, v) in &l.entry.fields() {
+        let shown = match (k.as_str(), v.as_f64()) {
+            ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
+                format!("{}  ({})", pyjson::to_string(v), time::full(t, &app.tz))
+            }
+            _ => pyjson::to_string(v),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{}: ", shown_text(k)), Style::default().add_modifier(Modifier::BOLD)),
+            Span::raw(shown_text(&shown)),
+        ]));
+    }
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let registry = app.selection().map(|(r, _)| &app.registries[r]);
+    match (registry.and_then(|r| r.session(l.entry.session_id())), registry.and_then(|r| r.sessions.as_deref())) {
+        (Some(ctx), _) => {
+            lines.push(Line::from(Span::styled("session (state.db)", bold)));
+            let when = |t: Option<f64>| t.map(|t| time::full(t, &app.tz)).unwrap_or_else(|| "-".into());
+            lines.push(Line::from(format!("  title: {}", shown_text(ctx.title().unwrap_or("-")))));
+            lines.push(Line::from(format!(
+                "  source: {}  messages: {}",
+                shown_text(ctx.source().unwrap_or("-")),
+                ctx.messages()
+            )));
+            lines.push(Line::from(format!("  started: {}", when(ctx.started_at()))));
+            if ctx.ended_at().is_some() {
+                let why = ctx.end_reason().map(shown_text).unwrap_or_else(|| "-".into());
+                lines.push(Line::from(format!("  ended: {} ({why})", when(ctx.ended_at()))));
+            }
+            lines.push(Line::from(format!(
+                "  last activity: {}  ({})",
+                when(ctx.last_activity()),
+                activity(app.now, ctx)
+            )));
+        }
+        (None, Some(Contexts::Unknown(why))) => {
+            lines.push(Line::from(format!("session context unknown: {}", shown_text(why))));
+        }
+        (None, Some(Contexts::Read(_))) => lines.push(Line::from("session: not in state.db")),
+        (None, None) => {}
+    }
+    render_scrolled(frame, area, block, lines, app.details_scroll, "] and [");
+}
+
+/// The details' owner block: pid, name, user and command line, or where the owner is.
+fn owner_lines(app: &App, l: &super::event::LeaseRow) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
     let bold = Style::default().add_modifier(Modifier::BOLD);
     match &l.owner {
         Some(o) => {
@@ -805,50 +856,7 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
         }
         None => lines.push(Line::from(format!("owner process: pid {} not running", l.entry.pid()))),
     }
-    if let Some(why) = &l.leak {
-        lines.push(Line::from(vec![Span::styled("LEAK?: ", p.bold(Color::Yellow)), Span::raw(shown_text(why))]));
-    }
-    for (k, v) in &l.entry.fields() {
-        let shown = match (k.as_str(), v.as_f64()) {
-            ("started_at" | "updated_at" | "process_start_time", Some(t)) => {
-                format!("{}  ({})", pyjson::to_string(v), time::full(t, &app.tz))
-            }
-            _ => pyjson::to_string(v),
-        };
-        lines.push(Line::from(vec![
-            Span::styled(format!("{}: ", shown_text(k)), Style::default().add_modifier(Modifier::BOLD)),
-            Span::raw(shown_text(&shown)),
-        ]));
-    }
-    let registry = app.selection().map(|(r, _)| &app.registries[r]);
-    match (registry.and_then(|r| r.session(l.entry.session_id())), registry.and_then(|r| r.sessions.as_deref())) {
-        (Some(ctx), _) => {
-            lines.push(Line::from(Span::styled("session (state.db)", bold)));
-            let when = |t: Option<f64>| t.map(|t| time::full(t, &app.tz)).unwrap_or_else(|| "-".into());
-            lines.push(Line::from(format!("  title: {}", shown_text(ctx.title().unwrap_or("-")))));
-            lines.push(Line::from(format!(
-                "  source: {}  messages: {}",
-                shown_text(ctx.source().unwrap_or("-")),
-                ctx.messages()
-            )));
-            lines.push(Line::from(format!("  started: {}", when(ctx.started_at()))));
-            if ctx.ended_at().is_some() {
-                let why = ctx.end_reason().map(shown_text).unwrap_or_else(|| "-".into());
-                lines.push(Line::from(format!("  ended: {} ({why})", when(ctx.ended_at()))));
-            }
-            lines.push(Line::from(format!(
-                "  last activity: {}  ({})",
-                when(ctx.last_activity()),
-                activity(app.now, ctx)
-            )));
-        }
-        (None, Some(Contexts::Unknown(why))) => {
-            lines.push(Line::from(format!("session context unknown: {}", shown_text(why))));
-        }
-        (None, Some(Contexts::Read(_))) => lines.push(Line::from("session: not in state.db")),
-        (None, None) => {}
-    }
-    render_scrolled(frame, area, block, lines, app.details_scroll, "] and [");
+    lines
 }
 
 /// `lines` in a framed `area`, wrapped and scrolled down `scroll` lines (within what
