@@ -56,13 +56,16 @@ struct Loaded {
     new_profile_ms: f64,
 }
 
-/// A root with `profiles` empty profiles.
+/// A root with `profiles` profiles, each holding only its config.yaml (the identity file
+/// `hermes profile create` writes, by which a directory is a profile).
 fn home_of(profiles: usize) -> tempfile::TempDir {
     let dir = tempfile::Builder::new().prefix("leasectl-bench-profiles-").tempdir().expect("tempdir");
     let root = dir.path().join("profiles");
     std::fs::create_dir(&root).expect("profiles/");
     for n in 0..profiles {
-        std::fs::create_dir(root.join(format!("p{n:06}"))).expect("a profile");
+        let profile = root.join(format!("p{n:06}"));
+        std::fs::create_dir(&profile).expect("a profile");
+        std::fs::write(profile.join("config.yaml"), "").expect("its config.yaml");
     }
     dir
 }
@@ -139,12 +142,14 @@ fn owner_death_cpu(console: &Console, binary: &str, dir: &Path) -> f64 {
     (console.cpu_seconds() - before) * 1000.0
 }
 
-/// The console's CPU in the 6 s after a profile is made (an empty directory in profiles/:
-/// the console opens it, watches it and shows its tab).
+/// The console's CPU in the 6 s after a profile is made (a directory in profiles/ with its
+/// config.yaml: the console opens it, watches it and shows its tab).
 fn new_profile_cpu(console: &Console, dir: &Path) -> f64 {
     let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let before = console.cpu_seconds();
-    std::fs::create_dir(dir.join("profiles").join(format!("new-{run}"))).expect("make a profile");
+    let made = dir.join("profiles").join(format!("new-{run}"));
+    std::fs::create_dir(&made).expect("make a profile");
+    std::fs::write(made.join("config.yaml"), "").expect("its config.yaml");
     std::thread::sleep(Duration::from_secs(6));
     (console.cpu_seconds() - before) * 1000.0
 }

@@ -651,7 +651,7 @@ fn quitting_over_10_000_profiles_leaves_the_watches_to_a_child_that_ends_after_i
         let root = home.path().join("profiles");
         std::fs::create_dir(&root).expect("profiles");
         for n in 0..profiles {
-            std::fs::create_dir(root.join(format!("p{n:06}"))).expect("a profile");
+            crate::common::make_profile(root.join(format!("p{n:06}")));
         }
         let mut console = Pty::console(home.path(), 60, 200);
         let read = format!("first read done: {} registries", profiles + 1);

@@ -903,3 +903,25 @@ fn the_all_tab_over_mixed_caps_says_who_is_over() {
     assert!(header.contains("slots 2/41 1 OVER CAP"), "{text}");
     assert!(header.contains("root 2/1 OVER CAP") && header.contains("registries"), "{text}");
 }
+
+/// An owner `/proc` hides from this user (hidepid) is shown as hidden, not dead: its
+/// badge, the count beside the others, and in its details why and how to see it.
+#[test]
+fn an_owner_proc_hides_is_shown_hidden_with_why() {
+    use leasectl::lease::owners::liveness::{Liveness, UnknownCause};
+    let why = "pid 4242 runs (the kernel says so) but this user cannot see it (/proc is mounted hidepid=invisible); \
+               run as root or in /proc's gid group to see its owner";
+    let mut hidden = dead(entry("c0000000000000000000000000000003", "chat-h", "gateway", 4242, 600.0, Some("g-h")));
+    hidden.liveness = Liveness::Unknown(UnknownCause::Hidden(why.into()));
+    let busy = alive(entry("a0000000000000000000000000000001", "chat-a", "cli", 501, 60.0, Some("t-a")), "hermes");
+    let mut app = app(vec![snap(&registry("root"), Some(2), Ok(vec![busy, hidden]))]);
+    let shown = screen(&app, 120, 30);
+    assert!(shown.contains("◌ hidden"), "{shown}");
+    assert!(shown.contains("◌ 1 hidden by /proc (kept; root sees them)"), "{shown}");
+    assert!(!shown.contains("✖ dead") && shown.contains("2/2"), "counted toward the cap, not dead: {shown}");
+    app.filter = "hidden".into();
+    key(&mut app, KeyCode::Enter);
+    let details = screen(&app, 160, 30);
+    assert!(details.contains("liveness: hidden: pid 4242 runs (the kernel says so)"), "{details}");
+    assert!(details.contains("owner process: pid 4242, hidden from this user by /proc"), "{details}");
+}

@@ -362,7 +362,7 @@ fn tsv(registries: &[Rows], bare: bool) {
             // A line has no registry line above it: the registry's OVER_CAP goes on each
             // live lease's (a script filters lines, not tables).
             let mut m = marks.of_lease(v);
-            if marks.over_cap && v.liveness == lease::Liveness::Alive {
+            if marks.over_cap && v.liveness.counts_as_live() {
                 let after_conflict = usize::from(m.first() == Some(&"CONFLICT"));
                 m.insert(after_conflict, "OVER CAP");
             }

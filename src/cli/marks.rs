@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use crate::lease::home::context::{self, ContextRef, Contexts};
 use crate::lease::owners::owner::OwnerInfo;
-use crate::lease::{LeaseView, Liveness, now};
+use crate::lease::{LeaseView, now};
 
 /// What stands out in one registry: sessions with two live owners, and live leases
 /// over the cap. Judged on every lease, before filters hide any.
@@ -101,7 +101,7 @@ impl Marks {
 
     /// True when `v` is a live owner of a session that another live owner holds too.
     pub fn in_conflict(&self, v: &LeaseView) -> bool {
-        v.liveness == Liveness::Alive && self.conflicts.contains(v.entry.session_id())
+        v.liveness.counts_as_live() && self.conflicts.contains(v.entry.session_id())
     }
 
     /// The marks one lease carries, for people. Over its cap is the registry's state, said

@@ -57,7 +57,7 @@ pub fn held_twice(views: &[LeaseView]) -> (usize, BTreeMap<&str, Vec<usize>>) {
     let mut live: Vec<(u32, u32)> = views
         .iter()
         .enumerate()
-        .filter(|(_, v)| v.liveness == Liveness::Alive)
+        .filter(|(_, v)| v.liveness.counts_as_live())
         .map(|(i, v)| (hasher.hash_one(v.entry.session_id()) as u32, i as u32))
         .collect();
     live.sort_unstable();

@@ -133,7 +133,7 @@ impl RegistryState {
     }
 
     pub fn live_count(&self) -> u64 {
-        self.leases.iter().filter(|l| l.liveness == Liveness::Alive).count() as u64
+        self.leases.iter().filter(|l| l.liveness.counts_as_live()).count() as u64
     }
 
     /// The slots in use: the store's own count (etcd's slot keys: a lease taken without

@@ -66,6 +66,12 @@ impl Liveness {
         }
     }
 
+    /// Alive, or hidden by `/proc` (the kernel says it runs): what counts as a live lease
+    /// and a slot in use in every count shown, as the fence keeps both.
+    pub fn counts_as_live(&self) -> bool {
+        matches!(self, Liveness::Alive | Liveness::Unknown(UnknownCause::Hidden(_)))
+    }
+
     /// True when a recycled verdict differs by a whole number of seconds: the
     /// signature of a clock step moving `btime`, not of a new process.
     pub fn clock_step_suspected(&self) -> bool {
