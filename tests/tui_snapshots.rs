@@ -917,11 +917,33 @@ fn an_owner_proc_hides_is_shown_hidden_with_why() {
     let mut app = app(vec![snap(&registry("root"), Some(2), Ok(vec![busy, hidden]))]);
     let shown = screen(&app, 120, 30);
     assert!(shown.contains("◌ hidden"), "{shown}");
-    assert!(shown.contains("◌ 1 hidden by /proc (kept; root sees them)"), "{shown}");
+    assert!(shown.contains("♻ 0 recycled  ◌ 1 hidden"), "{shown}");
     assert!(!shown.contains("✖ dead") && shown.contains("2/2"), "counted toward the cap, not dead: {shown}");
     app.filter = "hidden".into();
     key(&mut app, KeyCode::Enter);
     let details = screen(&app, 160, 30);
     assert!(details.contains("liveness: hidden: pid 4242 runs (the kernel says so)"), "{details}");
     assert!(details.contains("owner process: pid 4242, hidden from this user by /proc"), "{details}");
+}
+
+/// A registry left in a deleted profile (its leases still held) has a tab, marked, and
+/// the tab says why it is there.
+#[test]
+fn a_deleted_profiles_registry_is_shown_marked_with_why() {
+    use leasectl::lease::home::profiles::Standing;
+    let gone = leasectl::lease::Location::File(leasectl::lease::Registry::with_standing(
+        "gone",
+        "/home/op/.hermes/profiles/gone",
+        Standing::Deleted,
+    ));
+    let held = alive(entry("d0000000000000000000000000000004", "chat-g", "cli", 601, 60.0, Some("t-g")), "hermes");
+    let mut app = app(vec![snap(&registry("root"), None, Ok(vec![])), snap(&gone, None, Ok(vec![held]))]);
+    key(&mut app, KeyCode::Tab);
+    let shown = screen(&app, 120, 30);
+    assert!(shown.contains("gone (deleted)"), "{shown}");
+    assert!(
+        shown.contains("NOT A LIVE PROFILE: gone, deleted (profiles/.deleted/gone); shown while its registry holds"),
+        "{shown}"
+    );
+    assert!(shown.contains("chat-g"), "its lease is shown: {shown}");
 }

@@ -575,12 +575,13 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
         );
     }
     for v in &d.hidden {
+        let explained = v.liveness.explain();
         let _ = writeln!(
             s,
             "  hidden: lease {} (session {}): {} — kept and counted toward the cap, never pruned as dead",
             escape(&short_id(v.entry.lease_id())),
             escape(v.entry.session_id()),
-            escape(&v.liveness.explain()),
+            escape(explained.strip_prefix("hidden: ").unwrap_or(&explained)),
         );
     }
     if let Some(w) = &d.idle_warning {

@@ -182,14 +182,14 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
         Span::styled(format!("● {alive} alive  "), p.fg(Color::Green)),
         Span::styled(format!("✖ {dead} dead  "), p.fg(Color::Red)),
         Span::styled(format!("♻ {recycled} recycled  "), p.fg(Color::Magenta)),
-        Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow)),
     ]);
-    // Only when there is one: an owner /proc hides from this user is not a dead one.
-    if hidden > 0 {
-        counts.push_span(Span::styled(
-            format!("  ◌ {hidden} hidden by /proc (kept; root sees them)"),
-            p.fg(Color::Yellow),
-        ));
+    // Owners /proc hides from this user are not dead ones (their details say why): counted
+    // where the unknown are, which they are a kind of (the line shares 80 columns with the
+    // slots gauge).
+    match (unknown, hidden) {
+        (_, 0) => counts.push_span(Span::styled(format!("? {unknown} unknown"), p.fg(Color::Yellow))),
+        (0, _) => counts.push_span(Span::styled(format!("◌ {hidden} hidden"), p.fg(Color::Yellow))),
+        _ => counts.push_span(Span::styled(format!("? {unknown} unknown  ◌ {hidden} hidden"), p.fg(Color::Yellow))),
     }
     // Many: counted (the banner names them); a list would run off the line.
     let not_counted = match unreadable.len() {
@@ -474,6 +474,14 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             && let Some(Some(label)) = host_line(reg, "version", &mut hosts_said)
         {
             out.push(other_version_line(version, &label, host));
+        }
+        // A registry left where no profile is (deleted, no identity): why its tab is there.
+        if let Some(place) = reg.location.registry().filter(|r| !r.standing.is_live()) {
+            out.push(Line::from(format!(
+                " NOT A LIVE PROFILE: {}, {}; shown while its registry holds leases",
+                shown_text(&place.profile),
+                shown_text(&place.standing.short(&place.profile))
+            )));
         }
         out.extend(lock_line(reg, app));
     }

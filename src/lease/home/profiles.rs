@@ -49,6 +49,14 @@ impl Standing {
         }
     }
 
+    /// Why, in a few words (a banner's): `deleted (profiles/.deleted/NAME)`.
+    pub fn short(&self, name: &str) -> String {
+        match self {
+            Standing::Deleted => format!("deleted (profiles/{TOMBSTONES}/{name})"),
+            other => other.mark().to_owned(),
+        }
+    }
+
     /// Why the directory is no profile, in a sentence.
     pub fn explain(&self, name: &str) -> String {
         match self {
