@@ -475,17 +475,20 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
         {
             out.push(other_version_line(version, &label, host));
         }
-        // A registry left where no profile is (deleted, no identity): why its tab is there.
-        if let Some(place) = reg.location.registry().filter(|r| !r.standing.is_live()) {
-            out.push(Line::from(format!(
-                " NOT A LIVE PROFILE: {}, {}; shown while its registry holds leases",
-                shown_text(&place.profile),
-                shown_text(&place.standing.short(&place.profile))
-            )));
-        }
+        out.extend(not_a_profile_line(reg));
         out.extend(lock_line(reg, app));
     }
     out
+}
+
+/// A registry left where no profile is (deleted, no identity): why its tab is there.
+fn not_a_profile_line(reg: &super::state::RegistryState) -> Option<Line<'static>> {
+    let place = reg.location.registry().filter(|r| !r.standing.is_live())?;
+    Some(Line::from(format!(
+        " NOT A LIVE PROFILE: {}, {}; shown while its registry holds leases",
+        shown_text(&place.profile),
+        shown_text(&place.standing.short(&place.profile))
+    )))
 }
 
 /// A host that runs another leasectl (same protocol), with what puts this build there.
