@@ -448,6 +448,42 @@ fn a_profile_made_is_opened_on_its_own() {
     assert_eq!(worker.reload().snapshots.len(), 4, "root, old, new (gone) and unreported");
 }
 
+/// A directory made in profiles/ is no profile until its identity file is written (as
+/// `hermes profile create` makes it: the directory first, then its files): it is opened
+/// when the watcher reports that file, not before. A deleted profile's directory that a
+/// registry with leases appears in is opened too, marked.
+#[test]
+fn a_directory_becomes_a_profile_when_its_identity_file_appears() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = Registry::new("root", dir.path());
+    let mut worker = Worker::new(root_and_profiles(&root), Duration::from_secs(3), None);
+    assert_eq!(worker.reload().snapshots.len(), 1);
+    let shell = dir.path().join("profiles/fresh");
+    std::fs::create_dir_all(&shell).expect("the directory first");
+    let loaded = worker.reload_changed(std::slice::from_ref(&shell));
+    assert!(loaded.snapshots.is_empty(), "a directory with no identity file is no profile");
+    std::fs::write(shell.join("config.yaml"), "").expect("then its config.yaml");
+    let loaded = worker.reload_changed(&[shell.join("config.yaml")]);
+    let sent: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
+    assert_eq!(sent, ["fresh"]);
+    // Deleted, and a stale process writes a lease there: shown, marked.
+    let gone = Registry::new("gone", dir.path().join("profiles/gone"));
+    std::fs::create_dir_all(dir.path().join("profiles/.deleted")).expect("tombstones");
+    std::fs::write(dir.path().join("profiles/.deleted/gone"), "deleted\n").expect("tombstone");
+    std::fs::create_dir_all(gone.runtime_dir()).expect("re-made by a stale process");
+    let owner = std::process::id();
+    std::fs::write(
+        gone.path(),
+        format!(
+            r#"{{"entries": [{{"lease_id": "a1", "pid": {owner}, "process_start_time": null, "session_id": "S"}}]}}"#
+        ),
+    )
+    .expect("its registry");
+    let loaded = worker.reload_changed(&[gone.path()]);
+    let sent: Vec<String> = loaded.snapshots.iter().map(|s| s.location.label()).collect();
+    assert_eq!(sent, ["gone (deleted)"]);
+}
+
 /// Once the change feed is armed, the registries changed since their last reading (made,
 /// or replaced) are read again and the profiles made meanwhile opened; the rest is not
 /// read (a look at each file's version, not a read of 100,000 profiles).
