@@ -220,6 +220,21 @@ impl Server {
                 let registry = registry_named(&self.root, &profile)?;
                 Ok(Answer::Events(Box::new(recorded_since(registry.home.clone(), from))))
             }
+            Request::StopPlan { profile, target } => {
+                Ok(Answer::StopPlan(Box::new(self.store(&profile)?.stop_plan(&target)?)))
+            }
+            Request::Stop { profile, plan, grace_ms } => {
+                let plan: lease::stop::StopPlan = serde_json::from_str(&plan)
+                    .map_err(|e| Error::Refused(format!("a stop plan that does not parse: {e}")))?;
+                let grace = grace_ms
+                    .parse::<u64>()
+                    .map(std::time::Duration::from_millis)
+                    .map_err(|_| Error::Refused(format!("a grace of {grace_ms:?} ms: not a number")))?;
+                let mut stopped = self.store(&profile)?.stop(&plan, lease::stop::StopOptions { grace })?;
+                let mut failures = self.audit_failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                stopped.warnings.append(&mut failures);
+                Ok(Answer::Stopped(Box::new(stopped)))
+            }
             Request::Ping => Ok(Answer::Pong),
         }
     }

@@ -27,5 +27,6 @@ mod serve_stdio;
 mod session_context;
 mod ssh_hosts;
 mod ssh_install;
+mod stop_owner;
 mod stress;
 mod untruths;

@@ -10,9 +10,9 @@ use crate::lease::error::Unusable;
 const GLOBAL: &str = "Global options";
 
 /// The commands `--all-profiles` works with (its help and its error say the same).
-pub const ALL_PROFILES_COMMANDS: &str = "ls, prune, doctor, force-release, events and metrics";
+pub const ALL_PROFILES_COMMANDS: &str = "ls, prune, doctor, force-release, stop, events and metrics";
 const ALL_PROFILES_HELP: &str =
-    "The root and every profile (ls, prune, doctor, force-release, events, metrics; the console shows them all)";
+    "The root and every profile (ls, prune, doctor, force-release, stop, events, metrics; the console shows them all)";
 
 /// A command's closing help: what holds on the registry file, then (in a build with
 /// the etcd backend only) what differs on etcd, then examples.
@@ -231,6 +231,7 @@ pub enum Command {
     Acquire(AcquireArgs),
     Release(ReleaseArgs),
     ForceRelease(ForceReleaseArgs),
+    Stop(StopArgs),
     Prune(PruneArgs),
     Doctor(DoctorArgs),
     Run(RunArgs),
@@ -247,7 +248,7 @@ pub enum Command {
 }
 
 /// Every subcommand, in the order help lists them.
-pub const SUBCOMMANDS: [Sub; 17] = [
+pub const SUBCOMMANDS: [Sub; 18] = [
     Sub {
         name: "ls",
         about: "List leases with owner liveness (read-only: takes no lock, never prunes)",
@@ -276,6 +277,13 @@ pub const SUBCOMMANDS: [Sub; 17] = [
                             leasectl force-release 0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13 --live",
         hide: false,
         args: <ForceReleaseArgs as Args>::augment_args,
+    },
+    Sub {
+        name: "stop",
+        about: "End a lease's owner process (SIGTERM, then SIGKILL), race-free, then remove what it leaves",
+        after_help: STOP_HELP,
+        hide: false,
+        args: <StopArgs as Args>::augment_args,
     },
     Sub {
         name: "prune",
@@ -499,6 +507,7 @@ impl clap::FromArgMatches for Command {
             "acquire" => Command::Acquire(AcquireArgs::from_arg_matches_mut(m)?),
             "release" => Command::Release(ReleaseArgs::from_arg_matches_mut(m)?),
             "force-release" => Command::ForceRelease(ForceReleaseArgs::from_arg_matches_mut(m)?),
+            "stop" => Command::Stop(StopArgs::from_arg_matches_mut(m)?),
             "prune" => Command::Prune(PruneArgs::from_arg_matches_mut(m)?),
             "doctor" => Command::Doctor(DoctorArgs::from_arg_matches_mut(m)?),
             "run" => Command::Run(RunArgs::from_arg_matches_mut(m)?),
@@ -797,6 +806,59 @@ impl ForceReleaseArgs {
             .filter(|(given, _)| *given)
             .map(|(_, flag)| flag.to_owned())
             .collect()
+    }
+}
+
+const STOP_HELP: &str = "The owner is named by its pid and start time, as its lease records them: leasectl \
+holds it by a pidfd, checks its start time again through it, and signals only through it, so a pid \
+reused by another process is never signalled. It shows what it will end (pid, user, command, age, \
+the session's title and last activity from state.db, the processes it started, its other leases, \
+which end with it) and asks on a terminal. SIGTERM first; SIGKILL to the owner and what it started \
+if it has not ended after --grace. Then its leases are gone by its own release, or removed as a \
+dead owner's; stop says which. Refused, with what to do instead: a dead owner (prune), a recycled \
+pid, another user's process (act as that user or root), an owner /proc hides, an owner on another \
+host. Exit 0 when every owner ended, 1 when one could not be ended or was refused.\n\n\
+Unlike force-release --live, which removes a live owner's lease and leaves the owner writing its \
+session beside whoever acquires it next, stop ends the writer first.\n\n\
+Example:\n  leasectl stop --session S1 --dry-run\n  leasectl stop 0f3c9e2a --grace 10s --yes";
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The lease whose owner to end: its whole id, or a unique prefix of 4 or more characters
+    pub lease_id: Option<String>,
+    /// End the owner of every lease of this session instead
+    #[arg(long, value_name = "S")]
+    pub session: Option<String>,
+    /// How long the owner has after SIGTERM before SIGKILL: 5s, 30s, 2m...
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_grace)]
+    pub grace: std::time::Duration,
+    /// Do not ask (scripts; without a terminal stop refuses to act unasked)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Show what would be ended; signal nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl StopArgs {
+    /// The options that change what it does, as typed (for a hint that repeats it elsewhere).
+    pub fn options(&self) -> Vec<String> {
+        [(self.dry_run, "--dry-run"), (self.json, "--json")]
+            .into_iter()
+            .filter(|(given, _)| *given)
+            .map(|(_, flag)| flag.to_owned())
+            .collect()
+    }
+}
+
+fn parse_grace(text: &str) -> Result<std::time::Duration, String> {
+    let d = crate::lease::human::parse_duration(text).map_err(String::from)?;
+    match d > std::time::Duration::from_secs(3600) {
+        true => Err("at most an hour: an owner that ignores SIGTERM that long is ended by SIGKILL".into()),
+        false => Ok(d),
     }
 }
 

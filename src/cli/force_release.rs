@@ -33,11 +33,20 @@ fn with_override(e: lease::Error, target: &Target) -> Failure {
     let live = matches!(e, lease::Error::LiveOwner(_));
     let mut f = Failure::from(e);
     if live {
-        let command = match target {
-            Target::Lease(id) => lease::hint::command(&["force-release", id, "--live"]),
-            Target::Session(s) => lease::hint::command(&["force-release", "--session", s, "--live"]),
+        let (command, stop) = match target {
+            Target::Lease(id) => {
+                (lease::hint::command(&["force-release", id, "--live"]), lease::hint::command(&["stop", id]))
+            }
+            Target::Session(s) => (
+                lease::hint::command(&["force-release", "--session", s, "--live"]),
+                lease::hint::command(&["stop", "--session", s]),
+            ),
         };
-        f.message = format!("{} To do it anyway, knowing that: {command}.", f.message);
+        f.message = format!(
+            "{} To end the owner first, then free its slot (the safe way): {stop}. To remove the lease and leave the \
+             owner running anyway, knowing that: {command}.",
+            f.message
+        );
     }
     f
 }

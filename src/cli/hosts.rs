@@ -10,7 +10,7 @@ use super::{Failure, Selection, fail, usage};
 
 /// The commands that work across hosts (the others take or give back a lease, which
 /// is done where its owner runs).
-const HOST_COMMANDS: &str = "ls, events, metrics, doctor, prune, force-release and the console";
+const HOST_COMMANDS: &str = "ls, events, metrics, doctor, prune, force-release, stop and the console";
 
 /// The hosts named on this command line, else in `LEASECTL_HOSTS`; none: this machine.
 pub(super) fn selected(cli: &Cli) -> Result<Vec<HostSpec>, Failure> {
@@ -64,7 +64,12 @@ pub(super) fn select_locations(
         return Err(usage("--host reaches registry files on other hosts; etcd is reached with --endpoints"));
     }
     let what = match command {
-        Command::Ls(_) | Command::Events(_) | Command::Metrics | Command::Prune(_) | Command::ForceRelease(_) => None,
+        Command::Ls(_)
+        | Command::Events(_)
+        | Command::Metrics
+        | Command::Prune(_)
+        | Command::ForceRelease(_)
+        | Command::Stop(_) => None,
         Command::Tui => None,
         Command::Doctor(a) if !a.repair => None,
         Command::Doctor(_) => Some("doctor --repair (run it on the host itself: it shows what it keeps, and asks)"),
@@ -95,7 +100,8 @@ pub(super) fn select_locations(
         return Ok(Selection { locations, root: None });
     }
     // An id is looked for in every profile of every host, as `--all-profiles` does here.
-    let by_id = matches!(command, Command::ForceRelease(a) if a.lease_id.is_some());
+    let by_id = matches!(command, Command::ForceRelease(a) if a.lease_id.is_some())
+        || matches!(command, Command::Stop(a) if a.lease_id.is_some());
     let every_profile = cli.all_profiles || ((implicit || by_id) && cli.profile.is_none());
     // Each host's registries (every one, or the one its home names), asked of all hosts
     // at once.

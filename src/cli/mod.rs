@@ -27,6 +27,7 @@ mod prune;
 mod recap;
 mod release;
 mod run;
+mod stop;
 mod watch;
 
 use acquire::acquire;
@@ -250,9 +251,12 @@ fn ends_once_done(command: &Command) -> bool {
         Command::Ls(a) => !a.watch,
         Command::Events(a) => !a.follow,
         Command::Acquire(a) => a.opts.wait.is_none(),
-        Command::Release(_) | Command::ForceRelease(_) | Command::Prune(_) | Command::Doctor(_) | Command::Metrics => {
-            true
-        }
+        Command::Release(_)
+        | Command::ForceRelease(_)
+        | Command::Stop(_)
+        | Command::Prune(_)
+        | Command::Doctor(_)
+        | Command::Metrics => true,
         _ => false,
     }
 }
@@ -334,6 +338,8 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
             let elsewhere = other_registries(root.as_deref(), &locations);
             force_release(&mut *single()?, &a, &elsewhere, hints)
         }
+        Command::Stop(a) if cli.all_profiles || on_hosts => stop::stop(all()?, &a, hints),
+        Command::Stop(a) => stop::stop(vec![single()?], &a, hints),
         Command::Prune(a) => prune(
             &mut all()?,
             lease::PruneOptions {

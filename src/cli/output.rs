@@ -132,9 +132,17 @@ pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
         )
     } else {
         let verb = if r.dry_run { "would release" } else { "released" };
+        let stop: Vec<String> = r
+            .removed
+            .iter()
+            .filter(|v| crate::lease::view::owner_may_be_alive(v))
+            .map(|v| crate::lease::hint::hinted(location, &crate::lease::hint::command(&["stop", v.entry.lease_id()])))
+            .collect();
         format!(
-            "WARNING: {verb} the lease of a LIVE owner: {who}. It may keep writing to its session, and a second owner \
-             can now acquire it."
+            "WARNING: {verb} the lease of a LIVE owner: {who}. The owner keeps running and is not told: it may go on \
+             writing to its session, and a second owner can now acquire the session beside it, both appending to one \
+             transcript. To end the owner and then free its slot, the safe way: {}.",
+            stop.join(", ")
         )
     }
 }

@@ -15,6 +15,7 @@ use super::location::Location;
 use super::owners::liveness::Prober;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
+use super::stop::{StopOptions, StopPlan, Stopped};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 
 /// Told what could not be recorded, in words (the action stands either way).
@@ -95,6 +96,22 @@ impl LeaseStore for Audited {
         self.report(audit::removal("force-release", self.inner.location(), &self.auditor.actor.doing(&what), &r));
         self.report(r.warnings.clone());
         Ok(r)
+    }
+
+    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error> {
+        self.inner.stop_plan(target)
+    }
+
+    /// A stop is on record with the signals sent and every lease that went by it.
+    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
+        let stopped = self.inner.stop(plan, opts)?;
+        let what = match &plan.target {
+            Target::Lease(id) => format!("stop lease {}", id.chars().take(8).collect::<String>()),
+            Target::Session(s) => format!("stop session {s}"),
+        };
+        self.report(audit::stop(self.inner.location(), &self.auditor.actor.doing(&what), &stopped));
+        self.report(stopped.warnings.clone());
+        Ok(stopped)
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {

@@ -14,6 +14,7 @@ use super::location::Location;
 use super::owners::liveness::Prober;
 use super::refusal::Refusal;
 use super::repair::{RepairOptions, RepairReport};
+use super::stop::{StopOptions, StopPlan, Stopped};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 
 /// Everything read from one location at one moment.
@@ -125,6 +126,15 @@ pub trait LeaseStore: Send {
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error>;
     /// The operator's release. A live owner's lease only with `opts.allow_live`.
     fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error>;
+    /// What `stop` would end for `target`: each owner process, seen now, or why not.
+    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error> {
+        super::stop::plan(self.read(), target)
+    }
+    /// End the owners `plan` names (SIGTERM, the grace, SIGKILL), then remove what they
+    /// leave; an owner changed since the plan is never signalled.
+    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
+        super::stop::run(self, plan, opts)
+    }
     /// Remove dead and recycled owners' leases (etcd: those of owners on this host).
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error>;
     /// Everything `doctor` checks; only a registry file has a doctor.

@@ -82,6 +82,9 @@ pub enum Error {
     /// A live owner's lease, refused without an explicit override.
     #[error("{0}")]
     LiveOwner(LiveOwners),
+    /// A stop that may not or cannot end an owner from here (nothing was signalled).
+    #[error("{0}")]
+    CannotStop(super::stop::CannotStop),
     /// Anything else the caller asked for that cannot be done, said plainly.
     #[error("{0}")]
     Refused(String),

@@ -28,6 +28,12 @@ pub fn command_in_profile(profile: Option<&str>, args: &[&str]) -> String {
     marked(json!({ "args": args, "profile": profile }))
 }
 
+/// The same, run through `via` first (`sudo -u alice`, `ssh gw1`): another user's or
+/// another host's command.
+pub fn command_via(via: &[&str], args: &[&str]) -> String {
+    marked(json!({ "args": args, "via": via }))
+}
+
 fn marked(payload: Value) -> String {
     format!("`{OPEN}{payload}{CLOSE}`")
 }
@@ -140,8 +146,12 @@ pub fn render(text: &str, reach: &Reach) -> String {
             continue;
         };
         match parse(&after[..end]) {
-            Some((profile, args)) => {
+            Some((profile, args, via)) => {
                 let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                for word in &via {
+                    out.push_str(&shell_word(word));
+                    out.push(' ');
+                }
                 out.push_str(&reach.line(profile.as_ref().map(|p| p.as_deref()), &args));
             }
             None => out.push_str(&after[..end]),
@@ -172,19 +182,27 @@ fn with_options(text: &str, prefix: &str) -> String {
     out
 }
 
-/// A marker's words: the profile it names (Some(None): the root), and the arguments.
-type Parsed = (Option<Option<String>>, Vec<String>);
+/// A marker's words: the profile it names (Some(None): the root), the arguments, and
+/// what runs it (`sudo -u USER`, `ssh HOST`; none: run here).
+type Parsed = (Option<Option<String>>, Vec<String>, Vec<String>);
 
 fn parse(payload: &str) -> Option<Parsed> {
     let v: Value = serde_json::from_str(payload).ok()?;
-    let args = v.get("args")?.as_array()?.iter().map(|a| a.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()?;
+    let words = |key: &str| -> Option<Vec<String>> {
+        v.get(key)?.as_array()?.iter().map(|a| a.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>()
+    };
+    let args = words("args")?;
+    let via = match v.get("via") {
+        None => vec![],
+        Some(_) => words("via")?,
+    };
     let profile = match v.get("profile") {
         None => None,
         Some(Value::Null) => Some(None),
         Some(Value::String(p)) => Some(Some(p.clone())),
         Some(_) => return None,
     };
-    Some((profile, args))
+    Some((profile, args, via))
 }
 
 #[cfg(test)]
@@ -203,6 +221,8 @@ mod tests {
         assert_eq!(render(&other, &reach), "`leasectl --home '/my home' --profile ops prune`");
         let root = command_in_profile(None, &["prune"]);
         assert_eq!(render(&root, &reach), "`leasectl --home '/my home' prune`");
+        let as_user = command_via(&["sudo", "-u", "a b"], &["stop", "S"]);
+        assert_eq!(render(&as_user, &reach), "`sudo -u 'a b' leasectl --home '/my home' --profile w stop S`");
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod owners;
 pub mod refusal;
 pub mod repair;
 pub mod ssh;
+pub mod stop;
 pub mod target;
 pub mod view;
 

@@ -6,3 +6,13 @@ pub enum Target {
     Lease(String),
     Session(String),
 }
+
+impl Target {
+    /// True when `view` is one of the leases named.
+    pub fn names(&self, view: &super::view::LeaseView) -> bool {
+        match self {
+            Target::Lease(id) => view.entry.lease_id() == id,
+            Target::Session(s) => view.entry.session_id() == s,
+        }
+    }
+}

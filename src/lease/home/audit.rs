@@ -109,6 +109,36 @@ pub fn removal(action: &str, location: &Location, actor: &Actor, r: &Removal) ->
     write(location, &record_of(action, location, actor, &r.removed, r.live_owner))
 }
 
+/// Record a stop: each owner, the signals it was sent and how long it took to end, and
+/// every lease that went by it (its own release or the stop's removal), in `removed`.
+pub fn stop(location: &Location, actor: &Actor, stopped: &crate::lease::stop::Stopped) -> Vec<String> {
+    let gone: Vec<LeaseView> = stopped.leases_gone().map(|l| l.view.clone()).collect();
+    let signalled = stopped.owners.iter().any(|o| !o.signals.is_empty());
+    if gone.is_empty() && !signalled {
+        return vec![];
+    }
+    let mut rec = record_of("stop", location, actor, &gone, false);
+    let owners: Vec<Value> = stopped
+        .owners
+        .iter()
+        .map(|o| {
+            json!({
+                "pid": o.pid,
+                "name": o.name,
+                "signals": o.signals.iter().map(|s| json!({"signal": s.signal, "after": s.after})).collect::<Vec<_>>(),
+                "ending": o.ending.name(),
+                "took": o.took,
+                "family_ended": o.family_ended.iter().map(|m| json!({"pid": m.pid, "name": m.name})).collect::<Vec<_>>(),
+                "leases": o.leases.iter().map(|l| json!({"lease_id": l.view.entry.lease_id(), "how": l.how.name()})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    if let Some(map) = rec.as_object_mut() {
+        map.insert("stopped".into(), Value::Array(owners));
+    }
+    write(location, &rec)
+}
+
 /// Record a repair: every entry kept, restored, dropped and lost, and where the old
 /// bytes are (the report's own JSON, the same from the CLI and the console).
 pub fn repair(

@@ -1,6 +1,7 @@
 //! What removed a lease, in the one vocabulary every surface speaks (the console's log,
 //! `ls -w`, `events --follow` and `--since`, the recorder's journal): its owner, an
-//! operator's force-release, a prune, the fence of an acquire, a repair. Decided from the
+//! operator's force-release, a prune, the fence of an acquire, a repair, a stop of its
+//! owner. Decided from the
 //! home's audit file (what an operator did, and who) and, where it says nothing, from how
 //! the lease was seen to go.
 
@@ -23,6 +24,8 @@ pub enum Remover {
     OwnerGone,
     /// Dropped by `doctor --repair` (an invalid entry): by whom.
     Repair(String),
+    /// Its owner was ended by an operator's `stop` (then released it, or it was removed): by whom.
+    Stop(String),
 }
 
 impl Remover {
@@ -33,6 +36,7 @@ impl Remover {
             Remover::Operator(_) => "force-released",
             Remover::Prune(_) | Remover::Fence | Remover::OwnerGone => "pruned",
             Remover::Repair(_) => "removed",
+            Remover::Stop(_) => "stopped",
         }
     }
 
@@ -41,6 +45,7 @@ impl Remover {
         match self {
             Remover::Owner | Remover::OwnerGone => None,
             Remover::ForOwner(who) | Remover::Operator(who) | Remover::Prune(who) => Some(format!("by {who}")),
+            Remover::Stop(who) => Some(format!("its owner ended by {who}")),
             Remover::Fence => Some("by an acquire (the fence prunes dead and recycled owners first)".into()),
             Remover::Repair(who) => Some(format!("by a repair, by {who}")),
         }
@@ -63,6 +68,7 @@ pub fn of_record(record: &Value) -> (Vec<&str>, Remover) {
         Some("repair") => (ids("dropped"), Remover::Repair(who)),
         Some("prune") => (ids("removed"), Remover::Prune(who)),
         Some("release-for-owner") => (ids("removed"), Remover::ForOwner(who)),
+        Some("stop") => (ids("removed"), Remover::Stop(who)),
         _ => (ids("removed"), Remover::Operator(who)),
     }
 }
@@ -102,6 +108,7 @@ mod tests {
             record("prune", "removed", "b"),
             record("repair", "dropped", "c"),
             record("release-for-owner", "removed", "d"),
+            record("stop", "removed", "f"),
         ];
         let by = |id: &str, alive: bool, fence: bool| {
             let r = remover(alive, id, &records, fence);
@@ -112,6 +119,9 @@ mod tests {
         assert_eq!(by("b", false, false), ("pruned", root.clone()));
         assert_eq!(by("c", true, false), ("removed", Some("by a repair, by root on gw1: leasectl x".into())));
         assert_eq!(by("d", true, false), ("released", root));
+        let ended = Some("its owner ended by root on gw1: leasectl x".to_owned());
+        assert_eq!(by("f", true, false), ("stopped", ended.clone()), "released by its owner as it ended");
+        assert_eq!(by("f", false, false), ("stopped", ended), "removed once its owner was dead");
         assert_eq!(by("e", true, false), ("released", None), "its owner's own release");
         assert_eq!(by("e", false, false), ("pruned", None));
         assert_eq!(by("e", false, true).0, "pruned");

@@ -333,6 +333,13 @@ fn running(pid: u64, boot: Result<BootClock, String>, ticks: Option<u64>) -> Pro
     ProcState::Running { start_time }
 }
 
+/// The start time (epoch seconds, as psutil reads it) of a process started `ticks` clock
+/// ticks after boot.
+pub fn start_time_of_ticks(ticks: u64) -> Result<f64, String> {
+    let boot = read_boot_clock()?;
+    Ok(start_time_from(ticks, boot.clk_tck, boot.btime))
+}
+
 /// psutil's `create_time()` on Linux, in this order of operations (bit for bit).
 pub fn start_time_from(ticks: u64, clk_tck: f64, btime: u64) -> f64 {
     (ticks as f64) / clk_tck + (btime as f64)

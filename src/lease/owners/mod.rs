@@ -1,6 +1,8 @@
 //! Owner processes: who is alive (`liveness`, with start times as psutil reads them in
-//! `proc_stat`), pidfds to signal them (`pidfds`), and what they are (`owner`).
+//! `proc_stat`), pidfds to re-check them (`pidfds`), ending one
+//! race-free (`ending`), and what they are (`owner`).
 
+pub mod ending;
 pub mod liveness;
 pub mod owner;
 pub mod pidfds;

@@ -15,6 +15,7 @@ use crate::lease::location::{Location, SshLocation};
 use crate::lease::owners::liveness::Prober;
 use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::repair::{RepairOptions, RepairReport};
+use crate::lease::stop::{StopOptions, StopPlan, Stopped};
 use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
 
 /// A read's answer: a registry of a thousand leases crosses in well under a second.
@@ -146,6 +147,35 @@ impl LeaseStore for SshStore {
             allow_live: opts.allow_live,
             dry_run: opts.dry_run,
         })
+    }
+
+    /// The plan is made there, where the owners run and can be seen.
+    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error> {
+        let request = Request::StopPlan { profile: self.at.profile.clone(), target: target.clone() };
+        match self.link.call(request, ACT_WITHIN)? {
+            Answer::StopPlan(plan) => Ok(*plan),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Ended there, through pidfds of that host's kernel; the answer waits for the grace.
+    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
+        let text = serde_json::to_string(plan).map_err(|e| Error::Refused(format!("cannot send the plan: {e}")))?;
+        let request = Request::Stop {
+            profile: self.at.profile.clone(),
+            plan: text,
+            grace_ms: opts.grace.as_millis().to_string(),
+        };
+        let within = ACT_WITHIN + opts.grace + crate::lease::stop::KILL_WAIT;
+        match self.link.call(request, within)? {
+            Answer::Stopped(mut stopped) => {
+                for w in &mut stopped.warnings {
+                    *w = format!("on host {}: {}", self.at.host.name, crate::lease::human::escape(w));
+                }
+                Ok(*stopped)
+            }
+            other => Err(unexpected(&other)),
+        }
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {

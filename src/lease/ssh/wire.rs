@@ -127,6 +127,18 @@ pub enum Request {
         profile: String,
         from: String,
     },
+    /// What `stop` would end there.
+    StopPlan {
+        profile: String,
+        target: Target,
+    },
+    /// End the owners of a plan made there: the plan as its JSON text and the grace in
+    /// milliseconds as text (numbers do not deserialize inside this enum: see `Events`).
+    Stop {
+        profile: String,
+        plan: String,
+        grace_ms: String,
+    },
     /// Answered at once: how long the answer takes is how far behind the host is.
     Ping,
 }
@@ -138,6 +150,8 @@ pub enum Answer {
     Removal(Removal),
     Doctor(Box<DoctorReport>),
     Events(Box<RecordedEvents>),
+    StopPlan(Box<crate::lease::stop::StopPlan>),
+    Stopped(Box<crate::lease::stop::Stopped>),
     Subscribed,
     Pong,
 }
@@ -214,6 +228,7 @@ pub enum WireError {
     Invalid(InvalidRegistry),
     NotFound(Missing),
     LiveOwner(LiveOwners),
+    CannotStop(crate::lease::stop::CannotStop),
     /// Nothing could be coordinated on (a lock held, an owner unprovable): exit 5.
     Unavailable(String),
     Refused(String),
@@ -226,6 +241,7 @@ impl WireError {
             Error::Invalid(i) => WireError::Invalid(i),
             Error::NotFound(m) => WireError::NotFound(m),
             Error::LiveOwner(l) => WireError::LiveOwner(l),
+            Error::CannotStop(c) => WireError::CannotStop(c),
             Error::LockTimeout { .. }
             | Error::LivenessUnknown { .. }
             | Error::Unavailable(_)
@@ -241,6 +257,7 @@ impl WireError {
             WireError::Invalid(i) => Error::Invalid(i),
             WireError::NotFound(m) => Error::NotFound(m),
             WireError::LiveOwner(l) => Error::LiveOwner(l),
+            WireError::CannotStop(c) => Error::CannotStop(c),
             WireError::Unavailable(m) => Error::Unavailable(m),
             WireError::Refused(m) => Error::Refused(m),
             WireError::Unsupported(m) => Error::Unsupported(m),

@@ -1,0 +1,137 @@
+//! What a stop will end, as seen now: each owner of the leases named, proven to be the
+//! process its leases record (by pid and start time, through a pidfd), with what an
+//! operator needs to decide (who runs it, what it runs, its sessions, its children).
+//! Anything that may not or cannot be ended is refused here, before any signal.
+
+use std::collections::HashSet;
+
+use super::{CannotStop, Member, OwnerToStop, SessionNote, StopPlan, StopRefusal, WhyNot};
+use crate::lease::backend::Listing;
+use crate::lease::error::{Error, Missing};
+use crate::lease::owners::ending::{self, NotTaken};
+use crate::lease::owners::liveness::{Liveness, Prober, UnknownCause};
+use crate::lease::owners::owner;
+use crate::lease::view::{LeaseView, Target};
+
+/// Plan the stop of `target`'s owners from `listing` (read just now).
+pub fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error> {
+    let location = listing.location;
+    let views = listing.leases?;
+    let chosen: Vec<&LeaseView> = views.iter().filter(|v| target.names(v)).collect();
+    if chosen.is_empty() {
+        let place = match location.registry() {
+            Some(reg) => format!("in {}", reg.path().display()),
+            None => format!("in {}", location.label()),
+        };
+        return Err(Error::NotFound(Missing { target: target.clone(), live_only: false, place }));
+    }
+    let host = owner::hostname();
+    let ourselves: HashSet<u64> = owner::self_and_ancestors().into_iter().collect();
+    let mut prober = Prober::new();
+    let mut refusals = Vec::new();
+    let mut owners: Vec<OwnerToStop> = Vec::new();
+    for view in chosen {
+        let pid = view.entry.pid();
+        let refuse = |why: WhyNot| StopRefusal {
+            lease_id: view.entry.lease_id().to_owned(),
+            session_id: view.entry.session_id().to_owned(),
+            pid,
+            why,
+        };
+        match judge(view, &host, &ourselves, &mut prober) {
+            Err(why) => refusals.push(refuse(why)),
+            Ok((start_time, uid)) => match owners.iter_mut().find(|o| o.pid == pid && o.start_time == start_time) {
+                Some(owner) => owner.leases.push(view.clone()),
+                None => owners.push(OwnerToStop {
+                    pid,
+                    start_time,
+                    uid,
+                    info: None,
+                    leases: vec![view.clone()],
+                    also_holds: vec![],
+                    family: vec![],
+                    sessions: vec![],
+                }),
+            },
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(Error::CannotStop(CannotStop { refusals }));
+    }
+    let pids: Vec<u64> = owners.iter().map(|o| o.pid).collect();
+    let mut infos = owner::owner_infos(&pids);
+    for owner in &mut owners {
+        let named: HashSet<&str> = owner.leases.iter().map(|v| v.entry.lease_id()).collect();
+        owner.also_holds = views
+            .iter()
+            .filter(|v| !named.contains(v.entry.lease_id()) && held_by(v, owner.pid, owner.start_time))
+            .cloned()
+            .collect();
+        owner.info = infos.remove(&owner.pid);
+        owner.family = ending::descendants(owner.pid).into_iter().map(|(pid, name)| Member { pid, name }).collect();
+    }
+    if let Some(reg) = location.registry() {
+        let ids: Vec<&str> = owners.iter().flat_map(|o| o.all_leases().map(|v| v.entry.session_id())).collect();
+        let contexts = crate::lease::home::context::read(&reg.home, &ids);
+        for owner in &mut owners {
+            let mut seen = HashSet::new();
+            let sessions: Vec<&str> = owner.all_leases().map(|v| v.entry.session_id()).collect();
+            owner.sessions = sessions
+                .into_iter()
+                .filter(|s| seen.insert(*s))
+                .filter_map(|s| contexts.get(s))
+                .map(|c| SessionNote {
+                    session_id: c.session_id().to_owned(),
+                    title: c.title().map(str::to_owned),
+                    last_activity: c.last_activity(),
+                    ended_at: c.ended_at(),
+                })
+                .collect();
+        }
+    }
+    Ok(StopPlan { target: target.clone(), host, owners })
+}
+
+/// The lease's owner as a process that may be ended from here: its start time and user,
+/// or why not.
+fn judge(view: &LeaseView, host: &str, ourselves: &HashSet<u64>, prober: &mut Prober) -> Result<(f64, u32), WhyNot> {
+    if let Some(remote) = view.remote.as_ref().filter(|r| r.host != host) {
+        return Err(WhyNot::OtherHost { host: remote.host.clone() });
+    }
+    let pid = view.entry.pid();
+    if ourselves.contains(&pid) {
+        return Err(WhyNot::Itself);
+    }
+    let verdict = view.liveness.explain();
+    match &view.liveness {
+        Liveness::Alive => {}
+        Liveness::Dead(_) => return Err(WhyNot::Dead { verdict }),
+        Liveness::Recycled { .. } => return Err(WhyNot::Recycled { verdict }),
+        Liveness::Unknown(UnknownCause::Hidden(why)) => return Err(WhyNot::Hidden { why: why.clone() }),
+        Liveness::Unknown(_) => return Err(WhyNot::Unknown { why: verdict }),
+        Liveness::WorkRunning { .. } => return Err(WhyNot::WorkRunning { verdict }),
+    }
+    // A lease that records no start time names its owner by pid alone: the process
+    // running it now, as seen at this look, is the one a later signal may reach.
+    let recorded = view.entry.process_start_time();
+    let Some(start_time) = recorded.or_else(|| prober.start_time(pid)) else {
+        return Err(WhyNot::Dead { verdict: "dead: pid gone".into() });
+    };
+    match ending::take(pid, start_time) {
+        Ok(taken) => Ok((start_time, taken.uid)),
+        Err(NotTaken::Gone) => Err(WhyNot::Dead { verdict: "dead: pid gone".into() }),
+        Err(NotTaken::Other { actual }) => {
+            Err(WhyNot::Recycled { verdict: Liveness::Recycled { recorded: start_time, actual }.explain() })
+        }
+        Err(NotTaken::NotPermitted { uid, user }) => Err(WhyNot::NotPermitted { uid, user }),
+        Err(NotTaken::Hidden(why)) => Err(WhyNot::Hidden { why }),
+        Err(NotTaken::Unreadable(why)) => Err(WhyNot::Unknown { why }),
+    }
+}
+
+/// True when `view`'s owner is the process `pid` that started at `start_time`.
+pub(super) fn held_by(view: &LeaseView, pid: u64, start_time: f64) -> bool {
+    view.entry.pid() == pid
+        && view.entry.process_start_time().is_none_or(|t| (t - start_time).abs() < 0.001)
+        && view.liveness.counts_as_live()
+}
