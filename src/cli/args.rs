@@ -957,6 +957,7 @@ mod tests {
             ("acquire", &["S", "--owner-pid", "1"]),
             ("release", &["abcd"]),
             ("force-release", &["--session", "S"]),
+            ("stop", &["--session", "S"]),
             ("prune", &["--dry-run"]),
             ("doctor", &["--json"]),
             ("run", &["S", "--", "true"]),

@@ -10,7 +10,7 @@ use super::hints::Hints;
 use super::release::{Named, ambiguous, name_lease};
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, print_json, usage};
 use crate::lease::human::{duration, escape, plural};
-use crate::lease::stop::{LeaseEnd, OwnerEnding, OwnerToStop, StopOptions, StopPlan, Stopped};
+use crate::lease::stop::{OwnerEnding, OwnerToStop, StopOptions, StopPlan, Stopped};
 use crate::lease::{self, LeaseStore, Location, Target};
 
 pub(super) fn stop(mut stores: Vec<Box<dyn LeaseStore>>, a: &StopArgs, hints: &Hints) -> Result<i32, Failure> {
@@ -215,54 +215,11 @@ fn confirm(plan: &StopPlan) -> Result<(), Failure> {
 
 fn report(stopped: &Stopped) {
     for o in &stopped.owners {
-        let name = o.name.as_deref().map(|n| format!(" ({})", escape(n))).unwrap_or_default();
-        let took = o.took.map(seconds).unwrap_or_default();
-        let how = match &o.ending {
-            OwnerEnding::Terminated => format!("ended by SIGTERM after {took}"),
-            OwnerEnding::Killed => {
-                let kill = o.signals.iter().find(|s| s.signal == "SIGKILL").map_or(0.0, |s| s.after);
-                format!("outlasted SIGTERM for {}; ended by SIGKILL, {took} after SIGTERM", seconds(kill))
-            }
-            OwnerEnding::EndedBefore => "had ended by itself before the signal: nothing signalled".into(),
-            OwnerEnding::Replaced { actual } => format!(
-                "had ended by itself before the signal, and its pid runs another process now (started {} ago): \
-                 nothing signalled",
-                duration(lease::now() - actual)
-            ),
-            OwnerEnding::ReleasedBefore => {
-                "had released its lease before the signal: left running, nothing signalled".into()
-            }
-            OwnerEnding::NotEnded(why) => format!("NOT ENDED: {}", escape(why)),
-        };
-        say!("stopped pid {}{name}: {how}", o.pid);
-        if !o.family_ended.is_empty() {
-            let m: Vec<String> = o.family_ended.iter().map(|m| format!("{} ({})", m.pid, escape(&m.name))).collect();
-            say!("  with it ended the processes it started: {}", m.join(", "));
-        }
+        say!("stopped {}", lease::stop::said(o));
         if !o.family_left.is_empty() {
             let m: Vec<String> = o.family_left.iter().map(|m| format!("{} ({})", m.pid, escape(&m.name))).collect();
             say!("  still running, started by it: {}", m.join(", "));
         }
-        for l in &o.leases {
-            let how = match l.how {
-                LeaseEnd::Released => "released by its owner as it ended",
-                LeaseEnd::Pruned => "removed (its owner dead)",
-                LeaseEnd::Left => "LEFT in the registry",
-            };
-            let how = match (&o.ending, &l.how) {
-                (OwnerEnding::ReleasedBefore, LeaseEnd::Released) => "released by its owner before the signal",
-                _ => how,
-            };
-            say!("  lease {}  session {}: {how}", short(l.view.entry.lease_id()), escape(l.view.entry.session_id()));
-        }
-    }
-}
-
-/// A short time as people read it: `40 ms`, `5.2 s`.
-fn seconds(t: f64) -> String {
-    match t < 1.0 {
-        true => format!("{:.0} ms", t * 1000.0),
-        false => format!("{t:.1} s"),
     }
 }
 

@@ -32,6 +32,8 @@ const MARKS: &[(&str, &str)] = &[
     ("♻ recycled", "the pid now belongs to another process: the owner is gone"),
     ("clock step?", "recycled by whole seconds: most likely the owner across a clock step"),
     ("? unknown", "cannot tell (another user's process, /proc unreadable): kept"),
+    ("◌ hidden", "/proc hides the owner from this user (hidepid): kept, counted live"),
+    ("⏻ ENDING", "a stop (K) is ending its owner: SIGTERM, then SIGKILL after the grace"),
     ("⚙ WORK RUNNING", "a dead `run` owner whose work still runs"),
     ("CONFLICT", "two live owners of one session"),
     ("OVER CAP", "more live leases than the cap (FULL: exactly at it)"),
@@ -172,6 +174,68 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
     DialogText { title: " force-release? ", lines, footer }
 }
 
+/// What a stop will end: each owner (who, what it runs, since when), its leases with
+/// their sessions, what it started; then what happens, and the question.
+fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &Palette) -> DialogText<'static> {
+    use crate::lease::human::duration;
+    let bold = bold();
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "End {} in {}, then clean its leases:",
+            plural(plan.owners.len(), "process", "processes"),
+            shown_text(&location.label())
+        ),
+        bold,
+    ))];
+    for o in &plan.owners {
+        let name = o.info.as_ref().map(|i| shown_text(&i.name)).unwrap_or_else(|| "-".into());
+        let user = o.info.as_ref().and_then(|i| i.user.clone()).unwrap_or_else(|| format!("uid {}", o.uid));
+        lines.push(Line::from(vec![
+            Span::styled(format!("  pid {}  {name}", o.pid), bold),
+            Span::raw(format!("  user {}  started {} ago", shown_text(&user), duration(now - o.start_time))),
+        ]));
+        if let Some(info) = o.info.as_ref().filter(|i| !i.cmdline.is_empty()) {
+            lines.push(Line::from(format!("    {}", shown_text(&info.cmdline.join(" ")))));
+        }
+        let session = |id: &str| -> String {
+            let Some(n) = o.sessions.iter().find(|n| n.session_id == id) else { return String::new() };
+            let title = n.title.as_deref().map(|t| format!(" \"{}\"", shown_text(t))).unwrap_or_default();
+            let active = match (n.ended_at, n.last_activity) {
+                (Some(at), _) => format!(" (ended {} ago)", duration(now - at)),
+                (None, Some(at)) => format!(" (active {} ago)", duration(now - at)),
+                (None, None) => String::new(),
+            };
+            format!("{title}{active}")
+        };
+        for (v, also) in o.leases.iter().map(|v| (v, false)).chain(o.also_holds.iter().map(|v| (v, true))) {
+            let id: String = v.entry.lease_id().chars().take(8).collect();
+            let sid = v.entry.session_id();
+            let tail = if also { "  (it ends with it)" } else { "" };
+            lines.push(Line::from(format!("    lease {id}  session {}{}{tail}", shown_text(sid), session(sid))));
+        }
+        if !o.family.is_empty() {
+            let m: Vec<String> = o.family.iter().map(|m| format!("{} ({})", m.pid, shown_text(&m.name))).collect();
+            lines.push(Line::from(format!("    processes it started: {}", m.join(", "))));
+        }
+    }
+    let grace = duration(crate::lease::stop::DEFAULT_GRACE.as_secs_f64());
+    let footer = vec![
+        Line::from(""),
+        Line::from(format!(
+            "SIGTERM first, SIGKILL after {grace} if it has not ended; its leases then go by its own release, or are \
+             removed as a dead owner's. The owner ends first, so no second writer gets in beside it."
+        )),
+        Line::from(Span::styled(
+            answer_hint(
+                CONFIRM_KEYS,
+                &format!("stop pid {}", plan.owners.iter().map(|o| o.pid.to_string()).collect::<Vec<_>>().join(", ")),
+            ),
+            p.bold(Color::Cyan),
+        )),
+    ];
+    DialogText { title: " stop? ", lines, footer }
+}
+
 pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
     let DialogText { title, lines, footer } = match d {
         Dialog::Help => help(app),
@@ -185,6 +249,7 @@ pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Fram
         },
         Dialog::ConfirmRepair { location, lines, needs_force } => repair(location, lines, *needs_force, p),
         Dialog::ConfirmPrune { targets, kept_clock_step, skipped } => prune(targets, *kept_clock_step, skipped, p),
+        Dialog::ConfirmStop { location, plan } => stop(location, plan, app.now, p),
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
             release(Release { location, leases, live: *live, expected, typed, mismatch: *mismatch }, p)
         }

@@ -49,6 +49,11 @@ pub enum Event {
         /// The repair would lose a lease whose owner may be alive: only a forced one may run.
         needs_force: bool,
     },
+    /// What a stop would end, or why it may not.
+    StopPlanned {
+        location: Location,
+        result: Result<Box<crate::lease::stop::StopPlan>, Error>,
+    },
 }
 
 /// What a finished operator action did.
@@ -57,6 +62,8 @@ pub enum ActionOutcome {
     Removed(Removal),
     /// A repair: one line saying what was kept, dropped and where the backup is.
     Repaired(String),
+    /// A stop: each owner ended (or why not), and what became of its leases.
+    Stopped(crate::lease::stop::Stopped),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +99,16 @@ pub enum Effect {
         location: Location,
         target: Target,
         allow_live: bool,
+    },
+    /// Work out what a stop of `target`'s owner would end (nothing signalled).
+    PlanStop {
+        location: Location,
+        target: Target,
+    },
+    /// End the owners the plan names (the operator said yes to it).
+    Stop {
+        location: Location,
+        plan: Box<crate::lease::stop::StopPlan>,
     },
     Quit,
 }

@@ -256,6 +256,8 @@ pub enum Action {
     Prune,
     ReleaseLease,
     ReleaseSession,
+    /// End the selected lease's owner process, then clean its leases (`leasectl stop`).
+    StopOwner,
     Reload,
     Repair,
     /// Take the mouse, or give it back to the terminal (for selecting text).
@@ -369,6 +371,13 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         footer: Footer::None,
     },
     Binding {
+        keys: &[(KeyCode::Char('K'), Action::StopOwner)],
+        shown: "K",
+        help: "stop the selected lease's owner: end the process (SIGTERM, then SIGKILL), then its leases go (asks \
+               first); the safe way to free a live owner's slot",
+        footer: Footer::Plain("K", "stop"),
+    },
+    Binding {
         keys: &[(KeyCode::Char('r'), Action::Reload)],
         shown: "r",
         help: "re-read the registries now (a host down: try it now)",
@@ -474,7 +483,10 @@ mod tests {
     #[test]
     fn the_footer_comes_from_the_table() {
         let plain: Vec<String> = footer_entries(&rows(), &[]).iter().map(|(k, w)| format!("{k} {w}")).collect();
-        assert_eq!(plain.join("  "), "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release");
+        assert_eq!(
+            plain.join("  "),
+            "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release  K stop"
+        );
         let ext = [KeyRow { shown: "o", help: "spawn", footer: Footer::Plain("o", "spawn") }];
         let with: Vec<String> = footer_entries(&rows(), &ext).iter().map(|(k, w)| format!("{k} {w}")).collect();
         assert_eq!(with.join("  "), "? help  q quit  o spawn");

@@ -266,6 +266,11 @@ pub enum Dialog {
         /// each with why: left as they are, and said.
         skipped: Vec<String>,
     },
+    /// Stop: the owner processes the plan will end, and their leases.
+    ConfirmStop {
+        location: Location,
+        plan: Box<crate::lease::stop::StopPlan>,
+    },
     /// Force-release. With a live owner among `leases`, the operator must type `expected`.
     ConfirmRelease {
         location: Location,
@@ -290,6 +295,9 @@ impl Dialog {
                 targets.iter().map(|(_, l)| l.len() + 1).sum::<usize>() + 1 + usize::from(!skipped.is_empty())
             }
             Dialog::ConfirmRelease { leases, .. } => leases.len() + 1,
+            Dialog::ConfirmStop { plan, .. } => {
+                plan.owners.iter().map(|o| 4 + o.leases.len() + o.also_holds.len()).sum::<usize>() + 1
+            }
         }
     }
 }
@@ -397,6 +405,8 @@ pub struct App {
     /// Leases this console's own actions removed, logged then: the next snapshot's
     /// diff does not log them again as released or pruned.
     removed_here: HashSet<String>,
+    /// Leases whose owner a stop is ending now (shown as ending until the stop is done).
+    pub ending: HashSet<String>,
 }
 
 /// Everything [`App::rows`] depends on.
@@ -446,6 +456,7 @@ impl App {
             extension: None,
             rows_cache: RefCell::new(None),
             removed_here: HashSet::new(),
+            ending: HashSet::new(),
         }
     }
 

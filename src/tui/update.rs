@@ -69,6 +69,16 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             }
             vec![]
         }
+        Event::StopPlanned { location, result } => {
+            match result {
+                Ok(plan) => app.dialog = Some(Dialog::ConfirmStop { location, plan }),
+                Err(e) => {
+                    let why = crate::lease::hint::hinted(&location, &e.to_string());
+                    app.log(&location.label(), LogLevel::Warn, format!("stop refused: {why}"))
+                }
+            }
+            vec![]
+        }
         Event::History(history) => {
             app.prepend_history(history);
             vec![]
@@ -220,6 +230,22 @@ fn on_action_done(app: &mut App, done: ActionDone) {
     }
     match done.result {
         Ok(ActionOutcome::Repaired(summary)) => app.log(&profile, LogLevel::Change, format!("repair: {summary}")),
+        Ok(ActionOutcome::Stopped(stopped)) => {
+            for owner in &stopped.owners {
+                for l in &owner.leases {
+                    app.ending.remove(l.view.entry.lease_id());
+                    if l.how != crate::lease::stop::LeaseEnd::Left {
+                        app.removed_here(l.view.entry.lease_id());
+                    }
+                }
+                let ended = owner.ending.ended();
+                let level = if ended { LogLevel::Change } else { LogLevel::Warn };
+                app.log(&profile, level, format!("{}: {}", done.what, crate::lease::stop::said(owner)));
+            }
+            for w in &stopped.warnings {
+                app.log(&profile, LogLevel::Warn, format!("{}: {w}", done.what));
+            }
+        }
         Ok(ActionOutcome::Removed(removal)) => {
             if !removal.dry_run {
                 for v in &removal.removed {
@@ -237,6 +263,9 @@ fn on_action_done(app: &mut App, done: ActionDone) {
             );
         }
         Err(e) => {
+            if done.what.starts_with("stop ") {
+                app.ending.clear();
+            }
             let why = crate::lease::hint::hinted(&done.location, &e.to_string());
             app.log(&profile, LogLevel::Warn, format!("{} refused: {why}", done.what))
         }
@@ -463,6 +492,7 @@ fn on_action(app: &mut App, action: Action) -> Vec<Effect> {
         Action::Prune => ask_prune(app),
         Action::ReleaseLease => ask_release(app, false),
         Action::ReleaseSession => ask_release(app, true),
+        Action::StopOwner => return ask_stop(app),
         Action::Repair => return ask_repair(app),
     }
     vec![]
@@ -621,6 +651,24 @@ fn ask_repair(app: &mut App) -> Vec<Effect> {
     }
 }
 
+/// `K`: the worker plans the stop of the selected lease's owner (what it would end, or
+/// why it may not); the dialog that asks comes with the plan.
+fn ask_stop(app: &mut App) -> Vec<Effect> {
+    let Some((r, l)) = app.selection() else {
+        return vec![];
+    };
+    if refuse_if_invalid(app, r, "stop") {
+        return vec![];
+    }
+    let reg = &app.registries[r];
+    let id = reg.leases[l].entry.lease_id().to_owned();
+    if app.ending.contains(&id) {
+        app.log(&reg.location.label(), LogLevel::Info, "stop: its owner is being ended already".to_owned());
+        return vec![];
+    }
+    vec![Effect::PlanStop { location: reg.location.clone(), target: Target::Lease(id) }]
+}
+
 fn ask_release(app: &mut App, whole_session: bool) {
     let Some((r, l)) = app.selection() else {
         return;
@@ -730,6 +778,16 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         Dialog::ConfirmRepair { location, needs_force: true, .. } => {
             let forced = vec![Effect::Repair { location: location.clone(), force: true }];
             answer(app, &key, FORCE_KEYS, forced)
+        }
+        Dialog::ConfirmStop { location, plan } => {
+            let ids: Vec<String> =
+                plan.owners.iter().flat_map(|o| o.all_leases().map(|v| v.entry.lease_id().to_owned())).collect();
+            let yes = vec![Effect::Stop { location: location.clone(), plan: plan.clone() }];
+            let effects = answer(app, &key, CONFIRM_KEYS, yes);
+            if !effects.is_empty() {
+                app.ending.extend(ids);
+            }
+            effects
         }
         Dialog::ConfirmPrune { targets, .. } => {
             let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();

@@ -566,7 +566,10 @@ fn fit(text: &str, width: usize) -> String {
 
 fn lease_line(app: &App, p: &Palette, l: &LeaseRow, host: Option<&str>, cols: &Columns) -> Line<'static> {
     let e = &l.entry;
-    let (badge_text, color) = badge(&l.liveness);
+    let (badge_text, color) = match app.ending.contains(e.lease_id()) {
+        true => ("⏻ ENDING".to_owned(), Color::Magenta),
+        false => badge(&l.liveness),
+    };
     let when = |t: f64| if cols.full_time() { time::full(t, &app.tz) } else { time::clock(t, app.now, &app.tz) };
     let started = e.process_start_time().map(when).unwrap_or_else(|| "-".into());
     let age = e.started_at().map(|t| time::age(app.now - t)).unwrap_or_else(|| "-".into());

@@ -670,6 +670,8 @@ impl Worker {
         let location = match effect {
             Effect::Prune { location }
             | Effect::ForceRelease { location, .. }
+            | Effect::PlanStop { location, .. }
+            | Effect::Stop { location, .. }
             | Effect::PlanRepair { location }
             | Effect::Repair { location, .. } => location.clone(),
             _ => return None,
@@ -692,6 +694,18 @@ impl Worker {
                 };
                 let opts = lease::ForceOptions { allow_live: *allow_live, dry_run: false };
                 (what, store.force_release(target, opts).map(ActionOutcome::Removed))
+            }
+            Effect::PlanStop { target, .. } => {
+                let result = store.stop_plan(target).map(Box::new);
+                return Some(Event::StopPlanned { location, result });
+            }
+            Effect::Stop { plan, .. } => {
+                let what = match &plan.target {
+                    lease::Target::Lease(id) => format!("stop lease {}", id.chars().take(8).collect::<String>()),
+                    lease::Target::Session(s) => format!("stop session {s}"),
+                };
+                let opts = lease::stop::StopOptions::default();
+                (what, store.stop(plan, opts).map(ActionOutcome::Stopped))
             }
             Effect::PlanRepair { .. } => {
                 let planned = store.repair(lease::repair::RepairOptions { dry_run: true, force: false });

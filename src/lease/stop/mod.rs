@@ -189,6 +189,59 @@ impl LeaseEnd {
     }
 }
 
+/// A short time as people read it: `40 ms`, `5.2 s`.
+pub fn seconds(t: f64) -> String {
+    match t < 1.0 {
+        true => format!("{:.0} ms", t * 1000.0),
+        false => format!("{t:.1} s"),
+    }
+}
+
+/// What a stop did to one owner, in one line: how it ended, and its leases.
+pub fn said(o: &OwnerStopped) -> String {
+    let name = o.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+    let took = o.took.map(seconds).unwrap_or_default();
+    let how = match &o.ending {
+        OwnerEnding::Terminated => format!("ended by SIGTERM after {took}"),
+        OwnerEnding::Killed => {
+            let kill = o.signals.iter().find(|s| s.signal == "SIGKILL").map_or(0.0, |s| s.after);
+            format!("outlasted SIGTERM for {}; ended by SIGKILL, {took} after SIGTERM", seconds(kill))
+        }
+        OwnerEnding::EndedBefore => "had ended by itself before the signal: nothing signalled".into(),
+        OwnerEnding::Replaced { actual } => format!(
+            "had ended by itself before the signal, and its pid runs another process now (started {} ago): nothing \
+             signalled",
+            super::human::duration(super::now() - actual)
+        ),
+        OwnerEnding::ReleasedBefore => {
+            "had released its lease before the signal: left running, nothing signalled".into()
+        }
+        OwnerEnding::NotEnded(why) => format!("NOT ENDED: {why}"),
+    };
+    let leases: Vec<String> = o
+        .leases
+        .iter()
+        .map(|l| {
+            let id: String = l.view.entry.lease_id().chars().take(8).collect();
+            let how = match (&o.ending, &l.how) {
+                (OwnerEnding::ReleasedBefore, LeaseEnd::Released) => "released by its owner before the signal",
+                (_, LeaseEnd::Released) => "released by its owner as it ended",
+                (_, LeaseEnd::Pruned) => "removed (its owner dead)",
+                (_, LeaseEnd::Left) => "LEFT in the registry",
+            };
+            format!("lease {id} (session {}) {how}", l.view.entry.session_id())
+        })
+        .collect();
+    let family = match o.family_ended.is_empty() {
+        true => String::new(),
+        false => {
+            let m: Vec<String> = o.family_ended.iter().map(|m| format!("{} ({})", m.pid, m.name)).collect();
+            format!("; with it ended what it started: {}", m.join(", "))
+        }
+    };
+    format!("pid {}{name} {how}{family}; {}", o.pid, leases.join("; "))
+}
+
 /// Why a lease's owner may not or cannot be ended from here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopRefusal {
