@@ -738,7 +738,8 @@ fn profiles_have_their_own_registry_and_all_profiles_is_for_ls_prune_doctor_forc
         let out = home.run(args);
         out.expect_exit(2);
         assert!(
-            out.stderr.contains("--all-profiles works with ls, prune, doctor, force-release, events and metrics only"),
+            out.stderr
+                .contains("--all-profiles works with ls, prune, doctor, force-release, stop, events and metrics only"),
             "{args:?}: {out:?}"
         );
     }

@@ -270,7 +270,10 @@ fn usage_errors_say_what_to_type_in_our_words() {
         (&["--lock-timeout", "1e300", "ls"][..], "must be between 0 and 86400 seconds"),
         (&["acquire", "S", "--wait", "1e300"][..], "must be between 0 and 31536000 seconds"),
         (&["repair", "--yes"][..], "`leasectl doctor --repair`"),
-        (&["--all-profiles", "acquire", "S"][..], "works with ls, prune, doctor, force-release, events and metrics"),
+        (
+            &["--all-profiles", "acquire", "S"][..],
+            "works with ls, prune, doctor, force-release, stop, events and metrics",
+        ),
     ] {
         let out = home.run(args);
         out.expect_exit(2);

@@ -193,6 +193,88 @@ fn console_starts_and_quits_cleanly_at_80x24() {
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
 
+/// S on a live owner's lease, at 80x24 and at an operator's pace: the dialog shows what
+/// will end and asks; n leaves it running; S again and y end it (SIGTERM), the row shows
+/// ENDING, then is gone, and the log says the owner released its lease as it ended.
+#[test]
+fn s_stops_the_selected_owner_after_its_confirmation_at_80x24() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let (mut holder, grant) = Holder::start(home, "S-stop");
+    let lease_id = grant["lease_id"].as_str().expect("a lease id").to_owned();
+    let short: String = lease_id.chars().take(8).collect();
+    let pid = holder.child.id();
+    let mut console = Pty::console(home, 24, 80);
+    console.wait_for("the holder's lease, alive", Duration::from_secs(5), |s| {
+        lease_row(s, &short).is_some_and(|r| r.contains("● alive"))
+    });
+    // The footer names the key.
+    assert!(console.text().contains("S stop"), "the footer names S: {}", console.text());
+    // Down to the lease row (the session's group row is first), then S.
+    console.send(b"j");
+    thread::sleep(Duration::from_millis(600));
+    console.send(b"S");
+    console.wait_for("the stop dialog, saying what ends", Duration::from_secs(5), |s| {
+        s.contains(" stop? ")
+            && s.contains("End 1 process in root")
+            && s.contains(&format!("pid {pid}"))
+            && s.contains("session S-stop")
+            && s.contains(&format!("y stop pid {pid}"))
+    });
+    thread::sleep(Duration::from_secs(1));
+    console.send(b"n");
+    console.wait_for("the dialog closed", Duration::from_secs(3), |s| !s.contains(" stop? "));
+    thread::sleep(Duration::from_millis(800));
+    assert!(holder.child.try_wait().expect("try_wait").is_none(), "n signals nothing");
+    console.send(b"S");
+    console.wait_for("the stop dialog again", Duration::from_secs(5), |s| s.contains(&format!("y stop pid {pid}")));
+    thread::sleep(Duration::from_secs(1));
+    console.send(b"y");
+    console.wait_for("the row gone and the log's word for it", Duration::from_secs(5), |s| {
+        lease_row(s, &short).is_none() && s.contains(&format!("stop lease {short}: pid {pid}"))
+    });
+    let status = holder.child.wait().expect("reaped");
+    assert!(status.success(), "hold ended by SIGTERM after its release: {status:?}");
+    assert!(registry_entries(&home.join("runtime/active_sessions.json")).is_some_and(|e| e.is_empty()));
+    let audit = std::fs::read_to_string(home.join("logs/leasectl-audit.jsonl")).expect("the audit file");
+    let record: Value = serde_json::from_str(audit.lines().last().expect("a record")).expect("JSON");
+    assert_eq!(record["action"], "stop");
+    assert_eq!(record["command"], format!("leasectl console: stop lease {short}"));
+
+    // An owner that ignores SIGTERM: its row reads ENDING through the grace, then is gone.
+    let stubborn = Command::new("sh")
+        .args(["-c", "trap '' TERM; while :; do sleep 1; done"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("sh");
+    let mut stubborn = common::Reaped(stubborn);
+    let acquired = Command::new(BIN)
+        .arg("--home")
+        .arg(home)
+        .args(["acquire", "S-stubborn", "--owner-pid", &stubborn.id().to_string(), "--json"])
+        .env_remove("HERMES_HOME")
+        .output()
+        .expect("acquire");
+    let granted: Value = serde_json::from_slice(&acquired.stdout).expect("acquire --json");
+    let short2: String = granted["lease_id"].as_str().expect("a lease id").chars().take(8).collect();
+    console.wait_for("the stubborn owner's lease", Duration::from_secs(5), |s| lease_row(s, &short2).is_some());
+    console.send(b"g");
+    console.send(b"j");
+    thread::sleep(Duration::from_millis(600));
+    console.send(b"S");
+    console
+        .wait_for("its stop dialog", Duration::from_secs(5), |s| s.contains(&format!("y stop pid {}", stubborn.id())));
+    console.send(b"y");
+    console.wait_for("its row marked ENDING", Duration::from_secs(3), |s| {
+        lease_row(s, &short2).is_some_and(|r| r.contains("ENDING"))
+    });
+    console.wait_for("its row gone after SIGKILL", Duration::from_secs(12), |s| {
+        lease_row(s, &short2).is_none() && s.contains("ended by SIGKILL")
+    });
+    assert_eq!(stubborn.wait().expect("reaped").signal(), Some(libc::SIGKILL));
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}
+
 /// A panic inside the console still restores the terminal (ratatui's panic hook):
 /// the alternate screen is left and raw mode is off, and the process fails loudly.
 #[test]

@@ -100,7 +100,7 @@ fn granted_same_writer_and_the_tour_note() {
     let demo = demo_of(&mut app);
     demo.tour_note = Some(TourNote {
         beat: Beat::Outcome(1),
-        title: "2/7 The same writer may re-acquire its own lease".into(),
+        title: "2/9 The same writer may re-acquire its own lease".into(),
         why: "Re-entrancy, not a second writer.".into(),
         shows: None,
         summary: vec![],

@@ -52,11 +52,20 @@ fn the_tour_reaches_every_reason_and_both_prunes() {
             (Expect::GrantedReplacing, Verdict::Granted { replaced, .. }) => {
                 assert!(replaced.is_some(), "{}: not replaced", step.title)
             }
+            (Expect::SecondWriter, Verdict::Granted { session, .. }) => {
+                let running = pg.owners().iter().filter(|o| o.running && o.session == *session).count();
+                assert_eq!(running, 2, "{}: the force-released owner runs beside the new one", step.title)
+            }
+            (Expect::GrantedAfterStop, Verdict::Granted { session, pruned, .. }) => {
+                assert_eq!(*pruned, 0, "{}: the stop left nothing to prune", step.title);
+                let running = pg.owners().iter().filter(|o| o.running && o.session == *session).count();
+                assert_eq!(running, 1, "{}: the stopped owner is gone, one writer", step.title)
+            }
             (want, got) => panic!("{}: expected {want:?}, got {got:?}", step.title),
         }
         reached.push(step.expect);
     }
-    assert_eq!(reached.len(), 7);
+    assert_eq!(reached.len(), 9);
     // Leaving the demo kills its owners and removes the sandbox it created.
     let pids: Vec<u64> = pg.owners().iter().filter(|o| o.running).map(|o| o.pid).collect();
     assert!(!pids.is_empty());

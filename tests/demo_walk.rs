@@ -138,9 +138,27 @@ fn beat_shows(beat: Beat, screen: &str) -> Result<(), String> {
         }
         Beat::Scene(6) => {
             tag("· scene 1/2")?;
-            on_screen(screen.contains("INVALID REGISTRY"), "the invalid-registry banner")
+            on_screen(lease_says(screen, "tour-7", "● alive"), "tour-7's unwatching owner, alive")
         }
         Beat::Outcome(6) => {
+            tag("· outcome 2/2")?;
+            tag("✔ GRANTED")?;
+            on_screen(lease_says(screen, "tour-7", "cli"), "tour-7's second owner's lease")
+        }
+        Beat::Scene(7) => {
+            tag("· scene 1/2")?;
+            on_screen(lease_says(screen, "tour-8", "● alive"), "tour-8's unwatching owner, alive")
+        }
+        Beat::Outcome(7) => {
+            tag("· outcome 2/2")?;
+            tag("✔ GRANTED")?;
+            on_screen(lease_says(screen, "tour-8", "cli"), "tour-8's new owner's lease")
+        }
+        Beat::Scene(8) => {
+            tag("· scene 1/2")?;
+            on_screen(screen.contains("INVALID REGISTRY"), "the invalid-registry banner")
+        }
+        Beat::Outcome(8) => {
             tag("· outcome 2/2")?;
             tag("✖ REFUSED SESSION_COORDINATION_UNAVAILABLE")
         }
@@ -262,7 +280,7 @@ fn check_read(beat: Beat, read: &str, screen: &str) {
     };
     let why: String = step.why.split_whitespace().take(8).collect::<Vec<_>>().join(" ");
     assert!(read.contains(&why), "{beat:?}: the why ({why:?}) was never on screen: {read}");
-    if matches!(beat, Beat::Outcome(0 | 2 | 6)) {
+    if matches!(beat, Beat::Outcome(0 | 2 | 8)) {
         assert!(read.contains("what to do:"), "{beat:?}: no advice on any page: {read}");
     }
     if let Beat::Scene(_) = beat {
@@ -275,13 +293,13 @@ fn check_read(beat: Beat, read: &str, screen: &str) {
 fn check_log(beat: Beat, screen: &str) {
     let log = log_lines(screen);
     let order: &[&str] = match beat {
-        Beat::Scene(2) => &["tour 3/7, the scene", "cap-changed: none -> 2", "acquired: session tour-2", "→ GRANTED"],
-        Beat::Outcome(2) => &["acquired: session tour-2", "tour 3/7, the outcome", "→ REFUSED MAX_CONCURRENT_SESSIONS"],
-        Beat::Scene(3) => &["tour 4/7, the scene", "owner-died: session tour-1", "SIGKILL"],
+        Beat::Scene(2) => &["tour 3/9, the scene", "cap-changed: none -> 2", "acquired: session tour-2", "→ GRANTED"],
+        Beat::Outcome(2) => &["acquired: session tour-2", "tour 3/9, the outcome", "→ REFUSED MAX_CONCURRENT_SESSIONS"],
+        Beat::Scene(3) => &["tour 4/9, the scene", "owner-died: session tour-1", "SIGKILL"],
         Beat::Outcome(3) => {
-            &["tour 4/7, the outcome", "pruned: session tour-1", "acquired: session tour-1", "after pruning 1"]
+            &["tour 4/9, the outcome", "pruned: session tour-1", "acquired: session tour-1", "after pruning 1"]
         }
-        Beat::Scene(4) => &["tour 5/7, the scene", "cap-changed: 2 -> none", "session tour-5", "fake a recycled pid"],
+        Beat::Scene(4) => &["tour 5/9, the scene", "cap-changed: 2 -> none", "session tour-5", "fake a recycled pid"],
         _ => &[],
     };
     if let Err(why) = in_order(&log, order) {
@@ -379,7 +397,7 @@ fn a_size_note_swallows_every_acting_key() {
     demo.wait_for("the demo at 80x24", Duration::from_secs(3), |s| s.contains("Press t for the guided tour"));
     thread::sleep(PACE);
     let screen = demo.text();
-    assert!(!screen.contains("1/7") && children_of(demo.pid()).is_empty(), "something ran unseen:\n{screen}");
+    assert!(!screen.contains("1/9") && children_of(demo.pid()).is_empty(), "something ran unseen:\n{screen}");
     assert!(table(&screen).iter().any(|r| r.contains("no leases held")), "{screen}");
     demo.send(b"q");
     let (status, _) = demo.wait_exit(Duration::from_secs(5));

@@ -301,6 +301,17 @@ fn the_json_outputs_are_the_readmes_contract() {
     check("force-release --json", "force-release --json", &fr, false);
     let released = json(&["release", &id, "--owner-pid", &pid, "--json"]);
     check("release --json", "release --json", &released, true);
+    let stopped = Sleeper::new();
+    home.run(&["acquire", "U", "--owner-pid", &stopped.pid_arg()]).expect_exit(0);
+    let plan = json(&["stop", "--session", "U", "--dry-run", "--json"]);
+    check("stop --dry-run --json", "stop --json", &plan, false);
+    check("stop --dry-run --json's owner", "stop --json", &plan["owners"][0], false);
+    check("stop --dry-run --json's owner's owner", "stop --json", &plan["owners"][0]["owner"], false);
+    let done = json(&["stop", "--session", "U", "--yes", "--json"]);
+    check("stop --json", "stop --json", &done, false);
+    check("stop --json's owner", "stop --json", &done["owners"][0], false);
+    check("stop --json's signal", "stop --json", &done["owners"][0]["signals"][0], false);
+    check("stop --json's lease", "stop --json", &done["owners"][0]["leases"][0], false);
 }
 
 /// Every global option `--help` lists is in the README's table of them (`--idle-threshold`
@@ -332,8 +343,14 @@ fn the_manuals_environment_names_every_variable_read() {
     let env = &man.stdout[man.stdout.find(".SH ENVIRONMENT").expect("an ENVIRONMENT section")..];
     let env = &env[..env[4..].find(".SH ").map_or(env.len(), |i| i + 4)];
     // Read for the audit record or the tests, not set by an operator to change what leasectl does.
-    let not_settings =
-        ["TERM", "SUDO_USER", "SSH_CONNECTION", "LEASECTL_TEST_FAILPOINT", "LEASECTL_INTERNAL_KEEPER_FOR"];
+    let not_settings = [
+        "TERM",
+        "SUDO_USER",
+        "SSH_CONNECTION",
+        "LEASECTL_TEST_FAILPOINT",
+        "LEASECTL_TEST_GO",
+        "LEASECTL_INTERNAL_KEEPER_FOR",
+    ];
     let mut read = std::collections::BTreeSet::new();
     for file in crate::common::rust_sources(std::path::Path::new("src")) {
         // `target_env = "gnu"` in a cfg names a C library, not a variable.

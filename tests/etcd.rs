@@ -782,3 +782,21 @@ fn the_etcd_settings_file_fills_what_the_command_line_leaves() {
         assert!(err.contains(&format!("{}{said}", file.display())), "{err}");
     }
 }
+
+/// `stop` on etcd: a holder on this host is ended through its pidfd and its own release
+/// revokes its etcd lease; stop says so.
+#[test]
+fn stop_ends_a_holder_on_this_host_and_its_release_revokes_the_lease() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("stop");
+    let (mut holder, grant) = start_holding(&endpoint, &prefix, &["hold", "STOP-S", "--ttl", "30", "--json"]);
+    let lease = grant["lease_id"].as_str().expect("lease id").to_owned();
+    let out = run(&endpoint, &prefix, &["stop", &lease, "--yes", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["owners"][0]["ending"], "terminated", "{v}");
+    assert_eq!(v["owners"][0]["leases"][0]["how"], "released", "{v}");
+    let (code, err, _) = holder.wait_exit(Duration::from_secs(5));
+    assert_eq!(code, Some(0), "hold released on SIGTERM: {err}");
+    assert!(listed(&endpoint, &prefix).is_empty(), "its keys are gone");
+}

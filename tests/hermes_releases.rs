@@ -197,3 +197,37 @@ fn a_real_hermes_holds_a_lease_while_leasectl_lists_and_prunes_beside_it() {
         assert_eq!(left.map(|l| l.len()).ok(), Some(0), "{release}: hermes released its lease");
     }
 }
+
+/// `leasectl stop` on a real, pip-installed `hermes chat`: ended by SIGTERM through its
+/// pidfd, Hermes releases its own lease on its way out, and stop says so.
+#[test]
+#[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
+fn stop_ends_a_real_hermes_which_releases_its_own_lease() {
+    for release in RELEASES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("the home");
+        let mut cmd = Command::new(python(release));
+        cmd.arg(driver("hermes_process.py")).arg(&home).env_remove("HERMES_HOME").stdin(Stdio::null());
+        let mut hermes = Proc::spawn(&format!("hermes chat of {release}"), cmd);
+        let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
+        let words: Vec<&str> = holding.split_whitespace().collect();
+        let (pid, session) = match words[..] {
+            ["HOLDING", pid, session] => (pid.parse::<u64>().expect("a pid"), session.to_owned()),
+            _ => panic!("{release}: hermes did not hold a lease: {holding:?}; {:?}", hermes.finish()),
+        };
+        let dry = Proc::run("stop --dry-run", leasectl(&home, &["stop", "--session", &session, "--dry-run"]));
+        dry.expect_exit(0);
+        assert!(dry.stdout.contains(&format!("pid {pid}")) && dry.stdout.contains("hermes"), "{release}: {dry:?}");
+        let out = Proc::run("stop --yes", leasectl(&home, &["stop", "--session", &session, "--yes", "--json"]));
+        out.expect_exit(0);
+        let v = out.json();
+        assert_eq!(v["owners"][0]["pid"], pid, "{release}: {v}");
+        assert_eq!(v["owners"][0]["ending"], "terminated", "{release}: {v}");
+        assert_eq!(v["owners"][0]["leases"][0]["how"], "released", "{release}: Hermes released it itself: {v}");
+        let line = hermes.try_line(Duration::from_secs(60)).unwrap_or_default();
+        assert!(line.starts_with("RELEASED yes hermes-exited-by-itself"), "{release}: {line:?}");
+        let left = leasectl::lease::file::snapshot(&leasectl::lease::Registry::new("root", &home)).leases;
+        assert_eq!(left.map(|l| l.len()).ok(), Some(0), "{release}: the registry is clean");
+    }
+}

@@ -292,6 +292,11 @@ fn an_owner_proc_hides_is_hidden_counted_and_never_pruned() {
     let ids: Vec<String> = home.entries().iter().map(|e| str_of(e, "session_id").to_owned()).collect();
     assert_eq!(ids, ["H", "T", "S2"], "the hidden owners' leases are kept");
 
+    // stop refuses an owner /proc hides: nothing it cannot tell from another process is signalled.
+    let out = run(&["stop", "a1", "--yes"]);
+    out.expect_exit(1);
+    assert!(out.stderr.contains("cannot be seen from this user") && out.stderr.contains("`sudo leasectl"), "{out:?}");
+    assert!(leasectl::lease::owners::liveness::process_start_time(hidden.pid()).is_some(), "not signalled");
     // force-release of a hidden owner's lease needs --live, as a live owner's does.
     let out = run(&["force-release", "a1"]);
     assert_ne!(out.status.code(), Some(0), "{out:?}");

@@ -504,3 +504,35 @@ fn leak_suspects_on_another_host_are_judged_from_its_state_db() {
     let out = run(&sshd, &["--host", &h, "ls"]);
     assert!(out.stdout.lines().any(|l| l.contains("S-ended") && l.contains("LEAK?")), "{out:?}");
 }
+
+/// `stop` over --host: the plan is made and the owner ended on the host it runs on, with
+/// its pidfd there; the preview names it, the audit record is the remote's.
+#[test]
+fn stop_ends_an_owner_on_another_host_and_the_remote_records_it() {
+    let sshd = Sshd::start();
+    let (a, b) = (Home::new(), Home::new());
+    let mut holder = b.spawn("hold S-remote", &["hold", "S-remote"]);
+    let lease = b.wait_entry_for("S-remote")["lease_id"].as_str().expect("a lease id").to_owned();
+    let (ha, hb) = (sshd.spec("gw1", a.path()), sshd.spec("gw2", b.path()));
+    let dry = run(&sshd, &["--host", &ha, "--host", &hb, "stop", "--session", "S-remote", "--dry-run"]);
+    dry.expect_exit(0);
+    assert!(dry.stdout.contains(&format!("pid {}", holder.pid())) && dry.stdout.contains("gw2"), "{dry:?}");
+    let out = run(&sshd, &["--host", &ha, "--host", &hb, "stop", &lease[..8], "--yes", "--json"]);
+    out.expect_exit(0);
+    let v = out.json();
+    assert_eq!(v["owners"][0]["ending"], "terminated", "{v}");
+    assert_eq!(v["owners"][0]["leases"][0]["how"], "released", "{v}");
+    assert!(holder.wait().success(), "hold released its lease as it ended");
+    assert!(b.entries().is_empty());
+    let records = audit_lines(b.path());
+    let last = records.last().expect("the remote's record");
+    assert_eq!(last["action"], "stop", "{last}");
+    assert!(last["operator"].as_str().is_some_and(|o| !o.is_empty()), "names the operator: {last}");
+    // An owner the remote cannot end is refused there, with its words.
+    let mut gone = Sleeper::new();
+    b.acquire_ok(&["S-gone", "--owner-pid", &gone.pid_arg()]);
+    gone.kill();
+    let refused = run(&sshd, &["--host", &hb, "stop", "--session", "S-gone", "--yes"]);
+    refused.expect_exit(1);
+    assert!(refused.stderr.contains("not running") && refused.stderr.contains("prune`"), "{refused:?}");
+}

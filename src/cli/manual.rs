@@ -13,7 +13,10 @@ use super::{EXIT_OK, Failure, fail};
 /// What each exit code means (the README's table says the same; a test compares them).
 pub(super) const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "success; the lease was granted"),
-    ("1", "an error: a bad registry (ls, doctor), a live owner refused by force-release, an unknown lease"),
+    (
+        "1",
+        "an error: a bad registry (ls, doctor), a live owner refused by force-release, an unknown lease, an owner stop may not or could not end",
+    ),
     ("2", "usage: a bad option, or an ambiguous lease id prefix"),
     ("3", "SESSION_NOT_OWNED: a live owner holds the session"),
     ("4", "MAX_CONCURRENT_SESSIONS: every slot is taken"),
@@ -63,7 +66,7 @@ const FILES: &[(&str, &str)] = &[
     ("$HERMES_HOME/runtime/active_sessions.lock", "the registry's lock (flock), shared with Hermes"),
     ("$HERMES_HOME/config.yaml", "max_concurrent_sessions (the cap) and leasectl.idle_threshold"),
     ("$HERMES_HOME/state.db", "Hermes' sessions, read-only: the last activity behind LEAK?"),
-    ("$HERMES_HOME/logs/leasectl-audit.jsonl", "who removed what: every force-release, prune and repair"),
+    ("$HERMES_HOME/logs/leasectl-audit.jsonl", "who removed what: every force-release, stop, prune and repair"),
     ("$HERMES_HOME/logs/leasectl-events.jsonl", "the event journal events --follow --record keeps (--since reads it)"),
     ("$HERMES_HOME/runtime/active_sessions.json.bak-*", "the exact old bytes of a repaired registry"),
     ("$HERMES_HOME/profiles/NAME/", "a profile: a home of its own, with the same files"),

@@ -59,6 +59,21 @@ pub enum Action {
     KillOwner {
         owner: OwnerChoice,
     },
+    /// An owner that does not watch its lease, as Hermes' own chat does not: a plain
+    /// process the demo acquires `session` for.
+    SpawnUnwatchingOwner {
+        session: String,
+        surface: String,
+        live_id: String,
+    },
+    /// `force-release --session S --live`: the lease goes, its owner is not told.
+    ForceReleaseLive {
+        session: String,
+    },
+    /// `stop --session S --yes`: its owner ended, then its lease gone.
+    Stop {
+        session: String,
+    },
     FakeRecycled {
         session: String,
     },
@@ -92,6 +107,11 @@ impl Action {
                 format!("spawn an owner: leasectl hold {session} --surface {surface} --live-id {live_id}")
             }
             Action::KillOwner { owner } => format!("SIGKILL {}", owner_label(owner)),
+            Action::SpawnUnwatchingOwner { session, .. } => {
+                format!("start an owner that does not watch its lease (as a hermes chat) on {session}")
+            }
+            Action::ForceReleaseLive { session } => format!("leasectl force-release --session {session} --live"),
+            Action::Stop { session } => format!("leasectl stop --session {session} --yes"),
             Action::FakeRecycled { session } => format!("fake a recycled pid holding {session}"),
             Action::TryAcquire { session, live_id, owner, cap, .. } => {
                 let cap = cap.map(|c| format!(", cap {c}")).unwrap_or_default();
@@ -239,6 +259,11 @@ impl Playground {
                 self.spawn(session, surface, live_id, *track_liveness, None)
             }
             Action::KillOwner { owner } => self.kill(owner),
+            Action::SpawnUnwatchingOwner { session, surface, live_id } => {
+                self.spawn_unwatching(session, surface, live_id)
+            }
+            Action::ForceReleaseLive { session } => self.force_release_live(session),
+            Action::Stop { session } => self.stop(session),
             Action::FakeRecycled { session } => self.fake_recycled(session),
             Action::TryAcquire { session, surface, live_id, cap, owner } => match self.resolve(owner) {
                 Err(e) => Verdict::Failed(e),
@@ -373,6 +398,72 @@ impl Playground {
                 holder: r.holder.as_ref().map(|h| h.lease_id().to_owned()),
                 message: r.message,
             },
+        }
+    }
+
+    /// A process that holds a lease without watching it (`sleep`, acquired for by pid):
+    /// what a Hermes chat is to its lease, unlike `leasectl hold`, which notices a loss.
+    #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
+    fn spawn_unwatching(&mut self, session: &str, surface: &str, live_id: &str) -> Verdict {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("86400").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| Ok(rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?));
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => return Verdict::Failed(format!("cannot start sleep: {e}")),
+        };
+        let pid = u64::from(child.id());
+        let verdict = self.acquire_for(pid, session, surface, live_id, None);
+        match &verdict {
+            Verdict::Granted { lease_id, .. } => self.sandbox.owners.push(Spawned {
+                child,
+                session: session.into(),
+                surface: surface.into(),
+                live_id: live_id.into(),
+                lease_id: Some(lease_id.clone()),
+                killed: false,
+            }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        verdict
+    }
+
+    fn force_release_live(&mut self, session: &str) -> Verdict {
+        let target = lease::Target::Session(session.into());
+        let opts = lease::ForceOptions { allow_live: true, dry_run: false };
+        match self.store().and_then(|mut s| s.force_release(&target, opts)) {
+            Ok(r) => {
+                let pids: Vec<String> = r.removed.iter().map(|v| v.entry.pid().to_string()).collect();
+                Verdict::Done(format!(
+                    "force-released {session}'s lease; its owner (pid {}) still runs and was not told: it may go on \
+                     writing {session}",
+                    pids.join(", ")
+                ))
+            }
+            Err(e) => Verdict::Failed(e.to_string()),
+        }
+    }
+
+    fn stop(&mut self, session: &str) -> Verdict {
+        let target = lease::Target::Session(session.into());
+        let stopped = self.store().and_then(|mut s| {
+            let plan = s.stop_plan(&target)?;
+            s.stop(&plan, lease::stop::StopOptions::default())
+        });
+        match stopped {
+            Ok(stopped) => {
+                let said: Vec<String> = stopped.owners.iter().map(lease::stop::said).collect();
+                // The ended owner is reaped here, as a demo owner it started.
+                self.owners();
+                Verdict::Done(format!("stopped {}", said.join("; ")))
+            }
+            Err(e) => Verdict::Failed(e.to_string()),
         }
     }
 

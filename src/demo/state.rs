@@ -57,7 +57,7 @@ impl DemoState {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TourNote {
     pub beat: Beat,
-    /// The step's title ("3/7 ..."), or the ending's.
+    /// The step's title ("3/9 ..."), or the ending's.
     pub title: String,
     pub why: String,
     /// A scene's words: what to look at now, and what the next `t` does.

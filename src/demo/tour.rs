@@ -14,6 +14,10 @@ pub enum Expect {
     GrantedReplacing,
     /// A live owner's lease marked LEAK? (its session ended in state.db).
     LeakSuspect,
+    /// Granted while the force-released owner of the session still runs: two writers.
+    SecondWriter,
+    /// Granted after a stop ended the session's owner: one writer.
+    GrantedAfterStop,
 }
 
 /// A step's first beat: actions that set the scene, shown before the acquire that
@@ -76,10 +80,10 @@ pub fn summary(sandbox: &crate::lease::Location) -> Vec<String> {
     vec![
         "The tour is over. What you saw, and what an operator runs for it:".into(),
         format!(
-            "{}: another live owner holds the session. Attach through it; a leaked holder goes with {} (x in \
-             the console).",
+            "{}: another live owner holds the session. Attach through it; a leaked holder is ended with {} (S in \
+             the console), which frees its session.",
             code(Reason::SessionNotOwned),
-            run(&["force-release", "ID", "--live"])
+            run(&["stop", "ID"])
         ),
         format!(
             "{}: the cap is full. Retry later, or raise max_concurrent_sessions; {} shows who holds the slots.",
@@ -91,9 +95,15 @@ pub fn summary(sandbox: &crate::lease::Location) -> Vec<String> {
             run(&["prune"])
         ),
         format!(
-            "LEAK?: a live owner whose session ended. Nothing removes it by itself: {} says why, then \
-             force-release it with --live (x).",
-            run(&["ls"])
+            "LEAK?: a live owner whose session ended. Nothing removes it by itself: {} says why, then {} ends \
+             the owner and frees its slot (S in the console).",
+            run(&["ls"]),
+            run(&["stop", "ID"])
+        ),
+        format!(
+            "Force-release of a live owner ({}, x) leaves it running and writing beside the next owner: \
+             stop first.",
+            run(&["force-release", "ID", "--live"])
         ),
         format!(
             "{}: the registry cannot be read, so nobody is granted. {} (F in the console) keeps a backup and \
@@ -118,14 +128,62 @@ pub fn steps() -> Vec<Step> {
     let mut all = refusals();
     all.extend(dead_owners());
     all.extend(what_pruning_cannot_see());
+    // The leaked owner's fix (steps 7-8) before the registry nobody can read (step 9).
+    let unreadable = all.pop();
+    all.extend(ending_a_live_owner());
+    all.extend(unreadable);
     all
+}
+
+fn unwatching(session: &str, surface: &str, live: &str) -> Action {
+    Action::SpawnUnwatchingOwner { session: session.into(), surface: surface.into(), live_id: live.into() }
+}
+
+/// Steps 7-8: a live owner nobody needs, freed the unsafe way and the safe way.
+fn ending_a_live_owner() -> Vec<Step> {
+    vec![
+        Step {
+            title: "7/9 Force-release alone leaves the writer running",
+            why: "A hermes chat does not watch its lease. Force-releasing a live owner's lease (x, or `leasectl \
+                  force-release --live`) takes the lease and leaves the process running, untold: the next owner of \
+                  tour-7 is granted beside it, and two writers append to one transcript, the very thing the fence \
+                  exists to stop.",
+            scene: Some(Scene {
+                actions: vec![unwatching("tour-7", "tui", "tab-7")],
+                shows: "A process that does not watch its lease (as a hermes chat) holds tour-7: ● alive. Press t: \
+                        its lease is force-released with --live, then a cli process asks for tour-7.",
+            }),
+            actions: vec![
+                Action::ForceReleaseLive { session: "tour-7".into() },
+                acquire("tour-7", "cli", "cli-7", OwnerChoice::New),
+            ],
+            expect: Expect::SecondWriter,
+        },
+        Step {
+            title: "8/9 Stop ends the owner, then frees its slot",
+            why: "Stop ends the process itself (S in the console, `leasectl stop` on the command line): SIGTERM \
+                  through a pidfd that names that very process (a reused pid is never signalled), SIGKILL after a \
+                  grace; only then is its lease gone, by its own release or removed as a dead owner's. The next owner of tour-8 is its only \
+                  writer.",
+            scene: Some(Scene {
+                actions: vec![unwatching("tour-8", "tui", "tab-8")],
+                shows: "Another process that does not watch its lease holds tour-8: ● alive. Press t: it is stopped, \
+                        then a cli process asks for tour-8.",
+            }),
+            actions: vec![
+                Action::Stop { session: "tour-8".into() },
+                acquire("tour-8", "cli", "cli-8", OwnerChoice::New),
+            ],
+            expect: Expect::GrantedAfterStop,
+        },
+    ]
 }
 
 /// Steps 1-3: who may hold a session, and how many may run.
 fn refusals() -> Vec<Step> {
     vec![
         Step {
-            title: "1/7 Two owners of one session: SESSION_NOT_OWNED",
+            title: "1/9 Two owners of one session: SESSION_NOT_OWNED",
             why: "A tui owner holds tour-1; a desktop process asks for it too. Two owners of one session would each \
                   reason from a transcript without the other's in-flight turn and append replies that never saw \
                   each other, so the second is refused, with or without a cap.",
@@ -138,7 +196,7 @@ fn refusals() -> Vec<Step> {
             expect: Expect::Refused(Reason::SessionNotOwned),
         },
         Step {
-            title: "2/7 The same writer may re-acquire its own lease",
+            title: "2/9 The same writer may re-acquire its own lease",
             why: "The owner of tour-1 asks again with the same pid and live id (a session whose record was rebuilt \
                   in place): that is re-entrancy, not a second writer, so its entry is replaced, not doubled. \
                   Another live id in the same process would still be a second writer.",
@@ -147,7 +205,7 @@ fn refusals() -> Vec<Step> {
             expect: Expect::GrantedReplacing,
         },
         Step {
-            title: "3/7 Capacity is a different refusal: MAX_CONCURRENT_SESSIONS",
+            title: "3/9 Capacity is a different refusal: MAX_CONCURRENT_SESSIONS",
             why: "With max_concurrent_sessions: 2 and two live owners, a third session is refused for capacity. \
                   Clients retry a capacity refusal later; they never retry an ownership refusal the same way, \
                   so the two reasons must never be confused.",
@@ -166,7 +224,7 @@ fn refusals() -> Vec<Step> {
 fn dead_owners() -> Vec<Step> {
     vec![
         Step {
-            title: "4/7 A dead owner must not hold a session hostage",
+            title: "4/9 A dead owner must not hold a session hostage",
             why: "The tui owner of tour-1 is SIGKILLed, as a crash would. Its lease is still in the file, but the \
                   next acquire prunes it and a successor takes tour-1: the fence survives crashes.",
             scene: Some(Scene {
@@ -178,7 +236,7 @@ fn dead_owners() -> Vec<Step> {
             expect: Expect::GrantedAfterPrune,
         },
         Step {
-            title: "5/7 A recycled pid is not the owner",
+            title: "5/9 A recycled pid is not the owner",
             why: "An entry names a pid that is alive, but that process started at another time: the number was \
                   handed to somebody else. Identity is (pid, start time), so the entry is dead and is pruned. \
                   The cap from step 3 is cleared first, so that only the recycled pid decides this step.",
@@ -198,17 +256,17 @@ fn dead_owners() -> Vec<Step> {
 fn what_pruning_cannot_see() -> Vec<Step> {
     vec![
         Step {
-            title: "6/7 A live owner nobody uses: LEAK?",
+            title: "6/9 A live owner nobody uses: LEAK?",
             why: "The cli owner of tour-2 is alive, but Hermes has just ended its session (state.db says \
                   tui_shutdown). By pid and start time the lease looks healthy and would hold tour-2 and a slot \
                   forever; leasectl reads state.db and marks it LEAK? with the reason (selected in the table; \
-                  Enter shows it). Nothing is removed by itself: x releases it, once you know nobody uses it.",
+                  Enter shows it). Nothing is removed by itself: steps 7 and 8 show the two ways to free it.",
             scene: None,
             actions: vec![Action::EndSession { session: "tour-2".into(), hours_ago: 0 }],
             expect: Expect::LeakSuspect,
         },
         Step {
-            title: "7/7 \"Cannot tell\" never becomes \"no owner\": SESSION_COORDINATION_UNAVAILABLE",
+            title: "9/9 \"Cannot tell\" never becomes \"no owner\": SESSION_COORDINATION_UNAVAILABLE",
             why: "The registry is truncated. leasectl cannot prove tour-6 has no live owner, so it refuses and \
                   leaves the file exactly as it was. An operator repairs it with F in the console, or \
                   `leasectl doctor --repair`: both ask first, keep a backup and every valid entry.",

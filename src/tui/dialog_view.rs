@@ -33,7 +33,7 @@ const MARKS: &[(&str, &str)] = &[
     ("clock step?", "recycled by whole seconds: most likely the owner across a clock step"),
     ("? unknown", "cannot tell (another user's process, /proc unreadable): kept"),
     ("◌ hidden", "/proc hides the owner from this user (hidepid): kept, counted live"),
-    ("⏻ ENDING", "a stop (K) is ending its owner: SIGTERM, then SIGKILL after the grace"),
+    ("⏻ ENDING", "a stop (S) is ending its owner: SIGTERM, then SIGKILL after the grace"),
     ("⚙ WORK RUNNING", "a dead `run` owner whose work still runs"),
     ("CONFLICT", "two live owners of one session"),
     ("OVER CAP", "more live leases than the cap (FULL: exactly at it)"),

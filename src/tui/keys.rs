@@ -284,7 +284,8 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         ],
         shown: "↑/↓, j/k",
         help: "move (PgUp/PgDn, g/G: page, first, last)",
-        footer: Footer::Plain("↑↓", "move"),
+        // Not in the footer: the arrows are every list's; 80 columns keep x and S instead.
+        footer: Footer::None,
     },
     Binding {
         keys: &[(KeyCode::Tab, Action::NextTab), (KeyCode::BackTab, Action::PreviousTab)],
@@ -371,11 +372,11 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
         footer: Footer::None,
     },
     Binding {
-        keys: &[(KeyCode::Char('K'), Action::StopOwner)],
-        shown: "K",
+        keys: &[(KeyCode::Char('S'), Action::StopOwner)],
+        shown: "S",
         help: "stop the selected lease's owner: end the process (SIGTERM, then SIGKILL), then its leases go (asks \
                first); the safe way to free a live owner's slot",
-        footer: Footer::Plain("K", "stop"),
+        footer: Footer::Plain("S", "stop"),
     },
     Binding {
         keys: &[(KeyCode::Char('r'), Action::Reload)],
@@ -483,10 +484,7 @@ mod tests {
     #[test]
     fn the_footer_comes_from_the_table() {
         let plain: Vec<String> = footer_entries(&rows(), &[]).iter().map(|(k, w)| format!("{k} {w}")).collect();
-        assert_eq!(
-            plain.join("  "),
-            "? help  q quit  ↑↓ move  Tab tabs  ⏎ details  / filter  p prune  x release  K stop"
-        );
+        assert_eq!(plain.join("  "), "? help  q quit  Tab tabs  ⏎ details  / filter  p prune  x release  S stop");
         let ext = [KeyRow { shown: "o", help: "spawn", footer: Footer::Plain("o", "spawn") }];
         let with: Vec<String> = footer_entries(&rows(), &ext).iter().map(|(k, w)| format!("{k} {w}")).collect();
         assert_eq!(with.join("  "), "? help  q quit  o spawn");

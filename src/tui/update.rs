@@ -651,7 +651,7 @@ fn ask_repair(app: &mut App) -> Vec<Effect> {
     }
 }
 
-/// `K`: the worker plans the stop of the selected lease's owner (what it would end, or
+/// `S`: the worker plans the stop of the selected lease's owner (what it would end, or
 /// why it may not); the dialog that asks comes with the plan.
 fn ask_stop(app: &mut App) -> Vec<Effect> {
     let Some((r, l)) = app.selection() else {

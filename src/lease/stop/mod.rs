@@ -205,7 +205,7 @@ pub fn said(o: &OwnerStopped) -> String {
         OwnerEnding::Terminated => format!("ended by SIGTERM after {took}"),
         OwnerEnding::Killed => {
             let kill = o.signals.iter().find(|s| s.signal == "SIGKILL").map_or(0.0, |s| s.after);
-            format!("outlasted SIGTERM for {}; ended by SIGKILL, {took} after SIGTERM", seconds(kill))
+            format!("ended by SIGKILL {took} after SIGTERM (it outlasted SIGTERM for {})", seconds(kill))
         }
         OwnerEnding::EndedBefore => "had ended by itself before the signal: nothing signalled".into(),
         OwnerEnding::Replaced { actual } => format!(

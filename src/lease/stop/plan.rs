@@ -135,3 +135,63 @@ pub(super) fn held_by(view: &LeaseView, pid: u64, start_time: f64) -> bool {
         && view.entry.process_start_time().is_none_or(|t| (t - start_time).abs() < 0.001)
         && view.liveness.counts_as_live()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::format::entry::Entry;
+    use crate::lease::location::Location;
+    use crate::lease::view::RemoteLease;
+
+    fn listing(views: Vec<LeaseView>) -> Listing {
+        Listing {
+            location: Location::File(crate::lease::Registry::new("root", std::path::Path::new("/nonexistent-home"))),
+            exists: true,
+            modified: None,
+            cap: Default::default(),
+            leases: Ok(views),
+            remote: None,
+        }
+    }
+
+    /// An owner on another host (etcd) is ended there: refused here, with the host and
+    /// the command to run on it; nothing about this host's processes is asked.
+    #[test]
+    fn an_owner_on_another_host_is_refused_with_where_to_run_it() {
+        let text = r#"{"lease_id": "0f3c9e2a5b7d4c1e8a6f2d9b0c4e7a13", "pid": 4242, "process_start_time": 1.5, "session_id": "S1"}"#;
+        let entry = Entry::from_text(0, text, &std::collections::HashSet::<String>::new()).expect("entry");
+        let mut view = LeaseView::local(entry, Liveness::Alive);
+        view.remote = Some(Box::new(RemoteLease {
+            key: "/p/s/S1".into(),
+            host: "gw-elsewhere".into(),
+            etcd_lease_id: 7,
+            slot: None,
+            fencing_token: 1,
+            ttl_left: Some(20),
+        }));
+        let Err(Error::CannotStop(refused)) = plan(listing(vec![view]), &Target::Session("S1".into())) else {
+            panic!("not refused")
+        };
+        assert_eq!(refused.refusals[0].why, WhyNot::OtherHost { host: "gw-elsewhere".into() });
+        let said = crate::lease::hint::render(&refused.to_string(), &crate::lease::hint::Reach::plain());
+        assert!(
+            said.contains("runs on host gw-elsewhere") && said.contains("`ssh gw-elsewhere leasectl stop 0f3c9e2a"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn this_process_is_never_its_own_stop() {
+        let me = std::process::id();
+        let start = crate::lease::owners::liveness::process_start_time(u64::from(me)).expect("my start time");
+        let text = format!(
+            r#"{{"lease_id": "5e1f5e1f5e1f5e1f5e1f5e1f5e1f5e1f", "pid": {me}, "process_start_time": {start}, "session_id": "S2"}}"#
+        );
+        let entry = Entry::from_text(0, &text, &std::collections::HashSet::<String>::new()).expect("entry");
+        let view = LeaseView::local(entry, Liveness::Alive);
+        let Err(Error::CannotStop(refused)) = plan(listing(vec![view]), &Target::Session("S2".into())) else {
+            panic!("not refused")
+        };
+        assert_eq!(refused.refusals[0].why, WhyNot::Itself);
+    }
+}
