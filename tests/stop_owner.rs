@@ -185,7 +185,9 @@ fn sleeper_with_pid(pid: u32) -> Child {
 #[ignore = "needs root (ns_last_pid, to reuse a pid) and --features failpoints; .ci/run runs it"]
 fn a_pid_reused_between_the_look_and_the_signal_is_never_signalled() {
     assert!(rustix::process::geteuid().is_root(), "this test needs root");
-    assert!(cfg!(feature = "failpoints"), "this test needs --features failpoints");
+    if !cfg!(feature = "failpoints") {
+        panic!("this test needs --features failpoints (its pause between the look and the signal)");
+    }
     let home = Home::new();
     let mut owner = spawn("sleep", &["30"]);
     let pid = owner.id();
