@@ -275,6 +275,14 @@ fn on_demo_done(demo: &mut DemoState, done: DemoDone) -> Vec<(LogLevel, String)>
     let failed = done.outcomes.iter().find(|o| matches!(o.verdict, Verdict::Failed(_)));
     if let Some(shown) = failed.or(done.outcomes.last()) {
         demo.last = Some(shown.clone());
+        demo.first = match failed {
+            Some(_) => vec![],
+            None => done.outcomes[..done.outcomes.len() - 1]
+                .iter()
+                .filter(|o| matches!(o.verdict, Verdict::Done(_)))
+                .cloned()
+                .collect(),
+        };
         demo.focus = shown.lease.clone().or_else(|| done.outcomes.iter().rev().find_map(|o| o.lease.clone()));
     }
     demo.tour_note = done.tour;

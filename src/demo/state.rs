@@ -13,6 +13,9 @@ pub struct DemoState {
     pub owners: Vec<OwnerView>,
     /// The result panel: the last outcome.
     pub last: Option<Outcome>,
+    /// What the same job's earlier actions did, said under it (the force-release or the
+    /// stop before the acquire the tour's outcome shows).
+    pub first: Vec<Outcome>,
     /// The tour beat shown, and the index (in `tour::beats()`) of the next one.
     pub tour_note: Option<TourNote>,
     pub next_beat: usize,
@@ -34,6 +37,7 @@ impl DemoState {
             owned,
             owners: vec![],
             last: None,
+            first: vec![],
             tour_note: None,
             next_beat: 0,
             scroll: 0,

@@ -139,6 +139,14 @@ fn result_lines(demo: &DemoState, no_color: bool) -> Vec<Line<'static>> {
         return lines;
     };
     lines.extend(verdict_lines(o, no_color));
+    for before in &demo.first {
+        if let Verdict::Done(what) = &before.verdict {
+            lines.push(Line::from(vec![
+                Span::styled("first: ", bold),
+                Span::raw(format!("{} → {what}", before.action)),
+            ]));
+        }
+    }
     if let Some(n) = note {
         lines.push(Line::from(n.why.clone()));
     }

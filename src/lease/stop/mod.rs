@@ -191,9 +191,12 @@ impl LeaseEnd {
 
 /// A short time as people read it: `40 ms`, `5.2 s`.
 pub fn seconds(t: f64) -> String {
-    match t < 1.0 {
-        true => format!("{:.0} ms", t * 1000.0),
-        false => format!("{t:.1} s"),
+    if t < 0.001 {
+        "under 1 ms".into()
+    } else if t < 1.0 {
+        format!("{:.0} ms", t * 1000.0)
+    } else {
+        format!("{t:.1} s")
     }
 }
 
