@@ -245,3 +245,55 @@ fn another_users_owner_is_refused_for_a_non_root_operator() {
     assert_eq!(root.json()["owners"][0]["ending"], "terminated");
     holder.wait();
 }
+
+/// force-release of a live owner's lease says the danger in words and names stop: in its
+/// refusal, in a dry run's warning, and after the fact (the owner runs on, untold).
+#[test]
+fn force_release_live_says_the_owner_keeps_running_and_names_stop() {
+    let home = Home::new();
+    let owner = crate::common::process::Sleeper::new();
+    let lease = home.acquire_ok(&["S7", "--owner-pid", &owner.pid_arg()]);
+    let refused = home.run(&["force-release", "--session", "S7"]);
+    refused.expect_exit(1);
+    assert!(refused.stderr.contains("(the safe way): `leasectl --home"), "{refused:?}");
+    assert!(refused.stderr.contains("stop --session S7`"), "{refused:?}");
+    let dry = home.run(&["force-release", "--session", "S7", "--live", "--dry-run"]);
+    dry.expect_exit(0);
+    assert!(dry.stderr.contains("The owner keeps running and is not told"), "{dry:?}");
+    assert!(dry.stderr.contains(&format!("stop {lease}`")), "{dry:?}");
+    let done = home.run(&["force-release", "--session", "S7", "--live"]);
+    done.expect_exit(0);
+    assert!(done.stderr.contains("The owner keeps running and is not told"), "{done:?}");
+    assert!(done.stderr.contains(&format!("end pid {} yourself", owner.pid())), "{done:?}");
+    assert!(!done.stderr.contains(&format!("stop {lease}")), "no stop of a lease that is gone: {done:?}");
+}
+
+/// A `leasectl run` owner: the keeper holds the lease and CMD runs under it; stop ends the
+/// keeper, which stops CMD and releases, and says CMD ended with it.
+#[test]
+fn a_run_owner_is_stopped_with_its_command_and_stop_says_what_ended() {
+    let home = Home::new();
+    let mut run = home.spawn("run S8 -- sleep 30", &["run", "S8", "--", "sleep", "30"]);
+    let entry = home.wait_entry_for("S8");
+    let keeper = entry["pid"].as_u64().expect("the keeper's pid");
+    let sleep = wait_for("CMD under the keeper", || {
+        let children = std::fs::read_to_string(format!("/proc/{keeper}/task/{keeper}/children")).ok()?;
+        children.split_whitespace().next().and_then(|c| c.parse::<u32>().ok())
+    });
+    let dry = home.run(&["stop", "--session", "S8", "--dry-run"]);
+    assert!(
+        dry.stdout
+            .contains(&format!("processes it started (ended with it if it ends them, or by SIGKILL): {sleep} (sleep)")),
+        "{dry:?}"
+    );
+    let out = home.run(&["stop", "--session", "S8", "--yes", "--json"]);
+    out.expect_exit(0);
+    let v = out.json();
+    assert_eq!(v["owners"][0]["pid"], keeper, "{v}");
+    assert_eq!(v["owners"][0]["ending"], "terminated", "{v}");
+    assert_eq!(v["owners"][0]["family_ended"][0]["pid"], u64::from(sleep), "{v}");
+    assert_eq!(v["owners"][0]["leases"][0]["how"], "released", "the keeper released it: {v}");
+    let status = run.wait();
+    assert!(!status.success(), "run reports CMD stopped: {status:?}");
+    assert!(home.entries().is_empty());
+}

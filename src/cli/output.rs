@@ -131,18 +131,29 @@ pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
              writing until then, and a second owner can now acquire the session."
         )
     } else {
-        let verb = if r.dry_run { "would release" } else { "released" };
-        let stop: Vec<String> = r
-            .removed
-            .iter()
-            .filter(|v| crate::lease::view::owner_may_be_alive(v))
-            .map(|v| crate::lease::hint::hinted(location, &crate::lease::hint::command(&["stop", v.entry.lease_id()])))
-            .collect();
+        let live: Vec<&crate::lease::LeaseView> =
+            r.removed.iter().filter(|v| crate::lease::view::owner_may_be_alive(v)).collect();
+        let danger = "The owner keeps running and is not told: it may go on writing to its session, and a second \
+                      owner can now acquire the session beside it, both appending to one transcript.";
+        if r.dry_run {
+            let stop: Vec<String> = live
+                .iter()
+                .map(|v| {
+                    crate::lease::hint::hinted(location, &crate::lease::hint::command(&["stop", v.entry.lease_id()]))
+                })
+                .collect();
+            return format!(
+                "WARNING: would release the lease of a LIVE owner: {who}. {danger} The safe way ends the owner first, \
+                 then frees its slot: {}.",
+                stop.join(", ")
+            );
+        }
+        let pids: Vec<String> = live.iter().map(|v| v.entry.pid().to_string()).collect();
         format!(
-            "WARNING: {verb} the lease of a LIVE owner: {who}. The owner keeps running and is not told: it may go on \
-             writing to its session, and a second owner can now acquire the session beside it, both appending to one \
-             transcript. To end the owner and then free its slot, the safe way: {}.",
-            stop.join(", ")
+            "WARNING: released the lease of a LIVE owner: {who}. {danger} No lease names it now: end pid {} yourself \
+             before the session is resumed (the safe way, while a lease names its owner, is `leasectl stop`, which \
+             ends it first).",
+            pids.join(", ")
         )
     }
 }
