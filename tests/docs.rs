@@ -385,6 +385,7 @@ fn events_help_names_every_event() {
         "acquired",
         "released",
         "force-released",
+        "stopped",
         "pruned",
         "removed",
         "owner-died",

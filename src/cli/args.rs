@@ -346,7 +346,8 @@ pub const SUBCOMMANDS: [Sub; 18] = [
         name: "events",
         about: "What happened: recorded events (--since) and live ones (--follow)",
         after_help: "Events: acquired; released (by its owner, or on its behalf), force-released (by an \
-                            operator), pruned (by a prune, by the fence of an acquire, or its owner gone), removed \
+                            operator), stopped (its owner ended by an operator's stop, with the signals sent and \
+                            how long it took), pruned (by a prune, by the fence of an acquire, or its owner gone), removed \
                             (by a repair), each saying by whom where the audit file does; owner-died, \
                             owner-recycled, owner-alive, updated; cap-changed, registry-invalid, registry-valid, \
                             repaired; gap (versions of the file written and never read); following (the watch is \

@@ -68,8 +68,30 @@ pub fn of_record(record: &Value) -> (Vec<&str>, Remover) {
         Some("repair") => (ids("dropped"), Remover::Repair(who)),
         Some("prune") => (ids("removed"), Remover::Prune(who)),
         Some("release-for-owner") => (ids("removed"), Remover::ForOwner(who)),
-        Some("stop") => (ids("removed"), Remover::Stop(who)),
+        Some("stop") => (ids("removed"), Remover::Stop(format!("{who}{}", how_stopped(record)))),
         _ => (ids("removed"), Remover::Operator(who)),
+    }
+}
+
+/// ` (SIGTERM, ended after 0.6 s)`: the signals a stop record says it sent, and how long
+/// its owner took to end.
+fn how_stopped(record: &Value) -> String {
+    let owners = record["stopped"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let each: Vec<String> = owners
+        .iter()
+        .map(|o| {
+            let signals: Vec<&str> =
+                o["signals"].as_array().into_iter().flatten().filter_map(|s| s["signal"].as_str()).collect();
+            let signals = if signals.is_empty() { "no signal".to_owned() } else { signals.join(" then ") };
+            match o["took"].as_f64() {
+                Some(t) => format!("{signals}, ended after {}", crate::lease::stop::seconds(t)),
+                None => format!("{signals}, {}", o["ending"].as_str().unwrap_or("?")),
+            }
+        })
+        .collect();
+    match each.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", each.join("; ")),
     }
 }
 
@@ -97,8 +119,13 @@ mod tests {
     use super::*;
 
     fn record(action: &str, key: &str, id: &str) -> Value {
-        serde_json::json!({"action": action, "user": "root", "host": "gw1", "command": "leasectl x",
-                           key: [{"lease_id": id}]})
+        let mut r = serde_json::json!({"action": action, "user": "root", "host": "gw1", "command": "leasectl x",
+                           key: [{"lease_id": id}]});
+        if action == "stop" {
+            r["stopped"] = serde_json::json!([{"signals": [{"signal": "SIGTERM", "after": 0.0}], "took": 0.25,
+                                                "ending": "terminated"}]);
+        }
+        r
     }
 
     #[test]
@@ -119,7 +146,7 @@ mod tests {
         assert_eq!(by("b", false, false), ("pruned", root.clone()));
         assert_eq!(by("c", true, false), ("removed", Some("by a repair, by root on gw1: leasectl x".into())));
         assert_eq!(by("d", true, false), ("released", root));
-        let ended = Some("its owner ended by root on gw1: leasectl x".to_owned());
+        let ended = Some("its owner ended by root on gw1: leasectl x (SIGTERM, ended after 250 ms)".to_owned());
         assert_eq!(by("f", true, false), ("stopped", ended.clone()), "released by its owner as it ended");
         assert_eq!(by("f", false, false), ("stopped", ended), "removed once its owner was dead");
         assert_eq!(by("e", true, false), ("released", None), "its owner's own release");
