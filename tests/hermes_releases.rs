@@ -143,6 +143,21 @@ fn each_release_and_leasectl_read_and_fence_each_other_as_the_readme_says() {
     }
 }
 
+/// A real `hermes chat` of `release` in `home` (made here), once it holds its lease: its
+/// driver (`hermes_process.py`), the pid of hermes and its session.
+fn hermes_chat(release: &str, home: &std::path::Path) -> (Proc, u64, String) {
+    std::fs::create_dir_all(home).expect("the home");
+    let mut cmd = Command::new(python(release));
+    cmd.arg(driver("hermes_process.py")).arg(home).env_remove("HERMES_HOME").stdin(Stdio::null());
+    let mut hermes = Proc::spawn(&format!("hermes chat of {release}"), cmd);
+    let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
+    let words: Vec<&str> = holding.split_whitespace().collect();
+    match words[..] {
+        ["HOLDING", pid, session] => (hermes, pid.parse::<u64>().expect("a pid"), session.to_owned()),
+        _ => panic!("{release}: hermes did not hold a lease: {holding:?}; {:?}", hermes.finish()),
+    }
+}
+
 /// A real, pip-installed `hermes chat` (on a pseudo-terminal, its provider a stand-in on
 /// 127.0.0.1) holds a lease: leasectl lists it alive with its pid, refuses its session,
 /// prunes a dead owner beside it and leaves its lease; Hermes releases it on SIGTERM.
@@ -152,16 +167,7 @@ fn a_real_hermes_holds_a_lease_while_leasectl_lists_and_prunes_beside_it() {
     for release in RELEASES {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).expect("the home");
-        let mut cmd = Command::new(python(release));
-        cmd.arg(driver("hermes_process.py")).arg(&home).env_remove("HERMES_HOME").stdin(Stdio::null());
-        let mut hermes = Proc::spawn(&format!("hermes chat of {release}"), cmd);
-        let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
-        let words: Vec<&str> = holding.split_whitespace().collect();
-        let (pid, session) = match words[..] {
-            ["HOLDING", pid, session] => (pid.parse::<u64>().expect("a pid"), session.to_owned()),
-            _ => panic!("{release}: hermes did not hold a lease: {holding:?}; {:?}", hermes.finish()),
-        };
+        let (mut hermes, pid, session) = hermes_chat(release, &home);
         // A dead owner's lease beside it.
         let mut gone = Sleeper::new();
         let out = Proc::run("acquire D", leasectl(&home, &["acquire", "D", "--owner-pid", &gone.pid_arg(), "--json"]));
@@ -206,16 +212,7 @@ fn stop_ends_a_real_hermes_which_releases_its_own_lease() {
     for release in RELEASES {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).expect("the home");
-        let mut cmd = Command::new(python(release));
-        cmd.arg(driver("hermes_process.py")).arg(&home).env_remove("HERMES_HOME").stdin(Stdio::null());
-        let mut hermes = Proc::spawn(&format!("hermes chat of {release}"), cmd);
-        let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
-        let words: Vec<&str> = holding.split_whitespace().collect();
-        let (pid, session) = match words[..] {
-            ["HOLDING", pid, session] => (pid.parse::<u64>().expect("a pid"), session.to_owned()),
-            _ => panic!("{release}: hermes did not hold a lease: {holding:?}; {:?}", hermes.finish()),
-        };
+        let (mut hermes, pid, session) = hermes_chat(release, &home);
         let dry = Proc::run("stop --dry-run", leasectl(&home, &["stop", "--session", &session, "--dry-run"]));
         dry.expect_exit(0);
         assert!(dry.stdout.contains(&format!("pid {pid}")) && dry.stdout.contains("hermes"), "{release}: {dry:?}");

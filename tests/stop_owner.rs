@@ -297,3 +297,28 @@ fn a_run_owner_is_stopped_with_its_command_and_stop_says_what_ended() {
     assert!(!status.success(), "run reports CMD stopped: {status:?}");
     assert!(home.entries().is_empty());
 }
+
+/// The preview says what an operator decides on: the owner's command and age, each
+/// session's title and last activity from state.db, and the other leases that end with it.
+#[test]
+fn the_preview_names_the_sessions_from_state_db_and_what_else_ends_with_it() {
+    let home = Home::new();
+    crate::common::state_db(home.path(), &[("S9", None), ("S10", Some(60.0))]);
+    let owner = crate::common::process::Sleeper::new();
+    home.acquire_ok(&["S9", "--owner-pid", &owner.pid_arg()]);
+    let other = home.acquire_ok(&["S10", "--owner-pid", &owner.pid_arg()]);
+    let dry = home.run(&["stop", "--session", "S9", "--dry-run"]);
+    dry.expect_exit(0);
+    let text = dry.stdout.clone();
+    assert!(
+        text.contains(&format!("pid {}  sleep  user root", owner.pid())) || text.contains("  sleep  user "),
+        "{dry:?}"
+    );
+    assert!(text.contains("command: sleep 30"), "{dry:?}");
+    assert!(text.contains("session S9  (\"t\", last activity 5s ago)"), "{dry:?}");
+    assert!(text.contains(&format!("also holds lease {}  session S10  (\"t\", last activity", &other[..8])), "{dry:?}");
+    assert!(text.contains("ended 1m ago) (it ends with it)"), "{dry:?}");
+    let plan = home.run(&["stop", "--session", "S9", "--dry-run", "--json"]).json();
+    assert_eq!(plan["owners"][0]["sessions"][0]["title"], "t", "{plan}");
+    assert_eq!(plan["owners"][0]["also_holds"][0]["entry"]["session_id"], "S10", "{plan}");
+}

@@ -137,21 +137,11 @@ fn preview(location: &Location, plan: &StopPlan, a: &StopArgs) {
         if let Some(info) = o.info.as_ref().filter(|i| !i.cmdline.is_empty()) {
             say!("    command: {}", escape(&info.cmdline.join(" ")));
         }
-        for v in &o.leases {
-            say!(
-                "    holds lease {}  session {}{}",
-                short(v.entry.lease_id()),
-                escape(v.entry.session_id()),
-                session_words(o, v.entry.session_id(), now)
-            );
-        }
-        for v in &o.also_holds {
-            say!(
-                "    also holds lease {}  session {}{} (it ends with it)",
-                short(v.entry.lease_id()),
-                escape(v.entry.session_id()),
-                session_words(o, v.entry.session_id(), now)
-            );
+        let named = o.leases.iter().map(|v| (v, "holds", ""));
+        for (v, holds, tail) in named.chain(o.also_holds.iter().map(|v| (v, "also holds", " (it ends with it)"))) {
+            let session = v.entry.session_id();
+            let about = session_words(o, session, now);
+            say!("    {holds} lease {}  session {}{about}{tail}", short(v.entry.lease_id()), escape(session));
         }
         if !o.family.is_empty() {
             let members: Vec<String> = o.family.iter().map(|m| format!("{} ({})", m.pid, escape(&m.name))).collect();

@@ -346,14 +346,7 @@ impl Playground {
         };
         if v["granted"] == Value::Bool(true) {
             let lease_id = v["lease_id"].as_str().unwrap_or_default().to_owned();
-            self.sandbox.owners.push(Spawned {
-                child,
-                session: session.into(),
-                surface: surface.into(),
-                live_id: live_id.into(),
-                lease_id: Some(lease_id.clone()),
-                killed: false,
-            });
+            self.keep_owner(child, session, surface, live_id, &lease_id);
             Verdict::Granted {
                 lease_id,
                 session: session.into(),
@@ -418,20 +411,25 @@ impl Playground {
         let pid = u64::from(child.id());
         let verdict = self.acquire_for(pid, session, surface, live_id, None);
         match &verdict {
-            Verdict::Granted { lease_id, .. } => self.sandbox.owners.push(Spawned {
-                child,
-                session: session.into(),
-                surface: surface.into(),
-                live_id: live_id.into(),
-                lease_id: Some(lease_id.clone()),
-                killed: false,
-            }),
+            Verdict::Granted { lease_id, .. } => self.keep_owner(child, session, surface, live_id, lease_id),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
         verdict
+    }
+
+    /// A granted owner, kept as the demo's (listed, reaped, stopped at the end).
+    fn keep_owner(&mut self, child: std::process::Child, session: &str, surface: &str, live_id: &str, lease_id: &str) {
+        self.sandbox.owners.push(Spawned {
+            child,
+            session: session.into(),
+            surface: surface.into(),
+            live_id: live_id.into(),
+            lease_id: Some(lease_id.to_owned()),
+            killed: false,
+        });
     }
 
     fn force_release_live(&mut self, session: &str) -> Verdict {
