@@ -167,7 +167,7 @@ fn a_real_hermes_holds_a_lease_while_leasectl_lists_and_prunes_beside_it() {
     for release in RELEASES {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("home");
-        let (mut hermes, pid, session) = hermes_chat(release, &home);
+        let (hermes, pid, session) = hermes_chat(release, &home);
         // A dead owner's lease beside it.
         let mut gone = Sleeper::new();
         let out = Proc::run("acquire D", leasectl(&home, &["acquire", "D", "--owner-pid", &gone.pid_arg(), "--json"]));
@@ -212,7 +212,7 @@ fn stop_ends_a_real_hermes_which_releases_its_own_lease() {
     for release in RELEASES {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = dir.path().join("home");
-        let (mut hermes, pid, session) = hermes_chat(release, &home);
+        let (hermes, pid, session) = hermes_chat(release, &home);
         let dry = Proc::run("stop --dry-run", leasectl(&home, &["stop", "--session", &session, "--dry-run"]));
         dry.expect_exit(0);
         assert!(dry.stdout.contains(&format!("pid {pid}")) && dry.stdout.contains("hermes"), "{release}: {dry:?}");
