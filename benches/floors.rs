@@ -33,12 +33,6 @@ use std::time::Instant;
 use leasectl::lease::Registry;
 use support::{Owner, median};
 
-/// The floors read and write through leasectl's own allocator: a 2 MB registry lands on
-/// huge pages in the floor as it does in leasectl, so the floor is not slowed by faults
-/// a careful tool would avoid.
-#[global_allocator]
-static ALLOCATOR: leasectl::large_blocks::LargeBlocksOnHugePages = leasectl::large_blocks::LargeBlocksOnHugePages;
-
 const BUILT: &str = env!("CARGO_BIN_EXE_leasectl");
 /// Run as the floor's process: `floors --floor-rewrite HOME`.
 const FLOOR_REWRITE: &str = "--floor-rewrite";

@@ -8,7 +8,6 @@
 
 pub mod cli;
 pub mod demo;
-pub mod large_blocks;
 pub mod lease;
 pub mod serve;
 pub mod supervise;

@@ -154,10 +154,6 @@ pub fn run(cli: Cli) -> i32 {
         _ => false,
     };
     let hints = Hints::of(&cli);
-    if !console && !cli.command.as_ref().is_some_and(keeps_reading) {
-        crate::large_blocks::use_huge_pages();
-        crate::large_blocks::one_arena();
-    }
     if cli.command.as_ref().is_some_and(reads_once) {
         lease::file::set_remembering(false);
     }
@@ -229,17 +225,6 @@ impl From<Error> for Failure {
             _ => EXIT_ERROR,
         };
         Failure { code, message: e.to_string() }
-    }
-}
-
-/// A command that follows registries until it is stopped, reading them again on each
-/// change: huge pages cost it memory and time at each read (see `large_blocks`).
-fn keeps_reading(command: &Command) -> bool {
-    match command {
-        Command::Ls(a) => a.watch,
-        Command::Events(a) => a.follow,
-        Command::Tui | Command::Demo(_) | Command::Serve(_) => true,
-        _ => false,
     }
 }
 

@@ -307,7 +307,6 @@ impl Playground {
     }
 
     /// A real `leasectl hold` child; its first stdout line is the grant or refusal.
-    #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
     fn spawn(&mut self, session: &str, surface: &str, live_id: &str, track: bool, cap: Option<u64>) -> Verdict {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("--home").arg(self.sandbox.home()).args(["--lock-timeout", "3", "hold", session]);
@@ -319,11 +318,7 @@ impl Playground {
             cmd.args(["--max", &c.to_string()]);
         }
         cmd.env_remove("HERMES_HOME").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-        // The owner dies with the demo even if the demo is killed.
-        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| Ok(rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?));
-        }
+        dies_with_the_demo(&mut cmd);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => return Verdict::Failed(format!("cannot start {}: {e}", self.exe.display())),
@@ -396,14 +391,10 @@ impl Playground {
 
     /// A process that holds a lease without watching it (`sleep`, acquired for by pid):
     /// what a Hermes chat is to its lease, unlike `leasectl hold`, which notices a loss.
-    #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
     fn spawn_unwatching(&mut self, session: &str, surface: &str, live_id: &str) -> Verdict {
         let mut cmd = Command::new("sleep");
         cmd.arg("86400").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(|| Ok(rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?));
-        }
+        dies_with_the_demo(&mut cmd);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => return Verdict::Failed(format!("cannot start sleep: {e}")),
@@ -753,5 +744,14 @@ fn corrupted(good: &[u8], kind: CorruptKind) -> Vec<u8> {
             }
             pyjson::to_string(&v).into_bytes()
         }
+    }
+}
+
+/// An owner the demo starts dies with the demo, even if the demo is killed.
+#[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
+fn dies_with_the_demo(cmd: &mut Command) {
+    // SAFETY: the closure only makes one prctl syscall, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| Ok(rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?));
     }
 }

@@ -63,7 +63,6 @@ const QUIT_GRACE: Duration = Duration::from_millis(200);
 /// The console: its sources and worker started, the loop run until quit, then
 /// everything stopped and the terminal restored (in that order).
 pub fn run(opts: ConsoleOptions) -> std::io::Result<()> {
-    crate::lease::memory::give_back_as_freed();
     let (tx, rx) = channel::<Event>();
     let (effects_tx, effects_rx) = channel::<Effect>();
     let scope = worker::Scope {
