@@ -64,12 +64,7 @@ pub fn audit_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-audit.jsonl")
 }
 
-/// The name of user `uid`, when the system knows it.
-fn user_name(uid: u32) -> Option<String> {
-    sysinfo::Users::new_with_refreshed_list()
-        .ok()
-        .and_then(|users| users.iter().find(|u| **u.id() == uid).map(|u| u.name().to_owned()))
-}
+use crate::lease::owners::owner::user_name;
 
 /// Who this process acts as, in a few words: `ops@gw (pid 4711)`.
 pub fn who() -> String {

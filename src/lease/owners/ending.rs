@@ -71,7 +71,7 @@ pub fn take(pid: u64, start_time: f64) -> Result<Taken, NotTaken> {
     let uid = uid.map_err(NotTaken::Unreadable)?;
     // kill(2)'s own rule, asked without a signal: the same user, or the right to (root).
     if let Err(rustix::io::Errno::PERM) = rustix::process::test_kill_process(raw) {
-        return Err(NotTaken::NotPermitted { uid, user: user_name(uid) });
+        return Err(NotTaken::NotPermitted { uid, user: super::owner::user_name(uid) });
     }
     Ok(Taken { pidfd, pid, uid })
 }
@@ -86,13 +86,6 @@ fn owner_uid(pid: u64) -> Result<u32, String> {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("no Uid line in /proc/{pid}/status"))
-}
-
-/// The name of user `uid`, when the system knows it.
-pub fn user_name(uid: u32) -> Option<String> {
-    sysinfo::Users::new_with_refreshed_list()
-        .ok()
-        .and_then(|users| users.iter().find(|u| **u.id() == uid).map(|u| u.name().to_owned()))
 }
 
 /// What a signal through a pidfd did.
@@ -136,22 +129,17 @@ impl Taken {
     }
 }
 
-/// The running descendants of `pid` (its children, theirs...), with their command names.
+/// The running descendants of `pid` (its children, theirs...), with their command names:
+/// read from each process's own children lists (`/proc/PID/task/TID/children`), a few
+/// files for an owner's family, not a look at every process of the machine.
 pub fn descendants(pid: u64) -> Vec<(u32, String)> {
-    let mut children: std::collections::HashMap<u32, Vec<u32>> = std::collections::HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        match super::proc_stat::read(u64::from(child)) {
-            Ok(Some(stat)) if !stat.ended() => children.entry(stat.ppid).or_default().push(child),
-            _ => {}
-        }
-    }
     let Ok(root) = u32::try_from(pid) else { return vec![] };
-    let mut found = Vec::new();
+    let mut found: Vec<(u32, String)> = Vec::new();
     let mut queue = vec![root];
     while let Some(parent) = queue.pop() {
-        for &child in children.get(&parent).map(Vec::as_slice).unwrap_or_default() {
-            if child != root && !found.iter().any(|(p, _)| *p == child) {
+        for child in children(parent) {
+            let running = super::proc_stat::read(u64::from(child)).ok().flatten().is_some_and(|s| !s.ended());
+            if running && child != root && !found.iter().any(|(p, _)| *p == child) {
                 let name = super::owner::command_name(u64::from(child)).unwrap_or_else(|| "-".into());
                 found.push((child, name));
                 queue.push(child);
@@ -160,6 +148,17 @@ pub fn descendants(pid: u64) -> Vec<(u32, String)> {
     }
     found.sort();
     found
+}
+
+/// The children of `pid`, over all its threads (a child belongs to the thread that made it).
+fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .filter_map(|t| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{}/children", t.file_name().to_string_lossy())).ok()
+        })
+        .flat_map(|list| list.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>())
+        .collect()
 }
 
 /// Take a process running now, whatever its start time (a member of an owner's family,

@@ -93,6 +93,13 @@ pub fn owner_infos(pids: &[u64]) -> HashMap<u64, OwnerInfo> {
     OwnerProbe::new().infos(pids)
 }
 
+/// The name of user `uid`, when the system knows it.
+pub fn user_name(uid: u32) -> Option<String> {
+    sysinfo::Users::new_with_refreshed_list()
+        .ok()
+        .and_then(|users| users.iter().find(|u| **u.id() == uid).map(|u| u.name().to_owned()))
+}
+
 /// This machine's host name: half of an etcd owner's identity (pids mean nothing across hosts).
 pub fn hostname() -> String {
     let name = rustix::system::uname().nodename().to_string_lossy().into_owned();

@@ -94,11 +94,6 @@ impl Stopped {
     pub fn leases_gone(&self) -> impl Iterator<Item = &LeaseGone> {
         self.owners.iter().flat_map(|o| &o.leases).filter(|l| l.how != LeaseEnd::Left)
     }
-
-    /// True when every owner ended.
-    pub fn all_ended(&self) -> bool {
-        self.owners.iter().all(|o| o.ending.ended())
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
