@@ -7,7 +7,7 @@ use leasectl::demo::state::TourNote;
 use leasectl::demo::tour::Beat;
 use leasectl::demo::{DemoState, Outcome, OwnerView, Verdict};
 use leasectl::lease::Reason;
-use leasectl::lease::refusal::{capacity_message, not_owned_message, unavailable_message};
+use leasectl::lease::words::refusal::{capacity_message, not_owned_message, unavailable_message};
 use leasectl::tui::event::Event;
 use leasectl::tui::state::App;
 use leasectl::tui::update::update;

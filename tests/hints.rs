@@ -208,7 +208,7 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
         assert!(said.contains("profiles/work/runtime/active_sessions.json"), "`{text}` acted on work: {out:?}");
     }
     // The core's own hints, in an error shown on the console, get the options too.
-    let shown = leasectl::lease::hint::hinted(
+    let shown = leasectl::lease::words::hint::hinted(
         &app.registries[app.tab].location,
         "(and 2 more problems; run `leasectl doctor`)",
     );
@@ -240,7 +240,7 @@ proptest::proptest! {
         id in "[^\u{0}]{0,40}",
         session in "[^\u{0}]{0,16}",
     ) {
-        use leasectl::lease::hint::{self, Reach};
+        use leasectl::lease::words::hint::{self, Reach};
         let mut options = vec!["--home".to_owned(), home.clone()];
         if let Some(p) = &profile {
             options.extend(["--profile".to_owned(), p.clone()]);

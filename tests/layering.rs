@@ -1,9 +1,10 @@
 //! The core's layering, read from the sources: the store interface is the only way to a
 //! backend. Nothing outside `src/lease/` names a host's ssh session (`ssh::link`), and no
 //! file the backends share (the root of `src/lease/` but `mod.rs`, and `home/`,
-//! `owners/`, `format/`) names a backend (`file::`, `etcd::`, `ssh::`): `lease/mod.rs`
+//! `owners/`, `format/`, `words/`, `address/`, `doctor/`) names a backend (`file::`, `etcd::`, `ssh::`): `lease/mod.rs`
 //! is the one place that opens one and reaches other hosts. The demo uses the console
-//! through its extension point only.
+//! through its extension point only. The etcd feature is named where the core opens a
+//! backend and where the options are defined, nowhere else.
 
 use std::fs;
 use std::path::Path;
@@ -37,7 +38,14 @@ fn only_the_core_reaches_a_hosts_ssh_session() {
 #[test]
 fn no_shared_core_file_names_a_backend() {
     let mut files = Vec::new();
-    for shared in ["src/lease/home", "src/lease/owners", "src/lease/format"] {
+    for shared in [
+        "src/lease/home",
+        "src/lease/owners",
+        "src/lease/format",
+        "src/lease/words",
+        "src/lease/address",
+        "src/lease/doctor",
+    ] {
         files.extend(crate::common::rust_sources(Path::new(shared)));
     }
     files.extend(
@@ -87,4 +95,31 @@ fn the_demo_uses_the_consoles_extension_point_only() {
         })
         .collect();
     assert!(found.is_empty(), "the demo reaches past the extension point:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_etcd_feature_is_named_where_the_core_opens_a_backend_and_where_options_are_defined() {
+    let files = crate::common::rust_sources(Path::new("src"));
+    let allowed = |p: &Path| p == Path::new("src/lease/mod.rs") || p == Path::new("src/cli/args.rs");
+    let found: Vec<String> = files
+        .iter()
+        .filter(|p| !p.starts_with("src/lease/etcd") && !allowed(p))
+        .flat_map(|p| naming(p, &["feature = \"etcd\""]))
+        .collect();
+    assert!(found.is_empty(), "the etcd feature named outside lease/mod.rs and cli/args.rs:\n{}", found.join("\n"));
+    assert!(!naming(Path::new("src/lease/mod.rs"), &["feature = \"etcd\""]).is_empty(), "the test reads the sources");
+}
+
+/// The core's root holds the store interface and a few shared types; the rest lives in
+/// folders named for what they are.
+#[test]
+fn the_cores_root_holds_at_most_twelve_files() {
+    let files: Vec<String> = fs::read_dir("src/lease")
+        .expect("src/lease")
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(files.contains(&"mod.rs".to_owned()), "read src/lease: {files:?}");
+    assert!(files.len() <= 12, "{} files at the root of src/lease: {files:?}", files.len());
 }

@@ -38,7 +38,7 @@ struct Tally {
 }
 
 fn rand_u64() -> u64 {
-    lease::ids::random_u64().expect("randomness")
+    lease::address::ids::random_u64().expect("randomness")
 }
 
 fn first_line(child: &mut Child, within: Duration) -> Option<String> {

@@ -819,7 +819,7 @@ fn t_jumps_to_a_profile_tab_by_name_as_it_is_typed() {
 /// a host that answers is not bannered.
 #[test]
 fn an_unreachable_host_is_one_banner_for_all_its_registries() {
-    use leasectl::lease::host_spec::HostSpec;
+    use leasectl::lease::address::host_spec::HostSpec;
     use leasectl::lease::{Error, Location};
     let at = |spec: &str, profile: &str| Location::on_host(HostSpec::parse(spec).expect("spec"), profile.into());
     let down = |location: Location| {
@@ -860,7 +860,7 @@ fn an_unreachable_host_is_one_banner_for_all_its_registries() {
 /// A host that answered it cannot serve (a home it does not have) is not "unreachable".
 #[test]
 fn a_host_that_answered_it_cannot_serve_is_not_said_unreachable() {
-    use leasectl::lease::host_spec::HostSpec;
+    use leasectl::lease::address::host_spec::HostSpec;
     use leasectl::lease::{Error, Location};
     let at = Location::on_host(HostSpec::parse("gw3=ssh://gw3/srv/h").expect("spec"), "root".into());
     let mut s = snap(&at, None, Ok(vec![]));

@@ -674,7 +674,7 @@ fn profiles_found_by_the_first_read_are_not_new_and_late_history_goes_on_top() {
 /// as there already: nobody acquired them at that moment (the log said "acquired" for each).
 #[test]
 fn a_hosts_first_listing_after_connecting_logs_no_acquires() {
-    use leasectl::lease::host_spec::HostSpec;
+    use leasectl::lease::address::host_spec::HostSpec;
     use leasectl::lease::{Error, Location};
     let at = Location::on_host(HostSpec::parse("gw1=ssh://gw1").expect("spec"), "root".into());
     let mut connecting = snap(&at, None, Ok(vec![]));
@@ -836,7 +836,7 @@ fn keys_do_not_act_while_the_window_is_too_small_to_show_what_they_act_on() {
 
 /// `profile` on host `host` (`ssh://host`), as --host names it.
 fn at(host: &str, profile: &str) -> Location {
-    use leasectl::lease::host_spec::HostSpec;
+    use leasectl::lease::address::host_spec::HostSpec;
     Location::on_host(HostSpec::parse(&format!("{host}=ssh://{host}")).expect("spec"), profile.into())
 }
 

@@ -9,7 +9,9 @@ use super::hints::Hints;
 use super::messages::note_stdout;
 use super::messages::stdout_failure;
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json, usage};
-use crate::lease::{self, AcquireRequest, LeaseStore, Reason, owners::liveness::Prober, refusal::refusal_stderr};
+use crate::lease::{
+    self, AcquireRequest, LeaseStore, Reason, owners::liveness::Prober, words::refusal::refusal_stderr,
+};
 
 pub(super) fn metadata_of(opts: &AcquireOpts) -> Result<Map<String, Value>, Failure> {
     let mut m = Map::new();
@@ -160,11 +162,11 @@ fn wait_in_line(
                 format!(
                     "pid {} ({}, {})",
                     h.pid(),
-                    crate::lease::human::escape(h.surface().unwrap_or("-")),
+                    crate::lease::words::human::escape(h.surface().unwrap_or("-")),
                     lease::owners::owner::command_name(h.pid()).unwrap_or_else(|| "-".into())
                 )
             };
-            let session = crate::lease::human::escape(&req.session_id);
+            let session = crate::lease::words::human::escape(&req.session_id);
             let why = match (refusal.reason, refusal.holder.as_deref()) {
                 (Reason::SessionNotOwned, Some(h)) => format!("session {session} is held by {}", holder(h)),
                 (Reason::SessionNotOwned, None) => format!("session {session} is promised to those in line first"),
@@ -173,12 +175,12 @@ fn wait_in_line(
             };
             let line = match place {
                 Some(0) => ", first in line".to_owned(),
-                Some(n) => format!(", in line after {}", crate::lease::human::plural(n, "other", "others")),
+                Some(n) => format!(", in line after {}", crate::lease::words::human::plural(n, "other", "others")),
                 None => String::new(),
             };
             say_err!(
                 "leasectl: {why}; waiting up to {}{line}",
-                crate::lease::human::duration(left.as_secs_f64().ceil())
+                crate::lease::words::human::duration(left.as_secs_f64().ceil())
             );
         }
         let feed = changes.get_or_insert_with(|| wake_on_change(store.location()));
@@ -246,7 +248,7 @@ pub(super) fn acquire_reported_to(
                     Banner::Stdout => say_raw!("{text}"),
                     Banner::Stderr => {
                         use std::io::Write as _;
-                        let _ = write!(std::io::stderr(), "{}", crate::lease::human::escape_layout(&text));
+                        let _ = write!(std::io::stderr(), "{}", crate::lease::words::human::escape_layout(&text));
                     }
                     Banner::Quiet => {}
                 }
@@ -275,7 +277,7 @@ pub(super) fn acquire_reported_to(
                 show(&super::json::refusal(&r, &advice));
             } else {
                 let shown = crate::lease::Refusal {
-                    message: crate::lease::human::escape(&hints.apply(&r.message)).into_owned(),
+                    message: crate::lease::words::human::escape(&hints.apply(&r.message)).into_owned(),
                     ..r.clone()
                 };
                 say_err!("{}\nwhat to do: {advice}", refusal_stderr(&shown));
@@ -294,7 +296,7 @@ fn with_wait() -> String {
     }
     let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
     args.splice(at..at, ["--wait".to_owned(), "60".to_owned()]);
-    args.iter().map(|w| crate::lease::human::shell_word(w)).collect::<Vec<_>>().join(" ")
+    args.iter().map(|w| crate::lease::words::human::shell_word(w)).collect::<Vec<_>>().join(" ")
 }
 
 pub(super) fn acquire(

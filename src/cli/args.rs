@@ -94,7 +94,7 @@ pub struct Cli {
     pub lock_timeout: f64,
     /// A live owner's session idle this long (state.db) makes its lease a leak suspect
     /// (LEAK?): 2h, 90m, 3600... (default: config.yaml's leasectl.idle_threshold, else 2h)
-    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::human::parse_idle, help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = crate::lease::words::human::parse_idle, help_heading = GLOBAL)]
     pub idle_threshold: Option<std::time::Duration>,
     /// A Hermes home on another host, over your own ssh (repeatable; default:
     /// $LEASECTL_HOSTS): ssh://[user@]host[:port][/path], local[:/path], name=SPEC, or a
@@ -165,11 +165,26 @@ pub struct EtcdAccessArgs {
     #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub password_file: Option<PathBuf>,
     /// With --backend etcd: how long a member may take to take a connection (default 1s)
-    #[arg(long, global = true, value_name = "DURATION", env = "ETCDCTL_DIAL_TIMEOUT", value_parser = crate::lease::human::parse_duration, help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "DURATION", env = "ETCDCTL_DIAL_TIMEOUT", value_parser = crate::lease::words::human::parse_duration, help_heading = GLOBAL)]
     pub dial_timeout: Option<std::time::Duration>,
     /// With --backend etcd: how long a request may take, every member tried (default 5s)
-    #[arg(long, global = true, value_name = "DURATION", env = "ETCDCTL_COMMAND_TIMEOUT", value_parser = crate::lease::human::parse_duration, help_heading = GLOBAL)]
+    #[arg(long, global = true, value_name = "DURATION", env = "ETCDCTL_COMMAND_TIMEOUT", value_parser = crate::lease::words::human::parse_duration, help_heading = GLOBAL)]
     pub command_timeout: Option<std::time::Duration>,
+}
+
+impl EtcdAccessArgs {
+    /// As the core takes it.
+    pub fn given(&self) -> crate::lease::EtcdAccessGiven {
+        crate::lease::EtcdAccessGiven {
+            cacert: self.cacert.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            user: self.user.clone(),
+            password_file: self.password_file.clone(),
+            dial_timeout: self.dial_timeout,
+            command_timeout: self.command_timeout,
+        }
+    }
 }
 
 /// A path as given, empty included: an empty HERMES_HOME means unset (see
@@ -856,7 +871,7 @@ impl StopArgs {
 }
 
 fn parse_grace(text: &str) -> Result<std::time::Duration, String> {
-    let d = crate::lease::human::parse_duration(text).map_err(String::from)?;
+    let d = crate::lease::words::human::parse_duration(text).map_err(String::from)?;
     match d > std::time::Duration::from_secs(3600) {
         true => Err("at most an hour: an owner that ignores SIGTERM that long is ended by SIGKILL".into()),
         false => Ok(d),
@@ -906,12 +921,12 @@ pub struct RunArgs {
 
 /// `--since`: a duration back from now, as people write it.
 fn parse_since(text: &str) -> Result<std::time::Duration, Unusable> {
-    crate::lease::human::parse_duration(text)
+    crate::lease::words::human::parse_duration(text)
 }
 
 /// `--metrics-every`: a duration as people write it, at least a second.
 fn parse_metrics_every(text: &str) -> Result<std::time::Duration, Unusable> {
-    let d = crate::lease::human::parse_duration(text)?;
+    let d = crate::lease::words::human::parse_duration(text)?;
     if d < std::time::Duration::from_secs(1) {
         return Err(Unusable("under a second".into()));
     }

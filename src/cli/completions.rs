@@ -81,8 +81,8 @@ pub(super) fn complete(a: &CompleteArgs) -> i32 {
             .map(|r| r.into_place().profile)
             .collect(),
         // The hosts file's names (`--host NAME` picks one), as `--all-hosts` reads them.
-        "hosts" => crate::lease::host_spec::hosts_file()
-            .and_then(|f| crate::lease::host_spec::read_hosts_file(&f).ok())
+        "hosts" => crate::lease::address::host_spec::hosts_file()
+            .and_then(|f| crate::lease::address::host_spec::read_hosts_file(&f).ok())
             .unwrap_or_default()
             .into_iter()
             .map(|h| h.name)

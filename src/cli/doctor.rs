@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, output, print_json};
-use crate::lease::human::plural;
+use crate::lease::words::human::plural;
 use crate::lease::{self, Error, LeaseStore};
 
 pub(super) fn doctor(
@@ -76,7 +76,7 @@ fn doctor_hosts(stores: &mut [Box<dyn LeaseStore>], as_json: bool) -> Result<i32
         }
         let unchecked = match unchecked {
             0 => String::new(),
-            n => format!("; {} could not be checked", crate::lease::human::plural(n, "registry", "registries")),
+            n => format!("; {} could not be checked", crate::lease::words::human::plural(n, "registry", "registries")),
         };
         say!("\n{}{unchecked}", summary.line());
     }
@@ -89,7 +89,7 @@ pub(super) fn repair(
     force: bool,
     as_json: bool,
 ) -> Result<i32, Failure> {
-    use lease::repair::RepairOptions;
+    use lease::doctor::repair::RepairOptions;
     use std::io::{BufRead, IsTerminal, Write};
     let mut results = Vec::new();
     for store in stores {
@@ -110,7 +110,10 @@ pub(super) fn repair(
                 say!("{name} ({place}): valid");
             }
             for t in &plan.temp_files {
-                say!("  remove a crashed writer's temp file: {}", lease::human::escape(&t.display().to_string()));
+                say!(
+                    "  remove a crashed writer's temp file: {}",
+                    lease::words::human::escape(&t.display().to_string())
+                );
             }
         }
         let risks = plan.plan.live_risks();
@@ -119,7 +122,7 @@ pub(super) fn repair(
                 "not repairing {place}: it would lose leases whose owners may be alive ({}). A live owner keeps \
                  writing its session; losing its lease lets a second writer in. To repair anyway, knowing that: \
                  `leasectl doctor --repair --force`.",
-                lease::human::escape(&risks.join("; "))
+                lease::words::human::escape(&risks.join("; "))
             )));
         }
         if !yes {

@@ -47,10 +47,11 @@ pub(super) fn fill(cli: &mut Cli, path: &Path) -> Result<(), Failure> {
             continue;
         }
         let Some((key, value)) = line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) else {
-            return Err(at(format!("{} is not name = value", crate::lease::human::escape(line))));
+            return Err(at(format!("{} is not name = value", crate::lease::words::human::escape(line))));
         };
         let a = &mut cli.etcd_access;
-        let duration = |v: &str| crate::lease::human::parse_duration(v).map_err(|e| at(format!("{key}: {}", e.0)));
+        let duration =
+            |v: &str| crate::lease::words::human::parse_duration(v).map_err(|e| at(format!("{key}: {}", e.0)));
         match key {
             "endpoints" => cli.endpoints = cli.endpoints.take().or_else(|| Some(value.to_owned())),
             "prefix" => cli.prefix = cli.prefix.take().or_else(|| Some(value.to_owned())),
@@ -68,7 +69,7 @@ pub(super) fn fill(cli: &mut Cli, path: &Path) -> Result<(), Failure> {
                 return Err(at(format!(
                     "unknown setting {}: endpoints, prefix, cacert, cert, key, user, password-file, dial-timeout, \
                      command-timeout",
-                    crate::lease::human::escape(other)
+                    crate::lease::words::human::escape(other)
                 )));
             }
         }

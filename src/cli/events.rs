@@ -10,7 +10,7 @@ use super::{EXIT_OK, Failure, fail};
 use crate::lease::backend::RecordedEvents;
 use crate::lease::home::history::{self, History};
 use crate::lease::home::journal::{self, Unclaimed, claim_recorder};
-use crate::lease::human::escape;
+use crate::lease::words::human::escape;
 use crate::lease::{LeaseStore, now};
 
 /// Without --follow and --since: the last day.
@@ -186,7 +186,7 @@ fn add_other_hosts(
             history.warn(format!(
                 "{}: {} left out (a host sends its newest {}): read them on {} itself (`leasectl events --since`)",
                 location.label(),
-                crate::lease::human::plural(recorded.left_out, "older event", "older events"),
+                crate::lease::words::human::plural(recorded.left_out, "older event", "older events"),
                 RecordedEvents::MOST,
                 host.as_deref().unwrap_or("the host")
             ));

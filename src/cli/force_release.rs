@@ -34,12 +34,13 @@ fn with_override(e: lease::Error, target: &Target) -> Failure {
     let mut f = Failure::from(e);
     if live {
         let (command, stop) = match target {
-            Target::Lease(id) => {
-                (lease::hint::command(&["force-release", id, "--live"]), lease::hint::command(&["stop", id]))
-            }
+            Target::Lease(id) => (
+                lease::words::hint::command(&["force-release", id, "--live"]),
+                lease::words::hint::command(&["stop", id]),
+            ),
             Target::Session(s) => (
-                lease::hint::command(&["force-release", "--session", s, "--live"]),
-                lease::hint::command(&["stop", "--session", s]),
+                lease::words::hint::command(&["force-release", "--session", s, "--live"]),
+                lease::words::hint::command(&["stop", "--session", s]),
             ),
         };
         f.message = format!(
@@ -81,7 +82,7 @@ fn release_id_everywhere(
     typed: &str,
     a: &ForceReleaseArgs,
 ) -> Result<i32, Failure> {
-    use lease::lookup::{Lookup, lookup};
+    use lease::address::lookup::{Lookup, lookup};
     let mut hits = Vec::new();
     // Registries that could not be read (a host not reached): not searched, and said.
     let mut unread: Vec<String> = Vec::new();
@@ -112,7 +113,7 @@ fn release_id_everywhere(
             "no lease {typed} in any of {} registries (the root and every profile{}){}",
             stores.len(),
             if stores.iter().any(|s| s.location().host().is_some()) { " of every host" } else { "" },
-            lease::lookup::too_short(typed)
+            lease::address::lookup::too_short(typed)
         ))),
         [(i, id)] => {
             let store = &mut stores[*i];
@@ -142,7 +143,7 @@ fn release_id_everywhere(
                     options[0].clone_from(id);
                     let mut words = vec!["force-release"];
                     words.extend(options.iter().map(String::as_str));
-                    format!("{}: `{}`", location.label(), lease::hint::Reach::of(location).line(None, &words))
+                    format!("{}: `{}`", location.label(), lease::words::hint::Reach::of(location).line(None, &words))
                 })
                 .collect();
             Err(usage(format!("lease id {typed} is in several registries; name one: {}", commands.join("; "))))
@@ -156,7 +157,7 @@ fn at_host(location: &Location, f: Failure) -> Failure {
     if location.host().is_none() || f.message.is_empty() {
         return f;
     }
-    let message = lease::hint::hinted(location, &f.message);
+    let message = lease::words::hint::hinted(location, &f.message);
     Failure { code: f.code, message: format!("{}: {message}", location.label()) }
 }
 

@@ -2,7 +2,7 @@
 //! chose: copied as printed, they act on the same home and profile, not on ~/.hermes.
 
 use super::args::{Backend, Cli};
-use crate::lease::hint::Reach;
+use crate::lease::words::hint::Reach;
 
 /// `leasectl` and the options that chose the registry, as typed on this command line:
 /// made once from the command line and handed to whatever prints a hint.
@@ -55,14 +55,14 @@ impl Hints {
     /// `text` with its hints (the core's errors and advice) rendered with this command
     /// line's registry options.
     pub(super) fn apply(&self, text: &str) -> String {
-        crate::lease::hint::render(text, &self.reach)
+        crate::lease::words::hint::render(text, &self.reach)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::human::shell_word as quote;
+    use crate::lease::words::human::shell_word as quote;
 
     #[test]
     fn hints_name_another_profile_in_place_of_the_one_given() {

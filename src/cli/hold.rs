@@ -86,7 +86,10 @@ pub(super) fn hold(
     let what = if released.removed { "released" } else { "found already gone" };
     // The id its writer held last: a re-acquire by the same writer replaced the grant's.
     let id = released.lease_id.as_deref().unwrap_or(&grant.lease_id);
-    say_err!("leasectl: hold: {on}: {what} lease {id} of session {}", crate::lease::human::escape(&opts.session));
+    say_err!(
+        "leasectl: hold: {on}: {what} lease {id} of session {}",
+        crate::lease::words::human::escape(&opts.session)
+    );
     Ok(EXIT_OK)
 }
 

@@ -2,7 +2,7 @@
 //! command acts on. Each host is asked for its profiles over its one session, all at
 //! once, so a host that is slow to answer holds up no other.
 
-use crate::lease::host_spec::{self as spec, HostSpec, HostTarget};
+use crate::lease::address::host_spec::{self as spec, HostSpec, HostTarget};
 use crate::lease::{Location, home::paths};
 
 use super::args::{Backend, Cli, Command};

@@ -1,10 +1,10 @@
 //! `leasectl install`: this binary put on every host `--host` names (see
 //! `lease::ssh::install`), all hosts at once; one line a host says what it did.
 
-use crate::lease::host_spec::HostSpec;
-use crate::lease::human::escape;
+use crate::lease::address::host_spec::HostSpec;
 use crate::lease::ssh::install::{Installed, install};
 use crate::lease::ssh::wire::VERSION;
+use crate::lease::words::human::escape;
 
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, usage};
 

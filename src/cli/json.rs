@@ -666,8 +666,8 @@ struct Repaired<'a> {
     kept: Option<Vec<Value>>,
 }
 
-pub(super) fn repaired(profile: &str, path: &str, done: Option<&crate::lease::repair::RepairReport>) -> Value {
-    let report = match done.map(crate::lease::repair::RepairReport::to_json) {
+pub(super) fn repaired(profile: &str, path: &str, done: Option<&crate::lease::doctor::repair::RepairReport>) -> Value {
+    let report = match done.map(crate::lease::doctor::repair::RepairReport::to_json) {
         Some(Value::Object(details)) => details,
         _ => serde_json::Map::new(),
     };

@@ -8,9 +8,9 @@ use super::marks::Marks;
 use super::output::{self, LEASE_HEADER, table_lines};
 use super::{EXIT_ERROR, EXIT_OK, Failure, note_stdout};
 use crate::lease::home::context::ContextRef;
-use crate::lease::human::{duration, escape, plural};
 use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::owners_of_listing;
+use crate::lease::words::human::{duration, escape, plural};
 use crate::lease::{self, LeaseStore, LeaseView, Liveness, Location, now};
 
 /// True when the filters select this lease.
@@ -223,7 +223,7 @@ fn tables(listings: &[lease::Listing], marks: &[Marks], owners: &[HashMap<u64, O
         let hidden: Vec<&lease::LeaseView> =
             s.leases.as_deref().unwrap_or_default().iter().filter(|v| v.liveness.name() == "hidden").collect();
         let hidden = hidden.first().map(|v| {
-            let what = crate::lease::human::plural(hidden.len(), "owner is", "owners are");
+            let what = crate::lease::words::human::plural(hidden.len(), "owner is", "owners are");
             let explained = v.liveness.explain();
             let why = explained.strip_prefix("hidden: ").unwrap_or(&explained).to_owned();
             format!("{what} hidden, kept and counted toward the cap: {why}")

@@ -176,7 +176,7 @@ fn commands(cli: &clap::Command, out: &mut Vec<u8>) -> std::io::Result<()> {
 fn list(roff: &mut Roff, title: &str, items: &[(&str, &str)]) {
     roff.control("SH", [title]);
     // What only etcd reads is listed only by a build with etcd, as --help offers it.
-    let offered = |(_, meaning): &&(&str, &str)| cfg!(feature = "etcd") || !meaning.contains("etcd");
+    let offered = |(_, meaning): &&(&str, &str)| crate::lease::HAS_ETCD || !meaning.contains("etcd");
     for (term, meaning) in items.iter().filter(offered) {
         roff.control("TP", [] as [&str; 0]);
         roff.text([bold(*term)]);

@@ -16,14 +16,14 @@ macro_rules! say {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($t)*);
-        $crate::cli::messages::note_stdout(writeln!(std::io::stdout(), "{}", $crate::lease::human::escape_layout(&text)));
+        $crate::cli::messages::note_stdout(writeln!(std::io::stdout(), "{}", $crate::lease::words::human::escape_layout(&text)));
     }};
 }
 macro_rules! say_raw {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($t)*);
-        $crate::cli::messages::note_stdout(write!(std::io::stdout(), "{}", $crate::lease::human::escape_layout(&text)));
+        $crate::cli::messages::note_stdout(write!(std::io::stdout(), "{}", $crate::lease::words::human::escape_layout(&text)));
     }};
 }
 /// A line to standard error, for a person, escaped as [`say!`]'s.
@@ -31,7 +31,7 @@ macro_rules! say_err {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($t)*);
-        let _ = writeln!(std::io::stderr(), "{}", $crate::lease::human::escape_layout(&text));
+        let _ = writeln!(std::io::stderr(), "{}", $crate::lease::words::human::escape_layout(&text));
     }};
 }
 

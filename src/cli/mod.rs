@@ -9,7 +9,6 @@ pub mod args;
 mod completions;
 mod console;
 mod doctor;
-#[cfg(feature = "etcd")]
 mod etcd_config;
 mod events;
 mod force_release;
@@ -52,7 +51,7 @@ use args::{AcquireOpts, Backend};
 pub use args::{Cli, Command};
 
 use crate::lease::{
-    self, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, home::paths, location::lease_ttl,
+    self, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, address::location::lease_ttl, home::paths,
 };
 use crate::supervise::keeper::{self, Side};
 
@@ -115,7 +114,7 @@ pub fn parse() -> Result<Cli, i32> {
         Some(ContextValue::String(s)) if e.kind() == ErrorKind::UnknownArgument => s.as_str(),
         _ => "",
     };
-    if cfg!(not(feature = "etcd"))
+    if !crate::lease::HAS_ETCD
         && ["--backend", "--endpoints", "--prefix", "--ttl"].iter().any(|o| unknown.starts_with(o))
     {
         text = text.replacen(
@@ -168,7 +167,7 @@ pub fn run(cli: Cli) -> i32 {
             // message was printed already (a list, each field escaped). A hint in it (the
             // core's errors have some) gets this command line's registry options.
             if !message.is_empty() {
-                say_err!("leasectl: {}", crate::lease::human::escape(&hints.apply(&message)));
+                say_err!("leasectl: {}", crate::lease::words::human::escape(&hints.apply(&message)));
             }
             code
         }
@@ -255,7 +254,7 @@ fn reads_once(command: &Command) -> bool {
         Command::Ls(a) => !a.watch,
         Command::Acquire(_) | Command::Doctor(_) | Command::Metrics => true,
         // A whole id is released from one read (a prefix is looked up in a read before).
-        Command::Release(a) => lease::ids::is_lease_id(&a.lease_id),
+        Command::Release(a) => lease::address::ids::is_lease_id(&a.lease_id),
         _ => false,
     }
 }
@@ -361,8 +360,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
 
 /// What this command line reaches besides its home: the etcd settings (the file fills
 /// what the command line and etcdctl's environment left unset) and the hosts.
-fn reached(cli: &mut Cli) -> Result<Vec<crate::lease::host_spec::HostSpec>, Failure> {
-    #[cfg(feature = "etcd")]
+fn reached(cli: &mut Cli) -> Result<Vec<crate::lease::address::host_spec::HostSpec>, Failure> {
     etcd_config::apply(cli)?;
     hosts::selected(cli)
 }
@@ -378,15 +376,15 @@ fn implicit_command() -> Command {
 }
 
 /// A holder (`hold`, `run`) renews its etcd lease every TTL/3: below
-/// [`lease::location::ELECTION_SAFE_TTL_SECS`] one leader election can outlast that. Said
+/// [`lease::address::location::ELECTION_SAFE_TTL_SECS`] one leader election can outlast that. Said
 /// after the grant line, which scripts read first.
 fn warn_if_ttl_too_short(ttl: Option<u64>) {
-    if let Some(secs) = ttl.filter(|s| *s < lease::location::ELECTION_SAFE_TTL_SECS) {
+    if let Some(secs) = ttl.filter(|s| *s < lease::address::location::ELECTION_SAFE_TTL_SECS) {
         say_err!(
             "leasectl: warning: --ttl {secs} is shorter than an etcd leader election can keep renewals away \
              (over a second at etcd's default 1 s election timeout, more under load): if a member dies, this holder may lose its \
              lease; {} seconds or more rides one out",
-            lease::location::ELECTION_SAFE_TTL_SECS
+            lease::address::location::ELECTION_SAFE_TTL_SECS
         );
     }
 }
@@ -441,15 +439,10 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
             Command::Demo(_) => return Err(usage("demo runs on a sandbox registry file; it has no etcd mode")),
             _ => {}
         }
-        #[cfg(feature = "etcd")]
-        crate::lease::etcd::access::set(etcd_access(&cli.etcd_access)?);
         let endpoints = cli.endpoints.as_deref().ok_or_else(|| {
             usage("--backend etcd needs --endpoints URL[,URL] (the etcd client URLs, e.g. http://127.0.0.1:2379)")
         })?;
-        #[cfg(feature = "etcd")]
-        let tls = crate::lease::etcd::access::tls();
-        #[cfg(not(feature = "etcd"))]
-        let tls = false;
+        let tls = lease::use_etcd_access(&cli.etcd_access.given()).map_err(usage)?;
         let at = EtcdLocation::parse_with(endpoints, cli.prefix.as_deref(), tls).map_err(usage)?;
         return Ok(Selection { locations: vec![Location::Etcd(Box::new(at))], root: None });
     }
@@ -506,48 +499,6 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
         vec![paths::registry_for_home(&home)]
     };
     Ok(Selection { locations: registries.into_iter().map(Location::File).collect(), root: Some(root) })
-}
-
-/// TLS files and the user for etcd; the password from `NAME:PASSWORD`, else
-/// `ETCDCTL_PASSWORD`, else `--password-file` (the first line).
-#[cfg(feature = "etcd")]
-fn etcd_access(a: &args::EtcdAccessArgs) -> Result<crate::lease::etcd::access::Access, Failure> {
-    let user = match a.user.as_deref().filter(|u| !u.is_empty()) {
-        None => None,
-        Some(given) => {
-            let (name, inline) = match given.split_once(':') {
-                Some((n, p)) => (n.to_owned(), Some(p.to_owned())),
-                None => (given.to_owned(), None),
-            };
-            let password = match inline {
-                Some(p) => p,
-                None => match (std::env::var("ETCDCTL_PASSWORD"), &a.password_file) {
-                    (Ok(p), _) => p,
-                    (Err(_), Some(file)) => {
-                        let bytes = crate::lease::home::safe_file::read_named(file, 4096)
-                            .map_err(|e| usage(format!("--password-file {}: {e}", file.display())))?;
-                        String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().to_owned()
-                    }
-                    (Err(_), None) => {
-                        return Err(usage(format!(
-                            "--user {name} needs its password: set ETCDCTL_PASSWORD or give --password-file FILE"
-                        )));
-                    }
-                },
-            };
-            Some((name, password))
-        }
-    };
-    let (ca, identity) =
-        crate::lease::etcd::access::tls_files(a.cacert.as_deref(), a.cert.as_deref(), a.key.as_deref())
-            .map_err(usage)?;
-    Ok(crate::lease::etcd::access::Access {
-        ca,
-        identity,
-        user,
-        dial_timeout: a.dial_timeout,
-        command_timeout: a.command_timeout,
-    })
 }
 
 /// --lock-timeout as a duration (its parser holds it to 0..=86400 seconds).

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::lease::human::{duration, escape, plural};
 use crate::lease::owners::owner::OwnerInfo;
+use crate::lease::words::human::{duration, escape, plural};
 use crate::lease::{
     AcquireRequest, DoctorReport, EtcdLocation, Grant, LeaseView, Liveness, Location, RemoteListing, Removal, now,
 };
@@ -139,7 +139,10 @@ pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
             let stop: Vec<String> = live
                 .iter()
                 .map(|v| {
-                    crate::lease::hint::hinted(location, &crate::lease::hint::command(&["stop", v.entry.lease_id()]))
+                    crate::lease::words::hint::hinted(
+                        location,
+                        &crate::lease::words::hint::command(&["stop", v.entry.lease_id()]),
+                    )
                 })
                 .collect();
             return format!(
@@ -392,14 +395,14 @@ pub fn waiting_text(line: &[crate::lease::Waiter], now: f64) -> String {
             w.pid,
             escape(&w.host),
             escape(w.surface.as_deref().unwrap_or("-")),
-            crate::lease::human::duration(now - w.since)
+            crate::lease::words::human::duration(now - w.since)
         ));
     }
     s
 }
 
 /// What a repair would do; `forced`: `--force` was given, so its need is not said again.
-pub fn repair_text(location: &Location, plan: &crate::lease::repair::RepairPlan, forced: bool) -> String {
+pub fn repair_text(location: &Location, plan: &crate::lease::doctor::repair::RepairPlan, forced: bool) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "{} ({}): invalid", location.label(), location.describe());
@@ -632,8 +635,8 @@ fn doctor_files(d: &DoctorReport, s: &mut dyn std::fmt::Write) {
             "  SYMLINK: the registry is a symlink to {}: every write refuses to go through it, so every acquire \
              fails; make it a regular file: `cp --remove-destination {} {}`",
             escape(&target.display().to_string()),
-            crate::lease::human::shell_word(&target.to_string_lossy()),
-            crate::lease::human::shell_word(&path.to_string_lossy())
+            crate::lease::words::human::shell_word(&target.to_string_lossy()),
+            crate::lease::words::human::shell_word(&path.to_string_lossy())
         );
     }
     if let Some(problem) = &d.lock_problem {

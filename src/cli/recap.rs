@@ -3,7 +3,7 @@
 //! end of a long listing.
 
 use crate::lease::Location;
-use crate::lease::human::{escape, plural};
+use crate::lease::words::human::{escape, plural};
 
 /// What an action came to in one registry.
 pub(super) enum Outcome {

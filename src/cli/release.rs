@@ -33,7 +33,7 @@ pub(super) fn name_lease(
     options: &[String],
     hints: &Hints,
 ) -> Result<Named, Failure> {
-    use lease::lookup::{Lookup, lookup};
+    use lease::address::lookup::{Lookup, lookup};
     let Ok(views) = store.read().leases else {
         // An unreadable registry: the action itself reports why.
         return Ok(Named::Id(typed.to_owned()));
@@ -43,11 +43,12 @@ pub(super) fn name_lease(
         Lookup::Ambiguous(candidates) => return Err(ambiguous(typed, store.location(), &candidates)),
         Lookup::Missing => {}
     }
-    if typed.chars().count() < lease::lookup::MIN_PREFIX && views.iter().any(|v| v.entry.lease_id().starts_with(typed))
+    if typed.chars().count() < lease::address::lookup::MIN_PREFIX
+        && views.iter().any(|v| v.entry.lease_id().starts_with(typed))
     {
         return Err(usage(format!(
             "lease id {typed} is too short: a prefix needs at least {} characters",
-            lease::lookup::MIN_PREFIX
+            lease::address::lookup::MIN_PREFIX
         )));
     }
     let mut found = Vec::new();
@@ -76,7 +77,7 @@ pub(super) fn name_lease(
 /// A prefix that names several leases: list them, exit 2 (the operator must type more).
 /// Printed here, one line per candidate, each field escaped: the message is multi-line.
 pub(super) fn ambiguous(typed: &str, location: &Location, candidates: &[lease::LeaseView]) -> Failure {
-    use crate::lease::human::escape;
+    use crate::lease::words::human::escape;
     say_err!(
         "leasectl: lease id {} is ambiguous in {} ({}): {} leases start with it; type more of it:",
         escape(typed),
@@ -111,7 +112,7 @@ pub(super) fn release(
     }
     // A whole lease id (what a script passes) goes straight to the store: the lease is
     // found, judged and removed from one read, under the lock. A prefix is looked up first.
-    let whole = lease::ids::is_lease_id(typed);
+    let whole = lease::address::ids::is_lease_id(typed);
     let lease_id = &if whole {
         typed.to_owned()
     } else {
@@ -121,7 +122,7 @@ pub(super) fn release(
             Named::Nowhere => {
                 return Err(fail(format!(
                     "no lease matches {}: not a whole lease id (32 hex digits) nor the prefix of one in {}",
-                    lease::human::escape(typed),
+                    lease::words::human::escape(typed),
                     store.location().describe()
                 )));
             }
@@ -180,7 +181,7 @@ fn foreign_owner(lease_id: &str, view: &LeaseView, refused_pid: Option<u64>) -> 
     fail(format!(
         "lease {lease_id} belongs to pid {pid}, which is alive and is neither this process nor one of its \
              ancestors: release is the owner's ({act_for}to take a live owner's lease use {})",
-        lease::hint::command(&["force-release", lease_id, "--live"])
+        lease::words::hint::command(&["force-release", lease_id, "--live"])
     ))
 }
 

@@ -9,8 +9,8 @@ use super::args::StopArgs;
 use super::hints::Hints;
 use super::release::{Named, ambiguous, name_lease};
 use super::{EXIT_ERROR, EXIT_OK, Failure, fail, print_json, usage};
-use crate::lease::human::{duration, escape, plural};
 use crate::lease::stop::{OwnerEnding, OwnerToStop, StopOptions, StopPlan, Stopped};
+use crate::lease::words::human::{duration, escape, plural};
 use crate::lease::{self, LeaseStore, Location, Target};
 
 pub(super) fn stop(mut stores: Vec<Box<dyn LeaseStore>>, a: &StopArgs, hints: &Hints) -> Result<i32, Failure> {
@@ -87,10 +87,10 @@ fn find(stores: &mut [Box<dyn LeaseStore>], a: &StopArgs, hints: &Hints) -> Resu
     for (i, store) in stores.iter_mut().enumerate() {
         let Ok(views) = store.read().leases else { continue };
         let found = match &named {
-            Target::Lease(typed) => match lease::lookup::lookup(&views, typed) {
-                lease::lookup::Lookup::Found(id) => Some(Target::Lease(id)),
-                lease::lookup::Lookup::Ambiguous(c) => return Err(ambiguous(typed, store.location(), &c)),
-                lease::lookup::Lookup::Missing => None,
+            Target::Lease(typed) => match lease::address::lookup::lookup(&views, typed) {
+                lease::address::lookup::Lookup::Found(id) => Some(Target::Lease(id)),
+                lease::address::lookup::Lookup::Ambiguous(c) => return Err(ambiguous(typed, store.location(), &c)),
+                lease::address::lookup::Lookup::Missing => None,
             },
             Target::Session(s) => views.iter().any(|v| v.entry.session_id() == s).then(|| named.clone()),
         };

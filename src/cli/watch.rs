@@ -20,9 +20,9 @@ use super::{EXIT_ERROR, EXIT_OK, Failure, fail};
 use crate::lease::changes::{self, EventKind, LeaseEvent};
 use crate::lease::home::journal::journal_file;
 use crate::lease::home::paths;
-use crate::lease::human::escape;
 use crate::lease::owners::liveness::Prober;
 use crate::lease::owners_at;
+use crate::lease::words::human::escape;
 use crate::lease::{self, LeaseStore, LeaseView, Location, WatchScope};
 
 /// The column names over events printed as tsv.
@@ -329,7 +329,7 @@ impl Seen {
         if f.present && !views.is_empty() {
             return changes::present(views);
         }
-        let held = crate::lease::human::plural(views.len(), "lease", "leases");
+        let held = crate::lease::words::human::plural(views.len(), "lease", "leases");
         lines.push(registry_event(location, "following", &format!("{held} now")));
         vec![]
     }
@@ -359,7 +359,7 @@ impl Seen {
                 &format!(
                     "at least {} of the registry written since it was last read never seen: a lease \
                      acquired and released within them is not shown",
-                    crate::lease::human::plural(unseen, "version", "versions")
+                    crate::lease::words::human::plural(unseen, "version", "versions")
                 ),
             );
             if let Some(map) = gap.as_object_mut() {
@@ -563,7 +563,7 @@ fn reader_gone() -> bool {
 
 fn stamp() -> (String, f64) {
     let now = jiff::Timestamp::now();
-    (crate::lease::human::event_time(now), now.as_millisecond() as f64 / 1000.0)
+    (crate::lease::words::human::event_time(now), now.as_millisecond() as f64 / 1000.0)
 }
 
 fn registry_event(location: &Location, kind: &str, detail: &str) -> Value {

@@ -55,7 +55,7 @@ impl Playground {
         let index = beat.step()?;
         let step = steps.get(index)?;
         let at = crate::lease::Location::File(self.sandbox.registry());
-        let hint = |text: &str| crate::lease::hint::hinted(&at, text);
+        let hint = |text: &str| crate::lease::words::hint::hinted(&at, text);
         let two = step.scene.is_some();
         let (shows, of) = match (beat, &step.scene) {
             (tour::Beat::Scene(_), Some(scene)) => {
@@ -77,7 +77,9 @@ impl Playground {
             return None;
         }
         let holds = match &others {
-            Ok(n) => format!("this one holds {} of other owners", crate::lease::human::plural(*n, "lease", "leases")),
+            Ok(n) => {
+                format!("this one holds {} of other owners", crate::lease::words::human::plural(*n, "lease", "leases"))
+            }
             Err(e) => format!("this one's registry cannot be read ({e})"),
         };
         let why = format!(

@@ -259,7 +259,7 @@ fn on_demo_done(demo: &mut DemoState, done: DemoDone) -> Vec<(LogLevel, String)>
                 if *pruned > 0 {
                     t.push_str(&format!(
                         " after pruning {}",
-                        crate::lease::human::plural(*pruned, "dead owner", "dead owners")
+                        crate::lease::words::human::plural(*pruned, "dead owner", "dead owners")
                     ));
                 }
                 (LogLevel::Change, t)

@@ -15,7 +15,8 @@ use crate::lease::format::entry::NewLease;
 // Hand edits only (see `Playground::store`): the file itself, under its lock.
 use crate::lease::file::registry;
 use crate::lease::{
-    self, AcquireRequest, Entry, LeaseStore, Location, Reason, StoreOptions, format::pyjson, home::lock, ids, now,
+    self, AcquireRequest, Entry, LeaseStore, Location, Reason, StoreOptions, address::ids, format::pyjson, home::lock,
+    now,
 };
 
 /// Who acquires in "try to acquire".
@@ -276,7 +277,7 @@ impl Playground {
             Action::Prune => match self.store().and_then(|mut s| s.prune(lease::PruneOptions::default())) {
                 Ok(r) => Verdict::Done(format!(
                     "pruned {} of dead or recycled owners",
-                    crate::lease::human::plural(r.removed.len(), "lease", "leases")
+                    crate::lease::words::human::plural(r.removed.len(), "lease", "leases")
                 )),
                 Err(e) => Verdict::Failed(e.to_string()),
             },
@@ -296,7 +297,7 @@ impl Playground {
     /// on the demo's registry, not on ~/.hermes.
     fn hinted(&self, verdict: Verdict) -> Verdict {
         let at = crate::lease::Location::File(self.sandbox.registry());
-        let hint = |text: String| crate::lease::hint::hinted(&at, &text);
+        let hint = |text: String| crate::lease::words::hint::hinted(&at, &text);
         match verdict {
             Verdict::Refused { reason, message, advice, holder } => {
                 Verdict::Refused { reason, message: hint(message), advice: hint(advice), holder }
@@ -632,7 +633,7 @@ impl Playground {
         }
         Verdict::Done(format!(
             "stopped every demo owner, pruned {} they held, cleared the cap",
-            crate::lease::human::plural(pruned, "lease", "leases")
+            crate::lease::words::human::plural(pruned, "lease", "leases")
         ))
     }
 

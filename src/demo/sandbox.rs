@@ -31,7 +31,7 @@ impl Sandbox {
     pub fn create_temp() -> std::io::Result<Sandbox> {
         let base = std::env::temp_dir();
         for _ in 0..100 {
-            let tag: String = crate::lease::ids::lease_id().chars().take(10).collect();
+            let tag: String = crate::lease::address::ids::lease_id().chars().take(10).collect();
             let home = base.join(format!("leasectl-demo-{tag}"));
             // one door: creating the sandbox itself (exclusively), not a file in a home.
             match std::fs::create_dir(&home) {

@@ -74,7 +74,7 @@ pub fn beats() -> Vec<Beat> {
 /// The ending's lines: each reason the tour showed, with its code, the exit code the CLI
 /// gives it, and the real command an operator answers it with; then how to go again.
 pub fn summary(sandbox: &crate::lease::Location) -> Vec<String> {
-    let reach = crate::lease::hint::Reach::of(sandbox);
+    let reach = crate::lease::words::hint::Reach::of(sandbox);
     let run = |args: &[&str]| format!("`{}`", reach.line(None, args));
     let code = |r: Reason| format!("{} (exit {})", r.code(), r.exit_code());
     vec![

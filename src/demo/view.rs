@@ -162,7 +162,7 @@ fn result_lines(demo: &DemoState, no_color: bool) -> Vec<Line<'static>> {
             if *pruned > 0 {
                 lines.push(Line::from(format!(
                     "pruned {} first",
-                    crate::lease::human::plural(*pruned, "dead or recycled owner", "dead or recycled owners")
+                    crate::lease::words::human::plural(*pruned, "dead or recycled owner", "dead or recycled owners")
                 )));
             }
         }
@@ -211,7 +211,10 @@ fn render_result(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect
         foot.push(format!("↑ {offset} above: {{"));
     }
     if below > 0 {
-        foot.push(format!("↓ {}: }}", crate::lease::human::plural(usize::from(below), "more line", "more lines")));
+        foot.push(format!(
+            "↓ {}: }}",
+            crate::lease::words::human::plural(usize::from(below), "more line", "more lines")
+        ));
     }
     if !foot.is_empty() {
         block = block.title_bottom(format!(" {} ", foot.join(" · ")));

@@ -5,18 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::address::location::Location;
 use super::backend::{LeaseStore, Listing, LockProbe, OnLost, OwnerRelease, Renewal};
+use super::doctor::repair::{RepairOptions, RepairReport};
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::home::audit::{self, Actor};
 use super::home::config::CapSetting;
 use super::home::lock::HeldFlocks;
-use super::location::Location;
 use super::owners::liveness::Prober;
-use super::refusal::Refusal;
-use super::repair::{RepairOptions, RepairReport};
 use super::stop::{StopOptions, StopPlan, Stopped};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
+use super::words::refusal::Refusal;
 
 /// Told what could not be recorded, in words (the action stands either way).
 pub type OnAuditFailure = Box<dyn Fn(String) + Send + Sync>;

@@ -6,16 +6,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::address::location::Location;
+use super::doctor::repair::{RepairOptions, RepairReport};
 use super::error::Error;
 use super::grant::{AcquireRequest, Grant, Released};
 use super::home::config::CapSetting;
 use super::home::lock::HeldFlocks;
-use super::location::Location;
 use super::owners::liveness::Prober;
-use super::refusal::Refusal;
-use super::repair::{RepairOptions, RepairReport};
 use super::stop::{StopOptions, StopPlan, Stopped};
 use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
+use super::words::refusal::Refusal;
 
 /// Everything read from one location at one moment.
 #[derive(Debug, Clone)]
@@ -223,7 +223,7 @@ impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             lock_timeout: super::home::lock::DEFAULT_LOCK_TIMEOUT,
-            ttl: super::location::DEFAULT_TTL,
+            ttl: super::address::location::DEFAULT_TTL,
             idle_threshold: None,
         }
     }

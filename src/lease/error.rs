@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::address::target::Target;
 use super::format::problem::Problem;
-use super::target::Target;
 
 /// A registry that fails strict validation: where, and every rule it breaks.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]

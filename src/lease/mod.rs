@@ -2,15 +2,16 @@
 //! operator's actions. No terminal code here; the CLI and the console call it.
 //!
 //! Every backend shares the files at this level (the entry format, liveness, the types
-//! in `view`, `grant` and `repair`, the [`LeaseStore`] interface in `backend`); the
+//! in `view` and `grant`, the [`LeaseStore`] interface in `backend`); the
 //! registry-file backend is in `file/`, etcd's in `etcd/`, and they import only what
 //! is shared. This file is the one place that picks a backend: [`open`] and [`watch`].
 
+pub mod address;
 pub mod audited;
 pub mod backend;
 pub mod changes;
 pub mod clock;
-pub mod doctor_report;
+pub mod doctor;
 pub mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
@@ -18,25 +19,18 @@ pub mod failpoint;
 pub mod file;
 pub mod format;
 pub mod grant;
-pub mod hint;
 pub mod home;
-pub mod host_spec;
-pub mod human;
-pub mod ids;
-pub mod location;
-pub mod lookup;
 pub mod memory;
 pub mod owners;
-pub mod refusal;
-pub mod repair;
 pub mod ssh;
 pub mod stop;
-pub mod target;
 pub mod view;
+pub mod words;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use address::location::{EtcdAccessGiven, EtcdLocation, Location, SshLocation};
 pub use backend::{
     Change, Ending, FileVersion, LeaseStore, Listing, OwnerRelease, RemoteChange, RemoteListing, StoreOptions, Waiter,
     WatchScope,
@@ -48,10 +42,9 @@ pub use format::problem::{Problem, Rule};
 pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};
 pub use home::lock::DEFAULT_LOCK_TIMEOUT;
 pub use home::paths::Registry;
-pub use location::{EtcdLocation, Location, SshLocation};
 pub use owners::liveness::{Liveness, Prober};
-pub use refusal::{Reason, Refusal};
 pub use view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, RemoteLease, Removal, Target};
+pub use words::refusal::{Reason, Refusal};
 
 /// The store for a location. Opening never does I/O: an unreachable etcd shows on first use.
 pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseStore>, Error> {
@@ -70,6 +63,24 @@ pub fn open(location: &Location, options: StoreOptions) -> Result<Box<dyn LeaseS
              etcd` (needs protoc)"
                 .into(),
         )),
+    }
+}
+
+/// This build has the etcd backend (its options, help and man page show it).
+pub const HAS_ETCD: bool = cfg!(feature = "etcd");
+
+/// Keep how to reach etcd for the process, before etcd is reached; true when it asks for
+/// TLS. A build without the etcd backend never reaches etcd: nothing to keep.
+pub fn use_etcd_access(given: &EtcdAccessGiven) -> Result<bool, String> {
+    #[cfg(feature = "etcd")]
+    {
+        etcd::access::set(etcd::access::Access::from_given(given)?);
+        Ok(etcd::access::tls())
+    }
+    #[cfg(not(feature = "etcd"))]
+    {
+        let _ = given;
+        Ok(false)
     }
 }
 
@@ -120,7 +131,7 @@ pub fn watch_arming(scope: &WatchScope, on_change: Arc<dyn Fn(Change) -> bool + 
     }
     // Another host's leasectl watches its own home and sends each changed listing: a
     // re-read here takes it from what was sent.
-    let mut hosts: Vec<&host_spec::HostSpec> = scope.locations.iter().filter_map(Location::host).collect();
+    let mut hosts: Vec<&address::host_spec::HostSpec> = scope.locations.iter().filter_map(Location::host).collect();
     hosts.sort_by(|a, b| a.name.cmp(&b.name));
     hosts.dedup();
     for host in hosts {
@@ -176,7 +187,7 @@ pub fn remote_sessions(location: &Location) -> Option<(home::context::Contexts, 
 }
 
 /// The registries `host` has: every profile's (`every`), or the one its home names.
-pub fn host_registries(host: &host_spec::HostSpec, every: bool) -> Result<Vec<String>, Error> {
+pub fn host_registries(host: &address::host_spec::HostSpec, every: bool) -> Result<Vec<String>, Error> {
     let link = ssh::link::Link::to(host);
     match every {
         true => link.profiles(),
@@ -191,7 +202,7 @@ pub fn version_skews() -> Vec<String> {
 }
 
 /// `leasectl --host SPEC install`, quoted for a shell: what puts this build on `host`.
-pub fn install_line(host: &host_spec::HostSpec) -> String {
+pub fn install_line(host: &address::host_spec::HostSpec) -> String {
     ssh::link::install_line(host)
 }
 
@@ -203,13 +214,13 @@ pub fn known_registries(locations: &[Location]) -> Vec<Location> {
 /// Try every host among `locations` that is down again now, instead of after its pause:
 /// the names of those tried.
 pub fn retry_hosts_now(locations: &[Location]) -> Vec<String> {
-    let mut hosts: Vec<&host_spec::HostSpec> = locations.iter().filter_map(Location::host).collect();
+    let mut hosts: Vec<&address::host_spec::HostSpec> = locations.iter().filter_map(Location::host).collect();
     hosts.sort_by(|a, b| a.name.cmp(&b.name));
     hosts.dedup();
     hosts.into_iter().filter(|h| ssh::link::Link::to(h).retry_now()).map(|h| h.name.clone()).collect()
 }
 
 /// Wait until `host` has sent its first listings (or `deadline` passes, or it is down).
-pub fn wait_for_first_listings(host: &host_spec::HostSpec, deadline: std::time::Instant) {
+pub fn wait_for_first_listings(host: &address::host_spec::HostSpec, deadline: std::time::Instant) {
     ssh::link::Link::to(host).wait_fed(deadline);
 }

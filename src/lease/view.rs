@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use super::doctor_report::{DoctorLeases, DoctorReport};
+pub use super::address::target::Target;
+pub use super::doctor::report::{DoctorLeases, DoctorReport};
 use super::format::entry::Entry;
 use super::owners::liveness::Liveness;
-pub use super::target::Target;
 
 /// One lease as seen now.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -1,7 +1,7 @@
 //! The console's dialogs: one builder per dialog (what it says, the list that scrolls,
 //! the lines always shown below it), and the one layout that draws any of them.
 
-use crate::lease::human::plural;
+use crate::lease::words::human::plural;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -105,7 +105,7 @@ fn prune(
     }
     let mut footer = vec![Line::from("")];
     if !skipped.is_empty() {
-        let skipped: Vec<String> = skipped.iter().map(|s| crate::lease::human::escape(s).into_owned()).collect();
+        let skipped: Vec<String> = skipped.iter().map(|s| crate::lease::words::human::escape(s).into_owned()).collect();
         footer.push(Line::from(format!("Not pruned (cannot be read now): {}.", skipped.join("; "))));
     }
     if kept_clock_step > 0 {
@@ -177,7 +177,7 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
 /// What a stop will end: each owner (who, what it runs, since when), its leases with
 /// their sessions, what it started; then what happens, and the question.
 fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &Palette) -> DialogText<'static> {
-    use crate::lease::human::duration;
+    use crate::lease::words::human::duration;
     let bold = bold();
     let mut lines = vec![Line::from(Span::styled(
         format!(

@@ -46,7 +46,7 @@ pub(super) fn badge(l: &Liveness) -> (String, Color) {
 /// Text from files and other processes as the screen may show it (one function with
 /// the CLI: control characters and bidi overrides written visibly).
 pub(super) fn shown_text(text: &str) -> String {
-    crate::lease::human::escape(text).into_owned()
+    crate::lease::words::human::escape(text).into_owned()
 }
 
 /// A box of at most `width` x `height` in the middle of `area`.

@@ -35,7 +35,7 @@ pub fn full(t: f64, tz: &TimeZone) -> String {
 
 /// A compact age, as the CLI writes it too: `42s`, `5m`, `3h12m`, `2d04h`.
 pub fn age(seconds: f64) -> String {
-    crate::lease::human::duration(seconds)
+    crate::lease::words::human::duration(seconds)
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use super::keys::{
     lookup, typed_char,
 };
 use super::state::{App, Dialog, Mode};
-use crate::lease::human::plural;
 use crate::lease::view::may_be_alive;
+use crate::lease::words::human::plural;
 use crate::lease::{Liveness, Target};
 
 pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
@@ -63,7 +63,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             match result {
                 Ok(lines) => app.dialog = Some(Dialog::ConfirmRepair { location, lines, needs_force }),
                 Err(e) => {
-                    let why = crate::lease::hint::hinted(&location, &e.to_string());
+                    let why = crate::lease::words::hint::hinted(&location, &e.to_string());
                     app.log(&location.label(), LogLevel::Warn, format!("repair refused: {why}"))
                 }
             }
@@ -73,7 +73,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
             match result {
                 Ok(plan) => app.dialog = Some(Dialog::ConfirmStop { location, plan }),
                 Err(e) => {
-                    let why = crate::lease::hint::hinted(&location, &e.to_string());
+                    let why = crate::lease::words::hint::hinted(&location, &e.to_string());
                     app.log(&location.label(), LogLevel::Warn, format!("stop refused: {why}"))
                 }
             }
@@ -266,7 +266,7 @@ fn on_action_done(app: &mut App, done: ActionDone) {
             if done.what.starts_with("stop ") {
                 app.ending.clear();
             }
-            let why = crate::lease::hint::hinted(&done.location, &e.to_string());
+            let why = crate::lease::words::hint::hinted(&done.location, &e.to_string());
             app.log(&profile, LogLevel::Warn, format!("{} refused: {why}", done.what))
         }
     }
@@ -555,13 +555,13 @@ fn refuse_if_invalid(app: &mut App, registry: usize, what: &str) -> bool {
     let r = &app.registries[registry];
     if let Some(err) = r.error().cloned() {
         let profile = r.location.label();
-        let err = crate::lease::hint::hinted(&r.location, &err.to_string());
+        let err = crate::lease::words::hint::hinted(&r.location, &err.to_string());
         let text = if r.location.is_remote() {
             format!("{what} refused: etcd cannot be reached ({err}); try again when it answers")
         } else if r.location.host().is_some() && r.error().is_some_and(crate::lease::Error::unanswered) {
             format!("{what} refused: {err}; try again when it answers (r tries now)")
         } else {
-            let doctor = crate::lease::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);
+            let doctor = crate::lease::words::hint::Reach::of(&r.location).line(None, &["doctor", "--repair"]);
             format!("{what} refused: the registry is invalid ({err}); repair it first (F, or `{doctor}`)")
         };
         app.log(&profile, LogLevel::Warn, text);
@@ -608,7 +608,7 @@ fn ask_prune(app: &mut App) {
     if targets.is_empty() {
         let profile = app.tab_registries().first().map(|r| app.registries[*r].location.label());
         // The hint names the registry (a pasted `leasectl prune` would act on ~/.hermes).
-        use crate::lease::hint::Reach;
+        use crate::lease::words::hint::Reach;
         let reach = |r: &crate::lease::home::paths::Registry| Reach::of(&crate::lease::Location::File(r.clone()));
         let command = match kept_in.as_slice() {
             [one] => reach(one).line(None, &["prune", "--include-clock-step"]),

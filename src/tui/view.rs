@@ -156,7 +156,7 @@ fn where_text(app: &App, regs: &[usize]) -> String {
             regs.iter().filter_map(|r| app.registries[*r].location.host()).map(|h| h.name.as_str()).collect();
         hosts.sort_unstable();
         hosts.dedup();
-        format!("{} registries on {}", regs.len(), crate::lease::human::plural(hosts.len(), "host", "hosts"))
+        format!("{} registries on {}", regs.len(), crate::lease::words::human::plural(hosts.len(), "host", "hosts"))
     } else {
         format!("{} registries under {}", regs.len(), home_of(&app.registries[0].location))
     }
@@ -257,11 +257,14 @@ fn cap_text(app: &App, regs: &[usize], width: usize) -> String {
     each.sort_by_key(|(over, _)| !*over);
     let mut shown = String::new();
     for (i, (_, text)) in each.iter().enumerate() {
-        let more = format!("+{}", crate::lease::human::plural(each.len() - i, one, many));
+        let more = format!("+{}", crate::lease::words::human::plural(each.len() - i, one, many));
         let next = if shown.is_empty() { text.clone() } else { format!("{shown}  {text}") };
         let rest = each.len() - i - 1;
-        let tail =
-            if rest > 0 { format!(" +{}", crate::lease::human::plural(rest, one, many)).chars().count() } else { 0 };
+        let tail = if rest > 0 {
+            format!(" +{}", crate::lease::words::human::plural(rest, one, many)).chars().count()
+        } else {
+            0
+        };
         if next.chars().count() + tail > width {
             return if shown.is_empty() { more } else { format!("{shown} {more}") };
         }
@@ -449,7 +452,7 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
                 out.push(Line::from(format!(
                     " {what} ({}): {} — {shows}; nothing is rewritten",
                     shown_text(&label),
-                    shown_text(&crate::lease::hint::hinted(&reg.location, &e.to_string()))
+                    shown_text(&crate::lease::words::hint::hinted(&reg.location, &e.to_string()))
                 )));
             }
         }
@@ -492,7 +495,7 @@ fn not_a_profile_line(reg: &super::state::RegistryState) -> Option<Line<'static>
 }
 
 /// A host that runs another leasectl (same protocol), with what puts this build there.
-fn other_version_line(version: &str, label: &str, host: &crate::lease::host_spec::HostSpec) -> Line<'static> {
+fn other_version_line(version: &str, label: &str, host: &crate::lease::address::host_spec::HostSpec) -> Line<'static> {
     Line::from(format!(
         " HOST RUNS leasectl {} ({}), this is {}: `{}` puts this build there",
         shown_text(version),
@@ -745,7 +748,7 @@ fn session_line(
     if many {
         spans.push(Span::raw(format!("  [{}]", app.registries[registry].location.label())));
     }
-    spans.push(Span::raw(format!("  {}", crate::lease::human::plural(count, "lease", "leases"))));
+    spans.push(Span::raw(format!("  {}", crate::lease::words::human::plural(count, "lease", "leases"))));
     if let Some(ctx) = app.registries[registry].session(session) {
         if let Some(title) = ctx.title() {
             spans.push(Span::styled(format!("  “{}”", shown_text(title)), p.fg(Color::White)));

@@ -11,9 +11,9 @@ use super::event::{ActionDone, ActionOutcome, Effect, Event, LeaseRow, Loaded, L
 use super::event::{Job, JobDone};
 use super::extension::Runner;
 use super::sessions::SessionCache;
-use crate::lease::human::plural;
 use crate::lease::owners::liveness::Prober;
 use crate::lease::owners::owner::{OwnerProbe, hostname};
+use crate::lease::words::human::plural;
 use crate::lease::{self, LeaseStore, Listing, Location, StoreOptions, home::paths};
 use rustc_hash::FxHashMap;
 
@@ -708,7 +708,7 @@ impl Worker {
                 (what, store.stop(plan, opts).map(ActionOutcome::Stopped))
             }
             Effect::PlanRepair { .. } => {
-                let planned = store.repair(lease::repair::RepairOptions { dry_run: true, force: false });
+                let planned = store.repair(lease::doctor::repair::RepairOptions { dry_run: true, force: false });
                 let needs_force = planned.as_ref().is_ok_and(|r| !r.plan.live_risks().is_empty());
                 let result = planned.map(|r| {
                     if r.needed { plan_lines(&r.plan) } else { vec!["the registry is valid: nothing to repair".into()] }
@@ -716,7 +716,7 @@ impl Worker {
                 return Some(Event::RepairPlanned { location, result, needs_force });
             }
             Effect::Repair { force, .. } => {
-                let done = store.repair(lease::repair::RepairOptions { dry_run: false, force: *force });
+                let done = store.repair(lease::doctor::repair::RepairOptions { dry_run: false, force: *force });
                 ("repair".to_owned(), done.map(|r| ActionOutcome::Repaired(repaired_summary(&r))))
             }
             _ => return None,
@@ -753,7 +753,7 @@ impl Worker {
 }
 
 /// What a repair did, in one log line.
-fn repaired_summary(r: &lease::repair::RepairReport) -> String {
+fn repaired_summary(r: &lease::doctor::repair::RepairReport) -> String {
     let backup = r.backup.as_ref().map(|b| b.display().to_string()).unwrap_or_else(|| "-".into());
     format!(
         "kept {} ({} restored), dropped {}, re-keyed {}{}; old bytes in {backup}",
@@ -766,7 +766,7 @@ fn repaired_summary(r: &lease::repair::RepairReport) -> String {
 }
 
 /// A repair plan as lines for the confirmation dialog.
-fn plan_lines(plan: &lease::repair::RepairPlan) -> Vec<String> {
+fn plan_lines(plan: &lease::doctor::repair::RepairPlan) -> Vec<String> {
     let mut out = vec![format!("keep {}", plural(plan.kept.len(), "valid lease", "valid leases"))];
     if plan.salvaged {
         out.push(format!("the JSON is broken: {} salvaged", plural(plan.found, "complete entry", "complete entries")));

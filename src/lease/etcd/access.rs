@@ -62,6 +62,38 @@ pub fn tls_files(
     Ok((ca, identity))
 }
 
+impl Access {
+    /// What the operator gave, its files read: the password from `NAME:PASSWORD`, else
+    /// `ETCDCTL_PASSWORD`, else `--password-file` (the first line). Errors name the option.
+    pub fn from_given(given: &crate::lease::address::location::EtcdAccessGiven) -> Result<Access, String> {
+        let user = match given.user.as_deref().filter(|u| !u.is_empty()) {
+            None => None,
+            Some(named) => {
+                let (name, inline) = match named.split_once(':') {
+                    Some((n, p)) => (n.to_owned(), Some(p.to_owned())),
+                    None => (named.to_owned(), None),
+                };
+                let password = match (inline, std::env::var("ETCDCTL_PASSWORD"), &given.password_file) {
+                    (Some(p), _, _) | (None, Ok(p), _) => p,
+                    (None, Err(_), Some(file)) => {
+                        let bytes = crate::lease::home::safe_file::read_named(file, 4096)
+                            .map_err(|e| format!("--password-file {}: {e}", file.display()))?;
+                        String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().to_owned()
+                    }
+                    (None, Err(_), None) => {
+                        return Err(format!(
+                            "--user {name} needs its password: set ETCDCTL_PASSWORD or give --password-file FILE"
+                        ));
+                    }
+                };
+                Some((name, password))
+            }
+        };
+        let (ca, identity) = tls_files(given.cacert.as_deref(), given.cert.as_deref(), given.key.as_deref())?;
+        Ok(Access { ca, identity, user, dial_timeout: given.dial_timeout, command_timeout: given.command_timeout })
+    }
+}
+
 static ACCESS: OnceLock<Access> = OnceLock::new();
 
 /// Set by the command line, once, before etcd is reached.

@@ -69,7 +69,7 @@ impl NoAnswer {
         let tried: Vec<String> = self.tried.iter().map(|(e, why)| format!("{e}: {why}")).collect();
         let mut text = tried.join("; ");
         if self.timed_out {
-            let secs = crate::lease::human::duration(self.within.as_secs_f64());
+            let secs = crate::lease::words::human::duration(self.within.as_secs_f64());
             text.push_str(&if text.is_empty() {
                 format!("no answer within {secs}")
             } else {

@@ -9,16 +9,16 @@ use serde_json::{Map, Value};
 
 use super::queue::{self, Ticket};
 use super::{Etcd, EtcdError, Held, cap_of, entry_from_map, hostname};
+use crate::lease::address::ids;
 use crate::lease::backend::Waiter;
 use crate::lease::clock::now;
 use crate::lease::error::{Error, Guarded, LiveOwners, Missing};
 use crate::lease::format::entry::{Entry, float_value, live_id_string};
 use crate::lease::grant::AcquireRequest;
 use crate::lease::grant::{Grant, Released, RemoteGrant};
-use crate::lease::ids;
 use crate::lease::owners::liveness::{Liveness, Prober};
-use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
 use crate::lease::view::{ForceOptions, LeaseView, Removal, Target, may_be_alive};
+use crate::lease::words::refusal::{Reason, Refusal, capacity_message, not_owned_message_with, oldest_holder};
 
 /// A lost race (another client took the session or the slot first) is retried on a
 /// fresh read at most this many times; then the acquire is refused.
@@ -259,11 +259,11 @@ impl Attempt<'_> {
             message: format!(
                 "Session {} is free, but {} for it came first (the first: pid {} on host {}, waiting for {}): it \
                  is theirs in arrival order. Nothing was granted; with --wait this request stands in line after them.",
-                crate::lease::human::escape(&self.req.session_id),
-                crate::lease::human::plural(before, "client waiting", "clients waiting"),
+                crate::lease::words::human::escape(&self.req.session_id),
+                crate::lease::words::human::plural(before, "client waiting", "clients waiting"),
                 first.pid,
-                crate::lease::human::escape(&first.host),
-                crate::lease::human::duration(self.at - first.since),
+                crate::lease::words::human::escape(&first.host),
+                crate::lease::words::human::duration(self.at - first.since),
             ),
             holder: None,
         }
@@ -456,9 +456,9 @@ impl Attempt<'_> {
         } else {
             format!(
                 "{} free under {}, promised to {} in line before this request",
-                crate::lease::human::plural(free, "slot is", "slots are"),
+                crate::lease::words::human::plural(free, "slot is", "slots are"),
                 self.etcd.config.prefix,
-                crate::lease::human::plural(ahead, "client waiting", "clients waiting")
+                crate::lease::words::human::plural(ahead, "client waiting", "clients waiting")
             )
         };
         Refusal {

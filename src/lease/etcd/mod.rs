@@ -31,9 +31,9 @@ use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 use endpoints::{Endpoints, Resend};
 use serde_json::{Map, Value};
 
+pub use super::address::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
 use super::error::{Error, Unusable};
 use super::format::entry::Entry;
-pub use super::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
 use super::owners::liveness::{Liveness, Prober};
 pub use super::owners::owner::hostname;
 use super::view::{LeaseView, RemoteLease};

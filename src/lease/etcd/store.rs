@@ -7,15 +7,15 @@ use std::time::Duration;
 use super::keepalive::KeepAlive;
 use super::queue::{self, Ticket};
 use super::{Etcd, EtcdConfig, EtcdError, Held, fence, hostname};
+use crate::lease::address::location::{EtcdLocation, Location};
 use crate::lease::backend::{LeaseStore, Listing, OnLost, RemoteListing, Renewal};
+use crate::lease::doctor::repair::RepairReport;
 use crate::lease::error::Error;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::config::CapSetting;
-use crate::lease::location::{EtcdLocation, Location};
 use crate::lease::owners::liveness::Prober;
-use crate::lease::refusal::{Reason, Refusal};
-use crate::lease::repair::RepairReport;
 use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
+use crate::lease::words::refusal::{Reason, Refusal};
 
 /// TTLs are read one request per lease: a re-judgement reads at most this many.
 const TTL_READS: usize = 256;
@@ -239,7 +239,7 @@ impl LeaseStore for EtcdStore {
         Err(Error::Unsupported("etcd has no registry file to check".into()))
     }
 
-    fn repair(&mut self, _opts: crate::lease::repair::RepairOptions) -> Result<RepairReport, Error> {
+    fn repair(&mut self, _opts: crate::lease::doctor::repair::RepairOptions) -> Result<RepairReport, Error> {
         Err(Error::Unsupported("etcd has no registry file to repair".into()))
     }
 

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::endpoints::{Endpoints, Resend};
 use super::{EtcdConfig, Held};
+use crate::lease::address::location::EtcdLocation;
 use crate::lease::backend::{Ending, MAX_GATHER, RemoteChange};
-use crate::lease::location::EtcdLocation;
 use crate::lease::owners::liveness::Liveness;
 
 /// Marks kept for deletes still to come (a force-release marks, then revokes).

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::registry;
-use crate::lease::doctor_report::Suspects;
+use crate::lease::doctor::report::Suspects;
 use crate::lease::error::{Error, Guarded, InvalidRegistry, LiveOwners, Missing};
 use crate::lease::format::entry::Entry;
 use crate::lease::format::problem::{Problem, Rule};
@@ -215,7 +215,7 @@ pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
     };
     if let Some(pid) = report.lock_holder {
         report.lock_holder_command = crate::lease::owners::owner::command_name(u64::from(pid))
-            .map(|c| crate::lease::human::escape(&c).into_owned());
+            .map(|c| crate::lease::words::human::escape(&c).into_owned());
         // Watched for a moment: an instant's hold is a writer at work; one that outlasts
         // the watch is held by something stuck (the lock-timeout error says the same).
         let started = std::time::Instant::now();

@@ -7,11 +7,11 @@ use super::admin::snapshot;
 use crate::lease::clock::now;
 use crate::lease::home::context::{self, idle_threshold};
 use crate::lease::home::paths::Registry;
-use crate::lease::human;
 use crate::lease::owners::liveness::Prober;
 use crate::lease::owners::owner::CommandNames;
-use crate::lease::refusal::{Reason, Refusal};
 use crate::lease::view::LeaseView;
+use crate::lease::words::human;
+use crate::lease::words::refusal::{Reason, Refusal};
 
 /// A holder that looks leaked, and why.
 struct Suspect {
@@ -49,7 +49,7 @@ fn free_it(s: &Suspect) -> String {
         s.view.entry.session_id(),
         s.view.entry.pid(),
         s.why,
-        crate::lease::refusal::force_release_hint(id)
+        crate::lease::words::refusal::force_release_hint(id)
     )
 }
 

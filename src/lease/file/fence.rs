@@ -14,9 +14,11 @@ use crate::lease::format::entry::{Entry, NewLease, py_is_blank};
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::paths::Registry;
 use crate::lease::owners::liveness::{Liveness, Prober, UnknownCause};
-use crate::lease::refusal::{Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message};
 use crate::lease::view::{LeaseView, Target};
-use crate::lease::{home::lock, ids};
+use crate::lease::words::refusal::{
+    Reason, Refusal, capacity_message, not_owned_message, oldest_holder, unavailable_message,
+};
+use crate::lease::{address::ids, home::lock};
 
 /// Whether this process ends once its command is done (see [`leave_writes_to_exit`]).
 static WRITES_LEFT_TO_EXIT: AtomicBool = AtomicBool::new(false);

@@ -26,18 +26,18 @@ use std::os::unix::fs::MetadataExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::lease::address::location::Location;
 use crate::lease::backend::{LeaseStore, Listing, LockProbe, OnLost, OwnerRelease, Renewal};
+use crate::lease::doctor::repair::{RepairOptions, RepairReport};
 use crate::lease::error::Error;
 use crate::lease::format::entry::Entry;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::config::{CapSetting, read_cap};
 use crate::lease::home::lock::{FileId, HeldFlocks};
 use crate::lease::home::paths::Registry;
-use crate::lease::location::Location;
 use crate::lease::owners::liveness::{Prober, ProcState};
-use crate::lease::refusal::Refusal;
-use crate::lease::repair::{RepairOptions, RepairReport};
 use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
+use crate::lease::words::refusal::Refusal;
 use lease_watch::LeaseWatch;
 
 /// A Hermes registry file under flock.

@@ -10,13 +10,13 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::registry;
+use crate::lease::doctor::repair::{Dropped, RepairOptions, RepairPlan, RepairReport, Restored};
 use crate::lease::error::{Error, Guarded, LiveOwners};
 use crate::lease::format::entry::Entry;
 use crate::lease::format::problem::Problem;
 use crate::lease::home::paths::Registry;
 use crate::lease::home::safe_file::{self, Spot};
 use crate::lease::owners::liveness::Prober;
-use crate::lease::repair::{Dropped, RepairOptions, RepairPlan, RepairReport, Restored};
 use crate::lease::{format::pyjson, home::lock};
 
 /// Plan a repair of these bytes (pure apart from liveness probes).

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::lease::address::location::Location;
 use crate::lease::home::safe_file::{self, Spot};
-use crate::lease::location::Location;
 use crate::lease::view::{LeaseView, Removal};
 
 /// The audit file is rotated past this size; this many old files are kept (`.1` newest).
@@ -37,7 +37,7 @@ pub struct Actor {
 impl Actor {
     /// This process's own command line, as typed (each word shell-quoted when needed).
     pub fn this_command() -> Actor {
-        let words: Vec<String> = std::env::args().map(|a| crate::lease::human::shell_word(&a)).collect();
+        let words: Vec<String> = std::env::args().map(|a| crate::lease::words::human::shell_word(&a)).collect();
         Actor { command: words.join(" "), names_action: false, operator: None }
     }
 
@@ -139,7 +139,7 @@ pub fn stop(location: &Location, actor: &Actor, stopped: &crate::lease::stop::St
 pub fn repair(
     location: &Location,
     actor: &Actor,
-    report: &crate::lease::repair::RepairReport,
+    report: &crate::lease::doctor::repair::RepairReport,
     forced: bool,
 ) -> Vec<String> {
     let mut rec = record_of("repair", location, actor, &[], forced);

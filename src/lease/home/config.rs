@@ -57,7 +57,7 @@ pub fn read_idle_threshold(config_path: &Path) -> Result<Option<std::time::Durat
         Some(Yaml::Real(r)) => r.clone(),
         Some(other) => return Err(format!("ignoring leasectl.idle_threshold in {}: {other:?}", config_path.display())),
     };
-    crate::lease::human::parse_idle(&raw)
+    crate::lease::words::human::parse_idle(&raw)
         .map(Some)
         .map_err(|e| format!("ignoring leasectl.idle_threshold {raw:?} in {}: {e}", config_path.display()))
 }

@@ -14,9 +14,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
 pub use super::context_map::{ContextMap, ContextRef, SessionContext};
-use crate::lease::human::duration;
 use crate::lease::owners::liveness::Liveness;
 use crate::lease::view::LeaseView;
+use crate::lease::words::human::duration;
 
 /// What identifies the database's content without reading it: state.db's and its
 /// WAL's stamps.

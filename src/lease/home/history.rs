@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::lease::address::location::Location;
 use crate::lease::backend::{LeaseStore, RecordedEvents};
 use crate::lease::error::Error;
 use crate::lease::home::journal::{self, Journal};
-use crate::lease::location::Location;
 
 /// How many registries on other hosts are asked for their history at once: a host may
 /// have thousands of profiles (a thread each while asked).

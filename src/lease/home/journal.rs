@@ -84,7 +84,7 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
                 .map(|pid| {
                     let command =
                         crate::lease::owners::owner::command_name(u64::from(pid)).unwrap_or_else(|| "?".into());
-                    format!("pid {pid} ({})", crate::lease::human::escape(&command))
+                    format!("pid {pid} ({})", crate::lease::words::human::escape(&command))
                 })
                 .unwrap_or_else(|| "another process".into());
             Err(Unclaimed::Busy(format!(
@@ -130,7 +130,7 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
             if ts < from {
                 continue;
             }
-            let time = crate::lease::human::event_time(at);
+            let time = crate::lease::words::human::event_time(at);
             // In the words a recorder would have used (`lease::home::remover`), said to be read
             // from the audit file.
             let (_, by) = crate::lease::home::remover::of_record(&rec);
@@ -149,7 +149,7 @@ pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
         if lines.counts.bad > 0 {
             warnings.push(format!(
                 "skipped {} in {}",
-                crate::lease::human::plural(lines.counts.bad as usize, "unreadable line", "unreadable lines"),
+                crate::lease::words::human::plural(lines.counts.bad as usize, "unreadable line", "unreadable lines"),
                 p.display()
             ));
         }
@@ -343,7 +343,7 @@ impl Journal {
             if bad > 0 {
                 self.warnings.push(format!(
                     "skipped {} in {}",
-                    crate::lease::human::plural(bad as usize, "unreadable line", "unreadable lines"),
+                    crate::lease::words::human::plural(bad as usize, "unreadable line", "unreadable lines"),
                     path.display()
                 ));
             }

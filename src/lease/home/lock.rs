@@ -91,7 +91,7 @@ fn lock_file(file: File, lock_path: &Path, timeout: Duration) -> Result<Registry
             // Named as lslocks names it: a pid alone says little to an operator.
             let holder_command = holder_pid
                 .and_then(|pid| crate::lease::owners::owner::command_name(u64::from(pid)))
-                .map(|c| crate::lease::human::escape(&c).into_owned());
+                .map(|c| crate::lease::words::human::escape(&c).into_owned());
             return Err(Error::LockTimeout { lock_path: lock_path.to_path_buf(), waited, holder_pid, holder_command });
         }
         std::thread::sleep(pause.min(timeout.saturating_sub(waited)));

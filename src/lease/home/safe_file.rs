@@ -433,7 +433,7 @@ impl Dir {
         const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
         let mut last = None;
         for _ in 0..100 {
-            let random = crate::lease::ids::random_u64().map_err(io::Error::from)?;
+            let random = crate::lease::address::ids::random_u64().map_err(io::Error::from)?;
             let name: String = random.to_le_bytes().iter().map(|b| CHARS[*b as usize % CHARS.len()] as char).collect();
             let name = format!("{prefix}{name}{suffix}");
             match self.create_new(&name, mode, OFlags::empty()) {

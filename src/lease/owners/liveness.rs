@@ -93,7 +93,7 @@ impl Liveness {
             Liveness::Dead(DeadCause::ThreadId { tgid }) => format!("dead: a thread of pid {tgid}"),
             Liveness::Recycled { recorded, actual } => {
                 let diff = actual - recorded;
-                let by = crate::lease::human::duration(diff.abs());
+                let by = crate::lease::words::human::duration(diff.abs());
                 if self.clock_step_suspected() {
                     format!("recycled: start time differs by exactly {by} (clock step?)")
                 } else {

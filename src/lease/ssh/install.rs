@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::link::{destination, ssh_program};
 use super::options;
 use super::wire::VERSION;
-use crate::lease::host_spec::{HostSpec, HostTarget};
+use crate::lease::address::host_spec::{HostSpec, HostTarget};
 
 /// The remote's command for a session when no `LEASECTL_REMOTE_COMMAND` is set: leasectl
 /// from the folder `install` fills first, then the remote's PATH. One line in single
@@ -111,14 +111,14 @@ pub fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
     for line in stdout.lines() {
         let Some(rest) = line.strip_prefix("leasectl-install: ") else { continue };
         let (word, detail) = rest.split_once(' ').unwrap_or((rest, ""));
-        let detail = crate::lease::human::escape(detail).into_owned();
+        let detail = crate::lease::words::human::escape(detail).into_owned();
         match word {
             "also" => also = Some(detail),
             _ => said = Some((word.to_owned(), detail)),
         }
     }
     let Some((word, detail)) = said else {
-        let stderr = crate::lease::human::escape(String::from_utf8_lossy(&out.stderr).trim()).into_owned();
+        let stderr = crate::lease::words::human::escape(String::from_utf8_lossy(&out.stderr).trim()).into_owned();
         let code = out.status.code().map_or_else(|| "a signal".to_owned(), |c| format!("exit {c}"));
         return Err(match code.as_str() {
             "exit 255" => format!("ssh could not connect or log in ({stderr})"),

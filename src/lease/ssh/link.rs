@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::options;
 use super::wire::{Answer, ClientLine, Open, PROTOCOL, Ready, Request, ServerLine, VERSION, WireListing};
+use crate::lease::address::host_spec::{HostSpec, HostTarget};
 use crate::lease::error::{Error, HostFault};
-use crate::lease::host_spec::{HostSpec, HostTarget};
 
 /// The program on the remote side, instead of `leasectl` on the remote's PATH.
 pub const REMOTE_COMMAND_ENV: &str = "LEASECTL_REMOTE_COMMAND";
@@ -127,7 +127,7 @@ static LINKS: LazyLock<Mutex<HashMap<HostSpec, Arc<Link>>>> = LazyLock::new(Mute
 
 /// The operator on this side and what they run, for the remote's audit record.
 static OPERATOR: LazyLock<(String, String)> = LazyLock::new(|| {
-    let words: Vec<String> = std::env::args().map(|a| crate::lease::human::shell_word(&a)).collect();
+    let words: Vec<String> = std::env::args().map(|a| crate::lease::words::human::shell_word(&a)).collect();
     (crate::lease::home::audit::who(), words.join(" "))
 });
 
@@ -570,7 +570,7 @@ impl Link {
         let ready = match next_first(&first_rx, deadline, within) {
             Ok(ServerLine::Ready(r)) => r,
             Ok(ServerLine::Refused(why)) => {
-                return Err(answered(abandon(conn, crate::lease::human::escape(&why).into_owned())));
+                return Err(answered(abandon(conn, crate::lease::words::human::escape(&why).into_owned())));
             }
             Ok(other) => {
                 let why = format!("it sent {} in answer to opening the home", other.kind());
@@ -579,7 +579,7 @@ impl Link {
             Err(Ended::Early(end)) => return Err(ended(conn, end)),
             Err(Ended::Late(why)) => return Err(Down::lost(abandon(conn, why))),
         };
-        Ok((conn, ready, crate::lease::human::escape(&hello.leasectl).into_owned()))
+        Ok((conn, ready, crate::lease::words::human::escape(&hello.leasectl).into_owned()))
     }
 
     /// `ssh -T -o BatchMode=yes ... -- HOST 'leasectl serve --stdio'`, or this machine's own.
@@ -742,7 +742,7 @@ pub(super) fn ssh_program() -> Command {
 }
 
 /// `-p PORT -l USER -- HOST`: each its own argument.
-pub(super) fn destination(c: &mut Command, t: &crate::lease::host_spec::SshTarget) {
+pub(super) fn destination(c: &mut Command, t: &crate::lease::address::host_spec::SshTarget) {
     if let Some(p) = t.port {
         c.arg("-p").arg(p.to_string());
     }
@@ -765,7 +765,7 @@ fn take_junk(junk: &Mutex<Junk>, line: &[u8]) -> bool {
     j.lines += 1;
     if j.kept.len() < JUNK_KEPT {
         let text = String::from_utf8_lossy(&line[..line.len().min(200)]);
-        j.kept.push(crate::lease::human::escape(text.trim_end_matches(['\n', '\r'])).into_owned());
+        j.kept.push(crate::lease::words::human::escape(text.trim_end_matches(['\n', '\r'])).into_owned());
     }
     j.lines <= JUNK_BEFORE_HELLO
 }
@@ -832,7 +832,7 @@ fn ended_why(
     // stderr is read by its own thread: give it a moment to take the last lines.
     std::thread::sleep(Duration::from_millis(20));
     let said = errors.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("; ");
-    let said = crate::lease::human::escape(&said);
+    let said = crate::lease::words::human::escape(&said);
     let code = status.and_then(|s| s.code());
     let given = std::env::var(REMOTE_COMMAND_ENV).ok().filter(|p| !p.trim().is_empty());
     let program = given.as_deref().unwrap_or("leasectl");
@@ -875,7 +875,7 @@ fn ended_why(
 
 /// `leasectl --host SPEC install`, quoted for a shell: the command that puts this build on `host`.
 pub fn install_line(host: &HostSpec) -> String {
-    crate::lease::hint::Reach::with(["--host".to_owned(), host.text()]).line(None, &["install"])
+    crate::lease::words::hint::Reach::with(["--host".to_owned(), host.text()]).line(None, &["install"])
 }
 
 /// A host that runs another leasectl of the same protocol: it answers, and is named.
@@ -891,7 +891,7 @@ fn other_protocol(hello: &super::wire::Hello, host: &HostSpec) -> String {
     format!(
         "it runs leasectl {} (protocol {}), this is leasectl {VERSION} (protocol {PROTOCOL}): install the same \
          leasectl on both; `{}` puts this build there",
-        crate::lease::human::escape(&hello.leasectl),
+        crate::lease::words::human::escape(&hello.leasectl),
         hello.protocol,
         install_line(host)
     )
@@ -912,7 +912,7 @@ impl Skew {
     pub fn words(&self) -> String {
         format!(
             "host {} runs leasectl {}, this is leasectl {VERSION}: `{}` puts this build there",
-            crate::lease::human::escape(&self.host.name),
+            crate::lease::words::human::escape(&self.host.name),
             self.remote,
             install_line(&self.host)
         )

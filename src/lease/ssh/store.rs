@@ -7,16 +7,16 @@ use std::time::Duration;
 
 use super::link::Link;
 use super::wire::{Answer, Request};
+use crate::lease::address::location::{Location, SshLocation};
 use crate::lease::backend::{LeaseStore, Listing, OnLost, RecordedEvents, Renewal};
+use crate::lease::doctor::repair::{RepairOptions, RepairReport};
 use crate::lease::error::Error;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::config::CapSetting;
-use crate::lease::location::{Location, SshLocation};
 use crate::lease::owners::liveness::Prober;
-use crate::lease::refusal::{Reason, Refusal};
-use crate::lease::repair::{RepairOptions, RepairReport};
 use crate::lease::stop::{StopOptions, StopPlan, Stopped};
 use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
+use crate::lease::words::refusal::{Reason, Refusal};
 
 /// A read's answer: a registry of a thousand leases crosses in well under a second.
 const READ_WITHIN: Duration = Duration::from_secs(10);
@@ -64,7 +64,7 @@ impl SshStore {
         match self.link.call(request, ACT_WITHIN)? {
             Answer::Removal(mut r) => {
                 for w in &mut r.warnings {
-                    *w = format!("on host {}: {}", self.at.host.name, crate::lease::human::escape(w));
+                    *w = format!("on host {}: {}", self.at.host.name, crate::lease::words::human::escape(w));
                 }
                 Ok(r)
             }
@@ -170,7 +170,7 @@ impl LeaseStore for SshStore {
         match self.link.call(request, within)? {
             Answer::Stopped(mut stopped) => {
                 for w in &mut stopped.warnings {
-                    *w = format!("on host {}: {}", self.at.host.name, crate::lease::human::escape(w));
+                    *w = format!("on host {}: {}", self.at.host.name, crate::lease::words::human::escape(w));
                 }
                 Ok(*stopped)
             }
@@ -207,7 +207,7 @@ impl LeaseStore for SshStore {
         Err(Error::Unsupported(format!(
             "a repair is done on the host itself: `ssh {} leasectl doctor --repair` (it shows what it would keep and \
              lose, and asks)",
-            crate::lease::human::shell_word(&self.at.host.name)
+            crate::lease::words::human::shell_word(&self.at.host.name)
         )))
     }
 

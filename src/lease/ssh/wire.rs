@@ -8,10 +8,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::lease::address::location::Location;
 use crate::lease::backend::{Listing, RecordedEvents, RemoteListing};
 use crate::lease::error::{Error, InvalidRegistry, LiveOwners, Missing};
 use crate::lease::home::config::CapSetting;
-use crate::lease::location::Location;
 use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::view::{DoctorReport, LeaseView, Removal, Target};
 

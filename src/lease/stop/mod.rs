@@ -209,7 +209,7 @@ pub fn said(o: &OwnerStopped) -> String {
         OwnerEnding::Replaced { actual } => format!(
             "had ended by itself before the signal, and its pid runs another process now (started {} ago): nothing \
              signalled",
-            super::human::duration(super::now() - actual)
+            super::words::human::duration(super::now() - actual)
         ),
         OwnerEnding::ReleasedBefore => {
             "had released its lease before the signal: left running, nothing signalled".into()
@@ -288,7 +288,7 @@ impl WhyNot {
 
 impl std::fmt::Display for StopRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use super::hint::{command, command_via};
+        use super::words::hint::{command, command_via};
         let id: String = self.lease_id.chars().take(8).collect();
         let lease = format!("lease {id} (session {}, pid {})", self.session_id, self.pid);
         let again = ["stop", self.lease_id.as_str()];
@@ -319,14 +319,14 @@ impl std::fmt::Display for StopRefusal {
                     f,
                     "{lease}: its owner runs as user {} (uid {uid}), whom this user may not signal. As that user \
                      (or root): {}",
-                    super::human::escape(&who),
+                    super::words::human::escape(&who),
                     command_via(&["sudo", "-u", &who], &again)
                 )
             }
             WhyNot::OtherHost { host } => write!(
                 f,
                 "{lease}: its owner runs on host {}; a process is ended where it runs: {}",
-                super::human::escape(host),
+                super::words::human::escape(host),
                 command_via(&["ssh", host], &again)
             ),
             WhyNot::WorkRunning { verdict } => write!(

@@ -139,8 +139,8 @@ pub(super) fn held_by(view: &LeaseView, pid: u64, start_time: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::address::location::Location;
     use crate::lease::format::entry::Entry;
-    use crate::lease::location::Location;
     use crate::lease::view::RemoteLease;
 
     fn listing(views: Vec<LeaseView>) -> Listing {
@@ -173,7 +173,7 @@ mod tests {
             panic!("not refused")
         };
         assert_eq!(refused.refusals[0].why, WhyNot::OtherHost { host: "gw-elsewhere".into() });
-        let said = crate::lease::hint::render(&refused.to_string(), &crate::lease::hint::Reach::plain());
+        let said = crate::lease::words::hint::render(&refused.to_string(), &crate::lease::words::hint::Reach::plain());
         assert!(
             said.contains("runs on host gw-elsewhere") && said.contains("`ssh gw-elsewhere leasectl stop 0f3c9e2a"),
             "{said}"

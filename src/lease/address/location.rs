@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::error::Unusable;
-use super::home::paths::Registry;
 use super::host_spec::HostSpec;
+use crate::lease::error::Unusable;
+use crate::lease::home::paths::Registry;
 
 /// The default etcd key prefix.
 pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
@@ -42,6 +42,20 @@ pub struct SshLocation {
     pub profile: String,
 }
 
+/// How to reach a secured etcd, as the operator gave it (`--cacert`, `--cert`, `--key`,
+/// `--user NAME[:PASSWORD]`, `--password-file`, the timeouts): plain data in every build;
+/// [`crate::lease::use_etcd_access`] reads its files and keeps it for the process.
+#[derive(Debug, Clone, Default)]
+pub struct EtcdAccessGiven {
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub user: Option<String>,
+    pub password_file: Option<PathBuf>,
+    pub dial_timeout: Option<Duration>,
+    pub command_timeout: Option<Duration>,
+}
+
 /// The etcd client URLs and the key prefix (always ending with `/`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EtcdLocation {
@@ -70,7 +84,7 @@ impl EtcdLocation {
             if e.contains(char::is_control) {
                 return Err(Unusable(format!(
                     "--endpoints {}: contains a control character",
-                    crate::lease::human::escape(e)
+                    crate::lease::words::human::escape(e)
                 )));
             }
             if e.starts_with("https://") && !tls {
@@ -103,7 +117,7 @@ impl EtcdLocation {
         if prefix.contains(char::is_control) {
             return Err(Unusable(format!(
                 "--prefix {}: contains a control character (it would reach terminals raw in headers and grant lines)",
-                crate::lease::human::escape(&prefix)
+                crate::lease::words::human::escape(&prefix)
             )));
         }
         if !prefix.ends_with('/') {

@@ -56,7 +56,7 @@ impl HostSpec {
         let bad = |why: &str| {
             Unusable(format!(
                 "host {}: {why} (expected ssh://[user@]host[:port][/path], local[:/path], or name=SPEC)",
-                crate::lease::human::escape(text)
+                crate::lease::words::human::escape(text)
             ))
         };
         if text.is_empty() {
@@ -228,7 +228,8 @@ pub fn read_hosts_groups(path: &Path) -> Result<HostsFile, Unusable> {
         }
         if let Some(group) = line.strip_prefix('[') {
             let group = group.strip_suffix(']').ok_or_else(|| at(format!("{line:?}: a group is [name]")))?.trim();
-            check_name(group).map_err(|why| at(format!("group {}: {why}", crate::lease::human::escape(group))))?;
+            check_name(group)
+                .map_err(|why| at(format!("group {}: {why}", crate::lease::words::human::escape(group))))?;
             if file.group(group).is_some() {
                 return Err(at(format!("group {group} is named twice")));
             }
@@ -331,7 +332,7 @@ fn named_in_file(file: &HostsFile, text: &str, place: &str) -> Result<Vec<HostSp
             false => format!("hosts: {hosts}; groups: {}", groups.join(", ")),
         }
     };
-    let shown = crate::lease::human::escape(text);
+    let shown = crate::lease::words::human::escape(text);
     if is_pattern(text) {
         let pattern = glob::Pattern::new(text)
             .map_err(|e| Unusable(format!("host pattern {shown}: {e} (a glob: *, ?, [abc])")))?;

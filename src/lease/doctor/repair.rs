@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use super::format::entry::Entry;
+use crate::lease::format::entry::Entry;
 
 /// One entry repair leaves out, and why, with its owner as far as it can be read.
 #[derive(Debug, Clone, PartialEq, Default)]

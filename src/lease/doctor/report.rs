@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::format::problem::Problem;
-use super::home::config::CapSetting;
-use super::home::context::Leak;
-use super::home::paths::Registry;
-use super::owners::liveness::Liveness;
-use super::view::LeaseView;
+use crate::lease::format::problem::Problem;
+use crate::lease::home::config::CapSetting;
+use crate::lease::home::context::Leak;
+use crate::lease::home::paths::Registry;
+use crate::lease::owners::liveness::Liveness;
+use crate::lease::view::LeaseView;
 
 /// Everything `doctor` checks in one registry. Sent over `serve --stdio` as it always
 /// was (`stale` and `leak_suspects` lists), so peers of other versions read it.
@@ -40,7 +40,7 @@ pub struct DoctorReport {
     pub lock_holder: Option<u32>,
     /// That holder's command name, as lslocks shows it.
     pub lock_holder_command: Option<String>,
-    /// How long doctor watched the holder keep the lock (at most [`super::view::LOCK_WATCH`]),
+    /// How long doctor watched the holder keep the lock (at most [`crate::lease::view::LOCK_WATCH`]),
     /// and whether it still held it then.
     pub lock_watched: Option<(Duration, bool)>,
     /// The lock file is a symlink, FIFO or anything but a regular file: no acquire can work.

@@ -9,7 +9,7 @@ pub enum Target {
 
 impl Target {
     /// True when `view` is one of the leases named.
-    pub fn names(&self, view: &super::view::LeaseView) -> bool {
+    pub fn names(&self, view: &crate::lease::view::LeaseView) -> bool {
         match self {
             Target::Lease(id) => view.entry.lease_id() == id,
             Target::Session(s) => view.entry.session_id() == s,

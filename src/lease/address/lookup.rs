@@ -1,10 +1,10 @@
 //! Finding a lease by the id an operator typed: the whole id, or a unique prefix of at
 //! least [`MIN_PREFIX`] characters (as `ls` shows them, like git's short hashes).
 
-use super::view::LeaseView;
+use crate::lease::view::LeaseView;
 
 // The shortest prefix (4), and what a refusal adds for a shorter one: said with the error.
-pub use super::error::{MIN_PREFIX, too_short};
+pub use crate::lease::error::{MIN_PREFIX, too_short};
 
 /// What a typed id names in one registry.
 #[derive(Debug, Clone, PartialEq)]

@@ -59,17 +59,17 @@ impl Reach {
     }
 
     /// The words that reach `location`, as the console and a host's answers name it.
-    pub fn of(location: &super::Location) -> Reach {
+    pub fn of(location: &crate::lease::Location) -> Reach {
         match location {
-            super::Location::File(reg) => {
-                let root = super::home::paths::root_of(&reg.home);
+            crate::lease::Location::File(reg) => {
+                let root = crate::lease::home::paths::root_of(&reg.home);
                 let mut options = vec!["--home".to_owned(), root.to_string_lossy().into_owned()];
                 if reg.home != root {
                     options.extend(["--profile".to_owned(), reg.profile.clone()]);
                 }
                 Reach::with(options)
             }
-            super::Location::Etcd(at) => Reach::with([
+            crate::lease::Location::Etcd(at) => Reach::with([
                 "--backend".to_owned(),
                 "etcd".to_owned(),
                 "--endpoints".to_owned(),
@@ -77,7 +77,7 @@ impl Reach {
                 "--prefix".to_owned(),
                 at.prefix.clone(),
             ]),
-            super::Location::Ssh(at) => {
+            crate::lease::Location::Ssh(at) => {
                 let mut options = vec!["--host".to_owned(), at.host.text()];
                 if at.profile != "root" {
                     options.extend(["--profile".to_owned(), at.profile.clone()]);
@@ -121,7 +121,7 @@ impl Reach {
 /// `text` (the core's words) with its hints naming `location`: pasted as shown, they act
 /// on that registry, not on ~/.hermes (the console and the demo know the registry, not
 /// how the operator named it).
-pub fn hinted(location: &super::Location, text: &str) -> String {
+pub fn hinted(location: &crate::lease::Location, text: &str) -> String {
     render(text, &Reach::of(location))
 }
 

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::error::Error;
-use super::format::entry::Entry;
+use crate::lease::error::Error;
+use crate::lease::format::entry::Entry;
 
 /// Why an acquire was refused. Clients retry a capacity refusal later; they never
 /// retry an ownership refusal the same way; "cannot tell" is neither.
@@ -75,7 +75,7 @@ impl Refusal {
             Reason::SessionNotOwned => "Hermes 0.21",
             Reason::MaxConcurrentSessions => "Hermes 0.21 and 0.22",
             Reason::SessionCoordinationUnavailable
-                if self.message.starts_with(super::home::profiles::NO_PROFILE_HOME) =>
+                if self.message.starts_with(crate::lease::home::profiles::NO_PROFILE_HOME) =>
             {
                 "Hermes 0.22"
             }
@@ -100,7 +100,7 @@ impl Refusal {
                 super::hint::command(&["force-release", &id, "--live"])
             ),
             (Reason::SessionCoordinationUnavailable, _)
-                if self.message.starts_with(super::home::profiles::NO_PROFILE_HOME) =>
+                if self.message.starts_with(crate::lease::home::profiles::NO_PROFILE_HOME) =>
             {
                 format!(
                     "Create the profile with Hermes (`hermes profile create NAME`), or claim the session in a \
