@@ -2,7 +2,7 @@
 //! double it denotes, and that its text is Python's own, without scanning it once to
 //! check it and again to read it. What one pass cannot tell, it leaves to the scan.
 
-use super::{fixed_layout_digits_at, fixed_repr_of};
+use super::float::{POW10, fixed_layout_digits_at, fixed_repr_of};
 
 /// A canonical number read by [`number_at`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,7 +96,7 @@ fn digits_from(b: &[u8], mut at: usize, d: &mut u64) -> usize {
             // The first digit is the lowest byte: shifted up, the n digits are led by
             // 8 - n zeros, and the bytes after them are gone (a borrow only goes up).
             let digits = w.wrapping_sub(ZEROS) << (8 * (8 - n));
-            *d = d.wrapping_mul(super::POW10[n]).wrapping_add(eight_digits(digits));
+            *d = d.wrapping_mul(POW10[n]).wrapping_add(eight_digits(digits));
         }
         at += n;
         if n < 8 {
@@ -160,7 +160,7 @@ mod tests {
     /// a canonical number gives the same double; and it reads most times and pids.
     #[test]
     fn a_number_read_in_one_pass_is_the_scans_and_the_parses() {
-        let mut texts = super::super::tests::float_texts();
+        let mut texts = super::super::float::tests::float_texts();
         let mut next = super::super::xorshift(0x1f83_d9ab_fb41_bd6b);
         for _ in 0..5_000 {
             let n = next();

@@ -245,7 +245,7 @@ impl Parser<'_> {
         self.pos += 1;
         let mut out = String::new();
         loop {
-            let run = super::plain_run(&b[self.pos..]);
+            let run = super::canonical::plain_run(&b[self.pos..]);
             out.push_str(&self.text[self.pos..self.pos + run]);
             self.pos += run;
             match self.peek() {
