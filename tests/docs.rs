@@ -195,30 +195,69 @@ fn the_recorders_systemd_unit_verifies_and_is_hardened() {
 /// The README's Architecture section names every source file (as `name`, or `dir/` for a
 /// folder's `mod.rs`): a newcomer reading it finds each file's job, and a file added
 /// without a word there fails here.
+/// ARCHITECTURE.md names every folder and file under `src/` (a file by its name, with or
+/// without `.rs`; a folder as `name/`), and every path it names exists in the repository.
 #[test]
-fn the_readmes_architecture_names_every_source_file() {
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
-    let start = readme.find("## Architecture").expect("an Architecture section");
-    let section = &readme[start..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+fn the_architecture_names_every_source_folder_and_file() {
+    let text = std::fs::read_to_string("ARCHITECTURE.md").expect("ARCHITECTURE.md");
     let files = crate::common::rust_sources(std::path::Path::new("src"));
-    let mut missing: Vec<String> = files
-        .iter()
-        .filter_map(|p| {
-            let stem = p.file_stem()?.to_string_lossy().into_owned();
-            let folder = p.parent()?.file_name()?.to_string_lossy().into_owned();
-            let named = match stem.as_str() {
-                "mod" => section.contains(&format!("`{folder}/`")) || section.contains(&format!("src/{folder}/")),
-                "main" | "lib" => section.contains(&format!("src/{stem}.rs")),
-                _ => ["`{stem}`", "`{stem}.rs`", "/{stem}.rs`"]
-                    .iter()
-                    .any(|form| section.contains(&form.replace("{stem}", &stem))),
-            };
-            (!named).then(|| p.display().to_string())
-        })
-        .collect();
+    assert!(files.len() > 100, "read src/: {} files", files.len());
+    let mut missing: Vec<String> = Vec::new();
+    for p in &files {
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let named = match stem.as_str() {
+            "mod" | "main" | "lib" => {
+                text.contains(&format!("{}`", p.display())) || {
+                    let folder = p.parent().and_then(|f| f.file_name()).map(|f| f.to_string_lossy().into_owned());
+                    let within = folder.map(|f| format!("{f}/mod.rs"));
+                    stem == "mod" && within.is_some_and(|w| text.contains(&w)) || text.contains(&format!("`{stem}.rs`"))
+                }
+            }
+            _ => [format!("`{stem}`"), format!("`{stem}.rs`"), format!("/{stem}.rs`")].iter().any(|f| text.contains(f)),
+        };
+        if !named {
+            missing.push(p.display().to_string());
+        }
+        if let Some(folder) = p.parent().filter(|f| *f != std::path::Path::new("src")) {
+            let name = folder.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            if !text.contains(&format!("`{name}/`")) && !text.contains(&format!("`{}/`", folder.display())) {
+                missing.push(format!("{}/", folder.display()));
+            }
+        }
+    }
     missing.sort();
-    assert!(missing.is_empty(), "source files the README's Architecture does not name: {missing:?}");
+    missing.dedup();
+    assert!(missing.is_empty(), "under src/, ARCHITECTURE.md does not name: {missing:?}");
+    // Every path it names, in backticks: a file or folder of the repository, named whole
+    // from the root or by its end (`link/state.rs` under the folder being described).
+    let mut everything: Vec<String> = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(".")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a folder").flatten() {
+            let path = entry.path();
+            let shown = path.strip_prefix(".").unwrap_or(&path).display().to_string();
+            if ["target", ".git"].iter().any(|skip| shown == *skip) {
+                continue;
+            }
+            if path.is_dir() {
+                everything.push(format!("{shown}/"));
+                stack.push(path);
+            } else {
+                everything.push(shown);
+            }
+        }
+    }
+    let exists = |named: &str| everything.iter().any(|p| p == named || p.ends_with(&format!("/{named}")));
+    let named_paths: Vec<&str> = text
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| !t.contains(' ') && !t.starts_with(['$', '/', '-']) && !t.contains("::"))
+        .filter(|t| t.contains('/') || t.ends_with(".rs") || t.ends_with(".md"))
+        .collect();
+    assert!(named_paths.len() > 100, "found the paths it names: {named_paths:?}");
+    let absent: Vec<&&str> = named_paths.iter().filter(|t| !exists(t)).collect();
+    assert!(absent.is_empty(), "ARCHITECTURE.md names paths that do not exist: {absent:?}");
 }
 
 /// The names the README's JSON section gives for one output (its bullet starting with

@@ -53,7 +53,7 @@ fn parsed_hints(out: &Out, home: &Path) -> Vec<(String, Cli)> {
     all.into_iter()
         .map(|(text, words)| {
             let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
-            assert_eq!(cli.home.as_deref(), Some(home), "hint `{text}` names the home used: {out:?}");
+            assert_eq!(cli.global.home.as_deref(), Some(home), "hint `{text}` names the home used: {out:?}");
             (text, cli)
         })
         .collect()
@@ -110,7 +110,7 @@ fn a_lease_found_elsewhere_is_named_with_every_option_given() {
     out.expect_exit(1);
     let hints = parsed_hints(&out, home.path());
     let (text, cli) = &hints[0];
-    assert_eq!(cli.profile.as_deref(), Some("p3"), "{text}");
+    assert_eq!(cli.global.profile.as_deref(), Some("p3"), "{text}");
     assert!(matches!(&cli.command, Some(Sub::ForceRelease(a)) if a.dry_run), "a dry run stays one: {text}");
     run_as_printed(text, &home).expect_exit(0);
     assert_eq!(ids_in(&p3).len(), 1, "pasted, it changed nothing");
@@ -199,8 +199,8 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
     assert!(!hints.is_empty(), "a hint in: {refused}");
     for (text, words) in hints {
         let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
-        assert_eq!(cli.home.as_deref(), Some(home.path()), "`{text}` names the home");
-        assert_eq!(cli.profile.as_deref(), Some("work"), "`{text}` names the profile");
+        assert_eq!(cli.global.home.as_deref(), Some(home.path()), "`{text}` names the home");
+        assert_eq!(cli.global.profile.as_deref(), Some("work"), "`{text}` names the profile");
         assert!(matches!(cli.command, Some(Sub::Doctor(_))), "`{text}`");
         // Run as printed (without --yes, no terminal): it looks at profile work's registry.
         let out = run_as_printed(&text, &home);
@@ -214,7 +214,11 @@ fn the_consoles_hints_name_the_tabs_registry_and_run_as_printed() {
     );
     let (text, words) = hints_in(&shown).remove(0);
     let cli = Cli::try_parse_from(&words).unwrap_or_else(|e| panic!("hint `{text}` does not parse: {e}"));
-    assert_eq!((cli.home.as_deref(), cli.profile.as_deref()), (Some(home.path()), Some("work")), "{shown}");
+    assert_eq!(
+        (cli.global.home.as_deref(), cli.global.profile.as_deref()),
+        (Some(home.path()), Some("work")),
+        "{shown}"
+    );
 }
 
 /// The words a POSIX shell (the machine's `sh`) makes of `line`: each argument of

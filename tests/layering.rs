@@ -123,3 +123,49 @@ fn the_cores_root_holds_at_most_twelve_files() {
     assert!(files.contains(&"mod.rs".to_owned()), "read src/lease: {files:?}");
     assert!(files.len() <= 12, "{} files at the root of src/lease: {files:?}", files.len());
 }
+
+/// The core imports nothing above it: no command line, console, demo, supervisor or server.
+#[test]
+fn the_core_imports_nothing_above_it() {
+    let files = crate::common::rust_sources(Path::new("src/lease"));
+    assert!(files.len() > 50, "read src/lease: {}", files.len());
+    let above = ["crate::cli", "crate::tui", "crate::demo", "crate::supervise", "crate::serve"];
+    let found: Vec<String> = files.iter().flat_map(|p| naming(p, &above)).collect();
+    assert!(found.is_empty(), "the core names what is above it:\n{}", found.join("\n"));
+}
+
+/// The console's update and drawing read state only: no file, process, store or
+/// terminal I/O in the files that change or render it (the worker does the I/O and
+/// sends what it found as events). Its own pid is not I/O.
+#[test]
+fn the_consoles_update_and_drawing_do_no_io() {
+    let drawing = [
+        "src/tui/update.rs",
+        "src/tui/state.rs",
+        "src/tui/keys.rs",
+        "src/tui/view.rs",
+        "src/tui/dialog_view.rs",
+        "src/tui/style.rs",
+        "src/tui/layout.rs",
+        "src/tui/columns.rs",
+        "src/demo/view.rs",
+    ];
+    let io = [
+        "std::fs",
+        "std::process",
+        "std::net",
+        "std::io::",
+        "safe_file",
+        "lease::open",
+        "LeaseStore",
+        "Command::new",
+        "sysinfo",
+        "rusqlite",
+    ];
+    let found: Vec<String> = drawing
+        .iter()
+        .flat_map(|p| naming(Path::new(p), &io))
+        .filter(|line| !line.contains("std::process::id()"))
+        .collect();
+    assert!(found.is_empty(), "update or drawing does I/O:\n{}", found.join("\n"));
+}

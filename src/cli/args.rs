@@ -77,6 +77,17 @@ etcd_aware_help!(
                   Example:\n  leasectl --home /tmp/h acquire S1 --surface cli --live-id tab-1 --json"
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalOptions,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The options every command takes: which registries, hosts and backend it reaches, how
+/// long it waits for a lock, when an idle lease is a leak suspect. What picks the stores
+/// and words the hints takes these, never the command line as a whole.
+#[derive(Debug, clap::Args)]
+pub struct GlobalOptions {
     /// Hermes home (default: $HERMES_HOME, trimmed, else ~/.hermes). acquire, hold and run
     /// create a missing one with its parents, as Hermes does; every other command refuses it
     #[arg(long, global = true, value_name = "DIR", env = "HERMES_HOME", hide_env_values = true, value_parser = any_path, help_heading = GLOBAL)]
@@ -141,8 +152,6 @@ pub struct Cli {
     #[cfg(not(feature = "etcd"))]
     #[arg(skip)]
     pub etcd_access: EtcdAccessArgs,
-    #[command(subcommand)]
-    pub command: Option<Command>,
 }
 
 /// A secured etcd, named as etcdctl names it (and read from the same environment).
@@ -188,7 +197,7 @@ impl EtcdAccessArgs {
 }
 
 /// A path as given, empty included: an empty HERMES_HOME means unset (see
-/// [`Cli::note_environment`]); an empty `--home` is refused where the home is resolved.
+/// [`GlobalOptions::note_environment`]); an empty `--home` is refused where the home is resolved.
 fn any_path(text: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(text))
 }
@@ -211,7 +220,7 @@ impl FromEnvironment {
     }
 }
 
-impl Cli {
+impl GlobalOptions {
     /// What clap took from the environment: HERMES_HOME as Hermes reads it (trimmed; empty
     /// means unset), LEASECTL_HOSTS as one comma-separated list; both marked, so hints
     /// leave them to the environment.

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::Cli;
+use super::args::GlobalOptions;
 use super::{Failure, usage};
 
 /// The file, under the operator's own configuration directory.
@@ -21,16 +21,16 @@ pub(super) fn file() -> Option<PathBuf> {
 
 /// With `--backend etcd`: the file fills what the command line and etcdctl's
 /// environment left unset.
-pub(super) fn apply(cli: &mut Cli) -> Result<(), Failure> {
+pub(super) fn apply(global: &mut GlobalOptions) -> Result<(), Failure> {
     match file() {
-        Some(path) if cli.backend == super::args::Backend::Etcd => fill(cli, &path),
+        Some(path) if global.backend == super::args::Backend::Etcd => fill(global, &path),
         _ => Ok(()),
     }
 }
 
 /// Fill what the command line and the environment left unset from the file, if there
 /// is one; every problem names the file and the line.
-pub(super) fn fill(cli: &mut Cli, path: &Path) -> Result<(), Failure> {
+pub(super) fn fill(global: &mut GlobalOptions, path: &Path) -> Result<(), Failure> {
     use crate::lease::home::safe_file::{Spot, read_bounded};
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return Ok(()) };
     let bytes = match read_bounded(&Spot::new(dir, name), MAX) {
@@ -49,12 +49,12 @@ pub(super) fn fill(cli: &mut Cli, path: &Path) -> Result<(), Failure> {
         let Some((key, value)) = line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) else {
             return Err(at(format!("{} is not name = value", crate::lease::words::human::escape(line))));
         };
-        let a = &mut cli.etcd_access;
+        let a = &mut global.etcd_access;
         let duration =
             |v: &str| crate::lease::words::human::parse_duration(v).map_err(|e| at(format!("{key}: {}", e.0)));
         match key {
-            "endpoints" => cli.endpoints = cli.endpoints.take().or_else(|| Some(value.to_owned())),
-            "prefix" => cli.prefix = cli.prefix.take().or_else(|| Some(value.to_owned())),
+            "endpoints" => global.endpoints = global.endpoints.take().or_else(|| Some(value.to_owned())),
+            "prefix" => global.prefix = global.prefix.take().or_else(|| Some(value.to_owned())),
             "cacert" => a.cacert = a.cacert.take().or_else(|| Some(value.into())),
             "cert" => a.cert = a.cert.take().or_else(|| Some(value.into())),
             "key" => a.key = a.key.take().or_else(|| Some(value.into())),

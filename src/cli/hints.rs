@@ -1,7 +1,7 @@
 //! Hints a message gives (`leasectl prune` removes it) name the registry the operator
 //! chose: copied as printed, they act on the same home and profile, not on ~/.hermes.
 
-use super::args::{Backend, Cli};
+use super::args::{Backend, GlobalOptions};
 use crate::lease::words::hint::Reach;
 
 /// `leasectl` and the options that chose the registry, as typed on this command line:
@@ -12,29 +12,29 @@ pub(super) struct Hints {
 
 impl Hints {
     /// The options that select a registry (or an etcd prefix) on this command line.
-    pub(super) fn of(cli: &Cli) -> Hints {
+    pub(super) fn of(global: &GlobalOptions) -> Hints {
         let mut options: Vec<String> = Vec::new();
-        if cli.backend == Backend::Etcd {
+        if global.backend == Backend::Etcd {
             options.extend(["--backend".into(), "etcd".into()]);
-            if let Some(e) = &cli.endpoints {
+            if let Some(e) = &global.endpoints {
                 options.extend(["--endpoints".into(), e.clone()]);
             }
-            if let Some(x) = &cli.prefix {
+            if let Some(x) = &global.prefix {
                 options.extend(["--prefix".into(), x.clone()]);
             }
         }
         // Over --host a hint reaches the same hosts (LEASECTL_HOSTS is in the environment).
-        for host in cli.hosts.iter().filter(|_| !cli.hosts_from_env) {
+        for host in global.hosts.iter().filter(|_| !global.hosts_from_env) {
             options.extend(["--host".into(), host.clone()]);
         }
-        if cli.all_hosts {
+        if global.all_hosts {
             options.push("--all-hosts".into());
         }
-        if let Some(h) = cli.home.as_ref().filter(|_| !cli.home_from_env) {
+        if let Some(h) = global.home.as_ref().filter(|_| !global.home_from_env) {
             options.extend(["--home".into(), h.to_string_lossy().into_owned()]);
         }
         // Last: a hint for another profile replaces it.
-        if let Some(name) = &cli.profile {
+        if let Some(name) = &global.profile {
             options.extend(["--profile".into(), name.clone()]);
         }
         Hints { reach: Reach::with(options) }

@@ -5,7 +5,7 @@
 use crate::lease::address::host_spec::{self as spec, HostSpec, HostTarget};
 use crate::lease::{Location, home::paths};
 
-use super::args::{Backend, Cli, Command};
+use super::args::{Backend, Command, GlobalOptions};
 use super::{Failure, Selection, fail, usage};
 
 /// The commands that work across hosts (the others take or give back a lease, which
@@ -13,32 +13,32 @@ use super::{Failure, Selection, fail, usage};
 const HOST_COMMANDS: &str = "ls, events, metrics, doctor, prune, force-release, stop and the console";
 
 /// The hosts named on this command line, else in `LEASECTL_HOSTS`; none: this machine.
-pub(super) fn selected(cli: &Cli) -> Result<Vec<HostSpec>, Failure> {
+pub(super) fn selected(global: &GlobalOptions) -> Result<Vec<HostSpec>, Failure> {
     // LEASECTL_HOSTS, as clap read it: one comma-separated value (a SPEC named with --host
     // is one SPEC, commas and all).
-    let (given, env): (&[String], Option<&str>) = match cli.hosts_from_env {
-        true => (&[], cli.hosts.first().map(String::as_str)),
-        false => (&cli.hosts, None),
+    let (given, env): (&[String], Option<&str>) = match global.hosts_from_env {
+        true => (&[], global.hosts.first().map(String::as_str)),
+        false => (&global.hosts, None),
     };
     let file = spec::hosts_file();
-    let mut hosts = spec::select(given, env, cli.all_hosts, file.as_deref()).map_err(usage)?;
+    let mut hosts = spec::select(given, env, global.all_hosts, file.as_deref()).map_err(usage)?;
     // `local` without a path is the home this command line names.
     for h in &mut hosts {
         if let HostTarget::Local { home: home @ None } = &mut h.target {
-            *home = Some(paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?);
+            *home = Some(paths::resolve_home(global.home.as_deref()).map_err(|m| fail(m.0))?);
         }
     }
     if !hosts.is_empty() {
-        ssh_settings(cli)?;
+        ssh_settings(global)?;
     }
     Ok(hosts)
 }
 
 /// `--connect-timeout` for every host of this run, and `LEASECTL_SSH_PERSIST` checked
 /// before any host is reached (a typo there is said, not taken as "no sharing").
-fn ssh_settings(cli: &Cli) -> Result<(), Failure> {
+fn ssh_settings(global: &GlobalOptions) -> Result<(), Failure> {
     use crate::lease::ssh::options;
-    if let Some(secs) = cli.connect_timeout {
+    if let Some(secs) = global.connect_timeout {
         options::set_connect_timeout(std::time::Duration::from_secs(secs));
     }
     options::share_for().map(|_| ()).map_err(usage)
@@ -55,12 +55,12 @@ fn named_registry(host: &HostSpec) -> String {
 }
 
 pub(super) fn select_locations(
-    cli: &Cli,
+    global: &GlobalOptions,
     command: &Command,
     implicit: bool,
     hosts: Vec<HostSpec>,
 ) -> Result<Selection, Failure> {
-    if cli.backend == Backend::Etcd {
+    if global.backend == Backend::Etcd {
         return Err(usage("--host reaches registry files on other hosts; etcd is reached with --endpoints"));
     }
     let what = match command {
@@ -93,7 +93,7 @@ pub(super) fn select_locations(
         let locations = hosts
             .into_iter()
             .map(|host| {
-                let profile = cli.profile.clone().unwrap_or_else(|| named_registry(&host));
+                let profile = global.profile.clone().unwrap_or_else(|| named_registry(&host));
                 Location::on_host(host, profile)
             })
             .collect();
@@ -102,7 +102,7 @@ pub(super) fn select_locations(
     // An id is looked for in every profile of every host, as `--all-profiles` does here.
     let by_id = matches!(command, Command::ForceRelease(a) if a.lease_id.is_some())
         || matches!(command, Command::Stop(a) if a.lease_id.is_some());
-    let every_profile = cli.all_profiles || ((implicit || by_id) && cli.profile.is_none());
+    let every_profile = global.all_profiles || ((implicit || by_id) && global.profile.is_none());
     // Each host's registries (every one, or the one its home names), asked of all hosts
     // at once.
     let answers: Vec<Option<Vec<String>>> = std::thread::scope(|scope| {
@@ -112,7 +112,7 @@ pub(super) fn select_locations(
     });
     let mut locations = Vec::new();
     for (host, profiles) in hosts.into_iter().zip(answers) {
-        let names = match (&cli.profile, profiles) {
+        let names = match (&global.profile, profiles) {
             (Some(p), _) => vec![p.clone()],
             (None, Some(found)) if !found.is_empty() => found,
             // Not reached: listed (as unreachable) under its root.

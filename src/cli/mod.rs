@@ -48,7 +48,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use args::{AcquireOpts, Backend};
-pub use args::{Cli, Command};
+pub use args::{Cli, Command, GlobalOptions};
 
 use crate::lease::{
     self, Error, EtcdLocation, LeaseStore, Location, Reason, StoreOptions, address::location::lease_ttl, home::paths,
@@ -92,7 +92,7 @@ pub fn parse() -> Result<Cli, i32> {
     });
     let e = match parsed {
         Ok((mut cli, from_environment)) => {
-            cli.note_environment(from_environment);
+            cli.global.note_environment(from_environment);
             return Ok(cli);
         }
         Err(e) => e,
@@ -152,7 +152,7 @@ pub fn run(cli: Cli) -> i32 {
         None => std::io::IsTerminal::is_terminal(&std::io::stdout()),
         _ => false,
     };
-    let hints = Hints::of(&cli);
+    let hints = Hints::of(&cli.global);
     if cli.command.as_ref().is_some_and(reads_once) {
         lease::file::set_remembering(false);
     }
@@ -261,35 +261,36 @@ fn reads_once(command: &Command) -> bool {
 
 /// The commands that need no registry: generated from the argument definitions, or this
 /// build copied to other hosts.
-fn without_registry(command: &Command, cli: &mut Cli) -> Option<Result<i32, Failure>> {
+fn without_registry(command: &Command, global: &mut GlobalOptions) -> Option<Result<i32, Failure>> {
     Some(match command {
         Command::Completions(a) => Ok(print_completions(a.shell)),
         Command::Complete(a) => Ok(completions::complete(a)),
         Command::Man => print_man(),
-        Command::Install => reached(cli).and_then(|hosts| install::install_on(&hosts)),
+        Command::Install => reached(global).and_then(|hosts| install::install_on(&hosts)),
         _ => return None,
     })
 }
 
-fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
-    let timeout = lock_timeout(cli.lock_timeout)?;
-    let implicit = cli.command.is_none();
-    let command = cli.command.take().unwrap_or_else(implicit_command);
-    if let Some(done) = without_registry(&command, &mut cli) {
+fn dispatch(cli: Cli, hints: &Hints) -> Result<i32, Failure> {
+    let Cli { mut global, command } = cli;
+    let timeout = lock_timeout(global.lock_timeout)?;
+    let implicit = command.is_none();
+    let command = command.unwrap_or_else(implicit_command);
+    if let Some(done) = without_registry(&command, &mut global) {
         return done;
     }
-    let options = store_options(&cli, &command, timeout)?;
+    let options = store_options(&global, &command, timeout)?;
     if let Command::Serve(_) = &command {
-        return Ok(crate::serve::serve_stdio(cli.home.as_deref(), options));
+        return Ok(crate::serve::serve_stdio(global.home.as_deref(), options));
     }
-    let hosts = reached(&mut cli)?;
+    let hosts = reached(&mut global)?;
     let on_hosts = !hosts.is_empty();
     let Selection { locations, root } = match on_hosts {
-        true => hosts::select_locations(&cli, &command, implicit, hosts)?,
-        false => select_locations(&cli, &command, implicit)?,
+        true => hosts::select_locations(&global, &command, implicit, hosts)?,
+        false => select_locations(&global, &command, implicit)?,
     };
     let single = || -> Result<Box<dyn LeaseStore>, Failure> {
-        if cli.all_profiles {
+        if global.all_profiles {
             return Err(usage(format!("--all-profiles works with {} only", args::ALL_PROFILES_COMMANDS)));
         }
         let location = locations.first().ok_or_else(|| usage("no registry selected"))?;
@@ -301,7 +302,7 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
     // --all-profiles on files: a profile created while ls -w or events -f runs is followed too.
     // Over --host: the registries each host reports, as it reports them.
     let discover = || match locations.first() {
-        _ if !cli.all_profiles => watch::Discover::Nothing,
+        _ if !global.all_profiles => watch::Discover::Nothing,
         _ if on_hosts => watch::Discover::Hosts(options),
         Some(first) => match first.registry() {
             Some(r) => watch::Discover::Profiles(r.home.clone(), options),
@@ -317,12 +318,12 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
             release(&mut *single()?, &a.lease_id, a.owner_pid, a.json, &elsewhere, hints)
         }
         // Over --host an id or session is looked for on every host.
-        Command::ForceRelease(a) if cli.all_profiles || on_hosts => force_release_everywhere(&mut all()?, &a),
+        Command::ForceRelease(a) if global.all_profiles || on_hosts => force_release_everywhere(&mut all()?, &a),
         Command::ForceRelease(a) => {
             let elsewhere = other_registries(root.as_deref(), &locations);
             force_release(&mut *single()?, &a, &elsewhere, hints)
         }
-        Command::Stop(a) if cli.all_profiles || on_hosts => stop::stop(all()?, &a, hints),
+        Command::Stop(a) if global.all_profiles || on_hosts => stop::stop(all()?, &a, hints),
         Command::Stop(a) => stop::stop(vec![single()?], &a, hints),
         Command::Prune(a) => prune(
             &mut all()?,
@@ -347,10 +348,10 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         }
         Command::Tui => {
             // The console follows profiles created while it runs, unless one was chosen.
-            let discover_root = root.filter(|_| cli.profile.is_none());
-            console(discover_root, on_hosts && cli.profile.is_none(), locations, timeout, options.idle_threshold)
+            let discover_root = root.filter(|_| global.profile.is_none());
+            console(discover_root, on_hosts && global.profile.is_none(), locations, timeout, options.idle_threshold)
         }
-        Command::Demo(a) => demo(cli.home.as_deref(), a.tour),
+        Command::Demo(a) => demo(global.home.as_deref(), a.tour),
         Command::Events(a) => events::events(&mut all()?, &a, options.idle_threshold, discover(), hints),
         Command::Metrics => metrics::print(&mut all()?, options.idle_threshold),
         Command::Completions(_) | Command::Complete(_) | Command::Man | Command::Serve(_) => Ok(EXIT_OK),
@@ -360,9 +361,9 @@ fn dispatch(mut cli: Cli, hints: &Hints) -> Result<i32, Failure> {
 
 /// What this command line reaches besides its home: the etcd settings (the file fills
 /// what the command line and etcdctl's environment left unset) and the hosts.
-fn reached(cli: &mut Cli) -> Result<Vec<crate::lease::address::host_spec::HostSpec>, Failure> {
-    etcd_config::apply(cli)?;
-    hosts::selected(cli)
+fn reached(global: &mut GlobalOptions) -> Result<Vec<crate::lease::address::host_spec::HostSpec>, Failure> {
+    etcd_config::apply(global)?;
+    hosts::selected(global)
 }
 
 /// No command: the console on a terminal, the listing otherwise (pipes, scripts);
@@ -390,14 +391,18 @@ fn warn_if_ttl_too_short(ttl: Option<u64>) {
 }
 
 /// How to open the stores: the lock bound, the TTL an etcd grant asks for, the idle threshold.
-fn store_options(cli: &Cli, command: &Command, timeout: Duration) -> Result<StoreOptions, Failure> {
+fn store_options(global: &GlobalOptions, command: &Command, timeout: Duration) -> Result<StoreOptions, Failure> {
     let ttl = match command {
         Command::Acquire(a) => a.opts.ttl,
         Command::Hold(o) => o.ttl,
         Command::Run(a) => a.opts.ttl,
         _ => None,
     };
-    Ok(StoreOptions { lock_timeout: timeout, ttl: lease_ttl(ttl).map_err(usage)?, idle_threshold: cli.idle_threshold })
+    Ok(StoreOptions {
+        lock_timeout: timeout,
+        ttl: lease_ttl(ttl).map_err(usage)?,
+        idle_threshold: global.idle_threshold,
+    })
 }
 
 /// `run` as the process a script started: fork the keeper that holds the lease and runs CMD.
@@ -419,9 +424,9 @@ struct Selection {
 
 /// The locations a command acts on: registry files (the home, a profile, or the root and
 /// every profile), or one etcd prefix with `--backend etcd`.
-fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Selection, Failure> {
-    if cli.backend == Backend::Etcd {
-        if cli.all_profiles || cli.profile.is_some() || cli.home.is_some() {
+fn select_locations(global: &GlobalOptions, command: &Command, implicit: bool) -> Result<Selection, Failure> {
+    if global.backend == Backend::Etcd {
+        if global.all_profiles || global.profile.is_some() || global.home.is_some() {
             return Err(usage(
                 "--home, --profile and --all-profiles name registry files; with --backend etcd use --endpoints and \
                  --prefix",
@@ -439,14 +444,14 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
             Command::Demo(_) => return Err(usage("demo runs on a sandbox registry file; it has no etcd mode")),
             _ => {}
         }
-        let endpoints = cli.endpoints.as_deref().ok_or_else(|| {
+        let endpoints = global.endpoints.as_deref().ok_or_else(|| {
             usage("--backend etcd needs --endpoints URL[,URL] (the etcd client URLs, e.g. http://127.0.0.1:2379)")
         })?;
-        let tls = lease::use_etcd_access(&cli.etcd_access.given()).map_err(usage)?;
-        let at = EtcdLocation::parse_with(endpoints, cli.prefix.as_deref(), tls).map_err(usage)?;
+        let tls = lease::use_etcd_access(&global.etcd_access.given()).map_err(usage)?;
+        let at = EtcdLocation::parse_with(endpoints, global.prefix.as_deref(), tls).map_err(usage)?;
         return Ok(Selection { locations: vec![Location::Etcd(Box::new(at))], root: None });
     }
-    if cli.endpoints.is_some() || cli.prefix.is_some() {
+    if global.endpoints.is_some() || global.prefix.is_some() {
         return Err(usage("--endpoints and --prefix work with --backend etcd only"));
     }
     if let Command::Acquire(args::AcquireArgs { opts: AcquireOpts { ttl: Some(_), .. }, .. })
@@ -455,7 +460,7 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     {
         return Err(usage("--ttl works with --backend etcd only: a registry file lease lasts as long as its owner"));
     }
-    let home = paths::resolve_home(cli.home.as_deref()).map_err(|m| fail(m.0))?;
+    let home = paths::resolve_home(global.home.as_deref()).map_err(|m| fail(m.0))?;
     let root = paths::root_of(&home);
     let console = implicit || matches!(command, Command::Tui);
     // The fence creates a missing home (and any parents) as Hermes' acquire does: a fresh
@@ -477,11 +482,11 @@ fn select_locations(cli: &Cli, command: &Command, implicit: bool) -> Result<Sele
     }
     // The console finds the profiles itself, after its first screen: listing 100,000 of
     // them here held that screen up for 0.3 s.
-    let registries = if matches!(command, Command::Tui) && cli.profile.is_none() && !console::dumb_terminal() {
+    let registries = if matches!(command, Command::Tui) && global.profile.is_none() && !console::dumb_terminal() {
         vec![paths::Registry::new("root", &root)]
-    } else if cli.all_profiles || (console && cli.profile.is_none()) {
+    } else if global.all_profiles || (console && global.profile.is_none()) {
         paths::all_registries(&root)
-    } else if let Some(name) = &cli.profile {
+    } else if let Some(name) = &global.profile {
         let mut reg = paths::profile_registry(&root, name).map_err(usage)?;
         if reg.home.is_dir() {
             // Named as listed: a deleted profile, or a directory with no identity, is marked.
