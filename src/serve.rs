@@ -39,7 +39,7 @@ fn send(out: &Out, line: &ServerLine) -> bool {
 
 /// Serve until standard input ends. `home` is this command line's `--home`, used when
 /// the client names none.
-pub fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
+pub(crate) fn serve_stdio(home: Option<&Path>, options: StoreOptions) -> i32 {
     let out: Out = Arc::new(Mutex::new(std::io::stdout()));
     let user = crate::lease::home::audit::who();
     let hello = Hello {

@@ -10,7 +10,7 @@ use crate::lease::error::Unusable;
 const GLOBAL: &str = "Global options";
 
 /// The commands `--all-profiles` works with (its help and its error say the same).
-pub const ALL_PROFILES_COMMANDS: &str = "ls, prune, doctor, force-release, stop, events and metrics";
+pub(crate) const ALL_PROFILES_COMMANDS: &str = "ls, prune, doctor, force-release, stop, events and metrics";
 const ALL_PROFILES_HELP: &str =
     "The root and every profile (ls, prune, doctor, force-release, stop, events, metrics; the console shows them all)";
 
@@ -272,7 +272,7 @@ pub enum Command {
 }
 
 /// Every subcommand, in the order help lists them.
-pub const SUBCOMMANDS: [Sub; 18] = [
+pub(crate) const SUBCOMMANDS: [Sub; 18] = [
     Sub {
         name: "ls",
         about: "List leases with owner liveness (read-only: takes no lock, never prunes)",
@@ -453,7 +453,7 @@ pub const SUBCOMMANDS: [Sub; 18] = [
 
 /// A subcommand's definition: its name, its line in the list of commands, the help
 /// after its own, and its arguments.
-pub struct Sub {
+pub(crate) struct Sub {
     pub name: &'static str,
     about: &'static str,
     /// Empty: none.

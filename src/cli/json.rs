@@ -503,7 +503,7 @@ impl serde::Serialize for Canonical<'_> {
 /// `ls --json`, serialized as it is written: `{"registries": [{cap, cap_warnings, error,
 /// leases, path, profile}, …]}` with keys in the order a JSON map sorts them, each lease
 /// written as it is serialized.
-pub struct LsJson<'a> {
+pub(crate) struct LsJson<'a> {
     pub listings: &'a [crate::lease::Listing],
     /// Per listing: who its owners are (looked up where they run).
     pub owners: &'a [HashMap<u64, OwnerInfo>],

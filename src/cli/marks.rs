@@ -11,7 +11,7 @@ use crate::lease::{LeaseView, now};
 /// What stands out in one registry: sessions with two live owners, and live leases
 /// over the cap. Judged on every lease, before filters hide any.
 #[derive(Debug, Default, Clone)]
-pub struct Marks {
+pub(crate) struct Marks {
     pub conflicts: HashSet<String>,
     pub live: usize,
     /// Every lease of the registry, before filters hide any.
@@ -28,7 +28,7 @@ pub struct Marks {
 }
 
 impl Marks {
-    pub fn of(views: &[LeaseView], cap: Option<u64>) -> Marks {
+    pub(crate) fn of(views: &[LeaseView], cap: Option<u64>) -> Marks {
         let (live, twice) = crate::lease::view::held_twice(views);
         Marks {
             conflicts: twice.into_keys().map(str::to_owned).collect(),
@@ -55,7 +55,7 @@ impl Marks {
     }
 
     /// [`Marks::add_context`], returning a bad idle threshold's warning instead of saying it.
-    pub fn add_context_quietly(
+    pub(crate) fn add_context_quietly(
         &mut self,
         home: &std::path::Path,
         views: &[LeaseView],
@@ -74,7 +74,12 @@ impl Marks {
 
     /// Leak suspects by `contexts` (state.db, read here or on the registry's host) and
     /// the idle `threshold`.
-    pub fn judge_context(&mut self, contexts: context::Contexts, threshold: std::time::Duration, views: &[LeaseView]) {
+    pub(crate) fn judge_context(
+        &mut self,
+        contexts: context::Contexts,
+        threshold: std::time::Duration,
+        views: &[LeaseView],
+    ) {
         let at = now();
         self.leak_suspects =
             views.iter().filter(|v| context::is_leak(v, contexts.get(v.entry.session_id()), threshold, at)).count();
@@ -83,30 +88,30 @@ impl Marks {
     }
 
     /// Why `v` looks leaked, in words (`owner`: its owner's facts), or None.
-    pub fn leak_of(&self, v: &LeaseView, owner: Option<&OwnerInfo>) -> Option<String> {
+    pub(crate) fn leak_of(&self, v: &LeaseView, owner: Option<&OwnerInfo>) -> Option<String> {
         let (threshold, at) = self.judged?;
         let owner = owner.map_or("-", |o| o.name.as_str());
         context::leak_reason(v, self.context_of(v), threshold, at, owner)
     }
 
     /// Whether `v` looks leaked.
-    pub fn is_leak(&self, v: &LeaseView) -> bool {
+    pub(crate) fn is_leak(&self, v: &LeaseView) -> bool {
         self.judged.is_some_and(|(threshold, at)| context::is_leak(v, self.context_of(v), threshold, at))
     }
 
     /// The session's context, when state.db has it.
-    pub fn context_of(&self, v: &LeaseView) -> Option<ContextRef<'_>> {
+    pub(crate) fn context_of(&self, v: &LeaseView) -> Option<ContextRef<'_>> {
         self.context.as_ref()?.get(v.entry.session_id())
     }
 
     /// True when `v` is a live owner of a session that another live owner holds too.
-    pub fn in_conflict(&self, v: &LeaseView) -> bool {
+    pub(crate) fn in_conflict(&self, v: &LeaseView) -> bool {
         v.liveness.counts_as_live() && self.conflicts.contains(v.entry.session_id())
     }
 
     /// The marks one lease carries, for people. Over its cap is the registry's state, said
     /// on its line: no one lease is the one over it.
-    pub fn of_lease(&self, v: &LeaseView) -> Vec<&'static str> {
+    pub(crate) fn of_lease(&self, v: &LeaseView) -> Vec<&'static str> {
         let mut m = Vec::new();
         if self.in_conflict(v) {
             m.push("CONFLICT");

@@ -5,7 +5,7 @@
 mod messages;
 
 mod acquire;
-pub mod args;
+pub(crate) mod args;
 mod completions;
 mod console;
 mod doctor;
@@ -16,12 +16,12 @@ mod hints;
 mod hold;
 mod hosts;
 mod install;
-pub mod json;
+pub(crate) mod json;
 mod ls;
 mod manual;
 mod marks;
 mod metrics;
-pub mod output;
+pub(crate) mod output;
 mod prune;
 mod recap;
 mod release;

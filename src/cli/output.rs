@@ -10,7 +10,7 @@ use crate::lease::{
 };
 
 /// A recorded grant for people; `renewed`: hold/run keep it alive.
-pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> String {
+pub(crate) fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed: bool) -> String {
     // The session id is the caller's text: shown, never obeyed by the terminal (as refusals do).
     let session = escape(&req.session_id);
     let how = if g.replaced.is_some() { " (same writer: replaced its own entry)" } else { "" };
@@ -55,7 +55,7 @@ pub fn grant_text(g: &Grant, location: &Location, req: &AcquireRequest, renewed:
 }
 
 /// What an admin removal did, for people.
-pub fn print_removal(location: &Location, r: &Removal, what: &str) {
+pub(crate) fn print_removal(location: &Location, r: &Removal, what: &str) {
     if location.is_remote() {
         let verb = if r.dry_run { "would revoke" } else { "revoked" };
         say!("{}: {what} {verb} {}", location.describe(), plural(r.removed.len(), "lease", "leases"));
@@ -122,7 +122,7 @@ pub fn print_removal(location: &Location, r: &Removal, what: &str) {
 }
 
 /// The warning printed when a force-release removed (or would remove) a live owner's lease.
-pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
+pub(crate) fn live_owner_warning(location: &Location, r: &Removal) -> String {
     let who = live_owners_text(r);
     if location.is_remote() {
         let verb = if r.dry_run { "would revoke" } else { "revoked" };
@@ -163,7 +163,7 @@ pub fn live_owner_warning(location: &Location, r: &Removal) -> String {
 
 /// Counts over every registry doctor looked at: its last line, and `summary` in JSON.
 #[derive(serde::Serialize)]
-pub struct DoctorSummary {
+pub(crate) struct DoctorSummary {
     pub registries: usize,
     pub with_problems: usize,
     pub invalid_entries: usize,
@@ -175,7 +175,7 @@ pub struct DoctorSummary {
 }
 
 impl DoctorSummary {
-    pub fn of(reports: &[DoctorReport]) -> DoctorSummary {
+    pub(crate) fn of(reports: &[DoctorReport]) -> DoctorSummary {
         let count = |f: fn(&DoctorReport) -> usize| reports.iter().map(f).sum();
         DoctorSummary {
             registries: reports.len(),
@@ -189,7 +189,7 @@ impl DoctorSummary {
         }
     }
 
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "{}, {} with problems: {} invalid, {}, {} over cap, {}, {}; {}",
             plural(self.registries, "registry", "registries"),
@@ -206,7 +206,7 @@ impl DoctorSummary {
 
 /// First 8 characters of a lease id: enough to tell leases apart on screen.
 /// The live owners among removed leases, for the operator's warning.
-pub fn live_owners_text(r: &Removal) -> String {
+pub(crate) fn live_owners_text(r: &Removal) -> String {
     let who: Vec<String> = r
         .removed
         .iter()
@@ -219,12 +219,12 @@ pub fn live_owners_text(r: &Removal) -> String {
     who.join("; ")
 }
 
-pub fn short_id(id: &str) -> String {
+pub(crate) fn short_id(id: &str) -> String {
     id.chars().take(8).collect()
 }
 
 /// Columns padded to the widest cell; the last column is not padded.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     table_lines(header, rows.len(), |i| rows.get(i).cloned().unwrap_or_default()).collect::<Vec<String>>().join("\n")
 }
 
@@ -232,7 +232,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// for: `row(i)` is called twice per row (once for the widths, once to print), so a table
 /// of 50,000 leases is never held whole, neither its cells nor its text. `row` must
 /// give the same cells both times.
-pub fn table_lines<'a>(
+pub(crate) fn table_lines<'a>(
     header: &'a [&str],
     count: usize,
     row: impl Fn(usize) -> Vec<String> + 'a,
@@ -278,7 +278,7 @@ fn say_lease_table(views: &[LeaseView]) {
 }
 
 /// One lease's row under [`LEASE_HEADER`], its age as of `at`.
-pub fn lease_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, at: f64) -> Vec<String> {
+pub(crate) fn lease_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, at: f64) -> Vec<String> {
     let e = &v.entry;
     let mut liveness = v.liveness.name().to_owned();
     if v.liveness.clock_step_suspected() {
@@ -300,16 +300,17 @@ pub fn lease_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, at: f64) -> Ve
     ]
 }
 
-pub const LEASE_HEADER: [&str; 8] = ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
+pub(crate) const LEASE_HEADER: [&str; 8] =
+    ["LEASE", "SESSION", "SURFACE", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID"];
 
 /// The lease table on etcd: the owner's host, the TTL with the liveness, the fencing token.
-pub const ETCD_LEASE_HEADER: [&str; 10] =
+pub(crate) const ETCD_LEASE_HEADER: [&str; 10] =
     ["LEASE", "SESSION", "SURFACE", "HOST", "PID", "OWNER", "LIVENESS", "AGE", "LIVE ID", "FENCING TOKEN"];
 /// `-o wide` adds the etcd lease and the slot (whole lease ids, too).
-pub const ETCD_WIDE_COLUMNS: [&str; 2] = ["ETCD LEASE", "SLOT"];
+pub(crate) const ETCD_WIDE_COLUMNS: [&str; 2] = ["ETCD LEASE", "SLOT"];
 
 /// Seconds left on an etcd lease, for people.
-pub fn ttl_text(ttl: Option<i64>) -> String {
+pub(crate) fn ttl_text(ttl: Option<i64>) -> String {
     match ttl {
         Some(t) => format!("ttl {t}s"),
         None => "expired".into(),
@@ -318,7 +319,7 @@ pub fn ttl_text(ttl: Option<i64>) -> String {
 
 /// The rows of the etcd table; `wide`: whole lease ids, the etcd lease and the slot. An
 /// owner on this host is named by its process (`owners`), one elsewhere is `-`.
-pub fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wide: bool) -> Vec<Vec<String>> {
+pub(crate) fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wide: bool) -> Vec<Vec<String>> {
     let at = now();
     let here = crate::lease::owners::owner::hostname();
     views
@@ -349,7 +350,7 @@ pub fn etcd_lease_rows(views: &[LeaseView], owners: &HashMap<u64, OwnerInfo>, wi
 }
 
 /// `ls` on etcd, as a table or JSON.
-pub fn etcd_listing(
+pub(crate) fn etcd_listing(
     at: &EtcdLocation,
     views: &[LeaseView],
     remote: &RemoteListing,
@@ -384,7 +385,7 @@ pub fn etcd_listing(
 }
 
 /// Who waits in line, in the order they will be served: `3 waiting` and a line each.
-pub fn waiting_text(line: &[crate::lease::Waiter], now: f64) -> String {
+pub(crate) fn waiting_text(line: &[crate::lease::Waiter], now: f64) -> String {
     let mut s = format!("{} waiting, served in this order:", line.len());
     for (i, w) in line.iter().enumerate() {
         let cap = w.cap.map(|c| format!(" (--max {c})")).unwrap_or_default();
@@ -402,7 +403,11 @@ pub fn waiting_text(line: &[crate::lease::Waiter], now: f64) -> String {
 }
 
 /// What a repair would do; `forced`: `--force` was given, so its need is not said again.
-pub fn repair_text(location: &Location, plan: &crate::lease::doctor::repair::RepairPlan, forced: bool) -> String {
+pub(crate) fn repair_text(
+    location: &Location,
+    plan: &crate::lease::doctor::repair::RepairPlan,
+    forced: bool,
+) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "{} ({}): invalid", location.label(), location.describe());

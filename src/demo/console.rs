@@ -7,7 +7,7 @@ use super::tour;
 use crate::tui::extension::{Extension, Job, JobDone, Runner};
 
 /// The demo's extension and runner for a playground; `tour` starts the guided tour at once.
-pub fn extension(playground: Playground, tour: bool) -> (Box<dyn Extension>, Box<dyn Runner>) {
+pub(crate) fn extension(playground: Playground, tour: bool) -> (Box<dyn Extension>, Box<dyn Runner>) {
     let mut state = DemoState::new(playground.sandbox.home().to_path_buf(), playground.sandbox.owned());
     state.start_tour = tour;
     (Box::new(state), Box::new(playground))

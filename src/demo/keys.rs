@@ -6,7 +6,7 @@ use ratatui::crossterm::event::KeyCode;
 use crate::tui::extension::{Binding, Footer};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DemoKey {
+pub(crate) enum DemoKey {
     SpawnOwner,
     TryAcquire,
     KillOwner,
@@ -19,7 +19,7 @@ pub enum DemoKey {
     ResultUp,
 }
 
-pub const DEMO_KEYS: &[Binding<DemoKey>] = &[
+pub(crate) const DEMO_KEYS: &[Binding<DemoKey>] = &[
     Binding {
         keys: &[(KeyCode::Char('o'), DemoKey::SpawnOwner)],
         shown: "o",

@@ -3,14 +3,14 @@
 //! (`console`): its state (`state`), keys (`panel`, `keys`) and view (`view`); the
 //! console does not know about it.
 
-pub mod console;
-pub mod keys;
-pub mod panel;
-pub mod playground;
-pub mod sandbox;
+pub(crate) mod console;
+pub(crate) mod keys;
+pub(crate) mod panel;
+pub(crate) mod playground;
+pub(crate) mod sandbox;
 pub mod state;
 pub mod tour;
-pub mod view;
+pub(crate) mod view;
 
 pub use playground::{Action, CorruptKind, Outcome, OwnerChoice, OwnerView, Playground, Verdict};
 pub use sandbox::Sandbox;

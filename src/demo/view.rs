@@ -20,7 +20,7 @@ fn style(no_color: bool, c: Color) -> Style {
 
 /// The smallest terminal the demo draws in: the header, a table of a few rows, and the
 /// result's title, verdict and first lines of why (the rest scrolls).
-pub const MIN_SIZE: (u16, u16) = (70, 20);
+pub(crate) const MIN_SIZE: (u16, u16) = (70, 20);
 
 /// From this width the playground's box (its keys, sandbox and owners) stands beside
 /// the result; below it the footer and the help list the keys, the table the owners.
@@ -34,7 +34,7 @@ fn result_width(width: u16) -> u16 {
 
 /// The rows the panel takes: all its result (or the playground box, if longer) when there
 /// is room; at least the title, the verdict and three lines of why.
-pub fn panel_rows(demo: &DemoState, width: u16) -> PanelRows {
+pub(crate) fn panel_rows(demo: &DemoState, width: u16) -> PanelRows {
     let lines = result_lines(demo, true);
     let drawn = wrapped(&lines, result_width(width).saturating_sub(2));
     let boxed = if width >= BOX_FROM_WIDTH { box_lines(demo, true, u16::MAX).len() as u16 } else { 0 };
@@ -42,7 +42,7 @@ pub fn panel_rows(demo: &DemoState, width: u16) -> PanelRows {
 }
 
 /// How many of the result's lines are out of view in a panel drawn in `panel`.
-pub fn result_hidden(demo: &DemoState, panel: Rect) -> u16 {
+pub(crate) fn result_hidden(demo: &DemoState, panel: Rect) -> u16 {
     let lines = result_lines(demo, true);
     let width = result_width(panel.width);
     wrapped(&lines, width.saturating_sub(2)).saturating_sub(panel.height.saturating_sub(2))
@@ -52,7 +52,7 @@ fn wrapped(lines: &[Line<'static>], width: u16) -> u16 {
     Paragraph::new(lines.to_vec()).wrap(Wrap { trim: false }).line_count(width.max(1)) as u16
 }
 
-pub fn render_demo_panel(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect) {
+pub(crate) fn render_demo_panel(demo: &DemoState, no_color: bool, frame: &mut Frame, area: Rect) {
     if area.width < BOX_FROM_WIDTH {
         render_result(demo, no_color, frame, area);
         return;
@@ -226,7 +226,7 @@ fn short(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
 
-pub fn render_form(form: &Form, no_color: bool, frame: &mut Frame, area: Rect) {
+pub(crate) fn render_form(form: &Form, no_color: bool, frame: &mut Frame, area: Rect) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let mut lines = Vec::new();
     for (i, f) in form.fields.iter().enumerate() {

@@ -19,29 +19,29 @@ use super::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, 
 use super::words::refusal::Refusal;
 
 /// Told what could not be recorded, in words (the action stands either way).
-pub type OnAuditFailure = Box<dyn Fn(String) + Send + Sync>;
+pub(crate) type OnAuditFailure = Box<dyn Fn(String) + Send + Sync>;
 
 /// Whom the changes are recorded as done by, and who is told what could not be recorded.
 /// Shared by every store it wraps (a console opens one per profile: 100,000 of them).
-pub struct Auditor {
+pub(crate) struct Auditor {
     actor: Actor,
     on_failure: OnAuditFailure,
 }
 
 impl Auditor {
-    pub fn new(actor: Actor, on_failure: OnAuditFailure) -> Arc<Auditor> {
+    pub(crate) fn new(actor: Actor, on_failure: OnAuditFailure) -> Arc<Auditor> {
         Arc::new(Auditor { actor, on_failure })
     }
 }
 
 /// `inner`, with its changes on record as done by its auditor's actor.
-pub struct Audited {
+pub(crate) struct Audited {
     inner: Box<dyn LeaseStore>,
     auditor: Arc<Auditor>,
 }
 
 impl Audited {
-    pub fn wrap(inner: Box<dyn LeaseStore>, auditor: Arc<Auditor>) -> Box<dyn LeaseStore> {
+    pub(crate) fn wrap(inner: Box<dyn LeaseStore>, auditor: Arc<Auditor>) -> Box<dyn LeaseStore> {
         Box::new(Audited { inner, auditor })
     }
 

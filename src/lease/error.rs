@@ -38,10 +38,10 @@ fn more_problems(problems: &[Problem]) -> String {
 }
 
 /// The shortest prefix that names a lease: shorter ones match too much to be safe.
-pub const MIN_PREFIX: usize = 4;
+pub(crate) const MIN_PREFIX: usize = 4;
 
 /// What to add to "no lease TYPED": a typed id too short to be a prefix is why.
-pub fn too_short(typed: &str) -> String {
+pub(crate) fn too_short(typed: &str) -> String {
     match typed.chars().count() {
         n if n < MIN_PREFIX => {
             format!("; a prefix names a lease from {MIN_PREFIX} characters on ({typed:?} has {n}; `ls` shows 8)")

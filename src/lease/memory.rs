@@ -7,7 +7,7 @@
 /// nothing to do.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)] // the call below has no safe wrapper; see SAFETY
-pub fn give_back_free_pages() {
+pub(crate) fn give_back_free_pages() {
     // SAFETY: malloc_trim takes no pointer and may be called at any time from any thread;
     // it only releases memory the allocator holds free.
     unsafe {

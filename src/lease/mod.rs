@@ -7,35 +7,37 @@
 //! is shared. This file is the one place that picks a backend: [`open`] and [`watch`].
 
 pub mod address;
-pub mod audited;
+pub(crate) mod audited;
 pub mod backend;
 pub mod changes;
-pub mod clock;
-pub mod doctor;
-pub mod error;
+pub(crate) mod clock;
+pub(crate) mod doctor;
+pub(crate) mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
-pub mod failpoint;
+pub(crate) mod failpoint;
 pub mod file;
 pub mod format;
-pub mod grant;
+pub(crate) mod grant;
 pub mod home;
-pub mod memory;
+pub(crate) mod memory;
 pub mod owners;
-pub mod ssh;
-pub mod stop;
-pub mod view;
+pub(crate) mod ssh;
+pub(crate) mod stop;
+pub(crate) mod view;
 pub mod words;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use address::location::{EtcdAccessGiven, EtcdLocation, Location, SshLocation};
+pub use address::etcd_access::EtcdAccessGiven;
+pub use address::location::{EtcdLocation, Location, SshLocation};
 pub use backend::{
     Change, Ending, FileVersion, LeaseStore, Listing, OwnerRelease, RemoteChange, RemoteListing, StoreOptions, Waiter,
     WatchScope,
 };
 pub use clock::now;
+pub use doctor::report::DoctorReport;
 pub use error::{Error, HostFault, InvalidRegistry};
 pub use format::entry::Entry;
 pub use format::problem::{Problem, Rule};
@@ -43,7 +45,7 @@ pub use grant::{AcquireRequest, Grant, Released, RemoteGrant};
 pub use home::lock::DEFAULT_LOCK_TIMEOUT;
 pub use home::paths::Registry;
 pub use owners::liveness::{Liveness, Prober};
-pub use view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, RemoteLease, Removal, Target};
+pub use view::{ForceOptions, LeaseView, PruneOptions, RemoteLease, Removal, Target};
 pub use words::refusal::{Reason, Refusal};
 
 /// The store for a location. Opening never does I/O: an unreachable etcd shows on first use.
@@ -74,13 +76,13 @@ pub const HAS_ETCD: bool = cfg!(feature = "etcd");
 pub fn use_etcd_access(given: &EtcdAccessGiven) -> Result<bool, String> {
     #[cfg(feature = "etcd")]
     {
-        etcd::access::set(etcd::access::Access::from_given(given)?);
+        etcd::access::set(given.read()?);
         Ok(etcd::access::tls())
     }
+    // The options are read alike in every build; without the backend they are never given.
     #[cfg(not(feature = "etcd"))]
     {
-        let _ = given;
-        Ok(false)
+        given.read().map(|_| false)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use super::address::target::Target;
-pub use super::doctor::report::{DoctorLeases, DoctorReport};
+pub(crate) use super::doctor::report::{DoctorLeases, DoctorReport};
 use super::format::entry::Entry;
 use super::owners::liveness::Liveness;
 
@@ -51,7 +51,7 @@ impl LeaseView {
 /// Grouped through a sorted list of (32-bit session hash, index), 8 bytes a lease (a map
 /// of every live session took ls and doctor past prune's memory at 50,000 leases); only
 /// a run of equal hashes is grouped by the real ids, so a collision joins nothing.
-pub fn held_twice(views: &[LeaseView]) -> (usize, BTreeMap<&str, Vec<usize>>) {
+pub(crate) fn held_twice(views: &[LeaseView]) -> (usize, BTreeMap<&str, Vec<usize>>) {
     use std::hash::BuildHasher;
     let hasher = rustc_hash::FxBuildHasher;
     let mut live: Vec<(u32, u32)> = views
@@ -72,14 +72,14 @@ pub fn held_twice(views: &[LeaseView]) -> (usize, BTreeMap<&str, Vec<usize>>) {
     (live.len(), twice)
 }
 
-pub fn owner_may_be_alive(v: &LeaseView) -> bool {
+pub(crate) fn owner_may_be_alive(v: &LeaseView) -> bool {
     may_be_alive(&v.liveness)
 }
 
 /// The verdicts that forbid removing a lease without an explicit override. A "recycled"
 /// owner whose start time is off by whole seconds is most likely the same, live process
 /// seen across a wall-clock step: prune keeps it, and so does every other removal.
-pub fn may_be_alive(l: &Liveness) -> bool {
+pub(crate) fn may_be_alive(l: &Liveness) -> bool {
     matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. }) || l.clock_step_suspected()
 }
 
@@ -127,7 +127,11 @@ pub struct Removal {
 /// The lease `lease_id` when a plain release must not take it: its owner runs on this
 /// host and is neither the caller, one of its ancestors nor `owner_pid` (the one the
 /// caller says it acts for). Taking a live stranger's lease is force-release's job.
-pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid: Option<u64>) -> Option<&'a LeaseView> {
+pub(crate) fn foreign_live_owner<'a>(
+    views: &'a [LeaseView],
+    lease_id: &str,
+    owner_pid: Option<u64>,
+) -> Option<&'a LeaseView> {
     let view = views.iter().find(|v| v.entry.lease_id() == lease_id)?;
     let pid = view.entry.pid();
     let here = view.remote.as_ref().is_none_or(|r| r.host == super::owners::owner::hostname());
@@ -140,7 +144,7 @@ pub fn foreign_live_owner<'a>(views: &'a [LeaseView], lease_id: &str, owner_pid:
 
 /// How long doctor watches a lock someone holds: a writer's instant passes well within
 /// it, so a lock still held after it is worth an operator's look.
-pub const LOCK_WATCH: Duration = Duration::from_secs(1);
+pub(crate) const LOCK_WATCH: Duration = Duration::from_secs(1);
 
 /// Lease `lease-{i}` of `session`, owned by pid 100 + i, judged `liveness`.
 #[cfg(test)]

@@ -11,7 +11,7 @@ use rustix::process::{self, Pid, PidfdFlags, Signal};
 /// Who belongs to the work: the running descendants of `root` (the keeper, or CMD
 /// when run in-process), not `root` itself.
 #[derive(Debug, Clone, Copy)]
-pub struct Family {
+pub(crate) struct Family {
     pub root: u32,
     /// A member signalled another way (CMD, through its own pidfd): left out here, so it
     /// gets each signal once.
@@ -45,7 +45,8 @@ impl Family {
     }
 
     /// The members still running (the left-out one apart), with their process groups.
-    pub fn members(&self) -> Vec<(u32, u32)> {
+    #[cfg(test)]
+    pub(crate) fn members(&self) -> Vec<(u32, u32)> {
         self.tree()
             .into_iter()
             .filter(|(pid, _, ended)| !ended && Some(*pid) != self.except)
@@ -55,7 +56,7 @@ impl Family {
 
     /// Send `sig` to every member, except those in process group `skip_pgrp` (they got
     /// it already, from the terminal). Returns how many were signalled.
-    pub fn signal(&self, sig: Signal, skip_pgrp: Option<u32>) -> usize {
+    pub(crate) fn signal(&self, sig: Signal, skip_pgrp: Option<u32>) -> usize {
         let tree = self.tree();
         // Any process of the tree may be a parent: CMD (left out) and one that just ended too.
         let mut family: HashSet<u32> = tree.iter().map(|(pid, _, _)| *pid).collect();
@@ -81,7 +82,7 @@ impl Family {
 }
 
 /// This process's group: a terminal signal (Ctrl-C) reached every member in it.
-pub fn own_process_group() -> u32 {
+pub(crate) fn own_process_group() -> u32 {
     process::getpgrp().as_raw_nonzero().get() as u32
 }
 

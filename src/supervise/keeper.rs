@@ -8,7 +8,7 @@ use rustix::process::{self, Pid, PidfdFlags, Signal, WaitOptions};
 use super::{StopSignals, from_terminal, send};
 
 /// Which side of the fork this process is on.
-pub enum Side {
+pub(crate) enum Side {
     /// The keeper, its relay (this pid) alive: acquire and run CMD.
     Keeper { relay: u32 },
     /// The relay: pass stop signals on to the keeper (this pid) and exit as it does.
@@ -17,13 +17,13 @@ pub enum Side {
 
 /// True when the relay that started this keeper is gone (it gets SIGTERM then, as its
 /// parent-death signal).
-pub fn relay_gone(relay: u32) -> bool {
+pub(crate) fn relay_gone(relay: u32) -> bool {
     process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(relay)
 }
 
 /// Make orphans of CMD's processes this process's children, so they stay in the family
 /// and are waited for.
-pub fn become_subreaper() -> std::io::Result<()> {
+pub(crate) fn become_subreaper() -> std::io::Result<()> {
     Ok(process::set_child_subreaper(Some(process::getpid()))?)
 }
 
@@ -34,7 +34,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
 /// installed its own handlers ([`StopSignals::install`] unblocks them), none is lost in
 /// between and none is caught by the other side's.
 #[allow(unsafe_code)] // fork(2) has no safe wrapper; see SAFETY
-pub fn split() -> std::io::Result<Side> {
+pub(crate) fn split() -> std::io::Result<Side> {
     let me = std::process::id();
     // A fork copies only the calling thread: with another thread running, a lock it held
     // (the allocator's, stdout's) would stay locked in the keeper forever.
@@ -72,7 +72,7 @@ pub fn split() -> std::io::Result<Side> {
 
 /// The relay: pass stop signals on to the keeper (not a terminal's, which reached it
 /// already); exit as it does.
-pub fn relay(keeper: Pid, signals: StopSignals) -> std::io::Result<i32> {
+pub(crate) fn relay(keeper: Pid, signals: StopSignals) -> std::io::Result<i32> {
     let mut signals = signals;
     let early: Vec<libc::siginfo_t> = signals.signals.pending().collect();
     // The keeper is this process's child, not yet waited for: its pid cannot be reused.

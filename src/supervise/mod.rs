@@ -4,8 +4,8 @@
 //! The handlers are installed BEFORE the lease is acquired: a stop signal that
 //! arrives between the registry write and the wait must still release the lease.
 
-pub mod family;
-pub mod keeper;
+pub(crate) mod family;
+pub(crate) mod keeper;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
@@ -22,7 +22,7 @@ use signal_hook::iterator::exfiltrator::WithRawSiginfo;
 use family::Family;
 
 /// SIGINT, SIGTERM and SIGHUP, caught from now on (their default action no longer runs).
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     /// With each signal's siginfo: a SIGINT the terminal sent (Ctrl-C) reached CMD too.
     signals: SignalsInfo<WithRawSiginfo>,
 }
@@ -37,8 +37,12 @@ fn from_terminal(info: &libc::siginfo_t) -> bool {
 /// How `run` stands: as the keeper (the lease's owner, CMD's parent, a subreaper whose
 /// whole family is CMD's work), or in-process (tests: only CMD's descendants are its work).
 #[derive(Debug, Clone, Copy)]
-pub enum Supervision {
-    Keeper { relay: u32 },
+pub(crate) enum Supervision {
+    Keeper {
+        relay: u32,
+    },
+    // Only the unit tests supervise in-process.
+    #[cfg_attr(not(test), allow(dead_code))]
     InProcess,
 }
 
@@ -65,7 +69,7 @@ enum Stopper {
 }
 
 impl StopSignals {
-    pub fn install() -> std::io::Result<StopSignals> {
+    pub(crate) fn install() -> std::io::Result<StopSignals> {
         // SIGHUP: the terminal closed. It ends `hold` and `run` like SIGTERM (CMD first,
         // then the release) instead of killing leasectl with its lease still recorded.
         // Unless started ignoring it (`nohup`): then a hangup must not end the work.
@@ -77,18 +81,18 @@ impl StopSignals {
     }
 
     /// True when a stop signal already arrived (e.g. while acquiring).
-    pub fn pending(&mut self) -> bool {
+    pub(crate) fn pending(&mut self) -> bool {
         self.signals.pending().next().is_some()
     }
 
     /// Block until SIGINT or SIGTERM arrives; return which. None when woken through
     /// [`StopSignals::waker`] instead (e.g. the lease was lost).
-    pub fn wait(mut self) -> Option<i32> {
+    pub(crate) fn wait(mut self) -> Option<i32> {
         self.signals.forever().next().map(|info| info.si_signo)
     }
 
     /// Something another thread can call to end [`StopSignals::wait`] without a signal.
-    pub fn waker(&self) -> impl FnOnce() + Send + 'static {
+    pub(crate) fn waker(&self) -> impl FnOnce() + Send + 'static {
         let handle = self.signals.handle();
         move || handle.close()
     }
@@ -98,7 +102,7 @@ impl StopSignals {
     /// of them; one that arrived before the spawn stops CMD as soon as it starts. When
     /// `lost` reports the lease gone (why), or the relay dies, the work is stopped:
     /// SIGTERM, then SIGKILL after `grace`.
-    pub fn run_supervised(
+    pub(crate) fn run_supervised(
         mut self,
         cmd: &[String],
         env: &[(&str, &str)],
@@ -262,7 +266,7 @@ fn send(pidfd: &OwnedFd, sig: i32) {
 
 /// How `run`'s CMD ended.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunEnd {
+pub(crate) struct RunEnd {
     /// CMD's status as a shell reports it.
     pub code: i32,
     /// Set when CMD was stopped because the lease was lost: why.

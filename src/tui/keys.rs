@@ -52,12 +52,12 @@ pub fn lookup<A: Copy>(table: &[Binding<A>], key: &KeyEvent) -> Option<A> {
 }
 
 /// No modifier but Shift: a key as typed.
-pub fn is_plain(key: &KeyEvent) -> bool {
+pub(crate) fn is_plain(key: &KeyEvent) -> bool {
     (key.modifiers - KeyModifiers::SHIFT).is_empty()
 }
 
 /// The character a plain key types into an input line (the filter, a session id).
-pub fn typed_char(key: &KeyEvent) -> Option<char> {
+pub(crate) fn typed_char(key: &KeyEvent) -> Option<char> {
     match key.code {
         KeyCode::Char(c) if is_plain(key) => Some(c),
         _ => None,
@@ -66,7 +66,7 @@ pub fn typed_char(key: &KeyEvent) -> Option<char> {
 
 /// Keys that move through a dialog's list (the console's moving actions, without the
 /// letters: a dialog may be typed into).
-pub const SCROLL_KEYS: &[Binding<Action>] = &[Binding {
+pub(crate) const SCROLL_KEYS: &[Binding<Action>] = &[Binding {
     keys: &[
         (KeyCode::Down, Action::Down),
         (KeyCode::Up, Action::Up),
@@ -82,7 +82,7 @@ pub const SCROLL_KEYS: &[Binding<Action>] = &[Binding {
 
 /// The answer to a dialog's question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     Yes,
     /// Yes, although a live owner's lease may be lost: a key of its own.
     Force,
@@ -97,7 +97,7 @@ const CANCEL: Binding<Answer> = Binding {
 };
 
 /// A yes/no question.
-pub const CONFIRM_KEYS: &[Binding<Answer>] = &[
+pub(crate) const CONFIRM_KEYS: &[Binding<Answer>] = &[
     Binding {
         keys: &[(KeyCode::Char('y'), Answer::Yes), (KeyCode::Char('Y'), Answer::Yes)],
         shown: "y",
@@ -109,7 +109,7 @@ pub const CONFIRM_KEYS: &[Binding<Answer>] = &[
 
 /// A question only a deliberate key answers yes (not y, nor the key that opened it:
 /// a double press must not force it).
-pub const FORCE_KEYS: &[Binding<Answer>] = &[
+pub(crate) const FORCE_KEYS: &[Binding<Answer>] = &[
     Binding {
         keys: &[(KeyCode::Char('!'), Answer::Force)],
         shown: "!",
@@ -120,7 +120,7 @@ pub const FORCE_KEYS: &[Binding<Answer>] = &[
 ];
 
 /// A dialog's hint line from its table: `y release · n/Esc cancel`, the yes word `verb`.
-pub fn answer_hint(table: &[Binding<Answer>], verb: &str) -> String {
+pub(crate) fn answer_hint(table: &[Binding<Answer>], verb: &str) -> String {
     let words: Vec<String> = table
         .iter()
         .filter_map(|b| match (b.footer, b.keys.first()) {
@@ -137,13 +137,13 @@ pub fn answer_hint(table: &[Binding<Answer>], verb: &str) -> String {
 
 /// Editing an input line; any other plain key types its character.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Edit {
+pub(crate) enum Edit {
     Done,
     Cancel,
     Erase,
 }
 
-pub const LINE_KEYS: &[Binding<Edit>] = &[
+pub(crate) const LINE_KEYS: &[Binding<Edit>] = &[
     Binding {
         keys: &[(KeyCode::Enter, Edit::Done)],
         shown: "Enter",
@@ -161,7 +161,7 @@ pub const LINE_KEYS: &[Binding<Edit>] = &[
 
 /// The filter line's keys: as an input line's, but Esc clears the filter (k9s), and a
 /// filter opened on the one in force is replaced by what is typed.
-pub const FILTER_KEYS: &[Binding<Edit>] = &[
+pub(crate) const FILTER_KEYS: &[Binding<Edit>] = &[
     Binding {
         keys: &[(KeyCode::Enter, Edit::Done)],
         shown: "Enter",
@@ -183,12 +183,12 @@ pub const FILTER_KEYS: &[Binding<Edit>] = &[
 ];
 
 /// An input line's hint from its table: `Enter apply · Esc cancel`; `done` renames Enter's word.
-pub fn line_hint(done: Option<&str>) -> String {
+pub(crate) fn line_hint(done: Option<&str>) -> String {
     table_hint(LINE_KEYS, done)
 }
 
 /// The filter line's hint: `Enter keep · Esc clear · Backspace edit`.
-pub fn filter_hint() -> String {
+pub(crate) fn filter_hint() -> String {
     table_hint(FILTER_KEYS, None)
 }
 
@@ -205,7 +205,7 @@ fn table_hint(table: &[Binding<Edit>], done: Option<&str>) -> String {
 }
 
 /// One input-line key's hint: `Esc cancel`.
-pub fn line_key_hint(edit: Edit) -> String {
+pub(crate) fn line_key_hint(edit: Edit) -> String {
     LINE_KEYS
         .iter()
         .filter(|b| b.keys.iter().any(|(_, e)| *e == edit))
@@ -217,7 +217,7 @@ pub fn line_key_hint(edit: Edit) -> String {
 }
 
 /// What closes the help.
-pub const HELP_KEYS: &[Binding<()>] = &[Binding {
+pub(crate) const HELP_KEYS: &[Binding<()>] = &[Binding {
     keys: &[(KeyCode::Esc, ()), (KeyCode::Char('?'), ()), (KeyCode::Char('q'), ()), (KeyCode::Enter, ())],
     shown: "Esc / ? / q / Enter",
     help: "close",
@@ -226,7 +226,7 @@ pub const HELP_KEYS: &[Binding<()>] = &[Binding {
 
 /// What the console's own keys do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Help,
     Quit,
     /// Esc: clear the filter, else close the details; never quits.
@@ -268,7 +268,7 @@ pub enum Action {
 }
 
 /// Every key the console knows, in the order the help lists them.
-pub const CONSOLE_KEYS: &[Binding<Action>] = &[
+pub(crate) const CONSOLE_KEYS: &[Binding<Action>] = &[
     Binding {
         keys: &[
             (KeyCode::Down, Action::Down),
@@ -424,7 +424,7 @@ pub const CONSOLE_KEYS: &[Binding<Action>] = &[
 
 /// The footer line's entries (key, word): the console's first ones, then the
 /// extension's when it brings any, else the console's plain ones.
-pub fn footer_entries(console: &[KeyRow], extension: &[KeyRow]) -> Vec<(&'static str, &'static str)> {
+pub(crate) fn footer_entries(console: &[KeyRow], extension: &[KeyRow]) -> Vec<(&'static str, &'static str)> {
     // The console's first entries, then an extension's: what a narrow footer must keep.
     let first = console.iter().chain(extension).filter_map(|r| match r.footer {
         Footer::First(k, w) => Some((k, w)),

@@ -8,10 +8,10 @@ use super::extension::PanelRows;
 use super::state::{App, Row};
 
 /// Below this the console shows only a note asking for more room.
-pub const MIN_SIZE: (u16, u16) = (60, 15);
+pub(crate) const MIN_SIZE: (u16, u16) = (60, 15);
 
 /// The parts of the screen, in `area`.
-pub struct Areas {
+pub(crate) struct Areas {
     pub tabs: Rect,
     pub header: Rect,
     pub banner: Rect,
@@ -24,14 +24,14 @@ pub struct Areas {
 }
 
 /// The room `app` needs, when `area` is smaller (the note to show instead).
-pub fn too_small(app: &App, area: Rect) -> Option<(u16, u16)> {
+pub(crate) fn too_small(app: &App, area: Rect) -> Option<(u16, u16)> {
     let (ext_w, ext_h) = app.extension.as_ref().map_or((0, 0), |x| x.min_size());
     let need = (MIN_SIZE.0.max(ext_w), MIN_SIZE.1.max(ext_h));
     (area.width < need.0 || area.height < need.1).then_some(need)
 }
 
 /// The areas of the console in `area`; `banner_height` is the banner's wrapped lines.
-pub fn areas(app: &App, area: Rect, banner_height: u16) -> Areas {
+pub(crate) fn areas(app: &App, area: Rect, banner_height: u16) -> Areas {
     let (table_height, panel_height, log_height) = match &app.extension {
         Some(ext) => heights_with_panel(app, ext.panel_rows(area.width, area.height), area, banner_height),
         None => heights_without_panel(app, area, banner_height),
@@ -111,7 +111,7 @@ fn heights_with_panel(app: &App, panel: PanelRows, area: Rect, banner_height: u1
 
 /// The first of the table's rows in view: the selection sits in the lower part of the
 /// window, so its session row stays in view. `height` is the rows' room.
-pub fn table_offset(rows: &[Row], selected_row: usize, height: usize) -> usize {
+pub(crate) fn table_offset(rows: &[Row], selected_row: usize, height: usize) -> usize {
     let offset = selected_row.saturating_sub(height.saturating_sub(1).min(height * 3 / 4));
     offset.min(rows.len().saturating_sub(height))
 }
@@ -154,7 +154,7 @@ fn more_marker(count: usize, before: bool) -> String {
 
 /// The tabs that fit `width` around `selected`, of `count` titled by `title`. Each tab
 /// takes its title and a space each side, and a `│` parts two (as ratatui's Tabs draws).
-pub fn tab_bar(count: usize, selected: usize, width: u16, title: impl Fn(usize) -> String) -> TabBar {
+pub(crate) fn tab_bar(count: usize, selected: usize, width: u16, title: impl Fn(usize) -> String) -> TabBar {
     if count == 0 {
         return TabBar { first: 0, titles: vec![], before: 0, after: 0 };
     }
@@ -218,7 +218,7 @@ pub fn tab_bar(count: usize, selected: usize, width: u16, title: impl Fn(usize) 
 
 /// The title at `column` of the tab bar (titles padded by a space each side and parted
 /// by `│`, as ratatui's Tabs draws them).
-pub fn tab_at(titles: &[String], column: u16) -> Option<usize> {
+pub(crate) fn tab_at(titles: &[String], column: u16) -> Option<usize> {
     let mut x = 0u16;
     for (i, title) in titles.iter().enumerate() {
         let end = x.saturating_add(2).saturating_add(title.chars().count() as u16);

@@ -4,7 +4,7 @@
 //! counts that never moved; a count is now written only when a reading changes it.
 
 /// Ticks a sparkline looks back (about five minutes).
-pub const HISTORY_LEN: u64 = 300;
+pub(crate) const HISTORY_LEN: u64 = 300;
 
 /// Points (first tick with this count, the count), oldest first; never two equal counts
 /// in a row. The oldest is kept in place: most registries' count never moves, and one

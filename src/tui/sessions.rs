@@ -13,7 +13,7 @@ use crate::lease::LeaseView;
 use crate::lease::home::context::{self, Contexts};
 
 /// At most one read of a home's state.db this often: Hermes may write it many times a second.
-pub const READ_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const READ_EVERY: Duration = Duration::from_secs(2);
 
 /// How many homes' state.db a look for changes checks (two `stat`s each), the next ones
 /// the next time: every home each second was 60 % of an idle console's work at 20,000
@@ -35,7 +35,7 @@ struct HomeContext {
 }
 
 #[derive(Default)]
-pub struct SessionCache {
+pub(crate) struct SessionCache {
     homes: HashMap<PathBuf, HomeContext>,
     /// The idle threshold given on the command line, if any.
     pub idle_given: Option<Duration>,
@@ -58,7 +58,7 @@ impl SessionCache {
     /// database changed ([`SessionCache::due`], at most every [`READ_EVERY`]) or other
     /// sessions are leased now. Not looked at here: a snapshot of every store (an owner
     /// came or went) looked at 20,000 homes' databases each time.
-    pub fn contexts(&mut self, home: &Path, views: &[LeaseView], now: f64) -> (Arc<Contexts>, Duration) {
+    pub(crate) fn contexts(&mut self, home: &Path, views: &[LeaseView], now: f64) -> (Arc<Contexts>, Duration) {
         // Nothing leased, nothing to judge or show: a home with 100,000 empty profiles
         // spent a third of its load reading each one's state.db and config.yaml.
         if views.is_empty() {
@@ -97,7 +97,7 @@ impl SessionCache {
     /// read again), or a session has just gone idle past the threshold.
     /// Each call checks the databases of [`SIGNATURES_PER_LOOK`] homes, from where the last
     /// one stopped, and marks those changed for the next snapshot to read.
-    pub fn due(&mut self, now: f64) -> bool {
+    pub(crate) fn due(&mut self, now: f64) -> bool {
         if self.homes.values().any(|h| h.next_crossing.is_some_and(|at| at <= now)) {
             return true;
         }
@@ -123,7 +123,7 @@ impl SessionCache {
     }
 
     /// The verdicts as of `now` are shown: wait for the crossing after it.
-    pub fn judged(&mut self, now: f64) {
+    pub(crate) fn judged(&mut self, now: f64) {
         for h in self.homes.values_mut() {
             if h.next_crossing.is_some_and(|at| at <= now) {
                 h.next_crossing = next_crossing(&h.contexts, h.idle, now);
@@ -146,6 +146,12 @@ fn next_crossing(contexts: &Contexts, idle: Duration, now: f64) -> Option<f64> {
 }
 
 /// Why `v` looks leaked, given its session's context; `owner` names the process.
-pub fn leak(v: &LeaseView, contexts: &Contexts, idle: Duration, now: f64, owner: Option<&str>) -> Option<Arc<str>> {
+pub(crate) fn leak(
+    v: &LeaseView,
+    contexts: &Contexts,
+    idle: Duration,
+    now: f64,
+    owner: Option<&str>,
+) -> Option<Arc<str>> {
     context::leak_reason(v, contexts.get(v.entry.session_id()), idle, now, owner.unwrap_or("-")).map(Arc::from)
 }

@@ -14,7 +14,7 @@ use crate::lease::{FileVersion, LeaseStore, LeaseView, Listing, Prober};
 
 /// The versions of each registry file replaced since it was last read, as the change
 /// feed reported them (shared by the feed's thread and the worker).
-pub type Replaced = Arc<Mutex<HashMap<PathBuf, Vec<Option<FileVersion>>>>>;
+pub(crate) type Replaced = Arc<Mutex<HashMap<PathBuf, Vec<Option<FileVersion>>>>>;
 
 /// How long a reading of a file changed since the last one waits for the feed to report
 /// the change (its debounce gathers 20 ms).
@@ -25,7 +25,7 @@ const NO_WAIT_AFTER_GIVING_UP: std::time::Duration = std::time::Duration::from_s
 
 /// What the worker knows of each store's last reading.
 #[derive(Default)]
-pub struct Writes {
+pub(crate) struct Writes {
     pub replaced: Replaced,
     /// By store index: the version last read whole (when known), and its leases. Only
     /// stores with either are kept (a console with 100,000 empty profiles keeps none).
@@ -39,14 +39,14 @@ pub struct Writes {
 impl Writes {
     /// The version of its file store `index`'s last reading read whole (None: no file, or
     /// it was replaced while being read).
-    pub fn version_read(&self, index: usize) -> Option<FileVersion> {
+    pub(crate) fn version_read(&self, index: usize) -> Option<FileVersion> {
         self.last.get(&index).and_then(|(version, _)| *version)
     }
 
     /// Read store `index`; with it, the ids of leases an acquire pruned, when the reading
     /// spans exactly one write that added a lease and removed leases whose owners are dead
     /// or recycled now (the fence prunes only those).
-    pub fn read(&mut self, index: usize, store: &mut dyn LeaseStore) -> (Listing, Vec<String>) {
+    pub(crate) fn read(&mut self, index: usize, store: &mut dyn LeaseStore) -> (Listing, Vec<String>) {
         let Some(path) = store.location().registry().map(|r| r.path()) else { return (store.read(), vec![]) };
         let before = FileVersion::of(&path);
         let listing = store.read();

@@ -9,17 +9,17 @@ use crate::lease::error::Unusable;
 use crate::lease::home::paths::Registry;
 
 /// The default etcd key prefix.
-pub const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
+pub(crate) const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";
 /// The default etcd lease TTL: how long a dead owner keeps its session.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// etcd raises shorter TTLs to its minimum (about 2 s with default settings).
-pub const MIN_TTL_SECS: u64 = 2;
+pub(crate) const MIN_TTL_SECS: u64 = 2;
 /// The shortest TTL a renewed lease keeps through one etcd leader election. A holder
 /// renews every TTL/3 and gives up 2/3 TTL after its last renewal: a renewal may fail for
 /// up to TTL/3 (then tried on another member every 0.5 s). etcd's default election timeout
 /// (1 s, randomized up to 2 s) plus a second to reach the new leader needs TTL/3 >= 2 s.
-pub const ELECTION_SAFE_TTL_SECS: u64 = 6;
-pub const MAX_TTL_SECS: u64 = 86_400;
+pub(crate) const ELECTION_SAFE_TTL_SECS: u64 = 6;
+pub(crate) const MAX_TTL_SECS: u64 = 86_400;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Location {
@@ -40,20 +40,6 @@ pub struct SshLocation {
     pub host: HostSpec,
     /// `root` or a profile's name, as on that host.
     pub profile: String,
-}
-
-/// How to reach a secured etcd, as the operator gave it (`--cacert`, `--cert`, `--key`,
-/// `--user NAME[:PASSWORD]`, `--password-file`, the timeouts): plain data in every build;
-/// [`crate::lease::use_etcd_access`] reads its files and keeps it for the process.
-#[derive(Debug, Clone, Default)]
-pub struct EtcdAccessGiven {
-    pub cacert: Option<PathBuf>,
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
-    pub user: Option<String>,
-    pub password_file: Option<PathBuf>,
-    pub dial_timeout: Option<Duration>,
-    pub command_timeout: Option<Duration>,
 }
 
 /// The etcd client URLs and the key prefix (always ending with `/`).
@@ -133,7 +119,7 @@ impl EtcdLocation {
 }
 
 /// `--ttl SECS` for an etcd lease: the default when not given, else within etcd's bounds.
-pub fn lease_ttl(secs: Option<u64>) -> Result<Duration, Unusable> {
+pub(crate) fn lease_ttl(secs: Option<u64>) -> Result<Duration, Unusable> {
     match secs {
         None => Ok(DEFAULT_TTL),
         Some(s) if (MIN_TTL_SECS..=MAX_TTL_SECS).contains(&s) => Ok(Duration::from_secs(s)),

@@ -4,11 +4,11 @@
 use crate::lease::view::LeaseView;
 
 // The shortest prefix (4), and what a refusal adds for a shorter one: said with the error.
-pub use crate::lease::error::{MIN_PREFIX, too_short};
+pub(crate) use crate::lease::error::{MIN_PREFIX, too_short};
 
 /// What a typed id names in one registry.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// Exactly one lease: its whole id.
     Found(String),
     /// No lease has this id, or starts with it.
@@ -18,7 +18,7 @@ pub enum Lookup {
 }
 
 /// Look `typed` up among `views`: an exact id wins over prefixes of longer ones.
-pub fn lookup(views: &[LeaseView], typed: &str) -> Lookup {
+pub(crate) fn lookup(views: &[LeaseView], typed: &str) -> Lookup {
     if typed.is_empty() {
         return Lookup::Missing;
     }

@@ -2,8 +2,9 @@
 //! host over SSH), the hosts they name, a lease by its id or a prefix of it, and the
 //! ids themselves.
 
+pub mod etcd_access;
 pub mod host_spec;
 pub mod ids;
-pub mod location;
-pub mod lookup;
-pub mod target;
+pub(crate) mod location;
+pub(crate) mod lookup;
+pub(crate) mod target;

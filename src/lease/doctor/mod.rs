@@ -1,5 +1,5 @@
 //! What `doctor` finds in a registry and what its repair plans and did, shared by every
 //! backend and the audit record.
 
-pub mod repair;
-pub mod report;
+pub(crate) mod repair;
+pub(crate) mod report;

@@ -179,7 +179,7 @@ fn is_stale(v: &LeaseView) -> bool {
 }
 
 /// Leak suspects as they are judged, then kept with the stale leases in one list.
-pub struct Suspects {
+pub(crate) struct Suspects {
     /// Placed by their index in the registry until kept.
     found: Vec<Suspect>,
     words: Vec<Box<str>>,
@@ -190,13 +190,13 @@ pub struct Suspects {
 impl Suspects {
     /// Room for `live` suspects at most: made once, not grown by doubling while the
     /// sessions' context is held (35,000 suspects grew to 2 MB).
-    pub fn judged_at(judged_at: f64, live: usize) -> Suspects {
+    pub(crate) fn judged_at(judged_at: f64, live: usize) -> Suspects {
         Suspects { found: Vec::with_capacity(live), words: vec![], placed: HashMap::new(), judged_at }
     }
 
     /// The lease at `index` of the registry looks leaked: `leak`, its owner named `owner`.
     /// Indexes come in increasing order.
-    pub fn add(&mut self, index: usize, leak: Leak<'_>, owner: &str) {
+    pub(crate) fn add(&mut self, index: usize, leak: Leak<'_>, owner: &str) {
         let Ok(index) = u32::try_from(index) else { return };
         let word = self.place(owner);
         let why = match leak {
@@ -218,7 +218,7 @@ impl Suspects {
 
     /// The stale leases and these suspects among `views` (the registry's leases, judged),
     /// kept in place; the others let go.
-    pub fn keep(self, mut views: Vec<LeaseView>) -> DoctorLeases {
+    pub(crate) fn keep(self, mut views: Vec<LeaseView>) -> DoctorLeases {
         let mut suspects = self.found;
         let mut found = 0;
         let (mut index, mut kept) = (0u32, 0u32);

@@ -15,7 +15,7 @@ use super::EtcdConfig;
 
 /// Whether a request may be sent again after an attempt whose outcome is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resend {
+pub(crate) enum Resend {
     /// A read, a renewal, a revoke, a grant (an extra lease expires on its own), or a
     /// delete guarded by the owner's own lease: sending it twice changes nothing more.
     Safe,
@@ -44,7 +44,7 @@ const ATTEMPT_MIN: Duration = Duration::from_millis(500);
 /// Pause between rounds over every endpoint (an election takes about a second).
 const ROUND_PAUSE: Duration = Duration::from_millis(200);
 
-pub struct Endpoints {
+pub(crate) struct Endpoints {
     clients: Vec<(String, Client)>,
     /// The endpoint that answered last: tried first.
     preferred: AtomicUsize,
@@ -52,7 +52,7 @@ pub struct Endpoints {
 
 /// Why no endpoint gave an answer.
 #[derive(Debug)]
-pub struct NoAnswer {
+pub(crate) struct NoAnswer {
     /// Each endpoint's last failure, in words.
     pub tried: Vec<(String, String)>,
     /// The last attempt may have been acted on (a write's outcome is unknown).
@@ -65,7 +65,7 @@ pub struct NoAnswer {
 
 impl NoAnswer {
     /// `http://a:2379: cannot connect: connection refused; http://b:2379: no leader`
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let tried: Vec<String> = self.tried.iter().map(|(e, why)| format!("{e}: {why}")).collect();
         let mut text = tried.join("; ");
         if self.timed_out {
@@ -85,7 +85,7 @@ impl NoAnswer {
 
 impl Endpoints {
     /// A client for each endpoint. etcd-client connects lazily: nothing is dialled here.
-    pub async fn connect(config: &EtcdConfig) -> Result<Endpoints, etcd_client::Error> {
+    pub(crate) async fn connect(config: &EtcdConfig) -> Result<Endpoints, etcd_client::Error> {
         let mut clients = Vec::with_capacity(config.endpoints.len());
         let options = super::access::apply(config.connect_options());
         let mut first_error = None;
@@ -110,7 +110,7 @@ impl Endpoints {
     /// connections but does not answer (stopped, overloaded) held every one-shot command
     /// up by an attempt's bound when it was listed first. Nothing answers within `bound`:
     /// the order stays as given.
-    pub async fn prefer_first_to_answer(&self, prefix: &str, bound: Duration) {
+    pub(crate) async fn prefer_first_to_answer(&self, prefix: &str, bound: Duration) {
         if self.clients.len() < 2 {
             return;
         }
@@ -140,7 +140,12 @@ impl Endpoints {
     /// the others `grace` after the first answer (a healthy member answers in
     /// milliseconds): what each said, `None` for an answer. The first to answer is
     /// tried first from now on.
-    pub async fn check_members(&self, prefix: &str, bound: Duration, grace: Duration) -> Vec<(String, Option<String>)> {
+    pub(crate) async fn check_members(
+        &self,
+        prefix: &str,
+        bound: Duration,
+        grace: Duration,
+    ) -> Vec<(String, Option<String>)> {
         let mut asked = tokio::task::JoinSet::new();
         for (index, (_, client)) in self.clients.iter().enumerate() {
             let (mut client, prefix) = (client.clone(), prefix.to_owned());
@@ -185,7 +190,7 @@ impl Endpoints {
 
     /// Send the request `make` builds to the endpoints in turn, the last to answer first,
     /// round after round until one answers or `within` has passed.
-    pub async fn run<T, F>(
+    pub(crate) async fn run<T, F>(
         &self,
         resend: Resend,
         within: Duration,

@@ -14,7 +14,7 @@ use super::endpoints::{Endpoints, Resend};
 const RETRY: Duration = Duration::from_millis(500);
 
 /// A running keep-alive loop. Dropping it stops the loop (the lease then ends within its TTL).
-pub struct KeepAlive {
+pub(crate) struct KeepAlive {
     stop: Option<Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -24,7 +24,7 @@ impl KeepAlive {
     /// `on_lost` runs at most once, on the loop's thread, with a message for the operator:
     /// when etcd says the lease is gone, or when no renewal succeeded for 2/3 of the TTL.
     /// An error when the loop cannot be started: then nothing renews the lease.
-    pub fn start(
+    pub(crate) fn start(
         config: EtcdConfig,
         etcd_lease_id: i64,
         ttl: Duration,
@@ -42,7 +42,7 @@ impl KeepAlive {
     }
 
     /// Stop renewing and wait for the loop to end (at most one request timeout).
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.shut_down();
     }
 

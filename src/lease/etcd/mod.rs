@@ -14,13 +14,13 @@
 //! together when the owner stops renewing it. Callers stay synchronous: every call runs on a
 //! current-thread tokio runtime owned by [`Etcd`], bounded by a timeout.
 
-pub mod access;
-pub mod endpoints;
+pub(crate) mod access;
+pub(crate) mod endpoints;
 pub mod fence;
-pub mod keepalive;
-pub mod queue;
-pub mod store;
-pub mod watch;
+pub(crate) mod keepalive;
+pub(crate) mod queue;
+pub(crate) mod store;
+pub(crate) mod watch;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,7 +31,8 @@ use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 use endpoints::{Endpoints, Resend};
 use serde_json::{Map, Value};
 
-pub use super::address::location::{DEFAULT_TTL, EtcdLocation, lease_ttl};
+pub use super::address::location::EtcdLocation;
+pub(crate) use super::address::location::{DEFAULT_TTL, lease_ttl};
 use super::error::{Error, Unusable};
 use super::format::entry::Entry;
 use super::owners::liveness::{Liveness, Prober};

@@ -37,7 +37,7 @@ impl Ticket {
 }
 
 /// Join the line for `req`: a key created now, after everyone already in it.
-pub fn join(etcd: &Etcd, req: &AcquireRequest) -> Result<Ticket, EtcdError> {
+pub(crate) fn join(etcd: &Etcd, req: &AcquireRequest) -> Result<Ticket, EtcdError> {
     let ttl_secs = etcd.config.ttl.as_secs() as i64;
     let granted_at = Instant::now();
     let granted =
@@ -83,7 +83,7 @@ pub fn join(etcd: &Etcd, req: &AcquireRequest) -> Result<Ticket, EtcdError> {
 }
 
 /// Leave the line: stop renewing and end the place's lease (its key goes with it).
-pub fn leave(etcd: Option<&Etcd>, mut ticket: Ticket) {
+pub(crate) fn leave(etcd: Option<&Etcd>, mut ticket: Ticket) {
     if let Some(keep) = ticket.keep.take() {
         keep.stop();
     }
@@ -93,12 +93,12 @@ pub fn leave(etcd: Option<&Etcd>, mut ticket: Ticket) {
 }
 
 /// The read of the line: every waiter's key, in arrival order.
-pub fn read_op(etcd: &Etcd) -> TxnOp {
+pub(crate) fn read_op(etcd: &Etcd) -> TxnOp {
     TxnOp::get(etcd.config.waiters_prefix(), Some(GetOptions::new().with_prefix()))
 }
 
 /// Who waits in line now, in arrival order.
-pub fn line(etcd: &Etcd) -> Result<Vec<Waiter>, EtcdError> {
+pub(crate) fn line(etcd: &Etcd) -> Result<Vec<Waiter>, EtcdError> {
     let key = etcd.config.waiters_prefix();
     let resp = etcd.call("read the line", |mut c| {
         let key = key.clone();
@@ -108,7 +108,7 @@ pub fn line(etcd: &Etcd) -> Result<Vec<Waiter>, EtcdError> {
 }
 
 /// The waiters of a range read, in arrival order; keys that are not a waiter are left out.
-pub fn waiters_of(kvs: &[KeyValue]) -> Vec<Waiter> {
+pub(crate) fn waiters_of(kvs: &[KeyValue]) -> Vec<Waiter> {
     let mut line: Vec<Waiter> = kvs.iter().filter_map(decode).collect();
     line.sort_by_key(|w| w.position);
     line
@@ -130,7 +130,7 @@ fn decode(kv: &KeyValue) -> Option<Waiter> {
 
 /// Who stands before a request in line. A waiter on this host whose process is gone does
 /// not count: its key only lasts until its lease runs out.
-pub struct Ahead<'a> {
+pub(crate) struct Ahead<'a> {
     /// The first who came earlier for the same session.
     pub for_session: Option<&'a Waiter>,
     /// Those who came earlier for other sessions and wait for a slot only.
@@ -140,7 +140,7 @@ pub struct Ahead<'a> {
 /// `mine`: the requester's place (None: not in line, so after everyone). `free_under`
 /// says whether a waiter's own cap has a slot free now (one that has none takes nothing,
 /// so it does not hold others up); `held` whether a session is held.
-pub fn ahead<'a>(
+pub(crate) fn ahead<'a>(
     line: &'a [Waiter],
     mine: Option<i64>,
     session_id: &str,
@@ -176,7 +176,7 @@ fn gone(prober: &mut Prober, pid: u64) -> bool {
 }
 
 /// Which of `sessions` are held now (their session keys exist), read at one revision.
-pub fn held_sessions(etcd: &Etcd, sessions: &[&str]) -> Result<Vec<bool>, EtcdError> {
+pub(crate) fn held_sessions(etcd: &Etcd, sessions: &[&str]) -> Result<Vec<bool>, EtcdError> {
     let ops: Vec<TxnOp> = sessions
         .iter()
         .map(|s| TxnOp::get(etcd.config.session_key(s), Some(GetOptions::new().with_count_only())))

@@ -20,7 +20,7 @@ use crate::lease::words::refusal::{Reason, Refusal};
 /// TTLs are read one request per lease: a re-judgement reads at most this many.
 const TTL_READS: usize = 256;
 
-pub struct EtcdStore {
+pub(crate) struct EtcdStore {
     location: Location,
     config: EtcdConfig,
     /// Connected lazily, and again after a failure, so a console recovers once etcd is back.
@@ -39,7 +39,7 @@ pub struct EtcdStore {
 const MEMBER_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 impl EtcdStore {
-    pub fn new(at: &EtcdLocation, ttl: Duration) -> EtcdStore {
+    pub(crate) fn new(at: &EtcdLocation, ttl: Duration) -> EtcdStore {
         EtcdStore {
             location: Location::Etcd(Box::new(at.clone())),
             config: EtcdConfig::at(at, ttl),

@@ -23,7 +23,7 @@ const MARKS_KEPT: usize = 4096;
 /// in revision order. `report` gets an empty list when the watch opens or re-opens with
 /// nothing missed, and [`RemoteChange::Resync`] when history was lost. It returns false
 /// when nobody listens any more: the watcher then stops.
-pub fn spawn(at: EtcdLocation, debounce: Duration, report: impl Fn(Vec<RemoteChange>) -> bool + Send + 'static) {
+pub(crate) fn spawn(at: EtcdLocation, debounce: Duration, report: impl Fn(Vec<RemoteChange>) -> bool + Send + 'static) {
     let config = EtcdConfig::at(&at, super::DEFAULT_TTL);
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {

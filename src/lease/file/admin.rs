@@ -191,7 +191,7 @@ pub fn doctor(reg: &Registry) -> DoctorReport {
 }
 
 /// [`doctor`], with leak suspects judged against `idle` (else the home's config).
-pub fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
+pub(crate) fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorReport {
     let path = reg.path();
     let mut report = DoctorReport {
         registry: reg.clone(),

@@ -161,7 +161,7 @@ pub fn parse_owned_into<T>(bytes: Vec<u8>, each: &mut impl FnMut(Entry) -> T) ->
 }
 
 /// What a file's valid entries became, and its other top-level members.
-pub type Made<T> = (Vec<T>, Map<String, Value>);
+pub(crate) type Made<T> = (Vec<T>, Map<String, Value>);
 
 /// [`Parsed`], of entries made into something else as they were read.
 pub struct ParsedInto<T> {

@@ -4,17 +4,17 @@
 //! the fence on it (`fence`), the operator's actions (`admin`), repair (`salvage`) and
 //! its change feed (`watch`). [`FileStore`] puts them behind the one store interface.
 
-pub mod admin;
+pub(crate) mod admin;
 mod advice;
 pub mod fence;
-pub mod format;
+pub(crate) mod format;
 mod lease_watch;
 mod recent;
 pub mod registry;
 pub use recent::set_remembering;
 mod reparse;
 pub mod salvage;
-pub mod watch;
+pub(crate) mod watch;
 
 // The backend's operations on one registry, for callers that hold a [`Registry`] (tests,
 // benches, the demo's sandbox) rather than a store.

@@ -13,7 +13,7 @@ use crate::lease::home::paths::{self, LOCK_FILE, REGISTRY_FILE};
 
 /// What the watcher looks after: fixed homes, or a root whose profiles come and go.
 #[derive(Debug, Clone)]
-pub struct FileWatch {
+pub(crate) struct FileWatch {
     pub root: PathBuf,
     /// Discover `<root>/profiles/*` as they appear.
     pub discover: bool,
@@ -50,7 +50,7 @@ impl FileWatch {
 
     /// The directories to watch now: each runtime dir, home and the profiles dir, or
     /// the nearest existing ancestor of each one that does not exist yet.
-    pub fn desired(&self) -> BTreeSet<PathBuf> {
+    pub(crate) fn desired(&self) -> BTreeSet<PathBuf> {
         let mut out = BTreeSet::new();
         // A directory inside a home is watched only as itself: one its owner made a
         // symlink (to a busy directory, or root's) is not followed; the home is watched.
@@ -137,7 +137,7 @@ fn replacement(kind: &EventKind, path: &Path) -> bool {
 ///
 /// The receiver returned hears once every directory in scope is watched: a change made
 /// before then may go unreported (arming takes about a second at 100,000 profiles).
-pub fn spawn(
+pub(crate) fn spawn(
     scope: FileWatch,
     debounce: Duration,
     report: impl Fn(Vec<PathBuf>, Vec<(PathBuf, Vec<Option<FileVersion>>)>) -> bool + Send + 'static,

@@ -510,7 +510,7 @@ fn live_session_id_of<F: Fields + ?Sized>(raw: &F) -> String {
 
 /// A live session id as Hermes stringifies it, `str(x or "")`: for an entry's
 /// metadata and for an acquire's alike, so writer identity compares like with like.
-pub fn live_id_string(value: Option<&Value>) -> String {
+pub(crate) fn live_id_string(value: Option<&Value>) -> String {
     match value {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
@@ -527,7 +527,7 @@ pub trait SeenIds {
 }
 
 /// No lease id seen: for a caller that finds duplicates itself.
-pub struct NothingSeen;
+pub(crate) struct NothingSeen;
 
 impl SeenIds for NothingSeen {
     fn seen(&self, _lease_id: &str) -> bool {
@@ -554,7 +554,7 @@ impl<H: std::hash::BuildHasher> SeenIds for std::collections::HashSet<std::borro
 }
 
 /// Field lookup over a full map or the few known fields of the fast path.
-pub trait Fields {
+pub(crate) trait Fields {
     fn field(&self, key: &str) -> Option<&Value>;
 }
 
@@ -789,7 +789,7 @@ fn py_strip(s: &str) -> &str {
 }
 
 /// Hermes' `_nonblank_str` test: blank means empty after `strip()`.
-pub fn py_is_blank(s: &str) -> bool {
+pub(crate) fn py_is_blank(s: &str) -> bool {
     // Mostly led by a printable ASCII character, which strip() keeps: no walk.
     if s.as_bytes().first().is_some_and(|b| (0x21..0x80).contains(b)) {
         return false;

@@ -2,7 +2,7 @@
 //! Hermes' layout (`layout`), what is wrong with one (`problem`), and Python-identical
 //! JSON (`pyjson`).
 
-pub mod entry;
+pub(crate) mod entry;
 pub(crate) mod layout;
-pub mod problem;
+pub(crate) mod problem;
 pub mod pyjson;

@@ -15,7 +15,7 @@ const SETTLED: f64 = 2.0;
 
 /// The homes' readings, by home.
 #[derive(Default)]
-pub struct ContextCache {
+pub(crate) struct ContextCache {
     homes: HashMap<PathBuf, Kept>,
 }
 
@@ -33,7 +33,7 @@ impl ContextCache {
     /// `home`'s idle threshold (`given`, else its config's) and the contexts of `ids`
     /// (sorted, each once): read again only when its config.yaml, state.db or state.db's
     /// write-ahead log changed, or other ids are asked for.
-    pub fn get(&mut self, home: &Path, given: Option<Duration>, ids: &[&str]) -> (Duration, &Contexts) {
+    pub(crate) fn get(&mut self, home: &Path, given: Option<Duration>, ids: &[&str]) -> (Duration, &Contexts) {
         use std::collections::hash_map::Entry;
         let files = versions(home);
         let still = |k: &Kept| {
@@ -59,7 +59,7 @@ impl ContextCache {
     }
 
     /// Forget the homes not in `homes` (profiles removed, or holding no live lease now).
-    pub fn keep_only(&mut self, homes: &std::collections::HashSet<PathBuf>) {
+    pub(crate) fn keep_only(&mut self, homes: &std::collections::HashSet<PathBuf>) {
         self.homes.retain(|home, _| homes.contains(home));
     }
 }

@@ -21,7 +21,7 @@ const ASKED_AT_ONCE: usize = 16;
 /// Other hosts' recorded histories from `from` on, each read there, asked a few at a time
 /// (stores whose journal is read here are skipped). A host whose session is still being
 /// opened is asked again for up to `patience`.
-pub fn on_other_hosts(
+pub(crate) fn on_other_hosts(
     stores: &mut [Box<dyn LeaseStore>],
     from: f64,
     patience: std::time::Duration,
@@ -50,7 +50,7 @@ pub fn on_other_hosts(
 
 /// `ask`, again while its host's session is still being opened (a subscription of the
 /// console's own opens it), for at most `patience`.
-pub fn until_connected<T>(
+pub(crate) fn until_connected<T>(
     patience: std::time::Duration,
     mut ask: impl FnMut() -> Result<T, Error>,
 ) -> Result<T, Error> {
@@ -92,7 +92,7 @@ impl Source {
 }
 
 /// The merged history; iterate it, then [`History::finish`] for what could not be read.
-pub struct History {
+pub(crate) struct History {
     heads: Vec<(Source, Option<Value>)>,
     audited: std::iter::Peekable<std::vec::IntoIter<Value>>,
     warnings: Vec<String>,
@@ -103,7 +103,7 @@ pub struct History {
 }
 
 /// The history of `homes` from `from` (epoch seconds) on.
-pub fn since(homes: &[PathBuf], from: f64) -> History {
+pub(crate) fn since(homes: &[PathBuf], from: f64) -> History {
     let mut warnings = Vec::new();
     let audited = unrecorded_removals(homes, from, &mut warnings);
     let mut history = History {
@@ -126,7 +126,7 @@ pub fn since(homes: &[PathBuf], from: f64) -> History {
 impl History {
     /// Merge in events read elsewhere (in time order, as JSON text), each named with
     /// `host`, and count their journals.
-    pub fn add_read(&mut self, events: Vec<Box<RawValue>>, journals: usize, host: Option<String>) {
+    pub(crate) fn add_read(&mut self, events: Vec<Box<RawValue>>, journals: usize, host: Option<String>) {
         self.journals += journals;
         let mut source = Source::Read { events: events.into_iter(), host };
         let first = source.next();
@@ -134,12 +134,12 @@ impl History {
     }
 
     /// Say what could not be read (another host's, say), with the rest.
-    pub fn warn(&mut self, warning: String) {
+    pub(crate) fn warn(&mut self, warning: String) {
         self.warnings.push(warning);
     }
 
     /// The warnings (files skipped, unreadable lines, each naming its file).
-    pub fn finish(self) -> Vec<String> {
+    pub(crate) fn finish(self) -> Vec<String> {
         let mut warnings = self.warnings;
         for (source, _) in self.heads {
             if let Source::Journal(j) = source {

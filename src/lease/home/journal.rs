@@ -11,7 +11,7 @@ use crate::lease::home::safe_file::{self, Lines, Spot};
 /// Where `location`'s journal is kept: a file registry's home, or for an etcd prefix
 /// (which has no home) `$XDG_STATE_HOME/leasectl/etcd-<prefix>-<hash>` (by default
 /// `~/.local/state/...`) of whoever runs the recorder. None when there is no such place.
-pub fn journal_home(location: &crate::lease::Location) -> Option<PathBuf> {
+pub(crate) fn journal_home(location: &crate::lease::Location) -> Option<PathBuf> {
     match location {
         crate::lease::Location::File(reg) => Some(reg.home.clone()),
         crate::lease::Location::Etcd(at) => Some(dirs::state_dir()?.join("leasectl").join(etcd_slug(&at.prefix))),
@@ -23,13 +23,13 @@ pub fn journal_home(location: &crate::lease::Location) -> Option<PathBuf> {
 /// Where a recorder here keeps what it sees of other hosts (`events --follow --record`
 /// over `--host`): one journal for the fleet, each line naming its host, in the
 /// recorder's own state directory (`$XDG_STATE_HOME/leasectl/fleet`).
-pub fn fleet_home() -> Option<PathBuf> {
+pub(crate) fn fleet_home() -> Option<PathBuf> {
     Some(dirs::state_dir()?.join("leasectl").join("fleet"))
 }
 
 /// Where a recorder here writes `location`'s events: its journal home, or for another
 /// host's registry the fleet journal.
-pub fn record_home(location: &crate::lease::Location) -> Option<PathBuf> {
+pub(crate) fn record_home(location: &crate::lease::Location) -> Option<PathBuf> {
     match location {
         crate::lease::Location::Ssh(_) => fleet_home(),
         _ => journal_home(location),
@@ -48,19 +48,19 @@ fn etcd_slug(prefix: &str) -> String {
 
 /// Make an etcd prefix's journal home (the recorder's own state directory: created
 /// whole, private to its user).
-pub fn create_journal_home(home: &Path) -> std::io::Result<()> {
+pub(crate) fn create_journal_home(home: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(home)
 }
 
 /// The journal of a home.
-pub fn journal_file(home: &Path) -> PathBuf {
+pub(crate) fn journal_file(home: &Path) -> PathBuf {
     home.join("logs").join("leasectl-events.jsonl")
 }
 
 /// Why a home could not be claimed for recording.
 #[derive(Debug)]
-pub enum Unclaimed {
+pub(crate) enum Unclaimed {
     /// Another recorder holds it (named): a second would record every event twice.
     Busy(String),
     /// The claim cannot be made there (logs/ planted with a link, a full disk...): the
@@ -70,7 +70,7 @@ pub enum Unclaimed {
 
 /// The recorder's claim on a home (`<home>/logs/.leasectl-recorder.lock`, flocked for as
 /// long as it records).
-pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
+pub(crate) fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
     let logs = Spot::new(home, "logs");
     let name = ".leasectl-recorder.lock";
     let lock_path = home.join("logs").join(name);
@@ -104,7 +104,7 @@ pub fn claim_recorder(home: &Path) -> Result<std::fs::File, Unclaimed> {
 /// owner's behalf, `repaired`), oldest first: what happened while no recorder ran.
 /// Read a line at a time from about where its records reach `from` (the search the
 /// journal's lines are found by; an older record is passed over without building its tree).
-pub fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
+pub(crate) fn audit_since(home: &Path, from: f64) -> (Vec<Value>, Vec<String>) {
     let (mut out, mut warnings) = (Vec::new(), Vec::new());
     for (p, opened) in open_rotated(&crate::lease::home::audit::audit_file(home)) {
         let f = match opened {
@@ -197,18 +197,18 @@ fn journal_time(line: &[u8]) -> Option<f64> {
 }
 
 /// The key an event and its audit record share: the lease and what happened to it.
-pub fn removal_key(v: &Value) -> Option<(String, String)> {
+pub(crate) fn removal_key(v: &Value) -> Option<(String, String)> {
     let id = v["lease"]["entry"]["lease_id"].as_str()?;
     Some((id.to_owned(), v["event"].as_str()?.to_owned()))
 }
 
 /// A recorded line longer than this is not one of ours: skipped, counted.
-pub const MAX_LINE: usize = safe_file::MAX_LINE;
+pub(crate) const MAX_LINE: usize = safe_file::MAX_LINE;
 
 /// The most of one journal or audit file that is read: well above the 10 MiB at which
 /// leasectl rotates them, so a larger file was not written so by leasectl (a planted
 /// sparse terabyte, a file someone appends to by hand).
-pub const READ_BOUND: u64 = 32 * 1024 * 1024;
+pub(crate) const READ_BOUND: u64 = 32 * 1024 * 1024;
 
 /// `f`, the file at `path`, to read a line at a time from about where its events reach
 /// `from` ([`time_start`]; None: from the start): one larger than [`READ_BOUND`] is read from its last
@@ -291,7 +291,7 @@ fn first_time_after(f: &std::fs::File, offset: u64, buf: &mut [u8], time_of: Tim
 /// included, read a line at a time (memory stays bounded whatever the files hold).
 /// Broken lines (not JSON, not UTF-8, too long) are skipped and counted; a file that is
 /// not a regular file (a FIFO, a symlink) is skipped with a warning, never opened.
-pub struct Journal {
+pub(crate) struct Journal {
     files: std::collections::VecDeque<(PathBuf, std::fs::File)>,
     current: Option<(PathBuf, Lines)>,
     from: f64,
@@ -310,7 +310,7 @@ struct Stamp {
 
 /// The journal of `home` from `from` (epoch seconds); None when nothing was ever
 /// recorded there (no journal file at all).
-pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
+pub(crate) fn read_since(home: &Path, from: f64) -> Option<Journal> {
     let mut found = false;
     let mut journal = Journal { files: Default::default(), current: None, from, bad_in_current: 0, warnings: vec![] };
     for (p, opened) in open_rotated(&journal_file(home)) {
@@ -332,7 +332,7 @@ pub fn read_since(home: &Path, from: f64) -> Option<Journal> {
 impl Journal {
     /// The warnings (files skipped, unreadable lines, each naming its file), once the
     /// journal has been read.
-    pub fn finish(mut self) -> Vec<String> {
+    pub(crate) fn finish(mut self) -> Vec<String> {
         self.close_current();
         self.warnings
     }
@@ -392,7 +392,7 @@ impl Iterator for Journal {
 }
 
 /// An event in a few words, for a log line: `acquired session S1 (cli, pid 4433, lease 0f3c9e2a)`.
-pub fn describe(v: &Value) -> String {
+pub(crate) fn describe(v: &Value) -> String {
     let event = v["event"].as_str().unwrap_or("?");
     let entry = &v["lease"]["entry"];
     let detail = v["detail"].as_str();

@@ -8,12 +8,12 @@
 pub mod audit;
 pub mod config;
 pub mod context;
-pub mod context_cache;
-pub mod context_map;
-pub mod history;
-pub mod journal;
+pub(crate) mod context_cache;
+pub(crate) mod context_map;
+pub(crate) mod history;
+pub(crate) mod journal;
 pub mod lock;
 pub mod paths;
 pub mod profiles;
 pub mod remover;
-pub mod safe_file;
+pub(crate) mod safe_file;

@@ -19,24 +19,24 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 /// A place in a home: the home's directory (as the operator named it; followed) and a
 /// path beneath it (never followed through a symlink).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spot {
+pub(crate) struct Spot {
     pub home: PathBuf,
     pub rel: PathBuf,
 }
 
 impl Spot {
-    pub fn new(home: impl Into<PathBuf>, rel: impl Into<PathBuf>) -> Spot {
+    pub(crate) fn new(home: impl Into<PathBuf>, rel: impl Into<PathBuf>) -> Spot {
         Spot { home: home.into(), rel: rel.into() }
     }
 
     /// `<home>/<dir>/<name>` given whole (the registry, its lock, the audit file): the
     /// home is the grandparent.
-    pub fn in_subdir(path: &Path) -> Spot {
+    pub(crate) fn in_subdir(path: &Path) -> Spot {
         Self::beneath(path, 2)
     }
 
     /// `<home>/<name>` given whole (`config.yaml`, `state.db`): the home is the parent.
-    pub fn in_home(path: &Path) -> Spot {
+    pub(crate) fn in_home(path: &Path) -> Spot {
         Self::beneath(path, 1)
     }
 
@@ -59,12 +59,12 @@ impl Spot {
     }
 
     /// The whole path, for messages.
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.home.join(&self.rel)
     }
 
     /// The spot's directory and its file name.
-    pub fn dir_and_name(&self) -> io::Result<(Spot, &OsStr)> {
+    pub(crate) fn dir_and_name(&self) -> io::Result<(Spot, &OsStr)> {
         let name = self.rel.file_name().ok_or_else(|| refusal(&self.path(), "names no file"))?;
         let dir = self.rel.parent().unwrap_or(Path::new(""));
         Ok((Spot::new(&self.home, dir), name))
@@ -72,7 +72,7 @@ impl Spot {
 }
 
 /// What a path turned out to be, in words for a warning.
-pub fn kind_name(t: FileType) -> &'static str {
+pub(crate) fn kind_name(t: FileType) -> &'static str {
     match t {
         FileType::RegularFile => "a regular file",
         FileType::Directory => "a directory",
@@ -92,7 +92,7 @@ fn refusal(path: &Path, what: &str) -> io::Error {
 
 /// True for an error this module made because a path was not what it must be (a
 /// symlink, a FIFO, too large...), as opposed to the system failing.
-pub fn is_refusal(e: &io::Error) -> bool {
+pub(crate) fn is_refusal(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::InvalidInput
 }
 
@@ -126,7 +126,7 @@ struct KeptHome {
 /// process that runs on (the console, `hold`, `run`): a home made again while it runs is
 /// a new directory to it. One home is kept, so `--all-profiles` holds no descriptor per
 /// profile.
-pub fn keep_the_home_open() {
+pub(crate) fn keep_the_home_open() {
     KEEP_THE_HOME.with(|keep| keep.set(true));
 }
 
@@ -243,7 +243,7 @@ fn check_kind(dir: impl AsFd, name: &OsStr, shown: &Path, want: FileType) -> io:
 
 /// A directory in a home, reached safely, and whom it belongs to.
 #[derive(Debug)]
-pub struct Dir {
+pub(crate) struct Dir {
     /// Shared with this thread's kept home when it is that home.
     fd: Arc<OwnedFd>,
     path: PathBuf,
@@ -253,14 +253,14 @@ pub struct Dir {
 impl Dir {
     /// The directory at `spot` (the home itself for an empty `rel`); None when it (or
     /// the home) does not exist.
-    pub fn open(spot: &Spot) -> io::Result<Option<Dir>> {
+    pub(crate) fn open(spot: &Spot) -> io::Result<Option<Dir>> {
         Self::reach(spot, false)
     }
 
     /// The directory at `spot`, its last component created (as the owner of the
     /// directory above it) when missing. Nothing above that is created: the home and
     /// every directory between must exist.
-    pub fn create(spot: &Spot) -> io::Result<Dir> {
+    pub(crate) fn create(spot: &Spot) -> io::Result<Dir> {
         match Self::reach(spot, true)? {
             Some(d) => Ok(d),
             None => Err(io::Error::new(
@@ -306,7 +306,7 @@ impl Dir {
     /// as the owner of the directory it is made in, so root making a home inside a
     /// user's directory makes it that user's. A `..` in the missing part, or a symlink
     /// planted where a directory is being made, is refused.
-    pub fn create_home(home: &Path) -> io::Result<Dir> {
+    pub(crate) fn create_home(home: &Path) -> io::Result<Dir> {
         let mut missing = Vec::new();
         let mut at = home.to_path_buf();
         let (fd, owner) = loop {
@@ -352,7 +352,7 @@ impl Dir {
         Ok(Dir { owner: owner_of(&fd)?, fd: Arc::new(fd), path: shown })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -360,13 +360,13 @@ impl Dir {
     /// says of the open descriptor): for a library that opens by path (SQLite), which can
     /// then refuse any symlink on the way (a path swapped after this is refused, not
     /// followed).
-    pub fn resolved_path(&self) -> io::Result<PathBuf> {
+    pub(crate) fn resolved_path(&self) -> io::Result<PathBuf> {
         use std::os::fd::AsRawFd;
         std::fs::read_link(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
     }
 
     /// (uid, gid) of the directory.
-    pub fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         self.owner
     }
 
@@ -375,12 +375,12 @@ impl Dir {
     }
 
     /// What `name` is (never following it), or None when absent.
-    pub fn kind(&self, name: impl AsRef<OsStr>) -> io::Result<Option<FileType>> {
+    pub(crate) fn kind(&self, name: impl AsRef<OsStr>) -> io::Result<Option<FileType>> {
         Ok(self.stat(name)?.map(|st| FileType::from_raw_mode(st.st_mode)))
     }
 
     /// What `name` is, its size and mode (never following it); None when absent.
-    pub fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<rustix::fs::Stat>> {
+    pub(crate) fn stat(&self, name: impl AsRef<OsStr>) -> io::Result<Option<rustix::fs::Stat>> {
         let name = name.as_ref();
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(st)),
@@ -391,7 +391,7 @@ impl Dir {
 
     /// Open an existing regular file for reading; None when absent. A symlink, FIFO,
     /// device or directory there is refused, naming the path, and never opened.
-    pub fn open_read(&self, name: impl AsRef<OsStr>) -> io::Result<Option<File>> {
+    pub(crate) fn open_read(&self, name: impl AsRef<OsStr>) -> io::Result<Option<File>> {
         let name = name.as_ref();
         match self.open_regular(name, OFlags::RDONLY, None) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -400,7 +400,7 @@ impl Dir {
     }
 
     /// Open `name` to append, created (mode `mode`, as the directory's owner) when missing.
-    pub fn open_append(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<File> {
+    pub(crate) fn open_append(&self, name: impl AsRef<OsStr>, mode: u32) -> io::Result<File> {
         let name = name.as_ref();
         match self.open_regular(name, OFlags::WRONLY | OFlags::APPEND, None) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -416,7 +416,7 @@ impl Dir {
 
     /// Create `name` exclusively (O_EXCL: whatever is planted there is never followed)
     /// as the directory's owner, for writing.
-    pub fn create_new(&self, name: impl AsRef<OsStr>, mode: u32, extra: OFlags) -> io::Result<File> {
+    pub(crate) fn create_new(&self, name: impl AsRef<OsStr>, mode: u32, extra: OFlags) -> io::Result<File> {
         let name = name.as_ref();
         let _as = ActAs::owner_of(self);
         let fd = rustix::fs::openat(
@@ -429,7 +429,7 @@ impl Dir {
     }
 
     /// A new temp file `<prefix><random><suffix>` (O_EXCL, as the owner), and its name.
-    pub fn create_temp(&self, prefix: &str, suffix: &str, mode: u32) -> io::Result<(String, File)> {
+    pub(crate) fn create_temp(&self, prefix: &str, suffix: &str, mode: u32) -> io::Result<(String, File)> {
         const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789_";
         let mut last = None;
         for _ in 0..100 {
@@ -470,7 +470,7 @@ impl Dir {
     /// If `name` is a FIFO, open it for writing without waiting and close it again (as
     /// the directory's owner): a reader blocked opening it is let go, and reads nothing.
     /// Anything else there is left alone, never opened.
-    pub fn wake_fifo(&self, name: impl AsRef<OsStr>) {
+    pub(crate) fn wake_fifo(&self, name: impl AsRef<OsStr>) {
         let name = name.as_ref();
         if !matches!(self.kind(name), Ok(Some(FileType::Fifo))) {
             return;
@@ -485,21 +485,21 @@ impl Dir {
     }
 
     /// Rename `from` to `to` in this directory, as its owner (names, never followed).
-    pub fn rename(&self, from: impl AsRef<OsStr>, to: impl AsRef<OsStr>) -> io::Result<()> {
+    pub(crate) fn rename(&self, from: impl AsRef<OsStr>, to: impl AsRef<OsStr>) -> io::Result<()> {
         let _as = ActAs::owner_of(self);
         rustix::fs::renameat(&self.fd, from.as_ref(), &self.fd, to.as_ref())?;
         Ok(())
     }
 
     /// Remove the name `name` (a symlink goes, not its target), as the owner.
-    pub fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+    pub(crate) fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
         let _as = ActAs::owner_of(self);
         rustix::fs::unlinkat(&self.fd, name.as_ref(), AtFlags::empty())?;
         Ok(())
     }
 
     /// The names in the directory (not `.`/`..`), unsorted.
-    pub fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
+    pub(crate) fn names(&self) -> io::Result<Vec<std::ffi::OsString>> {
         let mut out = Vec::new();
         for entry in rustix::fs::Dir::read_from(&self.fd)? {
             let entry = entry?;
@@ -517,7 +517,7 @@ impl Dir {
     /// A file with another hard link, or of another owner than the directory's, is
     /// refused: where `fs.protected_hardlinks` is 0, a link planted here to any file
     /// would get the line (root's JSON appended to /etc/shadow, say).
-    pub fn append_line(&self, name: impl AsRef<OsStr>, line: &[u8], mode: u32) -> io::Result<()> {
+    pub(crate) fn append_line(&self, name: impl AsRef<OsStr>, line: &[u8], mode: u32) -> io::Result<()> {
         let mut f = self.open_append(name.as_ref(), mode)?;
         let st = rustix::fs::fstat(&f)?;
         let shown = self.shown(name.as_ref());
@@ -543,7 +543,7 @@ impl Dir {
 }
 
 /// Append `line` + `\n` to `f` (opened O_APPEND) in one write, or cut it back.
-pub fn append_whole(f: &mut File, line: &[u8]) -> io::Result<()> {
+pub(crate) fn append_whole(f: &mut File, line: &[u8]) -> io::Result<()> {
     let mut bytes = Vec::with_capacity(line.len() + 1);
     bytes.extend_from_slice(line);
     bytes.push(b'\n');
@@ -582,17 +582,17 @@ fn owner_of(fd: impl AsFd) -> io::Result<Owner> {
 /// This thread acting with a user's file-system identity (fsuid, fsgid, groups) while
 /// root works in that user's directory; restored when dropped. Nothing when not root,
 /// or when the directory is root's.
-pub struct ActAs {
+pub(crate) struct ActAs {
     groups: Vec<rustix::process::Gid>,
 }
 
 impl ActAs {
-    pub fn owner_of(dir: &Dir) -> Option<ActAs> {
+    pub(crate) fn owner_of(dir: &Dir) -> Option<ActAs> {
         Self::user(dir.owner)
     }
 
     #[allow(unsafe_code)] // the system call below has no safe wrapper; see SAFETY
-    pub fn user((uid, gid): (u32, u32)) -> Option<ActAs> {
+    pub(crate) fn user((uid, gid): (u32, u32)) -> Option<ActAs> {
         if uid == 0 || !is_root() {
             return None;
         }
@@ -624,7 +624,7 @@ impl Drop for ActAs {
 
 /// Replace the file at `spot` whole: a new temp file beside it (O_EXCL, as the
 /// directory's owner), written, fsynced, renamed over it. The directory must exist.
-pub fn replace(spot: &Spot, bytes: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn replace(spot: &Spot, bytes: &[u8], mode: u32) -> io::Result<()> {
     let (dir_spot, name) = spot.dir_and_name()?;
     let dir = Dir::create(&dir_spot)?;
     if let Some(t) = dir.kind(name)?.filter(|t| *t != FileType::RegularFile) {
@@ -639,7 +639,7 @@ pub fn replace(spot: &Spot, bytes: &[u8], mode: u32) -> io::Result<()> {
 }
 
 /// Open a regular file at `spot` to read; None when it or its directory is absent.
-pub fn open_read(spot: &Spot) -> io::Result<Option<File>> {
+pub(crate) fn open_read(spot: &Spot) -> io::Result<Option<File>> {
     let (dir, name) = spot.dir_and_name()?;
     match Dir::open(&dir)? {
         Some(d) => d.open_read(name),
@@ -649,7 +649,7 @@ pub fn open_read(spot: &Spot) -> io::Result<Option<File>> {
 
 /// The whole of a regular file at `spot`, at most `max` bytes (larger is refused
 /// unread); None when absent.
-pub fn read_bounded(spot: &Spot, max: u64) -> io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_bounded(spot: &Spot, max: u64) -> io::Result<Option<Vec<u8>>> {
     let Some(f) = open_read(spot)? else { return Ok(None) };
     read_all_bounded(f, &spot.path(), max).map(Some)
 }
@@ -657,7 +657,7 @@ pub fn read_bounded(spot: &Spot, max: u64) -> io::Result<Option<Vec<u8>>> {
 /// A file the operator names on the command line (a TLS certificate, a password file),
 /// not one in a home: its links are followed (a secrets mount links them), but only a
 /// regular file is read (a FIFO is never waited on), at most `max` bytes.
-pub fn read_named(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_named(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
     let kind = FileType::from_raw_mode(rustix::fs::fstat(&f)?.st_mode);
@@ -668,7 +668,7 @@ pub fn read_named(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 }
 
 /// Read an opened file whole, refusing more than `max` bytes.
-pub fn read_all_bounded(mut f: File, shown: &Path, max: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_all_bounded(mut f: File, shown: &Path, max: u64) -> io::Result<Vec<u8>> {
     let size = f.metadata()?.len();
     if size > max {
         return Err(refusal(shown, &format!("is larger than the {} limit ({size} bytes)", bytes_text(max))));
@@ -687,11 +687,11 @@ fn bytes_text(n: u64) -> String {
 
 /// The longest line a journal or audit file may hold for it to be read (a longer one is
 /// skipped and counted).
-pub const MAX_LINE: usize = 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 1024 * 1024;
 
 /// A file read line by line with memory bounded by `max` bytes a line: longer lines
 /// and lines that are not UTF-8 are skipped and counted, never returned or kept.
-pub struct Lines {
+pub(crate) struct Lines {
     reader: io::BufReader<File>,
     max: usize,
     line: Vec<u8>,
@@ -701,7 +701,7 @@ pub struct Lines {
 }
 
 impl Lines {
-    pub fn new(f: File, max: usize) -> Lines {
+    pub(crate) fn new(f: File, max: usize) -> Lines {
         Lines {
             reader: io::BufReader::with_capacity(64 * 1024, f),
             max,
@@ -712,7 +712,7 @@ impl Lines {
     }
 
     /// The next good line, or None at the end of the file.
-    pub fn next_line(&mut self) -> Option<&str> {
+    pub(crate) fn next_line(&mut self) -> Option<&str> {
         loop {
             match self.read_raw() {
                 Ok(false) => return None,
@@ -733,7 +733,7 @@ impl Lines {
 
     /// Pass over what is left of a line the reader starts in the middle of (after a
     /// seek), neither returned nor counted.
-    pub fn skip_partial_line(&mut self) {
+    pub(crate) fn skip_partial_line(&mut self) {
         loop {
             let buf = match self.reader.fill_buf() {
                 Ok(b) => b,
@@ -806,7 +806,7 @@ impl Lines {
 
 /// What a line-by-line read found besides its lines.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct LineCounts {
+pub(crate) struct LineCounts {
     pub lines: u64,
     /// Lines longer than the bound (skipped unread past it) or not UTF-8.
     pub bad: u64,

@@ -15,7 +15,7 @@ use super::pidfds;
 
 /// Why a process cannot be taken to be ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum NotTaken {
+pub(crate) enum NotTaken {
     /// It ended already (nothing runs under its pid, or it is a zombie).
     Gone,
     /// Another process runs under its pid now (started at `actual`).
@@ -30,7 +30,7 @@ pub enum NotTaken {
 
 /// A process held by pidfd, proven to be the one named.
 #[derive(Debug)]
-pub struct Taken {
+pub(crate) struct Taken {
     pidfd: OwnedFd,
     pub pid: u64,
     pub uid: u32,
@@ -38,7 +38,7 @@ pub struct Taken {
 
 /// Take the process `pid` that started at `start_time` (epoch seconds, as psutil and the
 /// registry say it, within a millisecond).
-pub fn take(pid: u64, start_time: f64) -> Result<Taken, NotTaken> {
+pub(crate) fn take(pid: u64, start_time: f64) -> Result<Taken, NotTaken> {
     let Some(raw) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return Err(NotTaken::Gone) };
     // Opened first: whatever is read of the pid below while this pidfd still runs is its.
     let pidfd = match rustix::process::pidfd_open(raw, PidfdFlags::empty()) {
@@ -90,7 +90,7 @@ fn owner_uid(pid: u64) -> Result<u32, String> {
 
 /// What a signal through a pidfd did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sent {
+pub(crate) enum Sent {
     Sent,
     /// The process had ended (its pidfd answers ESRCH): nothing was signalled.
     AlreadyEnded,
@@ -98,7 +98,7 @@ pub enum Sent {
 
 impl Taken {
     /// Send `sig` to this process, and to no other.
-    pub fn signal(&self, sig: Signal) -> std::io::Result<Sent> {
+    pub(crate) fn signal(&self, sig: Signal) -> std::io::Result<Sent> {
         match rustix::process::pidfd_send_signal(&self.pidfd, sig) {
             Ok(()) => Ok(Sent::Sent),
             Err(rustix::io::Errno::SRCH) => Ok(Sent::AlreadyEnded),
@@ -107,7 +107,7 @@ impl Taken {
     }
 
     /// Wait up to `limit` for the process to end (a zombie has ended); true if it has.
-    pub fn wait(&self, limit: Duration) -> bool {
+    pub(crate) fn wait(&self, limit: Duration) -> bool {
         let until = Instant::now() + limit;
         loop {
             let left = until.saturating_duration_since(Instant::now());
@@ -124,7 +124,7 @@ impl Taken {
         }
     }
 
-    pub fn ended(&self) -> bool {
+    pub(crate) fn ended(&self) -> bool {
         pidfds::exited(&self.pidfd)
     }
 }
@@ -132,7 +132,7 @@ impl Taken {
 /// The running descendants of `pid` (its children, theirs...), with their command names:
 /// read from each process's own children lists (`/proc/PID/task/TID/children`), a few
 /// files for an owner's family, not a look at every process of the machine.
-pub fn descendants(pid: u64) -> Vec<(u32, String)> {
+pub(crate) fn descendants(pid: u64) -> Vec<(u32, String)> {
     let Ok(root) = u32::try_from(pid) else { return vec![] };
     let mut found: Vec<(u32, String)> = Vec::new();
     let mut queue = vec![root];
@@ -163,7 +163,7 @@ fn children(pid: u32) -> Vec<u32> {
 
 /// Take a process running now, whatever its start time (a member of an owner's family,
 /// seen a moment ago as its descendant): None when it has ended or cannot be signalled.
-pub fn take_running(pid: u32) -> Option<Taken> {
+pub(crate) fn take_running(pid: u32) -> Option<Taken> {
     let ticks = super::proc_stat::read(u64::from(pid)).ok().flatten()?.start_ticks?;
     let start_time = liveness::start_time_of_ticks(ticks).ok()?;
     take(u64::from(pid), start_time).ok()

@@ -2,11 +2,11 @@
 //! `proc_stat`), pidfds to re-check them (`pidfds`), ending one
 //! race-free (`ending`), and what they are (`owner`).
 
-pub mod ending;
+pub(crate) mod ending;
 pub mod liveness;
 pub mod owner;
-pub mod pidfds;
-pub mod proc_stat;
+pub(crate) mod pidfds;
+pub(crate) mod proc_stat;
 
 /// Each pid of `pids` once, in order: 50,000 leases usually have a few owners. Inserted
 /// one by one, as `BTreeSet`'s `collect` would first gather every pid in a list to sort

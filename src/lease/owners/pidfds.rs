@@ -12,7 +12,7 @@ use std::sync::{Mutex, OnceLock};
 
 /// At most this many pids are held (each costs a file descriptor); beyond it,
 /// owners are probed through /proc every time, as without the cache.
-pub const MAX_TRACKED: usize = 128;
+pub(crate) const MAX_TRACKED: usize = 128;
 
 /// A process known to be running, with the start time (clock ticks after boot)
 /// read from its /proc stat while its pidfd showed it running.
@@ -28,7 +28,7 @@ fn table() -> &'static Mutex<HashMap<u64, Tracked>> {
 
 /// A pidfd for `pid`: Ok(None) when `pid` is not a thread-group leader (a thread
 /// id, EINVAL) or no longer exists (ESRCH); Err for anything else (old kernel).
-pub fn open(pid: u64) -> std::io::Result<Option<OwnedFd>> {
+pub(crate) fn open(pid: u64) -> std::io::Result<Option<OwnedFd>> {
     let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else { return Ok(None) };
     match rustix::process::pidfd_open(pid, PidfdFlags::empty()) {
         Ok(fd) => Ok(Some(fd)),
@@ -38,7 +38,7 @@ pub fn open(pid: u64) -> std::io::Result<Option<OwnedFd>> {
 }
 
 /// True when the process behind `pidfd` has exited (or cannot be polled).
-pub fn exited(pidfd: &OwnedFd) -> bool {
+pub(crate) fn exited(pidfd: &OwnedFd) -> bool {
     let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
     let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
     rustix::event::poll(&mut fds, Some(&zero)) != Ok(0)
@@ -46,7 +46,7 @@ pub fn exited(pidfd: &OwnedFd) -> bool {
 
 /// The start ticks of `pid` if it is a tracked process that is still running.
 /// A tracked process found exited is forgotten (the caller probes /proc again).
-pub fn running_start_ticks(pid: u64) -> Option<u64> {
+pub(crate) fn running_start_ticks(pid: u64) -> Option<u64> {
     let mut table = table().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let tracked = table.get(&pid)?;
     if exited(&tracked.pidfd) {
@@ -58,7 +58,7 @@ pub fn running_start_ticks(pid: u64) -> Option<u64> {
 
 /// Remember a process the caller found running: `pidfd` was opened before its
 /// stat was read, and polled running after, so the ticks are that process's.
-pub fn remember(pid: u64, pidfd: OwnedFd, start_ticks: u64) {
+pub(crate) fn remember(pid: u64, pidfd: OwnedFd, start_ticks: u64) {
     let mut table = table().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if table.len() >= MAX_TRACKED && !table.contains_key(&pid) {
         table.retain(|_, t| !exited(&t.pidfd));
@@ -70,6 +70,7 @@ pub fn remember(pid: u64, pidfd: OwnedFd, start_ticks: u64) {
 }
 
 /// How many processes are held (for tests).
-pub fn tracked_count() -> usize {
+#[cfg(test)]
+pub(crate) fn tracked_count() -> usize {
     table().lock().map(|t| t.len()).unwrap_or(0)
 }

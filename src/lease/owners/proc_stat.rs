@@ -25,7 +25,7 @@ impl ProcStat {
 
 /// Parse a stat line. The command name may hold spaces and parentheses: the fields
 /// follow the LAST `)`.
-pub fn parse(stat: &[u8]) -> Option<ProcStat> {
+pub(crate) fn parse(stat: &[u8]) -> Option<ProcStat> {
     let close = stat.iter().rposition(|b| *b == b')')?;
     let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
     let mut fields = rest.split_ascii_whitespace();
@@ -41,7 +41,7 @@ pub fn parse(stat: &[u8]) -> Option<ProcStat> {
 
 /// `/proc/<pid>/stat`, read with one read(2) into a stack buffer (the line is well under
 /// 1 KiB: this runs for every owner on every look); Ok(None) when it does not parse.
-pub fn read(pid: u64) -> std::io::Result<Option<ProcStat>> {
+pub(crate) fn read(pid: u64) -> std::io::Result<Option<ProcStat>> {
     let mut file = std::fs::File::open(format!("/proc/{pid}/stat"))?;
     let mut buf = [0u8; 2048];
     let mut len = 0;

@@ -20,11 +20,11 @@ use crate::lease::address::host_spec::{HostSpec, HostTarget};
 /// The remote's command for a session when no `LEASECTL_REMOTE_COMMAND` is set: leasectl
 /// from the folder `install` fills first, then the remote's PATH. One line in single
 /// quotes, which every login shell (sh, bash, zsh, fish, csh) passes to `sh` as it is.
-pub const SERVE_COMMAND: &str =
+pub(crate) const SERVE_COMMAND: &str =
     "sh -c 'PATH=\"${XDG_BIN_HOME:-$HOME/.local/bin}:$PATH\"; export PATH; exec leasectl serve --stdio'";
 
 /// Where `install` puts leasectl, as the remote's shell spells it (for messages).
-pub const REMOTE_PATH: &str = "${XDG_BIN_HOME:-~/.local/bin}/leasectl";
+pub(crate) const REMOTE_PATH: &str = "${XDG_BIN_HOME:-~/.local/bin}/leasectl";
 
 /// The script, run by `sh -c SCRIPT sh SIZE SUM VERSION` with the binary on its input.
 /// Each outcome is one line `leasectl-install: WORD DETAIL` on its output, exit 0; a
@@ -53,7 +53,7 @@ const SCRIPT: &str = concat!(
 
 /// What `install` did on one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Installed {
+pub(crate) enum Installed {
     /// The binary is there now, at this path (as the remote names it).
     Put { path: String },
     /// The same build was there already.
@@ -63,7 +63,7 @@ pub enum Installed {
 /// The outcome on one host, with the other `leasectl` the remote's PATH finds, if any
 /// (the session's command runs the installed one first).
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub installed: Installed,
     pub also: Option<String>,
     pub bytes: u64,
@@ -71,7 +71,7 @@ pub struct Outcome {
 }
 
 /// Put the binary at `exe` (this leasectl) on `host`. Err says why not, in words.
-pub fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
+pub(crate) fn install(host: &HostSpec, exe: &Path) -> Result<Outcome, String> {
     let HostTarget::Ssh(target) = &host.target else {
         return Err("this machine runs this leasectl already: nothing to install".to_owned());
     };

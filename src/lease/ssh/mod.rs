@@ -4,8 +4,8 @@
 //! the same interface as a local one, acting through the remote's own leasectl, with the
 //! same guards and the remote's audit record.
 
-pub mod install;
-pub mod link;
-pub mod options;
-pub mod store;
-pub mod wire;
+pub(crate) mod install;
+pub(crate) mod link;
+pub(crate) mod options;
+pub(crate) mod store;
+pub(crate) mod wire;

@@ -11,28 +11,26 @@ use std::time::Duration;
 
 /// Replaces `ssh` (as `GIT_SSH_COMMAND` does for git): run by `sh -c` with leasectl's
 /// arguments after it as `"$@"`, never spliced into its text.
-pub const SSH_COMMAND_ENV: &str = "LEASECTL_SSH_COMMAND";
-/// `--connect-timeout`'s environment form: seconds to reach a host and log in.
-pub const CONNECT_TIMEOUT_ENV: &str = "LEASECTL_CONNECT_TIMEOUT";
+pub(crate) const SSH_COMMAND_ENV: &str = "LEASECTL_SSH_COMMAND";
 /// Seconds a shared connection outlives its last use (0: no sharing).
-pub const SHARE_FOR_ENV: &str = "LEASECTL_SSH_PERSIST";
+pub(crate) const SHARE_FOR_ENV: &str = "LEASECTL_SSH_PERSIST";
 /// Reaching a host and logging in, when neither the operator nor ssh's config says.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A shared connection's life after its last use: a second look within it pays no
 /// handshake; the socket is gone soon after.
-pub const DEFAULT_SHARE_FOR: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_SHARE_FOR: Duration = Duration::from_secs(60);
 
 /// The operator's connect timeout for this process (`--connect-timeout`), if given.
 static CONNECT_TIMEOUT: OnceLock<Duration> = OnceLock::new();
 
 /// Set once by the command line: its word beats ssh's config for this run.
-pub fn set_connect_timeout(timeout: Duration) {
+pub(crate) fn set_connect_timeout(timeout: Duration) {
     let _ = CONNECT_TIMEOUT.set(timeout);
 }
 
 /// What ssh's configuration says for one host, where leasectl would otherwise choose.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SshConfig {
+pub(crate) struct SshConfig {
     pub connect_timeout: Option<Duration>,
     pub server_alive: bool,
     /// The config multiplexes itself (ControlMaster or ControlPath set).
@@ -42,7 +40,7 @@ pub struct SshConfig {
 impl SshConfig {
     /// `ssh -G`'s output: `connecttimeout none`, `serveraliveinterval 0`,
     /// `controlmaster false`, `controlpath none` when unset.
-    pub fn parse(text: &str) -> SshConfig {
+    pub(crate) fn parse(text: &str) -> SshConfig {
         let mut c = SshConfig::default();
         for line in text.lines() {
             let Some((key, value)) = line.split_once(' ') else { continue };
@@ -62,7 +60,7 @@ impl SshConfig {
 /// What the operator's config says for `destination` (with its `-p`/`-l`), read by the
 /// same ssh command leasectl connects with. Nothing known (no `-G`, an error): empty,
 /// and leasectl's defaults apply.
-pub fn ask_ssh(ssh: &mut Command) -> SshConfig {
+pub(crate) fn ask_ssh(ssh: &mut Command) -> SshConfig {
     ssh.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     match ssh.output() {
         Ok(out) if out.status.success() => SshConfig::parse(&String::from_utf8_lossy(&out.stdout)),
@@ -72,7 +70,7 @@ pub fn ask_ssh(ssh: &mut Command) -> SshConfig {
 
 /// The timeout to reach and log in to a host: the operator's, else the config's, else
 /// leasectl's default. `None` in the second place: ssh's config already says it.
-pub fn connect_timeout(config: &SshConfig) -> (Duration, Option<Duration>) {
+pub(crate) fn connect_timeout(config: &SshConfig) -> (Duration, Option<Duration>) {
     match (CONNECT_TIMEOUT.get(), config.connect_timeout) {
         (Some(t), _) => (*t, Some(*t)),
         (None, Some(t)) => (t, None),
@@ -82,12 +80,12 @@ pub fn connect_timeout(config: &SshConfig) -> (Duration, Option<Duration>) {
 
 /// How long leasectl waits for a host's hello: its connect timeout and as long again
 /// (five seconds at most) for the login and the remote leasectl to start.
-pub fn hello_within(connect: Duration) -> Duration {
+pub(crate) fn hello_within(connect: Duration) -> Duration {
     connect + connect.min(Duration::from_secs(5))
 }
 
 /// How long a shared connection is kept (`LEASECTL_SSH_PERSIST` seconds; 0: none).
-pub fn share_for() -> Result<Duration, String> {
+pub(crate) fn share_for() -> Result<Duration, String> {
     match std::env::var(SHARE_FOR_ENV) {
         Err(_) => Ok(DEFAULT_SHARE_FOR),
         Ok(text) => text
@@ -99,7 +97,7 @@ pub fn share_for() -> Result<Duration, String> {
 }
 
 /// The options leasectl adds for one host, given what its config says.
-pub fn added(config: &SshConfig) -> Vec<String> {
+pub(crate) fn added(config: &SshConfig) -> Vec<String> {
     let mut args = Vec::new();
     if let (_, Some(t)) = connect_timeout(config) {
         args.push(format!("ConnectTimeout={}", t.as_secs().max(1)));
@@ -133,7 +131,7 @@ fn command_hash() -> u64 {
 /// The directory of shared connections: `$XDG_RUNTIME_DIR/leasectl-ssh`, else
 /// `/tmp/leasectl-ssh-UID`; made mode 0700 and used only when it is this user's own
 /// directory that no one else can enter (a planted symlink or a shared one: no sharing).
-pub fn control_dir() -> Option<PathBuf> {
+pub(crate) fn control_dir() -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {

@@ -23,7 +23,7 @@ const READ_WITHIN: Duration = Duration::from_secs(10);
 /// An action's answer: the remote waits for its lock (10 s at most by default).
 const ACT_WITHIN: Duration = Duration::from_secs(30);
 
-pub struct SshStore {
+pub(crate) struct SshStore {
     location: Location,
     at: SshLocation,
     link: Arc<Link>,
@@ -32,7 +32,7 @@ pub struct SshStore {
 }
 
 impl SshStore {
-    pub fn new(at: &SshLocation) -> SshStore {
+    pub(crate) fn new(at: &SshLocation) -> SshStore {
         SshStore {
             location: Location::Ssh(Box::new(at.clone())),
             at: at.clone(),

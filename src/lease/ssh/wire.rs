@@ -16,13 +16,13 @@ use crate::lease::owners::owner::OwnerInfo;
 use crate::lease::view::{DoctorReport, LeaseView, Removal, Target};
 
 /// Raised when a message changes shape in a way an older peer would misread.
-pub const PROTOCOL: u32 = 1;
+pub(crate) const PROTOCOL: u32 = 1;
 /// This build's version, said in every hello.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The server's first line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Hello {
+pub(crate) struct Hello {
     pub leasectl: String,
     pub protocol: u32,
     /// The remote's host name and the user leasectl runs as there.
@@ -32,7 +32,7 @@ pub struct Hello {
 
 /// The client's first line: which home, and who asks (for the remote's audit record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Open {
+pub(crate) struct Open {
     pub leasectl: String,
     pub protocol: u32,
     /// None: the remote's `$HERMES_HOME`, else `~/.hermes`.
@@ -45,7 +45,7 @@ pub struct Open {
 
 /// The server's answer to [`Open`]: the home it resolved and its registries.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Ready {
+pub(crate) struct Ready {
     pub home: String,
     /// `root` first, then each profile.
     pub profiles: Vec<String>,
@@ -61,7 +61,7 @@ fn root_name() -> String {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ServerLine {
+pub(crate) enum ServerLine {
     Hello(Hello),
     Ready(Ready),
     /// The home cannot be served (it does not exist, the open was not understood).
@@ -79,7 +79,7 @@ pub enum ServerLine {
 
 impl ServerLine {
     /// What kind of line it is, for a message (never its content).
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ServerLine::Hello(_) => "a hello",
             ServerLine::Ready(_) => "a ready line",
@@ -92,14 +92,14 @@ impl ServerLine {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ClientLine {
+pub(crate) enum ClientLine {
     Open(Open),
     Request { id: u64, request: Request },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "op")]
-pub enum Request {
+pub(crate) enum Request {
     Read {
         profile: String,
     },
@@ -145,7 +145,7 @@ pub enum Request {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Answer {
+pub(crate) enum Answer {
     Listing(Box<WireListing>),
     Removal(Removal),
     Doctor(Box<DoctorReport>),
@@ -158,7 +158,7 @@ pub enum Answer {
 
 /// A [`Listing`] without its location (the receiver knows which it asked for).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WireListing {
+pub(crate) struct WireListing {
     pub exists: bool,
     pub modified: Option<f64>,
     pub cap: CapSetting,
@@ -174,13 +174,13 @@ pub struct WireListing {
 
 /// A registry's session context as its host read it, and the idle threshold its home sets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RemoteSessions {
+pub(crate) struct RemoteSessions {
     pub contexts: crate::lease::home::context::Contexts,
     pub idle_secs: f64,
 }
 
 impl WireListing {
-    pub fn of(l: Listing) -> WireListing {
+    pub(crate) fn of(l: Listing) -> WireListing {
         // Made where the registry is (serve --stdio): its owners are processes here, and
         // its state.db is beside it.
         let owners = crate::lease::owners::owner::owner_infos(&crate::lease::owners::distinct_pids(
@@ -208,7 +208,7 @@ impl WireListing {
         }
     }
 
-    pub fn at(self, location: Location) -> Listing {
+    pub(crate) fn at(self, location: Location) -> Listing {
         Listing {
             location,
             exists: self.exists,
@@ -224,7 +224,7 @@ impl WireListing {
 /// keep their words and their exit code's class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WireError {
+pub(crate) enum WireError {
     Invalid(InvalidRegistry),
     NotFound(Missing),
     LiveOwner(LiveOwners),
@@ -236,7 +236,7 @@ pub enum WireError {
 }
 
 impl WireError {
-    pub fn of(e: Error) -> WireError {
+    pub(crate) fn of(e: Error) -> WireError {
         match e {
             Error::Invalid(i) => WireError::Invalid(i),
             Error::NotFound(m) => WireError::NotFound(m),
@@ -252,7 +252,7 @@ impl WireError {
         }
     }
 
-    pub fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         match self {
             WireError::Invalid(i) => Error::Invalid(i),
             WireError::NotFound(m) => Error::NotFound(m),

@@ -8,16 +8,16 @@ mod run;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-pub use plan::plan;
-pub use run::run;
+pub(crate) use plan::plan;
+pub(crate) use run::run;
 
 use super::owners::owner::OwnerInfo;
 use super::view::{LeaseView, Target};
 
 /// How long an owner has after SIGTERM before SIGKILL, unless told.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 /// How long SIGKILL is given to end a process (one in uninterruptible sleep can outlast it).
-pub const KILL_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const KILL_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy)]
 pub struct StopOptions {
@@ -185,7 +185,7 @@ impl LeaseEnd {
 }
 
 /// A short time as people read it: `40 ms`, `5.2 s`.
-pub fn seconds(t: f64) -> String {
+pub(crate) fn seconds(t: f64) -> String {
     if t < 0.001 {
         "under 1 ms".into()
     } else if t < 1.0 {
@@ -196,7 +196,7 @@ pub fn seconds(t: f64) -> String {
 }
 
 /// What a stop did to one owner, in one line: how it ended, and its leases.
-pub fn said(o: &OwnerStopped) -> String {
+pub(crate) fn said(o: &OwnerStopped) -> String {
     let name = o.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
     let took = o.took.map(seconds).unwrap_or_default();
     let how = match &o.ending {

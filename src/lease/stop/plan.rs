@@ -14,7 +14,7 @@ use crate::lease::owners::owner;
 use crate::lease::view::{LeaseView, Target};
 
 /// Plan the stop of `target`'s owners from `listing` (read just now).
-pub fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error> {
+pub(crate) fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error> {
     let location = listing.location;
     let views = listing.leases?;
     let chosen: Vec<&LeaseView> = views.iter().filter(|v| target.names(v)).collect();

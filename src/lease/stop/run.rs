@@ -18,7 +18,7 @@ use crate::lease::owners::ending::{self, NotTaken, Sent, Taken};
 use crate::lease::view::{ForceOptions, LeaseView, Target};
 
 /// Carry out `plan` on `store`: each owner ended (or said why not), its leases cleaned.
-pub fn run<S: LeaseStore + ?Sized>(store: &mut S, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
+pub(crate) fn run<S: LeaseStore + ?Sized>(store: &mut S, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
     let mut stopped = Stopped { owners: vec![], warnings: vec![] };
     for owner in &plan.owners {
         let ended = end(store, owner, opts)?;

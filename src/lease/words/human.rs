@@ -8,7 +8,7 @@ use crate::lease::error::Unusable;
 
 /// A compact duration: `41s`, `3m`, `2h05m`, `3d11h` (the two largest units, the
 /// second zero-padded so columns line up). Negative, NaN and infinite read `0s`.
-pub fn duration(seconds: f64) -> String {
+pub(crate) fn duration(seconds: f64) -> String {
     let s = if seconds.is_finite() && seconds > 0.0 { seconds as u64 } else { 0 };
     match s {
         0..60 => format!("{s}s"),
@@ -27,7 +27,7 @@ fn acts_on_terminal(c: char) -> bool {
 
 /// `text` as people may see it: every character that would act on the terminal
 /// written visibly as `\u{1b}`. JSON output never goes through this (it stays exact).
-pub fn escape(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
     escape_where(text, acts_on_terminal)
 }
 
@@ -35,7 +35,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 /// would act on the terminal escaped as [`escape`] does, except the newlines and tabs
 /// the text is laid out with. The last guard before a person's terminal: whatever a
 /// message quotes from a home (a profile's name, a path, an error) is shown, not obeyed.
-pub fn escape_layout(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape_layout(text: &str) -> Cow<'_, str> {
     escape_where(text, |c| acts_on_terminal(c) && c != '\n' && c != '\t')
 }
 
@@ -56,7 +56,7 @@ fn escape_where(text: &str, acts: impl Fn(char) -> bool) -> Cow<'_, str> {
 
 /// A word as a POSIX shell reads it back: bare when it is plainly safe, else in single
 /// quotes (hints to copy, and the command lines the audit records).
-pub fn shell_word(word: &str) -> String {
+pub(crate) fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=~".contains(&b))
         && !word.starts_with('~');
@@ -65,32 +65,32 @@ pub fn shell_word(word: &str) -> String {
 
 /// An idle threshold as written in config or on the command line: `2h`, `90m`,
 /// `1h 30m`, `45s`, or plain seconds.
-pub fn parse_idle(text: &str) -> Result<Duration, Unusable> {
+pub(crate) fn parse_idle(text: &str) -> Result<Duration, Unusable> {
     parse_duration(text)
 }
 
 /// An event's time as every event line shows it: UTC, fixed width, milliseconds, so
 /// lines stay aligned and sort as text (the audit file's own microseconds included).
-pub fn event_time(at: jiff::Timestamp) -> String {
+pub(crate) fn event_time(at: jiff::Timestamp) -> String {
     at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// `n` and the word for that many: "1 lease", "3 leases", "0 leases".
-pub fn plural(n: usize, one: &str, many: &str) -> String {
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
 }
 
 /// The longest duration leasectl takes (an idle threshold, `--since`): a hundred years.
 /// Anything longer is a typo, and would overflow the arithmetic on times.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// The forms [`parse_duration`] takes, as its errors and the help say them.
-pub const DURATION_FORMS: &str = "2h, 90m, 1h30m, 2d, 45s or 3600 (seconds)";
+pub(crate) const DURATION_FORMS: &str = "2h, 90m, 1h30m, 2d, 45s or 3600 (seconds)";
 
 /// A duration as people write it (`2h`, `90m`, `1h 30m`, `3600`): more than 0 and at
 /// most [`MAX_DURATION`]. The error names neither the option nor the text: clap says
 /// both before it ("invalid value '1x' for '--since <DURATION>'"), config.yaml's reader too.
-pub fn parse_duration(text: &str) -> Result<Duration, Unusable> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, Unusable> {
     let t = text.trim();
     let too_long = || Unusable("longer than 100 years".into());
     let not_positive = || Unusable("must be more than 0 seconds".into());

@@ -3,5 +3,5 @@
 //! files made safe for a terminal.
 
 pub mod hint;
-pub mod human;
+pub(crate) mod human;
 pub mod refusal;

@@ -6,7 +6,7 @@ use super::MAX_INT_DIGITS;
 use super::float::{canonical_float, canonical_float_with, fixed_layout_digits_at};
 
 /// The members (key, value text) of a JSON object whose text is already exactly what
-/// [`to_string`] would write for it, or `None` when it is not (then the caller parses
+/// [`super::to_string`] would write for it, or `None` when it is not (then the caller parses
 /// and re-renders it). This is the fast path for registries Hermes or leasectl wrote:
 /// no tree is built and the bytes are kept as they are.
 pub fn canonical_members(text: &str) -> Option<Vec<(&str, &str)>> {

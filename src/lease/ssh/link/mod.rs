@@ -33,11 +33,11 @@ const LAG_AFTER: Duration = Duration::from_secs(1);
 const LAG_GIVE_UP: Duration = Duration::from_secs(10);
 /// Told (from a thread of its own) when a host sent a listing, went down, came back or
 /// started or stopped lagging: the store's next read has something new.
-pub type Watcher = Arc<dyn Fn() + Send + Sync>;
+pub(crate) type Watcher = Arc<dyn Fn() + Send + Sync>;
 
 /// Every registry the hosts among `locations` have said they have (never waits: a
 /// host not answered yet adds its registries when it does).
-pub fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::lease::Location> {
+pub(crate) fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::lease::Location> {
     let mut hosts: Vec<&HostSpec> = locations.iter().filter_map(crate::lease::Location::host).collect();
     hosts.sort_by(|a, b| a.name.cmp(&b.name));
     hosts.dedup();
@@ -51,7 +51,7 @@ pub fn known_registries(locations: &[crate::lease::Location]) -> Vec<crate::leas
     out
 }
 
-pub struct Link {
+pub(crate) struct Link {
     spec: HostSpec,
     state: Mutex<State>,
     /// Signalled when an opening ends, either way.
@@ -68,7 +68,7 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl Link {
     /// The one link to `spec` in this process.
-    pub fn to(spec: &HostSpec) -> Arc<Link> {
+    pub(crate) fn to(spec: &HostSpec) -> Arc<Link> {
         let mut links = LINKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Arc::clone(links.entry(spec.clone()).or_insert_with(|| {
             Arc::new(Link {
@@ -81,37 +81,37 @@ impl Link {
     }
 
     /// The registries there (`root` first), connecting if need be.
-    pub fn profiles(self: &Arc<Self>) -> Result<Vec<String>, Error> {
+    pub(crate) fn profiles(self: &Arc<Self>) -> Result<Vec<String>, Error> {
         self.ensure(false)?;
         Ok(lock(&self.state).ready.as_ref().map(|r| r.profiles.clone()).unwrap_or_default())
     }
 
     /// The registry the host's home stands for (`root`, or the profile its path names).
-    pub fn default_profile(self: &Arc<Self>) -> Result<String, Error> {
+    pub(crate) fn default_profile(self: &Arc<Self>) -> Result<String, Error> {
         self.ensure(false)?;
         Ok(lock(&self.state).ready.as_ref().map_or_else(|| "root".to_owned(), |r| r.default.clone()))
     }
 
     /// The listing the subscription last brought for `profile`, while it is live.
-    pub fn pushed(&self, profile: &str) -> Option<WireListing> {
+    pub(crate) fn pushed(&self, profile: &str) -> Option<WireListing> {
         let s = lock(&self.state);
         if s.subscribed && s.conn.is_some() { s.listings.get(profile).cloned() } else { None }
     }
 
     /// What `profile`'s state.db said of its sessions in its last listing.
-    pub fn sessions(&self, profile: &str) -> Option<super::wire::RemoteSessions> {
+    pub(crate) fn sessions(&self, profile: &str) -> Option<super::wire::RemoteSessions> {
         lock(&self.state).listings.get(profile).and_then(|l| l.sessions.clone())
     }
 
     /// The owners of `profile`'s leases as the remote named them in its last listing.
-    pub fn owners(&self, profile: &str) -> HashMap<u64, crate::lease::owners::owner::OwnerInfo> {
+    pub(crate) fn owners(&self, profile: &str) -> HashMap<u64, crate::lease::owners::owner::OwnerInfo> {
         lock(&self.state).listings.get(profile).map(|l| l.owners.clone()).unwrap_or_default()
     }
 
     /// While a subscription keeps the host and its first listings have not come on the
     /// session now open: why not (down, or being opened). A read then does not ask: what
     /// it would ask for is on its way.
-    pub fn awaiting_feed(&self) -> Option<Error> {
+    pub(crate) fn awaiting_feed(&self) -> Option<Error> {
         let s = lock(&self.state);
         if !s.subscribed || (s.fed && s.conn.is_some()) {
             return None;
@@ -124,7 +124,7 @@ impl Link {
 
     /// Keep a listing read on request (its owners are asked for with it), unless the
     /// subscription keeps them.
-    pub fn remember(&self, profile: &str, listing: &WireListing) {
+    pub(crate) fn remember(&self, profile: &str, listing: &WireListing) {
         let mut s = lock(&self.state);
         if !s.subscribed {
             s.listings.insert(profile.to_owned(), listing.clone());
@@ -132,7 +132,7 @@ impl Link {
     }
 
     /// Ask, and wait at most `within` for the answer.
-    pub fn call(self: &Arc<Self>, request: Request, within: Duration) -> Result<Answer, Error> {
+    pub(crate) fn call(self: &Arc<Self>, request: Request, within: Duration) -> Result<Answer, Error> {
         let rx = self.send(request, false)?;
         self.wait(&rx, within)
     }
@@ -179,7 +179,7 @@ impl Link {
     /// Listings pushed from now on (and at once, for every registry); `watcher` hears
     /// of each change and of the host going down or coming back. Reconnects while
     /// anyone listens.
-    pub fn subscribe(self: &Arc<Self>, watcher: Watcher) {
+    pub(crate) fn subscribe(self: &Arc<Self>, watcher: Watcher) {
         let mut s = lock(&self.state);
         s.watchers.push(watcher);
         let first = !s.subscribed;
@@ -202,7 +202,7 @@ impl Link {
 
     /// Wait (until `deadline`) for the subscription's first listings, or for the host
     /// to be found down: a first read then takes what was sent instead of asking again.
-    pub fn wait_fed(&self, deadline: Instant) {
+    pub(crate) fn wait_fed(&self, deadline: Instant) {
         let mut s = lock(&self.state);
         while s.subscribed && !s.fed && s.down.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -259,7 +259,7 @@ impl Link {
     /// A host that is down is tried again now, its pause back to the first (the console's
     /// `r`: it had waited for the pause, up to 30 s). A host that answers is left alone.
     /// True when it was down.
-    pub fn retry_now(&self) -> bool {
+    pub(crate) fn retry_now(&self) -> bool {
         let retried = lock(&self.state).retry_now();
         if retried {
             self.opened.notify_all();
@@ -338,12 +338,12 @@ impl Link {
     }
 
     /// How far behind the host's answers are, when they lag.
-    pub fn lag(&self) -> Option<Duration> {
+    pub(crate) fn lag(&self) -> Option<Duration> {
         lock(&self.state).lag
     }
 
     /// The host's leasectl version, when it is not this one (same protocol: it answers).
-    pub fn other_version(&self) -> Option<String> {
+    pub(crate) fn other_version(&self) -> Option<String> {
         lock(&self.state).version.clone().filter(|v| v != VERSION)
     }
 
@@ -369,7 +369,7 @@ impl Link {
     }
 
     /// How many listings and reachability changes have come so far (see `State::changes`).
-    pub fn changes(&self) -> u64 {
+    pub(crate) fn changes(&self) -> u64 {
         lock(&self.state).changes
     }
 
@@ -410,20 +410,20 @@ impl Link {
 }
 
 /// `leasectl --host SPEC install`, quoted for a shell: the command that puts this build on `host`.
-pub fn install_line(host: &HostSpec) -> String {
+pub(crate) fn install_line(host: &HostSpec) -> String {
     crate::lease::words::hint::Reach::with(["--host".to_owned(), host.text()]).line(None, &["install"])
 }
 
 /// A host that runs another leasectl of the same protocol: it answers, and is named.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skew {
+pub(crate) struct Skew {
     pub host: HostSpec,
     /// What its hello said (escaped for a terminal).
     pub remote: String,
 }
 
 /// The hosts reached in this process that run another leasectl version than this one.
-pub fn skews() -> Vec<Skew> {
+pub(crate) fn skews() -> Vec<Skew> {
     let links: Vec<Arc<Link>> =
         LINKS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
     let mut found: Vec<Skew> =
@@ -434,7 +434,7 @@ pub fn skews() -> Vec<Skew> {
 
 impl Skew {
     /// `host gw1 runs leasectl 0.0.9, this is leasectl 0.1.0: `leasectl --host ... install` puts this build there`
-    pub fn words(&self) -> String {
+    pub(crate) fn words(&self) -> String {
         format!(
             "host {} runs leasectl {}, this is leasectl {VERSION}: `{}` puts this build there",
             crate::lease::words::human::escape(&self.host.name),
