@@ -13,11 +13,9 @@ use serde_json::Value;
 
 const DEAD: u64 = 4_000_000;
 
+/// With metadata the audit record must keep verbatim.
 fn entry(id: &str, session: &str, pid: u64) -> String {
-    format!(
-        "{{\"lease_id\": \"{id}\", \"metadata\": {{\"note\": \"kept verbatim\"}}, \"pid\": {pid}, \"process_start_time\": null, \
-         \"session_id\": \"{session}\", \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}"
-    )
+    crate::common::planted(id, session, pid).metadata(serde_json::json!({"note": "kept verbatim"})).text()
 }
 
 fn audit_lines(home: &Path) -> Vec<Value> {

@@ -11,10 +11,7 @@ use serde_json::Value;
 
 /// An entry as Hermes writes it, owned by `pid` (1 is alive; a huge pid is dead).
 pub(crate) fn entry(id: &str, session: &str, pid: u64) -> String {
-    format!(
-        "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
-         \"session_id\": \"{session}\", \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}"
-    )
+    crate::common::planted(id, session, pid).text()
 }
 
 pub(crate) fn write_registry(home: &std::path::Path, entries: &[String]) {

@@ -77,15 +77,9 @@ fn write_registry_atomically(runtime: &Path, tag: u64, doc: &Value) -> std::io::
 /// One lease entry as Hermes writes it.
 fn entry(lease_id: &str, session: &str, pid: u64, process_start_time: Value) -> Value {
     let now = now_secs();
-    json!({
-        "lease_id": lease_id,
-        "session_id": session,
-        "surface": "cli",
-        "pid": pid,
-        "process_start_time": process_start_time,
-        "started_at": now - 30.0,
-        "updated_at": now,
-    })
+    let mut entry = crate::common::planted(lease_id, session, pid).start_time(process_start_time).at(now).value();
+    entry["started_at"] = (now - 30.0).into();
+    entry
 }
 
 /// Version `n` of the churn: 1–5 entries of session `churn-<n>`, owned by this (live)

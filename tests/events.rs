@@ -9,10 +9,7 @@ use common::process::{Home, Proc, Sleeper, str_of};
 use serde_json::Value;
 
 fn entry(id: &str, session: &str, pid: u64) -> String {
-    format!(
-        "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
-         \"session_id\": \"{session}\", \"started_at\": 1795990000.5, \"surface\": \"cli\", \"updated_at\": 1795990000.5}}"
-    )
+    crate::common::planted(id, session, pid).text()
 }
 
 /// Replace the registry as Hermes does: the whole file written beside it, then renamed.

@@ -76,17 +76,12 @@ fn lease_id(n: u32) -> String {
 
 /// An entry as Hermes writes one.
 fn entry(lease: &str, session: &str, pid: u64, process_start_time: Option<f64>) -> Value {
-    let at = epoch_now() - 60.0;
-    json!({
-        "lease_id": lease,
-        "session_id": session,
-        "pid": pid,
-        "surface": "cli",
-        "process_start_time": process_start_time,
-        "started_at": at,
-        "updated_at": at,
-        "metadata": {"live_session_id": format!("tab-{session}")},
-    })
+    let live_id = json!({"live_session_id": format!("tab-{session}")});
+    crate::common::planted(lease, session, pid)
+        .start_time(process_start_time)
+        .at(epoch_now() - 60.0)
+        .metadata(live_id)
+        .value()
 }
 
 fn registry_text(entries: &[Value]) -> String {

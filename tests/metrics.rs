@@ -11,10 +11,7 @@ use common::process::{Home, Sleeper};
 const DEAD: u64 = 4_000_000;
 
 fn entry(id: &str, session: &str, pid: u64, started: f64) -> String {
-    format!(
-        "{{\"lease_id\": \"{id}\", \"metadata\": {{}}, \"pid\": {pid}, \"process_start_time\": null, \
-         \"session_id\": \"{session}\", \"started_at\": {started:?}, \"surface\": \"cli\", \"updated_at\": {started:?}}}"
-    )
+    crate::common::planted(id, session, pid).at(started).text()
 }
 
 /// Every sample as `name{labels} value`, as the Prometheus parser read it.

@@ -33,9 +33,7 @@ fn spawn(program: &str, args: &[&str]) -> Child {
 
 /// A lease for `pid` (its recorded start time `start`) written as Hermes writes one.
 fn entry(lease: &str, session: &str, pid: u32, start: f64) -> Value {
-    let at = leasectl::lease::now() - 60.0;
-    serde_json::json!({"lease_id": lease, "session_id": session, "pid": pid, "surface": "cli",
-        "process_start_time": start, "started_at": at, "updated_at": at})
+    crate::common::planted(lease, session, pid.into()).start_time(start).at(leasectl::lease::now() - 60.0).value()
 }
 
 #[allow(dead_code)]

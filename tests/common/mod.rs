@@ -35,16 +35,61 @@ pub fn registry(profile: &str) -> Location {
     })
 }
 
+/// When a planted entry was taken, unless a test says: 2026-11-29 22:06:40.5 UTC.
+pub const PLANTED_AT: f64 = 1_795_990_000.5;
+
+/// A registry entry as Hermes writes it, for the registries tests plant: surface `cli`,
+/// no recorded start time, taken and updated at [`PLANTED_AT`], empty metadata. Each
+/// method changes one thing; `text` is the JSON as Hermes writes it (sorted keys,
+/// Python's separators), `value` the same as a tree.
+#[derive(Debug, Clone)]
+pub struct Planted(serde_json::Value);
+
+pub fn planted(lease: &str, session: &str, pid: u64) -> Planted {
+    Planted(serde_json::json!({
+        "lease_id": lease, "session_id": session, "surface": "cli", "pid": pid,
+        "process_start_time": null, "started_at": PLANTED_AT, "updated_at": PLANTED_AT, "metadata": {},
+    }))
+}
+
+impl Planted {
+    /// Taken (and last updated) at `at`.
+    pub fn at(mut self, at: f64) -> Planted {
+        self.0["started_at"] = at.into();
+        self.0["updated_at"] = at.into();
+        self
+    }
+
+    /// The owner's recorded start time (`null` for none).
+    pub fn start_time(mut self, t: impl Into<serde_json::Value>) -> Planted {
+        self.0["process_start_time"] = t.into();
+        self
+    }
+
+    pub fn surface(mut self, surface: &str) -> Planted {
+        self.0["surface"] = surface.into();
+        self
+    }
+
+    pub fn metadata(mut self, metadata: serde_json::Value) -> Planted {
+        self.0["metadata"] = metadata;
+        self
+    }
+
+    pub fn value(self) -> serde_json::Value {
+        self.0
+    }
+
+    pub fn text(&self) -> String {
+        leasectl::lease::format::pyjson::to_string(&self.0)
+    }
+}
+
 /// An entry as Hermes writes one; `age` seconds old.
 pub fn entry(lease: &str, session: &str, surface: &str, pid: u64, age: f64, live_id: Option<&str>) -> Entry {
-    let meta = live_id.map(|l| format!(", \"metadata\": {{\"live_session_id\": \"{l}\"}}")).unwrap_or_default();
-    let text = format!(
-        "[{{\"lease_id\": \"{lease}\", \"session_id\": \"{session}\", \"surface\": \"{surface}\", \"pid\": {pid}, \
-         \"process_start_time\": {}, \"started_at\": {}, \"updated_at\": {}{meta}}}]",
-        NOW - age - 5.25,
-        NOW - age,
-        NOW - age
-    );
+    let metadata = live_id.map_or(serde_json::json!({}), |l| serde_json::json!({"live_session_id": l}));
+    let entry = planted(lease, session, pid).surface(surface).start_time(NOW - age - 5.25).at(NOW - age);
+    let text = format!("[{}]", entry.metadata(metadata).text());
     store::parse(text.as_bytes()).expect("fixture entry is valid").entries.remove(0)
 }
 
