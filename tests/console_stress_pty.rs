@@ -77,7 +77,11 @@ fn write_registry_atomically(runtime: &Path, tag: u64, doc: &Value) -> std::io::
 /// One lease entry as Hermes writes it.
 fn entry(lease_id: &str, session: &str, pid: u64, process_start_time: Value) -> Value {
     let now = now_secs();
-    let mut entry = crate::common::planted(lease_id, session, pid).start_time(process_start_time).at(now).value();
+    let mut entry = crate::common::planted(lease_id, session, pid)
+        .without_metadata()
+        .start_time(process_start_time)
+        .at(now)
+        .value();
     entry["started_at"] = (now - 30.0).into();
     entry
 }

@@ -33,7 +33,11 @@ fn spawn(program: &str, args: &[&str]) -> Child {
 
 /// A lease for `pid` (its recorded start time `start`) written as Hermes writes one.
 fn entry(lease: &str, session: &str, pid: u32, start: f64) -> Value {
-    crate::common::planted(lease, session, pid.into()).start_time(start).at(leasectl::lease::now() - 60.0).value()
+    crate::common::planted(lease, session, pid.into())
+        .without_metadata()
+        .start_time(start)
+        .at(leasectl::lease::now() - 60.0)
+        .value()
 }
 
 #[allow(dead_code)]

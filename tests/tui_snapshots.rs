@@ -323,9 +323,10 @@ fn the_event_log_can_be_focused_and_scrolled() {
 
 #[test]
 fn names_from_the_registry_are_shown_escaped_on_the_console() {
-    // JSON escapes inside the fixture's text: the parsed entry holds the raw characters.
+    // Written as Hermes writes them (control characters as JSON escapes): the parsed
+    // entry holds the raw characters.
     let hostile =
-        entry("e5ca1ee5e5ca1ee5e5ca1ee5e5ca1ee5", "S\\u001b[2J\\u202ex", "cli\\u0007", 4101, 30.0, Some("t\\u009b1"));
+        entry("e5ca1ee5e5ca1ee5e5ca1ee5e5ca1ee5", "S\u{1b}[2J\u{202e}x", "cli\u{7}", 4101, 30.0, Some("t\u{9b}1"));
     assert_eq!(hostile.session_id(), "S\u{1b}[2J\u{202e}x");
     let mut app = app(vec![snap(&registry("root"), None, Ok(vec![alive(hostile, "evil\u{1b}]0;pwned\u{7}")]))]);
     key(&mut app, KeyCode::Enter);

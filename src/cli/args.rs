@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser};
 
-use crate::lease::error::Unusable;
+use crate::lease::words::unusable::Unusable;
 
 /// The heading that keeps options every command takes apart from each command's own.
 const GLOBAL: &str = "Global options";

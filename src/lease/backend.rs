@@ -126,15 +126,12 @@ pub trait LeaseStore: Send {
     fn release_grant(&mut self, grant: &Grant) -> Result<Released, Error>;
     /// The operator's release. A live owner's lease only with `opts.allow_live`.
     fn force_release(&mut self, target: &Target, opts: ForceOptions) -> Result<Removal, Error>;
-    /// What `stop` would end for `target`: each owner process, seen now, or why not.
-    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error> {
-        super::stop::plan(self.read(), target)
-    }
+    /// What `stop` would end for `target`: each owner process, seen now, or why not
+    /// (`lease::stop::plan` over this store's listing, where the owners run here).
+    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error>;
     /// End the owners `plan` names (SIGTERM, the grace, SIGKILL), then remove what they
-    /// leave; an owner changed since the plan is never signalled.
-    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
-        super::stop::run(self, plan, opts)
-    }
+    /// leave; an owner changed since the plan is never signalled (`lease::stop::run`).
+    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error>;
     /// Remove dead and recycled owners' leases (etcd: those of owners on this host).
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error>;
     /// Everything `doctor` checks; only a registry file has a doctor.

@@ -76,6 +76,14 @@ impl Planted {
         self
     }
 
+    /// No metadata member at all.
+    pub fn without_metadata(mut self) -> Planted {
+        if let Some(members) = self.0.as_object_mut() {
+            members.remove("metadata");
+        }
+        self
+    }
+
     pub fn value(self) -> serde_json::Value {
         self.0
     }
@@ -87,9 +95,12 @@ impl Planted {
 
 /// An entry as Hermes writes one; `age` seconds old.
 pub fn entry(lease: &str, session: &str, surface: &str, pid: u64, age: f64, live_id: Option<&str>) -> Entry {
-    let metadata = live_id.map_or(serde_json::json!({}), |l| serde_json::json!({"live_session_id": l}));
     let entry = planted(lease, session, pid).surface(surface).start_time(NOW - age - 5.25).at(NOW - age);
-    let text = format!("[{}]", entry.metadata(metadata).text());
+    let entry = match live_id {
+        Some(l) => entry.metadata(serde_json::json!({"live_session_id": l})),
+        None => entry.without_metadata(),
+    };
+    let text = format!("[{}]", entry.text());
     store::parse(text.as_bytes()).expect("fixture entry is valid").entries.remove(0)
 }
 

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::lease::error::Unusable;
+use crate::lease::words::unusable::Unusable;
 
 /// The hosts file, under the operator's own configuration directory.
 pub const HOSTS_FILE: &str = "leasectl/hosts";

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::host_spec::HostSpec;
-use crate::lease::error::Unusable;
 use crate::lease::home::paths::Registry;
+use crate::lease::words::unusable::Unusable;
 
 /// The default etcd key prefix.
 pub(crate) const DEFAULT_ETCD_PREFIX: &str = "/leasectl/";

@@ -8,11 +8,11 @@ pub enum Target {
 }
 
 impl Target {
-    /// True when `view` is one of the leases named.
-    pub fn names(&self, view: &crate::lease::view::LeaseView) -> bool {
+    /// True when `entry` is one of the leases named.
+    pub fn names(&self, entry: &crate::lease::format::entry::Entry) -> bool {
         match self {
-            Target::Lease(id) => view.entry.lease_id() == id,
-            Target::Session(s) => view.entry.session_id() == s,
+            Target::Lease(id) => entry.lease_id() == id,
+            Target::Session(s) => entry.session_id() == s,
         }
     }
 }

@@ -33,11 +33,12 @@ use serde_json::{Map, Value};
 
 pub use super::address::location::EtcdLocation;
 pub(crate) use super::address::location::{DEFAULT_TTL, lease_ttl};
-use super::error::{Error, Unusable};
+use super::error::Error;
 use super::format::entry::Entry;
 use super::owners::liveness::{Liveness, Prober};
 pub use super::owners::owner::hostname;
 use super::view::{LeaseView, RemoteLease};
+use super::words::unusable::Unusable;
 
 /// The bound on one etcd request (connecting included, every endpoint tried): etcdctl's
 /// own default, and room for an election on a busy disk (3 s was not, under fsync load).

@@ -14,6 +14,7 @@ use crate::lease::error::Error;
 use crate::lease::grant::{AcquireRequest, Grant, Released};
 use crate::lease::home::config::CapSetting;
 use crate::lease::owners::liveness::Prober;
+use crate::lease::stop::{StopOptions, StopPlan, Stopped};
 use crate::lease::view::{DoctorReport, ForceOptions, PruneOptions, Removal, Target};
 use crate::lease::words::refusal::{Reason, Refusal};
 
@@ -228,6 +229,14 @@ impl LeaseStore for EtcdStore {
     }
 
     // On etcd a lease ends with its TTL; there is no start time to step.
+    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error> {
+        crate::lease::stop::plan(self.read(), target)
+    }
+
+    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
+        crate::lease::stop::run(self, plan, opts)
+    }
+
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {
         match self.etcd().and_then(|e| fence::prune_local(e, opts.dry_run)) {
             Ok(r) => Ok(r),

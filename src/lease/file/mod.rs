@@ -36,6 +36,7 @@ use crate::lease::home::config::{CapSetting, read_cap};
 use crate::lease::home::lock::{FileId, HeldFlocks};
 use crate::lease::home::paths::Registry;
 use crate::lease::owners::liveness::{Prober, ProcState};
+use crate::lease::stop::{StopOptions, StopPlan, Stopped};
 use crate::lease::view::{DoctorReport, ForceOptions, LeaseView, PruneOptions, Removal, Target};
 use crate::lease::words::refusal::Refusal;
 use lease_watch::LeaseWatch;
@@ -259,6 +260,14 @@ impl LeaseStore for FileStore {
         let started = std::time::Instant::now();
         let got = crate::lease::home::lock::lock(&path, bound);
         Some(LockProbe { waited: started.elapsed(), held: got.is_err() })
+    }
+
+    fn stop_plan(&mut self, target: &Target) -> Result<StopPlan, Error> {
+        crate::lease::stop::plan(self.read(), target)
+    }
+
+    fn stop(&mut self, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
+        crate::lease::stop::run(self, plan, opts)
     }
 
     fn prune(&mut self, opts: PruneOptions) -> Result<Removal, Error> {

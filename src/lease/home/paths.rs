@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::lease::error::Unusable;
 use crate::lease::home::profiles::{ProfilesDir, Standing};
+use crate::lease::words::unusable::Unusable;
 
 /// Registry file name inside `<home>/runtime/`.
 pub const REGISTRY_FILE: &str = "active_sessions.json";

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::lease::error::Unusable;
 use crate::lease::format::entry::Entry;
 use crate::lease::owners::pidfds;
+use crate::lease::words::unusable::Unusable;
 use rustc_hash::FxBuildHasher as FxBuild;
 use rustix::time::ClockId;
 

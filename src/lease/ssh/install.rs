@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
-use super::link::{destination, ssh_program};
 use super::options;
+use super::options::{destination, ssh_program};
 use super::wire::VERSION;
 use crate::lease::address::host_spec::{HostSpec, HostTarget};
 

@@ -149,6 +149,30 @@ pub(crate) fn control_dir() -> Option<PathBuf> {
     .clone()
 }
 
+/// `ssh`, or the operator's replacement for it (`LEASECTL_SSH_COMMAND`, run by `sh -c`
+/// with leasectl's arguments as `"$@"`, never spliced into its text).
+pub(super) fn ssh_program() -> Command {
+    match std::env::var(SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
+        Some(text) => {
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(format!("{text} \"$@\"")).arg("ssh");
+            c
+        }
+        None => Command::new("ssh"),
+    }
+}
+
+/// `-p PORT -l USER -- HOST`: each its own argument.
+pub(super) fn destination(c: &mut Command, t: &crate::lease::address::host_spec::SshTarget) {
+    if let Some(p) = t.port {
+        c.arg("-p").arg(p.to_string());
+    }
+    if let Some(u) = &t.user {
+        c.arg("-l").arg(u);
+    }
+    c.arg("--").arg(t.host.trim_start_matches('[').trim_end_matches(']'));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

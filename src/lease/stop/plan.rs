@@ -17,7 +17,7 @@ use crate::lease::view::{LeaseView, Target};
 pub(crate) fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error> {
     let location = listing.location;
     let views = listing.leases?;
-    let chosen: Vec<&LeaseView> = views.iter().filter(|v| target.names(v)).collect();
+    let chosen: Vec<&LeaseView> = views.iter().filter(|v| target.names(&v.entry)).collect();
     if chosen.is_empty() {
         let place = match location.registry() {
             Some(reg) => format!("in {}", reg.path().display()),

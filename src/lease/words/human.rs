@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crate::lease::error::Unusable;
+use super::unusable::Unusable;
 
 /// A compact duration: `41s`, `3m`, `2h05m`, `3d11h` (the two largest units, the
 /// second zero-padded so columns line up). Negative, NaN and infinite read `0s`.

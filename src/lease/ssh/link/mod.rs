@@ -12,10 +12,9 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use session::write_line;
-pub(in crate::lease::ssh) use session::{destination, ssh_program};
 use state::{Down, FIRST_RETRY, State};
 
-use super::options;
+use super::options::{self, destination, ssh_program};
 use super::wire::{Answer, ClientLine, Request, VERSION, WireListing};
 use crate::lease::address::host_spec::{HostSpec, HostTarget};
 use crate::lease::error::{Error, HostFault};

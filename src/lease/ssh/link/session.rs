@@ -13,7 +13,7 @@ use super::state::{Conn, Down, State};
 use super::{Link, install_line, lock};
 use crate::lease::address::host_spec::{HostSpec, HostTarget};
 use crate::lease::error::HostFault;
-use crate::lease::ssh::options;
+use crate::lease::ssh::options::{self, destination, ssh_program};
 use crate::lease::ssh::wire::{ClientLine, Open, PROTOCOL, Ready, ServerLine, VERSION};
 
 /// The program on the remote side, instead of `leasectl` on the remote's PATH.
@@ -240,30 +240,6 @@ fn next_first(
         Err(RecvTimeoutError::Timeout) => Err(Ended::Late(format!("no answer within {}s", within.as_secs()))),
         Err(RecvTimeoutError::Disconnected) => Err(Ended::Early(None)),
     }
-}
-
-/// `ssh`, or the operator's replacement for it (`LEASECTL_SSH_COMMAND`, run by `sh -c`
-/// with leasectl's arguments as `"$@"`, never spliced into its text).
-pub(in crate::lease::ssh) fn ssh_program() -> Command {
-    match std::env::var(options::SSH_COMMAND_ENV).ok().filter(|c| !c.trim().is_empty()) {
-        Some(text) => {
-            let mut c = Command::new("sh");
-            c.arg("-c").arg(format!("{text} \"$@\"")).arg("ssh");
-            c
-        }
-        None => Command::new("ssh"),
-    }
-}
-
-/// `-p PORT -l USER -- HOST`: each its own argument.
-pub(in crate::lease::ssh) fn destination(c: &mut Command, t: &crate::lease::address::host_spec::SshTarget) {
-    if let Some(p) = t.port {
-        c.arg("-p").arg(p.to_string());
-    }
-    if let Some(u) = &t.user {
-        c.arg("-l").arg(u);
-    }
-    c.arg("--").arg(t.host.trim_start_matches('[').trim_end_matches(']'));
 }
 
 /// What came on a session's output that is not leasectl's protocol.
