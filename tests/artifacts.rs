@@ -298,6 +298,8 @@ fn the_tarballs_binary_runs_with_nothing_but_the_kernel() {
         "completions/leasectl.fish",
         "leasectl-recorder.service",
         "README.md",
+        "docs/cleanup.md",
+        "assets/console-80x24.svg",
     ] {
         assert!(tree.join(file).is_file(), "the tarball holds {file}");
     }
@@ -322,13 +324,15 @@ fn the_tarballs_binary_runs_with_nothing_but_the_kernel() {
 }
 
 /// Paths the .deb puts on the system, besides the binary.
-const DEB_FILES: [&str; 6] = [
+const DEB_FILES: [&str; 8] = [
     "/usr/share/man/man1/leasectl.1.gz",
     "/usr/share/bash-completion/completions/leasectl",
     "/usr/share/zsh/vendor-completions/_leasectl",
     "/usr/share/fish/vendor_completions.d/leasectl.fish",
     "/usr/lib/systemd/system/leasectl-recorder.service",
     "/usr/share/doc/leasectl/README.md",
+    "/usr/share/doc/leasectl/docs/cleanup.md",
+    "/usr/share/doc/leasectl/assets/console-80x24.svg",
 ];
 
 #[test]

@@ -1,6 +1,8 @@
 //! The documents are tests: every `--help` is a reviewed snapshot (a change to one is a
-//! diff in `tests/cmd/`), and the README's examples run, their shown output compared
-//! (`[..]` stands for what differs from run to run: pids, times, paths).
+//! diff in `tests/cmd/`), the examples of the README and docs/ run, their shown output
+//! compared (`[..]` stands for what differs from run to run: pids, times, paths), every
+//! link between them resolves, and no page a user reads carries a commit hash or a
+//! before-and-after figure.
 //! `TRYCMD=overwrite` rewrites the snapshots after a deliberate change.
 
 use crate::common::process::BIN;
@@ -38,7 +40,7 @@ impl Drop for Owner {
     }
 }
 
-/// The home the README's examples run on, as the README describes it: cap 4, session S1
+/// The home the examples of the README and docs/ run on, as they describe it: cap 4, session S1
 /// held by two live owners (a conflict), S2 by a dead one, and profile `work` with a
 /// dead owner's lease 0f3c9e2a...; every start time real, so liveness is judged for real.
 fn readme_home(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Owner>) {
@@ -78,16 +80,38 @@ fn readme_home(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Owner>) {
     (home, owners)
 }
 
+/// The pages a reader reads: the README, ARCHITECTURE.md and every file of docs/.
+fn documents() -> Vec<std::path::PathBuf> {
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir("docs")
+        .expect("docs/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    assert!(docs.len() >= 9, "docs/: {docs:?}");
+    docs.extend(["README.md", "ARCHITECTURE.md", "benches/README.md", "CHANGELOG.md"].map(std::path::PathBuf::from));
+    docs
+}
+
+/// Every example with its output in the README and docs/ runs as shown, each page on a
+/// home of its own (an example may change the home: a page reads from its own start).
 #[test]
-fn the_readmes_examples_run_as_shown() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (home, _owners) = readme_home(dir.path());
-    trycmd::TestCases::new()
-        .register_bin("leasectl", std::path::Path::new(BIN))
-        .env("HERMES_HOME", home.display().to_string())
-        .env("HOME", dir.path().display().to_string())
-        .env("COLUMNS", "100")
-        .case("README.md");
+fn the_docs_examples_run_as_shown() {
+    for doc in documents() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (home, owners) = readme_home(dir.path());
+        let cases = trycmd::TestCases::new();
+        cases
+            .register_bin("leasectl", std::path::Path::new(BIN))
+            .env("HERMES_HOME", home.display().to_string())
+            .env("HOME", dir.path().display().to_string())
+            .env("COLUMNS", "100")
+            .case(&doc);
+        // The cases run when dropped: while the home's owners live.
+        drop(cases);
+        drop(owners);
+    }
 }
 
 /// The leasectl command lines in `text`'s shell examples (```sh blocks, or indented
@@ -124,11 +148,13 @@ fn example_lines(text: &str, fenced: bool) -> Vec<String> {
 }
 
 #[test]
-fn every_command_line_the_readme_and_help_show_parses() {
+fn every_command_line_the_docs_and_help_show_parses() {
     use clap::Parser as _;
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
-    let mut lines = example_lines(&readme, true);
-    assert!(lines.len() > 20, "the README's examples: {lines:?}");
+    let mut lines: Vec<String> = documents()
+        .iter()
+        .flat_map(|d| example_lines(&std::fs::read_to_string(d).expect("a document"), true))
+        .collect();
+    assert!(lines.len() > 20, "the docs' examples: {lines:?}");
     let commands = ["ls", "acquire", "release", "force-release", "prune", "doctor", "run", "hold", "tui", "demo"];
     for command in commands.iter().chain(&["events", "metrics", "completions", "man", "serve", "install"]) {
         let help = crate::cli_operators::leasectl_bare(&[command, "--help"]);
@@ -192,9 +218,6 @@ fn the_recorders_systemd_unit_verifies_and_is_hardened() {
     crate::common::systemd::verify_unit(unit, "/usr/local/bin/leasectl", std::path::Path::new(BIN));
 }
 
-/// The README's Architecture section names every source file (as `name`, or `dir/` for a
-/// folder's `mod.rs`): a newcomer reading it finds each file's job, and a file added
-/// without a word there fails here.
 /// ARCHITECTURE.md names every folder and file under `src/` (a file by its name, with or
 /// without `.rs`; a folder as `name/`), and every path it names exists in the repository.
 #[test]
@@ -260,11 +283,11 @@ fn the_architecture_names_every_source_folder_and_file() {
     assert!(absent.is_empty(), "ARCHITECTURE.md names paths that do not exist: {absent:?}");
 }
 
-/// The names the README's JSON section gives for one output (its bullet starting with
-/// `` - `{command}` ``): every `"name"` written there.
+/// The names docs/commands.md's JSON section gives for one output (its bullet starting
+/// with `` - `{command}` ``): every `"name"` written there.
 fn readme_json_names(bullet_start: &str) -> std::collections::BTreeSet<String> {
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
-    let section = &readme[readme.find("### JSON").expect("a JSON section")..];
+    let readme = std::fs::read_to_string("docs/commands.md").expect("docs/commands.md");
+    let section = &readme[readme.find("## JSON").expect("a JSON section")..];
     let bullet = section
         .lines()
         .find(|l| l.starts_with(&format!("- `{bullet_start}")))
@@ -276,10 +299,10 @@ fn keys(v: &serde_json::Value) -> std::collections::BTreeSet<String> {
     v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
 }
 
-/// The JSON every command prints is the README's contract: each key an output has is
+/// The JSON every command prints is docs/commands.md's contract: each key an output has is
 /// named in its bullet, and each name the bullet gives for an object is in the output.
 #[test]
-fn the_json_outputs_are_the_readmes_contract() {
+fn the_json_outputs_are_the_docs_contract() {
     use crate::common::process::{Home, Sleeper};
     let home = Home::new();
     let owner = Sleeper::new();
@@ -289,10 +312,13 @@ fn the_json_outputs_are_the_readmes_contract() {
         let named = readme_json_names(bullet);
         let have = keys(v);
         let undocumented: Vec<&String> = have.iter().filter(|k| !named.contains(*k)).collect();
-        assert!(undocumented.is_empty(), "{what}: keys the README does not name: {undocumented:?} in {v}");
+        assert!(undocumented.is_empty(), "{what}: keys docs/commands.md does not name: {undocumented:?} in {v}");
         if all_named {
             let missing: Vec<&String> = named.iter().filter(|k| !have.contains(*k)).collect();
-            assert!(missing.is_empty(), "{what}: names the README gives that the output lacks: {missing:?} in {v}");
+            assert!(
+                missing.is_empty(),
+                "{what}: names docs/commands.md gives that the output lacks: {missing:?} in {v}"
+            );
         }
     };
     let json = |args: &[&str]| home.run(args).json();
@@ -353,11 +379,10 @@ fn the_json_outputs_are_the_readmes_contract() {
     check("stop --json's lease", "stop --json", &done["owners"][0]["leases"][0], false);
 }
 
-/// Every global option `--help` lists is in the README's table of them (`--idle-threshold`
-/// was not).
+/// Every global option `--help` lists is in docs/commands.md's table of them.
 #[test]
-fn the_readmes_global_options_are_every_one_help_lists() {
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
+fn the_docs_global_options_are_every_one_help_lists() {
+    let readme = std::fs::read_to_string("docs/commands.md").expect("docs/commands.md");
     let start = readme.find("Global options (every command").expect("the global options table");
     let table: String = readme[start..].lines().skip(1).take_while(|l| l.is_empty() || l.starts_with('|')).collect();
     let help = crate::common::process::Proc::run("leasectl -h", cmd(&["-h"]));
@@ -371,7 +396,7 @@ fn the_readmes_global_options_are_every_one_help_lists() {
         .collect();
     assert!(options.len() >= 7, "{global}");
     let missing: Vec<&&str> = options.iter().filter(|o| !table.contains(&format!("`{o}"))).collect();
-    assert!(missing.is_empty(), "global options the README's table does not name: {missing:?}");
+    assert!(missing.is_empty(), "global options docs/commands.md's table does not name: {missing:?}");
 }
 
 /// Every environment variable leasectl reads for an operator is in the manual's
@@ -465,4 +490,117 @@ fn cmd(args: &[&str]) -> std::process::Command {
     let mut c = std::process::Command::new(crate::common::process::BIN);
     c.args(args).env_remove("HERMES_HOME");
     c
+}
+
+/// Every relative link in the README, ARCHITECTURE.md and docs/ reaches a file of the
+/// repository, and every `#anchor` a heading of the page it names (as GitHub makes
+/// anchors: lowercase, spaces as `-`, punctuation dropped).
+#[test]
+fn every_link_between_the_documents_resolves() {
+    let anchors = |path: &std::path::Path| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut fenced = false;
+        let mut found = Vec::new();
+        for line in text.lines() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+            }
+            if !fenced && line.starts_with('#') {
+                let title = line.trim_start_matches('#').trim().to_lowercase();
+                let slug: String = title
+                    .chars()
+                    .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                    .map(|c| if c == ' ' { '-' } else { c })
+                    .collect();
+                found.push(slug);
+            }
+        }
+        found
+    };
+    let mut broken = Vec::new();
+    let mut links = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).expect("a document");
+        let base = doc.parent().unwrap_or(std::path::Path::new(""));
+        for (i, _) in text.match_indices("](") {
+            let rest = &text[i + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            links += 1;
+            let (file, anchor) = target.split_once('#').map_or((target, None), |(f, a)| (f, Some(a)));
+            let path = if file.is_empty() { doc.clone() } else { base.join(file) };
+            if !path.exists() {
+                broken.push(format!("{}: {target} (no such file)", doc.display()));
+                continue;
+            }
+            if let Some(anchor) = anchor
+                && !anchors(&path).iter().any(|a| a == anchor)
+            {
+                broken.push(format!("{}: {target} (no such heading)", doc.display()));
+            }
+        }
+    }
+    assert!(links > 20, "read the links: {links}");
+    assert!(broken.is_empty(), "links that do not resolve:\n{}", broken.join("\n"));
+}
+
+/// No page a user reads carries a commit hash (history is in the commits and
+/// CHANGELOG.md carries none either) or a figure of how a number moved (`was 12 ms`,
+/// `874 → 365`): documents say what is, benches/README.md what was measured.
+#[test]
+fn the_documents_carry_no_commit_hash_and_no_before_and_after_figure() {
+    let git = |args: &[&str]| std::process::Command::new("git").args(args).output();
+    let in_git = git(&["rev-parse", "--git-dir"]).is_ok_and(|o| o.status.success());
+    assert!(in_git, "the test reads the repository's commits: run it in a git checkout");
+    let mut found = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).expect("a document");
+        for (n, line) in text.lines().enumerate() {
+            let at = format!("{}:{}", doc.display(), n + 1);
+            for word in line.split(|c: char| !c.is_ascii_alphanumeric()) {
+                let hexlike = word.len() >= 7 && word.len() <= 40 && word.chars().all(|c| c.is_ascii_hexdigit());
+                let mixed = word.chars().any(|c| c.is_ascii_digit()) && word.chars().any(|c| c.is_ascii_alphabetic());
+                if hexlike && mixed {
+                    let commit = git(&["rev-parse", "--verify", "--quiet", &format!("{word}^{{commit}}")]);
+                    if commit.is_ok_and(|o| o.status.success()) {
+                        found.push(format!("{at}: commit {word}"));
+                    }
+                }
+            }
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for w in words.windows(3) {
+                let number = |t: &str| {
+                    t.trim_matches(|c: char| !c.is_ascii_digit()).chars().next().is_some_and(|c| c.is_ascii_digit())
+                };
+                let arrow = ["→", "->"].contains(&w[1]) && number(w[0]) && number(w[2]);
+                let was = ["was", "were"].contains(&w[0].to_lowercase().as_str()) && number(w[1]);
+                if arrow || was {
+                    found.push(format!("{at}: {}", w.join(" ")));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "history in a document (it belongs in the commits):\n{}", found.join("\n"));
+}
+
+/// The README is read in five minutes: at most 300 lines, and every page of docs/ opens
+/// with what it is for (a paragraph under its title, before any section).
+#[test]
+fn the_readme_is_short_and_each_page_says_what_it_is_for() {
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    assert!(readme.lines().count() <= 300, "README.md has {} lines", readme.lines().count());
+    for doc in documents().iter().filter(|d| d.starts_with("docs")) {
+        let text = std::fs::read_to_string(doc).expect("a page");
+        let mut lines = text.lines();
+        assert!(lines.next().is_some_and(|l| l.starts_with("# ")), "{} opens with its title", doc.display());
+        let opening: Vec<&str> = lines.skip_while(|l| l.is_empty()).take_while(|l| !l.is_empty()).collect();
+        assert!(
+            opening.first().is_some_and(|l| !l.starts_with('#') && !l.starts_with('|') && !l.starts_with('`')),
+            "{} says what it is for before anything else: {opening:?}",
+            doc.display()
+        );
+    }
 }

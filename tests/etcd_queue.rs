@@ -27,11 +27,11 @@ fn waiting(endpoint: &str, prefix: &str) -> Vec<Value> {
     ls["waiting"].as_array().cloned().unwrap_or_default()
 }
 
-/// Every key of etcd's `ls --json` (its top, a lease, a waiter) is named in the README's
+/// Every key of etcd's `ls --json` (its top, a lease, a waiter) is named in docs/commands.md's
 /// JSON bullet for it, and every name there is a key.
 fn readme_names_every_key(ls: &Value) {
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
-    let bullet = readme.lines().find(|l| l.starts_with("- `--backend etcd ls --json`")).expect("the README's bullet");
+    let readme = std::fs::read_to_string("docs/commands.md").expect("docs/commands.md");
+    let bullet = readme.lines().find(|l| l.starts_with("- `--backend etcd ls --json`")).expect("the JSON bullet");
     let named: std::collections::BTreeSet<&str> = bullet.split('"').skip(1).step_by(2).collect();
     let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<String>>()).unwrap_or_default();
     let mut have = keys(ls);
@@ -39,7 +39,7 @@ fn readme_names_every_key(ls: &Value) {
     have.extend(keys(&ls["waiting"][0]));
     have.extend(keys(&ls["slots_used"][0]));
     let unnamed: Vec<&String> = have.iter().filter(|k| !named.contains(k.as_str())).collect();
-    assert!(unnamed.is_empty(), "keys the README does not name: {unnamed:?} in {ls}");
+    assert!(unnamed.is_empty(), "keys docs/commands.md does not name: {unnamed:?} in {ls}");
     let missing: Vec<&&str> = named.iter().filter(|n| !have.iter().any(|k| k == *n) && **n != "etcd").collect();
     assert!(missing.is_empty(), "names the README gives that the output lacks: {missing:?} in {ls}");
 }

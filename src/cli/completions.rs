@@ -10,13 +10,13 @@ use super::messages::note_stdout;
 use crate::lease::home::paths::{all_registries, registry_for_home};
 
 /// Bash: `--profile` completes the home's profiles, `--host` the hosts file's names, a
-/// lease id (release, force-release, stop, transfer) the ids in its registry, as `ls` shows
+/// lease id (release, force-release, stop) the ids in its registry, as `ls` shows
 /// them; the rest as generated.
 const BASH_DYNAMIC: &str = r#"
 _leasectl_dynamic() {
     local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" w sub=""
     for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
-        case "$w" in release|force-release|stop|transfer) sub="$w" ;; esac
+        case "$w" in release|force-release|stop) sub="$w" ;; esac
     done
     if [[ "$prev" == "--profile" || "$prev" == "--host" ]]; then
         local what=profiles

@@ -112,18 +112,18 @@ fn print_recorded(
         // Only the audit file spoke: what it cannot know is said, and how to record it.
         say_err!(
             "leasectl: no recorder's journal here: these are only the removals operators made (the audit \
-             file); acquires, releases and owners dying are recorded by `{}` (run it as a service; see the \
-             README)",
+             file); acquires, releases and owners dying are recorded by `{}` (run it as a service: the packages \
+             install its unit, leasectl-recorder.service)",
             hints.command(Some(None), &["events", "--follow", "--record"])
         );
     } else if journals == 0 && !a.follow && !audited_any && printed == 0 && unanswered == 0 {
         match over_hosts {
             true => say_err!(
                 "leasectl: no events recorded on these hosts: `leasectl events --follow --record` on each keeps \
-                 its journal (run it there as a service; see the README)"
+                 its journal (run it there as a service: the packages install its unit, leasectl-recorder.service)"
             ),
             false => say_err!(
-                "leasectl: no events recorded here: `{}` keeps the journal (run it as a service; see the README)",
+                "leasectl: no events recorded here: `{}` keeps the journal (run it as a service: the packages install its unit, leasectl-recorder.service)",
                 hints.command(Some(None), &["events", "--follow", "--record"])
             ),
         }

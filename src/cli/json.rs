@@ -1,4 +1,4 @@
-//! The JSON the CLI prints, one typed shape each: the contract the README's JSON section
+//! The JSON the CLI prints, one typed shape each: the contract docs/commands.md's JSON section
 //! states (`tests/docs.rs` holds them to it). Every shape becomes a `serde_json::Value`
 //! before it is printed, so keys come out sorted, as they always have.
 

@@ -10,7 +10,7 @@ use super::args::Cli;
 use super::messages::note_stdout;
 use super::{EXIT_OK, Failure, fail};
 
-/// What each exit code means (the README's table says the same; a test compares them).
+/// What each exit code means (docs/commands.md's table says the same; a test compares them).
 pub(super) const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "success; the lease was granted"),
     (
@@ -104,7 +104,10 @@ fn render() -> std::io::Result<Vec<u8>> {
     list(&mut roff, "ENVIRONMENT", ENVIRONMENT);
     list(&mut roff, "FILES", FILES);
     roff.control("SH", ["SEE ALSO"]);
-    roff.text([roman(format!("{}; the README for the console, the audit and the protocol", SEE_ALSO.join(", ")))]);
+    roff.text([roman(format!(
+        "{}; the docs/ folder of leasectl's repository for the console, cleaning up, events, hosts and the protocol",
+        SEE_ALSO.join(", ")
+    ))]);
     roff.to_writer(&mut out)?;
     man.render_version_section(&mut out)?;
     Ok(out)
