@@ -83,7 +83,7 @@ fn cli(home: &std::path::Path, owner: u64) -> f64 {
     let grant: Value = serde_json::from_slice(&out.stdout).expect("acquire --json");
     let lease_id = grant["lease_id"].as_str().expect("lease_id in the grant").to_owned();
     let status = Command::new(&bin)
-        .args(["--home", home, "release", &lease_id])
+        .args(["--home", home, "release", &lease_id, "--owner-pid", &owner.to_string()])
         .stdout(Stdio::null())
         .status()
         .expect("run leasectl release");

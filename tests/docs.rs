@@ -604,3 +604,16 @@ fn the_readme_is_short_and_each_page_says_what_it_is_for() {
         );
     }
 }
+
+/// Every mark the console's help lists is in docs/console.md's table of marks.
+#[test]
+fn the_console_guide_names_every_mark_the_help_lists() {
+    let source = std::fs::read_to_string("src/tui/dialog_view.rs").expect("src/tui/dialog_view.rs");
+    let table = &source[source.find("const MARKS").expect("the console's marks")..];
+    let table = &table[..table.find("];").expect("the end of the marks")];
+    let marks: Vec<&str> = table.lines().filter_map(|l| l.trim().strip_prefix("(\"")?.split('"').next()).collect();
+    assert!(marks.len() > 10, "read the marks: {marks:?}");
+    let guide = std::fs::read_to_string("docs/console.md").expect("docs/console.md");
+    let missing: Vec<&&str> = marks.iter().filter(|m| !guide.contains(&format!("| `{m}` |"))).collect();
+    assert!(missing.is_empty(), "marks docs/console.md does not explain: {missing:?}");
+}
