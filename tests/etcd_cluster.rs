@@ -131,6 +131,18 @@ impl Cluster {
         order.iter().map(|i| self.members[*i].client_url.clone()).collect::<Vec<_>>().join(",")
     }
 
+    /// Member `i` runs and follows a leader (its own status names one): back in the
+    /// cluster, not only started.
+    fn follows_a_leader(&self, i: usize) -> bool {
+        let m = &self.members[i];
+        let out = Command::new("etcdctl")
+            .args(["--endpoints", &m.client_url, "--command-timeout=1s", "endpoint", "status", "-w", "json"])
+            .env("ETCDCTL_API", "3")
+            .output();
+        let status: Option<serde_json::Value> = out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok());
+        m.child.is_some() && status.is_some_and(|s| s[0]["Status"]["leader"].as_u64().is_some_and(|l| l != 0))
+    }
+
     /// The member that is leader now, as a running member sees it.
     fn leader(&self) -> Option<usize> {
         for m in self.members.iter().filter(|m| m.child.is_some()) {
@@ -240,7 +252,9 @@ fn a_three_node_cluster_rides_out_a_node_and_its_leader_dying() {
     cluster.kill(follower);
     every_command_answers(&all, "follower-down");
     cluster.spawn(follower);
-    assert!(eventually(Duration::from_secs(20), || cluster.leader().is_some()), "the member came back");
+    // Back in the cluster before the leader goes: with it still starting, the leader's
+    // death would leave one member of three, and no quorum to elect another.
+    assert!(eventually(Duration::from_secs(20), || cluster.follows_a_leader(follower)), "the member came back");
 
     // The leader dies: the two left elect another within about a second; the holders
     // ride it out (their renewals go to a live member), and commands are answered.
