@@ -617,3 +617,28 @@ fn the_console_guide_names_every_mark_the_help_lists() {
     let missing: Vec<&&str> = marks.iter().filter(|m| !guide.contains(&format!("| `{m}` |"))).collect();
     assert!(missing.is_empty(), "marks docs/console.md does not explain: {missing:?}");
 }
+
+/// The screenshots in the README and docs/console.md are made by `assets/screenshots` from
+/// the real console: it runs, and what it draws is the console on its home at each size.
+#[test]
+#[ignore = "needs python3 with pyte (.ci/run installs it and runs this)"]
+fn the_screenshots_are_made_from_the_real_console() {
+    let out = tempfile::tempdir().expect("temp dir");
+    let made = std::process::Command::new("assets/screenshots").arg(BIN).arg(out.path()).output().expect("run it");
+    assert!(made.status.success(), "assets/screenshots: {}", String::from_utf8_lossy(&made.stderr));
+    for (name, shows) in [
+        ("console-80x24.svg", &["chat-review", "CONFLICT", "LEAK?", "✖ dead", "S stop"][..]),
+        ("console-200x60.svg", &["details", "owner process", "LEAK?:", "still holds it", "Customer escalation"][..]),
+    ] {
+        let svg = std::fs::read_to_string(out.path().join(name)).expect("the picture");
+        assert!(svg.starts_with("<svg"), "{name} is an SVG");
+        let text: String = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').and_then(|(_, rest)| rest.split_once("</text>")).map(|(t, _)| t))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let missing: Vec<&&str> = shows.iter().filter(|w| !text.contains(*w)).collect();
+        assert!(missing.is_empty(), "{name} does not show {missing:?}: {text}");
+    }
+}
