@@ -202,16 +202,22 @@ impl Link {
     /// Wait (until `deadline`) for the subscription's first listings, or for the host
     /// to be found down: a first read then takes what was sent instead of asking again.
     pub(crate) fn wait_fed(&self, deadline: Instant) {
-        let mut s = lock(&self.state);
-        while s.subscribed && !s.fed && s.down.is_none() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            s = match self.opened.wait_timeout(s, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+        let s = lock(&self.state);
+        drop(self.wait_while(s, deadline, |s| s.subscribed && !s.fed && s.down.is_none()));
+    }
+
+    /// Wait (until `deadline`) on an opening's end or the operator's retry while
+    /// `waiting` holds; the state, which may still be waiting when the deadline came.
+    fn wait_while<'s>(
+        &'s self,
+        s: MutexGuard<'s, State>,
+        deadline: Instant,
+        waiting: impl FnMut(&mut State) -> bool,
+    ) -> MutexGuard<'s, State> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.opened.wait_timeout_while(s, left, waiting) {
+            Ok((guard, _)) => guard,
+            Err(poisoned) => poisoned.into_inner().0,
         }
     }
 
@@ -239,19 +245,10 @@ impl Link {
 
     /// Wait until the host's pause is over, or the operator asks to try now.
     fn pause_before_retry(&self) {
-        let mut s = lock(&self.state);
+        let s = lock(&self.state);
         let until =
             s.retry_at.unwrap_or_else(|| Instant::now() + FIRST_RETRY).max(Instant::now() + Duration::from_millis(50));
-        while !s.retry_now {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            s = match self.opened.wait_timeout(s, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
+        let mut s = self.wait_while(s, until, |s| !s.retry_now);
         s.retry_now = false;
     }
 
@@ -287,15 +284,9 @@ impl Link {
             true => *FIRST_SUBSCRIPTION.get_or_init(Instant::now) + SUBSCRIBED_WAIT,
             false => Instant::now() + within + Duration::from_secs(1),
         };
-        while s.conn.is_none() && s.connecting.is_some() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::Connecting { host: self.spec.name.clone() });
-            }
-            s = match self.opened.wait_timeout(s, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
+        s = self.wait_while(s, deadline, |s| s.conn.is_none() && s.connecting.is_some());
+        if s.conn.is_none() && s.connecting.is_some() {
+            return Err(Error::Connecting { host: self.spec.name.clone() });
         }
         if s.conn.is_some() {
             return Ok(());
