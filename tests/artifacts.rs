@@ -303,6 +303,21 @@ fn the_tarballs_binary_runs_with_nothing_but_the_kernel() {
     ] {
         assert!(tree.join(file).is_file(), "the tarball holds {file}");
     }
+    // Every relative link of the README and docs/ it carries resolves there.
+    let mut pages = vec![tree.join("README.md")];
+    pages.extend(std::fs::read_dir(tree.join("docs")).expect("docs/").flatten().map(|e| e.path()));
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("a page");
+        for (i, _) in text.match_indices("](") {
+            let target = text[i + 2..].split(')').next().unwrap_or_default();
+            let file = target.split('#').next().unwrap_or_default();
+            if file.is_empty() || target.contains("://") || target.contains(' ') {
+                continue;
+            }
+            let at = page.parent().expect("a folder").join(file);
+            assert!(at.exists(), "{}: the link {target} leads nowhere in the tarball", page.display());
+        }
+    }
     let leasectl = tree.join("leasectl");
     // An empty environment: no PATH, no HOME, no locale.
     works(&leasectl, &[]);
