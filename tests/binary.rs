@@ -8,6 +8,7 @@ mod audit;
 mod cli;
 mod cli_operators;
 mod completions;
+mod containers;
 mod demo_tour;
 mod docs;
 mod events;

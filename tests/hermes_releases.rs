@@ -228,3 +228,59 @@ fn stop_ends_a_real_hermes_which_releases_its_own_lease() {
         assert_eq!(left.map(|l| l.len()).ok(), Some(0), "{release}: the registry is clean");
     }
 }
+
+/// A real `hermes chat` of each release in a pid namespace of its own (as in a container:
+/// its home a directory the host reads), holding a lease it records as its pid there.
+/// From the host: alive with both pids, its session refused, kept by prune, the hazard of
+/// a host owner beside it named by doctor, and `stop` ends it through its pid here (its
+/// own release frees the session).
+#[test]
+#[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS and root for unshare (.ci/run runs it)"]
+fn a_real_hermes_in_a_pid_namespace_is_alive_from_the_host_and_stopped_through_its_host_pid() {
+    for release in RELEASES {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).expect("the home");
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--pid", "--fork", "--mount-proc"]).arg(python(release)).arg(driver("hermes_process.py")).arg(&home);
+        cmd.env_remove("HERMES_HOME").stdin(Stdio::null());
+        let hermes = Proc::spawn(&format!("hermes chat of {release} in a pid namespace"), cmd);
+        let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
+        let words: Vec<&str> = holding.split_whitespace().collect();
+        let ["HOLDING", pid, session] = words[..] else { panic!("{release}: no lease held: {holding:?}") };
+        let recorded: u64 = pid.parse().expect("a pid");
+        let ls = Proc::run("ls --json", leasectl(&home, &["ls", "--json"]));
+        ls.expect_exit(0);
+        let leases = ls.json()["registries"][0]["leases"].as_array().cloned().unwrap_or_default();
+        let held = leases.iter().find(|l| l["entry"]["session_id"] == session).cloned().unwrap_or(Value::Null);
+        assert_eq!(held["liveness"], "alive", "{release}: {held}");
+        assert_eq!(held["entry"]["pid"], recorded, "{release}: the pid as hermes recorded it: {held}");
+        let host_pid = held["namespaced_owner"]["host_pid"].as_u64().unwrap_or_else(|| panic!("{release}: {held}"));
+        assert_ne!(host_pid, recorded, "{release}");
+        let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).expect("its status");
+        assert!(status.contains(&format!("\t{recorded}\n")), "{release}: NSpid ends in {recorded}: {status}");
+        assert!(held["owner"]["cmdline"].to_string().contains("hermes"), "{release}: {held}");
+        let out = Proc::run("acquire its session", leasectl(&home, &["acquire", session, "--json"]));
+        out.expect_exit(3);
+        Proc::run("prune", leasectl(&home, &["prune"])).expect_exit(0);
+        // A host owner beside it: two pid namespaces share the registry.
+        let beside = crate::common::process::Sleeper::new();
+        let out = Proc::run("acquire", leasectl(&home, &["acquire", "HOST", "--owner-pid", &beside.pid_arg()]));
+        out.expect_exit(0);
+        let doctor = Proc::run("doctor", leasectl(&home, &["doctor"]));
+        doctor.expect_exit(1);
+        assert!(doctor.stdout.contains("live owners in 2 pid namespaces share this registry"), "{release}: {doctor:?}");
+        let out = Proc::run("stop", leasectl(&home, &["stop", "--session", session, "--yes", "--json"]));
+        out.expect_exit(0);
+        let v = out.json();
+        assert_eq!(v["owners"][0]["pid"], host_pid, "{release}: {v}");
+        assert_eq!(v["owners"][0]["recorded_pid"], recorded, "{release}: {v}");
+        assert_eq!(v["owners"][0]["leases"][0]["how"], "released", "{release}: Hermes released it itself: {v}");
+        let line = hermes.try_line(Duration::from_secs(60)).unwrap_or_default();
+        assert!(line.starts_with("RELEASED yes hermes-exited-by-itself"), "{release}: {line:?}");
+        let left = leasectl::lease::file::snapshot(&leasectl::lease::Registry::new("root", &home)).leases;
+        let sessions: Vec<String> =
+            left.expect("the registry").iter().map(|v| v.entry.session_id().to_owned()).collect();
+        assert_eq!(sessions, ["HOST"], "{release}: its session is free");
+    }
+}

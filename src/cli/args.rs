@@ -905,6 +905,17 @@ pub struct PruneArgs {
     pub json: bool,
 }
 
+impl PruneArgs {
+    /// What the core's prune takes from these options.
+    pub(crate) fn options(&self) -> crate::lease::PruneOptions {
+        crate::lease::PruneOptions {
+            dry_run: self.dry_run,
+            include_clock_step: self.include_clock_step,
+            include_work_running: self.force,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Start the guided tour (press t for each next step)

@@ -39,7 +39,31 @@ pub(super) struct Lease<'a> {
     entry: Value,
     liveness: &'static str,
     liveness_detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespaced_owner: Option<NamespacedJson>,
     owner: Option<Owner<'a>>,
+}
+
+/// An owner alive in another pid namespace: its pid here, the pid its lease records,
+/// its namespace and container. Only on such a lease.
+#[derive(Serialize)]
+pub(super) struct NamespacedJson {
+    container: Option<crate::lease::owners::namespaces::Container>,
+    host_pid: u64,
+    pid_namespace: Option<u64>,
+    recorded_pid: u64,
+}
+
+impl NamespacedJson {
+    fn of(v: &LeaseView) -> Option<NamespacedJson> {
+        let o = v.liveness.namespaced()?;
+        Some(NamespacedJson {
+            container: o.container.clone(),
+            host_pid: o.host_pid,
+            pid_namespace: o.namespace,
+            recorded_pid: v.entry.pid(),
+        })
+    }
 }
 
 impl<'a> Lease<'a> {
@@ -48,6 +72,7 @@ impl<'a> Lease<'a> {
             entry: v.entry.to_value(),
             liveness: v.liveness.name(),
             liveness_detail: v.liveness.explain(),
+            namespaced_owner: NamespacedJson::of(v),
             owner: owner.map(Owner::of),
         }
     }
@@ -303,6 +328,7 @@ pub(super) struct DoctorRegistry<'a> {
     ok: bool,
     over_cap: bool,
     path: std::path::PathBuf,
+    pid_namespaces: &'a [crate::lease::view::NamespaceShare],
     problems: Vec<Problem<'a>>,
     profile: &'a str,
     session_context_unknown: &'a Option<String>,
@@ -346,6 +372,7 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
         over_cap: d.over_cap,
         leak_suspects: LeakSuspects(&d.leases),
         hidden: PlainLeases(&d.hidden),
+        pid_namespaces: &d.pid_namespaces,
         session_context_unknown: &d.context_unknown,
     }
 }
@@ -575,7 +602,7 @@ impl serde::Serialize for Leases<'_> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for v in self.0 {
-            seq.serialize_element(&LsLease { v, owner: self.1.get(&v.entry.pid()), marks: self.2 })?;
+            seq.serialize_element(&LsLease { v, owner: self.1.get(&v.pid_here()), marks: self.2 })?;
         }
         seq.end()
     }
@@ -599,6 +626,9 @@ impl serde::Serialize for LsLease<'_> {
         m.serialize_entry("leak_suspect", &marks.leak_of(v, self.owner))?;
         m.serialize_entry("liveness", v.liveness.name())?;
         m.serialize_entry("liveness_detail", &v.liveness.explain())?;
+        if let Some(namespaced) = NamespacedJson::of(v) {
+            m.serialize_entry("namespaced_owner", &namespaced)?;
+        }
         m.serialize_entry("owner", &self.owner.map(Owner::of))?;
         m.serialize_entry("session", &marks.context_of(v).map(Context::of))?;
         m.end()
@@ -874,7 +904,7 @@ mod tests {
         let owners: HashMap<u64, OwnerInfo> =
             views.iter().map(|v| v.entry.pid()).filter(|p| p % 2 == 0).map(|p| (p, owner.clone())).collect();
         let direct = serde_json::to_string_pretty(&Leases(&views, &owners, &marks)).expect("direct");
-        let tree: Vec<Value> = views.iter().map(|v| as_tree(v, owners.get(&v.entry.pid()), &marks)).collect();
+        let tree: Vec<Value> = views.iter().map(|v| as_tree(v, owners.get(&v.pid_here()), &marks)).collect();
         assert_eq!(direct, serde_json::to_string_pretty(&tree).expect("tree"));
         assert!(direct.contains("\"conflict\": true") && direct.contains("\"leak_suspect\": \"no activity for"));
         assert!(direct.contains("(hermes \\u001b[31m) still holds it"), "the owner is named, escaped");

@@ -39,7 +39,7 @@ fn select(views: &mut Vec<LeaseView>, a: &LsArgs) {
 
 pub(super) fn state_of(l: &Liveness) -> LivenessArg {
     match l {
-        Liveness::Alive => LivenessArg::Alive,
+        Liveness::Alive | Liveness::AliveInNamespace(_) => LivenessArg::Alive,
         Liveness::Dead(_) => LivenessArg::Dead,
         Liveness::Recycled { .. } => LivenessArg::Recycled,
         Liveness::Unknown(_) => LivenessArg::Unknown,
@@ -293,7 +293,10 @@ fn wide_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, m: &Marks, at: f64)
     let mut next = || short.next().unwrap_or_default();
     let (_, session, surface, pid, owner, mut liveness, age, live_id) =
         (next(), next(), next(), next(), next(), next(), next(), next());
-    let o = owners.get(&v.entry.pid());
+    let o = owners.get(&v.pid_here());
+    if let Some(ns) = v.liveness.namespaced() {
+        liveness.push_str(&format!(", in {}", ns.place()));
+    }
     mark_liveness(&mut liveness, &m.of_lease(v));
     vec![
         v.entry.lease_id().to_owned(),
@@ -377,7 +380,7 @@ fn tsv(registries: &[Rows], bare: bool) {
                 escape(&crate::lease::owners::owner::owner_label(
                     v.liveness.name(),
                     v.liveness.clock_step_suspected(),
-                    owners.get(&e.pid()).filter(|_| local).map(|o| o.name.as_str()),
+                    owners.get(&v.pid_here()).filter(|_| local).map(|o| o.name.as_str()),
                 ))
                 .into_owned(),
                 v.liveness.name().to_owned(),

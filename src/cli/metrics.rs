@@ -9,7 +9,7 @@ use super::marks::Marks;
 use crate::lease::home::context;
 use crate::lease::home::context_cache::ContextCache;
 use crate::lease::home::lock::HeldFlocks;
-use crate::lease::owners::liveness::{Liveness, Prober};
+use crate::lease::owners::liveness::Prober;
 use crate::lease::{LeaseStore, now};
 
 /// How long `metrics` waits for a registry lock to measure the wait.
@@ -172,8 +172,7 @@ fn leak_suspects(
     contexts: &mut ContextCache,
     asked: &mut HashSet<std::path::PathBuf>,
 ) -> usize {
-    let mut alive: Vec<&str> =
-        views.iter().filter(|v| v.liveness == Liveness::Alive).map(|v| v.entry.session_id()).collect();
+    let mut alive: Vec<&str> = views.iter().filter(|v| v.liveness.is_alive()).map(|v| v.entry.session_id()).collect();
     if alive.is_empty() {
         return 0;
     }

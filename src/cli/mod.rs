@@ -8,6 +8,7 @@ mod acquire;
 pub(crate) mod args;
 mod completions;
 mod console;
+mod container;
 mod doctor;
 mod etcd_config;
 mod events;
@@ -310,6 +311,7 @@ fn dispatch(cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         },
         None => watch::Discover::Nothing,
     };
+    container::say_notice(&command, on_hosts, &locations, hints);
     match command {
         Command::Ls(a) => ls::ls(all()?, &a, options.idle_threshold, discover(), hints),
         Command::Acquire(a) => acquire(&mut *single()?, &a.opts, a.owner_pid, timeout, hints),
@@ -325,15 +327,7 @@ fn dispatch(cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         }
         Command::Stop(a) if global.all_profiles || on_hosts => stop::stop(all()?, &a, hints),
         Command::Stop(a) => stop::stop(vec![single()?], &a, hints),
-        Command::Prune(a) => prune(
-            &mut all()?,
-            lease::PruneOptions {
-                dry_run: a.dry_run,
-                include_clock_step: a.include_clock_step,
-                include_work_running: a.force,
-            },
-            a.json,
-        ),
+        Command::Prune(a) => prune(&mut all()?, a.options(), a.json),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.force, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json, hints),
         // The process a script started relays; the work runs under the keeper it forks.

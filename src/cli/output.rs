@@ -172,6 +172,8 @@ pub(crate) struct DoctorSummary {
     pub temp_files: usize,
     pub over_cap: usize,
     pub leak_suspects: usize,
+    /// Registries whose live owners run in more than one pid namespace.
+    pub mixed_pid_namespaces: usize,
 }
 
 impl DoctorSummary {
@@ -186,10 +188,16 @@ impl DoctorSummary {
             temp_files: count(|d| d.leftover_temp_files.len()),
             over_cap: reports.iter().filter(|d| d.over_cap).count(),
             leak_suspects: count(|d| d.leases.leak_suspect_count()),
+            mixed_pid_namespaces: reports.iter().filter(|d| !d.pid_namespaces.is_empty()).count(),
         }
     }
 
     pub(crate) fn line(&self) -> String {
+        // Said only where it happens: most hosts run no container.
+        let mixed = match self.mixed_pid_namespaces {
+            0 => String::new(),
+            n => format!("; {} shared across pid namespaces", plural(n, "registry", "registries")),
+        };
         format!(
             "{}, {} with problems: {} invalid, {}, {} over cap, {}, {}; {}",
             plural(self.registries, "registry", "registries"),
@@ -200,7 +208,7 @@ impl DoctorSummary {
             plural(self.stale, "stale owner", "stale owners"),
             plural(self.temp_files, "temp file", "temp files"),
             plural(self.leak_suspects, "leak suspect", "leak suspects")
-        )
+        ) + &mixed
     }
 }
 
@@ -288,16 +296,25 @@ pub(crate) fn lease_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, at: f64
         short_id(e.lease_id()),
         e.session_id().to_owned(),
         e.surface().unwrap_or("-").to_owned(),
-        e.pid().to_string(),
+        pid_text(v),
         crate::lease::owners::owner::owner_label(
             v.liveness.name(),
             v.liveness.clock_step_suspected(),
-            owners.get(&e.pid()).map(|o| o.name.as_str()),
+            owners.get(&v.pid_here()).map(|o| o.name.as_str()),
         ),
         liveness,
         e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),
         Some(e.live_session_id()).filter(|s| !s.is_empty()).unwrap_or_else(|| "-".into()),
     ]
+}
+
+/// The owner's pid as the lease records it, and for an owner in another pid namespace
+/// its pid on this host too: `1 (host 13906)`.
+pub(crate) fn pid_text(v: &LeaseView) -> String {
+    match v.liveness.namespaced() {
+        Some(o) => format!("{} (host {})", v.entry.pid(), o.host_pid),
+        None => v.entry.pid().to_string(),
+    }
 }
 
 pub(crate) const LEASE_HEADER: [&str; 8] =
@@ -610,6 +627,10 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
             escape(v.entry.session_id()),
             escape(explained.strip_prefix("hidden: ").unwrap_or(&explained)),
         );
+    }
+    if !d.pid_namespaces.is_empty() {
+        let _ =
+            writeln!(s, "  PID NAMESPACES: {}", escape(&crate::lease::view::pid_namespaces_text(&d.pid_namespaces)));
     }
     if let Some(w) = &d.idle_warning {
         let _ = writeln!(s, "  warning: {w}");

@@ -23,6 +23,9 @@ pub(super) fn prune(
                     results.push((location, Ok(r)));
                 } else {
                     output::print_removal(&location, &r, "prune");
+                    if let Some(note) = super::container::prune_note(&r.removed) {
+                        say!("{note}");
+                    }
                 }
             }
             Err(e) => {

@@ -158,7 +158,7 @@ fn preview(location: &Location, plan: &StopPlan, a: &StopArgs) {
 fn owner_line(o: &OwnerToStop, now: f64) -> String {
     let name = o.info.as_ref().map(|i| escape(&i.name).into_owned()).unwrap_or_else(|| "-".into());
     let user = o.info.as_ref().and_then(|i| i.user.clone()).unwrap_or_else(|| format!("uid {}", o.uid));
-    format!("  pid {}  {name}  user {}  started {} ago", o.pid, escape(&user), duration(now - o.start_time))
+    format!("  {}  {name}  user {}  started {} ago", o.pid_text(), escape(&user), duration(now - o.start_time))
 }
 
 fn short(id: &str) -> String {
@@ -216,6 +216,7 @@ fn report(stopped: &Stopped) {
 fn owner_json(o: &OwnerToStop) -> Value {
     json!({
         "pid": o.pid,
+        "recorded_pid": o.recorded_pid,
         "start_time": o.start_time,
         "uid": o.uid,
         "owner": o.info.as_ref().map(|i| json!({"name": i.name, "user": i.user, "cmdline": i.cmdline})),
@@ -235,6 +236,7 @@ fn result_json(location: &Location, plan: &StopPlan, stopped: &Stopped) -> Value
             let planned = plan.owners.iter().find(|p| p.pid == o.pid && p.start_time == o.start_time);
             json!({
                 "pid": o.pid,
+                "recorded_pid": planned.and_then(|p| p.recorded_pid),
                 "start_time": o.start_time,
                 "name": o.name,
                 "user": planned.and_then(|p| p.info.as_ref()).and_then(|i| i.user.clone()),

@@ -117,7 +117,7 @@ pub fn prunes_of_an_acquire(events: &mut [LeaseEvent], mut judge: impl FnMut(&Le
             EventKind::Pruned => fenced.push(e.view.entry.lease_id().to_owned()),
             EventKind::Released => {
                 let now = judge(&e.view);
-                if !matches!(now, Liveness::Alive | Liveness::Unknown(_)) {
+                if !(now.is_alive() || matches!(now, Liveness::Unknown(_))) {
                     e.kind = EventKind::Pruned;
                     e.view.liveness = now;
                     fenced.push(e.view.entry.lease_id().to_owned());
@@ -144,7 +144,7 @@ pub fn diff<'a, T: Judged>(old: &'a [T], new: &'a [T]) -> Vec<Change<'a, T>> {
     for v in old.iter().filter(|v| !after.contains_key(v.entry().lease_id())) {
         let kind = match v.liveness() {
             Liveness::Dead(_) | Liveness::Recycled { .. } | Liveness::WorkRunning { .. } => EventKind::Pruned,
-            Liveness::Alive | Liveness::Unknown(_) => EventKind::Released,
+            Liveness::Alive | Liveness::AliveInNamespace(_) | Liveness::Unknown(_) => EventKind::Released,
         };
         events.push(Change { kind, lease: v, previous: None });
     }
@@ -154,9 +154,9 @@ pub fn diff<'a, T: Judged>(old: &'a [T], new: &'a [T]) -> Vec<Change<'a, T>> {
             continue;
         };
         let kind = match (was.liveness(), v.liveness()) {
-            (Liveness::Alive, Liveness::Dead(_)) => Some(EventKind::OwnerDied),
-            (Liveness::Alive, Liveness::Recycled { .. }) => Some(EventKind::OwnerRecycled),
-            (Liveness::Dead(_) | Liveness::Recycled { .. }, Liveness::Alive) => Some(EventKind::OwnerAlive),
+            (was, Liveness::Dead(_)) if was.is_alive() => Some(EventKind::OwnerDied),
+            (was, Liveness::Recycled { .. }) if was.is_alive() => Some(EventKind::OwnerRecycled),
+            (Liveness::Dead(_) | Liveness::Recycled { .. }, now) if now.is_alive() => Some(EventKind::OwnerAlive),
             _ if was.entry() != v.entry() => Some(EventKind::Updated),
             _ => None,
         };

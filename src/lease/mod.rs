@@ -168,7 +168,7 @@ pub fn owners_of_listing(listing: &Listing) -> std::collections::HashMap<u64, ow
 
 /// Each owner's pid once (see [`owners::distinct_pids`]).
 pub fn distinct_pids<'a>(views: impl Iterator<Item = &'a LeaseView>) -> Vec<u64> {
-    owners::distinct_pids(views.map(|v| v.entry.pid()))
+    owners::distinct_pids(views.map(LeaseView::pid_here))
 }
 
 /// The owners of `pids` at `location`: here, or as another host's leasectl last named them.

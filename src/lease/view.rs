@@ -43,6 +43,12 @@ impl LeaseView {
     pub fn local(entry: Entry, liveness: Liveness) -> LeaseView {
         LeaseView { entry, liveness, remote: None }
     }
+
+    /// The owner's pid on this host: the one the lease records, but for an owner alive in
+    /// another pid namespace (a container), whose pid here is another.
+    pub fn pid_here(&self) -> u64 {
+        self.liveness.namespaced().map_or(self.entry.pid(), |o| o.host_pid)
+    }
 }
 
 /// Alive, or not provably dead: removing its lease could let a second writer in.
@@ -72,6 +78,55 @@ pub(crate) fn held_twice(views: &[LeaseView]) -> (usize, BTreeMap<&str, Vec<usiz
     (live.len(), twice)
 }
 
+/// The pid namespaces a registry's live owners run in, with how many leases each holds,
+/// when there is more than one: Hermes in one of them judges the others' owners dead or
+/// recycled and drops their leases on its next claim (two writers). Empty otherwise.
+pub(crate) fn pid_namespaces(views: &[LeaseView]) -> Vec<NamespaceShare> {
+    pid_namespaces_of(views.iter().filter(|v| v.remote.is_none()).map(|v| &v.liveness))
+}
+
+/// [`pid_namespaces`] of this host's owners' verdicts.
+pub(crate) fn pid_namespaces_of<'a>(verdicts: impl Iterator<Item = &'a Liveness>) -> Vec<NamespaceShare> {
+    let mut shares: Vec<NamespaceShare> = Vec::new();
+    for liveness in verdicts.filter(|l| l.is_alive()) {
+        let place = match liveness.namespaced() {
+            Some(o) => o.place(),
+            None => "this host's pid namespace".to_owned(),
+        };
+        match shares.iter_mut().find(|s| s.place == place) {
+            Some(share) => share.leases += 1,
+            None => shares.push(NamespaceShare { place, leases: 1 }),
+        }
+    }
+    if shares.len() < 2 {
+        shares.clear();
+    }
+    shares
+}
+
+/// Where some of a registry's live owners run, and how many leases they hold.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NamespaceShare {
+    /// `this host's pid namespace`, a container (`docker 3f2a9c1b2d4e`) or `pid namespace N`.
+    pub place: String,
+    pub leases: usize,
+}
+
+/// Why owners of one registry in several pid namespaces are a hazard, and what to do.
+pub(crate) fn pid_namespaces_text(shares: &[NamespaceShare]) -> String {
+    let each: Vec<String> = shares
+        .iter()
+        .map(|s| format!("{} ({})", s.place, crate::lease::words::human::plural(s.leases, "lease", "leases")))
+        .collect();
+    format!(
+        "live owners in {} pid namespaces share this registry: {}. Hermes running in one judges the others' \
+         owners dead or recycled and drops their leases on its next claim, letting a second writer into their \
+         sessions. Run a home's owners in one pid namespace, or share the host's (docker run --pid=host).",
+        shares.len(),
+        each.join(", ")
+    )
+}
+
 pub(crate) fn owner_may_be_alive(v: &LeaseView) -> bool {
     may_be_alive(&v.liveness)
 }
@@ -80,7 +135,7 @@ pub(crate) fn owner_may_be_alive(v: &LeaseView) -> bool {
 /// owner whose start time is off by whole seconds is most likely the same, live process
 /// seen across a wall-clock step: prune keeps it, and so does every other removal.
 pub(crate) fn may_be_alive(l: &Liveness) -> bool {
-    matches!(l, Liveness::Alive | Liveness::Unknown(_) | Liveness::WorkRunning { .. }) || l.clock_step_suspected()
+    l.is_alive() || matches!(l, Liveness::Unknown(_) | Liveness::WorkRunning { .. }) || l.clock_step_suspected()
 }
 
 /// How a force-release goes.

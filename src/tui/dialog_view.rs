@@ -28,6 +28,7 @@ fn bold() -> Style {
 /// The marks the console shows and what each means (the help lists them all).
 const MARKS: &[(&str, &str)] = &[
     ("● alive", "the owner process runs (its start time matches)"),
+    ("⧉ ns", "alive in a container (another pid namespace): its pid here differs from the recorded one"),
     ("✖ dead", "the owner is gone: prune or release removes the lease"),
     ("♻ recycled", "the pid now belongs to another process: the owner is gone"),
     ("clock step?", "recycled by whole seconds: most likely the owner across a clock step"),
@@ -191,7 +192,7 @@ fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &
         let name = o.info.as_ref().map(|i| shown_text(&i.name)).unwrap_or_else(|| "-".into());
         let user = o.info.as_ref().and_then(|i| i.user.clone()).unwrap_or_else(|| format!("uid {}", o.uid));
         lines.push(Line::from(vec![
-            Span::styled(format!("  pid {}  {name}", o.pid), bold),
+            Span::styled(format!("  {}  {name}", o.pid_text()), bold),
             Span::raw(format!("  user {}  started {} ago", shown_text(&user), duration(now - o.start_time))),
         ]));
         if let Some(info) = o.info.as_ref().filter(|i| !i.cmdline.is_empty()) {

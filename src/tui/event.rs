@@ -129,6 +129,13 @@ pub struct LeaseRow {
     pub host: Option<Arc<str>>,
 }
 
+impl LeaseRow {
+    /// The owner's pid on this host (see [`crate::lease::LeaseView::pid_here`]).
+    pub fn pid_here(&self) -> u64 {
+        self.liveness.namespaced().map_or(self.entry.pid(), |o| o.host_pid)
+    }
+}
+
 impl PartialEq for LeaseRow {
     fn eq(&self, other: &LeaseRow) -> bool {
         (Arc::ptr_eq(&self.entry, &other.entry) || self.entry == other.entry)

@@ -153,7 +153,7 @@ impl RegistryState {
         // are filtered or sorted on moved (a name that changes is judged again instead).
         for row in &mut self.leases {
             let here = row.host.as_deref().is_none_or(|h| h == host);
-            if let (true, Some(shown), Some(now)) = (here, &row.owner, owners.get(&row.entry.pid()))
+            if let (true, Some(shown), Some(now)) = (here, &row.owner, owners.get(&row.pid_here()))
                 && !Arc::ptr_eq(shown, now)
             {
                 row.owner = Some(Arc::clone(now));
@@ -349,6 +349,9 @@ pub struct App {
     positions: super::location_index::LocationIndex,
     /// This host's name: an etcd owner elsewhere is not a process here.
     pub host: String,
+    /// The pid namespace this console runs in, when it is not the host's: owners outside
+    /// it cannot be seen from here (the banner says so).
+    pub inside_container: Option<u64>,
     /// Index into `registries`, or `registries.len()` for the "all" tab.
     pub tab: usize,
     /// Index among the visible lease rows.
@@ -427,6 +430,7 @@ impl App {
             registries: registries.into_iter().map(RegistryState::new).collect(),
             positions: Default::default(),
             host: crate::lease::owners::owner::hostname(),
+            inside_container: crate::lease::owners::namespaces::inside_a_container(),
             tab: 0,
             selected: 0,
             filter: String::new(),
@@ -676,7 +680,7 @@ impl App {
                     });
                     groups.len() - 1
                 });
-                let is_alive = l.liveness == Liveness::Alive;
+                let is_alive = l.liveness.is_alive();
                 groups[g].live += usize::from(is_alive);
                 if (self.only_not_alive && is_alive)
                     || (self.only_leaks && l.leak.is_none())
@@ -851,7 +855,7 @@ fn liveness_rank(l: &Liveness) -> i64 {
         Liveness::Dead(_) => 0,
         Liveness::Recycled { .. } => 1,
         Liveness::Unknown(_) | Liveness::WorkRunning { .. } => 2,
-        Liveness::Alive => 3,
+        Liveness::Alive | Liveness::AliveInNamespace(_) => 3,
     }
 }
 

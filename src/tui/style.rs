@@ -32,6 +32,8 @@ impl Palette {
 pub(super) fn badge(l: &Liveness) -> (String, Color) {
     let (text, color) = match l {
         Liveness::Alive => ("● alive".to_owned(), Color::Green),
+        // Alive in a container: its pid here is not the one the lease records.
+        Liveness::AliveInNamespace(_) => ("● alive ⧉ ns".to_owned(), Color::Green),
         Liveness::Dead(_) => ("✖ dead".to_owned(), Color::Red),
         Liveness::Recycled { .. } => ("♻ recycled".to_owned(), Color::Magenta),
         Liveness::Unknown(crate::lease::owners::liveness::UnknownCause::Hidden(_)) => {

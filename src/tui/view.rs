@@ -170,7 +170,7 @@ fn counts_line(app: &App, p: &Palette, regs: &[usize], unreadable: &[String], no
     let (mut alive, mut dead, mut recycled, mut unknown, mut work, mut hidden) = (0, 0, 0, 0, 0, 0);
     for l in regs.iter().flat_map(|r| &app.registries[*r].leases) {
         match l.liveness {
-            Liveness::Alive => alive += 1,
+            Liveness::Alive | Liveness::AliveInNamespace(_) => alive += 1,
             Liveness::Dead(_) => dead += 1,
             Liveness::Recycled { .. } => recycled += 1,
             Liveness::Unknown(crate::lease::owners::liveness::UnknownCause::Hidden(_)) => hidden += 1,
@@ -479,9 +479,34 @@ pub fn banner_lines(app: &App) -> Vec<Line<'static>> {
             out.push(other_version_line(version, &label, host));
         }
         out.extend(not_a_profile_line(reg));
+        out.extend(pid_namespaces_line(reg));
         out.extend(lock_line(reg, app));
     }
+    out.extend(app.inside_container.map(inside_a_container_line));
     out
+}
+
+/// This console runs in a pid namespace that is not the host's: what it cannot see.
+fn inside_a_container_line(ns: u64) -> Line<'static> {
+    Line::from(format!(
+        " INSIDE A CONTAINER (pid:[{ns}]): owners outside this pid namespace are invisible here and look dead — run \
+         leasectl on the host to see them"
+    ))
+}
+
+/// A registry whose live owners run in more than one pid namespace: Hermes in one drops
+/// the others' leases on its next claim.
+fn pid_namespaces_line(reg: &super::state::RegistryState) -> Option<Line<'static>> {
+    let here = reg.leases.iter().filter(|l| l.host.is_none()).map(|l| &l.liveness);
+    let shares = crate::lease::view::pid_namespaces_of(here);
+    (!shares.is_empty()).then(|| {
+        let places: Vec<String> = shares.iter().map(|s| shown_text(&s.place)).collect();
+        Line::from(format!(
+            " PID NAMESPACES ({}): live owners in {} — Hermes in one drops the others' leases; run them in one",
+            shown_text(&reg.location.label()),
+            places.join(", ")
+        ))
+    })
 }
 
 /// A registry left where no profile is (deleted, no identity): why its tab is there.
@@ -844,12 +869,12 @@ fn owner_lines(app: &App, l: &super::event::LeaseRow) -> Vec<Line<'static>> {
         Some(o) => {
             lines.push(Line::from(Span::styled("owner process", bold)));
             let user = o.user.as_deref().unwrap_or("-");
-            lines.push(Line::from(format!(
-                "  pid: {}  name: {}  user: {}",
-                l.entry.pid(),
-                shown_text(&o.name),
-                shown_text(user)
-            )));
+            // An owner in a container: the pid it recorded, and the one this host knows.
+            let pid = match l.liveness.namespaced() {
+                Some(ns) => format!("{} ({} on this host, in {})", l.entry.pid(), ns.host_pid, shown_text(&ns.place())),
+                None => l.entry.pid().to_string(),
+            };
+            lines.push(Line::from(format!("  pid: {pid}  name: {}  user: {}", shown_text(&o.name), shown_text(user))));
             lines.push(Line::from(format!("  cmd: {}", shown_text(&o.cmdline.join(" ")))));
             lines.push(Line::from(format!(
                 "  cpu: {:.1}%  rss: {:.1} MiB",

@@ -143,7 +143,7 @@ fn local_owner_pids(listings: &[Listing], host: &str) -> Vec<u64> {
         // A dead owner has no process to describe: its death changes this set, so the
         // details of a pid that is gone are never shown from before.
         .filter(|v| v.remote.as_ref().is_none_or(|r| r.host == host) && !matches!(v.liveness, lease::Liveness::Dead(_)))
-        .map(|v| v.entry.pid())
+        .map(lease::LeaseView::pid_here)
         .collect();
     pids.sort_unstable();
     pids.dedup();
@@ -640,13 +640,13 @@ impl Worker {
                             .into_iter()
                             .map(|v| LeaseRow {
                                 leak: context.as_ref().and_then(|(c, idle)| {
-                                    let owner = owners.get(&v.entry.pid()).map(|o| o.name.as_str());
+                                    let owner = owners.get(&v.pid_here()).map(|o| o.name.as_str());
                                     super::sessions::leak(&v, c, *idle, at, owner)
                                 }),
                                 owner: if (local(&v) || remote_owners.is_some())
                                     && !matches!(v.liveness, lease::Liveness::Dead(_))
                                 {
-                                    owners.get(&v.entry.pid()).cloned()
+                                    owners.get(&v.pid_here()).cloned()
                                 } else {
                                     None
                                 },

@@ -58,6 +58,9 @@ pub struct DoctorReport {
     /// Leases whose owner `/proc` hides from this user (`hidepid`): kept, counted, never
     /// pruned; named so that nobody takes them for dead.
     pub hidden: Vec<LeaseView>,
+    /// The pid namespaces live owners run in, when more than one (a container's and the
+    /// host's): a hazard, since Hermes in one drops the others' leases.
+    pub pid_namespaces: Vec<crate::lease::view::NamespaceShare>,
 }
 
 impl DoctorReport {
@@ -69,6 +72,7 @@ impl DoctorReport {
             || self.lock_problem.is_some()
             || self.symlink_to.is_some()
             || self.over_cap
+            || !self.pid_namespaces.is_empty()
     }
 }
 
@@ -272,6 +276,8 @@ struct Received {
     /// Absent from an older leasectl's report.
     #[serde(default)]
     hidden: Vec<LeaseView>,
+    #[serde(default)]
+    pid_namespaces: Vec<crate::lease::view::NamespaceShare>,
 }
 
 impl From<Received> for DoctorReport {
@@ -305,6 +311,7 @@ impl From<Received> for DoctorReport {
             context_unknown: r.context_unknown,
             idle_warning: r.idle_warning,
             hidden: r.hidden,
+            pid_namespaces: r.pid_namespaces,
         }
     }
 }
@@ -370,6 +377,7 @@ mod tests {
             context_unknown: None,
             idle_warning: None,
             hidden: vec![],
+            pid_namespaces: vec![],
         };
         let sent = serde_json::to_value(&report).expect("to json");
         let listed = |v: &LeaseView| serde_json::to_value(v).expect("a lease");

@@ -212,6 +212,7 @@ pub(crate) fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorRepor
         context_unknown: None,
         idle_warning: None,
         hidden: vec![],
+        pid_namespaces: vec![],
     };
     if let Some(pid) = report.lock_holder {
         report.lock_holder_command = crate::lease::owners::owner::command_name(u64::from(pid))
@@ -258,6 +259,7 @@ fn judge_valid(report: &mut DoctorReport, views: Vec<LeaseView>, idle: Option<Du
     report.live = live;
     report.over_cap = report.cap.cap.is_some_and(|c| report.live as u64 > c);
     report.hidden = views.iter().filter(|v| v.liveness.name() == "hidden").cloned().collect();
+    report.pid_namespaces = crate::lease::view::pid_namespaces(&views);
     report.conflicts = twice
         .into_iter()
         .map(|(session, held)| (session.to_owned(), held.iter().map(|i| views[*i].clone()).collect()))
@@ -273,7 +275,7 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     let (threshold, warning) = context::idle_threshold(&home, idle);
     report.idle_warning = warning;
     let at = crate::lease::clock::now();
-    let live = || views.iter().filter(|v| v.liveness == Liveness::Alive);
+    let live = || views.iter().filter(|v| v.liveness.is_alive());
     let contexts = match context::read_found(&home, || live().map(|v| v.entry.session_id()).collect()) {
         context::Contexts::Unknown(why) => {
             report.context_unknown = Some(why);
@@ -283,7 +285,7 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     };
     let mut suspects = Suspects::judged_at(at, report.live);
     let mut names = crate::lease::owners::owner::CommandNames::default();
-    for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness == Liveness::Alive) {
+    for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness.is_alive()) {
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
         if let Some(leak) = context::leak(v, Some(ctx), threshold, at) {
             suspects.add(i, leak, names.of(v.entry.pid()));

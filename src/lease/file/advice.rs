@@ -73,8 +73,8 @@ pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal:
         Reason::SessionNotOwned => {
             let Some(holder) = refusal.holder.as_ref() else { return refusal.advice() };
             // The holder alone is in question: judged now, not the whole registry read again.
-            let view = LeaseView::local((**holder).clone(), Prober::new().judge(holder));
-            match suspects(reg, &[view], idle).first() {
+            let view = [LeaseView::local((**holder).clone(), Prober::new().judge(holder))];
+            match suspects(reg, &view, idle).first() {
                 Some(s) => format!("Its owner looks gone though its pid lives on: {}", free_it(s)),
                 None => {
                     let age = holder
@@ -82,10 +82,14 @@ pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal:
                         .filter(|t| *t != 0.0)
                         .map(|t| format!(", its lease {} old", human::duration(now() - t)))
                         .unwrap_or_default();
+                    // An owner in a container is named by the pid this host knows too.
+                    let pid = match view[0].liveness.namespaced() {
+                        Some(o) => format!("pid {}, pid {} on this host in {}", holder.pid(), o.host_pid, o.place()),
+                        None => format!("pid {}", holder.pid()),
+                    };
                     format!(
-                        "Its owner is live and in use (pid {}{age}): attach through the owning surface or close \
-                         the session there, or wait for it.",
-                        holder.pid()
+                        "Its owner is live and in use ({pid}{age}): attach through the owning surface or close the \
+                         session there, or wait for it."
                     )
                 }
             }

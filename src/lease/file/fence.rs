@@ -73,7 +73,7 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool, claim: Optio
     for entry in entries {
         let tracked = strict || entry.track_liveness();
         keep.push(match prober.judge(entry) {
-            Liveness::Alive | Liveness::WorkRunning { .. } => true,
+            Liveness::Alive | Liveness::AliveInNamespace(_) | Liveness::WorkRunning { .. } => true,
             Liveness::Dead(_) | Liveness::Recycled { .. } => false,
             Liveness::Unknown(cause) if tracked => {
                 if claim.is_some_and(|c| c != entry.session_id()) {
@@ -82,7 +82,9 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool, claim: Optio
                     let why = match cause {
                         UnknownCause::ProbeFailed(w)
                         | UnknownCause::StartTimeUnreadable(w)
-                        | UnknownCause::Hidden(w) => w,
+                        | UnknownCause::Hidden(w)
+                        | UnknownCause::Ambiguous(w)
+                        | UnknownCause::Outside(w) => w,
                     };
                     return Err(Error::LivenessUnknown {
                         lease_id: entry.lease_id().to_owned(),
@@ -94,7 +96,14 @@ fn keep_flags(entries: &[Entry], prober: &mut Prober, strict: bool, claim: Optio
             Liveness::Unknown(UnknownCause::ProbeFailed(_)) => false,
             // Hidden is not dead: the kernel says the owner runs (an untracked entry's
             // unreadable start time is taken as alive, and so is this).
-            Liveness::Unknown(UnknownCause::StartTimeUnreadable(_) | UnknownCause::Hidden(_)) => true,
+            // Nor are two processes that both match in containers, nor an owner outside the
+            // container this runs in: never a guess that it is dead.
+            Liveness::Unknown(
+                UnknownCause::StartTimeUnreadable(_)
+                | UnknownCause::Hidden(_)
+                | UnknownCause::Ambiguous(_)
+                | UnknownCause::Outside(_),
+            ) => true,
         });
     }
     Ok(keep)

@@ -98,12 +98,11 @@ impl FileStore {
         }
     }
 
-    /// The distinct owner pids of what the last read found.
-    fn owner_pids(&self) -> Vec<u64> {
-        match self.last.as_ref().map(|r| &r.entries) {
-            Some(Ok(entries)) => crate::lease::owners::distinct_pids(entries.iter().map(Entry::pid)),
-            _ => Vec::new(),
-        }
+    /// The owner processes of `views` as this host knows them (an owner in a container
+    /// by its pid here, and the pid it recorded), each with what /proc says of it now.
+    fn states_of(views: &[LeaseView], prober: &mut Prober) -> Vec<(u64, ProcState)> {
+        let pids = views.iter().flat_map(|v| [v.entry.pid(), v.pid_here()]);
+        Self::states(&crate::lease::owners::distinct_pids(pids), prober)
     }
 
     fn states(pids: &[u64], prober: &mut Prober) -> Vec<(u64, ProcState)> {
@@ -140,9 +139,7 @@ impl FileStore {
         self.last = None;
         self.lock_file.set(None);
         self.owner_states = match &leases {
-            Ok(views) => {
-                Self::states(&crate::lease::owners::distinct_pids(views.iter().map(|v| v.entry.pid())), &mut prober)
-            }
+            Ok(views) => Self::states_of(views, &mut prober),
             Err(_) => Vec::new(),
         };
         Listing {
@@ -170,7 +167,7 @@ impl FileStore {
             remote: None,
         };
         self.last = Some(read);
-        self.owner_states = Self::states(&self.owner_pids(), prober);
+        self.owner_states = listing.leases.as_ref().map(|views| Self::states_of(views, prober)).unwrap_or_default();
         listing
     }
 }
@@ -211,7 +208,8 @@ impl LeaseStore for FileStore {
             return true;
         }
         // One look per owner process, not per lease: an idle console's tick.
-        Self::states(&self.owner_pids(), prober) != self.owner_states
+        let pids: Vec<u64> = self.owner_states.iter().map(|(pid, _)| *pid).collect();
+        Self::states(&pids, prober) != self.owner_states
     }
 
     fn acquire(&mut self, req: &AcquireRequest) -> Result<Grant, Refusal> {

@@ -14,7 +14,6 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 
 pub use super::context_map::{ContextMap, ContextRef, SessionContext};
-use crate::lease::owners::liveness::Liveness;
 use crate::lease::view::LeaseView;
 use crate::lease::words::human::duration;
 
@@ -498,7 +497,7 @@ impl Leak<'_> {
 /// What makes `view` look leaked, or None: its owner is alive but its session has ended,
 /// or has seen no activity for longer than `idle`.
 pub fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, now: f64) -> Option<Leak<'a>> {
-    if view.liveness != Liveness::Alive {
+    if !view.liveness.is_alive() {
         return None;
     }
     let ctx = ctx?;

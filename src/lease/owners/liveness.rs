@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use crate::lease::format::entry::Entry;
+use crate::lease::owners::namespaces::{Elsewhere, Found, NamespacedOwner};
 use crate::lease::owners::pidfds;
 use crate::lease::words::unusable::Unusable;
 use rustc_hash::FxBuildHasher as FxBuild;
@@ -13,6 +14,9 @@ use rustix::time::ClockId;
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Liveness {
     Alive,
+    /// Alive in a pid namespace below this one (a container): the lease records its pid
+    /// there, this host knows it by another (`host_pid`), and its start time matches.
+    AliveInNamespace(Box<NamespacedOwner>),
     Dead(DeadCause),
     /// The pid runs, but its start time differs from the recorded one: another process.
     Recycled {
@@ -51,13 +55,18 @@ pub enum UnknownCause {
     /// The kernel says the pid exists, but `/proc` does not show it to this user
     /// (`hidepid`): another user's owner, alive for all anyone here can tell.
     Hidden(String),
+    /// More than one process of other pid namespaces recorded this pid and start time.
+    Ambiguous(String),
+    /// Seen from inside a container: the owner started before this pid namespace's first
+    /// process did, so it runs (or ran) outside it, where nobody here can look.
+    Outside(String),
 }
 
 impl Liveness {
     /// The name used in JSON and tables.
     pub fn name(&self) -> &'static str {
         match self {
-            Liveness::Alive => "alive",
+            Liveness::Alive | Liveness::AliveInNamespace(_) => "alive",
             Liveness::Dead(_) => "dead",
             Liveness::Recycled { .. } => "recycled",
             Liveness::Unknown(UnknownCause::Hidden(_)) => "hidden",
@@ -69,7 +78,20 @@ impl Liveness {
     /// Alive, or hidden by `/proc` (the kernel says it runs): what counts as a live lease
     /// and a slot in use in every count shown, as the fence keeps both.
     pub fn counts_as_live(&self) -> bool {
-        matches!(self, Liveness::Alive | Liveness::Unknown(UnknownCause::Hidden(_)))
+        matches!(self, Liveness::Alive | Liveness::AliveInNamespace(_) | Liveness::Unknown(UnknownCause::Hidden(_)))
+    }
+
+    /// Proven alive: here, or in another pid namespace.
+    pub fn is_alive(&self) -> bool {
+        matches!(self, Liveness::Alive | Liveness::AliveInNamespace(_))
+    }
+
+    /// The owner in another pid namespace, where it runs there.
+    pub fn namespaced(&self) -> Option<&NamespacedOwner> {
+        match self {
+            Liveness::AliveInNamespace(owner) => Some(owner),
+            _ => None,
+        }
     }
 
     /// True when a recycled verdict differs by a whole number of seconds: the
@@ -88,6 +110,9 @@ impl Liveness {
     pub fn explain(&self) -> String {
         match self {
             Liveness::Alive => "alive".into(),
+            Liveness::AliveInNamespace(owner) => {
+                format!("alive in another pid namespace: pid {} on this host, in {}", owner.host_pid, owner.place())
+            }
             Liveness::Dead(DeadCause::PidGone) => "dead: pid gone".into(),
             Liveness::Dead(DeadCause::Zombie) => "dead: zombie".into(),
             Liveness::Dead(DeadCause::ThreadId { tgid }) => format!("dead: a thread of pid {tgid}"),
@@ -106,6 +131,7 @@ impl Liveness {
                 format!("unknown: start time unreadable ({why})")
             }
             Liveness::Unknown(UnknownCause::Hidden(why)) => format!("hidden: {why}"),
+            Liveness::Unknown(UnknownCause::Ambiguous(why) | UnknownCause::Outside(why)) => format!("unknown: {why}"),
             Liveness::WorkRunning { pids } => {
                 let shown: Vec<String> = pids.iter().take(5).map(u32::to_string).collect();
                 let more = if pids.len() > 5 { format!(" and {} more", pids.len() - 5) } else { String::new() };
@@ -141,6 +167,11 @@ pub struct Prober {
     /// The owner (pid, start time's bits) last judged alive: consecutive entries of one
     /// owner (a gateway's sessions) are judged once. A prober's verdicts do not change.
     last_alive: Option<(u64, u64)>,
+    /// Processes of other pid namespaces: read from /proc once, when an owner first does
+    /// not match here (a host where every owner matches never reads it).
+    elsewhere: Option<Elsewhere>,
+    /// Inside a container: when its pid namespace's first process started (None on the host).
+    namespace_init: Option<Option<f64>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -171,9 +202,14 @@ impl Prober {
         if self.last_alive == Some(owner) {
             return Liveness::Alive;
         }
-        let verdict = judge_state(self.state_ref(entry.pid()), entry.process_start_time());
+        let mut verdict = judge_state(self.state_ref(entry.pid()), entry.process_start_time());
         if matches!(verdict, Liveness::Alive) {
             self.last_alive = Some(owner);
+        }
+        if let (Liveness::Dead(_) | Liveness::Recycled { .. }, Some(recorded)) = (&verdict, entry.process_start_time())
+            && let Some(seen) = self.look_elsewhere(entry.pid(), recorded).or_else(|| self.outside(recorded))
+        {
+            verdict = seen;
         }
         if matches!(verdict, Liveness::Dead(_) | Liveness::Recycled { .. }) && entry.work_marked() {
             let work = self.work.get_or_insert_with(scan_work);
@@ -182,6 +218,38 @@ impl Prober {
             }
         }
         verdict
+    }
+
+    /// The owner that recorded `pid` and `recorded` in another pid namespace, when one
+    /// process there is it; two that match are unknown, never a guess. Only the start
+    /// time picks it: every container has a pid 1.
+    fn look_elsewhere(&mut self, pid: u64, recorded: f64) -> Option<Liveness> {
+        let boot = self.boot.get_or_insert_with(read_boot_clock).clone().ok()?;
+        let elsewhere = self.elsewhere.get_or_insert_with(Elsewhere::scan);
+        match elsewhere.find(pid, recorded, |ticks| Some(start_time_from(ticks, boot.clk_tck, boot.btime))) {
+            Found::Nobody => None,
+            Found::One(owner) => Some(Liveness::AliveInNamespace(Box::new(owner))),
+            Found::Several(host_pids) => Some(Liveness::Unknown(UnknownCause::Ambiguous(format!(
+                "{} processes in other pid namespaces recorded pid {pid} with this start time (pids {} on this \
+                 host): which one owns it cannot be told",
+                host_pids.len(),
+                host_pids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            )))),
+        }
+    }
+
+    /// Inside a container: an owner that started before this pid namespace's first
+    /// process is not one of its processes, whatever its pid shows here. Unknown, so
+    /// kept: Hermes in the same place would drop it, and let a second writer in.
+    fn outside(&mut self, recorded: f64) -> Option<Liveness> {
+        let init = (*self.namespace_init.get_or_insert_with(super::namespaces::namespace_init_start))?;
+        (recorded < init - 0.001).then(|| {
+            Liveness::Unknown(UnknownCause::Outside(format!(
+                "its owner started {} before this pid namespace's first process: it runs or ran outside this \
+                 container, where leasectl here cannot see; judge it on the host",
+                crate::lease::words::human::duration(init - recorded)
+            )))
+        })
     }
 
     /// The start time of `pid` as psutil computes it, if it is a live process.

@@ -1,9 +1,10 @@
 //! Owner processes: who is alive (`liveness`, with start times as psutil reads them in
-//! `proc_stat`), pidfds to re-check them (`pidfds`), ending one
-//! race-free (`ending`), and what they are (`owner`).
+//! `proc_stat`), owners in other pid namespaces (`namespaces`), pidfds to re-check them
+//! (`pidfds`), ending one race-free (`ending`), and what they are (`owner`).
 
 pub(crate) mod ending;
 pub mod liveness;
+pub mod namespaces;
 pub mod owner;
 pub(crate) mod pidfds;
 pub(crate) mod proc_stat;

@@ -43,7 +43,12 @@ pub struct StopPlan {
 /// One owner process: named by pid and start time, as its leases record it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OwnerToStop {
+    /// Its pid on this host: the process signalled.
     pub pid: u64,
+    /// The pid its leases record, where that is another (an owner in a container's pid
+    /// namespace records the pid it has there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_pid: Option<u64>,
     /// Its start time (epoch seconds), as the lease records it and /proc showed it.
     pub start_time: f64,
     pub uid: u32,
@@ -59,6 +64,20 @@ pub struct OwnerToStop {
 }
 
 impl OwnerToStop {
+    /// The pid its leases record.
+    pub fn recorded(&self) -> u64 {
+        self.recorded_pid.unwrap_or(self.pid)
+    }
+
+    /// Its pid for people: `pid 14653`, and for an owner in a container the pid its leases
+    /// record there too: `pid 14653 (pid 1 in its pid namespace)`.
+    pub fn pid_text(&self) -> String {
+        match self.recorded_pid {
+            Some(recorded) => format!("pid {} (pid {recorded} in its pid namespace)", self.pid),
+            None => format!("pid {}", self.pid),
+        }
+    }
+
     /// Every lease it holds here, named first.
     pub fn all_leases(&self) -> impl Iterator<Item = &LeaseView> {
         self.leases.iter().chain(&self.also_holds)

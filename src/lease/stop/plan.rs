@@ -40,19 +40,22 @@ pub(crate) fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error>
         };
         match judge(view, &host, &ourselves, &mut prober) {
             Err(why) => refusals.push(refuse(why)),
-            Ok((start_time, uid)) => match owners.iter_mut().find(|o| o.pid == pid && o.start_time == start_time) {
-                Some(owner) => owner.leases.push(view.clone()),
-                None => owners.push(OwnerToStop {
-                    pid,
-                    start_time,
-                    uid,
-                    info: None,
-                    leases: vec![view.clone()],
-                    also_holds: vec![],
-                    family: vec![],
-                    sessions: vec![],
-                }),
-            },
+            Ok((here, start_time, uid)) => {
+                match owners.iter_mut().find(|o| o.pid == here && o.start_time == start_time) {
+                    Some(owner) => owner.leases.push(view.clone()),
+                    None => owners.push(OwnerToStop {
+                        pid: here,
+                        recorded_pid: (here != pid).then_some(pid),
+                        start_time,
+                        uid,
+                        info: None,
+                        leases: vec![view.clone()],
+                        also_holds: vec![],
+                        family: vec![],
+                        sessions: vec![],
+                    }),
+                }
+            }
         }
     }
     if !refusals.is_empty() {
@@ -64,7 +67,7 @@ pub(crate) fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error>
         let named: HashSet<&str> = owner.leases.iter().map(|v| v.entry.lease_id()).collect();
         owner.also_holds = views
             .iter()
-            .filter(|v| !named.contains(v.entry.lease_id()) && held_by(v, owner.pid, owner.start_time))
+            .filter(|v| !named.contains(v.entry.lease_id()) && held_by(v, owner.recorded(), owner.start_time))
             .cloned()
             .collect();
         owner.info = infos.remove(&owner.pid);
@@ -92,19 +95,25 @@ pub(crate) fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error>
     Ok(StopPlan { target: target.clone(), host, owners })
 }
 
-/// The lease's owner as a process that may be ended from here: its start time and user,
-/// or why not.
-fn judge(view: &LeaseView, host: &str, ourselves: &HashSet<u64>, prober: &mut Prober) -> Result<(f64, u32), WhyNot> {
+/// The lease's owner as a process that may be ended from here: its pid here (another
+/// than the lease records for an owner in a container), start time and user, or why not.
+fn judge(
+    view: &LeaseView,
+    host: &str,
+    ourselves: &HashSet<u64>,
+    prober: &mut Prober,
+) -> Result<(u64, f64, u32), WhyNot> {
     if let Some(remote) = view.remote.as_ref().filter(|r| r.host != host) {
         return Err(WhyNot::OtherHost { host: remote.host.clone() });
     }
-    let pid = view.entry.pid();
+    // An owner in another pid namespace is ended by the pid this host knows it by.
+    let pid = view.liveness.namespaced().map_or(view.entry.pid(), |o| o.host_pid);
     if ourselves.contains(&pid) {
         return Err(WhyNot::Itself);
     }
     let verdict = view.liveness.explain();
     match &view.liveness {
-        Liveness::Alive => {}
+        Liveness::Alive | Liveness::AliveInNamespace(_) => {}
         Liveness::Dead(_) => return Err(WhyNot::Dead { verdict }),
         Liveness::Recycled { .. } => return Err(WhyNot::Recycled { verdict }),
         Liveness::Unknown(UnknownCause::Hidden(why)) => return Err(WhyNot::Hidden { why: why.clone() }),
@@ -118,7 +127,7 @@ fn judge(view: &LeaseView, host: &str, ourselves: &HashSet<u64>, prober: &mut Pr
         return Err(WhyNot::Dead { verdict: "dead: pid gone".into() });
     };
     match ending::take(pid, start_time) {
-        Ok(taken) => Ok((start_time, taken.uid)),
+        Ok(taken) => Ok((pid, start_time, taken.uid)),
         Err(NotTaken::Gone) => Err(WhyNot::Dead { verdict: "dead: pid gone".into() }),
         Err(NotTaken::Other { actual }) => {
             Err(WhyNot::Recycled { verdict: Liveness::Recycled { recorded: start_time, actual }.explain() })
@@ -129,7 +138,7 @@ fn judge(view: &LeaseView, host: &str, ourselves: &HashSet<u64>, prober: &mut Pr
     }
 }
 
-/// True when `view`'s owner is the process `pid` that started at `start_time`.
+/// True when `view`'s owner is the process that recorded `pid` and started at `start_time`.
 pub(super) fn held_by(view: &LeaseView, pid: u64, start_time: f64) -> bool {
     view.entry.pid() == pid
         && view.entry.process_start_time().is_none_or(|t| (t - start_time).abs() < 0.001)

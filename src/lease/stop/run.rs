@@ -31,7 +31,7 @@ pub(crate) fn run<S: LeaseStore + ?Sized>(store: &mut S, plan: &StopPlan, opts: 
 /// The leases of `owner` in the registry now (it has not released them).
 fn still_held<S: LeaseStore + ?Sized>(store: &mut S, owner: &OwnerToStop) -> Result<Vec<LeaseView>, Error> {
     let views = store.read().leases?;
-    Ok(views.into_iter().filter(|v| held_by(v, owner.pid, owner.start_time)).collect())
+    Ok(views.into_iter().filter(|v| held_by(v, owner.recorded(), owner.start_time)).collect())
 }
 
 fn end<S: LeaseStore + ?Sized>(store: &mut S, owner: &OwnerToStop, opts: StopOptions) -> Result<OwnerStopped, Error> {
@@ -167,7 +167,7 @@ fn clean<S: LeaseStore + ?Sized>(
 ) -> Result<Vec<LeaseGone>, Error> {
     // Its leases as they are now, whatever their owner's verdict (a dead owner's too).
     let present = store.read().leases?;
-    let present = |id: &str| present.iter().any(|v| v.entry.lease_id() == id && v.entry.pid() == owner.pid);
+    let present = |id: &str| present.iter().any(|v| v.entry.lease_id() == id && v.entry.pid() == owner.recorded());
     let mut out = Vec::new();
     for view in owner.all_leases() {
         let id = view.entry.lease_id();
