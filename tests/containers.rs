@@ -13,6 +13,15 @@ use serde_json::Value;
 use crate::common::Reaped;
 use crate::common::process::{BIN, Home, Proc, Sleeper, leasectl, str_of, wait_for};
 
+/// The tests that make pid namespaces take turns: every namespace has a pid 1, and two
+/// started in one clock tick (10 ms) by tests running side by side cannot be told apart
+/// by anyone (that case is the unit test's `Found::Several`; here each test's own).
+pub(crate) static NAMESPACES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    NAMESPACES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A command run as the first process of a new pid namespace (with its own /proc). Ended
 /// on drop by SIGKILL from here: a namespace's init ignores unshare's death signal.
 struct InNamespace {
@@ -83,6 +92,7 @@ fn sessions(home: &Home) -> Vec<String> {
 #[test]
 #[ignore = "needs root: makes pid namespaces with unshare (.ci/run runs it)"]
 fn an_owner_in_another_pid_namespace_is_alive_kept_and_stopped_from_the_host() {
+    let _turn = one_at_a_time();
     let home = Home::new();
     std::fs::write(home.path().join("config.yaml"), "max_concurrent_sessions: 1\n").expect("config.yaml");
     let held = hold_in_namespace(home.path(), "S1");
@@ -131,8 +141,11 @@ fn an_owner_in_another_pid_namespace_is_alive_kept_and_stopped_from_the_host() {
 #[test]
 #[ignore = "needs root: makes pid namespaces with unshare (.ci/run runs it)"]
 fn pid_ones_of_several_namespaces_are_told_apart_by_their_start_times() {
+    let _turn = one_at_a_time();
     let home = Home::new();
     let first = hold_in_namespace(home.path(), "A");
+    // Another clock tick: the pid 1s' start times differ (the tie is the unit test's).
+    std::thread::sleep(Duration::from_millis(30));
     let second = hold_in_namespace(home.path(), "B");
     let (pid_a, pid_b) = (first.host_pid(), second.host_pid());
     let start = |pid: u64| leasectl::lease::owners::liveness::process_start_time(pid).expect("a start time");
@@ -163,6 +176,7 @@ fn pid_ones_of_several_namespaces_are_told_apart_by_their_start_times() {
 #[test]
 #[ignore = "needs root: makes pid namespaces with unshare (.ci/run runs it)"]
 fn doctor_names_a_registry_shared_across_pid_namespaces() {
+    let _turn = one_at_a_time();
     let home = Home::new();
     let held = hold_in_namespace(home.path(), "IN");
     let out = Proc::run("doctor", leasectl(home.path(), &["doctor"]));
@@ -174,7 +188,7 @@ fn doctor_names_a_registry_shared_across_pid_namespaces() {
     let text = out.text();
     assert!(text.contains("live owners in 2 pid namespaces share this registry"), "{text}");
     assert!(text.contains("this host's pid namespace (1 lease)"), "{text}");
-    assert!(text.contains("drops their leases on its next claim") && text.contains("--pid=host"), "{text}");
+    assert!(text.contains("drops their leases on its next write") && text.contains("--pid=host"), "{text}");
     assert!(text.contains("1 registry shared across pid namespaces"), "{text}");
     let out = Proc::run("doctor --json", leasectl(home.path(), &["doctor", "--json"]));
     assert_eq!(out.json()["registries"][0]["pid_namespaces"].as_array().map(Vec::len), Some(2), "{out:?}");
@@ -187,6 +201,7 @@ fn doctor_names_a_registry_shared_across_pid_namespaces() {
 #[test]
 #[ignore = "needs root: makes pid namespaces with unshare (.ci/run runs it)"]
 fn leasectl_inside_a_pid_namespace_says_what_it_cannot_see_and_keeps_an_older_owner() {
+    let _turn = one_at_a_time();
     let home = Home::new();
     let host = Sleeper::new();
     Proc::run("acquire", leasectl(home.path(), &["acquire", "H", "--owner-pid", &host.pid_arg()])).expect_exit(0);

@@ -80,7 +80,7 @@ pub(crate) fn held_twice(views: &[LeaseView]) -> (usize, BTreeMap<&str, Vec<usiz
 
 /// The pid namespaces a registry's live owners run in, with how many leases each holds,
 /// when there is more than one: Hermes in one of them judges the others' owners dead or
-/// recycled and drops their leases on its next claim (two writers). Empty otherwise.
+/// recycled and drops their leases on its next write (two writers). Empty otherwise.
 pub(crate) fn pid_namespaces(views: &[LeaseView]) -> Vec<NamespaceShare> {
     pid_namespaces_of(views.iter().filter(|v| v.remote.is_none()).map(|v| &v.liveness))
 }
@@ -120,7 +120,7 @@ pub(crate) fn pid_namespaces_text(shares: &[NamespaceShare]) -> String {
         .collect();
     format!(
         "live owners in {} pid namespaces share this registry: {}. Hermes running in one judges the others' \
-         owners dead or recycled and drops their leases on its next claim, letting a second writer into their \
+         owners dead or recycled and drops their leases on its next write, letting a second writer into their \
          sessions. Run a home's owners in one pid namespace, or share the host's (docker run --pid=host).",
         shares.len(),
         each.join(", ")

@@ -495,7 +495,7 @@ fn inside_a_container_line(ns: u64) -> Line<'static> {
 }
 
 /// A registry whose live owners run in more than one pid namespace: Hermes in one drops
-/// the others' leases on its next claim.
+/// the others' leases on its next write.
 fn pid_namespaces_line(reg: &super::state::RegistryState) -> Option<Line<'static>> {
     let here = reg.leases.iter().filter(|l| l.host.is_none()).map(|l| &l.liveness);
     let shares = crate::lease::view::pid_namespaces_of(here);
