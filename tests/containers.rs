@@ -316,3 +316,21 @@ fn a_hardened_services_proc_without_proc_stat_still_judges_and_fences() {
     assert_eq!(lease_of(&leases, "MINE")["liveness"], "alive", "{leases:?}");
     assert!(lease_of(&leases, "MINE")["entry"]["process_start_time"].is_f64(), "a start time recorded: {leases:?}");
 }
+
+/// A `hold` inside a container releases its own lease alone: a live host owner's lease
+/// beside it, which looks dead from inside, is not pruned with it (Hermes' release drops
+/// it: the hazard `doctor` names).
+#[test]
+#[ignore = "needs root: makes pid namespaces with unshare (.ci/run runs it)"]
+fn a_release_inside_a_pid_namespace_removes_its_own_lease_alone() {
+    let _turn = one_at_a_time();
+    let home = Home::new();
+    let held = hold_in_namespace(home.path(), "IN");
+    let host = Sleeper::new();
+    Proc::run("acquire", leasectl(home.path(), &["acquire", "OUT", "--owner-pid", &host.pid_arg()])).expect_exit(0);
+    let out = Proc::run("stop", leasectl(home.path(), &["stop", "--session", "IN", "--yes", "--json"]));
+    out.expect_exit(0);
+    assert_eq!(out.json()["owners"][0]["leases"][0]["how"], "released", "{out:?}");
+    assert_eq!(sessions(&home), ["OUT"], "the host owner's lease outlives the release inside");
+    drop(held);
+}

@@ -292,9 +292,14 @@ fn release_chosen(
         return Ok(OwnerRelease::Refused(view));
     }
     let tracked = view.entry.track_liveness();
-    // If liveness cannot be proven, release the lease alone and prune nothing.
-    let keep = keep_flags(&file.entries, &mut prober, tracked, Some(view.entry.session_id()))
-        .unwrap_or_else(|_| vec![true; file.entries.len()]);
+    // If liveness cannot be proven, release the lease alone and prune nothing. Nor
+    // inside a container: an owner outside it looks dead from here, and a release has no
+    // need of a prune (Hermes' own release drops such a live owner's lease).
+    let keep = match crate::lease::owners::namespaces::inside_a_container() {
+        Some(_) => vec![true; file.entries.len()],
+        None => keep_flags(&file.entries, &mut prober, tracked, Some(view.entry.session_id()))
+            .unwrap_or_else(|_| vec![true; file.entries.len()]),
+    };
     // In place: no second list of every entry under the lock. `keep` follows the entries
     // (each visited once, in order); the lease released is not a pruned one.
     let mut entries = file.entries;
