@@ -123,6 +123,27 @@ fn details_and_all_tab() {
     insta::assert_snapshot!(screen(&app, 80, 30));
 }
 
+/// An owner alive in a container beside one on the host, at 80x24: its row marked `⧉ ns`,
+/// the banner naming the two pid namespaces, the details both pids and the container.
+#[test]
+fn an_owner_in_a_container_beside_a_host_owner() {
+    use leasectl::lease::owners::namespaces::{Container, NamespacedOwner};
+    let mut in_container =
+        alive(entry("c0ffee00000000000000000000000001", "gw-chat", "gateway", 1, 90.0, None), "hermes");
+    in_container.liveness = leasectl::lease::Liveness::AliveInNamespace(Box::new(NamespacedOwner {
+        host_pid: 13906,
+        namespace: Some(4_026_532_175),
+        container: Some(Container { runtime: "docker".into(), id: "3f2a9c1b2d4e".into() }),
+    }));
+    let on_host = alive(entry("b0000000000000000000000000000002", "cli-chat", "cli", 502, 60.0, None), "hermes");
+    let mut app = app(vec![snap(&registry("root"), None, Ok(vec![in_container, on_host]))]);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Enter);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
 #[test]
 fn a_wrong_session_id_for_a_live_release_is_said_not_to_match() {
     let mut app = app(vec![mixed_root()]);

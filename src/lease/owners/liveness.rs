@@ -170,6 +170,9 @@ pub struct Prober {
     /// Processes of other pid namespaces: read from /proc once, when an owner first does
     /// not match here (a host where every owner matches never reads it).
     elsewhere: Option<Elsewhere>,
+    /// What was found there for each (pid, start time's bits): a container's gateway
+    /// holds many leases, and its cgroup is read once.
+    found_elsewhere: HashMap<(u64, u64), Option<Liveness>, FxBuild>,
     /// Inside a container: when its pid namespace's first process started (None on the host).
     namespace_init: Option<Option<f64>>,
 }
@@ -224,9 +227,13 @@ impl Prober {
     /// process there is it; two that match are unknown, never a guess. Only the start
     /// time picks it: every container has a pid 1.
     fn look_elsewhere(&mut self, pid: u64, recorded: f64) -> Option<Liveness> {
+        if let Some(found) = self.found_elsewhere.get(&(pid, recorded.to_bits())) {
+            return found.clone();
+        }
         let boot = self.boot.get_or_insert_with(read_boot_clock).clone().ok()?;
         let elsewhere = self.elsewhere.get_or_insert_with(Elsewhere::scan);
-        match elsewhere.find(pid, recorded, |ticks| Some(start_time_from(ticks, boot.clk_tck, boot.btime))) {
+        let found = match elsewhere.find(pid, recorded, |ticks| Some(start_time_from(ticks, boot.clk_tck, boot.btime)))
+        {
             Found::Nobody => None,
             Found::One(owner) => Some(Liveness::AliveInNamespace(Box::new(owner))),
             Found::Several(host_pids) => Some(Liveness::Unknown(UnknownCause::Ambiguous(format!(
@@ -235,7 +242,9 @@ impl Prober {
                 host_pids.len(),
                 host_pids.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
             )))),
-        }
+        };
+        self.found_elsewhere.insert((pid, recorded.to_bits()), found.clone());
+        found
     }
 
     /// Inside a container: an owner that started before this pid namespace's first
