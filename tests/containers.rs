@@ -220,6 +220,8 @@ fn leasectl_inside_a_pid_namespace_says_what_it_cannot_see_and_keeps_an_older_ow
     let lease = out.json()["registries"][0]["leases"][0].clone();
     assert_eq!(lease["liveness"], "unknown", "{lease}");
     assert!(str_of(&lease, "liveness_detail").contains("before this pid namespace's first process"), "{lease}");
+    // Whatever runs at that pid in here is not named as its owner.
+    assert!(lease["owner"].is_null(), "{lease}");
     inside(&["prune"]).expect_exit(0);
     assert_eq!(sessions(&home), ["H"], "not pruned from inside");
     // As the namespace's first process, its parent is pid 0: it names itself.
@@ -333,4 +335,39 @@ fn a_release_inside_a_pid_namespace_removes_its_own_lease_alone() {
     assert_eq!(out.json()["owners"][0]["leases"][0]["how"], "released", "{out:?}");
     assert_eq!(sessions(&home), ["OUT"], "the host owner's lease outlives the release inside");
     drop(held);
+}
+
+/// The cgroup v2 hierarchy (`cgroup2` in /proc/self/mounts): where a test makes a cgroup
+/// named as a container runtime names its containers.
+fn cgroup2_root() -> std::path::PathBuf {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").expect("/proc/self/mounts");
+    let at = mounts.lines().find_map(|l| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        (fields.get(2) == Some(&"cgroup2")).then(|| fields[1].to_owned())
+    });
+    std::path::PathBuf::from(at.expect("a cgroup2 hierarchy is mounted"))
+}
+
+/// The container an owner runs in is named from its cgroup, as the kernel shows it: the
+/// namespaced owner moved into a cgroup laid out as docker's (`/docker/<64 hex>`).
+#[test]
+#[ignore = "needs root: makes pid namespaces and a cgroup (.ci/run runs it)"]
+fn the_container_an_owner_runs_in_is_named_from_its_cgroup() {
+    let _turn = one_at_a_time();
+    let home = Home::new();
+    let held = hold_in_namespace(home.path(), "S1");
+    let id = format!("{:064x}", u128::from(std::process::id()) << 64 | u128::from(held.host_pid()));
+    let cgroup = cgroup2_root().join("docker").join(&id);
+    std::fs::create_dir_all(&cgroup).expect("a cgroup");
+    std::fs::write(cgroup.join("cgroup.procs"), held.host_pid().to_string()).expect("move the owner into it");
+    let leases = ls_json(home.path());
+    let container = &lease_of(&leases, "S1")["namespaced_owner"]["container"];
+    assert_eq!(container["runtime"], "docker", "{leases:?}");
+    assert_eq!(container["id"], &id[..12], "{leases:?}");
+    let wide = Proc::run("ls -o wide", leasectl(home.path(), &["ls", "-o", "wide"])).text();
+    assert!(wide.contains(&format!("alive, in docker {}", &id[..12])), "{wide}");
+    drop(held);
+    // Empty once its process is gone: then it can be removed.
+    wait_for("the cgroup emptied and removed", || std::fs::remove_dir(&cgroup).ok());
+    let _ = std::fs::remove_dir(cgroup2_root().join("docker"));
 }

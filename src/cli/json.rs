@@ -602,7 +602,11 @@ impl serde::Serialize for Leases<'_> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(self.0.len()))?;
         for v in self.0 {
-            seq.serialize_element(&LsLease { v, owner: self.1.get(&v.pid_here()), marks: self.2 })?;
+            seq.serialize_element(&LsLease {
+                v,
+                owner: v.owner_pid_here().and_then(|p| self.1.get(&p)),
+                marks: self.2,
+            })?;
         }
         seq.end()
     }
@@ -904,7 +908,8 @@ mod tests {
         let owners: HashMap<u64, OwnerInfo> =
             views.iter().map(|v| v.entry.pid()).filter(|p| p % 2 == 0).map(|p| (p, owner.clone())).collect();
         let direct = serde_json::to_string_pretty(&Leases(&views, &owners, &marks)).expect("direct");
-        let tree: Vec<Value> = views.iter().map(|v| as_tree(v, owners.get(&v.pid_here()), &marks)).collect();
+        let tree: Vec<Value> =
+            views.iter().map(|v| as_tree(v, v.owner_pid_here().and_then(|p| owners.get(&p)), &marks)).collect();
         assert_eq!(direct, serde_json::to_string_pretty(&tree).expect("tree"));
         assert!(direct.contains("\"conflict\": true") && direct.contains("\"leak_suspect\": \"no activity for"));
         assert!(direct.contains("(hermes \\u001b[31m) still holds it"), "the owner is named, escaped");

@@ -293,7 +293,7 @@ fn wide_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, m: &Marks, at: f64)
     let mut next = || short.next().unwrap_or_default();
     let (_, session, surface, pid, owner, mut liveness, age, live_id) =
         (next(), next(), next(), next(), next(), next(), next(), next());
-    let o = owners.get(&v.pid_here());
+    let o = v.owner_pid_here().and_then(|p| owners.get(&p));
     if let Some(ns) = v.liveness.namespaced() {
         liveness.push_str(&format!(", in {}", ns.place()));
     }
@@ -380,7 +380,7 @@ fn tsv(registries: &[Rows], bare: bool) {
                 escape(&crate::lease::owners::owner::owner_label(
                     v.liveness.name(),
                     v.liveness.clock_step_suspected(),
-                    owners.get(&v.pid_here()).filter(|_| local).map(|o| o.name.as_str()),
+                    v.owner_pid_here().and_then(|p| owners.get(&p)).filter(|_| local).map(|o| o.name.as_str()),
                 ))
                 .into_owned(),
                 v.liveness.name().to_owned(),

@@ -300,7 +300,7 @@ pub(crate) fn lease_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, at: f64
         crate::lease::owners::owner::owner_label(
             v.liveness.name(),
             v.liveness.clock_step_suspected(),
-            owners.get(&v.pid_here()).map(|o| o.name.as_str()),
+            v.owner_pid_here().and_then(|p| owners.get(&p)).map(|o| o.name.as_str()),
         ),
         liveness,
         e.started_at().map(|t| duration(at - t)).unwrap_or_else(|| "-".into()),

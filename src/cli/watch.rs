@@ -602,7 +602,7 @@ fn lease_events(location: &Location, events: &[LeaseEvent], now_held: &[LeaseVie
                 kind => (kind.name().to_owned(), None),
             };
             let conflict = marks.of_lease(&ev.view).contains(&"CONFLICT");
-            let lease_now = (&ev.view, owners.get(&ev.view.pid_here()), conflict);
+            let lease_now = (&ev.view, ev.view.owner_pid_here().and_then(|p| owners.get(&p)), conflict);
             super::json::lease_event((&time, ts), location, &kind, lease_now, detail.as_deref())
         })
         .collect()

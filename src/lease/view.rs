@@ -49,6 +49,17 @@ impl LeaseView {
     pub fn pid_here(&self) -> u64 {
         self.liveness.namespaced().map_or(self.entry.pid(), |o| o.host_pid)
     }
+
+    /// The pid whose process is named as this lease's owner: none where the process at
+    /// the recorded pid is known not to be it and none other is (two in containers
+    /// match; seen from inside a container, an owner outside it).
+    pub fn owner_pid_here(&self) -> Option<u64> {
+        use super::owners::liveness::UnknownCause;
+        match &self.liveness {
+            Liveness::Unknown(UnknownCause::Ambiguous(_) | UnknownCause::Outside(_)) => None,
+            _ => Some(self.pid_here()),
+        }
+    }
 }
 
 /// Alive, or not provably dead: removing its lease could let a second writer in.

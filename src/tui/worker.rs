@@ -640,13 +640,14 @@ impl Worker {
                             .into_iter()
                             .map(|v| LeaseRow {
                                 leak: context.as_ref().and_then(|(c, idle)| {
-                                    let owner = owners.get(&v.pid_here()).map(|o| o.name.as_str());
+                                    let owner =
+                                        v.owner_pid_here().and_then(|p| owners.get(&p)).map(|o| o.name.as_str());
                                     super::sessions::leak(&v, c, *idle, at, owner)
                                 }),
                                 owner: if (local(&v) || remote_owners.is_some())
                                     && !matches!(v.liveness, lease::Liveness::Dead(_))
                                 {
-                                    owners.get(&v.pid_here()).cloned()
+                                    v.owner_pid_here().and_then(|p| owners.get(&p)).cloned()
                                 } else {
                                     None
                                 },
