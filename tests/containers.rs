@@ -224,7 +224,13 @@ fn leasectl_inside_a_pid_namespace_says_what_it_cannot_see_and_keeps_an_older_ow
     assert!(lease["owner"].is_null(), "{lease}");
     inside(&["prune"]).expect_exit(0);
     assert_eq!(sessions(&home), ["H"], "not pruned from inside");
-    // As the namespace's first process, its parent is pid 0: it names itself.
+    // As the namespace's first process it has no parent there: no default owner, said so.
+    let out = inside(&["acquire", "X"]);
+    out.expect_exit(1);
+    assert!(
+        out.stderr.contains("parent runs outside its pid namespace") && out.stderr.contains("--owner-pid"),
+        "{out:?}"
+    );
     let out = inside(&["acquire", "H", "--owner-pid", "1"]);
     out.expect_exit(3);
     let out = inside(&["doctor"]);

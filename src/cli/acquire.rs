@@ -306,8 +306,16 @@ pub(super) fn acquire(
     timeout: Duration,
     hints: &Hints,
 ) -> Result<i32, Failure> {
-    let owner_pid =
-        owner.unwrap_or_else(|| u64::from(rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32)));
+    let parent = rustix::process::getppid().map(|p| u64::from(p.as_raw_nonzero().get().unsigned_abs()));
+    // No parent in this pid namespace: its first process, or one `docker exec` or
+    // `nsenter` started from outside. Nobody here to own the lease by default.
+    let Some(owner_pid) = owner.or(parent) else {
+        return Err(fail(
+            "this leasectl's parent runs outside its pid namespace (its first process, or started by docker exec \
+             or nsenter), so no process here owns the lease by default: name one with --owner-pid PID (--owner-pid \
+             $$ from a shell that holds it)",
+        ));
+    };
     if !opts.session.is_empty() && Prober::new().start_time(owner_pid).is_none() {
         return Err(fail(format!("owner pid {owner_pid} is not a running process")));
     }
