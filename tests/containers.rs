@@ -377,3 +377,25 @@ fn the_container_an_owner_runs_in_is_named_from_its_cgroup() {
     wait_for("the cgroup emptied and removed", || std::fs::remove_dir(&cgroup).ok());
     let _ = std::fs::remove_dir(cgroup2_root().join("docker"));
 }
+
+/// `doctor --repair` drops an invalid entry only where its owner is proven dead: an
+/// entry of a live owner in a container (its surface not a string) needs `--force`, as
+/// any live owner's does, and the plan says its owner is alive in another pid namespace.
+#[test]
+#[ignore = "needs root: makes pid namespaces with unshare (.ci/run runs it)"]
+fn repair_keeps_an_invalid_entry_of_a_live_owner_in_a_container_unless_forced() {
+    let _turn = one_at_a_time();
+    let home = Home::new();
+    let held = hold_in_namespace(home.path(), "S1");
+    let mut entries = home.entries();
+    entries[0]["surface"] = serde_json::json!(7);
+    home.write_registry(serde_json::json!({"entries": entries}).to_string());
+    let out = Proc::run("repair", leasectl(home.path(), &["doctor", "--repair", "--yes", "--json"]));
+    assert_ne!(out.status.code(), Some(0), "refused without --force: {out:?}");
+    assert_eq!(home.entries().len(), 1, "nothing dropped: {out:?}");
+    // Without a terminal or --yes: the plan, and nothing changed.
+    let plan = Proc::run("repair's plan", leasectl(home.path(), &["doctor", "--repair"]));
+    let text = plan.text();
+    assert!(text.contains("NEEDS --force") && text.contains("alive in another pid namespace"), "{text}");
+    drop(held);
+}

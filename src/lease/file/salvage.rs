@@ -95,10 +95,8 @@ fn dropped(index: usize, item: &Value, why: String, prober: &mut Prober) -> Drop
         .and_then(|p| p.as_u64().or_else(|| p.as_str().and_then(|s| s.trim().parse().ok())))
         .filter(|p| *p > 0);
     let session_id = text("session_id");
-    let verdict = pid.map(|p| {
-        let start = item.get("process_start_time").and_then(Value::as_f64);
-        crate::lease::owners::liveness::judge_state(&prober.state(p), start)
-    });
+    let start = item.get("process_start_time").and_then(Value::as_f64);
+    let verdict = pid.map(|p| prober.judge_pid(p, start));
     // A blank session fences nothing; an unreadable pid cannot be proven dead.
     let fences = session_id.as_deref().is_some_and(|s| !crate::lease::format::entry::py_is_blank(s));
     let may_be_live = fences && verdict.as_ref().is_none_or(crate::lease::view::may_be_alive);

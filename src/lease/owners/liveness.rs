@@ -205,14 +205,9 @@ impl Prober {
         if self.last_alive == Some(owner) {
             return Liveness::Alive;
         }
-        let mut verdict = judge_state(self.state_ref(entry.pid()), entry.process_start_time());
+        let verdict = self.judge_pid(entry.pid(), entry.process_start_time());
         if matches!(verdict, Liveness::Alive) {
             self.last_alive = Some(owner);
-        }
-        if let (Liveness::Dead(_) | Liveness::Recycled { .. }, Some(recorded)) = (&verdict, entry.process_start_time())
-            && let Some(seen) = self.look_elsewhere(entry.pid(), recorded).or_else(|| self.outside(recorded))
-        {
-            verdict = seen;
         }
         if matches!(verdict, Liveness::Dead(_) | Liveness::Recycled { .. }) && entry.work_marked() {
             let work = self.work.get_or_insert_with(scan_work);
@@ -221,6 +216,19 @@ impl Prober {
             }
         }
         verdict
+    }
+
+    /// The owner that recorded `pid` and `recorded` (its start time, if it recorded one):
+    /// here, or in another pid namespace; inside a container, outside it. What an entry
+    /// that cannot be read whole is judged by too (a repair's dropped entries).
+    pub fn judge_pid(&mut self, pid: u64, recorded: Option<f64>) -> Liveness {
+        let verdict = judge_state(self.state_ref(pid), recorded);
+        match (&verdict, recorded) {
+            (Liveness::Dead(_) | Liveness::Recycled { .. }, Some(recorded)) => {
+                self.look_elsewhere(pid, recorded).or_else(|| self.outside(recorded)).unwrap_or(verdict)
+            }
+            _ => verdict,
+        }
     }
 
     /// The owner that recorded `pid` and `recorded` in another pid namespace, when one
