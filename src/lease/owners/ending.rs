@@ -78,11 +78,9 @@ pub(crate) fn take(pid: u64, start_time: f64) -> Result<Taken, NotTaken> {
 
 /// The real user of `pid` (`Uid:` in its status), the one kill(2) checks.
 fn owner_uid(pid: u64) -> Result<u32, String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
+    super::proc_stat::status_line(pid, "Uid:")
+        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?
+        .as_deref()
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("no Uid line in /proc/{pid}/status"))

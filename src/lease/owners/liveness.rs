@@ -475,11 +475,8 @@ fn hidden_why(pid: u64) -> String {
 }
 
 fn read_tgid(pid: u64) -> std::io::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    crate::lease::owners::proc_stat::status_line(pid, "Tgid:")?
+        .and_then(|v| v.parse().ok())
         .ok_or_else(|| std::io::Error::other("no Tgid line"))
 }
 

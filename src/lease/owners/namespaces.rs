@@ -133,8 +133,7 @@ fn namespace_of(link: &str) -> Option<u64> {
 /// The pid `pid` has in its innermost pid namespace, when that is not this one: the
 /// last of its `NSpid` line's several numbers.
 fn innermost_pid(pid: u64) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let line = super::proc_stat::status_line(pid, "NSpid:").ok()??;
     let pids: Vec<u64> = line.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect();
     (pids.len() > 1).then(|| pids.last().copied()).flatten()
 }
@@ -166,7 +165,12 @@ fn container_of(host_pid: u64) -> Option<Container> {
 /// Proxmox (`/lxc/NAME`, `/lxc.payload.NAME`), systemd-nspawn (`systemd-nspawn@NAME.service`).
 pub(crate) fn container_in_cgroup(path: &str) -> Option<Container> {
     let short = |id: &str| id.chars().take(12).collect::<String>();
-    let found = |runtime: &str, id: &str| Some(Container { runtime: runtime.to_owned(), id: id.to_owned() });
+    // A name is whatever the host's runtime chose; one that is not a plain word is not
+    // taken (it would reach terminals and shell hints).
+    let found = |runtime: &str, id: &str| {
+        let plain = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        plain.then(|| Container { runtime: runtime.to_owned(), id: id.to_owned() })
+    };
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     // The innermost part that names one wins: a pod's container, not the pod.
     for (i, part) in parts.iter().enumerate().rev() {
@@ -230,6 +234,8 @@ mod tests {
             ("/user.slice/user-0.slice/session-3.scope".to_owned(), None),
             ("/".to_owned(), None),
             ("/system.slice/docker.service".to_owned(), None),
+            ("/lxc/a\u{1b}[2Jb/init.scope".to_owned(), None),
+            ("/machine.slice/systemd-nspawn@x y.service/payload".to_owned(), None),
         ];
         for (path, want) in cases {
             assert_eq!(container_in_cgroup(&path).map(|c| c.to_string()).as_deref(), want, "{path}");

@@ -1,5 +1,6 @@
 //! `/proc/<pid>/stat`, read and parsed in one place: a process's state, its place in
-//! the process tree, and its start (the owner's identity, spec §5).
+//! the process tree, and its start (the owner's identity, spec §5); and the one line of
+//! `/proc/<pid>/status` that stat lacks (`Tgid:`, `Uid:`, `NSpid:`).
 
 use std::io::Read;
 
@@ -57,6 +58,12 @@ pub(crate) fn read(pid: u64) -> std::io::Result<Option<ProcStat>> {
     let mut all = buf.to_vec();
     file.read_to_end(&mut all)?;
     Ok(parse(&all))
+}
+
+/// The value of the `key` line (`Tgid:`) of `/proc/<pid>/status`, if it has one.
+pub(crate) fn status_line(pid: u64, key: &str) -> std::io::Result<Option<String>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_owned()))
 }
 
 #[cfg(test)]
