@@ -107,6 +107,8 @@ fn an_owner_in_another_pid_namespace_is_alive_kept_and_stopped_from_the_host() {
     assert_eq!(lease["owner"]["name"], "leasectl", "the owner named by its pid here: {lease}");
     let text = Proc::run("ls", leasectl(home.path(), &["ls"])).text();
     assert!(text.contains(&format!("1 (host {host_pid})")), "{text}");
+    let metrics = Proc::run("metrics", leasectl(home.path(), &["metrics"])).text();
+    assert!(metrics.contains("leasectl_live_leases{profile=\"root\"} 1"), "counted live: {metrics}");
 
     // The fence: its session is refused, and it fills the one slot.
     let other = Sleeper::new();
