@@ -20,9 +20,29 @@ pub(super) fn force_release(
         (None, Some(s)) => Target::Session(s.clone()),
         _ => return Err(usage("give either LEASE_ID or --session S")),
     };
-    let r = store
-        .force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run })
-        .map_err(|e| with_override(e, &target))?;
+    let r = match store.force_release(&target, ForceOptions { allow_live: a.live, dry_run: a.dry_run }) {
+        Ok(r) => r,
+        Err(e @ lease::Error::LiveOwner(_)) => {
+            use crate::lease::owners::kind::OwnerKind;
+            let advice = super::owner_moves::advice_for(store, &target);
+            let f = match advice {
+                // Stopping serves one session's owner; for a gateway or an app it ends every
+                // session it serves, so its own safe move is said instead.
+                Some((m, said)) if matches!(m.kind, OwnerKind::Gateway { .. } | OwnerKind::AppBackend { .. }) => {
+                    let mut f = Failure::from(e);
+                    let anyway = match &target {
+                        Target::Lease(id) => lease::words::hint::command(&["force-release", id, "--live"]),
+                        Target::Session(s) => lease::words::hint::command(&["force-release", "--session", s, "--live"]),
+                    };
+                    f.message = format!("{} {said} To remove the lease anyway, knowing that: {anyway}.", f.message);
+                    f
+                }
+                _ => with_override(e, &target),
+            };
+            return Err(f);
+        }
+        Err(e) => return Err(with_override(e, &target)),
+    };
     report_force_release(store.location(), &r, a.json);
     Ok(EXIT_OK)
 }
@@ -55,6 +75,13 @@ fn with_override(e: lease::Error, target: &Target) -> Failure {
 pub(super) fn report_force_release(location: &Location, r: &lease::Removal, as_json: bool) {
     if r.live_owner {
         say_err!("{}", output::live_owner_warning(location, r));
+    }
+    for id in &r.gateway_leftovers {
+        say_err!(
+            "leasectl: lease {} was a gateway's leftover: no turn runs for its chat (state.db), and the gateway's next \
+             turn for it asks the fence again",
+            output::short_id(id)
+        );
     }
     if as_json {
         super::print_json_streamed(&super::json::RegistryOutcome::Removal(location, r));

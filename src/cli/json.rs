@@ -383,9 +383,15 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
 struct Context<'a> {
     end_reason: Option<&'a str>,
     ended_at: Option<f64>,
+    /// For a gateway's session key: whether its routing row marks a turn running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gateway_turn: Option<bool>,
     id: &'a str,
     last_activity: Option<f64>,
     messages: u64,
+    /// For a gateway's session key: the stored session it routes to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    routed_session_id: Option<&'a str>,
     source: Option<&'a str>,
     started_at: Option<f64>,
     title: Option<&'a str>,
@@ -396,9 +402,11 @@ impl<'a> Context<'a> {
         Context {
             end_reason: c.end_reason(),
             ended_at: c.ended_at(),
+            gateway_turn: c.gateway_turn(),
             id: c.session_id(),
             last_activity: c.last_activity(),
             messages: c.messages(),
+            routed_session_id: c.routed_session_id(),
             source: c.source(),
             started_at: c.started_at(),
             title: c.title(),
@@ -634,6 +642,12 @@ impl serde::Serialize for LsLease<'_> {
             m.serialize_entry("namespaced_owner", &namespaced)?;
         }
         m.serialize_entry("owner", &self.owner.map(Owner::of))?;
+        let owner = marks.owner_move(v, self.owner);
+        m.serialize_entry("owner_kind", &owner.kind)?;
+        m.serialize_entry("owner_sessions", &owner.situation.sessions_held)?;
+        // Only where there is an owner to act on: a dead one's lease is prune's.
+        let safe = crate::lease::view::owner_may_be_alive(v).then_some(owner.safe);
+        m.serialize_entry("safe_move", &safe)?;
         m.serialize_entry("session", &marks.context_of(v).map(Context::of))?;
         m.end()
     }
@@ -866,6 +880,11 @@ mod tests {
         map.insert("conflict".into(), marks.of_lease(v).contains(&"CONFLICT").into());
         map.insert("leak_suspect".into(), marks.leak_of(v, owner).into());
         map.insert("session".into(), marks.context_of(v).map(|c| value(&Context::of(c))).unwrap_or(Value::Null));
+        let m = marks.owner_move(v, owner);
+        map.insert("owner_kind".into(), value(&m.kind));
+        map.insert("owner_sessions".into(), m.situation.sessions_held.into());
+        let safe = crate::lease::view::owner_may_be_alive(v).then_some(m.safe);
+        map.insert("safe_move".into(), value(&safe));
         lease
     }
 

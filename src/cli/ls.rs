@@ -75,7 +75,18 @@ pub(super) fn ls(
     drop(stores);
     // Per registry: pids on other hosts are other processes than the same pids here.
     let owners: Vec<HashMap<u64, OwnerInfo>> = listings.iter().map(owners_of_listing).collect();
-    let marks: Vec<Marks> = listings.iter().map(|l| marks_of(l, idle)).collect();
+    let mut marks: Vec<Marks> = listings.iter().map(|l| marks_of(l, idle)).collect();
+    // How many sessions each owner holds, over every registry listed (a pid on another
+    // host is another process: counted only with its own registry's).
+    let local = |l: &&lease::Listing| l.location.registry().is_some();
+    let held = crate::lease::owners::kind::Holdings::of(
+        listings.iter().filter(local).flat_map(|l| l.leases.as_deref().unwrap_or_default()),
+    );
+    for (l, m) in listings.iter().zip(&mut marks) {
+        if local(&l) {
+            m.holdings = held.clone();
+        }
+    }
     for l in &mut listings {
         if let Ok(views) = &mut l.leases {
             select(views, a);
@@ -272,9 +283,9 @@ fn mark_liveness(cell: &mut String, marks: &[&str]) {
     }
 }
 
-const WIDE_HEADER: [&str; 13] = [
-    "LEASE", "SESSION", "SURFACE", "PID", "OWNER", "USER", "RSS", "LIVENESS", "AGE", "LIVE ID", "TITLE", "ACTIVE",
-    "COMMAND",
+const WIDE_HEADER: [&str; 15] = [
+    "LEASE", "SESSION", "SURFACE", "PID", "OWNER", "KIND", "HOLDS", "USER", "RSS", "LIVENESS", "AGE", "LIVE ID",
+    "TITLE", "ACTIVE", "COMMAND",
 ];
 
 /// A session's last activity for people: `5m ago`, `ended 3h ago`, or `-` (no context).
@@ -298,12 +309,15 @@ fn wide_row(v: &LeaseView, owners: &HashMap<u64, OwnerInfo>, m: &Marks, at: f64)
         liveness.push_str(&format!(", in {}", ns.place()));
     }
     mark_liveness(&mut liveness, &m.of_lease(v));
+    let kind = m.owner_move(v, o);
     vec![
         v.entry.lease_id().to_owned(),
         session,
         surface,
         pid,
         owner,
+        kind.kind.describe(),
+        kind.situation.sessions_held.to_string(),
         o.and_then(|o| o.user.clone()).unwrap_or_else(|| "-".into()),
         o.map(|o| format!("{:.1}M", o.rss_bytes as f64 / (1024.0 * 1024.0))).unwrap_or_else(|| "-".into()),
         liveness,

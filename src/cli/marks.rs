@@ -25,6 +25,9 @@ pub(crate) struct Marks {
     /// suspect's reason is worded when it is shown: 11,000 reasons of a 50,000-lease
     /// listing, kept by lease id beside the listing and its context, were 2.3 MB.
     judged: Option<(std::time::Duration, f64)>,
+    /// How many leases each owner holds, over every listing read (set by the caller that
+    /// read them all; else this registry's).
+    pub holdings: crate::lease::owners::kind::Holdings,
 }
 
 impl Marks {
@@ -38,7 +41,16 @@ impl Marks {
             context: None,
             leak_suspects: 0,
             judged: None,
+            holdings: crate::lease::owners::kind::Holdings::of(views),
         }
+    }
+
+    /// The owner of `v` (its process `owner`, where known) as advice needs it: its kind,
+    /// what state.db says, the safe move.
+    pub(crate) fn owner_move(&self, v: &LeaseView, owner: Option<&OwnerInfo>) -> crate::lease::owners::kind::OwnerMove {
+        let at = self.judged.map_or_else(now, |(_, at)| at);
+        let cmdline = owner.map(|o| o.cmdline.as_slice());
+        crate::lease::owners::kind::OwnerMove::of(v, self.context_of(v), self.holdings.of_owner(v), cmdline, at)
     }
 
     /// Read the leased sessions' context from the home's state.db (one query), and

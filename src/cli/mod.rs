@@ -23,6 +23,7 @@ mod manual;
 mod marks;
 mod metrics;
 pub(crate) mod output;
+mod owner_moves;
 mod prune;
 mod recap;
 mod release;

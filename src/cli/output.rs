@@ -131,8 +131,14 @@ pub(crate) fn live_owner_warning(location: &Location, r: &Removal) -> String {
              writing until then, and a second owner can now acquire the session."
         )
     } else {
-        let live: Vec<&crate::lease::LeaseView> =
-            r.removed.iter().filter(|v| crate::lease::view::owner_may_be_alive(v)).collect();
+        let live: Vec<&crate::lease::LeaseView> = r
+            .removed
+            .iter()
+            .filter(|v| {
+                crate::lease::view::owner_may_be_alive(v)
+                    && !r.gateway_leftovers.iter().any(|id| id == v.entry.lease_id())
+            })
+            .collect();
         let danger = "The owner keeps running and is not told: it may go on writing to its session, and a second \
                       owner can now acquire the session beside it, both appending to one transcript.";
         if r.dry_run {
@@ -218,7 +224,9 @@ pub(crate) fn live_owners_text(r: &Removal) -> String {
     let who: Vec<String> = r
         .removed
         .iter()
-        .filter(|v| crate::lease::view::owner_may_be_alive(v))
+        .filter(|v| {
+            crate::lease::view::owner_may_be_alive(v) && !r.gateway_leftovers.iter().any(|id| id == v.entry.lease_id())
+        })
         .map(|v| {
             let surface = escape(v.entry.surface().unwrap_or("-"));
             format!("pid {} ({surface}, session {})", v.entry.pid(), escape(v.entry.session_id()))
@@ -609,13 +617,21 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
         );
     }
     for (v, why) in d.leases.leak_suspects() {
+        let id = short_id(v.entry.lease_id());
+        // The safe move for its owner's kind (a report from an older leasectl has none).
+        let (kind, advice) = match d.owner_moves.get(v.entry.lease_id()) {
+            Some(m) => (
+                format!(", {}", escape(&m.kind.describe())),
+                crate::lease::words::safe_move::advise_move(m, &id, v.pid_here(), &|a| format!("`{}`", here(a))),
+            ),
+            None => (String::new(), format!("if nobody uses it, `{}`", here(&["force-release", &id, "--live"]))),
+        };
         let _ = writeln!(
             s,
-            "  LEAK?: lease {} (session {}): {} — if nobody uses it, `{}`",
-            escape(&short_id(v.entry.lease_id())),
+            "  LEAK?: lease {} (session {}{kind}): {} — {advice}",
+            escape(&id),
             escape(v.entry.session_id()),
             escape(&why),
-            here(&["force-release", &short_id(v.entry.lease_id()), "--live"])
         );
     }
     for v in &d.hidden {

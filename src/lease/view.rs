@@ -184,6 +184,10 @@ pub struct Removal {
     pub needs_live: Vec<LeaseView>,
     /// Leases a prune kept because their dead owner's work still runs (`--force` takes them).
     pub kept_work_running: Vec<LeaseView>,
+    /// Of the leases removed, the ids of a live gateway's leftovers: no turn ran for their
+    /// chat (state.db), so they needed no `--live` and no owner is left writing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateway_leftovers: Vec<String>,
     /// What the host that acted over `--host` could not keep beside the change (its audit
     /// record), to be said where the operator is; empty where the change was made here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -13,6 +13,15 @@
 #
 # --stall makes /v1/chat/completions hold the request open (sending SSE keep-alive
 # comments when streaming) until the client goes away: a turn that never ends.
+# The stall can also be switched at run time (for a long-lived client such as a gateway):
+#
+#   POST /_stall                    from now on completions stall, as with --stall
+#   POST /_unstall                  stop stalling: completions answer at once again, and
+#                                   the ones being held open now get their reply
+#                                   (within 0.2 s) instead of waiting for the client to go
+#   GET  /_stall                    {"stalled": true|false, "held": N (requests held now)}
+#
+# Both POSTs answer {"stalled": ..., "held": N}. Without them --stall behaves as before.
 # Every request is logged as one line to --log (default stderr): METHOD PATH [stream].
 import json
 import select
@@ -27,7 +36,11 @@ MODEL = "fake-model"
 REPLY = "ok"
 
 args = sys.argv[1:]
-stall = "--stall" in args
+stalled = threading.Event()  # set: completions are held open (--stall, POST /_stall)
+if "--stall" in args:
+    stalled.set()
+held_lock = threading.Lock()
+held = [0]  # completions being held open right now
 log_path = None
 if "--log" in args:
     log_path = args[args.index("--log") + 1]
@@ -42,6 +55,22 @@ def log(line):
     with log_lock:
         log_fh.write(line + "\n")
         log_fh.flush()
+
+
+def stall_state():
+    with held_lock:
+        return {"stalled": stalled.is_set(), "held": held[0]}
+
+
+class Held:
+    # Counts a completion while it is held open.
+    def __enter__(self):
+        with held_lock:
+            held[0] += 1
+
+    def __exit__(self, *exc):
+        with held_lock:
+            held[0] -= 1
 
 
 def model_obj(model_id):
@@ -80,6 +109,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, model_obj(path[len("/models/"):]))
         elif path in ("", "/health"):
             self._send_json(200, {"status": "ok"})
+        elif path == "/_stall":
+            self._send_json(200, stall_state())
         else:
             self._not_found()
 
@@ -98,6 +129,13 @@ class Handler(BaseHTTPRequestHandler):
             req = None
         stream = isinstance(req, dict) and bool(req.get("stream"))
         log(f"POST {self.path}" + (" stream" if stream else ""))
+        if self._path() in ("/_stall", "/_unstall"):
+            if self._path() == "/_stall":
+                stalled.set()
+            else:
+                stalled.clear()
+            self._send_json(200, stall_state())
+            return
         if self._path() != "/chat/completions":
             self._not_found()
             return
@@ -126,11 +164,15 @@ class Handler(BaseHTTPRequestHandler):
 
             try:
                 chunk({"role": "assistant", "content": ""})
-                if stall:
-                    while True:
-                        self.wfile.write(b": keep-alive\n\n")
-                        self.wfile.flush()
-                        time.sleep(1)
+                if stalled.is_set():
+                    with Held():
+                        last = 0.0
+                        while stalled.is_set():  # until /_unstall (or the client goes: write fails)
+                            if time.monotonic() - last >= 1:
+                                self.wfile.write(b": keep-alive\n\n")
+                                self.wfile.flush()
+                                last = time.monotonic()
+                            time.sleep(0.2)
                 chunk({"content": REPLY})
                 chunk({}, "stop", with_usage=True)
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -138,14 +180,16 @@ class Handler(BaseHTTPRequestHandler):
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return
-        if stall:
-            try:
-                while True:  # hold until the client goes away (its end reads as EOF)
-                    readable, _, _ = select.select([self.connection], [], [], 1)
-                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
-                        return
-            except OSError:
-                return
+        if stalled.is_set():
+            with Held():
+                try:
+                    # Hold until the client goes away (its end reads as EOF) or /_unstall.
+                    while stalled.is_set():
+                        readable, _, _ = select.select([self.connection], [], [], 0.2)
+                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                            return
+                except OSError:
+                    return
         self._send_json(200, {
             "id": cid, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY},

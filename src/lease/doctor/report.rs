@@ -61,6 +61,9 @@ pub struct DoctorReport {
     /// The pid namespaces live owners run in, when more than one (a container's and the
     /// host's): a hazard, since Hermes in one drops the others' leases.
     pub pid_namespaces: Vec<crate::lease::view::NamespaceShare>,
+    /// Each leak suspect's owner (by lease id): its kind, what state.db says, and the
+    /// safe move for it.
+    pub owner_moves: BTreeMap<String, crate::lease::owners::kind::OwnerMove>,
 }
 
 impl DoctorReport {
@@ -113,6 +116,8 @@ enum Why {
     Ended { at: f64, reason: u32 },
     /// No activity since this time.
     Idle { since: f64 },
+    /// A gateway's lease taken at this time, no turn running for its chat.
+    BetweenTurns { since: f64 },
     /// Worded by the peer that sent the report.
     Worded,
 }
@@ -148,6 +153,7 @@ impl DoctorLeases {
         let leak = match s.why {
             Why::Ended { at, reason } => Leak::Ended { at, reason: self.word(reason) },
             Why::Idle { since } => Leak::Idle { since },
+            Why::BetweenTurns { since } => Leak::BetweenTurns { since },
             Why::Worded => return Cow::Borrowed(self.word(s.word).unwrap_or_default()),
         };
         Cow::Owned(leak.worded(view.entry.pid(), self.word(s.word).unwrap_or("-"), self.judged_at))
@@ -206,6 +212,7 @@ impl Suspects {
         let why = match leak {
             Leak::Ended { at, reason } => Why::Ended { at, reason: reason.map_or(NO_WORD, |r| self.place(r)) },
             Leak::Idle { since } => Why::Idle { since },
+            Leak::BetweenTurns { since } => Why::BetweenTurns { since },
         };
         self.found.push(Suspect { place: index, word, why });
     }
@@ -278,6 +285,8 @@ struct Received {
     hidden: Vec<LeaseView>,
     #[serde(default)]
     pid_namespaces: Vec<crate::lease::view::NamespaceShare>,
+    #[serde(default)]
+    owner_moves: BTreeMap<String, crate::lease::owners::kind::OwnerMove>,
 }
 
 impl From<Received> for DoctorReport {
@@ -312,6 +321,7 @@ impl From<Received> for DoctorReport {
             idle_warning: r.idle_warning,
             hidden: r.hidden,
             pid_namespaces: r.pid_namespaces,
+            owner_moves: r.owner_moves,
         }
     }
 }
@@ -378,6 +388,7 @@ mod tests {
             idle_warning: None,
             hidden: vec![],
             pid_namespaces: vec![],
+            owner_moves: BTreeMap::new(),
         };
         let sent = serde_json::to_value(&report).expect("to json");
         let listed = |v: &LeaseView| serde_json::to_value(v).expect("a lease");

@@ -74,6 +74,7 @@ pub fn force_release(
     let ForceOptions { allow_live, dry_run } = opts;
     let path = reg.path();
     let mut needs_live = Vec::new();
+    let mut leftovers: Vec<String> = Vec::new();
     let mut removal = edit(reg, dry_run, lock_timeout, |views| {
         let mut chosen: Vec<bool> = views
             .iter()
@@ -89,13 +90,17 @@ pub fn force_release(
                 place: format!("in {}", path.display()),
             }));
         }
+        // A gateway's lease with no turn running for its chat is no live owner's: the
+        // gateway holds nothing between turns and its next turn asks the fence again.
+        leftovers = gateway_leftovers(reg, views, &chosen);
+        let needs_word = |v: &LeaseView| owner_may_be_alive(v) && !leftovers.iter().any(|id| id == v.entry.lease_id());
         let live: Vec<&LeaseView> =
-            views.iter().zip(&chosen).filter(|(v, c)| **c && owner_may_be_alive(v)).map(|(v, _)| v).collect();
+            views.iter().zip(&chosen).filter(|(v, c)| **c && needs_word(v)).map(|(v, _)| v).collect();
         // A dry run shows the plan: what goes, and what would need --live.
         if !live.is_empty() && !allow_live && dry_run {
             needs_live = live.into_iter().cloned().collect();
             for (c, v) in chosen.iter_mut().zip(views) {
-                *c = *c && !owner_may_be_alive(v);
+                *c = *c && !needs_word(v);
             }
             return Ok(chosen);
         }
@@ -117,7 +122,38 @@ pub fn force_release(
         Ok(chosen)
     })?;
     removal.needs_live = needs_live;
+    removal.live_owner =
+        removal.removed.iter().any(|v| owner_may_be_alive(v) && !leftovers.iter().any(|id| id == v.entry.lease_id()));
+    removal.gateway_leftovers = leftovers;
     Ok(removal)
+}
+
+/// The lease ids among the `chosen` of `views` that are a live gateway's leftovers: no
+/// turn runs for their chat, as the home's state.db marks turns (read only when a
+/// gateway's live lease is chosen).
+fn gateway_leftovers(reg: &Registry, views: &[LeaseView], chosen: &[bool]) -> Vec<String> {
+    use crate::lease::owners::kind::{OwnerKind, gateway_leftover};
+    let candidates: Vec<&LeaseView> = views
+        .iter()
+        .zip(chosen)
+        .filter(|(v, c)| **c && v.liveness.is_alive())
+        .map(|(v, _)| v)
+        .filter(|v| matches!(OwnerKind::of(&v.entry, None), OwnerKind::Gateway { .. }))
+        .collect();
+    if candidates.is_empty() {
+        return vec![];
+    }
+    let sessions: Vec<&str> = candidates.iter().map(|v| v.entry.session_id()).collect();
+    let contexts = crate::lease::home::context::read(&reg.home, &sessions);
+    let at = crate::lease::clock::now();
+    candidates
+        .into_iter()
+        .filter(|v| {
+            let turn = contexts.get(v.entry.session_id()).and_then(|c| c.gateway_turn());
+            gateway_leftover(&v.entry, turn, at)
+        })
+        .map(|v| v.entry.lease_id().to_owned())
+        .collect()
 }
 
 /// Under the lock: read strictly, judge, let `choose` pick what goes, write if anything does.
@@ -213,6 +249,7 @@ pub(crate) fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorRepor
         idle_warning: None,
         hidden: vec![],
         pid_namespaces: vec![],
+        owner_moves: BTreeMap::new(),
     };
     if let Some(pid) = report.lock_holder {
         report.lock_holder_command = crate::lease::owners::owner::command_name(u64::from(pid))
@@ -285,13 +322,42 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
     };
     let mut suspects = Suspects::judged_at(at, report.live);
     let mut names = crate::lease::owners::owner::CommandNames::default();
+    let mut found = Vec::new();
     for (i, v) in views.iter().enumerate().filter(|(_, v)| v.liveness.is_alive()) {
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
         if let Some(leak) = context::leak(v, Some(ctx), threshold, at) {
             suspects.add(i, leak, names.of(v.entry.pid()));
+            found.push(i);
         }
     }
+    report.owner_moves = owner_moves(views, &found, &contexts, at);
     suspects
+}
+
+/// The owners of the leases at `found` in `views` (leak suspects): each one's kind, what
+/// state.db says, and the safe move. How many sessions each owner holds is counted once.
+fn owner_moves(
+    views: &[LeaseView],
+    found: &[usize],
+    contexts: &crate::lease::home::context::Contexts,
+    at: f64,
+) -> std::collections::BTreeMap<String, crate::lease::owners::kind::OwnerMove> {
+    use crate::lease::owners::kind::OwnerMove;
+    if found.is_empty() {
+        return Default::default();
+    }
+    let held = crate::lease::owners::kind::Holdings::of(views);
+    let pids = crate::lease::owners::distinct_pids(found.iter().filter_map(|&i| views.get(i)).map(LeaseView::pid_here));
+    let infos = crate::lease::owners::owner::owner_infos(&pids);
+    found
+        .iter()
+        .filter_map(|&i| views.get(i))
+        .map(|v| {
+            let cmdline = infos.get(&v.pid_here()).map(|i| i.cmdline.as_slice());
+            let n = held.of_owner(v);
+            (v.entry.lease_id().to_owned(), OwnerMove::of(v, contexts.get(v.entry.session_id()), n, cmdline, at))
+        })
+        .collect()
 }
 
 /// The lock file when it is anything but a regular file: no acquire can work.

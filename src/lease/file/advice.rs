@@ -7,49 +7,57 @@ use super::admin::snapshot;
 use crate::lease::clock::now;
 use crate::lease::home::context::{self, idle_threshold};
 use crate::lease::home::paths::Registry;
+use crate::lease::owners::kind::{Holdings, OwnerMove};
 use crate::lease::owners::liveness::Prober;
-use crate::lease::owners::owner::CommandNames;
+use crate::lease::owners::owner::{CommandNames, owner_infos};
 use crate::lease::view::LeaseView;
 use crate::lease::words::human;
 use crate::lease::words::refusal::{Reason, Refusal};
+use crate::lease::words::safe_move::advise_move;
 
-/// A holder that looks leaked, and why.
+/// A holder that looks leaked, why, and the safe move for its owner's kind.
 struct Suspect {
     view: LeaseView,
     why: String,
+    owner: OwnerMove,
     /// Ended sessions first (the longest ago), then the longest idle.
     rank: (bool, f64),
 }
 
-/// The leak suspects among `views` (leases of the registry), the likeliest first.
-fn suspects(reg: &Registry, views: &[LeaseView], idle: Option<std::time::Duration>) -> Vec<Suspect> {
+/// The leak suspects among `views` (leases of the registry; `all` the registry's whole
+/// listing, for how many sessions each owner holds), the likeliest first.
+fn suspects(reg: &Registry, views: &[LeaseView], all: &[LeaseView], idle: Option<std::time::Duration>) -> Vec<Suspect> {
     let sessions: Vec<&str> = views.iter().map(|v| v.entry.session_id()).collect();
     let contexts = context::read(&reg.home, &sessions);
     let (idle, _) = idle_threshold(&reg.home, idle);
     let at = now();
     let mut names = CommandNames::default();
     let mut found = Vec::new();
+    let held = Holdings::of(all);
     for v in views {
         // No context, no suspect: the owner's name is read only for a lease that has one.
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
         let Some(why) = context::leak_reason(v, Some(ctx), idle, at, names.of(v.entry.pid())) else { continue };
         let since = ctx.ended_at().or(ctx.last_activity()).unwrap_or(at);
-        found.push(Suspect { view: v.clone(), why, rank: (ctx.ended_at().is_none(), since) });
+        let cmdline = owner_infos(&[v.pid_here()]).remove(&v.pid_here()).map(|i| i.cmdline);
+        let owner = OwnerMove::of(v, Some(ctx), held.of_owner(v), cmdline.as_deref(), at);
+        found.push(Suspect { view: v.clone(), why, owner, rank: (ctx.ended_at().is_none(), since) });
     }
     found.sort_by(|a, b| a.rank.0.cmp(&b.rank.0).then(a.rank.1.total_cmp(&b.rank.1)));
     found
 }
 
-/// `lease ID8 (session S, pid P): WHY. Free it deliberately: `force-release ID --live`.`
+/// `lease ID8 (session S, pid P, KIND) looks leaked: WHY. THE SAFE MOVE.`
 fn free_it(s: &Suspect) -> String {
     let id = s.view.entry.lease_id();
     format!(
-        "lease {} (session {}, pid {}) looks leaked: {}. Free it deliberately: {}.",
+        "lease {} (session {}, pid {}, {}) looks leaked: {}. {}.",
         id.chars().take(8).collect::<String>(),
         s.view.entry.session_id(),
         s.view.entry.pid(),
+        human::escape(&s.owner.kind.describe()),
         s.why,
-        crate::lease::words::refusal::force_release_hint(id)
+        advise_move(&s.owner, id, s.view.pid_here(), &crate::lease::words::hint::command).trim_end_matches('.')
     )
 }
 
@@ -58,7 +66,7 @@ pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal:
     match refusal.reason {
         Reason::MaxConcurrentSessions => {
             let views = snapshot(reg).leases.unwrap_or_default();
-            let found = suspects(reg, &views, idle);
+            let found = suspects(reg, &views, &views, idle);
             match found.first() {
                 Some(s) => format!(
                     "Retry when another session finishes, or raise max_concurrent_sessions. A slot is held by a \
@@ -74,7 +82,8 @@ pub(super) fn advice(reg: &Registry, idle: Option<std::time::Duration>, refusal:
             let Some(holder) = refusal.holder.as_ref() else { return refusal.advice() };
             // The holder alone is in question: judged now, not the whole registry read again.
             let view = [LeaseView::local((**holder).clone(), Prober::new().judge(holder))];
-            match suspects(reg, &view, idle).first() {
+            let all = snapshot(reg).leases.unwrap_or_default();
+            match suspects(reg, &view, &all, idle).first() {
                 Some(s) => format!("Its owner looks gone though its pid lives on: {}", free_it(s)),
                 None => {
                     let age = holder

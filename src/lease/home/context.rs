@@ -54,6 +54,11 @@ pub fn stamp(path: &Path) -> Option<FileStamp> {
 /// owner, is a leak suspect.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(2 * 3600);
 
+/// How long a gateway's lease may stand before its turn is marked running: Hermes 0.22
+/// claims the slot, then waits for its in-process turn lease (5 s by default) and marks
+/// the turn. A lease this young with no mark may be a turn starting, not a leak.
+pub const TURN_GRACE: Duration = Duration::from_secs(60);
+
 /// Timestamps outside this window are damaged rows, not times (2000-01-01 to a day ahead).
 const SANE_FROM: f64 = 946_684_800.0;
 
@@ -329,7 +334,7 @@ fn describe(e: &rusqlite::Error) -> String {
 /// The columns of `sessions` and `messages` this schema has.
 fn columns(conn: &Connection) -> Result<HashMap<String, Vec<String>>, String> {
     let sql = "SELECT m.name, p.name FROM sqlite_schema m JOIN pragma_table_info(m.name) p \
-               WHERE m.type = 'table' AND m.name IN ('sessions', 'messages')";
+               WHERE m.type = 'table' AND m.name IN ('sessions', 'messages', 'gateway_routing')";
     let mut stmt = conn.prepare(sql).map_err(|e| describe(&e))?;
     let rows =
         stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).map_err(|e| describe(&e))?;
@@ -355,19 +360,31 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
         return Err("state.db's sessions table has no id column".into());
     }
     let col = |c: &str| if has(c) { format!("s.{c}") } else { "NULL".into() };
+    let columns =
+        [col("source"), col("title"), col("started_at"), col("ended_at"), col("end_reason"), col("last_activity_at")]
+            .join(", ");
     let sql = format!(
         "WITH wanted(id) AS (SELECT value FROM json_each(?1)) \
-         SELECT s.id, {}, {}, {}, {}, {}, {} FROM sessions s JOIN wanted ON s.id = wanted.id",
-        col("source"),
-        col("title"),
-        col("started_at"),
-        col("ended_at"),
-        col("end_reason"),
-        col("last_activity_at"),
+         SELECT s.id, {columns} FROM sessions s JOIN wanted ON s.id = wanted.id"
     );
+    // A messaging gateway's leases record its session key (`agent:main:telegram:dm:42`),
+    // not a stored session's id: its routing row in state.db names the session, and marks
+    // the turn running for it (Hermes 0.22's gateway/session_lifecycle.py).
+    let routing = schema
+        .get("gateway_routing")
+        .filter(|c| c.iter().any(|c| c == "session_key") && c.iter().any(|c| c == "entry_json"))
+        .map(|_| {
+            "WITH wanted(id) AS (SELECT value FROM json_each(?1)) \
+             SELECT g.session_key, \
+                    CASE WHEN json_valid(g.entry_json) THEN json_extract(g.entry_json, '$.session_id') END, \
+                    CASE WHEN json_valid(g.entry_json) THEN json_extract(g.entry_json, '$.active_turn_token') END \
+             FROM gateway_routing g JOIN wanted ON g.session_key = wanted.id"
+        });
     let mut found = ContextMap::with_capacity(wanted.count);
+    let mut routed: Vec<Routed> = Vec::new();
     {
         let mut stmt = view.prepare(&sql).map_err(|e| describe(&e))?;
+        let mut routes = routing.map(|sql| view.prepare(sql)).transpose().map_err(|e| describe(&e))?;
         // Each list goes once it is read.
         for list in wanted.lists {
             let mut rows = stmt.query([&list]).map_err(|e| describe(&e))?;
@@ -378,8 +395,29 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
                 let (source, title, end_reason) = (text(value(1)?)?, text(value(2)?)?, text(value(5)?)?);
                 // The session's own heartbeat (last_activity_at); its messages are counted next.
                 let times = [time(value(3)?), time(value(4)?), time(value(6)?)];
-                found.push([Some(id), title, source, end_reason], times);
+                found.push([Some(id), title, source, end_reason, None], times, None);
             }
+            if let Some(routes) = routes.as_mut() {
+                let mut rows = routes.query([&list]).map_err(|e| describe(&e))?;
+                while let Some(r) = rows.next().map_err(|e| describe(&e))? {
+                    let value = |i: usize| r.get_ref(i).map_err(|e| describe(&e));
+                    let Some(key) = text(value(0)?)? else { continue };
+                    let session = text(value(1)?).ok().flatten().filter(|s| !s.is_empty()).map(str::to_owned);
+                    let turn = !matches!(value(2)?, ValueRef::Null) && text(value(2)?).ok().flatten() != Some("");
+                    // One key in several scopes (stores with other sessions dirs): a turn
+                    // marked in any of them runs.
+                    match routed.iter_mut().find(|r| r.key == key) {
+                        Some(r) => {
+                            r.turn |= turn;
+                            r.session = r.session.take().or(session);
+                        }
+                        None => routed.push(Routed { key: key.to_owned(), session, turn }),
+                    }
+                }
+            }
+        }
+        if !routed.is_empty() {
+            add_routed(&mut found, &mut stmt, &routed, now)?;
         }
     }
     found.sort();
@@ -392,6 +430,53 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
     Ok(found)
 }
 
+/// A gateway's session key found in `gateway_routing`: the session it names, and
+/// whether a turn is marked running for it.
+struct Routed {
+    key: String,
+    session: Option<String>,
+    turn: bool,
+}
+
+/// A stored session's source, title and end reason, and its three times.
+type SessionRow = ([Option<String>; 3], [Option<f64>; 3]);
+
+/// Each routed key's context, under the key: its session's row (`stmt` reads rows by id),
+/// or none when state.db has no such session; a key that is a stored session's own id
+/// too keeps that session's context.
+fn add_routed(
+    found: &mut ContextMap,
+    stmt: &mut rusqlite::Statement<'_>,
+    routed: &[Routed],
+    now: f64,
+) -> Result<(), String> {
+    let ids: Vec<&str> = routed.iter().filter_map(|r| r.session.as_deref()).collect();
+    let list = serde_json::to_string(&ids).map_err(|e| e.to_string())?;
+    let mut sessions: HashMap<String, SessionRow> = HashMap::new();
+    let mut rows = stmt.query([&list]).map_err(|e| describe(&e))?;
+    while let Some(r) = rows.next().map_err(|e| describe(&e))? {
+        let value = |i: usize| r.get_ref(i).map_err(|e| describe(&e));
+        let time = |v: ValueRef<'_>| sane(number_ref(v), now);
+        let Some(id) = text(value(0)?)? else { continue };
+        let owned = |v: Option<&str>| v.map(str::to_owned);
+        let strings = [owned(text(value(1)?)?), owned(text(value(2)?)?), owned(text(value(5)?)?)];
+        sessions.insert(id.to_owned(), (strings, [time(value(3)?), time(value(4)?), time(value(6)?)]));
+    }
+    let stored: std::collections::HashSet<&str> = found.values().map(|c| c.session_id()).collect();
+    let fresh: Vec<&Routed> = routed.iter().filter(|r| !stored.contains(r.key.as_str())).collect();
+    drop(stored);
+    for r in fresh {
+        let (strings, times) = r.session.as_ref().and_then(|s| sessions.get(s)).cloned().unwrap_or_default();
+        let [source, title, end_reason] = strings;
+        found.push(
+            [Some(&r.key), title.as_deref(), source.as_deref(), end_reason.as_deref(), r.session.as_deref()],
+            times,
+            Some(r.turn),
+        );
+    }
+    Ok(())
+}
+
 /// Count each found session's messages and take the newest sane time among them into its
 /// last activity. Hermes has no index on messages.session_id, so SQLite would scan them
 /// anyway; counting them here, by a hash of the found ids, costs a third of an IN list
@@ -402,16 +487,18 @@ fn count_messages(conn: &Connection, contexts: &mut ContextMap, now: f64) -> Res
     let mut index = hashbrown::HashTable::<u32>::with_capacity(contexts.len());
     for i in 0..contexts.len() {
         let Ok(i) = u32::try_from(i) else { break };
-        index.insert_unique(hash(contexts.id_at(i as usize).as_bytes()), i, |&j| {
-            hash(contexts.id_at(j as usize).as_bytes())
+        index.insert_unique(hash(contexts.messages_id_at(i as usize).as_bytes()), i, |&j| {
+            hash(contexts.messages_id_at(j as usize).as_bytes())
         });
     }
     let mut stmt = conn.prepare("SELECT session_id, timestamp FROM messages").map_err(|e| describe(&e))?;
     let mut rows = stmt.query([]).map_err(|e| describe(&e))?;
     while let Some(r) = rows.next().map_err(|e| describe(&e))? {
         let Ok(ValueRef::Text(id)) = r.get_ref(0) else { continue };
-        let Some(&j) = index.find(hash(id), |&j| contexts.id_at(j as usize).as_bytes() == id) else { continue };
         let at = r.get_ref(1).ok().and_then(number_ref).and_then(|t| sane(Some(t), now));
+        let Some(&j) = index.find(hash(id), |&j| contexts.messages_id_at(j as usize).as_bytes() == id) else {
+            continue;
+        };
         contexts.count_message(j as usize, at);
     }
     Ok(())
@@ -478,6 +565,9 @@ pub enum Leak<'a> {
     Ended { at: f64, reason: Option<&'a str> },
     /// Its session has seen no activity since this time, longer than the threshold.
     Idle { since: f64 },
+    /// A messaging gateway's lease, taken at this time, with no turn running for its
+    /// chat: the gateway holds a lease only for a turn, so this one was left behind.
+    BetweenTurns { since: f64 },
 }
 
 impl Leak<'_> {
@@ -490,6 +580,11 @@ impl Leak<'_> {
                 format!("session ended {} ago{why} but {holder}", duration(now - at))
             }
             Leak::Idle { since } => format!("no activity for {} but {holder}", duration(now - since)),
+            Leak::BetweenTurns { since } => format!(
+                "no turn runs for this chat (state.db's gateway routing), yet {holder} since {} ago: a gateway holds a \
+                 lease only while a turn runs",
+                duration(now - since)
+            ),
         }
     }
 }
@@ -506,6 +601,9 @@ pub fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, n
     let taken = view.entry.started_at().unwrap_or(f64::NEG_INFINITY);
     if let Some(at) = ctx.ended_at().filter(|at| *at >= taken) {
         return Some(Leak::Ended { at, reason: ctx.end_reason() });
+    }
+    if ctx.gateway_turn() == Some(false) && now - taken > TURN_GRACE.as_secs_f64() {
+        return Some(Leak::BetweenTurns { since: taken });
     }
     let since = ctx.last_activity().map(|a| a.max(taken))?;
     (now - since > idle.as_secs_f64()).then_some(Leak::Idle { since })

@@ -2,7 +2,7 @@
 //! id. A map keeps the contexts' strings in texts of 64 KiB and each context as a row
 //! of places in them, times and a count, the rows sorted by id: at 50,000 sessions a
 //! context of its own (its strings one allocation of their own) took 136 bytes and a
-//! row takes 56 beside its strings. One text grown by doubling was copied as it grew and
+//! row takes 64 beside its strings. One text grown by doubling was copied as it grew and
 //! kept up to half of itself spare. A hash map of contexts kept every id twice and a
 //! quarter of its slots empty.
 
@@ -22,6 +22,14 @@ pub struct SessionContext {
     /// The freshest of `last_activity_at` and the newest message, else `started_at`.
     pub last_activity: Option<f64>,
     pub messages: u64,
+    /// For a messaging gateway's session key (the id its leases record): the stored
+    /// session its routing row in state.db names, whose title and times these are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routed_session_id: Option<String>,
+    /// For a gateway's session key: whether its routing row marks a turn running
+    /// (`active_turn_token`); None for any other session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_turn: Option<bool>,
 }
 
 impl SessionContext {
@@ -44,9 +52,10 @@ struct Row {
     text: u32,
     /// Where the id starts there; the title, source and end reason that are there follow it.
     start: u32,
-    /// The byte lengths of the id, title, source and end reason.
-    lens: [u32; 4],
-    /// Which of the title, source and end reason are there (bits 0, 1 and 2).
+    /// The byte lengths of the id, title, source, end reason and routed session id.
+    lens: [u32; 5],
+    /// Which of the title, source, end reason and routed session id are there (bits 0
+    /// to 3); bit 4: a gateway's session key, bit 5: its routing row marks a turn running.
     present: u8,
     messages: u32,
     /// NaN when unknown (a known time is finite: `Option` would take 8 bytes more).
@@ -56,7 +65,8 @@ struct Row {
 }
 
 impl Row {
-    /// Its string `i` in the map's `texts` (0: id, 1: title, 2: source, 3: end reason).
+    /// Its string `i` in the map's `texts` (0: id, 1: title, 2: source, 3: end reason,
+    /// 4: routed session id).
     fn part<'t>(&self, texts: &'t [String], i: usize) -> &'t str {
         let start = self.start as usize + self.lens.iter().take(i).map(|&l| l as usize).sum::<usize>();
         let len = self.lens.get(i).map_or(0, |&l| l as usize);
@@ -96,6 +106,15 @@ impl<'a> ContextRef<'a> {
     pub fn end_reason(&self) -> Option<&'a str> {
         self.optional(3)
     }
+    /// For a gateway's session key, the stored session its routing row names.
+    pub fn routed_session_id(&self) -> Option<&'a str> {
+        self.optional(4)
+    }
+    /// For a gateway's session key: whether a turn runs for it now, as its routing row
+    /// in state.db marks one (None: not a gateway's session key).
+    pub fn gateway_turn(&self) -> Option<bool> {
+        (self.row.present & GATEWAY != 0).then_some(self.row.present & TURN != 0)
+    }
     pub fn started_at(&self) -> Option<f64> {
         known(self.row.started_at)
     }
@@ -121,17 +140,20 @@ impl<'a> ContextRef<'a> {
             end_reason: self.end_reason().map(str::to_owned),
             last_activity: self.last_activity(),
             messages: self.messages(),
+            routed_session_id: self.routed_session_id().map(str::to_owned),
+            gateway_turn: self.gateway_turn(),
         }
     }
 
     /// Everything it says, to compare by (a NaN time is no time).
     #[allow(clippy::type_complexity)]
-    fn said(&self) -> (&'a str, [Option<&'a str>; 3], [Option<f64>; 3], u64) {
+    fn said(&self) -> (&'a str, [Option<&'a str>; 4], [Option<f64>; 3], u64, Option<bool>) {
         (
             self.session_id(),
-            [self.title(), self.source(), self.end_reason()],
+            [self.title(), self.source(), self.end_reason(), self.routed_session_id()],
             [self.started_at(), self.ended_at(), self.last_activity()],
             self.messages(),
+            self.gateway_turn(),
         )
     }
 }
@@ -154,6 +176,15 @@ impl Serialize for ContextRef<'_> {
         s.serialize_field("end_reason", &self.end_reason())?;
         s.serialize_field("last_activity", &self.last_activity())?;
         s.serialize_field("messages", &self.messages())?;
+        // Only for a gateway's session key, as a SessionContext skips them.
+        match self.routed_session_id() {
+            Some(id) => s.serialize_field("routed_session_id", id)?,
+            None => s.skip_field("routed_session_id")?,
+        }
+        match self.gateway_turn() {
+            Some(turn) => s.serialize_field("gateway_turn", &turn)?,
+            None => s.skip_field("gateway_turn")?,
+        }
         s.end()
     }
 }
@@ -167,6 +198,11 @@ pub struct ContextMap {
     /// Sorted by id once [`ContextMap::sort`] has run.
     rows: Vec<Row>,
 }
+
+/// [`Row::present`]'s bits past the optional strings': a gateway's session key, and a turn
+/// running for it.
+const GATEWAY: u8 = 1 << 4;
+const TURN: u8 = 1 << 5;
 
 /// How long a text of a map is.
 const TEXT_SIZE: usize = 64 * 1024;
@@ -188,7 +224,8 @@ impl ContextMap {
 
     /// Add a context with these strings and times and no messages; found by id once
     /// [`ContextMap::sort`] has run.
-    pub(super) fn push(&mut self, strings: [Option<&str>; 4], times: [Option<f64>; 3]) {
+    /// `gateway`: for a gateway's session key, whether a turn runs for it.
+    pub(super) fn push(&mut self, strings: [Option<&str>; 5], times: [Option<f64>; 3], gateway: Option<bool>) {
         let strings = strings.map(|s| s.map(within_u32));
         let needed = strings.iter().flatten().map(|(s, _)| s.len()).sum::<usize>();
         // A text is never grown (which would copy it): the next one is begun.
@@ -204,8 +241,12 @@ impl ContextMap {
         let Some(text) = self.texts.last_mut() else { return };
         // Under the text's size, or 0 in a text of one context's strings: in range of u32.
         let start = u32::try_from(text.len()).unwrap_or(u32::MAX);
-        let mut lens = [0u32; 4];
-        let mut present = 0u8;
+        let mut lens = [0u32; 5];
+        let mut present = match gateway {
+            Some(true) => GATEWAY | TURN,
+            Some(false) => GATEWAY,
+            None => 0,
+        };
         for (i, part) in strings.into_iter().enumerate() {
             let Some((part, len)) = part else { continue };
             text.push_str(part);
@@ -231,8 +272,15 @@ impl ContextMap {
 
     fn add(&mut self, session_id: &str, c: &SessionContext) {
         self.push(
-            [Some(session_id), c.title.as_deref(), c.source.as_deref(), c.end_reason.as_deref()],
+            [
+                Some(session_id),
+                c.title.as_deref(),
+                c.source.as_deref(),
+                c.end_reason.as_deref(),
+                c.routed_session_id.as_deref(),
+            ],
             [c.started_at, c.ended_at, c.last_activity],
+            c.gateway_turn,
         );
         if let Some(row) = self.rows.last_mut() {
             row.messages = u32::try_from(c.messages).unwrap_or(u32::MAX);
@@ -267,9 +315,10 @@ impl ContextMap {
         self.rows.binary_search_by(|row| row.part(&self.texts, 0).cmp(session_id)).ok()
     }
 
-    /// The id of the context at `i` (in id order).
-    pub(super) fn id_at(&self, i: usize) -> &str {
-        self.at(i).map_or("", |c| c.session_id())
+    /// The id the messages of the context at `i` carry: a gateway's session key's are
+    /// its routed session's.
+    pub(super) fn messages_id_at(&self, i: usize) -> &str {
+        self.at(i).map_or("", |c| c.routed_session_id().unwrap_or(c.session_id()))
     }
 
     /// One message more for the context at `i`, and its time (when known) taken into its
@@ -427,7 +476,7 @@ mod tests {
             .into_iter()
             .map(|(id, started)| SessionContext { started_at: started, ..SessionContext::new(id, None, None, None) })
             .collect();
-        let a = (0..map.len()).find(|&i| map.id_at(i) == "a").expect("a");
+        let a = (0..map.len()).find(|&i| map.messages_id_at(i) == "a").expect("a");
         map.count_message(a, Some(7.0));
         map.count_message(a, Some(6.0));
         map.count_message(a, None);

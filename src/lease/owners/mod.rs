@@ -1,8 +1,10 @@
 //! Owner processes: who is alive (`liveness`, with start times as psutil reads them in
 //! `proc_stat`), owners in other pid namespaces (`namespaces`), pidfds to re-check them
-//! (`pidfds`), ending one race-free (`ending`), and what they are (`owner`).
+//! (`pidfds`), ending one race-free (`ending`), what they are (`owner`), and what kind of
+//! Hermes process each is, with the safe way to free its lease (`kind`).
 
 pub(crate) mod ending;
+pub mod kind;
 pub mod liveness;
 pub mod namespaces;
 pub mod owner;
