@@ -860,6 +860,10 @@ pub struct StopArgs {
     /// Do not ask (scripts; without a terminal stop refuses to act unasked)
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// With --yes: end an owner that holds more than one session (a gateway, an app
+    /// backend) and every session it holds; asked again on a terminal
+    #[arg(long)]
+    pub every_session: bool,
     /// Show what would be ended; signal nothing
     #[arg(long)]
     pub dry_run: bool,

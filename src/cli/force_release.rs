@@ -33,6 +33,12 @@ pub(super) fn force_release(
                     let anyway = match &target {
                         Target::Lease(id) => lease::words::hint::command(&["force-release", id, "--live"]),
                         Target::Session(s) => lease::words::hint::command(&["force-release", "--session", s, "--live"]),
+                        Target::Stopped(ids) => {
+                            let mut args = vec!["force-release"];
+                            args.extend(ids.iter().map(String::as_str).take(1));
+                            args.push("--live");
+                            lease::words::hint::command(&args)
+                        }
                     };
                     f.message = format!("{} {said} To remove the lease anyway, knowing that: {anyway}.", f.message);
                     f
@@ -62,6 +68,11 @@ fn with_override(e: lease::Error, target: &Target) -> Failure {
                 lease::words::hint::command(&["force-release", "--session", s, "--live"]),
                 lease::words::hint::command(&["stop", "--session", s]),
             ),
+            // Never named on the command line: a stop's own removal.
+            Target::Stopped(ids) => {
+                let id = ids.first().map(String::as_str).unwrap_or_default();
+                (lease::words::hint::command(&["force-release", id, "--live"]), lease::words::hint::command(&["stop", id]))
+            }
         };
         f.message = format!(
             "{} To end the owner first, then free its slot (the safe way): {stop}. To remove the lease and leave the \

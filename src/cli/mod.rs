@@ -298,6 +298,7 @@ fn dispatch(cli: Cli, hints: &Hints) -> Result<i32, Failure> {
         let location = locations.first().ok_or_else(|| usage("no registry selected"))?;
         Ok(audited(lease::open(location, options)?))
     };
+    let open_one = |l: &Location| -> Result<Box<dyn LeaseStore>, Failure> { Ok(audited(lease::open(l, options)?)) };
     let all = || -> Result<Vec<Box<dyn LeaseStore>>, Failure> {
         locations.iter().map(|l| lease::open(l, options).map(audited).map_err(Failure::from)).collect()
     };
@@ -326,8 +327,11 @@ fn dispatch(cli: Cli, hints: &Hints) -> Result<i32, Failure> {
             let elsewhere = other_registries(root.as_deref(), &locations);
             force_release(&mut *single()?, &a, &elsewhere, hints)
         }
-        Command::Stop(a) if global.all_profiles || on_hosts => stop::stop(all()?, &a, hints),
-        Command::Stop(a) => stop::stop(vec![single()?], &a, hints),
+        Command::Stop(a) if global.all_profiles || on_hosts => stop::stop(all()?, &[], &open_one, &a, hints),
+        Command::Stop(a) => {
+            let elsewhere = other_registries(root.as_deref(), &locations);
+            stop::stop(vec![single()?], &elsewhere, &open_one, &a, hints)
+        }
         Command::Prune(a) => prune(&mut all()?, a.options(), a.json),
         Command::Doctor(a) if a.repair => repair(&mut all()?, a.yes, a.force, a.json),
         Command::Doctor(a) => doctor(&mut all()?, a.json, hints),

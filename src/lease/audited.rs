@@ -92,8 +92,10 @@ impl LeaseStore for Audited {
         let what = match target {
             Target::Lease(id) => format!("force-release lease {}", id.chars().take(8).collect::<String>()),
             Target::Session(s) => format!("force-release session {s}"),
+            Target::Stopped(_) => "stop: the leases of an owner it ended".to_owned(),
         };
-        self.report(audit::removal("force-release", self.inner.location(), &self.auditor.actor.doing(&what), &r));
+        let action = if matches!(target, Target::Stopped(_)) { "stop" } else { "force-release" };
+        self.report(audit::removal(action, self.inner.location(), &self.auditor.actor.doing(&what), &r));
         self.report(r.warnings.clone());
         Ok(r)
     }
@@ -108,6 +110,7 @@ impl LeaseStore for Audited {
         let what = match &plan.target {
             Target::Lease(id) => format!("stop lease {}", id.chars().take(8).collect::<String>()),
             Target::Session(s) => format!("stop session {s}"),
+            Target::Stopped(_) => "stop".to_owned(),
         };
         self.report(audit::stop(self.inner.location(), &self.auditor.actor.doing(&what), &stopped));
         self.report(stopped.warnings.clone());

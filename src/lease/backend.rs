@@ -266,6 +266,8 @@ pub enum Ending {
     Released,
     /// An operator revoked it (`force-release`), named.
     ForceReleased { by: String },
+    /// `stop` ended its owner and removed it, named.
+    Stopped { by: String },
     /// The console's or `prune`'s removal of a dead owner's lease, named.
     Pruned { by: String },
     /// Nobody ended it: its etcd lease ran out (the owner stopped renewing), or was

@@ -117,13 +117,14 @@ fn log_remote(app: &mut App, changes: &[crate::lease::RemoteChange]) {
                 // This console's own removal: its action's line says it (the watch's event
                 // can come before the action's answer, so the mark's pid tells).
                 let me = format!("(pid {})", std::process::id());
-                let by_me = matches!(ended, Ending::ForceReleased { by } | Ending::Pruned { by } if by.ends_with(&me));
+                let by_me = matches!(ended, Ending::ForceReleased { by } | Ending::Stopped { by } | Ending::Pruned { by } if by.ends_with(&me));
                 if app.was_removed_here(view.entry.lease_id()) || by_me {
                     continue;
                 }
                 match ended {
                     Ending::Released => format!("released: {}", who(view)),
                     Ending::ForceReleased { by } => format!("force-released: {} — by {by}", who(view)),
+                    Ending::Stopped { by } => format!("stopped: {} — its owner ended by {by}", who(view)),
                     Ending::Pruned { by } => format!("pruned: {} — by {by}", who(view)),
                     Ending::Expired => format!("expired: {} — its etcd lease ran out", who(view)),
                 }

@@ -687,12 +687,7 @@ impl Worker {
                 ("prune".to_owned(), store.prune(lease::PruneOptions::default()).map(ActionOutcome::Removed))
             }
             Effect::ForceRelease { target, allow_live, .. } => {
-                let what = match target {
-                    lease::Target::Lease(id) => {
-                        format!("force-release lease {}", id.chars().take(8).collect::<String>())
-                    }
-                    lease::Target::Session(s) => format!("force-release session {s}"),
-                };
+                let what = format!("force-release {}", target.short());
                 let opts = lease::ForceOptions { allow_live: *allow_live, dry_run: false };
                 (what, store.force_release(target, opts).map(ActionOutcome::Removed))
             }
@@ -701,10 +696,7 @@ impl Worker {
                 return Some(Event::StopPlanned { location, result });
             }
             Effect::Stop { plan, .. } => {
-                let what = match &plan.target {
-                    lease::Target::Lease(id) => format!("stop lease {}", id.chars().take(8).collect::<String>()),
-                    lease::Target::Session(s) => format!("stop session {s}"),
-                };
+                let what = format!("stop {}", plan.target.short());
                 let opts = lease::stop::StopOptions::default();
                 (what, store.stop(plan, opts).map(ActionOutcome::Stopped))
             }

@@ -59,6 +59,7 @@ impl Seen {
                     let (kind, named) = match ended {
                         lease::Ending::Released => (EventKind::Released, None),
                         lease::Ending::ForceReleased { by } => (EventKind::Released, Some(("force-released", by))),
+                        lease::Ending::Stopped { by } => (EventKind::Released, Some(("stopped", by))),
                         lease::Ending::Pruned { by } => (EventKind::Pruned, Some(("pruned", by))),
                         lease::Ending::Expired => (
                             EventKind::Released,

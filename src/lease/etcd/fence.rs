@@ -564,10 +564,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
     let chosen: Vec<&Held> = listing
         .leases
         .iter()
-        .filter(|h| match target {
-            Target::Lease(id) => h.entry.lease_id() == id,
-            Target::Session(s) => h.entry.session_id() == s,
-        })
+        .filter(|h| target.names(&h.entry))
         .collect();
     if chosen.is_empty() {
         return Err(Error::NotFound(Missing {
@@ -597,8 +594,10 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
         }));
     }
     if !dry_run {
+        // A stop's removal of its ended owner's leases is a stop's, not an operator's revoke.
+        let how = if matches!(target, Target::Stopped(_)) { "stopped" } else { "force-released" };
         for held in &chosen {
-            mark_and_revoke(etcd, held, "force-released")?;
+            mark_and_revoke(etcd, held, how)?;
         }
     }
     let live_owner = !live.is_empty();

@@ -231,12 +231,13 @@ async fn next_or_probe(stream: &mut etcd_client::WatchStream) -> Heard {
     }
 }
 
-/// An `ended/` mark's value: `{"how": "released"|"force-released"|"pruned", "by": ...}`.
+/// An `ended/` mark's value: `{"how": "released"|"force-released"|"stopped"|"pruned", "by": ...}`.
 fn ending_of(value: &[u8]) -> Ending {
     let v: Value = serde_json::from_slice(value).unwrap_or(Value::Null);
     let by = v["by"].as_str().unwrap_or("someone").to_owned();
     match v["how"].as_str() {
         Some("force-released") => Ending::ForceReleased { by },
+        Some("stopped") => Ending::Stopped { by },
         Some("pruned") => Ending::Pruned { by },
         _ => Ending::Released,
     }

@@ -78,10 +78,7 @@ pub fn force_release(
     let mut removal = edit(reg, dry_run, lock_timeout, |views| {
         let mut chosen: Vec<bool> = views
             .iter()
-            .map(|v| match target {
-                Target::Lease(id) => v.entry.lease_id() == id,
-                Target::Session(s) => v.entry.session_id() == s,
-            })
+            .map(|v| target.names(&v.entry))
             .collect();
         if !chosen.contains(&true) {
             return Err(Error::NotFound(Missing {

@@ -5,6 +5,8 @@
 //! - `hermes chat` (cli.py) takes one session's lease when it starts and releases it as it
 //!   exits; it never asks the fence again, so removing its lease while it runs lets a
 //!   second owner in beside it. Ending it (SIGTERM) is safe: it releases its own lease.
+//!   `/new` moves it to another session without moving its lease: a lease whose session
+//!   has ended (state.db) names a session it no longer writes.
 //! - the messaging gateway (gateway/run_busy.py, `_claim_active_session_slot`) takes a
 //!   lease per turn (surface `gateway:<platform>`, metadata platform, chat_id, user_id,
 //!   live_session_id = the session key) and releases it when the turn ends; between turns
@@ -14,8 +16,10 @@
 //!   every chat it serves.
 //! - the desktop/TUI backend (tui_gateway: `hermes --tui`, the dashboard, the desktop app)
 //!   holds a lease for each session attached to it, from its first turn until the session
-//!   closes, and drops its own orphaned leases (no live session of its own holds them)
-//!   on its reaper's tick. A session that has ended in state.db is no longer attached.
+//!   closes (or its client has been gone 20 s, or idle 6 h), and drops its own orphaned
+//!   leases (no live session of its own holds them) on its reaper's tick. It never reads
+//!   the registry again while a session is attached: removing that lease leaves it
+//!   writing without one. A session that has ended in state.db is no longer attached.
 
 use crate::lease::format::entry::Entry;
 
@@ -53,10 +57,10 @@ impl OwnerKind {
         if surface == "gateway" || runs_hermes(args, &["gateway"]) {
             return gateway(entry, "");
         }
-        if surface == "tui" || surface == "desktop" || surface == "dashboard" || entry.track_liveness() {
+        if ["tui", "desktop", "dashboard", "bot_room"].contains(&surface.as_str()) || entry.track_liveness() {
             return OwnerKind::AppBackend { surface: if surface.is_empty() { "desktop".into() } else { surface } };
         }
-        if args.iter().any(|a| a.contains("tui_gateway")) || runs_hermes(args, &["dashboard", "--tui"]) {
+        if args.iter().any(|a| a.contains("tui_gateway")) || runs_hermes(args, &["dashboard", "serve", "--tui"]) {
             return OwnerKind::AppBackend { surface };
         }
         if surface == "cli" || runs_hermes(args, &["chat"]) {
@@ -165,8 +169,9 @@ fn base(path: &str) -> &str {
 pub enum SafeMove {
     /// End the process: it holds this session alone and releases its lease as it ends.
     Stop,
-    /// Remove the lease alone: the owner asks the fence again before it writes (a
-    /// gateway between turns; an app backend whose session has ended).
+    /// Remove the lease alone: the owner does not write its session now (a gateway
+    /// between turns: its next turn asks the fence again; an app backend or a chat whose
+    /// session has ended).
     ForceRelease,
     /// Wait: a gateway's turn runs for this chat; its lease goes when the turn ends.
     WaitForTurn,
@@ -227,7 +232,7 @@ pub fn safe_move(kind: &OwnerKind, s: Situation) -> SafeMove {
             (Some(false), true) => SafeMove::ForceRelease,
             _ => SafeMove::WaitForTurn,
         },
-        OwnerKind::AppBackend { .. } if s.session_ended => SafeMove::ForceRelease,
+        OwnerKind::AppBackend { .. } | OwnerKind::Chat if s.session_ended => SafeMove::ForceRelease,
         OwnerKind::AppBackend { .. } => SafeMove::CloseWhereOpen,
         OwnerKind::Chat | OwnerKind::Leasectl { .. } => SafeMove::Stop,
         OwnerKind::Other if s.sessions_held <= 1 => SafeMove::Stop,
@@ -354,7 +359,8 @@ mod tests {
         assert_eq!(safe_move(&app, Situation::default()), SafeMove::CloseWhereOpen);
         let ended = Situation { session_ended: true, ..Situation::default() };
         assert_eq!(safe_move(&app, ended), SafeMove::ForceRelease);
-        assert_eq!(safe_move(&OwnerKind::Chat, ended), SafeMove::Stop, "a chat never asks the fence again");
+        assert_eq!(safe_move(&OwnerKind::Chat, Situation::default()), SafeMove::Stop, "a chat never asks the fence again");
+        assert_eq!(safe_move(&OwnerKind::Chat, ended), SafeMove::ForceRelease, "a chat that moved on (/new)");
         let many = Situation { sessions_held: 3, ..Situation::default() };
         assert_eq!(safe_move(&OwnerKind::Other, many), SafeMove::CloseWhereOpen);
         assert_eq!(safe_move(&OwnerKind::Other, Situation { sessions_held: 1, ..many }), SafeMove::Stop);

@@ -8,7 +8,7 @@ mod run;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-pub(crate) use plan::plan;
+pub(crate) use plan::{held_by, plan};
 pub(crate) use run::run;
 
 use super::owners::owner::OwnerInfo;
@@ -98,6 +98,9 @@ pub struct SessionNote {
     pub title: Option<String>,
     pub last_activity: Option<f64>,
     pub ended_at: Option<f64>,
+    /// For a gateway's chat: whether a turn runs for it (state.db's routing row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_turn: Option<bool>,
 }
 
 /// What a stop did.

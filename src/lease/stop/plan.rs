@@ -88,6 +88,7 @@ pub(crate) fn plan(listing: Listing, target: &Target) -> Result<StopPlan, Error>
                     title: c.title().map(str::to_owned),
                     last_activity: c.last_activity(),
                     ended_at: c.ended_at(),
+                    gateway_turn: c.gateway_turn(),
                 })
                 .collect();
         }
@@ -139,7 +140,7 @@ fn judge(
 }
 
 /// True when `view`'s owner is the process that recorded `pid` and started at `start_time`.
-pub(super) fn held_by(view: &LeaseView, pid: u64, start_time: f64) -> bool {
+pub(crate) fn held_by(view: &LeaseView, pid: u64, start_time: f64) -> bool {
     view.entry.pid() == pid
         && view.entry.process_start_time().is_none_or(|t| (t - start_time).abs() < 0.001)
         && view.liveness.counts_as_live()

@@ -168,30 +168,42 @@ fn clean<S: LeaseStore + ?Sized>(
     // Its leases as they are now, whatever their owner's verdict (a dead owner's too).
     let present = store.read().leases?;
     let present = |id: &str| present.iter().any(|v| v.entry.lease_id() == id && v.entry.pid() == owner.recorded());
-    let mut out = Vec::new();
-    for view in owner.all_leases() {
-        let id = view.entry.lease_id();
-        if !present(id) {
-            out.push(LeaseGone { view: view.clone(), how: LeaseEnd::Released });
-            continue;
-        }
-        if !ending.ended() {
-            out.push(LeaseGone { view: view.clone(), how: LeaseEnd::Left });
-            continue;
-        }
-        // Its owner was seen to end (its pidfd said so): the lease is a dead owner's,
-        // whatever an etcd TTL still says.
+    // Each lease in order, with what became of it; None: still there, its owner ended.
+    let mut each: Vec<(&LeaseView, Option<LeaseEnd>)> = owner
+        .all_leases()
+        .map(|view| match (present(view.entry.lease_id()), ending.ended()) {
+            (false, _) => (view, Some(LeaseEnd::Released)),
+            (true, false) => (view, Some(LeaseEnd::Left)),
+            (true, true) => (view, None),
+        })
+        .collect();
+    let ids: Vec<String> =
+        each.iter().filter(|(_, how)| how.is_none()).map(|(v, _)| v.entry.lease_id().to_owned()).collect();
+    if !ids.is_empty() {
+        // Its owner was seen to end (its pidfd said so): its leases are a dead owner's,
+        // whatever an etcd TTL still says, and go in one write, as a stop's.
         let opts = ForceOptions { allow_live: true, dry_run: false };
-        match store.force_release(&Target::Lease(id.to_owned()), opts) {
-            Ok(r) if !r.removed.is_empty() => out.push(LeaseGone { view: view.clone(), how: LeaseEnd::Pruned }),
-            Ok(_) | Err(Error::NotFound(_)) => out.push(LeaseGone { view: view.clone(), how: LeaseEnd::Released }),
-            Err(e) => {
-                warnings.push(format!("lease {id} (session {}) was left: {e}", view.entry.session_id()));
-                out.push(LeaseGone { view: view.clone(), how: LeaseEnd::Left });
-            }
+        let removed: Result<Vec<String>, Error> = match store.force_release(&Target::Stopped(ids), opts) {
+            Ok(r) => Ok(r.removed.iter().map(|v| v.entry.lease_id().to_owned()).collect()),
+            Err(Error::NotFound(_)) => Ok(vec![]),
+            Err(e) => Err(e),
+        };
+        for (view, how) in each.iter_mut().filter(|(_, how)| how.is_none()) {
+            *how = Some(match &removed {
+                Ok(gone) if gone.iter().any(|id| id == view.entry.lease_id()) => LeaseEnd::Pruned,
+                Ok(_) => LeaseEnd::Released,
+                Err(e) => {
+                    let (id, session) = (view.entry.lease_id(), view.entry.session_id());
+                    warnings.push(format!("lease {id} (session {session}) was left: {e}"));
+                    LeaseEnd::Left
+                }
+            });
         }
     }
-    Ok(out)
+    Ok(each
+        .into_iter()
+        .map(|(view, how)| LeaseGone { view: view.clone(), how: how.unwrap_or(LeaseEnd::Left) })
+        .collect())
 }
 
 /// Between the look and the signal, for a test that forces the race there: waits until

@@ -48,9 +48,15 @@ pub fn advise(
             cmd(&["force-release", lease_id]),
             ends.as_ref().map(|e| format!(" Stopping the gateway instead ({stop}) {e}.")).unwrap_or_default()
         ),
+        (SafeMove::ForceRelease, OwnerKind::Chat) => format!(
+            "its session has ended (state.db): pid {pid}, a hermes chat, has moved on to another session (`/new` keeps \
+             the first session's lease) and no longer writes this one. Remove the lease alone: {}; ending the chat \
+             ({stop}) would end the session it is in now.",
+            cmd(&["force-release", lease_id, "--live"])
+        ),
         (SafeMove::ForceRelease, _) => format!(
             "its session has ended (state.db), so the {who} no longer has it attached, and it claims anew when the \
-             session is resumed. Remove the lease alone: {}.{stop_costs}",
+             session is resumed (its own reaper drops such a lease too). Remove the lease alone: {}.{stop_costs}",
             cmd(&["force-release", lease_id, "--live"])
         ),
         (SafeMove::WaitForTurn, _) => {
@@ -66,8 +72,9 @@ pub fn advise(
         }
         (SafeMove::CloseWhereOpen, OwnerKind::AppBackend { .. }) => format!(
             "pid {pid} is the {who}, which holds a lease for each session attached to it and does not ask the fence \
-             again while it is attached: close the session in the app (its lease goes with it). Removing the lease \
-             would leave the app writing without one.{stop_costs}"
+             again while it is attached: close the session in the app (its lease goes with it; a client gone for 20 s \
+             or idle for 6 h is closed by the backend itself). Removing the lease would leave the app writing without \
+             one.{stop_costs}"
         ),
         (SafeMove::CloseWhereOpen, _) => format!(
             "pid {pid} holds {}: close this one where it is open. Removing the lease alone leaves the process writing \
