@@ -274,6 +274,7 @@ fn snapshot_diffs_become_log_lines() {
                     owner: None,
                     ttl_left: None,
                     leak: None,
+                    owner_move: None,
                     host: None,
                 },
                 recycled(b, false),

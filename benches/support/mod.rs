@@ -178,6 +178,7 @@ pub fn rows(entries: &[Arc<Entry>]) -> Vec<LeaseRow> {
                 owner: owner.map(Arc::new),
                 ttl_left: None,
                 leak: None,
+                owner_move: None,
                 host: None,
             }
         })

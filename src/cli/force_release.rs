@@ -71,7 +71,10 @@ fn with_override(e: lease::Error, target: &Target) -> Failure {
             // Never named on the command line: a stop's own removal.
             Target::Stopped(ids) => {
                 let id = ids.first().map(String::as_str).unwrap_or_default();
-                (lease::words::hint::command(&["force-release", id, "--live"]), lease::words::hint::command(&["stop", id]))
+                (
+                    lease::words::hint::command(&["force-release", id, "--live"]),
+                    lease::words::hint::command(&["stop", id]),
+                )
             }
         };
         f.message = format!(

@@ -269,8 +269,10 @@ fn owner_json(o: &OwnerToStop, beyond: &[Beyond]) -> Value {
     let elsewhere: Vec<Value> = beyond
         .iter()
         .filter(|b| b.is_of(o))
-        .map(|b| json!({"profile": b.location.label(), "path": b.location.describe(),
-                        "leases": b.leases.iter().map(|v| super::json::lease(v, None)).collect::<Vec<_>>()}))
+        .map(|b| {
+            json!({"profile": b.location.label(), "path": b.location.describe(),
+                        "leases": b.leases.iter().map(|v| super::json::lease(v, None)).collect::<Vec<_>>()})
+        })
         .collect();
     json!({
         "owner_kind": kind,
@@ -339,11 +341,8 @@ fn held_elsewhere(plan: &StopPlan, others: &[Location]) -> Vec<Beyond> {
         let Some(reg) = location.registry() else { continue };
         let Ok(views) = lease::file::snapshot(reg).leases else { continue };
         for o in &plan.owners {
-            let leases: Vec<LeaseView> = views
-                .iter()
-                .filter(|v| lease::stop::held_by(v, o.recorded(), o.start_time))
-                .cloned()
-                .collect();
+            let leases: Vec<LeaseView> =
+                views.iter().filter(|v| lease::stop::held_by(v, o.recorded(), o.start_time)).cloned().collect();
             if !leases.is_empty() {
                 found.push(Beyond { location: location.clone(), pid: o.recorded(), start_time: o.start_time, leases });
             }
@@ -420,9 +419,11 @@ fn serving_many(plan: &StopPlan, beyond: &[Beyond]) -> Vec<Many> {
         .filter(|o| sessions_of(o, beyond) > 1)
         .map(|o| {
             let here = o.all_leases().map(|v| v.entry.session_id().to_owned());
-            let there = beyond.iter().filter(|b| b.is_of(o)).flat_map(|b| b.leases.iter()).map(|v| {
-                format!("{} (in {})", v.entry.session_id(), b_label(beyond, o, v))
-            });
+            let there = beyond
+                .iter()
+                .filter(|b| b.is_of(o))
+                .flat_map(|b| b.leases.iter())
+                .map(|v| format!("{} (in {})", v.entry.session_id(), b_label(beyond, o, v)));
             Many { pid: o.pid, kind: owner_kind(o), sessions: here.chain(there).collect() }
         })
         .collect()
@@ -466,7 +467,9 @@ impl Cleaned {
         let each: Vec<String> = self
             .leases
             .iter()
-            .map(|(v, how)| format!("lease {} (session {}) {how}", short(v.entry.lease_id()), escape(v.entry.session_id())))
+            .map(|(v, how)| {
+                format!("lease {} (session {}) {how}", short(v.entry.lease_id()), escape(v.entry.session_id()))
+            })
             .collect();
         format!("  in {place}: {}", each.join("; "))
     }

@@ -168,7 +168,9 @@ impl std::fmt::Display for Missing {
         match &self.target {
             Target::Lease(id) => write!(f, "no {live}lease {id} {}{}", self.place, too_short(id)),
             Target::Session(s) => write!(f, "no {live}lease holds session {s} {}", self.place),
-            Target::Stopped(ids) => write!(f, "none of the stopped owner's {} leases is {live}left {}", ids.len(), self.place),
+            Target::Stopped(ids) => {
+                write!(f, "none of the stopped owner's {} leases is {live}left {}", ids.len(), self.place)
+            }
         }
     }
 }

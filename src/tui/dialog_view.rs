@@ -142,6 +142,12 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
         if let Some(why) = &l.leak {
             lines.push(Line::from(Span::styled(format!("    LEAK?: {}", shown_text(why)), p.bold(Color::Yellow))));
         }
+        // What is safe for this kind of owner: a gateway's leftover goes alone, a chat is
+        // ended, an app's session is closed where it is open.
+        if let Some(m) = &l.owner_move {
+            let said = super::view::safe_move_text(l, m);
+            lines.push(Line::from(Span::styled(format!("    safe move: {}", shown_text(&said)), p.fg(Color::Cyan))));
+        }
     }
     let mut footer = vec![Line::from("")];
     if live {
@@ -218,6 +224,20 @@ fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &
             let m: Vec<String> = o.family.iter().map(|m| format!("{} ({})", m.pid, shown_text(&m.name))).collect();
             lines.push(Line::from(format!("    processes it started: {}", m.join(", "))));
         }
+        // What ending it costs, for an owner that serves more than this session.
+        let kind = owner_kind_of(o);
+        let held = o.all_leases().count();
+        if held > 1 || kind.serves_many() && !matches!(kind, crate::lease::owners::kind::OwnerKind::Other) {
+            let turns = o.sessions.iter().filter(|n| n.gateway_turn == Some(true)).count();
+            let turns = if turns > 0 { format!(", {turns} running a turn") } else { String::new() };
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "    it is the {}: stopping it ends every session it holds ({held} here{turns})",
+                    shown_text(&kind.noun())
+                ),
+                p.bold(Color::Yellow),
+            )));
+        }
     }
     let grace = duration(crate::lease::stop::DEFAULT_GRACE.as_secs_f64());
     let footer = vec![
@@ -237,6 +257,46 @@ fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &
     DialogText { title: " stop? ", lines, footer }
 }
 
+/// The second question of a stop whose owner holds more than one session: each named.
+fn stop_again(plan: &crate::lease::stop::StopPlan, p: &Palette) -> DialogText<'static> {
+    let bold = bold();
+    let mut lines = Vec::new();
+    for o in plan.owners.iter().filter(|o| o.all_leases().count() > 1) {
+        let kind = owner_kind_of(o);
+        lines.push(Line::from(Span::styled(
+            format!(
+                "pid {} ({}) holds {}; stopping it ends every one:",
+                o.pid,
+                shown_text(&kind.noun()),
+                plural(o.all_leases().count(), "session", "sessions")
+            ),
+            bold,
+        )));
+        for v in o.all_leases() {
+            let turn = o.sessions.iter().find(|n| n.session_id == v.entry.session_id()).and_then(|n| n.gateway_turn);
+            let running = if turn == Some(true) { "  (a turn runs now)" } else { "" };
+            lines.push(Line::from(format!("  session {}{running}", shown_text(v.entry.session_id()))));
+        }
+    }
+    let footer = vec![
+        Line::from(""),
+        Line::from(
+            "To free one leaked lease instead, press n and use x on it: its dialog says the safe move for this kind \
+             of owner.",
+        ),
+        Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "end every session"), p.bold(Color::Cyan))),
+    ];
+    DialogText { title: " stop every session? ", lines, footer }
+}
+
+/// The kind of a stop's owner, from its first lease and its command line.
+fn owner_kind_of(o: &crate::lease::stop::OwnerToStop) -> crate::lease::owners::kind::OwnerKind {
+    let cmdline = o.info.as_ref().map(|i| i.cmdline.as_slice());
+    o.all_leases().next().map_or(crate::lease::owners::kind::OwnerKind::Other, |v| {
+        crate::lease::owners::kind::OwnerKind::of(&v.entry, cmdline)
+    })
+}
+
 pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {
     let DialogText { title, lines, footer } = match d {
         Dialog::Help => help(app),
@@ -250,7 +310,8 @@ pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Fram
         },
         Dialog::ConfirmRepair { location, lines, needs_force } => repair(location, lines, *needs_force, p),
         Dialog::ConfirmPrune { targets, kept_clock_step, skipped } => prune(targets, *kept_clock_step, skipped, p),
-        Dialog::ConfirmStop { location, plan } => stop(location, plan, app.now, p),
+        Dialog::ConfirmStop { location, plan, again: false } => stop(location, plan, app.now, p),
+        Dialog::ConfirmStop { plan, again: true, .. } => stop_again(plan, p),
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
             release(Release { location, leases, live: *live, expected, typed, mismatch: *mismatch }, p)
         }

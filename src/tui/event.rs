@@ -127,6 +127,8 @@ pub struct LeaseRow {
     pub leak: Option<Arc<str>>,
     /// On etcd: the host its owner runs on. None on files (this host).
     pub host: Option<Arc<str>>,
+    /// A live owner's kind, what state.db says of it, and the safe move for its lease.
+    pub owner_move: Option<Arc<crate::lease::owners::kind::OwnerMove>>,
 }
 
 impl LeaseRow {
@@ -144,6 +146,7 @@ impl PartialEq for LeaseRow {
             && self.ttl_left == other.ttl_left
             && self.host == other.host
             && self.leak == other.leak
+            && self.owner_move == other.owner_move
     }
 }
 

@@ -270,6 +270,8 @@ pub enum Dialog {
     ConfirmStop {
         location: Location,
         plan: Box<crate::lease::stop::StopPlan>,
+        /// The second question, for an owner of more than one session: every one named.
+        again: bool,
     },
     /// Force-release. With a live owner among `leases`, the operator must type `expected`.
     ConfirmRelease {

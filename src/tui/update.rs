@@ -71,7 +71,7 @@ pub fn update(app: &mut App, event: Event) -> Vec<Effect> {
         }
         Event::StopPlanned { location, result } => {
             match result {
-                Ok(plan) => app.dialog = Some(Dialog::ConfirmStop { location, plan }),
+                Ok(plan) => app.dialog = Some(Dialog::ConfirmStop { location, plan, again: false }),
                 Err(e) => {
                     let why = crate::lease::words::hint::hinted(&location, &e.to_string());
                     app.log(&location.label(), LogLevel::Warn, format!("stop refused: {why}"))
@@ -686,7 +686,14 @@ fn ask_release(app: &mut App, whole_session: bool) {
     } else {
         (Target::Lease(chosen.entry.lease_id().to_owned()), vec![chosen.clone()])
     };
-    let live = leases.iter().any(|x| may_be_alive(&x.liveness));
+    // A gateway's lease with no turn running for its chat is a leftover: no live owner's.
+    let leftover = |x: &LeaseRow| {
+        x.owner_move.as_ref().is_some_and(|m| {
+            matches!(m.kind, crate::lease::owners::kind::OwnerKind::Gateway { .. })
+                && m.safe == crate::lease::owners::kind::SafeMove::ForceRelease
+        })
+    };
+    let live = leases.iter().any(|x| may_be_alive(&x.liveness) && !leftover(x));
     app.dialog = Some(Dialog::ConfirmRelease {
         location: reg.location.clone(),
         target,
@@ -780,7 +787,20 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             let forced = vec![Effect::Repair { location: location.clone(), force: true }];
             answer(app, &key, FORCE_KEYS, forced)
         }
-        Dialog::ConfirmStop { location, plan } => {
+        // An owner of more than one session (a gateway, an app backend) is asked about
+        // again, its sessions named: stopping it ends every one.
+        Dialog::ConfirmStop { location, plan, again: false }
+            if plan.owners.iter().any(|o| o.all_leases().count() > 1) =>
+        {
+            let (location, plan) = (location.clone(), plan.clone());
+            if matches!(lookup(CONFIRM_KEYS, &key), Some(Answer::Yes | Answer::Force)) {
+                app.dialog = Some(Dialog::ConfirmStop { location, plan, again: true });
+                app.dialog_scroll = 0;
+                return vec![];
+            }
+            answer(app, &key, CONFIRM_KEYS, vec![])
+        }
+        Dialog::ConfirmStop { location, plan, .. } => {
             let ids: Vec<String> =
                 plan.owners.iter().flat_map(|o| o.all_leases().map(|v| v.entry.lease_id().to_owned())).collect();
             let yes = vec![Effect::Stop { location: location.clone(), plan: plan.clone() }];

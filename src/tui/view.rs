@@ -572,12 +572,20 @@ fn host_of<'a>(app: &'a App, registry: usize, l: &'a LeaseRow) -> Option<&'a str
     l.host.as_deref().or_else(|| app.registries[registry].location.host().map(|h| h.name.as_str()))
 }
 
+/// The OWNER column: a Hermes owner by its kind (`hermes chat`, `gateway: telegram, chat
+/// 1234`, `app backend (desktop)`), any other by its process's name.
 fn owner_of(l: &LeaseRow) -> String {
-    crate::lease::owners::owner::owner_label(
-        l.liveness.name(),
-        l.liveness.clock_step_suspected(),
-        l.owner.as_ref().map(|o| o.name.as_str()),
-    )
+    use crate::lease::owners::kind::OwnerKind;
+    let kind =
+        l.owner_move.as_ref().map(|m| &m.kind).filter(|k| !matches!(k, OwnerKind::Other | OwnerKind::Leasectl { .. }));
+    match (kind, &l.owner) {
+        (Some(kind), Some(_)) => kind.describe(),
+        _ => crate::lease::owners::owner::owner_label(
+            l.liveness.name(),
+            l.liveness.clock_step_suspected(),
+            l.owner.as_ref().map(|o| o.name.as_str()),
+        ),
+    }
 }
 
 /// `text` cut or padded to exactly `width` columns, one space kept before the next column.
@@ -861,6 +869,18 @@ fn render_details(app: &App, p: &Palette, frame: &mut Frame, area: Rect) {
     render_scrolled(frame, area, block, lines, app.details_scroll, "] and [");
 }
 
+/// The safe move for `l`'s lease, as the CLI words it (its commands plain: the console's
+/// own keys are x and S).
+pub(super) fn safe_move_text(l: &LeaseRow, m: &crate::lease::owners::kind::OwnerMove) -> String {
+    let cmd = |args: &[&str]| {
+        format!(
+            "`leasectl {}`",
+            args.iter().map(|a| crate::lease::words::human::shell_word(a)).collect::<Vec<_>>().join(" ")
+        )
+    };
+    crate::lease::words::safe_move::advise_move(m, l.entry.lease_id(), l.pid_here(), &cmd)
+}
+
 /// The details' owner block: pid, name, user and command line, or where the owner is.
 fn owner_lines(app: &App, l: &super::event::LeaseRow) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
@@ -881,6 +901,14 @@ fn owner_lines(app: &App, l: &super::event::LeaseRow) -> Vec<Line<'static>> {
                 o.cpu_percent,
                 o.rss_bytes as f64 / (1024.0 * 1024.0)
             )));
+            if let Some(m) = &l.owner_move {
+                lines.push(Line::from(format!(
+                    "  kind: {}  holds {}",
+                    shown_text(&m.kind.describe()),
+                    crate::lease::words::human::plural(m.situation.sessions_held, "session", "sessions")
+                )));
+                lines.push(Line::from(format!("  safe move: {}", shown_text(&safe_move_text(l, m)))));
+            }
         }
         // On etcd an owner on another host is not a process here: say where it is.
         None if l.host.as_deref().is_some_and(|h| h != app.host) => {

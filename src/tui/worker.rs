@@ -603,6 +603,8 @@ impl Worker {
         let pruned: Vec<Vec<String>> = indices.iter().map(|i| self.pruned.remove(i).unwrap_or_default()).collect();
         let removed_by: Vec<Vec<(String, lease::home::remover::Remover)>> =
             indices.iter().zip(&listings).map(|(&i, l)| removers(&mut self.held, i, l)).collect();
+        // How many sessions each owner holds, over every registry read here.
+        let held = lease::owners::kind::Holdings::of(listings.iter().filter_map(|l| l.leases.as_ref().ok()).flatten());
         let snapshots = listings
             .into_iter()
             .zip(holders)
@@ -638,23 +640,10 @@ impl Worker {
                     leases: l.leases.map(|views| {
                         views
                             .into_iter()
-                            .map(|v| LeaseRow {
-                                leak: context.as_ref().and_then(|(c, idle)| {
-                                    let owner =
-                                        v.owner_pid_here().and_then(|p| owners.get(&p)).map(|o| o.name.as_str());
-                                    super::sessions::leak(&v, c, *idle, at, owner)
-                                }),
-                                owner: if (local(&v) || remote_owners.is_some())
-                                    && !matches!(v.liveness, lease::Liveness::Dead(_))
-                                {
-                                    v.owner_pid_here().and_then(|p| owners.get(&p)).cloned()
-                                } else {
-                                    None
-                                },
-                                ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
-                                host: v.remote.as_ref().map(|r| Arc::from(r.host.as_str())),
-                                liveness: v.liveness,
-                                entry: Arc::new(v.entry),
+                            .map(|v| {
+                                let seen = Seen { owners, context: context.as_ref(), held: &held, at };
+                                let shown = local(&v) || remote_owners.is_some();
+                                seen.row(v, shown)
                             })
                             .collect()
                     }),
@@ -898,4 +887,35 @@ struct Answering {
     lag: Option<std::time::Duration>,
     not_answering: Vec<(String, String)>,
     other_version: Option<String>,
+}
+
+/// What one reading saw beside a lease: its owners' processes, its home's state.db, how
+/// many sessions each owner holds, and when.
+struct Seen<'a> {
+    owners: &'a HashMap<u64, Arc<lease::owners::owner::OwnerInfo>>,
+    context: Option<&'a (Arc<lease::home::context::Contexts>, std::time::Duration)>,
+    held: &'a lease::owners::kind::Holdings,
+    at: f64,
+}
+
+impl Seen<'_> {
+    /// `v` as the console shows it; `shown`: its owner is a process looked at here.
+    fn row(&self, v: lease::LeaseView, shown: bool) -> LeaseRow {
+        let info = v.owner_pid_here().and_then(|p| self.owners.get(&p));
+        let ctx = self.context.and_then(|(c, _)| c.get(v.entry.session_id()));
+        LeaseRow {
+            owner_move: lease::view::owner_may_be_alive(&v).then(|| {
+                let cmdline = info.map(|o| o.cmdline.as_slice());
+                Arc::new(lease::owners::kind::OwnerMove::of(&v, ctx, self.held.of_owner(&v), cmdline, self.at))
+            }),
+            leak: self
+                .context
+                .and_then(|(c, idle)| super::sessions::leak(&v, c, *idle, self.at, info.map(|o| o.name.as_str()))),
+            owner: (shown && !matches!(v.liveness, lease::Liveness::Dead(_))).then(|| info.cloned()).flatten(),
+            ttl_left: v.remote.as_ref().map(|r| r.ttl_left.unwrap_or(-1)),
+            host: v.remote.as_ref().map(|r| Arc::from(r.host.as_str())),
+            liveness: v.liveness,
+            entry: Arc::new(v.entry),
+        }
+    }
 }

@@ -111,6 +111,7 @@ pub fn alive(e: Entry, name: &str) -> LeaseRow {
         owner: Some(Arc::new(owner(name))),
         ttl_left: None,
         leak: None,
+        owner_move: None,
         host: None,
     }
 }
@@ -122,6 +123,7 @@ pub fn dead(e: Entry) -> LeaseRow {
         owner: None,
         ttl_left: None,
         leak: None,
+        owner_move: None,
         host: None,
     }
 }
@@ -135,6 +137,7 @@ pub fn recycled(e: Entry, clock_step: bool) -> LeaseRow {
         owner: Some(Arc::new(owner("bash"))),
         ttl_left: None,
         leak: None,
+        owner_move: None,
         host: None,
     }
 }

@@ -16,7 +16,9 @@ impl Target {
         match self {
             Target::Lease(id) => format!("lease {}", id.chars().take(8).collect::<String>()),
             Target::Session(s) => format!("session {s}"),
-            Target::Stopped(ids) => format!("{} of a stopped owner", crate::lease::words::human::plural(ids.len(), "lease", "leases")),
+            Target::Stopped(ids) => {
+                format!("{} of a stopped owner", crate::lease::words::human::plural(ids.len(), "lease", "leases"))
+            }
         }
     }
 

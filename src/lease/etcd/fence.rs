@@ -561,11 +561,7 @@ pub fn force_release(etcd: &Etcd, target: &Target, opts: ForceOptions) -> Result
     let listing = etcd.list()?;
     let host = hostname();
     let mut prober = Prober::new();
-    let chosen: Vec<&Held> = listing
-        .leases
-        .iter()
-        .filter(|h| target.names(&h.entry))
-        .collect();
+    let chosen: Vec<&Held> = listing.leases.iter().filter(|h| target.names(&h.entry)).collect();
     if chosen.is_empty() {
         return Err(Error::NotFound(Missing {
             target: target.clone(),

@@ -76,10 +76,7 @@ pub fn force_release(
     let mut needs_live = Vec::new();
     let mut leftovers: Vec<String> = Vec::new();
     let mut removal = edit(reg, dry_run, lock_timeout, |views| {
-        let mut chosen: Vec<bool> = views
-            .iter()
-            .map(|v| target.names(&v.entry))
-            .collect();
+        let mut chosen: Vec<bool> = views.iter().map(|v| target.names(&v.entry)).collect();
         if !chosen.contains(&true) {
             return Err(Error::NotFound(Missing {
                 target: target.clone(),

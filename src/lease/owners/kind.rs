@@ -359,7 +359,11 @@ mod tests {
         assert_eq!(safe_move(&app, Situation::default()), SafeMove::CloseWhereOpen);
         let ended = Situation { session_ended: true, ..Situation::default() };
         assert_eq!(safe_move(&app, ended), SafeMove::ForceRelease);
-        assert_eq!(safe_move(&OwnerKind::Chat, Situation::default()), SafeMove::Stop, "a chat never asks the fence again");
+        assert_eq!(
+            safe_move(&OwnerKind::Chat, Situation::default()),
+            SafeMove::Stop,
+            "a chat never asks the fence again"
+        );
         assert_eq!(safe_move(&OwnerKind::Chat, ended), SafeMove::ForceRelease, "a chat that moved on (/new)");
         let many = Situation { sessions_held: 3, ..Situation::default() };
         assert_eq!(safe_move(&OwnerKind::Other, many), SafeMove::CloseWhereOpen);
