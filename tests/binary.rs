@@ -22,6 +22,7 @@ mod hostile_home;
 mod metrics;
 mod morning;
 mod operator_pace;
+mod owner_kinds;
 mod repair;
 mod run_work;
 mod serve_stdio;

@@ -331,6 +331,7 @@ pub(super) struct DoctorRegistry<'a> {
     pid_namespaces: &'a [crate::lease::view::NamespaceShare],
     problems: Vec<Problem<'a>>,
     profile: &'a str,
+    safe_moves: SafeMoves<'a>,
     session_context_unknown: &'a Option<String>,
     stale: StaleLeases<'a>,
     symlink_to: &'a Option<std::path::PathBuf>,
@@ -373,7 +374,33 @@ pub(super) fn doctor_registry(d: &DoctorReport) -> DoctorRegistry<'_> {
         leak_suspects: LeakSuspects(&d.leases),
         hidden: PlainLeases(&d.hidden),
         pid_namespaces: &d.pid_namespaces,
+        safe_moves: SafeMoves(d),
         session_context_unknown: &d.context_unknown,
+    }
+}
+
+/// Each leak suspect's owner kind and the safe move for it, in `leak_suspects`' order.
+struct SafeMoves<'a>(&'a DoctorReport);
+
+impl Serialize for SafeMoves<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct One<'a> {
+            lease_id: &'a str,
+            owner_kind: crate::lease::owners::kind::OwnerKind,
+            owner_sessions: usize,
+            safe_move: crate::lease::owners::kind::SafeMove,
+        }
+        let d = self.0;
+        s.collect_seq(d.leases.leak_suspects_judged().map(|(v, _, judged)| {
+            let m = d.owner_move(v, judged);
+            One {
+                lease_id: v.entry.lease_id(),
+                owner_sessions: m.situation.sessions_held,
+                safe_move: m.safe,
+                owner_kind: m.kind,
+            }
+        }))
     }
 }
 

@@ -616,16 +616,12 @@ fn doctor_leases(d: &DoctorReport, s: &mut dyn std::fmt::Write, hints: &super::h
             stale_remedy(&here, &v.liveness)
         );
     }
-    for (v, why) in d.leases.leak_suspects() {
+    for (v, why, judged) in d.leases.leak_suspects_judged() {
         let id = short_id(v.entry.lease_id());
-        // The safe move for its owner's kind (a report from an older leasectl has none).
-        let (kind, advice) = match d.owner_moves.get(v.entry.lease_id()) {
-            Some(m) => (
-                format!(", {}", escape(&m.kind.describe())),
-                crate::lease::words::safe_move::advise_move(m, &id, v.pid_here(), &|a| format!("`{}`", here(a))),
-            ),
-            None => (String::new(), format!("if nobody uses it, `{}`", here(&["force-release", &id, "--live"]))),
-        };
+        // The safe move for its owner's kind, as doctor judged its situation.
+        let m = d.owner_move(v, judged);
+        let kind = format!(", {}", escape(&m.kind.describe()));
+        let advice = crate::lease::words::safe_move::advise_move(&m, &id, v.pid_here(), &|a| format!("`{}`", here(a)));
         let _ = writeln!(
             s,
             "  LEAK?: lease {} (session {}{kind}): {} — {advice}",

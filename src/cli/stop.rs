@@ -359,7 +359,7 @@ fn sessions_of(o: &OwnerToStop, beyond: &[Beyond]) -> usize {
 /// The kind of `o`, from its first lease and its command line.
 fn owner_kind(o: &OwnerToStop) -> OwnerKind {
     let cmdline = o.info.as_ref().map(|i| i.cmdline.as_slice());
-    o.all_leases().next().map_or(OwnerKind::Other, |v| OwnerKind::of(&v.entry, cmdline))
+    o.all_leases().next().map_or(OwnerKind::Other, |v| OwnerKind::of(&v.entry, cmdline).process())
 }
 
 /// What ending `o` costs, for an owner of many sessions: `a gateway (telegram): stopping

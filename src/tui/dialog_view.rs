@@ -293,7 +293,7 @@ fn stop_again(plan: &crate::lease::stop::StopPlan, p: &Palette) -> DialogText<'s
 fn owner_kind_of(o: &crate::lease::stop::OwnerToStop) -> crate::lease::owners::kind::OwnerKind {
     let cmdline = o.info.as_ref().map(|i| i.cmdline.as_slice());
     o.all_leases().next().map_or(crate::lease::owners::kind::OwnerKind::Other, |v| {
-        crate::lease::owners::kind::OwnerKind::of(&v.entry, cmdline)
+        crate::lease::owners::kind::OwnerKind::of(&v.entry, cmdline).process()
     })
 }
 

@@ -61,9 +61,42 @@ pub struct DoctorReport {
     /// The pid namespaces live owners run in, when more than one (a container's and the
     /// host's): a hazard, since Hermes in one drops the others' leases.
     pub pid_namespaces: Vec<crate::lease::view::NamespaceShare>,
-    /// Each leak suspect's owner (by lease id): its kind, what state.db says, and the
-    /// safe move for it.
-    pub owner_moves: BTreeMap<String, crate::lease::owners::kind::OwnerMove>,
+    /// The owners of the leak suspects, each once: how many sessions it holds here and
+    /// its command line (what its kind and the safe move are judged by).
+    pub suspect_owners: Vec<SuspectOwner>,
+}
+
+/// An owner of leak suspects.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SuspectOwner {
+    pub pid: u64,
+    pub process_start_time: Option<f64>,
+    pub sessions: usize,
+    pub cmdline: Vec<String>,
+}
+
+impl DoctorReport {
+    /// The owner of `v` among [`DoctorReport::suspect_owners`].
+    pub fn suspect_owner(&self, v: &LeaseView) -> Option<&SuspectOwner> {
+        let start = v.entry.process_start_time().map(f64::to_bits);
+        self.suspect_owners.iter().find(|o| o.pid == v.entry.pid() && o.process_start_time.map(f64::to_bits) == start)
+    }
+
+    /// The kind of `v`'s owner, its situation as doctor judged it (`judged`: see
+    /// [`DoctorLeases::leak_suspects_judged`]) and the safe move for it.
+    pub fn owner_move(&self, v: &LeaseView, judged: Option<(bool, bool)>) -> crate::lease::owners::kind::OwnerMove {
+        use crate::lease::owners::kind::{OwnerKind, OwnerMove, Situation, safe_move};
+        let owner = self.suspect_owner(v);
+        let kind = OwnerKind::of(&v.entry, owner.map(|o| o.cmdline.as_slice()));
+        let (ended, between) = judged.unwrap_or_default();
+        let situation = Situation {
+            gateway_turn: between.then_some(false),
+            past_turn_grace: between,
+            session_ended: ended,
+            sessions_held: owner.map_or(1, |o| o.sessions),
+        };
+        OwnerMove { safe: safe_move(&kind, situation), kind, situation }
+    }
 }
 
 impl DoctorReport {
@@ -134,6 +167,22 @@ impl DoctorLeases {
         self.suspects.iter().filter_map(|s| {
             let view = self.views.get(s.place as usize)?;
             Some((view, self.reason(view, s)))
+        })
+    }
+
+    /// Each leak suspect with what its reason tells of its situation: its session ended
+    /// (Some(true)), or a gateway's chat with no turn running (Some(false) in the second);
+    /// None where a peer worded the reason.
+    pub fn leak_suspects_judged(&self) -> impl Iterator<Item = (&LeaseView, Cow<'_, str>, Option<(bool, bool)>)> {
+        self.suspects.iter().filter_map(|s| {
+            let view = self.views.get(s.place as usize)?;
+            let judged = match s.why {
+                Why::Ended { .. } => Some((true, false)),
+                Why::Idle { .. } => Some((false, false)),
+                Why::BetweenTurns { .. } => Some((false, true)),
+                Why::Worded => None,
+            };
+            Some((view, self.reason(view, s), judged))
         })
     }
 
@@ -286,7 +335,7 @@ struct Received {
     #[serde(default)]
     pid_namespaces: Vec<crate::lease::view::NamespaceShare>,
     #[serde(default)]
-    owner_moves: BTreeMap<String, crate::lease::owners::kind::OwnerMove>,
+    suspect_owners: Vec<SuspectOwner>,
 }
 
 impl From<Received> for DoctorReport {
@@ -321,7 +370,7 @@ impl From<Received> for DoctorReport {
             idle_warning: r.idle_warning,
             hidden: r.hidden,
             pid_namespaces: r.pid_namespaces,
-            owner_moves: r.owner_moves,
+            suspect_owners: r.suspect_owners,
         }
     }
 }
@@ -388,7 +437,7 @@ mod tests {
             idle_warning: None,
             hidden: vec![],
             pid_namespaces: vec![],
-            owner_moves: BTreeMap::new(),
+            suspect_owners: vec![],
         };
         let sent = serde_json::to_value(&report).expect("to json");
         let listed = |v: &LeaseView| serde_json::to_value(v).expect("a lease");

@@ -243,7 +243,7 @@ pub(crate) fn doctor_with(reg: &Registry, idle: Option<Duration>) -> DoctorRepor
         idle_warning: None,
         hidden: vec![],
         pid_namespaces: vec![],
-        owner_moves: BTreeMap::new(),
+        suspect_owners: vec![],
     };
     if let Some(pid) = report.lock_holder {
         report.lock_holder_command = crate::lease::owners::owner::command_name(u64::from(pid))
@@ -324,32 +324,36 @@ fn leak_suspects(report: &mut DoctorReport, views: &[LeaseView], idle: Option<Du
             found.push(i);
         }
     }
-    report.owner_moves = owner_moves(views, &found, &contexts, at);
+    report.suspect_owners = suspect_owners(views, &found);
     suspects
 }
 
-/// The owners of the leases at `found` in `views` (leak suspects): each one's kind, what
-/// state.db says, and the safe move. How many sessions each owner holds is counted once.
-fn owner_moves(
-    views: &[LeaseView],
-    found: &[usize],
-    contexts: &crate::lease::home::context::Contexts,
-    at: f64,
-) -> std::collections::BTreeMap<String, crate::lease::owners::kind::OwnerMove> {
-    use crate::lease::owners::kind::OwnerMove;
+/// The owners of the leases at `found` in `views` (leak suspects), each once: how many
+/// leases it holds and its command line.
+fn suspect_owners(views: &[LeaseView], found: &[usize]) -> Vec<crate::lease::doctor::report::SuspectOwner> {
     if found.is_empty() {
-        return Default::default();
+        return vec![];
     }
     let held = crate::lease::owners::kind::Holdings::of(views);
-    let pids = crate::lease::owners::distinct_pids(found.iter().filter_map(|&i| views.get(i)).map(LeaseView::pid_here));
-    let infos = crate::lease::owners::owner::owner_infos(&pids);
-    found
-        .iter()
-        .filter_map(|&i| views.get(i))
-        .map(|v| {
-            let cmdline = infos.get(&v.pid_here()).map(|i| i.cmdline.as_slice());
-            let n = held.of_owner(v);
-            (v.entry.lease_id().to_owned(), OwnerMove::of(v, contexts.get(v.entry.session_id()), n, cmdline, at))
+    let mut owners: Vec<&LeaseView> = Vec::new();
+    for v in found.iter().filter_map(|&i| views.get(i)) {
+        let same = |w: &&LeaseView| {
+            w.entry.pid() == v.entry.pid()
+                && w.entry.process_start_time().map(f64::to_bits) == v.entry.process_start_time().map(f64::to_bits)
+        };
+        if !owners.iter().any(same) {
+            owners.push(v);
+        }
+    }
+    let pids = crate::lease::owners::distinct_pids(owners.iter().map(|v| v.pid_here()));
+    let mut infos = crate::lease::owners::owner::owner_infos(&pids);
+    owners
+        .into_iter()
+        .map(|v| crate::lease::doctor::report::SuspectOwner {
+            pid: v.entry.pid(),
+            process_start_time: v.entry.process_start_time(),
+            sessions: held.of_owner(v),
+            cmdline: infos.get_mut(&v.pid_here()).map(|i| std::mem::take(&mut i.cmdline)).unwrap_or_default(),
         })
         .collect()
 }

@@ -395,7 +395,7 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
                 let (source, title, end_reason) = (text(value(1)?)?, text(value(2)?)?, text(value(5)?)?);
                 // The session's own heartbeat (last_activity_at); its messages are counted next.
                 let times = [time(value(3)?), time(value(4)?), time(value(6)?)];
-                found.push([Some(id), title, source, end_reason, None], times, None);
+                found.push([Some(id), title, source, end_reason], times, None);
             }
             if let Some(routes) = routes.as_mut() {
                 let mut rows = routes.query([&list]).map_err(|e| describe(&e))?;
@@ -469,9 +469,9 @@ fn add_routed(
         let (strings, times) = r.session.as_ref().and_then(|s| sessions.get(s)).cloned().unwrap_or_default();
         let [source, title, end_reason] = strings;
         found.push(
-            [Some(&r.key), title.as_deref(), source.as_deref(), end_reason.as_deref(), r.session.as_deref()],
+            [Some(&r.key), title.as_deref(), source.as_deref(), end_reason.as_deref()],
             times,
-            Some(r.turn),
+            Some((r.turn, r.session.as_deref())),
         );
     }
     Ok(())
@@ -599,11 +599,13 @@ pub fn leak<'a>(view: &LeaseView, ctx: Option<ContextRef<'a>>, idle: Duration, n
     // A lease taken after its session ended (held again to resume it) or after its last
     // activity is judged from when it was taken: it cannot have outlived a use it began after.
     let taken = view.entry.started_at().unwrap_or(f64::NEG_INFINITY);
-    if let Some(at) = ctx.ended_at().filter(|at| *at >= taken) {
-        return Some(Leak::Ended { at, reason: ctx.end_reason() });
-    }
+    // A gateway's chat with no turn running says the most: its session may have ended
+    // too (a webhook's ends with each delivery).
     if ctx.gateway_turn() == Some(false) && now - taken > TURN_GRACE.as_secs_f64() {
         return Some(Leak::BetweenTurns { since: taken });
+    }
+    if let Some(at) = ctx.ended_at().filter(|at| *at >= taken) {
+        return Some(Leak::Ended { at, reason: ctx.end_reason() });
     }
     let since = ctx.last_activity().map(|a| a.max(taken))?;
     (now - since > idle.as_secs_f64()).then_some(Leak::Idle { since })

@@ -2,7 +2,7 @@
 //! id. A map keeps the contexts' strings in texts of 64 KiB and each context as a row
 //! of places in them, times and a count, the rows sorted by id: at 50,000 sessions a
 //! context of its own (its strings one allocation of their own) took 136 bytes and a
-//! row takes 64 beside its strings. One text grown by doubling was copied as it grew and
+//! row takes 56 beside its strings. One text grown by doubling was copied as it grew and
 //! kept up to half of itself spare. A hash map of contexts kept every id twice and a
 //! quarter of its slots empty.
 
@@ -52,10 +52,11 @@ struct Row {
     text: u32,
     /// Where the id starts there; the title, source and end reason that are there follow it.
     start: u32,
-    /// The byte lengths of the id, title, source, end reason and routed session id.
-    lens: [u32; 5],
-    /// Which of the title, source, end reason and routed session id are there (bits 0
-    /// to 3); bit 4: a gateway's session key, bit 5: its routing row marks a turn running.
+    /// The byte lengths of the id, title, source and end reason.
+    lens: [u32; 4],
+    /// Which of the title, source and end reason are there (bits 0 to 2); bit 4: a
+    /// gateway's session key (its routed session in the map's side list), bit 5: its
+    /// routing row marks a turn running.
     present: u8,
     messages: u32,
     /// NaN when unknown (a known time is finite: `Option` would take 8 bytes more).
@@ -65,8 +66,7 @@ struct Row {
 }
 
 impl Row {
-    /// Its string `i` in the map's `texts` (0: id, 1: title, 2: source, 3: end reason,
-    /// 4: routed session id).
+    /// Its string `i` in the map's `texts` (0: id, 1: title, 2: source, 3: end reason).
     fn part<'t>(&self, texts: &'t [String], i: usize) -> &'t str {
         let start = self.start as usize + self.lens.iter().take(i).map(|&l| l as usize).sum::<usize>();
         let len = self.lens.get(i).map_or(0, |&l| l as usize);
@@ -83,6 +83,8 @@ fn known(t: f64) -> Option<f64> {
 pub struct ContextRef<'a> {
     texts: &'a [String],
     row: &'a Row,
+    /// A gateway's session key's routed session.
+    routed: Option<&'a str>,
 }
 
 impl<'a> ContextRef<'a> {
@@ -108,7 +110,7 @@ impl<'a> ContextRef<'a> {
     }
     /// For a gateway's session key, the stored session its routing row names.
     pub fn routed_session_id(&self) -> Option<&'a str> {
-        self.optional(4)
+        self.routed
     }
     /// For a gateway's session key: whether a turn runs for it now, as its routing row
     /// in state.db marks one (None: not a gateway's session key).
@@ -197,6 +199,9 @@ pub struct ContextMap {
     texts: Vec<String>,
     /// Sorted by id once [`ContextMap::sort`] has run.
     rows: Vec<Row>,
+    /// A gateway's session keys and the stored sessions they route to, sorted by key: a
+    /// few beside the rows (a row's room for them would be 8 bytes on every row).
+    routed: Vec<(Box<str>, Box<str>)>,
 }
 
 /// [`Row::present`]'s bits past the optional strings': a gateway's session key, and a turn
@@ -219,13 +224,22 @@ fn within_u32(s: &str) -> (&str, u32) {
 impl ContextMap {
     /// An empty map with room for `rows` contexts.
     pub(super) fn with_capacity(rows: usize) -> ContextMap {
-        ContextMap { texts: Vec::new(), rows: Vec::with_capacity(rows) }
+        ContextMap { texts: Vec::new(), rows: Vec::with_capacity(rows), routed: Vec::new() }
     }
 
     /// Add a context with these strings and times and no messages; found by id once
     /// [`ContextMap::sort`] has run.
-    /// `gateway`: for a gateway's session key, whether a turn runs for it.
-    pub(super) fn push(&mut self, strings: [Option<&str>; 5], times: [Option<f64>; 3], gateway: Option<bool>) {
+    /// `gateway`: for a gateway's session key, whether a turn runs for it, and the stored
+    /// session it routes to.
+    pub(super) fn push(
+        &mut self,
+        strings: [Option<&str>; 4],
+        times: [Option<f64>; 3],
+        gateway: Option<(bool, Option<&str>)>,
+    ) {
+        if let (Some(key), Some((_, Some(routed)))) = (strings[0], gateway) {
+            self.routed.push((key.into(), routed.into()));
+        }
         let strings = strings.map(|s| s.map(within_u32));
         let needed = strings.iter().flatten().map(|(s, _)| s.len()).sum::<usize>();
         // A text is never grown (which would copy it): the next one is begun.
@@ -241,10 +255,10 @@ impl ContextMap {
         let Some(text) = self.texts.last_mut() else { return };
         // Under the text's size, or 0 in a text of one context's strings: in range of u32.
         let start = u32::try_from(text.len()).unwrap_or(u32::MAX);
-        let mut lens = [0u32; 5];
+        let mut lens = [0u32; 4];
         let mut present = match gateway {
-            Some(true) => GATEWAY | TURN,
-            Some(false) => GATEWAY,
+            Some((true, _)) => GATEWAY | TURN,
+            Some((false, _)) => GATEWAY,
             None => 0,
         };
         for (i, part) in strings.into_iter().enumerate() {
@@ -272,15 +286,9 @@ impl ContextMap {
 
     fn add(&mut self, session_id: &str, c: &SessionContext) {
         self.push(
-            [
-                Some(session_id),
-                c.title.as_deref(),
-                c.source.as_deref(),
-                c.end_reason.as_deref(),
-                c.routed_session_id.as_deref(),
-            ],
+            [Some(session_id), c.title.as_deref(), c.source.as_deref(), c.end_reason.as_deref()],
             [c.started_at, c.ended_at, c.last_activity],
-            c.gateway_turn,
+            c.gateway_turn.map(|turn| (turn, c.routed_session_id.as_deref())),
         );
         if let Some(row) = self.rows.last_mut() {
             row.messages = u32::try_from(c.messages).unwrap_or(u32::MAX);
@@ -296,6 +304,8 @@ impl ContextMap {
         self.rows.sort_unstable_by(|a, b| id(a).cmp(id(b)));
         self.rows.dedup_by(|a, b| id(a) == id(b));
         self.rows.shrink_to_fit();
+        self.routed.sort_unstable();
+        self.routed.dedup_by(|a, b| a.0 == b.0);
         // The last text's spare room, given back in place (a console keeps a map for each
         // profile, most of a few sessions).
         if let Some(last) = self.texts.last_mut() {
@@ -304,7 +314,19 @@ impl ContextMap {
     }
 
     fn at(&self, i: usize) -> Option<ContextRef<'_>> {
-        self.rows.get(i).map(|row| ContextRef { texts: &self.texts, row })
+        self.rows.get(i).map(|row| self.context(row))
+    }
+
+    fn context<'a>(&'a self, row: &'a Row) -> ContextRef<'a> {
+        let routed = match row.present & GATEWAY {
+            0 => None,
+            _ => {
+                let key = row.part(&self.texts, 0);
+                let at = self.routed.binary_search_by(|(k, _)| (**k).cmp(key)).ok();
+                at.and_then(|i| self.routed.get(i)).map(|(_, r)| &**r)
+            }
+        };
+        ContextRef { texts: &self.texts, row, routed }
     }
 
     pub fn get(&self, session_id: &str) -> Option<ContextRef<'_>> {
@@ -350,7 +372,7 @@ impl ContextMap {
 
     /// Every context, in session id order.
     pub fn values(&self) -> impl ExactSizeIterator<Item = ContextRef<'_>> + '_ {
-        self.rows.iter().map(|row| ContextRef { texts: &self.texts, row })
+        self.rows.iter().map(|row| self.context(row))
     }
 }
 

@@ -120,6 +120,14 @@ impl OwnerKind {
         }
     }
 
+    /// The process rather than one of its leases: a gateway without the chat.
+    pub fn process(&self) -> OwnerKind {
+        match self {
+            OwnerKind::Gateway { platform, .. } => OwnerKind::Gateway { platform: platform.clone(), chat: None },
+            other => other.clone(),
+        }
+    }
+
     /// Whether one process of this kind may hold many sessions at once (every chat of a
     /// gateway, every session attached to an app).
     pub fn serves_many(&self) -> bool {
