@@ -291,3 +291,188 @@ fn a_real_hermes_in_a_pid_namespace_is_alive_from_the_host_and_stopped_through_i
         assert!(runs, "{release}: its owner still runs");
     }
 }
+
+/// A real `hermes gateway run` of 0.22 (tests/hermes_release/hermes_gateway.py: its
+/// generic webhook platform on 127.0.0.1, the provider a stand-in), driven a command at a
+/// time; SIGTERM to the driver when dropped (it stops the gateway).
+struct Gateway {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    pid: u64,
+}
+
+impl Gateway {
+    fn start(home: &Path) -> Gateway {
+        std::fs::create_dir_all(home).expect("the home");
+        let mut cmd = Command::new(python(RELEASES[2]));
+        cmd.arg(driver("hermes_gateway.py"))
+            .arg(home)
+            .env_remove("HERMES_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("the gateway's driver");
+        let stdin = child.stdin.take().expect("its stdin");
+        let lines = crate::common::process::pump(child.stdout.take().expect("its stdout"));
+        let mut g = Gateway { child, stdin, lines, pid: 0 };
+        let ready = g.next_line(Duration::from_secs(120));
+        match ready.split_whitespace().collect::<Vec<_>>()[..] {
+            ["READY", pid, _port] => g.pid = pid.parse().expect("the gateway's pid"),
+            _ => panic!("the gateway did not start: {ready:?} (its logs are in {})", home.display()),
+        }
+        g
+    }
+
+    fn next_line(&self, wait: Duration) -> String {
+        self.lines.recv_timeout(wait).map(|l| l.trim_end().to_owned()).unwrap_or_default()
+    }
+
+    /// One command, its one-line answer.
+    fn ask(&mut self, command: &str) -> String {
+        use std::io::Write as _;
+        writeln!(self.stdin, "{command}").expect("a command to the driver");
+        self.stdin.flush().expect("flushed");
+        self.next_line(Duration::from_secs(120))
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = crate::common::signals::kill(self.child.id(), libc::SIGTERM);
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `ls --json`'s first registry has no lease of `session`.
+fn lease_of_none(ls: &Value, session: &str) -> bool {
+    ls["registries"][0]["leases"].as_array().is_none_or(|l| !l.iter().any(|l| l["entry"]["session_id"] == session))
+}
+
+/// The session key a `SAID` answer names (its third word).
+fn said_key(said: &str) -> String {
+    let words: Vec<&str> = said.split_whitespace().collect();
+    assert!(words.len() > 3 && words[0] == "SAID" && words[3] == "lease-during-turn=yes", "{said:?}");
+    words[2].to_owned()
+}
+
+/// A real 0.22 gateway: leasectl knows its leases as a gateway's (platform, chat, how
+/// many it holds), says to wait while a turn runs (and refuses to take that lease
+/// without --live); a lease the gateway left behind between turns is a leak suspect whose
+/// advice (the lease alone, no --live) runs as given, after which the gateway's next turn
+/// for that chat is granted; `stop` of the gateway names every chat it ends.
+#[test]
+#[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
+fn a_real_gateway_is_known_by_kind_its_leftover_freed_alone_and_its_next_turn_granted() {
+    use crate::owner_kinds::{command_after, lease_of, run_advised};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    let ls = || Proc::run("ls --json", leasectl(&home, &["ls", "--json"])).json();
+
+    let mut gw = Gateway::start(&home);
+    // A turn for chat a: its lease during the turn, none after; its routing row stays.
+    let said = gw.ask("say a hello");
+    assert!(said.ends_with("reply=ok") && said.contains("lease-after=no"), "{said:?}");
+    let key_a = said_key(&said);
+    // A turn that runs on (the provider stalls): a gateway's lease, and wait for it.
+    assert!(gw.ask("stall on").starts_with("STALL on"));
+    let key_b = said_key(&gw.ask("say b busy"));
+    let v = ls();
+    let b = lease_of(&v, &key_b);
+    assert_eq!(b["entry"]["pid"], gw.pid, "{b}");
+    assert_eq!((b["owner_kind"]["kind"].as_str(), b["owner_kind"]["platform"].as_str()), (Some("gateway"), Some("webhook")));
+    assert_eq!((b["safe_move"].as_str(), &b["session"]["gateway_turn"]), (Some("wait-for-turn"), &Value::from(true)));
+    let b_id = b["entry"]["lease_id"].as_str().expect("its lease id").to_owned();
+    let out = Proc::run("force-release in a turn", leasectl(&home, &["force-release", &b_id]));
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.contains("a turn runs for this chat now"), "{out:?}");
+    assert!(gw.ask("stall off").starts_with("STALL off"));
+    assert!(gw.ask("wait b").starts_with("DONE b lease-left=no"));
+
+    // A lease the gateway leaves behind for chat a, as its error paths do (its pid and
+    // live id), older than a turn's first minute: it fences everyone else out of the chat.
+    let planted = gw.ask("plant a - 300");
+    assert!(planted.starts_with("PLANTED a "), "{planted:?}");
+    let other = Sleeper::new();
+    let fenced = Proc::run("acquire it", leasectl(&home, &["acquire", &key_a, "--owner-pid", &other.pid_arg()]));
+    fenced.expect_exit(3);
+    let v = ls();
+    let a = lease_of(&v, &key_a);
+    assert_eq!(a["safe_move"], "force-release", "{a}");
+    assert!(a["leak_suspect"].as_str().is_some_and(|w| w.contains("no turn runs for this chat")), "{a}");
+    let doctor = Proc::run("doctor", leasectl(&home, &["doctor"]));
+    let line = doctor.stdout.lines().find(|l| l.contains("LEAK?")).unwrap_or_else(|| panic!("{doctor:?}"));
+    let advised = command_after(line, "Remove the lease alone: ");
+    assert!(!advised.iter().any(|w| w == "--live"), "{advised:?}");
+    let freed = run_advised(&advised);
+    freed.expect_exit(0);
+    assert!(freed.stderr.contains("a gateway's leftover") && !freed.stderr.contains("WARNING"), "{freed:?}");
+    assert!(lease_of_none(&ls(), &key_a), "the leftover is gone, the gateway left running");
+    assert!(gw.ask("proc").contains(&format!("\"pid\": {}", gw.pid)), "the gateway runs on");
+
+    // The chat's next turn, granted by the fence. A gateway remembers a webhook delivery
+    // for an hour (one delivery, one turn), so a new gateway process in the same home
+    // takes chat a's next delivery: the same session key.
+    drop(gw);
+    let mut gw = Gateway::start(&home);
+    let again = gw.ask("say a again");
+    assert!(again.contains("lease-during-turn=yes lease-after=no") && again.ends_with("reply=ok"), "{again:?}");
+    assert_eq!(said_key(&again), key_a, "the same chat's next turn, granted by the fence");
+
+    // Two turns running: stop of the gateway names both chats and asks for --every-session.
+    gw.ask("stall on");
+    let key_c = said_key(&gw.ask("say c one"));
+    let key_d = said_key(&gw.ask("say d two"));
+    let c_id = lease_of(&ls(), &key_c)["entry"]["lease_id"].as_str().expect("its id").to_owned();
+    let dry = Proc::run("stop --dry-run", leasectl(&home, &["stop", &c_id, "--dry-run"]));
+    assert!(dry.stdout.contains("it is the gateway (webhook)") && dry.stdout.contains("2 running a turn"), "{dry:?}");
+    let refused = Proc::run("stop --yes", leasectl(&home, &["stop", &c_id, "--yes"]));
+    refused.expect_exit(2);
+    assert!(refused.stderr.contains(&key_c) && refused.stderr.contains(&key_d), "{refused:?}");
+    let out = Proc::run("stop --every-session", leasectl(&home, &["stop", &c_id, "--yes", "--every-session", "--json"]));
+    out.expect_exit(0);
+    let v = out.json();
+    assert_eq!(v["owners"][0]["ending"], "terminated", "{v}");
+    assert_eq!(v["owners"][0]["leases"].as_array().map(Vec::len), Some(2), "{v}");
+    let left = leasectl::lease::file::snapshot(&leasectl::lease::Registry::new("root", &home)).leases;
+    assert_eq!(left.map(|l| l.len()).ok(), Some(0), "the registry is clean");
+}
+
+/// A real `hermes chat` whose session has gone idle: doctor's advice ends the chat (never
+/// its lease alone), and run as given, hermes releases its own lease.
+#[test]
+#[ignore = "needs the Hermes releases' venvs in LEASECTL_HERMES_VENVS (.ci/hermes-releases makes them; .ci/run runs it)"]
+fn a_real_hermes_chat_suspect_is_ended_as_doctor_advises() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("home");
+    // One turn first: state.db has the session from its first message on.
+    std::fs::create_dir_all(&home).expect("the home");
+    let mut cmd = Command::new(python(RELEASES[2]));
+    cmd.arg(driver("hermes_process.py")).arg(&home).args(["--say", "hello"]).env_remove("HERMES_HOME");
+    let hermes = Proc::spawn("hermes chat", cmd);
+    let holding = hermes.try_line(Duration::from_secs(120)).unwrap_or_default();
+    let (pid, session) = match holding.split_whitespace().collect::<Vec<_>>()[..] {
+        ["HOLDING", pid, session] => (pid.parse::<u64>().expect("a pid"), session.to_owned()),
+        _ => panic!("hermes did not hold a lease: {holding:?}"),
+    };
+    let said = hermes.try_line(Duration::from_secs(90)).unwrap_or_default();
+    assert!(said.starts_with("SAID answered lease-held=yes"), "{said:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    let doctor = Proc::run("doctor", leasectl(&home, &["--idle-threshold", "1s", "doctor"]));
+    let line = doctor.stdout.lines().find(|l| l.contains("LEAK?")).unwrap_or_else(|| panic!("{doctor:?}"));
+    assert!(line.contains(&format!("pid {pid} is a hermes chat")) && !line.contains("force-release"), "{line}");
+    assert!(line.contains(&session), "{line}");
+    let mut advised = crate::owner_kinds::command_after(line, "End it: ");
+    advised.push("--yes".into());
+    crate::owner_kinds::run_advised(&advised).expect_exit(0);
+    let ended = hermes.try_line(Duration::from_secs(60)).unwrap_or_default();
+    assert!(ended.starts_with("RELEASED yes hermes-exited-by-itself"), "{ended:?}");
+}
