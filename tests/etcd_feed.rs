@@ -147,6 +147,28 @@ fn every_short_run_is_said_once_as_etcdctl_watch_sees_it() {
     assert!(revoked["detail"].as_str().is_some_and(|d| d.starts_with("by ") && d.contains("(pid ")), "{revoked}");
 }
 
+/// A stop's removal of its ended owner's lease is said as a stop's, by whom: not as an
+/// operator's force-release.
+#[test]
+fn a_stops_removal_is_said_stopped_not_force_released() {
+    let endpoint = shared_endpoint();
+    let prefix = unique_prefix("feed-stop");
+    let feed = follow(&endpoint, &prefix);
+    thread::sleep(Duration::from_millis(300));
+    // An owner that does not release on SIGTERM (a sleep): its lease outlives it, and the
+    // stop removes it once it has ended.
+    let owner = super::common::process::Sleeper::new();
+    let out = run(&endpoint, &prefix, &["acquire", "STOPPED", "--owner-pid", &owner.pid_arg(), "--ttl", "30"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&endpoint, &prefix, &["stop", "--session", "STOPPED", "--yes"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let done = |f: &Collected| by_session(&f.events()).get("STOPPED").is_some_and(|e| e.len() == 2);
+    assert!(eventually(Duration::from_secs(15), || done(&feed)), "{:?}", by_session(&feed.events()));
+    assert_eq!(by_session(&feed.events())["STOPPED"], ["acquired", "stopped"]);
+    let stopped = feed.events().into_iter().find(|e| e["event"] == "stopped").expect("the stop");
+    assert!(stopped["detail"].as_str().is_some_and(|d| d.starts_with("by ") && d.contains("(pid ")), "{stopped}");
+}
+
 /// The member the feed watches dies: the watch is re-made on another member from the
 /// revision after the last one seen. A lease held all along is not "acquired" again, and
 /// runs during and after the outage are each said once.
