@@ -880,3 +880,92 @@ fn an_idle_console_looks_at_a_share_of_the_state_dbs_and_at_each_owner_once_a_se
     console.wait_for("S-42 a leak suspect", Duration::from_secs(15), |s| s.contains("S-42") && s.contains("LEAK?"));
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
+
+/// A gateway's leases in the console, at 80x24 and an operator's pace: its details say
+/// its kind and the safe move; `x` on a chat with no turn running takes `y` alone (no
+/// session id to type: a leftover, not a live owner's lease) and leaves the gateway
+/// running; `S` on it says what ending it costs and asks again, every chat named.
+#[test]
+fn a_gateways_leftover_goes_on_y_and_its_stop_is_asked_again_naming_every_chat_at_80x24() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let mut gateway = common::process::Sleeper::new();
+    let (left, busy, other) = ("agent:main:telegram:dm:1234", "agent:main:telegram:dm:77", "agent:main:telegram:dm:9");
+    for (key, chat) in [(left, "1234"), (busy, "77"), (other, "9")] {
+        let out = Command::new(BIN)
+            .arg("--home")
+            .arg(home)
+            .args(["acquire", key, "--owner-pid", &gateway.pid_arg(), "--surface", "gateway:telegram"])
+            .args(["--live-id", key, "--meta", "platform=telegram", "--meta", &format!("chat_id={chat}")])
+            .env_remove("HERMES_HOME")
+            .output()
+            .expect("acquire");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    common::backdate_leases(home, 300.0);
+    common::state_db(home, &[]);
+    let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
+    db.execute_batch(
+        "CREATE TABLE gateway_routing (scope TEXT NOT NULL DEFAULT '', session_key TEXT NOT NULL, \
+         entry_json TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (scope, session_key))",
+    )
+    .expect("gateway_routing");
+    for (key, turn) in [(left, Value::Null), (busy, Value::from("a273e0ba")), (other, Value::Null)] {
+        let entry =
+            serde_json::json!({"session_key": key, "session_id": format!("s-{key}"), "active_turn_token": turn});
+        db.execute("INSERT INTO gateway_routing VALUES ('', ?1, ?2, 0)", rusqlite::params![key, entry.to_string()])
+            .expect("a routing row");
+    }
+    drop(db);
+    let registry = home.join("runtime/active_sessions.json");
+    let pace = Duration::from_millis(1200);
+    let mut console = Pty::console(home, 24, 80);
+    console.wait_for("the gateway's three leases", Duration::from_secs(5), |s| {
+        s.contains("dm:1234") && s.contains("dm:77")
+    });
+    thread::sleep(pace);
+    console.send(b"/dm:1234\r");
+    console.wait_for("the leftover alone", Duration::from_secs(3), |s| s.contains("dm:1234") && !s.contains("dm:77"));
+    thread::sleep(pace);
+    console.send(b"x");
+    console.wait_for("its dialog: the safe move, y alone", Duration::from_secs(3), |s| {
+        s.contains("force-release?") && s.contains("runs no turn") && !s.contains("Type the session id")
+    });
+    thread::sleep(pace);
+    console.send(b"y");
+    console.wait_for("the leftover gone", Duration::from_secs(5), |_| {
+        registry_entries(&registry).is_some_and(|e| e.len() == 2)
+    });
+    assert!(gateway.running(), "the gateway runs on");
+    thread::sleep(pace);
+    console.send(b"/dm:77\r");
+    console.wait_for("the chat in a turn", Duration::from_secs(3), |s| s.contains("dm:77") && !s.contains("dm:9 "));
+    thread::sleep(pace);
+    console.send(b"S");
+    console.wait_for("the stop dialog says what it costs", Duration::from_secs(5), |s| {
+        s.contains(" stop? ") && s.contains("it is the gateway (telegram)") && s.contains("1 running a turn")
+    });
+    thread::sleep(pace);
+    console.send(b"y");
+    console.wait_for("asked again, every chat named", Duration::from_secs(3), |s| {
+        s.contains("stop every session?") && s.contains("holds 2 sessions") && s.contains("(a turn runs now)")
+    });
+    thread::sleep(pace);
+    console.send(b"n");
+    console.wait_for("closed", Duration::from_secs(3), |s| !s.contains("stop every session?"));
+    thread::sleep(pace);
+    assert!(gateway.running(), "n signals nothing");
+    assert_eq!(registry_entries(&registry).map(|e| e.len()), Some(2));
+    console.send(b"S");
+    console.wait_for("the stop dialog again", Duration::from_secs(5), |s| s.contains(" stop? "));
+    thread::sleep(pace);
+    console.send(b"y");
+    console.wait_for("asked again", Duration::from_secs(3), |s| s.contains("stop every session?"));
+    thread::sleep(pace);
+    console.send(b"y");
+    console.wait_for("both leases gone with the gateway", Duration::from_secs(8), |_| {
+        registry_entries(&registry).is_some_and(|e| e.is_empty())
+    });
+    assert!(!gateway.running(), "ended");
+    console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
+}

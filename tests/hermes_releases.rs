@@ -388,7 +388,10 @@ fn a_real_gateway_is_known_by_kind_its_leftover_freed_alone_and_its_next_turn_gr
     let v = ls();
     let b = lease_of(&v, &key_b);
     assert_eq!(b["entry"]["pid"], gw.pid, "{b}");
-    assert_eq!((b["owner_kind"]["kind"].as_str(), b["owner_kind"]["platform"].as_str()), (Some("gateway"), Some("webhook")));
+    assert_eq!(
+        (b["owner_kind"]["kind"].as_str(), b["owner_kind"]["platform"].as_str()),
+        (Some("gateway"), Some("webhook"))
+    );
     assert_eq!((b["safe_move"].as_str(), &b["session"]["gateway_turn"]), (Some("wait-for-turn"), &Value::from(true)));
     let b_id = b["entry"]["lease_id"].as_str().expect("its lease id").to_owned();
     let out = Proc::run("force-release in a turn", leasectl(&home, &["force-release", &b_id]));
@@ -437,7 +440,8 @@ fn a_real_gateway_is_known_by_kind_its_leftover_freed_alone_and_its_next_turn_gr
     let refused = Proc::run("stop --yes", leasectl(&home, &["stop", &c_id, "--yes"]));
     refused.expect_exit(2);
     assert!(refused.stderr.contains(&key_c) && refused.stderr.contains(&key_d), "{refused:?}");
-    let out = Proc::run("stop --every-session", leasectl(&home, &["stop", &c_id, "--yes", "--every-session", "--json"]));
+    let out =
+        Proc::run("stop --every-session", leasectl(&home, &["stop", &c_id, "--yes", "--every-session", "--json"]));
     out.expect_exit(0);
     let v = out.json();
     assert_eq!(v["owners"][0]["ending"], "terminated", "{v}");

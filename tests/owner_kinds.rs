@@ -172,7 +172,10 @@ fn a_hermes_chat_suspect_is_ended_as_the_advice_says() {
     let asker = Sleeper::new();
     let refused = home.run(&["--idle-threshold", "1s", "acquire", "CHAT", "--owner-pid", &asker.pid_arg()]);
     refused.expect_exit(3);
-    assert!(refused.stderr.contains("is a hermes chat") && refused.stderr.contains(&format!("stop {id}")), "{refused:?}");
+    assert!(
+        refused.stderr.contains("is a hermes chat") && refused.stderr.contains(&format!("stop {id}")),
+        "{refused:?}"
+    );
     let doctor = home.run(&["--idle-threshold", "1s", "doctor"]);
     let line = doctor.stdout.lines().find(|l| l.contains("LEAK?")).expect("LEAK?");
     assert!(line.contains("(session CHAT, hermes chat)") && !line.contains("force-release"), "{line}");
@@ -191,7 +194,8 @@ fn an_app_backends_session_is_closed_in_the_app_and_an_ended_ones_lease_goes_alo
     let home = Home::new();
     let app = Sleeper::new();
     let pid = app.pid_arg();
-    let desktop = ["--owner-pid", &pid, "--surface", "desktop", "--track-liveness", "--meta", "bot_live_delivery_consumer=true"];
+    let desktop =
+        ["--owner-pid", &pid, "--surface", "desktop", "--track-liveness", "--meta", "bot_live_delivery_consumer=true"];
     let open = home.acquire_ok(&[&["OPEN", "--live-id", "d18ddbf1"], &desktop[..]].concat());
     let ended = home.acquire_ok(&[&["ENDED", "--live-id", "3216536f"], &desktop[..]].concat());
     crate::common::backdate_leases(home.path(), 3.0 * 3600.0);

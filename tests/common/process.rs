@@ -303,6 +303,11 @@ impl Sleeper {
         self.pid().to_string()
     }
 
+    /// Whether it still runs (not ended, not reaped).
+    pub fn running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+
     /// End it now (SIGKILL, reaped): its leases' owner is dead.
     pub fn kill(&mut self) {
         let _ = self.0.kill();
