@@ -902,6 +902,26 @@ fn a_gateways_leftover_goes_on_y_and_its_stop_is_asked_again_naming_every_chat_a
             .expect("acquire");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
+    // It holds a session in profile work too: it ends with it, and goes there too.
+    let work = home.join("profiles/work");
+    common::make_profile(&work);
+    let out = Command::new(BIN)
+        .arg("--home")
+        .arg(home)
+        .args([
+            "--profile",
+            "work",
+            "acquire",
+            "W1",
+            "--owner-pid",
+            &gateway.pid_arg(),
+            "--surface",
+            "gateway:telegram",
+        ])
+        .env_remove("HERMES_HOME")
+        .output()
+        .expect("acquire in work");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     common::backdate_leases(home, 300.0);
     common::state_db(home, &[]);
     let db = rusqlite::Connection::open(home.join("state.db")).expect("state.db");
@@ -943,12 +963,18 @@ fn a_gateways_leftover_goes_on_y_and_its_stop_is_asked_again_naming_every_chat_a
     thread::sleep(pace);
     console.send(b"S");
     console.wait_for("the stop dialog says what it costs", Duration::from_secs(5), |s| {
-        s.contains(" stop? ") && s.contains("it is the gateway (telegram)") && s.contains("1 running a turn")
+        s.contains(" stop? ")
+            && s.contains("it is the gateway (telegram)")
+            && s.contains("1 running a turn")
+            && s.contains("also in work: lease")
     });
     thread::sleep(pace);
     console.send(b"y");
     console.wait_for("asked again, every chat named", Duration::from_secs(3), |s| {
-        s.contains("stop every session?") && s.contains("holds 2 sessions") && s.contains("(a turn runs now)")
+        s.contains("stop every session?")
+            && s.contains("holds 3 sessions")
+            && s.contains("(a turn runs now)")
+            && s.contains("W1 (in work)")
     });
     thread::sleep(pace);
     console.send(b"n");
@@ -963,8 +989,11 @@ fn a_gateways_leftover_goes_on_y_and_its_stop_is_asked_again_naming_every_chat_a
     console.wait_for("asked again", Duration::from_secs(3), |s| s.contains("stop every session?"));
     thread::sleep(pace);
     console.send(b"y");
-    console.wait_for("both leases gone with the gateway", Duration::from_secs(8), |_| {
+    let work_registry = work.join("runtime/active_sessions.json");
+    console.wait_for("its leases gone with the gateway, in work too", Duration::from_secs(8), |s| {
         registry_entries(&registry).is_some_and(|e| e.is_empty())
+            && registry_entries(&work_registry).is_some_and(|e| e.is_empty())
+            && s.contains("in work: removed 1 lease")
     });
     assert!(!gateway.running(), "ended");
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);

@@ -392,7 +392,7 @@ impl Serialize for SafeMoves<'_> {
             safe_move: crate::lease::owners::kind::SafeMove,
         }
         let d = self.0;
-        s.collect_seq(d.leases.leak_suspects_judged().map(|(v, _, judged)| {
+        s.collect_seq(d.leases.leak_suspect_situations().map(|(v, judged)| {
             let m = d.owner_move(v, judged);
             One {
                 lease_id: v.entry.lease_id(),

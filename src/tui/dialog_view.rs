@@ -174,6 +174,13 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
             Span::styled(hint, p.alert()),
         ]));
         footer.push(Line::from(Span::styled(keys::line_key_hint(Edit::Cancel), p.fg(Color::DarkGray))));
+    } else if leases.iter().any(|l| crate::lease::view::may_be_alive(&l.liveness)) {
+        // Not live, yet alive: a gateway's leftover (no turn runs for its chat).
+        footer.push(Line::from(
+            "The gateway runs no turn for this chat: it holds nothing now, and its next turn asks the fence again. \
+             Releasing frees the chat and its slot; the gateway runs on.",
+        ));
+        footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "release"), p.bold(Color::Cyan))));
     } else {
         footer.push(Line::from("The owner is gone: releasing frees the session and its slot."));
         footer.push(Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "release"), p.bold(Color::Cyan))));
@@ -183,8 +190,9 @@ fn release(r: Release, p: &Palette) -> DialogText<'static> {
 
 /// What a stop will end: each owner (who, what it runs, since when), its leases with
 /// their sessions, what it started; then what happens, and the question.
-fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &Palette) -> DialogText<'static> {
+fn stop(app: &App, location: &Location, plan: &crate::lease::stop::StopPlan, p: &Palette) -> DialogText<'static> {
     use crate::lease::words::human::duration;
+    let now = app.now;
     let bold = bold();
     let mut lines = vec![Line::from(Span::styled(
         format!(
@@ -224,9 +232,18 @@ fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &
             let m: Vec<String> = o.family.iter().map(|m| format!("{} ({})", m.pid, shown_text(&m.name))).collect();
             lines.push(Line::from(format!("    processes it started: {}", m.join(", "))));
         }
+        let elsewhere = app.held_elsewhere(location, o);
+        for (profile, l) in &elsewhere {
+            let id: String = l.entry.lease_id().chars().take(8).collect();
+            lines.push(Line::from(format!(
+                "    also in {}: lease {id}  session {}  (it ends with it)",
+                shown_text(profile),
+                shown_text(l.entry.session_id())
+            )));
+        }
         // What ending it costs, for an owner that serves more than this session.
         let kind = owner_kind_of(o);
-        let held = o.all_leases().count();
+        let held = o.all_leases().count() + elsewhere.len();
         if held > 1 || kind.serves_many() && !matches!(kind, crate::lease::owners::kind::OwnerKind::Other) {
             let turns = o.sessions.iter().filter(|n| n.gateway_turn == Some(true)).count();
             let turns = if turns > 0 { format!(", {turns} running a turn") } else { String::new() };
@@ -258,17 +275,22 @@ fn stop(location: &Location, plan: &crate::lease::stop::StopPlan, now: f64, p: &
 }
 
 /// The second question of a stop whose owner holds more than one session: each named.
-fn stop_again(plan: &crate::lease::stop::StopPlan, p: &Palette) -> DialogText<'static> {
+fn stop_again(app: &App, location: &Location, plan: &crate::lease::stop::StopPlan, p: &Palette) -> DialogText<'static> {
     let bold = bold();
     let mut lines = Vec::new();
-    for o in plan.owners.iter().filter(|o| o.all_leases().count() > 1) {
+    for o in &plan.owners {
+        let elsewhere = app.held_elsewhere(location, o);
+        let count = o.all_leases().count() + elsewhere.len();
+        if count < 2 {
+            continue;
+        }
         let kind = owner_kind_of(o);
         lines.push(Line::from(Span::styled(
             format!(
                 "pid {} ({}) holds {}; stopping it ends every one:",
                 o.pid,
                 shown_text(&kind.noun()),
-                plural(o.all_leases().count(), "session", "sessions")
+                plural(count, "session", "sessions")
             ),
             bold,
         )));
@@ -276,6 +298,13 @@ fn stop_again(plan: &crate::lease::stop::StopPlan, p: &Palette) -> DialogText<'s
             let turn = o.sessions.iter().find(|n| n.session_id == v.entry.session_id()).and_then(|n| n.gateway_turn);
             let running = if turn == Some(true) { "  (a turn runs now)" } else { "" };
             lines.push(Line::from(format!("  session {}{running}", shown_text(v.entry.session_id()))));
+        }
+        for (profile, l) in &elsewhere {
+            lines.push(Line::from(format!(
+                "  session {} (in {})",
+                shown_text(l.entry.session_id()),
+                shown_text(profile)
+            )));
         }
     }
     let footer = vec![
@@ -310,8 +339,8 @@ pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Fram
         },
         Dialog::ConfirmRepair { location, lines, needs_force } => repair(location, lines, *needs_force, p),
         Dialog::ConfirmPrune { targets, kept_clock_step, skipped } => prune(targets, *kept_clock_step, skipped, p),
-        Dialog::ConfirmStop { location, plan, again: false } => stop(location, plan, app.now, p),
-        Dialog::ConfirmStop { plan, again: true, .. } => stop_again(plan, p),
+        Dialog::ConfirmStop { location, plan, again: false } => stop(app, location, plan, p),
+        Dialog::ConfirmStop { location, plan, again: true } => stop_again(app, location, plan, p),
         Dialog::ConfirmRelease { location, leases, live, expected, typed, mismatch, .. } => {
             release(Release { location, leases, live: *live, expected, typed, mismatch: *mismatch }, p)
         }

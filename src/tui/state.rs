@@ -427,6 +427,32 @@ struct RowsKey {
 }
 
 impl App {
+    /// The leases the owner `o` of a stop planned at `location` holds in the home's other
+    /// registries, as last read: each with its registry's name. They end with it.
+    pub fn held_elsewhere(&self, location: &Location, o: &crate::lease::stop::OwnerToStop) -> Vec<(String, &LeaseRow)> {
+        let Some(root) = location.registry().map(|r| crate::lease::home::paths::root_of(&r.home)) else {
+            return vec![];
+        };
+        let same_home =
+            |l: &Location| l.registry().is_some_and(|r| crate::lease::home::paths::root_of(&r.home) == root);
+        let held = |l: &&LeaseRow| {
+            l.entry.pid() == o.recorded()
+                && l.entry.process_start_time().is_none_or(|t| (t - o.start_time).abs() < 0.001)
+                && l.liveness.counts_as_live()
+        };
+        self.registries
+            .iter()
+            .filter(|r| r.location != *location && same_home(&r.location))
+            .flat_map(|r| r.leases.iter().filter(held).map(|l| (r.location.label(), l)))
+            .collect()
+    }
+
+    /// How many sessions the owners of `plan` (made at `location`) hold, here and in the
+    /// home's other registries, as last read: the most of any one owner.
+    pub fn sessions_of_plan(&self, location: &Location, plan: &crate::lease::stop::StopPlan) -> usize {
+        plan.owners.iter().map(|o| o.all_leases().count() + self.held_elsewhere(location, o).len()).max().unwrap_or(0)
+    }
+
     pub fn new(registries: Vec<Location>, now: f64, tz: jiff::tz::TimeZone) -> App {
         App {
             registries: registries.into_iter().map(RegistryState::new).collect(),

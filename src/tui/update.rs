@@ -246,6 +246,9 @@ fn on_action_done(app: &mut App, done: ActionDone) {
             for w in &stopped.warnings {
                 app.log(&profile, LogLevel::Warn, format!("{}: {w}", done.what));
             }
+            for line in &stopped.elsewhere {
+                app.log(&profile, LogLevel::Change, format!("{}: {line}", done.what));
+            }
         }
         Ok(ActionOutcome::Removed(removal)) => {
             if !removal.dry_run {
@@ -768,6 +771,11 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.dialog_scroll = to.min(app.dialog.as_ref().map_or(0, |d| 3 * d.list_len()));
         return vec![];
     }
+    // A stop whose owner holds more than one session, here or in another profile.
+    let ask_again = match app.dialog.as_ref() {
+        Some(Dialog::ConfirmStop { location, plan, again: false }) => app.sessions_of_plan(location, plan) > 1,
+        _ => false,
+    };
     let Some(dialog) = app.dialog.as_mut() else {
         return vec![];
     };
@@ -789,9 +797,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         }
         // An owner of more than one session (a gateway, an app backend) is asked about
         // again, its sessions named: stopping it ends every one.
-        Dialog::ConfirmStop { location, plan, again: false }
-            if plan.owners.iter().any(|o| o.all_leases().count() > 1) =>
-        {
+        Dialog::ConfirmStop { location, plan, again: false } if ask_again => {
             let (location, plan) = (location.clone(), plan.clone());
             if matches!(lookup(CONFIRM_KEYS, &key), Some(Answer::Yes | Answer::Force)) {
                 app.dialog = Some(Dialog::ConfirmStop { location, plan, again: true });

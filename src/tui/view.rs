@@ -573,12 +573,17 @@ fn host_of<'a>(app: &'a App, registry: usize, l: &'a LeaseRow) -> Option<&'a str
 }
 
 /// The OWNER column: a Hermes owner by its kind (`hermes chat`, `gateway: telegram, chat
-/// 1234`, `app backend (desktop)`), any other by its process's name.
+/// 1234`, `app backend (desktop)`), any other by its process's name. A chat id too long
+/// for the column (a webhook's) is left to the session row and the details.
 fn owner_of(l: &LeaseRow) -> String {
     use crate::lease::owners::kind::OwnerKind;
+    const CHAT_SHOWN: usize = 16;
     let kind =
         l.owner_move.as_ref().map(|m| &m.kind).filter(|k| !matches!(k, OwnerKind::Other | OwnerKind::Leasectl { .. }));
     match (kind, &l.owner) {
+        (Some(k @ OwnerKind::Gateway { chat: Some(chat), .. }), Some(_)) if chat.chars().count() > CHAT_SHOWN => {
+            k.process().describe()
+        }
         (Some(kind), Some(_)) => kind.describe(),
         _ => crate::lease::owners::owner::owner_label(
             l.liveness.name(),

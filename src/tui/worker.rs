@@ -687,7 +687,11 @@ impl Worker {
             Effect::Stop { plan, .. } => {
                 let what = format!("stop {}", plan.target.short());
                 let opts = lease::stop::StopOptions::default();
-                (what, store.stop(plan, opts).map(ActionOutcome::Stopped))
+                let stopped = store.stop(plan, opts).map(|mut stopped| {
+                    stopped.elsewhere = self.clean_elsewhere(index, plan, &stopped);
+                    stopped
+                });
+                (what, stopped.map(ActionOutcome::Stopped))
             }
             Effect::PlanRepair { .. } => {
                 let planned = store.repair(lease::doctor::repair::RepairOptions { dry_run: true, force: false });
@@ -708,6 +712,59 @@ impl Worker {
         let done = ActionDone { location, what, result, audit_failures };
         self.learn_lock(&done);
         Some(Event::ActionDone(done))
+    }
+
+    /// An ended owner's leases in the home's other registries (profiles), each removed in
+    /// one write as a stop's: said in words, one line a registry.
+    fn clean_elsewhere(
+        &mut self,
+        index: usize,
+        plan: &lease::stop::StopPlan,
+        stopped: &lease::stop::Stopped,
+    ) -> Vec<String> {
+        let Some(home) = self.stores.location(index).and_then(|l| l.registry()).map(|r| r.home.clone()) else {
+            return vec![];
+        };
+        let root = lease::home::paths::root_of(&home);
+        let ended: Vec<&lease::stop::OwnerToStop> = plan
+            .owners
+            .iter()
+            .filter(|o| stopped.owners.iter().any(|s| s.start_time == o.start_time && s.ending.ended()))
+            .collect();
+        let mut said = Vec::new();
+        for other in (0..self.stores.len()).filter(|i| *i != index) {
+            let Some(reg) = self.stores.location(other).and_then(|l| l.registry()).cloned() else { continue };
+            if lease::home::paths::root_of(&reg.home) != root {
+                continue;
+            }
+            let Ok(views) = lease::file::snapshot(&reg).leases else { continue };
+            let ids: Vec<String> = views
+                .iter()
+                // Its owner has ended: its leases read as a dead owner's now, found by its
+                // pid and start time.
+                .filter(|v| {
+                    ended.iter().any(|o| {
+                        v.entry.pid() == o.recorded()
+                            && v.entry.process_start_time().is_some_and(|t| (t - o.start_time).abs() < 0.001)
+                    })
+                })
+                .map(|v| v.entry.lease_id().to_owned())
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let Some(store) = self.stores.store(other) else { continue };
+            let opts = lease::ForceOptions { allow_live: true, dry_run: false };
+            said.push(match store.force_release(&lease::Target::Stopped(ids), opts) {
+                Ok(r) => format!(
+                    "in {}: removed {} of the ended owner",
+                    reg.profile,
+                    plural(r.removed.len(), "lease", "leases")
+                ),
+                Err(e) => format!("in {}: its leases were left: {e}", reg.profile),
+            });
+        }
+        said
     }
 
     /// What an action learned about its registry's lock stands until the next check: a

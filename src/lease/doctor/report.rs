@@ -176,14 +176,13 @@ impl DoctorLeases {
     pub fn leak_suspects_judged(&self) -> impl Iterator<Item = (&LeaseView, Cow<'_, str>, Option<(bool, bool)>)> {
         self.suspects.iter().filter_map(|s| {
             let view = self.views.get(s.place as usize)?;
-            let judged = match s.why {
-                Why::Ended { .. } => Some((true, false)),
-                Why::Idle { .. } => Some((false, false)),
-                Why::BetweenTurns { .. } => Some((false, true)),
-                Why::Worded => None,
-            };
-            Some((view, self.reason(view, s), judged))
+            Some((view, self.reason(view, s), judged(s.why)))
         })
+    }
+
+    /// [`DoctorLeases::leak_suspects_judged`] without the reasons' words.
+    pub fn leak_suspect_situations(&self) -> impl Iterator<Item = (&LeaseView, Option<(bool, bool)>)> {
+        self.suspects.iter().filter_map(|s| Some((self.views.get(s.place as usize)?, judged(s.why))))
     }
 
     pub fn stale_count(&self) -> usize {
@@ -206,6 +205,17 @@ impl DoctorLeases {
             Why::Worded => return Cow::Borrowed(self.word(s.word).unwrap_or_default()),
         };
         Cow::Owned(leak.worded(view.entry.pid(), self.word(s.word).unwrap_or("-"), self.judged_at))
+    }
+}
+
+/// What a suspect's reason tells of its situation: (its session ended, a gateway's chat
+/// with no turn running); None where a peer worded it.
+fn judged(why: Why) -> Option<(bool, bool)> {
+    match why {
+        Why::Ended { .. } => Some((true, false)),
+        Why::Idle { .. } => Some((false, false)),
+        Why::BetweenTurns { .. } => Some((false, true)),
+        Why::Worded => None,
     }
 }
 

@@ -109,6 +109,10 @@ pub struct Stopped {
     pub owners: Vec<OwnerStopped>,
     /// What could not be done after the owners ended (a lease left, a write refused).
     pub warnings: Vec<String>,
+    /// What went in the home's other registries (the ended owners' leases there), said
+    /// by the caller that cleaned them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elsewhere: Vec<String>,
 }
 
 impl Stopped {

@@ -19,7 +19,7 @@ use crate::lease::view::{ForceOptions, LeaseView, Target};
 
 /// Carry out `plan` on `store`: each owner ended (or said why not), its leases cleaned.
 pub(crate) fn run<S: LeaseStore + ?Sized>(store: &mut S, plan: &StopPlan, opts: StopOptions) -> Result<Stopped, Error> {
-    let mut stopped = Stopped { owners: vec![], warnings: vec![] };
+    let mut stopped = Stopped { owners: vec![], warnings: vec![], elsewhere: vec![] };
     for owner in &plan.owners {
         let ended = end(store, owner, opts)?;
         let leases = clean(store, owner, &ended.ending, &mut stopped.warnings)?;
