@@ -753,6 +753,33 @@ fn type_session_id(key: &KeyEvent, typed: &mut String, expected: &str, mismatch:
     Typing::Editing
 }
 
+/// A key in a stop's dialog. An owner of more than one session (a gateway, an app
+/// backend; here or in another profile) is asked about again, its sessions named:
+/// stopping it ends every one.
+fn on_stop_key(
+    app: &mut App,
+    key: &KeyEvent,
+    location: crate::lease::Location,
+    plan: Box<crate::lease::stop::StopPlan>,
+    again: bool,
+) -> Vec<Effect> {
+    if !again && app.sessions_of_plan(&location, &plan) > 1 {
+        if matches!(lookup(CONFIRM_KEYS, key), Some(Answer::Yes | Answer::Force)) {
+            app.dialog = Some(Dialog::ConfirmStop { location, plan, again: true });
+            app.dialog_scroll = 0;
+            return vec![];
+        }
+        return answer(app, key, CONFIRM_KEYS, vec![]);
+    }
+    let ids: Vec<String> =
+        plan.owners.iter().flat_map(|o| o.all_leases().map(|v| v.entry.lease_id().to_owned())).collect();
+    let effects = answer(app, key, CONFIRM_KEYS, vec![Effect::Stop { location, plan }]);
+    if !effects.is_empty() {
+        app.ending.extend(ids);
+    }
+    effects
+}
+
 fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
     // Arrows, pages, Home and End scroll a dialog's list (a prune of thousands), whatever
     // the dialog: none of them types text with these keys.
@@ -771,11 +798,10 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
         app.dialog_scroll = to.min(app.dialog.as_ref().map_or(0, |d| 3 * d.list_len()));
         return vec![];
     }
-    // A stop whose owner holds more than one session, here or in another profile.
-    let ask_again = match app.dialog.as_ref() {
-        Some(Dialog::ConfirmStop { location, plan, again: false }) => app.sessions_of_plan(location, plan) > 1,
-        _ => false,
-    };
+    if let Some(Dialog::ConfirmStop { location, plan, again }) = app.dialog.as_ref() {
+        let (location, plan, again) = (location.clone(), plan.clone(), *again);
+        return on_stop_key(app, &key, location, plan, again);
+    }
     let Some(dialog) = app.dialog.as_mut() else {
         return vec![];
     };
@@ -795,27 +821,7 @@ fn on_dialog_key(app: &mut App, key: KeyEvent) -> Vec<Effect> {
             let forced = vec![Effect::Repair { location: location.clone(), force: true }];
             answer(app, &key, FORCE_KEYS, forced)
         }
-        // An owner of more than one session (a gateway, an app backend) is asked about
-        // again, its sessions named: stopping it ends every one.
-        Dialog::ConfirmStop { location, plan, again: false } if ask_again => {
-            let (location, plan) = (location.clone(), plan.clone());
-            if matches!(lookup(CONFIRM_KEYS, &key), Some(Answer::Yes | Answer::Force)) {
-                app.dialog = Some(Dialog::ConfirmStop { location, plan, again: true });
-                app.dialog_scroll = 0;
-                return vec![];
-            }
-            answer(app, &key, CONFIRM_KEYS, vec![])
-        }
-        Dialog::ConfirmStop { location, plan, .. } => {
-            let ids: Vec<String> =
-                plan.owners.iter().flat_map(|o| o.all_leases().map(|v| v.entry.lease_id().to_owned())).collect();
-            let yes = vec![Effect::Stop { location: location.clone(), plan: plan.clone() }];
-            let effects = answer(app, &key, CONFIRM_KEYS, yes);
-            if !effects.is_empty() {
-                app.ending.extend(ids);
-            }
-            effects
-        }
+        Dialog::ConfirmStop { .. } => vec![],
         Dialog::ConfirmPrune { targets, .. } => {
             let yes = targets.iter().map(|(location, _)| Effect::Prune { location: location.clone() }).collect();
             answer(app, &key, CONFIRM_KEYS, yes)
