@@ -272,3 +272,46 @@ fn stop_of_an_owner_of_many_sessions_names_them_and_cleans_every_profile_in_one_
     let work_registry = std::fs::read(work.join("runtime/active_sessions.json")).expect("work's registry");
     assert!(crate::common::process::entries_of(&work_registry).is_empty(), "work is clean");
 }
+
+/// A gateway of 10,000 chats: state.db's routing rows are read in one pass (looked up by
+/// a scan per key, the read ran past its 5 s bound and every context was unknown).
+#[test]
+fn ten_thousand_gateway_chats_are_judged_from_state_db_within_its_read_bound() {
+    let home = Home::new();
+    let gw = Sleeper::new();
+    let start = leasectl::lease::owners::liveness::process_start_time(gw.pid()).expect("its start time");
+    let now = leasectl::lease::now();
+    let key = |i: usize| format!("agent:main:telegram:dm:{}", 100_000 + i);
+    let entries: Vec<Value> = (0..10_000)
+        .map(|i| {
+            serde_json::json!({"lease_id": format!("{i:08x}beefcafe0123456789abcdef"), "pid": gw.pid(),
+                "process_start_time": start, "session_id": key(i), "started_at": now - 600.0,
+                "surface": "gateway:telegram", "updated_at": now - 600.0,
+                "metadata": {"platform": "telegram", "chat_id": (100_000 + i).to_string(), "live_session_id": key(i)}})
+        })
+        .collect();
+    let registry = home.path().join("runtime/active_sessions.json");
+    std::fs::create_dir_all(registry.parent().expect("runtime")).expect("runtime");
+    std::fs::write(&registry, serde_json::json!({"entries": entries}).to_string()).expect("the registry");
+    crate::common::state_db(home.path(), &[]);
+    let mut db = rusqlite::Connection::open(home.path().join("state.db")).expect("state.db");
+    db.execute_batch(
+        "CREATE TABLE gateway_routing (scope TEXT NOT NULL DEFAULT '', session_key TEXT NOT NULL, \
+         entry_json TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (scope, session_key))",
+    )
+    .expect("gateway_routing");
+    let tx = db.transaction().expect("a transaction");
+    for i in 0..10_000 {
+        let turn = if i % 10 == 0 { Value::from("a273e0ba") } else { Value::Null };
+        let entry = serde_json::json!({"session_key": key(i), "session_id": format!("s{i}"), "active_turn_token": turn});
+        tx.execute("INSERT INTO gateway_routing VALUES ('/s', ?1, ?2, 0)", rusqlite::params![key(i), entry.to_string()])
+            .expect("a row");
+    }
+    tx.commit().expect("commit");
+    let ls = home.run(&["ls", "--json"]).json();
+    assert_eq!(ls["registries"][0]["session_context_unknown"], Value::Null, "read within its bound");
+    let leases = ls["registries"][0]["leases"].as_array().expect("leases");
+    let count = |m: &str| leases.iter().filter(|l| l["safe_move"] == m).count();
+    assert_eq!((count("force-release"), count("wait-for-turn")), (9_000, 1_000));
+    assert!(leases.iter().all(|l| l["owner_sessions"] == 10_000), "one gateway holds them all");
+}

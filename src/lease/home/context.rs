@@ -374,11 +374,13 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
         .get("gateway_routing")
         .filter(|c| c.iter().any(|c| c == "session_key") && c.iter().any(|c| c == "entry_json"))
         .map(|_| {
-            "WITH wanted(id) AS (SELECT value FROM json_each(?1)) \
-             SELECT g.session_key, \
+            // The key is second in the table's primary key (scope, session_key): an IN list
+            // is one pass over the table; a join looked it up by a scan per id (5 s at
+            // 10,000 keys).
+            "SELECT g.session_key, \
                     CASE WHEN json_valid(g.entry_json) THEN json_extract(g.entry_json, '$.session_id') END, \
                     CASE WHEN json_valid(g.entry_json) THEN json_extract(g.entry_json, '$.active_turn_token') END \
-             FROM gateway_routing g JOIN wanted ON g.session_key = wanted.id"
+             FROM gateway_routing g WHERE g.session_key IN (SELECT value FROM json_each(?1))"
         });
     let mut found = ContextMap::with_capacity(wanted.count);
     let mut routed: Vec<Routed> = Vec::new();
