@@ -384,6 +384,8 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
         });
     let mut found = ContextMap::with_capacity(wanted.count);
     let mut routed: Vec<Routed> = Vec::new();
+    // Where each key is in `routed`: a key in several scopes is merged into one.
+    let mut routed_at: HashMap<String, usize> = HashMap::new();
     {
         let mut stmt = view.prepare(&sql).map_err(|e| describe(&e))?;
         let mut routes = routing.map(|sql| view.prepare(sql)).transpose().map_err(|e| describe(&e))?;
@@ -408,12 +410,15 @@ fn query(db: &Path, wanted: Wanted, now: f64) -> Result<ContextMap, String> {
                     let turn = !matches!(value(2)?, ValueRef::Null) && text(value(2)?).ok().flatten() != Some("");
                     // One key in several scopes (stores with other sessions dirs): a turn
                     // marked in any of them runs.
-                    match routed.iter_mut().find(|r| r.key == key) {
+                    match routed_at.get(key).and_then(|&i| routed.get_mut(i)) {
                         Some(r) => {
                             r.turn |= turn;
                             r.session = r.session.take().or(session);
                         }
-                        None => routed.push(Routed { key: key.to_owned(), session, turn }),
+                        None => {
+                            routed_at.insert(key.to_owned(), routed.len());
+                            routed.push(Routed { key: key.to_owned(), session, turn });
+                        }
                     }
                 }
             }
