@@ -303,9 +303,13 @@ fn ten_thousand_gateway_chats_are_judged_from_state_db_within_its_read_bound() {
     let tx = db.transaction().expect("a transaction");
     for i in 0..10_000 {
         let turn = if i % 10 == 0 { Value::from("a273e0ba") } else { Value::Null };
-        let entry = serde_json::json!({"session_key": key(i), "session_id": format!("s{i}"), "active_turn_token": turn});
-        tx.execute("INSERT INTO gateway_routing VALUES ('/s', ?1, ?2, 0)", rusqlite::params![key(i), entry.to_string()])
-            .expect("a row");
+        let entry =
+            serde_json::json!({"session_key": key(i), "session_id": format!("s{i}"), "active_turn_token": turn});
+        tx.execute(
+            "INSERT INTO gateway_routing VALUES ('/s', ?1, ?2, 0)",
+            rusqlite::params![key(i), entry.to_string()],
+        )
+        .expect("a row");
     }
     tx.commit().expect("commit");
     let ls = home.run(&["ls", "--json"]).json();

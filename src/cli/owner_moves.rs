@@ -18,7 +18,6 @@ pub(super) fn advice_for(store: &mut dyn LeaseStore, target: &Target) -> Option<
 pub(super) fn owner_move(location: &Location, views: &[LeaseView], v: &LeaseView) -> OwnerMove {
     let contexts = location.registry().map(|r| lease::home::context::read(&r.home, &[v.entry.session_id()]));
     let ctx = contexts.as_ref().and_then(|c| c.get(v.entry.session_id()));
-    let info = lease::owners::owner::owner_infos(&[v.pid_here()]).remove(&v.pid_here());
-    let cmdline = info.as_ref().map(|i| i.cmdline.as_slice());
-    OwnerMove::of(v, ctx, Holdings::of(views).of_owner(v), cmdline, lease::now())
+    let cmdline = lease::owners::owner::command_line(v.pid_here());
+    OwnerMove::of(v, ctx, Holdings::of(views).of_owner(v), cmdline.as_deref(), lease::now())
 }

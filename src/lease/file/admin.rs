@@ -345,15 +345,13 @@ fn suspect_owners(views: &[LeaseView], found: &[usize]) -> Vec<crate::lease::doc
             owners.push(v);
         }
     }
-    let pids = crate::lease::owners::distinct_pids(owners.iter().map(|v| v.pid_here()));
-    let mut infos = crate::lease::owners::owner::owner_infos(&pids);
     owners
         .into_iter()
         .map(|v| crate::lease::doctor::report::SuspectOwner {
             pid: v.entry.pid(),
             process_start_time: v.entry.process_start_time(),
             sessions: held.of_owner(v),
-            cmdline: infos.get_mut(&v.pid_here()).map(|i| std::mem::take(&mut i.cmdline)).unwrap_or_default(),
+            cmdline: crate::lease::owners::owner::command_line(v.pid_here()).unwrap_or_default(),
         })
         .collect()
 }

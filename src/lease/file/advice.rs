@@ -9,7 +9,7 @@ use crate::lease::home::context::{self, idle_threshold};
 use crate::lease::home::paths::Registry;
 use crate::lease::owners::kind::{Holdings, OwnerMove};
 use crate::lease::owners::liveness::Prober;
-use crate::lease::owners::owner::{CommandNames, owner_infos};
+use crate::lease::owners::owner::CommandNames;
 use crate::lease::view::LeaseView;
 use crate::lease::words::human;
 use crate::lease::words::refusal::{Reason, Refusal};
@@ -39,7 +39,7 @@ fn suspects(reg: &Registry, views: &[LeaseView], all: &[LeaseView], idle: Option
         let Some(ctx) = contexts.get(v.entry.session_id()) else { continue };
         let Some(why) = context::leak_reason(v, Some(ctx), idle, at, names.of(v.entry.pid())) else { continue };
         let since = ctx.ended_at().or(ctx.last_activity()).unwrap_or(at);
-        let cmdline = owner_infos(&[v.pid_here()]).remove(&v.pid_here()).map(|i| i.cmdline);
+        let cmdline = crate::lease::owners::owner::command_line(v.pid_here());
         let owner = OwnerMove::of(v, Some(ctx), held.of_owner(v), cmdline.as_deref(), at);
         found.push(Suspect { view: v.clone(), why, owner, rank: (ctx.ended_at().is_none(), since) });
     }

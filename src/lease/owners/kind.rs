@@ -138,7 +138,12 @@ impl OwnerKind {
 /// A gateway's lease: its platform from the surface or `metadata.platform`, its chat
 /// from `metadata.chat_id`.
 fn gateway(entry: &Entry, from_surface: &str) -> OwnerKind {
-    let metadata = entry.fields().get("metadata").cloned().unwrap_or_default();
+    // Parsed only when it can hold what is read: a listing of 10,000 leases with a bare
+    // `gateway` surface parsed each entry for nothing.
+    let text = entry.text();
+    let wanted = text.contains("\"chat_id\"") || (from_surface.is_empty() && text.contains("\"platform\""));
+    let metadata =
+        if wanted { entry.fields().get("metadata").cloned().unwrap_or_default() } else { Default::default() };
     let word = |key: &str| match metadata.get(key) {
         Some(serde_json::Value::String(s)) if !s.is_empty() => Some(s.clone()),
         Some(serde_json::Value::Number(n)) => Some(n.to_string()),

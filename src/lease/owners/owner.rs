@@ -111,6 +111,14 @@ pub fn command_name(pid: u64) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
 }
 
+/// A process's command line (`/proc/<pid>/cmdline`, split at its NULs): what its kind is
+/// told by, without the whole process table sysinfo reads.
+pub fn command_line(pid: u64) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words = raw.split(|b| *b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned());
+    Some(words.collect())
+}
+
 /// Command names read once per pid, "-" for a process gone: a registry lists one owner
 /// for many leases (a refusal's advice at 10,000 leases read /proc 10,000 times).
 #[derive(Default)]
