@@ -165,8 +165,14 @@ fn a_gateway_lease_with_no_turn_running_is_freed_alone_and_one_in_a_turn_is_wait
 #[test]
 fn a_hermes_chat_suspect_is_ended_as_the_advice_says() {
     let home = Home::new();
-    let chat = Sleeper::new();
-    let id = home.acquire_ok(&["CHAT", "--owner-pid", &chat.pid_arg(), "--surface", "cli"]);
+    // A process whose program is named `hermes` (a `sleep` by that name), surface `cli`:
+    // what a `hermes chat` looks like from outside. (A real one: tests/hermes_releases.rs.)
+    let bin = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink("/bin/sleep", bin.path().join("hermes")).expect("a hermes");
+    let chat = std::process::Command::new(bin.path().join("hermes")).arg("30").spawn().expect("hermes (sleep)");
+    let chat = crate::common::Reaped(chat);
+    let pid = chat.id().to_string();
+    let id = home.acquire_ok(&["CHAT", "--owner-pid", &pid, "--surface", "cli"]);
     crate::common::backdate_leases(home.path(), 60.0);
     crate::common::state_db(home.path(), &[("CHAT", None)]);
     let asker = Sleeper::new();

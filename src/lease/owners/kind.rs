@@ -63,7 +63,10 @@ impl OwnerKind {
         if args.iter().any(|a| a.contains("tui_gateway")) || runs_hermes(args, &["dashboard", "serve", "--tui"]) {
             return OwnerKind::AppBackend { surface };
         }
-        if surface == "cli" || runs_hermes(args, &["chat"]) {
+        // `cli` is also leasectl's own default surface: a process known to run something
+        // else (a script, a `sleep`) is no `hermes chat`.
+        let hermes = args.is_empty() || args.iter().take(3).any(|a| base(a) == "hermes" || a.contains("hermes_cli"));
+        if (surface == "cli" && hermes) || runs_hermes(args, &["chat"]) {
             return OwnerKind::Chat;
         }
         OwnerKind::Other
@@ -249,6 +252,8 @@ pub fn safe_move(kind: &OwnerKind, s: Situation) -> SafeMove {
         OwnerKind::AppBackend { .. } => SafeMove::CloseWhereOpen,
         OwnerKind::Chat | OwnerKind::Leasectl { .. } => SafeMove::Stop,
         OwnerKind::Other if s.sessions_held <= 1 => SafeMove::Stop,
+        // Of many, one whose session has ended is the one it no longer uses.
+        OwnerKind::Other if s.session_ended => SafeMove::ForceRelease,
         OwnerKind::Other => SafeMove::CloseWhereOpen,
     }
 }
@@ -356,6 +361,9 @@ mod tests {
         let dashboard = args(&["/venv/bin/python", "/venv/bin/hermes", "dashboard"]);
         assert_eq!(OwnerKind::of(&entry("", "{}", false), Some(&dashboard)).name(), "app-backend");
         assert_eq!(OwnerKind::of(&entry("script", "{}", false), Some(&args(&["python3", "x.py"]))), OwnerKind::Other);
+        // `cli` from a process that is not Hermes (leasectl's default surface): other.
+        assert_eq!(OwnerKind::of(&cli, Some(&args(&["sleep", "30"]))), OwnerKind::Other);
+        assert_eq!(OwnerKind::of(&cli, Some(&args(&["/v/bin/python", "/v/bin/hermes"]))), OwnerKind::Chat);
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub fn advise(
              ({stop}) would end the session it is in now.",
             cmd(&["force-release", lease_id, "--live"])
         ),
+        (SafeMove::ForceRelease, OwnerKind::Other | OwnerKind::Leasectl { .. }) => format!(
+            "its session has ended (state.db), and pid {pid} holds {} besides: it no longer uses this one, as far as \
+             state.db tells. Remove the lease alone: {}.{stop_costs}",
+            crate::lease::words::human::plural(s.sessions_held.saturating_sub(1), "other session", "other sessions"),
+            cmd(&["force-release", lease_id, "--live"])
+        ),
         (SafeMove::ForceRelease, _) => format!(
             "its session has ended (state.db), so the {who} no longer has it attached, and it claims anew when the \
              session is resumed (its own reaper drops such a lease too). Remove the lease alone: {}.{stop_costs}",
