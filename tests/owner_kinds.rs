@@ -237,6 +237,9 @@ fn stop_of_an_owner_of_many_sessions_names_them_and_cleans_every_profile_in_one_
         .arg(gw.pid_arg())
         .env_remove("HERMES_HOME");
     Proc::run("acquire in work", cmd).expect_exit(0);
+    // Listed alone, the root counts what the gateway holds in every profile.
+    let ls = home.run(&["ls", "--json"]).json();
+    assert_eq!(lease_of(&ls, keys[0])["owner_sessions"], 4, "{ls}");
 
     let dry = home.run(&["stop", &first, "--dry-run"]);
     dry.expect_exit(0);

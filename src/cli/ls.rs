@@ -77,11 +77,13 @@ pub(super) fn ls(
     let owners: Vec<HashMap<u64, OwnerInfo>> = listings.iter().map(owners_of_listing).collect();
     let mut marks: Vec<Marks> = listings.iter().map(|l| marks_of(l, idle)).collect();
     // How many sessions each owner holds, over every registry listed (a pid on another
-    // host is another process: counted only with its own registry's).
+    // host is another process: counted only with its own registry's), and the home's
+    // other registries where an owner of many sessions is listed.
     let local = |l: &&lease::Listing| l.location.registry().is_some();
-    let held = crate::lease::owners::kind::Holdings::of(
+    let mut held = crate::lease::owners::kind::Holdings::of(
         listings.iter().filter(local).flat_map(|l| l.leases.as_deref().unwrap_or_default()),
     );
+    add_unlisted(&mut held, &listings);
     for (l, m) in listings.iter().zip(&mut marks) {
         if local(&l) {
             m.holdings = held.clone();
@@ -132,6 +134,30 @@ pub(super) fn ls(
         }
     }
     Ok(if any_error { EXIT_ERROR } else { EXIT_OK })
+}
+
+/// Count into `held` the leases of the home's registries not in `listings`, where a live
+/// owner listed may hold more there: a gateway or an app backend (a process that may
+/// serve several profiles). A home without one reads nothing more.
+fn add_unlisted(held: &mut crate::lease::owners::kind::Holdings, listings: &[lease::Listing]) {
+    use crate::lease::owners::kind::OwnerKind;
+    let views = || listings.iter().filter_map(|l| l.leases.as_deref().ok()).flatten();
+    let many = views().any(|v| {
+        crate::lease::view::owner_may_be_alive(v)
+            && matches!(OwnerKind::of(&v.entry, None), OwnerKind::Gateway { .. } | OwnerKind::AppBackend { .. })
+    });
+    let Some(reg) = listings.iter().find_map(|l| l.location.registry()).filter(|_| many) else { return };
+    let listed: Vec<std::path::PathBuf> =
+        listings.iter().filter_map(|l| l.location.registry()).map(|r| r.path()).collect();
+    let root = crate::lease::home::paths::root_of(&reg.home);
+    for other in crate::lease::home::paths::all_registries(&root) {
+        if listed.contains(&other.path()) {
+            continue;
+        }
+        if let Ok(views) = crate::lease::file::snapshot(&other).leases {
+            held.add(&views);
+        }
+    }
 }
 
 /// What stands out in one listing, judged on every lease before filters hide any, with
