@@ -998,3 +998,62 @@ fn a_gateways_leftover_goes_on_y_and_its_stop_is_asked_again_naming_every_chat_a
     assert!(!gateway.running(), "ended");
     console.quit_and_check_restored(QUIT_WITHIN, RESTORED_WITHIN);
 }
+
+/// `stop` on a terminal, of an owner of more than one session: the first question, then
+/// the second, naming every session (another profile's too); `n` to the second signals
+/// nothing, `y` to both ends it and cleans both registries.
+#[test]
+fn stop_on_a_terminal_asks_again_naming_every_session_of_an_owner_of_many() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let mut gateway = common::process::Sleeper::new();
+    let acquire = |profile: Option<&str>, session: &str| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("--home").arg(home);
+        if let Some(p) = profile {
+            cmd.args(["--profile", p]);
+        }
+        let out = cmd
+            .args(["acquire", session, "--owner-pid", &gateway.pid_arg(), "--surface", "gateway:telegram"])
+            .env_remove("HERMES_HOME")
+            .output()
+            .expect("acquire");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    common::make_profile(home.join("profiles/work"));
+    acquire(None, "CHAT-1");
+    acquire(None, "CHAT-2");
+    acquire(Some("work"), "W1");
+    let args =
+        [OsStr::new("--home"), home.as_os_str(), OsStr::new("stop"), OsStr::new("--session"), OsStr::new("CHAT-1")];
+    let pace = Duration::from_millis(1200);
+    let mut pty = Pty::spawn("stop", &args, &[], home, 30, 160);
+    pty.wait_for("the first question", Duration::from_secs(5), |s| s.contains("End pid") && s.contains("[y/N]"));
+    thread::sleep(pace);
+    pty.send(b"y\r");
+    pty.wait_for("the second, every session named", Duration::from_secs(5), |s| {
+        s.contains("holds 3 sessions: CHAT-1, CHAT-2, W1 (in work). End every one of them? [y/N]")
+    });
+    thread::sleep(pace);
+    pty.send(b"n\r");
+    let (status, _) = pty.wait_exit(Duration::from_secs(5));
+    assert!(!status.success(), "n: not stopped");
+    assert!(gateway.running(), "nothing signalled");
+    assert_eq!(registry_entries(&home.join("runtime/active_sessions.json")).map(|e| e.len()), Some(2));
+
+    let mut pty = Pty::spawn("stop", &args, &[], home, 30, 160);
+    pty.wait_for("the first question", Duration::from_secs(5), |s| s.contains("[y/N]"));
+    thread::sleep(pace);
+    pty.send(b"y\r");
+    pty.wait_for("the second", Duration::from_secs(5), |s| s.contains("End every one of them?"));
+    thread::sleep(pace);
+    pty.send(b"y\r");
+    pty.wait_for("its leases removed, in work too", Duration::from_secs(10), |s| {
+        s.contains("in work: lease") && s.contains("(session W1) removed (its owner dead)")
+    });
+    let (status, _) = pty.wait_exit(Duration::from_secs(5));
+    assert!(status.success(), "stopped");
+    assert!(!gateway.running(), "ended");
+    assert_eq!(registry_entries(&home.join("runtime/active_sessions.json")).map(|e| e.len()), Some(0));
+    assert_eq!(registry_entries(&home.join("profiles/work/runtime/active_sessions.json")).map(|e| e.len()), Some(0));
+}
