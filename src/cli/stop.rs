@@ -265,7 +265,7 @@ fn report(stopped: &Stopped) {
 }
 
 fn owner_json(o: &OwnerToStop, beyond: &[Beyond]) -> Value {
-    let kind = owner_kind(o);
+    let kind = o.kind();
     let elsewhere: Vec<Value> = beyond
         .iter()
         .filter(|b| b.is_of(o))
@@ -356,16 +356,10 @@ fn sessions_of(o: &OwnerToStop, beyond: &[Beyond]) -> usize {
     o.all_leases().count() + beyond.iter().filter(|b| b.is_of(o)).map(|b| b.leases.len()).sum::<usize>()
 }
 
-/// The kind of `o`, from its first lease and its command line.
-fn owner_kind(o: &OwnerToStop) -> OwnerKind {
-    let cmdline = o.info.as_ref().map(|i| i.cmdline.as_slice());
-    o.all_leases().next().map_or(OwnerKind::Other, |v| OwnerKind::of(&v.entry, cmdline).process())
-}
-
 /// What ending `o` costs, for an owner of many sessions: `a gateway (telegram): stopping
 /// it ends 14 chats, 3 running a turn`.
 fn kind_cost(o: &OwnerToStop, beyond: &[Beyond]) -> Option<String> {
-    let kind = owner_kind(o);
+    let kind = o.kind();
     let n = sessions_of(o, beyond);
     if n < 2 && !matches!(kind, OwnerKind::Gateway { .. }) {
         return None;
@@ -424,7 +418,7 @@ fn serving_many(plan: &StopPlan, beyond: &[Beyond]) -> Vec<Many> {
                 .filter(|b| b.is_of(o))
                 .flat_map(|b| b.leases.iter())
                 .map(|v| format!("{} (in {})", v.entry.session_id(), b_label(beyond, o, v)));
-            Many { pid: o.pid, kind: owner_kind(o), sessions: here.chain(there).collect() }
+            Many { pid: o.pid, kind: o.kind(), sessions: here.chain(there).collect() }
         })
         .collect()
 }

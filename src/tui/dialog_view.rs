@@ -242,9 +242,9 @@ fn stop(app: &App, location: &Location, plan: &crate::lease::stop::StopPlan, p: 
             )));
         }
         // What ending it costs, for an owner that serves more than this session.
-        let kind = owner_kind_of(o);
+        let kind = o.kind();
         let held = o.all_leases().count() + elsewhere.len();
-        if held > 1 || kind.serves_many() && !matches!(kind, crate::lease::owners::kind::OwnerKind::Other) {
+        if held > 1 || kind.serves_many() {
             let turns = o.sessions.iter().filter(|n| n.gateway_turn == Some(true)).count();
             let turns = if turns > 0 { format!(", {turns} running a turn") } else { String::new() };
             lines.push(Line::from(Span::styled(
@@ -284,7 +284,7 @@ fn stop_again(app: &App, location: &Location, plan: &crate::lease::stop::StopPla
         if count < 2 {
             continue;
         }
-        let kind = owner_kind_of(o);
+        let kind = o.kind();
         lines.push(Line::from(Span::styled(
             format!(
                 "pid {} ({}) holds {}; stopping it ends every one:",
@@ -316,14 +316,6 @@ fn stop_again(app: &App, location: &Location, plan: &crate::lease::stop::StopPla
         Line::from(Span::styled(answer_hint(CONFIRM_KEYS, "end every session"), p.bold(Color::Cyan))),
     ];
     DialogText { title: " stop every session? ", lines, footer }
-}
-
-/// The kind of a stop's owner, from its first lease and its command line.
-fn owner_kind_of(o: &crate::lease::stop::OwnerToStop) -> crate::lease::owners::kind::OwnerKind {
-    let cmdline = o.info.as_ref().map(|i| i.cmdline.as_slice());
-    o.all_leases().next().map_or(crate::lease::owners::kind::OwnerKind::Other, |v| {
-        crate::lease::owners::kind::OwnerKind::of(&v.entry, cmdline).process()
-    })
 }
 
 pub(super) fn render_dialog(app: &App, d: &Dialog, p: &Palette, frame: &mut Frame, area: Rect) {

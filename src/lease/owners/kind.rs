@@ -72,17 +72,6 @@ impl OwnerKind {
         OwnerKind::Other
     }
 
-    /// The word JSON carries: `hermes-chat`, `gateway`, `app-backend`, `leasectl`, `other`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            OwnerKind::Chat => "hermes-chat",
-            OwnerKind::Gateway { .. } => "gateway",
-            OwnerKind::AppBackend { .. } => "app-backend",
-            OwnerKind::Leasectl { .. } => "leasectl",
-            OwnerKind::Other => "other",
-        }
-    }
-
     /// For people: `hermes chat`, `gateway: telegram, chat 1234`, `app backend (desktop)`,
     /// `leasectl hold`. Text from the registry is the caller's to escape.
     pub fn describe(&self) -> String {
@@ -131,10 +120,10 @@ impl OwnerKind {
         }
     }
 
-    /// Whether one process of this kind may hold many sessions at once (every chat of a
+    /// Whether one process of this kind serves many sessions by design (every chat of a
     /// gateway, every session attached to an app).
     pub fn serves_many(&self) -> bool {
-        matches!(self, OwnerKind::Gateway { .. } | OwnerKind::AppBackend { .. } | OwnerKind::Other)
+        matches!(self, OwnerKind::Gateway { .. } | OwnerKind::AppBackend { .. })
     }
 }
 
@@ -194,18 +183,6 @@ pub enum SafeMove {
     /// Close the session where it is open: ending the process ends every session it
     /// serves, and removing the lease leaves it writing without one.
     CloseWhereOpen,
-}
-
-impl SafeMove {
-    /// The word JSON carries.
-    pub fn name(self) -> &'static str {
-        match self {
-            SafeMove::Stop => "stop",
-            SafeMove::ForceRelease => "force-release",
-            SafeMove::WaitForTurn => "wait-for-turn",
-            SafeMove::CloseWhereOpen => "close-where-open",
-        }
-    }
 }
 
 /// What is known of a lease's owner when advice is given.
@@ -341,25 +318,24 @@ mod tests {
         let gw = entry("gateway:telegram", r#"{"platform": "telegram", "chat_id": "1234", "user_id": "9"}"#, false);
         let kind = OwnerKind::of(&gw, None);
         assert_eq!(kind.describe(), "gateway: telegram, chat 1234");
-        assert_eq!(kind.name(), "gateway");
         let sent = serde_json::to_value(&kind).expect("json");
         assert_eq!(sent["kind"], "gateway", "{sent}");
-        assert_eq!(serde_json::to_value(OwnerKind::Chat).expect("json")["kind"], OwnerKind::Chat.name());
+        assert_eq!(serde_json::to_value(OwnerKind::Chat).expect("json")["kind"], "hermes-chat");
         let desktop = entry("desktop", r#"{"live_session_id": "r1"}"#, true);
         assert_eq!(OwnerKind::of(&desktop, None).describe(), "app backend (desktop)");
         let tui = entry("tui", r#"{"live_session_id": "r1"}"#, false);
-        assert_eq!(OwnerKind::of(&tui, None).name(), "app-backend");
+        assert!(matches!(OwnerKind::of(&tui, None), OwnerKind::AppBackend { .. }));
         let cli = entry("cli", "{}", false);
         assert_eq!(OwnerKind::of(&cli, None), OwnerKind::Chat);
         // What runs decides first.
         let hold = args(&["/usr/bin/leasectl", "hold", "S", "--surface", "gateway"]);
         assert_eq!(OwnerKind::of(&gw, Some(&hold)).describe(), "leasectl hold");
         let gateway_run = args(&["/venv/bin/python", "/venv/bin/hermes", "gateway", "run"]);
-        assert_eq!(OwnerKind::of(&entry("x", "{}", false), Some(&gateway_run)).name(), "gateway");
+        assert!(matches!(OwnerKind::of(&entry("x", "{}", false), Some(&gateway_run)), OwnerKind::Gateway { .. }));
         let chat = args(&["/venv/bin/python3", "/venv/bin/hermes", "chat"]);
         assert_eq!(OwnerKind::of(&entry("", "{}", false), Some(&chat)), OwnerKind::Chat);
         let dashboard = args(&["/venv/bin/python", "/venv/bin/hermes", "dashboard"]);
-        assert_eq!(OwnerKind::of(&entry("", "{}", false), Some(&dashboard)).name(), "app-backend");
+        assert!(matches!(OwnerKind::of(&entry("", "{}", false), Some(&dashboard)), OwnerKind::AppBackend { .. }));
         assert_eq!(OwnerKind::of(&entry("script", "{}", false), Some(&args(&["python3", "x.py"]))), OwnerKind::Other);
         // `cli` from a process that is not Hermes (leasectl's default surface): other.
         assert_eq!(OwnerKind::of(&cli, Some(&args(&["sleep", "30"]))), OwnerKind::Other);

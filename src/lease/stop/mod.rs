@@ -78,6 +78,14 @@ impl OwnerToStop {
         }
     }
 
+    /// What kind of process it is (the process, not one of its chats), from its first
+    /// lease and its command line.
+    pub fn kind(&self) -> super::owners::kind::OwnerKind {
+        use super::owners::kind::OwnerKind;
+        let cmdline = self.info.as_ref().map(|i| i.cmdline.as_slice());
+        self.all_leases().next().map_or(OwnerKind::Other, |v| OwnerKind::of(&v.entry, cmdline).process())
+    }
+
     /// Every lease it holds here, named first.
     pub fn all_leases(&self) -> impl Iterator<Item = &LeaseView> {
         self.leases.iter().chain(&self.also_holds)
